@@ -141,7 +141,9 @@ def validate_batches(
     while position < end:
         if end - position < HEADER_SIZE:
             if end - position >= 17 and buf[position + 16] != MAGIC:
-                raise InvalidBatch("invalid_record", f"record batch magic {buf[position + 16]} is not 2")
+                raise InvalidBatch(
+                    "invalid_record", f"record batch magic {buf[position + 16]} is not 2"
+                )
             raise InvalidBatch("corrupt_message", "record set ends inside a batch header")
         header = read_header(buf, position)
         if header.magic != MAGIC:

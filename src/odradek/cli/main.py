@@ -1,0 +1,73 @@
+"""``odradek`` on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from odradek.config import BrokerConfig, ConfigError
+
+
+def _serve(args: argparse.Namespace) -> int:
+    overrides = list(args.override or [])
+    if args.data_dir:
+        overrides.append(f"log.dirs={args.data_dir}")
+    if args.listen:
+        overrides.append(f"listeners=PLAINTEXT://{args.listen}")
+    try:
+        config = BrokerConfig.load(Path(args.config) if args.config else None, overrides)
+    except (ConfigError, OSError) as e:
+        print(f"odradek: bad configuration: {e}", file=sys.stderr)
+        return 2
+    from odradek.server.broker import Broker
+
+    async def run() -> None:
+        broker = Broker(config)
+        await broker.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await broker.stop()
+
+    try:
+        asyncio.run(run())
+    except OSError as e:
+        print(f"odradek: cannot start: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible broker")
+    parser.add_argument("--log-level", default="INFO")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run a broker")
+    serve.add_argument("--config", help="a Kafka-style server.properties file")
+    serve.add_argument(
+        "-o",
+        "--override",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a broker config, e.g. -o num.partitions=3 (repeatable)",
+    )
+    serve.add_argument("--data-dir", help="data directory (log.dirs); default ./odradek-data")
+    serve.add_argument("--listen", metavar="HOST:PORT", help="default 127.0.0.1:9092")
+    serve.set_defaults(run=_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    result: int = args.run(args)
+    return result

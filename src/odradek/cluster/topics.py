@@ -1,0 +1,249 @@
+"""Topics and partitions of this broker: creation, deletion, growth and configs.
+
+The facts live in the metadata store; the data in the log manager. Every change is validated the
+way Kafka's controller validates it and refused with the error code a Kafka client expects.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+
+from odradek.clock import Clock
+from odradek.cluster.metadata_store import LocalMetadataStore, TopicMetadata
+from odradek.cluster.partition import Partition
+from odradek.config import (
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    TopicConfig,
+    validate_topic_configs,
+)
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage import LogConfig, LogManager
+
+log = logging.getLogger(__name__)
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME = 249
+
+
+def check_topic_name(name: str) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.invalid_topic_exception, "topic name is empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.invalid_topic_exception, f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME:
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f"topic name is longer than {MAX_TOPIC_NAME} characters",
+        )
+    if not _LEGAL_TOPIC.match(name):
+        raise KafkaError(
+            ErrorCode.invalid_topic_exception,
+            f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_', '-'",
+        )
+
+
+def log_config_of(topic: TopicConfig) -> LogConfig:
+    return LogConfig(
+        segment_bytes=topic.get_int("segment.bytes"),
+        segment_ms=topic.get_int("segment.ms"),
+        index_interval_bytes=topic.get_int("index.interval.bytes"),
+        segment_index_bytes=topic.get_int("segment.index.bytes"),
+        flush_messages=topic.optional_long("flush.messages"),
+        flush_ms=topic.optional_long("flush.ms"),
+    )
+
+
+class TopicManager:
+    """Owns the set of topics and the :class:`Partition` objects the handlers use."""
+
+    def __init__(
+        self, config: BrokerConfig, store: LocalMetadataStore, logs: LogManager, clock: Clock
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.logs = logs
+        self.clock = clock
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._topic_configs: dict[str, TopicConfig] = {}
+
+    def open(self) -> None:
+        self.logs.open(self.log_config)
+        for topic in self.store.topics.values():
+            self._open_partitions(topic, range(topic.partitions))
+        for partition_log in self.logs.all_logs():
+            if partition_log.topic not in self.store.topics:
+                # A topic deleted from the metadata whose logs outlived a crash.
+                log.warning(
+                    "removing log of deleted topic %s-%d",
+                    partition_log.topic,
+                    partition_log.partition,
+                )
+                self.logs.delete(partition_log.topic, partition_log.partition)
+
+    def _open_partitions(self, topic: TopicMetadata, indexes: Iterable[int]) -> None:
+        config = self.log_config(topic.name)
+        for index in indexes:
+            partition_log = self.logs.get(topic.name, index) or self.logs.create(
+                topic.name, index, config
+            )
+            self.partitions[(topic.name, index)] = Partition(topic.name, index, partition_log)
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self.store.topics.get(name)
+
+    def topics(self) -> list[TopicMetadata]:
+        return list(self.store.topics.values())
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def topic_config(self, name: str) -> TopicConfig:
+        cached = self._topic_configs.get(name)
+        if cached is None:
+            topic = self.store.topics.get(name)
+            cached = TopicConfig.resolve(self.config, topic.configs if topic else {})
+            self._topic_configs[name] = cached
+        return cached
+
+    def log_config(self, name: str) -> LogConfig:
+        return log_config_of(self.topic_config(name))
+
+    # -- changes -------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str | None] | None = None,
+        *,
+        assignments: Mapping[int, list[int]] | None = None,
+        validate_only: bool = False,
+    ) -> TopicMetadata:
+        check_topic_name(name)
+        if name in self.store.topics:
+            raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise KafkaError(
+                    ErrorCode.invalid_request,
+                    "give either replica assignments or partitions and replication factor",
+                )
+            num_partitions = len(assignments)
+            replication_factor = len(next(iter(assignments.values())))
+            self._check_assignments(assignments.values())
+        if num_partitions == -1:
+            num_partitions = self.config.get_int("num.partitions")
+        if num_partitions < 1:
+            raise KafkaError(
+                ErrorCode.invalid_partitions, "number of partitions must be at least 1"
+            )
+        if replication_factor == -1:
+            replication_factor = self.config.get_int("default.replication.factor")
+        self._check_replication_factor(replication_factor)
+        try:
+            valid = validate_topic_configs(configs or {})
+        except ConfigError as e:
+            raise KafkaError(ErrorCode.invalid_config, str(e)) from e
+        topic = TopicMetadata(name, uuid.uuid4(), num_partitions, valid)
+        if validate_only:
+            return topic
+        self.store.put(topic)
+        self._topic_configs.pop(name, None)
+        self._open_partitions(topic, range(num_partitions))
+        log.info("created topic %s with %d partitions", name, num_partitions)
+        return topic
+
+    def _check_replication_factor(self, replication_factor: int) -> None:
+        if replication_factor < 1:
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor, "replication factor must be at least 1"
+            )
+        if replication_factor > 1:
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor,
+                f"replication factor {replication_factor} is larger than the 1 broker available",
+            )
+
+    def _check_assignments(self, assignments: Iterable[list[int]]) -> None:
+        node_id = self.config.node_id
+        for replicas in assignments:
+            if replicas != [node_id]:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"replica assignment {replicas} names brokers other than {node_id}",
+                )
+
+    def delete_topic(self, name: str) -> TopicMetadata:
+        topic = self.store.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+        if not self.config.get_bool("delete.topic.enable"):
+            raise KafkaError(ErrorCode.topic_deletion_disabled, "delete.topic.enable is false")
+        self.store.remove(name)
+        self._topic_configs.pop(name, None)
+        for index in range(topic.partitions):
+            partition = self.partitions.pop((name, index), None)
+            if partition is not None:
+                partition.wake_all()
+            self.logs.delete(name, index)
+        log.info("deleted topic %s", name)
+        return topic
+
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: list[list[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        topic = self.store.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+        if count < topic.partitions:
+            raise KafkaError(
+                ErrorCode.invalid_partitions,
+                f"topic has {topic.partitions} partitions; partitions can only be added",
+            )
+        if count == topic.partitions:
+            raise KafkaError(
+                ErrorCode.invalid_partitions, f"topic already has {topic.partitions} partitions"
+            )
+        if assignments is not None:
+            if len(assignments) != count - topic.partitions:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    "assignments must name one replica list per new partition",
+                )
+            self._check_assignments(assignments)
+        if validate_only:
+            return
+        updated = self.store.set_partitions(name, count)
+        self._open_partitions(updated, range(topic.partitions, count))
+
+    def set_topic_configs(
+        self, name: str, configs: Mapping[str, str | None], *, validate_only: bool = False
+    ) -> None:
+        """Replace the topic's overrides with ``configs`` (None values are dropped)."""
+        if name not in self.store.topics:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+        try:
+            valid = validate_topic_configs(configs)
+        except ConfigError as e:
+            raise KafkaError(ErrorCode.invalid_config, str(e)) from e
+        if validate_only:
+            return
+        self.store.set_configs(name, valid)
+        self._topic_configs.pop(name, None)
+        self.logs.update_config(name, self.log_config(name))
+
+    def is_known_config(self, name: str) -> bool:
+        return name in TOPIC_CONFIGS

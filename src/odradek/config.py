@@ -1,0 +1,545 @@
+"""Broker and topic configuration under Kafka's own names.
+
+Broker settings come from a Java-style properties file plus ``key=value`` overrides. Topic
+settings default to their broker synonym (``segment.bytes`` to ``log.segment.bytes``, …) and can be
+set per topic at creation or by AlterConfigs; they are stored with the topic's metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+LONG_MAX = 9223372036854775807
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigs' config types (KIP-569)."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigError(ValueError):
+    """A configuration name or value that the broker does not accept."""
+
+
+def _parse_bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(f"expected true or false, got {raw!r}")
+    return lowered == "true"
+
+
+def _parse(kind: ConfigType, raw: str) -> object:
+    text = raw.strip()
+    try:
+        if kind is ConfigType.BOOLEAN:
+            return _parse_bool(text)
+        if kind in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+            return int(text)
+        if kind is ConfigType.DOUBLE:
+            return float(text)
+        if kind is ConfigType.LIST:
+            return [item.strip() for item in text.split(",") if item.strip()]
+    except ValueError as e:
+        raise ConfigError(f"{raw!r} is not a valid {kind.name.lower()}") from e
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    name: str
+    kind: ConfigType
+    default: str | None
+    doc: str
+    check: Callable[[object], str | None] | None = None  # returns a complaint, or None
+    read_only: bool = False
+
+    def parse(self, raw: str) -> object:
+        value = _parse(self.kind, raw)
+        if self.check is not None:
+            complaint = self.check(value)
+            if complaint:
+                raise ConfigError(f"invalid value {raw!r} for {self.name}: {complaint}")
+        return value
+
+
+def _at_least(minimum: int) -> Callable[[object], str | None]:
+    def check(value: object) -> str | None:
+        return None if isinstance(value, int) and value >= minimum else f"must be >= {minimum}"
+
+    return check
+
+
+def _one_of(*allowed: str) -> Callable[[object], str | None]:
+    def check(value: object) -> str | None:
+        items = value if isinstance(value, list) else [value]
+        bad = [item for item in items if item not in allowed]
+        return f"must be one of {', '.join(allowed)}" if bad or not items else None
+
+    return check
+
+
+def _ratio(value: object) -> str | None:
+    return None if isinstance(value, float) and 0.0 <= value <= 1.0 else "must be in [0, 1]"
+
+
+# Topic configs, each with its broker-level synonym (None where Kafka has none).
+TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
+    d.name: (d, synonym)
+    for d, synonym in [
+        (
+            ConfigDef(
+                "cleanup.policy",
+                ConfigType.LIST,
+                "delete",
+                "delete and/or compact old segments",
+                _one_of("delete", "compact"),
+            ),
+            "log.cleanup.policy",
+        ),
+        (
+            ConfigDef(
+                "compression.type",
+                ConfigType.STRING,
+                "producer",
+                "final compression codec",
+                _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+            ),
+            "compression.type",
+        ),
+        (
+            ConfigDef(
+                "delete.retention.ms",
+                ConfigType.LONG,
+                "86400000",
+                "how long tombstones are kept on compacted topics",
+                _at_least(0),
+            ),
+            "log.cleaner.delete.retention.ms",
+        ),
+        (
+            ConfigDef(
+                "file.delete.delay.ms",
+                ConfigType.LONG,
+                "60000",
+                "wait before deleting a file from the file system",
+                _at_least(0),
+            ),
+            "log.segment.delete.delay.ms",
+        ),
+        (
+            ConfigDef(
+                "flush.messages",
+                ConfigType.LONG,
+                str(LONG_MAX),
+                "fsync after this many messages",
+                _at_least(1),
+            ),
+            "log.flush.interval.messages",
+        ),
+        (
+            ConfigDef(
+                "flush.ms", ConfigType.LONG, str(LONG_MAX), "fsync after this many ms", _at_least(0)
+            ),
+            "log.flush.interval.ms",
+        ),
+        (
+            ConfigDef(
+                "index.interval.bytes",
+                ConfigType.INT,
+                "4096",
+                "bytes between offset index entries",
+                _at_least(0),
+            ),
+            "log.index.interval.bytes",
+        ),
+        (
+            ConfigDef(
+                "max.compaction.lag.ms",
+                ConfigType.LONG,
+                str(LONG_MAX),
+                "longest a record stays uncompacted",
+                _at_least(1),
+            ),
+            "log.cleaner.max.compaction.lag.ms",
+        ),
+        (
+            ConfigDef(
+                "max.message.bytes",
+                ConfigType.INT,
+                "1048588",
+                "largest record batch accepted",
+                _at_least(0),
+            ),
+            "message.max.bytes",
+        ),
+        (
+            ConfigDef(
+                "message.timestamp.type",
+                ConfigType.STRING,
+                "CreateTime",
+                "CreateTime or LogAppendTime",
+                _one_of("CreateTime", "LogAppendTime"),
+            ),
+            "log.message.timestamp.type",
+        ),
+        (
+            ConfigDef(
+                "message.timestamp.before.max.ms",
+                ConfigType.LONG,
+                str(LONG_MAX),
+                "how far in the past a record timestamp may be",
+                _at_least(0),
+            ),
+            "log.message.timestamp.before.max.ms",
+        ),
+        (
+            ConfigDef(
+                "message.timestamp.after.max.ms",
+                ConfigType.LONG,
+                "3600000",
+                "how far in the future a record timestamp may be",
+                _at_least(0),
+            ),
+            "log.message.timestamp.after.max.ms",
+        ),
+        (
+            ConfigDef(
+                "min.cleanable.dirty.ratio",
+                ConfigType.DOUBLE,
+                "0.5",
+                "dirty share of the log that triggers compaction",
+                _ratio,
+            ),
+            "log.cleaner.min.cleanable.ratio",
+        ),
+        (
+            ConfigDef(
+                "min.compaction.lag.ms",
+                ConfigType.LONG,
+                "0",
+                "youngest a record may be compacted",
+                _at_least(0),
+            ),
+            "log.cleaner.min.compaction.lag.ms",
+        ),
+        (
+            ConfigDef(
+                "min.insync.replicas",
+                ConfigType.INT,
+                "1",
+                "replicas that must have a record for acks=all",
+                _at_least(1),
+            ),
+            "min.insync.replicas",
+        ),
+        (
+            ConfigDef(
+                "retention.bytes",
+                ConfigType.LONG,
+                "-1",
+                "partition size above which old segments are deleted",
+                _at_least(-1),
+            ),
+            "log.retention.bytes",
+        ),
+        (
+            ConfigDef(
+                "retention.ms",
+                ConfigType.LONG,
+                "604800000",
+                "age above which old segments are deleted",
+                _at_least(-1),
+            ),
+            "log.retention.ms",
+        ),
+        (
+            ConfigDef(
+                "segment.bytes", ConfigType.INT, "1073741824", "segment file size", _at_least(14)
+            ),
+            "log.segment.bytes",
+        ),
+        (
+            ConfigDef(
+                "segment.index.bytes", ConfigType.INT, "10485760", "offset index size", _at_least(4)
+            ),
+            "log.index.size.max.bytes",
+        ),
+        (
+            ConfigDef(
+                "segment.jitter.ms", ConfigType.LONG, "0", "jitter on segment.ms", _at_least(0)
+            ),
+            "log.roll.jitter.ms",
+        ),
+        (
+            ConfigDef(
+                "segment.ms", ConfigType.LONG, "604800000", "age that rolls a segment", _at_least(1)
+            ),
+            "log.roll.ms",
+        ),
+        (
+            ConfigDef(
+                "unclean.leader.election.enable",
+                ConfigType.BOOLEAN,
+                "false",
+                "elect out-of-sync replicas as a last resort",
+            ),
+            "unclean.leader.election.enable",
+        ),
+    ]
+}
+
+# Broker configs this broker reads. Topic synonyms above are broker configs too.
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        ConfigDef("node.id", ConfigType.INT, "1", "this broker's id", _at_least(0), True),
+        ConfigDef("broker.id", ConfigType.INT, None, "alias of node.id", _at_least(-1), True),
+        ConfigDef("log.dirs", ConfigType.LIST, None, "data directories", read_only=True),
+        ConfigDef("log.dir", ConfigType.STRING, "./odradek-data", "data directory", read_only=True),
+        ConfigDef(
+            "listeners", ConfigType.LIST, "PLAINTEXT://127.0.0.1:9092", "listeners", read_only=True
+        ),
+        ConfigDef(
+            "advertised.listeners",
+            ConfigType.LIST,
+            None,
+            "addresses given to clients",
+            read_only=True,
+        ),
+        ConfigDef(
+            "num.partitions", ConfigType.INT, "1", "partitions of auto-created topics", _at_least(1)
+        ),
+        ConfigDef(
+            "default.replication.factor",
+            ConfigType.SHORT,
+            "1",
+            "replication factor of auto-created topics",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "auto.create.topics.enable",
+            ConfigType.BOOLEAN,
+            "true",
+            "create a topic on first Metadata or Produce request",
+        ),
+        ConfigDef("delete.topic.enable", ConfigType.BOOLEAN, "true", "allow DeleteTopics"),
+        ConfigDef("log.roll.hours", ConfigType.INT, "168", "segment age in hours", _at_least(1)),
+        ConfigDef(
+            "log.retention.hours", ConfigType.INT, "168", "retention in hours", _at_least(-1)
+        ),
+        ConfigDef("log.retention.minutes", ConfigType.INT, None, "retention in minutes"),
+        ConfigDef(
+            "log.retention.check.interval.ms",
+            ConfigType.LONG,
+            "300000",
+            "how often retention is checked",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "log.flush.scheduler.interval.ms",
+            ConfigType.LONG,
+            str(LONG_MAX),
+            "how often logs are checked for flush.ms",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "log.flush.offset.checkpoint.interval.ms",
+            ConfigType.INT,
+            "60000",
+            "how often the recovery point is checkpointed",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "socket.request.max.bytes",
+            ConfigType.INT,
+            "104857600",
+            "largest request accepted",
+            _at_least(1),
+        ),
+        ConfigDef("cluster.id", ConfigType.STRING, None, "cluster id (made on first start)"),
+        ConfigDef(
+            "group.initial.rebalance.delay.ms",
+            ConfigType.INT,
+            "3000",
+            "wait for more members before the first rebalance",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "offsets.topic.num.partitions",
+            ConfigType.INT,
+            "50",
+            "partitions of __consumer_offsets",
+            _at_least(1),
+            True,
+        ),
+    ]
+}
+for _d, _synonym in TOPIC_CONFIGS.values():
+    if _synonym and _synonym not in BROKER_CONFIGS:
+        BROKER_CONFIGS[_synonym] = ConfigDef(_synonym, _d.kind, _d.default, _d.doc, _d.check)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-style properties: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments."""
+    props: dict[str, str] = {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        while stripped.endswith("\\"):
+            stripped = stripped[:-1] + next(lines, "").strip()
+        sep = min((i for i in (stripped.find("="), stripped.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            props[stripped] = ""
+        else:
+            props[stripped[:sep].strip()] = stripped[sep + 1 :].strip()
+    return props
+
+
+def _host_port(listener: str) -> tuple[str, int]:
+    """``PLAINTEXT://host:port`` or ``host:port`` → (host, port)."""
+    address = listener.split("://", 1)[-1]
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        raise ConfigError(f"listener {listener!r} has no port")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class BrokerConfig:
+    """The broker's settings: the properties given, over Kafka's defaults."""
+
+    def __init__(self, props: Mapping[str, str] | None = None) -> None:
+        self.props: dict[str, str] = {}
+        for name, raw in (props or {}).items():
+            definition = BROKER_CONFIGS.get(name)
+            if definition is not None:
+                definition.parse(raw)  # fail at start, not on first use
+            self.props[name] = raw
+
+    @classmethod
+    def load(cls, path: Path | None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        props = parse_properties(path.read_text()) if path else {}
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"override {item!r} is not key=value")
+            props[key.strip()] = value.strip()
+        return cls(props)
+
+    def raw(self, name: str) -> str | None:
+        if name in self.props:
+            return self.props[name]
+        definition = BROKER_CONFIGS.get(name)
+        return definition.default if definition else None
+
+    def get(self, name: str) -> object:
+        raw = self.raw(name)
+        return None if raw is None else BROKER_CONFIGS[name].parse(raw)
+
+    def get_int(self, name: str) -> int:
+        value = self.get(name)
+        assert isinstance(value, int), name
+        return value
+
+    def get_bool(self, name: str) -> bool:
+        return bool(self.get(name))
+
+    @property
+    def node_id(self) -> int:
+        broker_id = self.get("broker.id")
+        return (
+            broker_id if isinstance(broker_id, int) and broker_id >= 0 else self.get_int("node.id")
+        )
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.get("log.dirs")
+        if isinstance(dirs, list) and dirs:
+            return [Path(d) for d in dirs]
+        return [Path(str(self.get("log.dir")))]
+
+    @property
+    def listener(self) -> tuple[str, int]:
+        listeners = self.get("listeners")
+        assert isinstance(listeners, list) and listeners, "listeners is empty"
+        return _host_port(listeners[0])
+
+    def advertised(self, bound: tuple[str, int]) -> tuple[str, int]:
+        """The address clients are told to use; ``bound`` is where the socket really listens."""
+        advertised = self.get("advertised.listeners")
+        if isinstance(advertised, list) and advertised:
+            return _host_port(advertised[0])
+        host, port = bound
+        return ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), port
+
+    def topic_default(self, name: str) -> str:
+        """A topic config's value where the topic does not set it: its broker synonym's."""
+        definition, synonym = TOPIC_CONFIGS[name]
+        if synonym is not None and synonym in self.props:
+            return self.props[synonym]
+        # Kafka derives these from coarser broker settings when the ms form is not given.
+        if name == "retention.ms":
+            if "log.retention.minutes" in self.props:
+                return str(int(self.props["log.retention.minutes"]) * 60_000)
+            if "log.retention.hours" in self.props:
+                return str(int(self.props["log.retention.hours"]) * 3_600_000)
+        if name == "segment.ms" and "log.roll.hours" in self.props:
+            return str(int(self.props["log.roll.hours"]) * 3_600_000)
+        assert definition.default is not None
+        return definition.default
+
+    def topic_source(self, name: str) -> str:
+        """``static`` when the broker's properties set this config's synonym, else ``default``."""
+        _, synonym = TOPIC_CONFIGS[name]
+        return "static" if synonym is not None and synonym in self.props else "default"
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check names and values a client sends for a topic; returns the non-null ones."""
+    valid: dict[str, str] = {}
+    for name, raw in configs.items():
+        if name not in TOPIC_CONFIGS:
+            raise ConfigError(f"unknown topic config {name!r}")
+        if raw is None:
+            continue
+        TOPIC_CONFIGS[name][0].parse(raw)
+        valid[name] = raw
+    return valid
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """A topic's effective settings, typed."""
+
+    values: Mapping[str, str]
+
+    @classmethod
+    def resolve(cls, broker: BrokerConfig, overrides: Mapping[str, str]) -> TopicConfig:
+        values = {name: overrides.get(name, broker.topic_default(name)) for name in TOPIC_CONFIGS}
+        return cls(values)
+
+    def get(self, name: str) -> object:
+        return TOPIC_CONFIGS[name][0].parse(self.values[name])
+
+    def get_int(self, name: str) -> int:
+        value = self.get(name)
+        assert isinstance(value, int)
+        return value
+
+    def optional_long(self, name: str) -> int | None:
+        """A LONG where Kafka's Long.MAX_VALUE means 'never'."""
+        value = self.get_int(name)
+        return None if value >= LONG_MAX else value

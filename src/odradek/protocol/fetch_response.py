@@ -1,0 +1,101 @@
+"""Fetch responses (v4-v12) written by hand around record slices, so records can go by sendfile.
+
+kio would copy every partition's records into one buffer; here the frame is a list of parts —
+``bytes`` for everything Kafka's schema puts around the records, and the caller's opaque record
+slices in between — plus its total length. Field order follows FetchResponse.json; v12 is the
+first flexible version (compact strings and arrays, tagged-field sections).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+S = TypeVar("S")
+
+MAX_VERSION = 12
+_PARTITION_HEAD = struct.Struct(">ihqqq")  # index, error, high watermark, last stable, log start
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionData(Generic[S]):
+    index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: S | None  # an opaque slice the writer sends, or None for no records
+    records_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicData(Generic[S]):
+    name: str
+    partitions: Sequence[PartitionData[S]]
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode(
+    version: int,
+    correlation_id: int,
+    topics: Sequence[TopicData[S]],
+    *,
+    error_code: int = 0,
+    session_id: int = 0,
+    throttle_time_ms: int = 0,
+) -> tuple[list[bytes | S], int]:
+    """Parts of the whole frame (length prefix included) and its total size in bytes."""
+    if not 4 <= version <= MAX_VERSION:
+        raise ValueError(f"fetch response version {version} is not written here")
+    flexible = version >= 12
+    parts: list[bytes | S] = []
+    head = bytearray(struct.pack(">i", correlation_id))
+    if flexible:
+        head += b"\0"  # response header tagged fields
+    head += struct.pack(">i", throttle_time_ms)
+    if version >= 7:
+        head += struct.pack(">hi", error_code, session_id)
+    head += _uvarint(len(topics) + 1) if flexible else struct.pack(">i", len(topics))
+    size = 0
+    for topic in topics:
+        name = topic.name.encode()
+        head += (_uvarint(len(name) + 1) if flexible else struct.pack(">h", len(name))) + name
+        count = len(topic.partitions)
+        head += _uvarint(count + 1) if flexible else struct.pack(">i", count)
+        for p in topic.partitions:
+            head += _PARTITION_HEAD.pack(
+                p.index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset
+            )
+            head += b"\x01" if flexible else b"\0\0\0\0"  # no aborted transactions
+            if version >= 11:
+                head += b"\xff\xff\xff\xff"  # preferred read replica: none
+            if flexible:
+                head += _uvarint(p.records_size + 1)
+            else:
+                head += struct.pack(">i", p.records_size)
+            if p.records is not None and p.records_size:
+                parts.append(bytes(head))
+                size += len(head)
+                head = bytearray()
+                parts.append(p.records)
+                size += p.records_size
+            if flexible:
+                head += b"\0"  # partition tagged fields
+        if flexible:
+            head += b"\0"  # topic tagged fields
+    if flexible:
+        head += b"\0"  # body tagged fields
+    parts.append(bytes(head))
+    size += len(head)
+    parts.insert(0, struct.pack(">i", size))
+    return parts, size + 4

@@ -1,0 +1,322 @@
+"""The records inside a RecordBatch v2: decoding whole batches and building new ones.
+
+The broker's hot path never comes here (it works on :mod:`odradek.protocol.record_batch` headers);
+this is for the project's own client, ListOffsets by timestamp, compaction, the group coordinator
+and the Spark source.
+
+After the 61-byte header a batch holds ``recordCount`` records, compressed together with the
+batch's codec. Each record, as Kafka's ``DefaultRecord`` lays it out::
+
+    length          varint    bytes of the record after this field
+    attributes      int8      unused, 0
+    timestampDelta  varlong   timestamp - baseTimestamp
+    offsetDelta     varint    offset - baseOffset
+    keyLength       varint    -1 for a null key
+    key             bytes
+    valueLength     varint    -1 for a null value
+    value           bytes
+    headersCount    varint
+    headers         headerKeyLength varint, headerKey UTF-8,
+                    headerValueLength varint (-1 for null), headerValue bytes
+
+varint/varlong are zigzag-encoded base-128 varints, least significant group first (as protobuf's
+``sint32``/``sint64``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import crc32c
+
+from odradek.protocol import compression as codecs
+from odradek.protocol.record_batch import (
+    CONTROL_BIT,
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    BatchHeader,
+    crc_of,
+    iter_headers,
+    read_header,
+)
+
+Bytes = bytes | bytearray | memoryview
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_MAX_VARINT_BYTES = 10  # a varlong; a varint takes at most 5
+
+
+class RecordDecodeError(ValueError):
+    """Bytes that are not a well-formed v2 batch or record."""
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """A record header: a UTF-8 key and an optional value."""
+
+    key: str
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A decoded record, with its absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NewRecord:
+    """A record to put in a new batch; ``timestamp=None`` means the batch's ``now_ms``."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[Header] = ()
+    timestamp: int | None = None
+
+
+RecordInput = NewRecord | tuple[bytes | None, bytes | None, Sequence[Header], int | None]
+
+
+# -- varints -----------------------------------------------------------------------------------
+
+
+def _read_varint(buf: bytes, position: int) -> tuple[int, int]:
+    """Decode the zigzag varint at ``position``; return it and the position after it."""
+    try:
+        b = buf[position]
+        if b < 0x80:  # one byte: by far the common case
+            return (b >> 1) ^ -(b & 1), position + 1
+        raw = b & 0x7F
+        shift = 7
+        position += 1
+        while True:
+            b = buf[position]
+            position += 1
+            raw |= (b & 0x7F) << shift
+            if b < 0x80:
+                return (raw >> 1) ^ -(raw & 1), position
+            shift += 7
+            if shift >= 7 * _MAX_VARINT_BYTES:
+                raise RecordDecodeError("varint longer than 10 bytes")
+    except IndexError:
+        raise RecordDecodeError("record ends inside a varint") from None
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    """Append ``value`` as a zigzag varint (a varlong for values outside int32)."""
+    raw = (value << 1) ^ (value >> 63)
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+# -- decoding ----------------------------------------------------------------------------------
+
+
+def _read_bytes(buf: bytes, position: int, what: str) -> tuple[bytes | None, int]:
+    length, position = _read_varint(buf, position)
+    if length < 0:
+        if length == -1:
+            return None, position
+        raise RecordDecodeError(f"{what} length {length} is negative")
+    end = position + length
+    if end > len(buf):
+        raise RecordDecodeError(f"{what} of {length} bytes overruns the record")
+    return buf[position:end], end
+
+
+def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
+    records: list[Record] = []
+    base_offset = header.base_offset
+    base_timestamp = header.base_timestamp
+    log_append_time = header.max_timestamp if header.is_log_append_time else None
+    position = 0
+    end = len(data)
+    for _ in range(header.record_count):
+        length, position = _read_varint(data, position)
+        record_end = position + length
+        if length < 6 or record_end > end:  # attributes + 5 one-byte varints at the least
+            raise RecordDecodeError(f"record length {length} does not fit the batch")
+        position += 1  # attributes: unused
+        timestamp_delta, position = _read_varint(data, position)
+        offset_delta, position = _read_varint(data, position)
+        key, position = _read_bytes(data, position, "key")
+        value, position = _read_bytes(data, position, "value")
+        header_count, position = _read_varint(data, position)
+        if header_count < 0:
+            raise RecordDecodeError(f"header count {header_count} is negative")
+        headers: tuple[Header, ...] = ()
+        if header_count:
+            items = []
+            for _ in range(header_count):
+                raw_key, position = _read_bytes(data, position, "header key")
+                if raw_key is None:
+                    raise RecordDecodeError("header key is null")
+                header_value, position = _read_bytes(data, position, "header value")
+                try:
+                    header_key = raw_key.decode()
+                except UnicodeDecodeError as e:
+                    raise RecordDecodeError(f"header key is not UTF-8: {e}") from None
+                items.append(Header(header_key, header_value))
+            headers = tuple(items)
+        if position != record_end:
+            raise RecordDecodeError(f"record length {length} disagrees with its fields")
+        records.append(
+            Record(
+                base_offset + offset_delta,
+                base_timestamp + timestamp_delta if log_append_time is None else log_append_time,
+                key,
+                value,
+                headers,
+            )
+        )
+    if position != end:
+        raise RecordDecodeError(
+            f"{end - position} bytes follow the {header.record_count} records of the batch"
+        )
+    return records
+
+
+def _decode_at(buf: Bytes, header: BatchHeader, verify_crc: bool) -> list[Record]:
+    if header.magic != MAGIC:
+        raise RecordDecodeError(f"record batch magic {header.magic} is not 2")
+    if verify_crc and crc_of(buf, header) != header.crc:
+        raise RecordDecodeError("record batch CRC does not match its contents")
+    if header.record_count < 0:
+        raise RecordDecodeError(f"record count {header.record_count} is negative")
+    body = memoryview(buf)[header.position + HEADER_SIZE : header.position + header.size]
+    try:
+        data = codecs.decompress(header.compression, body)
+    except codecs.CompressionError as e:
+        raise RecordDecodeError(f"cannot decompress record batch: {e}") from e
+    return _decode_records(data, header)
+
+
+def decode_batch(batch: Bytes, *, verify_crc: bool = True) -> list[Record]:
+    """The records of ``batch``, exactly one whole v2 batch, decompressed.
+
+    Offsets and timestamps are absolute: ``baseOffset + offsetDelta`` and
+    ``baseTimestamp + timestampDelta``, or the batch's ``maxTimestamp`` for every record when the
+    batch has LogAppendTime. Control batches decode like any other (check the header to skip them;
+    see :func:`iter_records`). Raises :class:`RecordDecodeError` if ``batch`` is malformed.
+    """
+    if len(batch) < HEADER_SIZE:
+        raise RecordDecodeError(f"{len(batch)} bytes are too few for a record batch header")
+    header = read_header(batch, 0)
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or header.size != len(batch):
+        raise RecordDecodeError(
+            f"batch length {header.batch_length} does not match the {len(batch)} bytes given"
+        )
+    return _decode_at(batch, header, verify_crc)
+
+
+def iter_records(
+    buf: Bytes, *, verify_crc: bool = True
+) -> Iterator[tuple[BatchHeader, list[Record]]]:
+    """Each whole batch in ``buf`` with its records, in order.
+
+    A partial batch at the end (a Fetch response may cut one off) is skipped; a malformed batch
+    raises :class:`RecordDecodeError`.
+    """
+    for header in iter_headers(buf):
+        yield header, _decode_at(buf, header, verify_crc)
+
+
+# -- encoding ----------------------------------------------------------------------------------
+
+
+def _write_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        out.append(1)  # zigzag(-1)
+    else:
+        _write_varint(out, len(data))
+        out += data
+
+
+def encode_batch(
+    records: Iterable[RecordInput],
+    *,
+    compression: int = 0,
+    base_offset: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    timestamp_type_log_append: bool = False,
+    transactional: bool = False,
+    control: bool = False,
+    now_ms: int,
+) -> bytes:
+    """One v2 batch holding ``records``, with offsets ``base_offset, base_offset + 1, ...``.
+
+    Each record is a :class:`NewRecord` or a ``(key, value, headers, timestamp)`` tuple; a
+    ``None`` timestamp is ``now_ms``. baseTimestamp is the first record's timestamp, as the Java
+    client writes it. With ``timestamp_type_log_append`` the batch carries the LogAppendTime bit
+    and ``now_ms`` as its maxTimestamp, so readers see ``now_ms`` for every record.
+    """
+    if compression not in codecs.CODEC_NAMES.values():
+        raise ValueError(f"unknown compression codec id {compression}")
+    items = [r if isinstance(r, NewRecord) else NewRecord(*r) for r in records]
+    if not items:
+        raise ValueError("a record batch needs at least one record")
+    timestamps = [now_ms if r.timestamp is None else r.timestamp for r in items]
+    base_timestamp = timestamps[0]
+
+    body = bytearray()
+    record = bytearray()
+    for offset_delta, (item, timestamp) in enumerate(zip(items, timestamps, strict=True)):
+        record.clear()
+        record.append(0)  # attributes
+        _write_varint(record, timestamp - base_timestamp)
+        _write_varint(record, offset_delta)
+        _write_bytes(record, item.key)
+        _write_bytes(record, item.value)
+        _write_varint(record, len(item.headers))
+        for h in item.headers:
+            _write_bytes(record, h.key.encode())
+            _write_bytes(record, h.value)
+        _write_varint(body, len(record))
+        body += record
+
+    payload = body if compression == codecs.NONE else codecs.compress(compression, body)
+    attributes = compression
+    if timestamp_type_log_append:
+        attributes |= TIMESTAMP_TYPE_BIT
+    if transactional:
+        attributes |= TRANSACTIONAL_BIT
+    if control:
+        attributes |= CONTROL_BIT
+    max_timestamp = now_ms if timestamp_type_log_append else max(timestamps)
+    out = bytearray(HEADER_SIZE + len(payload))
+    _HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        len(out) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        0,  # crc, below
+        attributes,
+        len(items) - 1,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(items),
+    )
+    out[HEADER_SIZE:] = payload
+    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)

@@ -1,0 +1,127 @@
+"""The broker process: storage, topics, and the listener that serves Kafka's protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+
+from odradek.clock import Clock, SystemClock
+from odradek.cluster.metadata_store import LocalMetadataStore
+from odradek.cluster.topics import TopicManager
+from odradek.config import BrokerConfig
+from odradek.server.connection import Connection
+from odradek.server.registry import load_handlers
+from odradek.storage import LogManager
+
+log = logging.getLogger("odradek.broker")
+
+_HOUSEKEEPING_INTERVAL_S = 0.5
+
+
+class Broker:
+    """One broker: call :meth:`start`, then :meth:`serve_forever` or :meth:`stop`."""
+
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.node_id = config.node_id
+        self.log_dirs: list[Path] = config.log_dirs
+        self.logs = LogManager(self.log_dirs, self.clock)
+        self.store: LocalMetadataStore | None = None
+        self._topics: TopicManager | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._housekeeping: asyncio.Task[None] | None = None
+        self.bound: tuple[str, int] = ("", 0)
+        self.advertised: tuple[str, int] = ("", 0)
+        load_handlers()
+
+    @property
+    def topics(self) -> TopicManager:
+        assert self._topics is not None, "broker not started"
+        return self._topics
+
+    @property
+    def cluster_id(self) -> str:
+        assert self.store is not None
+        return self.store.cluster_id
+
+    async def start(self) -> tuple[str, int]:
+        for directory in self.log_dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+        cluster_id = self.config.raw("cluster.id")
+        self.store = LocalMetadataStore(self.log_dirs[0], cluster_id)
+        self._topics = TopicManager(self.config, self.store, self.logs, self.clock)
+        self._topics.open()
+        host, port = self.config.listener
+        self._server = await asyncio.start_server(
+            self._accept, host, port, reuse_address=True, limit=1 << 20
+        )
+        sockname = self._server.sockets[0].getsockname()
+        self.bound = (sockname[0], sockname[1])
+        self.advertised = self.config.advertised(self.bound)
+        self._housekeeping = asyncio.create_task(self._housekeep())
+        log.info(
+            "odradek broker %d listening on %s:%d (advertised %s:%d), data in %s",
+            self.node_id,
+            *self.bound,
+            *self.advertised,
+            ", ".join(str(d) for d in self.log_dirs),
+        )
+        return self.bound
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await Connection(self, reader, writer).serve()
+        finally:
+            self._connections.discard(task)
+
+    async def _housekeep(self) -> None:
+        checkpoint_every = self.config.get_int("log.flush.offset.checkpoint.interval.ms")
+        last_checkpoint = self.clock.monotonic_ms()
+        while True:
+            await asyncio.sleep(_HOUSEKEEPING_INTERVAL_S)
+            try:
+                self.housekeeping_tick()
+                now = self.clock.monotonic_ms()
+                if now - last_checkpoint >= checkpoint_every:
+                    self.logs.checkpoint()
+                    last_checkpoint = now
+            except Exception:
+                log.exception("housekeeping failed")
+
+    def housekeeping_tick(self) -> None:
+        """Periodic work that time drives: flushes due by ``flush.ms``."""
+        self.logs.flush_due()
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._server.serve_forever()
+
+    async def stop(self) -> None:
+        """Stop listening, end connections, flush and checkpoint: a clean shutdown."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._housekeeping
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        if self._topics is not None:
+            for partition in self._topics.partitions.values():
+                partition.wake_all()
+            self.logs.close()
+            self._topics = None
+        log.info("odradek broker %d stopped cleanly", self.node_id)

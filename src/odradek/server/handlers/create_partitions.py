@@ -1,0 +1,29 @@
+"""CreatePartitions (37): add partitions to existing topics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+
+
+@handles(api_key=37, min_version=0, max_version=3)
+async def handle_create_partitions(ctx: RequestContext, request: Any) -> Response:
+    results = []
+    for item in request.topics:
+        assignments = (
+            None
+            if item.assignments is None
+            else [[int(b) for b in a.broker_ids] for a in item.assignments]
+        )
+        try:
+            ctx.broker.topics.create_partitions(
+                item.name, int(item.count), assignments, validate_only=bool(request.validate_only)
+            )
+        except KafkaError as e:
+            results.append({"name": item.name, "error_code": e.code, "error_message": e.message})
+            continue
+        results.append({"name": item.name, "error_code": ErrorCode.none, "error_message": None})
+    return ctx.respond(throttle_time=0, results=results)

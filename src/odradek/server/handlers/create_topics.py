@@ -1,0 +1,72 @@
+"""CreateTopics (19): validate and create topics with partitions and configs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+from odradek.server.topic_configs import describe_topic_configs
+
+
+def _create(ctx: RequestContext, item: Any, validate_only: bool) -> dict[str, Any]:
+    topics = ctx.broker.topics
+    assignments = {int(a.partition_index): [int(b) for b in a.broker_ids] for a in item.assignments}
+    configs = {c.name: c.value for c in item.configs}
+    try:
+        topic = topics.create_topic(
+            item.name,
+            int(item.num_partitions),
+            int(item.replication_factor),
+            configs,
+            assignments=assignments or None,
+            validate_only=validate_only,
+        )
+    except KafkaError as e:
+        return {
+            "name": item.name,
+            "error_code": e.code,
+            "error_message": e.message,
+            "num_partitions": -1,
+            "replication_factor": -1,
+            "configs": [],
+            "topic_config_error_code": 0,
+        }
+    return {
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "num_partitions": topic.partitions,
+        "replication_factor": 1,
+        "configs": [
+            {
+                "name": c["name"],
+                "value": c["value"],
+                "read_only": c["read_only"],
+                "config_source": c["config_source"],
+                "is_sensitive": False,
+            }
+            for c in describe_topic_configs(ctx.broker, topic.name, configs_override=topic.configs)
+        ],
+    }
+
+
+@handles(api_key=19, min_version=2, max_version=7)
+async def handle_create_topics(ctx: RequestContext, request: Any) -> Response:
+    seen: set[str] = set()
+    results = []
+    for item in request.topics:
+        if item.name in seen:
+            results.append(
+                {
+                    "name": item.name,
+                    "error_code": ErrorCode.invalid_request,
+                    "error_message": "topic named twice in one request",
+                }
+            )
+            continue
+        seen.add(item.name)
+        results.append(_create(ctx, item, bool(request.validate_only)))
+    return ctx.respond(throttle_time=0, topics=results)

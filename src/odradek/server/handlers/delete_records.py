@@ -1,0 +1,56 @@
+"""DeleteRecords (21): move partitions' log start offsets forward."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+from odradek.storage import OffsetOutOfRange
+
+HIGH_WATERMARK = -1
+
+
+def _delete_before(ctx: RequestContext, topic: str, index: int, offset: int) -> dict[str, Any]:
+    partition = ctx.broker.topics.partition(topic, index)
+    if partition is None:
+        return {
+            "partition_index": index,
+            "low_watermark": -1,
+            "error_code": ErrorCode.unknown_topic_or_partition,
+        }
+    if offset == HIGH_WATERMARK:
+        offset = partition.high_watermark
+    if offset < 0 or offset > partition.high_watermark:
+        return {
+            "partition_index": index,
+            "low_watermark": -1,
+            "error_code": ErrorCode.offset_out_of_range,
+        }
+    try:
+        low = partition.log.delete_records_before(offset)
+    except OffsetOutOfRange:
+        return {
+            "partition_index": index,
+            "low_watermark": -1,
+            "error_code": ErrorCode.offset_out_of_range,
+        }
+    return {"partition_index": index, "low_watermark": low, "error_code": ErrorCode.none}
+
+
+@handles(api_key=21, min_version=0, max_version=2)
+async def handle_delete_records(ctx: RequestContext, request: Any) -> Response:
+    return ctx.respond(
+        throttle_time=0,
+        topics=[
+            {
+                "name": topic.name,
+                "partitions": [
+                    _delete_before(ctx, topic.name, int(p.partition_index), int(p.offset))
+                    for p in topic.partitions
+                ],
+            }
+            for topic in request.topics
+        ],
+    )

@@ -1,0 +1,39 @@
+"""DeleteTopics (20): remove topics and their logs, by name or (v6) by topic id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+
+
+def _delete(ctx: RequestContext, name: str | None, topic_id: Any) -> dict[str, Any]:
+    topics = ctx.broker.topics
+    if name is None:
+        match = [t for t in topics.topics() if t.topic_id == topic_id]
+        if not match:
+            return {
+                "name": None,
+                "topic_id": topic_id,
+                "error_code": ErrorCode.unknown_topic_id,
+                "error_message": f"no topic has id {topic_id}",
+            }
+        name = match[0].name
+    try:
+        deleted = topics.delete_topic(name)
+    except KafkaError as e:
+        return {"name": name, "error_code": e.code, "error_message": e.message}
+    return {"name": name, "topic_id": deleted.topic_id, "error_code": ErrorCode.none}
+
+
+@handles(api_key=20, min_version=1, max_version=6)
+async def handle_delete_topics(ctx: RequestContext, request: Any) -> Response:
+    if ctx.version >= 6:
+        targets = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        targets = [(name, None) for name in request.topic_names]
+    return ctx.respond(
+        throttle_time=0, responses=[_delete(ctx, name, topic_id) for name, topic_id in targets]
+    )

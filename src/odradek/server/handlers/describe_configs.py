@@ -1,0 +1,60 @@
+"""DescribeConfigs (32): topic and broker configs with their sources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+from odradek.server.topic_configs import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    describe_broker_configs,
+    describe_topic_configs,
+)
+
+
+def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, Any]:
+    kind, name = int(resource.resource_type), resource.resource_name
+    keys = list(resource.configuration_keys) if resource.configuration_keys is not None else None
+    result: dict[str, Any] = {
+        "resource_type": kind,
+        "resource_name": name,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "configs": [],
+    }
+    if kind == TOPIC_RESOURCE:
+        if ctx.broker.topics.topic(name) is None:
+            result.update(
+                error_code=ErrorCode.unknown_topic_or_partition,
+                error_message=f"topic {name!r} does not exist",
+            )
+        else:
+            result["configs"] = describe_topic_configs(
+                ctx.broker, name, keys, include_synonyms=synonyms
+            )
+    elif kind == BROKER_RESOURCE:
+        if name not in ("", str(ctx.broker.node_id)):
+            result.update(
+                error_code=ErrorCode.invalid_request,
+                error_message=f"this is broker {ctx.broker.node_id}, not {name!r}",
+            )
+        else:
+            result["configs"] = describe_broker_configs(ctx.broker, keys, include_synonyms=synonyms)
+    else:
+        result.update(
+            error_code=ErrorCode.invalid_request,
+            error_message=f"resource type {kind} is not supported",
+        )
+    return result
+
+
+@handles(api_key=32, min_version=1, max_version=4)
+async def handle_describe_configs(ctx: RequestContext, request: Any) -> Response:
+    synonyms = bool(getattr(request, "include_synonyms", False))
+    return ctx.respond(
+        throttle_time=0,
+        results=[_describe(ctx, resource, synonyms) for resource in request.resources],
+    )

@@ -1,0 +1,110 @@
+"""Fetch (1): read record slices, long-poll until min.bytes or max.wait.ms, reply with sendfile."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.cluster.partition import future_waker
+from odradek.protocol import fetch_response
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import FrameParts, RequestContext, Response
+from odradek.server.registry import handles
+from odradek.storage import OffsetOutOfRange, ReadSlice
+
+PartitionData = fetch_response.PartitionData[ReadSlice]
+
+
+def _read_all(
+    ctx: RequestContext, request: Any
+) -> tuple[list[fetch_response.TopicData[ReadSlice]], int, bool]:
+    """One pass over the requested partitions: (topics, bytes found, any error)."""
+    topics = ctx.broker.topics
+    budget = int(request.max_bytes) if ctx.version >= 3 else 2**31 - 1
+    total = 0
+    any_error = False
+    result = []
+    for topic in request.topics:
+        partitions: list[PartitionData] = []
+        for p in topic.partitions:
+            index = int(p.partition)
+            partition = topics.partition(topic.topic, index)
+            if partition is None:
+                any_error = True
+                partitions.append(
+                    PartitionData(index, ErrorCode.unknown_topic_or_partition, -1, -1, -1, None, 0)
+                )
+                continue
+            log = partition.log
+            hw = partition.high_watermark
+            slice_: ReadSlice | None = None
+            error = ErrorCode.none
+            limit = min(int(p.partition_max_bytes), budget - total)
+            if limit > 0 or total == 0:
+                try:
+                    slice_ = log.read(
+                        int(p.fetch_offset),
+                        max(limit, 0),
+                        max_offset=hw,
+                        min_one_batch=total == 0,
+                    )
+                except OffsetOutOfRange:
+                    error = ErrorCode.offset_out_of_range
+                    any_error = True
+            size = slice_.size if slice_ is not None else 0
+            total += size
+            partitions.append(
+                PartitionData(
+                    index, error, hw, hw, log.log_start_offset, slice_ if size else None, size
+                )
+            )
+        result.append(fetch_response.TopicData(topic.topic, partitions))
+    return result, total, any_error
+
+
+@handles(api_key=1, min_version=4, max_version=fetch_response.MAX_VERSION)
+async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
+    if ctx.version >= 7 and int(request.session_id) != 0:
+        # No incremental fetch sessions are created here (every response says session 0), so a
+        # client naming one is told it is gone and falls back to full fetches.
+        return _frame(ctx, [], error_code=ErrorCode.fetch_session_id_not_found)
+    loop = asyncio.get_running_loop()
+    max_wait_ms = request.max_wait.total_seconds() * 1000
+    deadline = loop.time() + max(max_wait_ms, 0) / 1000
+    min_bytes = int(request.min_bytes)
+    while True:
+        topics, total, any_error = _read_all(ctx, request)
+        remaining = deadline - loop.time()
+        if total >= min_bytes or any_error or remaining <= 0:
+            return _frame(ctx, topics)
+        await _wait_for_data(ctx, request, remaining)
+
+
+async def _wait_for_data(ctx: RequestContext, request: Any, timeout: float) -> None:
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    wake = future_waker(future)
+    watched = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            partition = ctx.broker.topics.partition(topic.topic, int(p.partition))
+            if partition is not None:
+                partition.add_waiter(wake)
+                watched.append(partition)
+    try:
+        await asyncio.wait_for(future, timeout)
+    except TimeoutError:
+        pass
+    finally:
+        for partition in watched:
+            partition.remove_waiter(wake)
+
+
+def _frame(
+    ctx: RequestContext,
+    topics: list[fetch_response.TopicData[ReadSlice]],
+    error_code: int = ErrorCode.none,
+) -> FrameParts:
+    parts, size = fetch_response.encode(
+        ctx.version, ctx.header.correlation_id, topics, error_code=error_code
+    )
+    return FrameParts(parts, size)

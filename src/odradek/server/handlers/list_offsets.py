@@ -1,0 +1,71 @@
+"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offsets of partitions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+
+
+def _lookup(ctx: RequestContext, topic: str, index: int, timestamp: int) -> dict[str, Any]:
+    partition = ctx.broker.topics.partition(topic, index)
+    if partition is None:
+        return {
+            "partition_index": index,
+            "error_code": ErrorCode.unknown_topic_or_partition,
+            "timestamp": -1,
+            "offset": -1,
+            "leader_epoch": -1,
+        }
+    log = partition.log
+    found: tuple[int, int] | None
+    if timestamp == LATEST:
+        found = (partition.high_watermark, -1)
+    elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+        found = (log.log_start_offset, -1)
+    elif timestamp == MAX_TIMESTAMP:
+        found = log.max_timestamp_offset()
+    elif timestamp < 0:
+        return {
+            "partition_index": index,
+            "error_code": ErrorCode.invalid_request,
+            "timestamp": -1,
+            "offset": -1,
+            "leader_epoch": -1,
+        }
+    else:
+        found = log.offset_for_timestamp(timestamp)
+        if found is not None and found[0] >= partition.high_watermark:
+            found = None
+    offset, found_timestamp = found if found is not None else (-1, -1)
+    return {
+        "partition_index": index,
+        "error_code": ErrorCode.none,
+        "timestamp": found_timestamp,
+        "offset": offset,
+        "leader_epoch": partition.leader_epoch if found is not None else -1,
+    }
+
+
+@handles(api_key=2, min_version=1, max_version=8)
+async def handle_list_offsets(ctx: RequestContext, request: Any) -> Response:
+    return ctx.respond(
+        throttle_time=0,
+        topics=[
+            {
+                "name": topic.name,
+                "partitions": [
+                    _lookup(ctx, topic.name, int(p.partition_index), int(p.timestamp))
+                    for p in topic.partitions
+                ],
+            }
+            for topic in request.topics
+        ],
+    )

@@ -1,0 +1,99 @@
+"""Produce (0): validate record batches by their headers and CRCs, append them, acknowledge."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.record_batch import InvalidBatch, validate_batches
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+
+log = logging.getLogger(__name__)
+
+_BATCH_ERRORS = {
+    "corrupt_message": ErrorCode.corrupt_message,
+    "invalid_record": ErrorCode.invalid_record,
+    "message_too_large": ErrorCode.message_too_large,
+}
+
+
+def _failed(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": -1,
+        "log_append_time": -1,
+        "log_start_offset": -1,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+def produce_to_partition(
+    ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int
+) -> dict[str, Any]:
+    broker = ctx.broker
+    partition = broker.topics.partition(topic, index)
+    if partition is None:
+        return _failed(index, ErrorCode.unknown_topic_or_partition)
+    if acks not in (-1, 0, 1):
+        return _failed(index, ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
+    config = broker.topics.topic_config(topic)
+    min_insync = config.get_int("min.insync.replicas")
+    if acks == -1 and min_insync > 1:
+        # One replica is in sync; Kafka refuses acks=all below min.insync.replicas.
+        return _failed(
+            index,
+            ErrorCode.not_enough_replicas,
+            f"1 in-sync replica is below min.insync.replicas={min_insync}",
+        )
+    if not records:
+        return _failed(index, ErrorCode.invalid_record, "no record batches")
+    buffer = bytearray(records)
+    try:
+        headers = validate_batches(buffer, config.get_int("max.message.bytes"))
+    except InvalidBatch as e:
+        log.info("refused produce to %s-%d from %s: %s", topic, index, ctx.peer, e)
+        return _failed(index, _BATCH_ERRORS[e.error], str(e))
+    now = broker.clock.time_ms()
+    log_append_time = now if config.values["message.timestamp.type"] == "LogAppendTime" else None
+    if log_append_time is None:
+        too_new = config.get_int("message.timestamp.after.max.ms")
+        too_old = config.get_int("message.timestamp.before.max.ms")
+        for header in headers:
+            if header.max_timestamp - now > too_new or now - header.max_timestamp > too_old:
+                return _failed(
+                    index,
+                    ErrorCode.invalid_timestamp,
+                    f"timestamp {header.max_timestamp} is out of range of the broker's time {now}",
+                )
+    info = partition.append(buffer, headers, log_append_time)
+    return {
+        "index": index,
+        "error_code": ErrorCode.none,
+        "base_offset": info.first_offset,
+        "log_append_time": info.log_append_time if info.log_append_time is not None else -1,
+        "log_start_offset": info.log_start_offset,
+        "record_errors": [],
+        "error_message": None,
+    }
+
+
+@handles(api_key=0, min_version=3, max_version=11)
+async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
+    acks = int(request.acks)
+    responses = [
+        {
+            "name": topic.name,
+            "partition_responses": [
+                produce_to_partition(ctx, topic.name, int(p.index), p.records, acks)
+                for p in topic.partition_data
+            ],
+        }
+        for topic in request.topic_data
+    ]
+    if acks == 0:
+        return None
+    return ctx.respond(responses=responses, throttle_time=0)

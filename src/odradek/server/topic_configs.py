@@ -1,0 +1,88 @@
+"""Config descriptions shared by DescribeConfigs, CreateTopics and the CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from odradek.config import BROKER_CONFIGS, TOPIC_CONFIGS
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+
+def describe_topic_configs(
+    broker: Broker,
+    topic: str,
+    names: list[str] | None = None,
+    *,
+    include_synonyms: bool = False,
+    configs_override: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    metadata = broker.topics.topic(topic)
+    overrides = (
+        configs_override if configs_override is not None else (metadata.configs if metadata else {})
+    )
+    described = []
+    for name in sorted(TOPIC_CONFIGS) if names is None else names:
+        if name not in TOPIC_CONFIGS:
+            continue
+        definition, synonym = TOPIC_CONFIGS[name]
+        broker_value = broker.config.topic_default(name)
+        broker_source = (
+            STATIC_BROKER_CONFIG if broker.config.topic_source(name) == "static" else DEFAULT_CONFIG
+        )
+        synonyms = []
+        if name in overrides:
+            synonyms.append(
+                {"name": name, "value": overrides[name], "source": DYNAMIC_TOPIC_CONFIG}
+            )
+        if synonym is not None:
+            synonyms.append({"name": synonym, "value": broker_value, "source": broker_source})
+        described.append(
+            {
+                "name": name,
+                "value": overrides.get(name, broker_value),
+                "read_only": False,
+                "config_source": DYNAMIC_TOPIC_CONFIG if name in overrides else broker_source,
+                "is_sensitive": False,
+                "synonyms": synonyms if include_synonyms else [],
+                "config_type": int(definition.kind),
+                "documentation": definition.doc,
+            }
+        )
+    return described
+
+
+def describe_broker_configs(
+    broker: Broker, names: list[str] | None = None, *, include_synonyms: bool = False
+) -> list[dict[str, Any]]:
+    described = []
+    for name in sorted(BROKER_CONFIGS) if names is None else names:
+        definition = BROKER_CONFIGS.get(name)
+        if definition is None:
+            continue
+        value = broker.config.raw(name)
+        source = STATIC_BROKER_CONFIG if name in broker.config.props else DEFAULT_CONFIG
+        described.append(
+            {
+                "name": name,
+                "value": value,
+                "read_only": definition.read_only,
+                "config_source": source,
+                "is_sensitive": False,
+                "synonyms": [{"name": name, "value": value, "source": source}]
+                if include_synonyms
+                else [],
+                "config_type": int(definition.kind),
+                "documentation": definition.doc,
+            }
+        )
+    return described

@@ -1,0 +1,329 @@
+"""One segment of a partition log: a ``.log`` file of batches and its two indexes."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from odradek.protocol.record_batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_TIMESTAMP,
+    BatchHeader,
+    crc_of,
+    read_header,
+)
+from odradek.storage.fileio import pread_upto, pwrite_all
+from odradek.storage.formats import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    TIME_INDEX_SUFFIX,
+    segment_file_name,
+)
+from odradek.storage.index import OffsetIndex, TimeIndex
+
+log = logging.getLogger(__name__)
+
+# Headers are read in chunks of this size: most batches are smaller, so one pread usually yields
+# several headers, and a scan never holds more than this in memory however big batches are.
+_SCAN_CHUNK = 16 * 1024
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AppendedBatch:
+    """Where one batch of an append sits in the appended bytes, and what the indexes need."""
+
+    position: int
+    size: int
+    last_offset: int
+    max_timestamp: int
+
+
+class LogSegment:
+    """A contiguous run of offsets of one partition: ``<base>.log``, ``.index``, ``.timeindex``.
+
+    Format: see :mod:`odradek.storage.formats`.  The log file is written only at its end, with
+    ``os.pwrite`` on a raw fd, and read with ``os.pread``; the fd stays open for the segment's
+    life so that reads handed to the network (``sendfile``) can use it.  Index fds are open only
+    while the segment is written to.
+
+    Crash: a killed process loses nothing that :meth:`append` returned from, since the bytes are
+    in the page cache.  An OS crash can lose any unflushed suffix and leave a torn last batch or
+    stale indexes; :meth:`recover` (for segments past the recovery point) rereads every batch and
+    truncates at the first bad one, and :meth:`load` (for the others) checks only the indexes
+    and the batch headers after the last index entry.
+
+    Caller: :class:`~odradek.storage.log.PartitionLog` only, from the event-loop thread.
+    """
+
+    def __init__(
+        self, directory: Path, base_offset: int, index_max_bytes: int, created_ms: int, fd: int
+    ) -> None:
+        self.base_offset = base_offset
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.offset_index = OffsetIndex.open(
+            directory / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, index_max_bytes
+        )
+        self.time_index = TimeIndex.open(
+            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+            base_offset,
+            index_max_bytes,
+        )
+        self.fd = fd
+        self.size = os.fstat(fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        # When no batch has a timestamp, time-based rolling counts from when the segment appeared.
+        self.created_ms = created_ms
+        self.dirty = False
+        self._bytes_since_index_entry = 0
+        self._first_batch_timestamp: int | None = None
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, index_max_bytes: int, now_ms: int
+    ) -> LogSegment:
+        """A new, empty segment; stale files of the same name (which can hold no offsets the log
+        still has, since segments are created only at the log end) are emptied."""
+        path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        segment = cls(directory, base_offset, index_max_bytes, now_ms, fd)
+        segment.offset_index.reset()
+        segment.time_index.reset()
+        segment.dirty = True
+        return segment
+
+    @classmethod
+    def open(
+        cls, directory: Path, base_offset: int, index_max_bytes: int, now_ms: int
+    ) -> LogSegment:
+        """An existing segment, not yet loaded: call :meth:`load` or :meth:`recover` next."""
+        fd = os.open(directory / segment_file_name(base_offset, LOG_SUFFIX), os.O_RDWR)
+        return cls(directory, base_offset, index_max_bytes, now_ms, fd)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def iter_headers(self, start: int, end: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of the whole batches from ``start`` (a batch boundary) up to ``end``, with
+        positions in the file; stops at the first batch that does not fit or has a length too
+        small to be one."""
+        end = self.size if end is None else end
+        position = start
+        chunk = b""
+        chunk_start = start
+        while position + HEADER_SIZE <= end:
+            offset_in_chunk = position - chunk_start
+            if offset_in_chunk < 0 or offset_in_chunk + HEADER_SIZE > len(chunk):
+                chunk = os.pread(self.fd, min(_SCAN_CHUNK, end - position), position)
+                chunk_start, offset_in_chunk = position, 0
+                if len(chunk) < HEADER_SIZE:
+                    return
+            header = dataclasses.replace(read_header(chunk, offset_in_chunk), position=position)
+            if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
+                return
+            yield header
+            position += header.size
+
+    def find_batch(self, offset: int) -> BatchHeader | None:
+        """The first batch holding an offset >= ``offset``, if the segment has one."""
+        for header in self.iter_headers(self.offset_index.lookup(offset)):
+            if header.last_offset >= offset:
+                return header
+        return None
+
+    def read(self, position: int, size: int) -> bytes:
+        return pread_upto(self.fd, size, position)
+
+    @property
+    def first_batch_timestamp(self) -> int | None:
+        """The max timestamp of the first batch, which time-based rolling counts from."""
+        if self._first_batch_timestamp is None and self.size >= HEADER_SIZE:
+            self._first_batch_timestamp = read_header(self.read(0, HEADER_SIZE)).max_timestamp
+        return self._first_batch_timestamp
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    def _plausible(self, header: BatchHeader, min_offset: int) -> bool:
+        return (
+            header.magic == MAGIC
+            and header.base_offset >= min_offset
+            and header.last_offset_delta >= 0
+            and header.last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
+        )
+
+    def load(self, index_interval_bytes: int) -> bool:
+        """Open a segment trusted to be intact (below the recovery point, or after a clean stop).
+
+        Checks the indexes against the log and reads the batch headers after the last index
+        entry (to learn the next offset and the largest timestamp); a bad index is rebuilt from
+        the batch headers.  Returns False if even that finds the log file does not end on a whole
+        batch, in which case the caller should :meth:`recover` it.
+        """
+        problem = self.offset_index.problem(self.size)
+        if problem is None and not self._scan_tail():
+            problem = "the log file does not end with a whole batch after the last index entry"
+        if problem is None:
+            problem = self.time_index.problem(self.next_offset)
+        if problem is None:
+            return True
+        log.warning("rebuilding the indexes of %s: %s", self.log_path, problem)
+        return self._rebuild_indexes(index_interval_bytes, check_crc=False) == self.size
+
+    def _scan_tail(self) -> bool:
+        """Learn the next offset and largest timestamp from the batches after the last index
+        entry, the time index telling the largest timestamp before it."""
+        start = self.offset_index.last_position
+        last = self.time_index.last_entry
+        self.max_timestamp, self.offset_of_max_timestamp = last if last else (NO_TIMESTAMP, -1)
+        self.next_offset = self.base_offset
+        position = start
+        for header in self.iter_headers(start):
+            if not self._plausible(header, self.next_offset if position > start else 0):
+                return False
+            self._note_batch(header.last_offset, header.max_timestamp)
+            self.next_offset = header.next_offset
+            position = header.position + header.size
+        return position == self.size
+
+    def recover(self, index_interval_bytes: int) -> int:
+        """Reread every batch, checking header, CRC and offsets; truncate the file at the first
+        bad one and rebuild the indexes.  Returns how many bytes were cut off."""
+        valid_end = self._rebuild_indexes(index_interval_bytes, check_crc=True)
+        truncated = self.size - valid_end
+        if truncated:
+            log.warning(
+                "truncating %s at byte %d: %d bytes after it are not whole, valid batches",
+                self.log_path,
+                valid_end,
+                truncated,
+            )
+            os.ftruncate(self.fd, valid_end)
+            self.size = valid_end
+            self.dirty = True
+            self._first_batch_timestamp = None
+        return truncated
+
+    def _rebuild_indexes(self, index_interval_bytes: int, *, check_crc: bool) -> int:
+        """Reindex the batches from the start of the file; returns where the valid ones end."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.dirty = True
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, -1
+        self._bytes_since_index_entry = 0
+        position = 0
+        for header in self.iter_headers(0):
+            if not self._plausible(header, self.next_offset):
+                break
+            if check_crc:
+                batch = self.read(header.position, header.size)
+                if crc_of(batch, dataclasses.replace(header, position=0)) != header.crc:
+                    break
+            self._index_batch(header.position, header.size, header.last_offset,
+                              header.max_timestamp, index_interval_bytes)
+            self.next_offset = header.next_offset
+            position = header.position + header.size
+        return position
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def _note_batch(self, last_offset: int, max_timestamp: int) -> None:
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+
+    def _index_batch(
+        self, position: int, size: int, last_offset: int, max_timestamp: int, interval: int
+    ) -> None:
+        # The time index entry written with an offset index entry covers every batch up to and
+        # including that one; reopening relies on this to learn the largest timestamp by reading
+        # only the batches after the last offset index entry.  So both are written, or neither.
+        self._note_batch(last_offset, max_timestamp)
+        if (
+            self._bytes_since_index_entry >= interval
+            and not self.offset_index.is_full
+            and not self.time_index.is_full
+        ):
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+
+    def append(
+        self, data: bytes | bytearray | memoryview, batches: Sequence[AppendedBatch], interval: int
+    ) -> None:
+        """Write whole batches (offsets already assigned) at the end of the segment."""
+        start = self.size
+        try:
+            pwrite_all(self.fd, data, start)
+        except OSError:
+            # A partial write (disk full) must not stay as a torn batch in a live segment.
+            os.ftruncate(self.fd, start)
+            raise
+        self.size += len(data)
+        self.dirty = True
+        for batch in batches:
+            self._index_batch(start + batch.position, batch.size, batch.last_offset,
+                              batch.max_timestamp, interval)
+        self.next_offset = batches[-1].last_offset + 1
+        if self._first_batch_timestamp is None and start == 0:
+            self._first_batch_timestamp = batches[0].max_timestamp
+
+    @property
+    def indexes_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch holding an offset >= ``offset`` (the batch holding ``offset`` too)."""
+        header = self.find_batch(offset)
+        if header is None:
+            return
+        os.ftruncate(self.fd, header.position)
+        self.size = header.position
+        self.dirty = True
+        self.offset_index.truncate_to(header.base_offset)
+        self.time_index.truncate_to(header.base_offset)
+        self._bytes_since_index_entry = 0
+        self._first_batch_timestamp = None
+        if not self._scan_tail():
+            raise RuntimeError(f"{self.log_path} is inconsistent after truncation")
+
+    def seal(self) -> None:
+        """The segment stops being active: record its largest timestamp, release index fds."""
+        if self.max_timestamp != NO_TIMESTAMP:
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, force=True
+            )
+        self.offset_index.release()
+        self.time_index.release()
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.offset_index.release() if self._sealed else None
+        self.dirty = False
+
+    _sealed = False
+
+    # -- ending ----------------------------------------------------------------------------------
+
+    def unlink(self) -> None:
+        """Remove the files but keep the log fd, which outstanding reads may still be using."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.log_path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.offset_index.release()
+        self.time_index.release()
