@@ -99,6 +99,10 @@ class OffsetIndex(_IndexFile):
     def last_position(self) -> int:
         return self._positions[-1] if self._positions else 0
 
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self._offsets[-1] if self._offsets else -1
+
     def problem(self, log_size: int) -> str | None:
         """Why this index cannot be trusted for a log file of ``log_size`` bytes, if it cannot."""
         if self._missing:

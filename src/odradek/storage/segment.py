@@ -83,6 +83,8 @@ class LogSegment:
         # When no batch has a timestamp, time-based rolling counts from when the segment appeared.
         self.created_ms = created_ms
         self.dirty = False
+        # Only the active (last) segment is appended to; the others have sealed time indexes.
+        self.active = True
         self._bytes_since_index_entry = 0
         self._first_batch_timestamp: int | None = None
 
@@ -185,7 +187,11 @@ class LogSegment:
         self.next_offset = self.base_offset
         position = start
         for header in self.iter_headers(start):
-            if not self._plausible(header, self.next_offset if position > start else 0):
+            if not self._plausible(header, self.next_offset):
+                return False
+            if position == start and len(self.offset_index) and (
+                header.last_offset != self.offset_index.last_offset
+            ):
                 return False
             self._note_batch(header.last_offset, header.max_timestamp)
             self.next_offset = header.next_offset
@@ -303,15 +309,16 @@ class LogSegment:
             )
         self.offset_index.release()
         self.time_index.release()
+        self.active = False
 
     def flush(self) -> None:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
-        self.offset_index.release() if self._sealed else None
+        if not self.active:
+            self.offset_index.release()
+            self.time_index.release()
         self.dirty = False
-
-    _sealed = False
 
     # -- ending ----------------------------------------------------------------------------------
 

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Make .venv with odradek installed (editable). With --test, also the test tools and the system
+# packages the tests drive (Debian's kcat), installed with apt-get where missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
+
+if [ "${1:-}" = "--test" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+  missing=()
+  command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+  if [ ${#missing[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+else
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+fi

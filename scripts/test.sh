@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up everything (Python packages and system packages such as kcat) and run the whole suite:
+# pytest, then mypy and ruff on the package.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --test
+.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m mypy
+.venv/bin/python -m ruff check .

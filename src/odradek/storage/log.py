@@ -1,0 +1,508 @@
+"""The log of one partition: its segments, offsets, reads, and recovery."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import shutil
+import uuid
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, cast
+
+from odradek.clock import Clock
+from odradek.protocol.record_batch import (
+    NO_TIMESTAMP,
+    BatchHeader,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from odradek.storage.fileio import fsync_directory, pread_upto
+from odradek.storage.formats import (
+    DELETE_DIR_SUFFIX,
+    LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    MAX_SEGMENT_BYTES,
+    parse_partition_dir_name,
+    parse_segment_file_name,
+)
+from odradek.storage.segment import AppendedBatch, LogSegment
+
+log = logging.getLogger(__name__)
+
+# How long the fd of a deleted segment stays open, so that a read handed out just before the
+# delete (a Fetch response still being sent with sendfile) can finish; Kafka's
+# file.delete.delay.ms plays the same part.
+FILE_DELETE_DELAY_MS = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Storage's own knobs; the server maps Kafka's topic configs onto them."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10 * 1024 * 1024
+    flush_messages: int | None = None
+    flush_ms: int | None = None
+
+
+class OffsetOutOfRange(Exception):
+    """An offset outside ``[log_start_offset, log_end_offset]``."""
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(
+            f"offset {offset} is outside the log's range [{log_start_offset}, {log_end_offset}]"
+        )
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int | None
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSlice:
+    """Whole batches from one segment file; only a first batch larger than the read's byte limit
+    may be cut short, when the reader did not ask for at least one whole batch."""
+
+    fd: int  # the segment's fd, valid until the log closes (or a delay after the segment goes)
+    position: int
+    size: int
+
+    def read_bytes(self) -> bytes:
+        return pread_upto(self.fd, self.size, self.position)
+
+
+class _Record(Protocol):
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def timestamp(self) -> int: ...
+
+
+class _DecodeBatch(Protocol):
+    def __call__(self, data: bytes, /) -> Sequence[_Record]: ...
+
+
+class PartitionLog:
+    """The log of one partition: an ordered list of segments, the last one active.
+
+    Format: a directory ``<topic>-<partition>`` of segments (see :mod:`odradek.storage.formats`).
+    Offsets are assigned here, by rewriting each appended batch's ``baseOffset``.  The log start
+    offset, which can lie inside the first segment, and the recovery point are not stored here:
+    the log manager keeps them in its checkpoint files and passes them back to :meth:`open`.
+
+    Crash: appends go to the page cache and are fsynced only by :meth:`flush` (``flush.messages``,
+    or the manager's ``flush.ms``).  Everything below the recovery point was fsynced.  Opened
+    with ``needs_recovery``, the log rereads every batch from the segment holding the recovery
+    point on, truncates at the first torn or corrupt batch and drops the segments after it;
+    segments below the recovery point only have their indexes checked, as in Kafka.
+
+    Caller: the log manager creates and opens logs; the server appends and reads.  All calls come
+    from the event-loop thread, one at a time.
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, clock: Clock) -> None:
+        parsed = parse_partition_dir_name(directory.name)
+        if parsed is None:
+            raise ValueError(f"{directory} is not named <topic>-<partition>")
+        self.topic, self.partition = parsed
+        self.directory = directory
+        self.config = config
+        self._clock = clock
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []  # base offsets of _segments, for bisect
+        self._log_start_offset = 0
+        self._recovery_point = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock.monotonic_ms()
+        self._directory_dirty = False
+        self._retired: list[tuple[int, LogSegment]] = []  # (close after, segment)
+        self._closed = False
+
+    # -- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        clock: Clock,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        needs_recovery: bool = False,
+    ) -> PartitionLog:
+        """Open (creating if missing) the log in ``directory``, recovering it if told to."""
+        self = cls(directory, config, clock)
+        directory.mkdir(parents=True, exist_ok=True)
+        self._load_segments(recovery_point, needs_recovery)
+        if not self._segments:
+            self._add_segment(LogSegment.create(
+                directory, log_start_offset, config.segment_index_bytes, clock.time_ms()
+            ))
+        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        if self._log_start_offset > self.log_end_offset:
+            # The checkpointed start is past what survived (a lost unflushed tail): Kafka then
+            # starts the log afresh at the checkpointed start offset, and so do we.
+            log.warning("%s: log start offset %d is past the log end %d; emptying the log",
+                        directory, self._log_start_offset, self.log_end_offset)
+            self._truncate_fully(self._log_start_offset)
+        self._recovery_point = (
+            min(recovery_point, self.log_end_offset) if needs_recovery else self.log_end_offset
+        )
+        self._delete_segments_below(self._log_start_offset, retire=False)
+        return self
+
+    def _load_segments(self, recovery_point: int, needs_recovery: bool) -> None:
+        logs: set[int] = set()
+        others: dict[int, list[Path]] = {}
+        for path in self.directory.iterdir():
+            parsed = parse_segment_file_name(path.name)
+            if parsed is None:
+                continue
+            base, suffix = parsed
+            if suffix == LOG_SUFFIX:
+                logs.add(base)
+            else:
+                others.setdefault(base, []).append(path)
+        for base, paths in others.items():
+            if base not in logs:
+                for path in paths:
+                    log.warning("removing %s, an index without its log file", path)
+                    path.unlink()
+        config, now = self.config, self._clock.time_ms()
+        segments = [
+            LogSegment.open(self.directory, base, config.segment_index_bytes, now)
+            for base in sorted(logs)
+        ]
+        first_to_recover = len(segments)
+        if needs_recovery and segments:
+            bases = [s.base_offset for s in segments]
+            first_to_recover = max(0, bisect_right(bases, recovery_point) - 1)
+        for i, segment in enumerate(segments):
+            if i < first_to_recover and segment.load(config.index_interval_bytes):
+                continue
+            if i < first_to_recover:
+                log.warning("%s is torn below the recovery point", segment.log_path)
+            if segment.recover(config.index_interval_bytes) and i >= first_to_recover:
+                for later in segments[i + 1 :]:
+                    log.warning("removing %s, after a truncated segment", later.log_path)
+                    later.close()
+                    later.unlink()
+                del segments[i + 1 :]
+                break
+        for segment in segments[:-1]:
+            segment.seal()
+        for segment in segments:
+            self._add_segment(segment, is_new=False)
+
+    def _add_segment(self, segment: LogSegment, *, is_new: bool = True) -> None:
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        self._directory_dirty |= is_new
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def last_flush_ms(self) -> int:
+        """When the log was last flushed (or opened), by the clock's monotonic_ms."""
+        return self._last_flush_ms
+
+    @property
+    def has_unflushed(self) -> bool:
+        return self._recovery_point < self.log_end_offset or any(s.dirty for s in self._segments)
+
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    # -- appending -----------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: bytearray,
+        headers: list[BatchHeader],
+        *,
+        log_append_time: int | None = None,
+        leader_epoch: int = 0,
+    ) -> AppendInfo:
+        """Assign offsets to validated batches and write them at the log end.
+
+        ``records`` holds whole batches (checked by ``validate_batches``) and ``headers`` their
+        headers; the batches are changed in place (base offset, leader epoch, and with
+        ``log_append_time`` the timestamp type and max timestamp).
+        """
+        if not headers:
+            raise ValueError("nothing to append")
+        self._close_retired()
+        first_offset = self.log_end_offset
+        record_count = sum(h.last_offset_delta + 1 for h in headers)
+        self._maybe_roll(len(records), first_offset + record_count - 1)
+        batches: list[AppendedBatch] = []
+        next_offset = first_offset
+        for header in headers:
+            set_base_offset(records, header.position, next_offset)
+            set_partition_leader_epoch(records, header.position, leader_epoch)
+            max_timestamp = header.max_timestamp
+            if log_append_time is not None:
+                set_log_append_time(records, header, log_append_time)
+                max_timestamp = log_append_time
+            next_offset += header.last_offset_delta + 1
+            batches.append(
+                AppendedBatch(header.position, header.size, next_offset - 1, max_timestamp)
+            )
+        self._segments[-1].append(records, batches, self.config.index_interval_bytes)
+        self._unflushed_messages += sum(h.record_count for h in headers)
+        flush_messages = self.config.flush_messages
+        if flush_messages is not None and self._unflushed_messages >= flush_messages:
+            self.flush()
+        return AppendInfo(first_offset, next_offset - 1, log_append_time, self._log_start_offset)
+
+    def _maybe_roll(self, size: int, last_offset: int) -> None:
+        active = self._segments[-1]
+        if active.size == 0:
+            # A new segment would have the same base offset; an oversized batch goes in alone.
+            return
+        config = self.config
+        first_timestamp = active.first_batch_timestamp
+        rolling_from = (
+            first_timestamp
+            if first_timestamp is not None and first_timestamp != NO_TIMESTAMP
+            else active.created_ms
+        )
+        if (
+            active.size + size > min(config.segment_bytes, MAX_SEGMENT_BYTES)
+            or self._clock.time_ms() - rolling_from > config.segment_ms
+            or active.indexes_full
+            or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
+        ):
+            self._roll()
+
+    def _roll(self) -> None:
+        active = self._segments[-1]
+        active.seal()
+        self._add_segment(LogSegment.create(
+            self.directory, active.next_offset, self.config.segment_index_bytes,
+            self._clock.time_ms(),
+        ))
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _check_offset(self, offset: int) -> None:
+        if not self._log_start_offset <= offset <= self.log_end_offset:
+            raise OffsetOutOfRange(offset, self._log_start_offset, self.log_end_offset)
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> ReadSlice | None:
+        """Batches from the one holding ``offset`` on, at most ``max_bytes`` of them, none
+        starting at or after ``max_offset``; None when there is nothing to read.
+
+        A first batch larger than ``max_bytes`` comes whole with ``min_one_batch`` (KIP-74),
+        else cut to ``max_bytes`` bytes, which the client discards as Kafka's clients do.
+        """
+        self._check_offset(offset)
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if offset >= limit:
+            return None
+        for segment in self._segments[self._segment_index(offset) :]:
+            first = segment.find_batch(offset)
+            if first is None:
+                continue  # the offset is at this segment's end (or in a gap after it)
+            if first.base_offset >= limit:
+                return None
+            if first.size > max_bytes:
+                size = first.size if min_one_batch else max(0, max_bytes)
+                return ReadSlice(segment.fd, first.position, size)
+            size = first.size
+            for header in segment.iter_headers(first.position + first.size):
+                if header.base_offset >= limit or size + header.size > max_bytes:
+                    break
+                size += header.size
+            return ReadSlice(segment.fd, first.position, size)
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record at or after ``timestamp`` (ListOffsets),
+        not before the log start offset; None if every record is older."""
+        start = self._log_start_offset
+        for segment in self._segments[self._segment_index(start) :]:
+            if segment.max_timestamp < timestamp:
+                continue
+            indexed = segment.time_index.lookup(timestamp)
+            from_offset = max(start, indexed if indexed is not None else segment.base_offset)
+            for header in segment.iter_headers(segment.offset_index.lookup(from_offset)):
+                if header.last_offset < start or header.max_timestamp < timestamp:
+                    continue
+                found = self._first_record_at(segment, header, timestamp, start)
+                if found is not None:
+                    return found
+        return None
+
+    def _first_record_at(
+        self, segment: LogSegment, header: BatchHeader, timestamp: int, start: int
+    ) -> tuple[int, int] | None:
+        if header.is_log_append_time:
+            # Every record of the batch has the broker's append time, its max timestamp.
+            return max(header.base_offset, start), header.max_timestamp
+        # Imported here: decoding records is the protocol layer's business, and only this rare
+        # request (ListOffsets by time) needs it.
+        records_module = importlib.import_module("odradek.protocol.records")
+        decode_batch = cast(_DecodeBatch, records_module.decode_batch)
+        for record in decode_batch(segment.read(header.position, header.size)):
+            if record.offset >= start and record.timestamp >= timestamp:
+                return record.offset, record.timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` for ListOffsets MAX_TIMESTAMP, at batch precision: the offset
+        is the last one of the first batch whose max timestamp is the log's largest (Kafka
+        names the exact record).  None if no record has a timestamp."""
+        best: tuple[int, int] | None = None
+        start = self._log_start_offset
+        for segment in self._segments[self._segment_index(start) :]:
+            timestamp, offset = segment.max_timestamp, segment.offset_of_max_timestamp
+            if offset < start:
+                # The segment's largest timestamp is below the log start: look past it.
+                timestamp, offset = NO_TIMESTAMP, -1
+                for header in segment.iter_headers(segment.offset_index.lookup(start)):
+                    if header.last_offset >= start and header.max_timestamp > timestamp:
+                        timestamp, offset = header.max_timestamp, header.last_offset
+            if timestamp != NO_TIMESTAMP and (best is None or timestamp > best[1]):
+                best = (offset, timestamp)
+        return best
+
+    # -- removing ------------------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """Raise the log start offset to ``offset`` (DeleteRecords) and drop the segments wholly
+        below it, except the active one.  Returns the log start offset."""
+        if offset > self.log_end_offset or offset < 0:
+            raise OffsetOutOfRange(offset, self._log_start_offset, self.log_end_offset)
+        self._close_retired()
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._delete_segments_below(offset, retire=True)
+        return self._log_start_offset
+
+    def _delete_segments_below(self, offset: int, *, retire: bool) -> None:
+        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+            self._drop_segment(0, retire=retire)
+
+    def _drop_segment(self, i: int, *, retire: bool) -> None:
+        segment = self._segments.pop(i)
+        del self._bases[i]
+        segment.unlink()
+        self._directory_dirty = True
+        if retire:
+            self._retired.append((self._clock.monotonic_ms() + FILE_DELETE_DELAY_MS, segment))
+        else:
+            segment.close()
+
+    def _close_retired(self) -> None:
+        now = self._clock.monotonic_ms()
+        while self._retired and self._retired[0][0] <= now:
+            self._retired.pop(0)[1].close()
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch holding an offset >= ``offset`` (for a follower diverging from its
+        leader).  Truncation is by whole batches: the log end becomes the base offset of the
+        batch holding ``offset`` when ``offset`` falls inside one."""
+        if offset >= self.log_end_offset:
+            return
+        self._close_retired()
+        if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
+            self._truncate_fully(max(offset, 0))
+        else:
+            while self._segments[-1].base_offset >= offset:
+                self._drop_segment(len(self._segments) - 1, retire=True)
+            active = self._segments[-1]
+            active.truncate_to(offset)
+            active.active = True
+        self._recovery_point = min(self._recovery_point, self.log_end_offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        while self._segments:
+            self._drop_segment(len(self._segments) - 1, retire=True)
+        self._add_segment(LogSegment.create(
+            self.directory, offset, self.config.segment_index_bytes, self._clock.time_ms()
+        ))
+        self._log_start_offset = offset
+        self._recovery_point = min(self._recovery_point, offset)
+
+    # -- durability and lifetime ---------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync every segment written since the last flush; the recovery point becomes the log
+        end offset."""
+        self._close_retired()
+        for segment in self._segments:
+            if segment.dirty:
+                segment.flush()
+        if self._directory_dirty:
+            fsync_directory(self.directory)
+            self._directory_dirty = False
+        self._recovery_point = self.log_end_offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._clock.monotonic_ms()
+
+    def close(self) -> None:
+        """Close every file; does not flush (the log manager flushes before it closes)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._segments:
+            self._segments[-1].seal()
+        for segment in self._segments:
+            segment.close()
+        for _, segment in self._retired:
+            segment.close()
+        self._retired.clear()
+
+    def delete(self) -> None:
+        """Close the log and remove its directory.  The directory is first renamed to a name no
+        partition can have, so a crash during the removal leaves nothing the manager would open
+        (it removes such leftovers when it opens)."""
+        self.close()
+        doomed = self.directory.with_name(
+            f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        )
+        os.rename(self.directory, doomed)
+        fsync_directory(self.directory.parent)
+        shutil.rmtree(doomed)
