@@ -155,3 +155,24 @@ def test_iter_headers_stops_at_partial_batch() -> None:
     assert [h.position for h in iter_headers(a + b[:-1])] == [0]
     assert [h.position for h in iter_headers(a + b[:HEADER_SIZE])] == [0]
     assert list(iter_headers(b"")) == []
+
+
+@pytest.mark.parametrize("source", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("target", [0, 1, 4])
+def test_with_compression_keeps_records_and_offsets(source: int, target: int) -> None:
+    from odradek.protocol.record_batch import with_compression
+    from odradek.protocol.records import Header, decode_batch, encode_batch
+
+    original = encode_batch(
+        [(b"k1", b"v1", [Header("h", b"x")], 1000), (None, b"v2", [], 1005)],
+        compression=source,
+        base_offset=42,
+        now_ms=2000,
+    )
+    header = read_header(original)
+    rewritten = with_compression(original, header, target)
+    new_header = validate_batches(rewritten, 1 << 20)[0]
+    assert new_header.compression == target
+    assert new_header.base_offset == 42
+    assert new_header.max_timestamp == header.max_timestamp
+    assert decode_batch(rewritten) == decode_batch(original)

@@ -193,3 +193,25 @@ def set_log_append_time(buf: bytearray | memoryview, header: BatchHeader, timest
 def set_partition_leader_epoch(buf: bytearray | memoryview, position: int, epoch: int) -> None:
     """Stamp the leader epoch of the appending leader (outside the CRC)."""
     struct.pack_into(">i", buf, position + 12, epoch)
+
+
+def with_compression(buf: bytes | bytearray | memoryview, header: BatchHeader, codec: int) -> bytes:
+    """The batch at ``header`` with its records recompressed as ``codec`` (topic compression.type).
+
+    Only the records section changes container; the records themselves, the offsets and
+    timestamps stay as they are, so the header's other fields carry over unchanged.
+    """
+    from odradek.protocol import compression
+
+    start = header.position
+    records = memoryview(buf)[start + HEADER_SIZE : start + header.size]
+    if header.compression != compression.NONE:
+        records = memoryview(compression.decompress(header.compression, records))
+    payload = records if codec == compression.NONE else compression.compress(codec, records)
+    out = bytearray(memoryview(buf)[start : start + HEADER_SIZE])
+    out += payload
+    attributes = (header.attributes & ~COMPRESSION_MASK) | codec
+    struct.pack_into(">i", out, 8, len(out) - LOG_OVERHEAD)
+    struct.pack_into(">h", out, 21, attributes)
+    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)

@@ -185,7 +185,7 @@ class TimeIndex(_IndexFile):
         return self._timestamps[-1], self.base_offset + self._offsets[-1]
 
     def problem(self, next_offset: int) -> str | None:
-        """Why this index cannot be trusted for a segment whose offsets end before ``next_offset``."""
+        """Why this index cannot be trusted for a segment ending before ``next_offset``."""
         if self._missing:
             return "time index file is missing"
         if self._torn:

@@ -6,7 +6,13 @@ import logging
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.record_batch import InvalidBatch, validate_batches
+from odradek.protocol.record_batch import (
+    BatchHeader,
+    InvalidBatch,
+    iter_headers,
+    validate_batches,
+    with_compression,
+)
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
@@ -17,6 +23,20 @@ _BATCH_ERRORS = {
     "invalid_record": ErrorCode.invalid_record,
     "message_too_large": ErrorCode.message_too_large,
 }
+
+
+# compression.type values that make the broker rewrite batches; "producer" keeps them as sent.
+_TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def _recompress(
+    buffer: bytearray, headers: list[BatchHeader], codec: int
+) -> tuple[bytearray, list[BatchHeader]]:
+    """Rewrite every batch in the topic's codec: the one case where the broker opens batches."""
+    out = bytearray()
+    for header in headers:
+        out += with_compression(buffer, header, codec)
+    return out, list(iter_headers(out))
 
 
 def _failed(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
@@ -57,6 +77,9 @@ def produce_to_partition(
     except InvalidBatch as e:
         log.info("refused produce to %s-%d from %s: %s", topic, index, ctx.peer, e)
         return _failed(index, _BATCH_ERRORS[e.error], str(e))
+    target_codec = _TOPIC_CODECS.get(str(config.values["compression.type"]))
+    if target_codec is not None and any(h.compression != target_codec for h in headers):
+        buffer, headers = _recompress(buffer, headers, target_codec)
     now = broker.clock.time_ms()
     log_append_time = now if config.values["message.timestamp.type"] == "LogAppendTime" else None
     if log_append_time is None:

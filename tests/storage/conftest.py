@@ -1,0 +1,83 @@
+"""Hand-made RecordBatch v2 bytes and small helpers for the storage tests."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import crc32c
+import pytest
+
+from odradek.clock import ManualClock
+from odradek.protocol.record_batch import BatchHeader, iter_headers, validate_batches
+from odradek.storage import AppendInfo, LogConfig, PartitionLog
+
+
+def varint(n: int) -> bytes:
+    """Zigzag varint, as v2 records encode their lengths and deltas."""
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z >= 0x80:
+        out.append(z & 0x7F | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def make_batch(
+    count: int = 1, *, timestamp: int = 1_700_000_000_000, timestamps: list[int] | None = None,
+    value: bytes = b"value",
+) -> bytes:
+    """A valid uncompressed v2 batch of ``count`` records with null keys (base offset 0)."""
+    stamps = timestamps if timestamps is not None else [timestamp] * count
+    records = b""
+    for i, ts in enumerate(stamps):
+        body = b"\x00" + varint(ts - stamps[0]) + varint(i) + varint(-1)
+        body += varint(len(value)) + value + varint(0)
+        records += varint(len(body)) + body
+    after_crc = struct.pack(
+        ">hiqqqhii", 0, len(stamps) - 1, stamps[0], max(stamps), -1, -1, -1, len(stamps)
+    ) + records
+    head = struct.pack(">qiibI", 0, 9 + len(after_crc), -1, 2, crc32c.crc32c(after_crc))
+    return head + after_crc
+
+
+def append(log: PartitionLog, *batches: bytes, **kwargs: int) -> AppendInfo:
+    buf = bytearray(b"".join(batches))
+    return log.append(buf, validate_batches(buf, 1 << 30), **kwargs)
+
+
+def headers_of(data: bytes) -> list[BatchHeader]:
+    return list(iter_headers(data))
+
+
+def read_all(log: PartitionLog, offset: int | None = None) -> list[BatchHeader]:
+    """Every batch from ``offset`` (default: the log start) to the end, by repeated reads."""
+    found: list[BatchHeader] = []
+    offset = log.log_start_offset if offset is None else offset
+    while (piece := log.read(offset, 1 << 20)) is not None:
+        batch_headers = headers_of(piece.read_bytes())
+        found += batch_headers
+        offset = batch_headers[-1].next_offset
+    return found
+
+
+BATCH_SIZE = len(make_batch())
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def open_log(tmp_path: Path, clock: ManualClock) -> Callable[..., PartitionLog]:
+    """Open (or reopen) the log `topic-0` under tmp_path with the given config."""
+
+    def opener(config: LogConfig | None = None, **kwargs: int | bool) -> PartitionLog:
+        return PartitionLog.open(
+            tmp_path / "topic-0", config or LogConfig(), clock, **kwargs  # type: ignore[arg-type]
+        )
+
+    return opener

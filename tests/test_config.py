@@ -1,0 +1,70 @@
+from pathlib import Path
+
+import pytest
+
+from odradek.config import (
+    BrokerConfig,
+    ConfigError,
+    TopicConfig,
+    parse_properties,
+    validate_topic_configs,
+)
+
+
+def test_properties_file_syntax() -> None:
+    text = "# comment\n! also\nlog.dirs = /a,/b\nnum.partitions: 3\nlong=one\\\n  two\nempty=\n"
+    assert parse_properties(text) == {
+        "log.dirs": "/a,/b",
+        "num.partitions": "3",
+        "long": "onetwo",
+        "empty": "",
+    }
+
+
+def test_overrides_win_over_the_file(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text("num.partitions=2\nlisteners=PLAINTEXT://0.0.0.0:9999\n")
+    config = BrokerConfig.load(props, ["num.partitions=5"])
+    assert config.get_int("num.partitions") == 5
+    assert config.listener == ("0.0.0.0", 9999)
+    assert config.advertised(("0.0.0.0", 9999)) == ("127.0.0.1", 9999)
+
+
+def test_defaults_are_kafkas() -> None:
+    config = BrokerConfig()
+    assert config.listener == ("127.0.0.1", 9092)
+    assert config.log_dirs == [Path("./odradek-data")]
+    assert config.get_int("socket.request.max.bytes") == 104857600
+    assert config.get_bool("auto.create.topics.enable") is True
+
+
+def test_bad_values_fail_at_start() -> None:
+    with pytest.raises(ConfigError, match="num.partitions"):
+        BrokerConfig({"num.partitions": "0"})
+    with pytest.raises(ConfigError, match="not a valid int"):
+        BrokerConfig({"num.partitions": "abc"})
+    with pytest.raises(ConfigError, match="key=value"):
+        BrokerConfig.load(None, ["novalue"])
+
+
+def test_topic_configs_default_to_broker_synonyms() -> None:
+    broker = BrokerConfig({"log.segment.bytes": "2048", "log.retention.hours": "1"})
+    topic = TopicConfig.resolve(broker, {"retention.bytes": "100"})
+    assert topic.get_int("segment.bytes") == 2048
+    assert topic.get_int("retention.ms") == 3_600_000
+    assert topic.get_int("retention.bytes") == 100
+    assert topic.optional_long("flush.messages") is None
+    assert broker.topic_source("segment.bytes") == "static"
+    assert broker.topic_source("cleanup.policy") == "default"
+
+
+def test_topic_config_validation() -> None:
+    assert validate_topic_configs({"cleanup.policy": "compact,delete"}) == {
+        "cleanup.policy": "compact,delete"
+    }
+    with pytest.raises(ConfigError, match="unknown topic config"):
+        validate_topic_configs({"no.such.config": "1"})
+    with pytest.raises(ConfigError, match="cleanup.policy"):
+        validate_topic_configs({"cleanup.policy": "shred"})
+    with pytest.raises(ConfigError, match="message.timestamp.type"):
+        validate_topic_configs({"message.timestamp.type": "Now"})
