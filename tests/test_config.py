@@ -39,7 +39,7 @@ def test_defaults_are_kafkas() -> None:
 
 
 def test_bad_values_fail_at_start() -> None:
-    with pytest.raises(ConfigError, match="num.partitions"):
+    with pytest.raises(ConfigError, match=r"num\.partitions"):
         BrokerConfig({"num.partitions": "0"})
     with pytest.raises(ConfigError, match="not a valid int"):
         BrokerConfig({"num.partitions": "abc"})
@@ -64,7 +64,7 @@ def test_topic_config_validation() -> None:
     }
     with pytest.raises(ConfigError, match="unknown topic config"):
         validate_topic_configs({"no.such.config": "1"})
-    with pytest.raises(ConfigError, match="cleanup.policy"):
+    with pytest.raises(ConfigError, match=r"cleanup\.policy"):
         validate_topic_configs({"cleanup.policy": "shred"})
-    with pytest.raises(ConfigError, match="message.timestamp.type"):
+    with pytest.raises(ConfigError, match=r"message\.timestamp\.type"):
         validate_topic_configs({"message.timestamp.type": "Now"})

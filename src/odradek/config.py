@@ -66,7 +66,10 @@ class ConfigDef:
     read_only: bool = False
 
     def parse(self, raw: str) -> object:
-        value = _parse(self.kind, raw)
+        try:
+            value = _parse(self.kind, raw)
+        except ConfigError as e:
+            raise ConfigError(f"invalid value for {self.name}: {e}") from e
         if self.check is not None:
             complaint = self.check(value)
             if complaint:

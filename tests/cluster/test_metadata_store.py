@@ -15,7 +15,9 @@ def test_topics_survive_reopen(tmp_path: Path) -> None:
 
     reopened = LocalMetadataStore(tmp_path)
     assert reopened.cluster_id == store.cluster_id
-    assert reopened.topics == {"orders": TopicMetadata("orders", topic_id, 5, {"retention.ms": "1000"})}
+    assert reopened.topics == {
+        "orders": TopicMetadata("orders", topic_id, 5, {"retention.ms": "1000"})
+    }
 
 
 def test_cluster_id_is_kafka_shaped_and_kept(tmp_path: Path) -> None:

@@ -26,7 +26,10 @@ def varint(n: int) -> bytes:
 
 
 def make_batch(
-    count: int = 1, *, timestamp: int = 1_700_000_000_000, timestamps: list[int] | None = None,
+    count: int = 1,
+    *,
+    timestamp: int = 1_700_000_000_000,
+    timestamps: list[int] | None = None,
     value: bytes = b"value",
 ) -> bytes:
     """A valid uncompressed v2 batch of ``count`` records with null keys (base offset 0)."""
@@ -36,9 +39,12 @@ def make_batch(
         body = b"\x00" + varint(ts - stamps[0]) + varint(i) + varint(-1)
         body += varint(len(value)) + value + varint(0)
         records += varint(len(body)) + body
-    after_crc = struct.pack(
-        ">hiqqqhii", 0, len(stamps) - 1, stamps[0], max(stamps), -1, -1, -1, len(stamps)
-    ) + records
+    after_crc = (
+        struct.pack(
+            ">hiqqqhii", 0, len(stamps) - 1, stamps[0], max(stamps), -1, -1, -1, len(stamps)
+        )
+        + records
+    )
     head = struct.pack(">qiibI", 0, 9 + len(after_crc), -1, 2, crc32c.crc32c(after_crc))
     return head + after_crc
 
@@ -77,7 +83,10 @@ def open_log(tmp_path: Path, clock: ManualClock) -> Callable[..., PartitionLog]:
 
     def opener(config: LogConfig | None = None, **kwargs: int | bool) -> PartitionLog:
         return PartitionLog.open(
-            tmp_path / "topic-0", config or LogConfig(), clock, **kwargs  # type: ignore[arg-type]
+            tmp_path / "topic-0",
+            config or LogConfig(),
+            clock,
+            **kwargs,  # type: ignore[arg-type]
         )
 
     return opener

@@ -76,6 +76,8 @@ def encode(
             head += _PARTITION_HEAD.pack(
                 p.index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset
             )
+            if version < 5:
+                del head[-8:]  # logStartOffset arrived in v5
             head += b"\x01" if flexible else b"\0\0\0\0"  # no aborted transactions
             if version >= 11:
                 head += b"\xff\xff\xff\xff"  # preferred read replica: none

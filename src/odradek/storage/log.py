@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import shutil
 import uuid
 from bisect import bisect_right
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, cast
 
 from odradek.clock import Clock
 from odradek.protocol.record_batch import (
@@ -85,18 +82,6 @@ class ReadSlice:
         return pread_upto(self.fd, self.size, self.position)
 
 
-class _Record(Protocol):
-    @property
-    def offset(self) -> int: ...
-
-    @property
-    def timestamp(self) -> int: ...
-
-
-class _DecodeBatch(Protocol):
-    def __call__(self, data: bytes, /) -> Sequence[_Record]: ...
-
-
 class PartitionLog:
     """The log of one partition: an ordered list of segments, the last one active.
 
@@ -151,15 +136,21 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         self._load_segments(recovery_point, needs_recovery)
         if not self._segments:
-            self._add_segment(LogSegment.create(
-                directory, log_start_offset, config.segment_index_bytes, clock.time_ms()
-            ))
+            self._add_segment(
+                LogSegment.create(
+                    directory, log_start_offset, config.segment_index_bytes, clock.time_ms()
+                )
+            )
         self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         if self._log_start_offset > self.log_end_offset:
             # The checkpointed start is past what survived (a lost unflushed tail): Kafka then
             # starts the log afresh at the checkpointed start offset, and so do we.
-            log.warning("%s: log start offset %d is past the log end %d; emptying the log",
-                        directory, self._log_start_offset, self.log_end_offset)
+            log.warning(
+                "%s: log start offset %d is past the log end %d; emptying the log",
+                directory,
+                self._log_start_offset,
+                self.log_end_offset,
+            )
             self._truncate_fully(self._log_start_offset)
         self._recovery_point = (
             min(recovery_point, self.log_end_offset) if needs_recovery else self.log_end_offset
@@ -265,7 +256,12 @@ class PartitionLog:
         self._close_retired()
         first_offset = self.log_end_offset
         record_count = sum(h.last_offset_delta + 1 for h in headers)
-        self._maybe_roll(len(records), first_offset + record_count - 1)
+        incoming_max_timestamp = (
+            log_append_time
+            if log_append_time is not None
+            else max(h.max_timestamp for h in headers)
+        )
+        self._maybe_roll(len(records), first_offset + record_count - 1, incoming_max_timestamp)
         batches: list[AppendedBatch] = []
         next_offset = first_offset
         for header in headers:
@@ -286,33 +282,40 @@ class PartitionLog:
             self.flush()
         return AppendInfo(first_offset, next_offset - 1, log_append_time, self._log_start_offset)
 
-    def _maybe_roll(self, size: int, last_offset: int) -> None:
+    def _maybe_roll(self, size: int, last_offset: int, max_timestamp: int) -> None:
         active = self._segments[-1]
         if active.size == 0:
             # A new segment would have the same base offset; an oversized batch goes in alone.
             return
         config = self.config
-        first_timestamp = active.first_batch_timestamp
-        rolling_from = (
-            first_timestamp
-            if first_timestamp is not None and first_timestamp != NO_TIMESTAMP
-            else active.created_ms
-        )
         if (
             active.size + size > min(config.segment_bytes, MAX_SEGMENT_BYTES)
-            or self._clock.time_ms() - rolling_from > config.segment_ms
+            or self._segment_age_ms(active, max_timestamp) > config.segment_ms
             or active.indexes_full
             or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
         ):
             self._roll()
 
+    def _segment_age_ms(self, active: LogSegment, max_timestamp: int) -> int:
+        # Kafka's rule: measure from the first batch's timestamp to the incoming batches' when
+        # both exist, so that a producer replaying old timestamps does not roll a segment per
+        # append; else by the clock since the segment appeared.
+        first_timestamp = active.first_batch_timestamp
+        if first_timestamp is not None and first_timestamp >= 0 and max_timestamp >= 0:
+            return max_timestamp - first_timestamp
+        return self._clock.time_ms() - active.created_ms
+
     def _roll(self) -> None:
         active = self._segments[-1]
         active.seal()
-        self._add_segment(LogSegment.create(
-            self.directory, active.next_offset, self.config.segment_index_bytes,
-            self._clock.time_ms(),
-        ))
+        self._add_segment(
+            LogSegment.create(
+                self.directory,
+                active.next_offset,
+                self.config.segment_index_bytes,
+                self._clock.time_ms(),
+            )
+        )
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -383,8 +386,8 @@ class PartitionLog:
             return max(header.base_offset, start), header.max_timestamp
         # Imported here: decoding records is the protocol layer's business, and only this rare
         # request (ListOffsets by time) needs it.
-        records_module = importlib.import_module("odradek.protocol.records")
-        decode_batch = cast(_DecodeBatch, records_module.decode_batch)
+        from odradek.protocol.records import decode_batch
+
         for record in decode_batch(segment.read(header.position, header.size)):
             if record.offset >= start and record.timestamp >= timestamp:
                 return record.offset, record.timestamp
@@ -460,9 +463,11 @@ class PartitionLog:
     def _truncate_fully(self, offset: int) -> None:
         while self._segments:
             self._drop_segment(len(self._segments) - 1, retire=True)
-        self._add_segment(LogSegment.create(
-            self.directory, offset, self.config.segment_index_bytes, self._clock.time_ms()
-        ))
+        self._add_segment(
+            LogSegment.create(
+                self.directory, offset, self.config.segment_index_bytes, self._clock.time_ms()
+            )
+        )
         self._log_start_offset = offset
         self._recovery_point = min(self._recovery_point, offset)
 

@@ -101,6 +101,7 @@ class LogManager:
         partition_log = PartitionLog.open(
             log_dir / partition_dir_name(topic, partition), config, self._clock
         )
+        fsync_directory(log_dir)  # rare, and a partition that vanishes in a crash is worse
         self._logs[(topic, partition)] = partition_log
         return partition_log
 

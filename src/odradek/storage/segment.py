@@ -29,9 +29,11 @@ from odradek.storage.index import OffsetIndex, TimeIndex
 
 log = logging.getLogger(__name__)
 
-# Headers are read in chunks of this size: most batches are smaller, so one pread usually yields
-# several headers, and a scan never holds more than this in memory however big batches are.
+# Headers of small batches are read in chunks of this size, so that one pread yields several;
+# after a batch bigger than _BIG_BATCH only the next header is read, so that a scan over big
+# batches (a Fetch finding batch boundaries) does not copy their bodies into memory.
 _SCAN_CHUNK = 16 * 1024
+_BIG_BATCH = 2 * 1024
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 
@@ -120,10 +122,11 @@ class LogSegment:
         position = start
         chunk = b""
         chunk_start = start
+        read_size = _SCAN_CHUNK
         while position + HEADER_SIZE <= end:
             offset_in_chunk = position - chunk_start
             if offset_in_chunk < 0 or offset_in_chunk + HEADER_SIZE > len(chunk):
-                chunk = os.pread(self.fd, min(_SCAN_CHUNK, end - position), position)
+                chunk = os.pread(self.fd, min(read_size, end - position), position)
                 chunk_start, offset_in_chunk = position, 0
                 if len(chunk) < HEADER_SIZE:
                     return
@@ -132,6 +135,7 @@ class LogSegment:
                 return
             yield header
             position += header.size
+            read_size = HEADER_SIZE if header.size > _BIG_BATCH else _SCAN_CHUNK
 
     def find_batch(self, offset: int) -> BatchHeader | None:
         """The first batch holding an offset >= ``offset``, if the segment has one."""
@@ -189,8 +193,10 @@ class LogSegment:
         for header in self.iter_headers(start):
             if not self._plausible(header, self.next_offset):
                 return False
-            if position == start and len(self.offset_index) and (
-                header.last_offset != self.offset_index.last_offset
+            if (
+                position == start
+                and len(self.offset_index)
+                and (header.last_offset != self.offset_index.last_offset)
             ):
                 return False
             self._note_batch(header.last_offset, header.max_timestamp)
@@ -232,8 +238,13 @@ class LogSegment:
                 batch = self.read(header.position, header.size)
                 if crc_of(batch, dataclasses.replace(header, position=0)) != header.crc:
                     break
-            self._index_batch(header.position, header.size, header.last_offset,
-                              header.max_timestamp, index_interval_bytes)
+            self._index_batch(
+                header.position,
+                header.size,
+                header.last_offset,
+                header.max_timestamp,
+                index_interval_bytes,
+            )
             self.next_offset = header.next_offset
             position = header.position + header.size
         return position
@@ -276,8 +287,9 @@ class LogSegment:
         self.size += len(data)
         self.dirty = True
         for batch in batches:
-            self._index_batch(start + batch.position, batch.size, batch.last_offset,
-                              batch.max_timestamp, interval)
+            self._index_batch(
+                start + batch.position, batch.size, batch.last_offset, batch.max_timestamp, interval
+            )
         self.next_offset = batches[-1].last_offset + 1
         if self._first_batch_timestamp is None and start == 0:
             self._first_batch_timestamp = batches[0].max_timestamp

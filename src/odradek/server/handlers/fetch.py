@@ -12,7 +12,9 @@ from odradek.server.context import FrameParts, RequestContext, Response
 from odradek.server.registry import handles
 from odradek.storage import OffsetOutOfRange, ReadSlice
 
-PartitionData = fetch_response.PartitionData[ReadSlice]
+# Built unsubscripted: on Python 3.11 calling ``PartitionData[ReadSlice](...)`` makes typing set
+# ``__orig_class__`` on the frozen, slotted instance, which fails with a TypeError.
+PartitionData = fetch_response.PartitionData
 
 
 def _read_all(
@@ -25,7 +27,7 @@ def _read_all(
     any_error = False
     result = []
     for topic in request.topics:
-        partitions: list[PartitionData] = []
+        partitions: list[PartitionData[ReadSlice]] = []
         for p in topic.partitions:
             index = int(p.partition)
             partition = topics.partition(topic.topic, index)

@@ -1,0 +1,1104 @@
+"""The group coordinator of Kafka's classic group protocol, as a state machine.
+
+Requests come in as value objects (:mod:`odradek.coordinator.messages`); answers go out as return
+values or, for JoinGroup and SyncGroup, which wait for the rest of the group, through a reply
+callback called later. Every change that must survive a restart is written as records of
+``__consumer_offsets`` (:mod:`odradek.coordinator.records`) through an :class:`OffsetsLog` before
+it takes effect; :meth:`GroupCoordinator.replay` rebuilds the state from those records.
+
+Time comes from the injected clock. Timeouts (sessions, rebalances, the initial rebalance delay,
+offset expiry) are deadlines in :attr:`GroupCoordinator.timers`; nothing happens when they pass
+until someone calls :meth:`GroupCoordinator.tick` — the broker's event loop at
+:meth:`next_deadline`, a test after moving its ``ManualClock``.
+
+The coordinator does no I/O of its own and is called from one thread (the broker's event loop).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol as TypingProtocol
+
+from odradek.clock import Clock
+from odradek.coordinator import records as rec
+from odradek.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
+from odradek.coordinator.messages import (
+    CommitRequest,
+    CommittedOffset,
+    DescribedMember,
+    FetchedOffsets,
+    GroupDescription,
+    HeartbeatRequest,
+    JoinedMember,
+    JoinReply,
+    JoinRequest,
+    JoinResult,
+    LeaveResult,
+    ListedGroup,
+    MemberIdentity,
+    Protocol,
+    SyncReply,
+    SyncRequest,
+    SyncResult,
+    TopicPartition,
+)
+from odradek.coordinator.timers import Timers
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_MEMBER_ID = ""
+
+
+class OffsetsLog(TypingProtocol):
+    """Where the coordinator's records go: one partition of ``__consumer_offsets`` per group."""
+
+    def write(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Append ``(key, value)`` records (``None`` value: a tombstone) to ``partition``, all
+        or none; raise :class:`KafkaError` when they cannot be written."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """The broker settings of the coordinator, under Kafka's names in the comments."""
+
+    offsets_partitions: int = 50  # offsets.topic.num.partitions
+    min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
+    max_group_size: int = 2**31 - 1  # group.max.size
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    # Kafka's fixed limit on how long a new member may take to finish its first rebalance.
+    new_member_join_timeout_ms: int = 300_000
+
+
+# Errors of writing a commit, as Kafka reports them to the committer.
+_COMMIT_WRITE_ERRORS = {
+    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
+}
+
+
+def _write_error(code: ErrorCode) -> ErrorCode:
+    """A failed group metadata write, as Kafka reports it to the group's members."""
+    if code in (
+        ErrorCode.message_too_large,
+        ErrorCode.record_list_too_large,
+        ErrorCode.invalid_fetch_size,
+    ):
+        return ErrorCode.unknown_server_error
+    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas):
+        return ErrorCode.coordinator_not_available
+    if code == ErrorCode.not_leader_or_follower:
+        return ErrorCode.not_coordinator
+    return code
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, offsets_log: OffsetsLog, clock: Clock) -> None:
+        self.config = config
+        self.offsets_log = offsets_log
+        self.clock = clock
+        self.timers = Timers()
+        self.groups: dict[str, Group] = {}
+        self._loaded = False
+
+    # -- time ----------------------------------------------------------------------------------
+
+    def _now(self) -> int:
+        """Monotonic ms, for deadlines."""
+        return self.clock.monotonic_ms()
+
+    def _wall(self) -> int:
+        """Wall-clock ms, for what is stored (commit and state timestamps)."""
+        return self.clock.time_ms()
+
+    def next_deadline(self) -> int | None:
+        """Monotonic ms at which :meth:`tick` has something to do; None when nothing is due."""
+        return self.timers.next_deadline()
+
+    def tick(self) -> int:
+        """Act on every deadline that has passed; returns how many there were."""
+        return self.timers.fire_due(self._now())
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return rec.partition_for(group_id, self.config.offsets_partitions)
+
+    def replay(self, key: bytes | None, value: bytes | None) -> None:
+        """Apply one record of ``__consumer_offsets``, read back in log order at start."""
+        if key is None:
+            log.warning("skipping a record without a key in __consumer_offsets")
+            return
+        try:
+            decoded_key = rec.decode_key(key)
+            decoded = rec.decode_value(decoded_key, value)
+        except rec.RecordFormatError as e:
+            log.warning("skipping an unreadable record in __consumer_offsets: %s", e)
+            return
+        group = self.groups.get(decoded_key.group)
+        if group is None:
+            group = self.groups[decoded_key.group] = Group(decoded_key.group, self._wall())
+        if isinstance(decoded_key, rec.OffsetKey):
+            tp = (decoded_key.topic, decoded_key.partition)
+            if decoded is None:
+                group.offsets.pop(tp, None)
+            else:
+                assert isinstance(decoded, rec.OffsetValue)
+                group.offsets[tp] = CommittedOffset(
+                    decoded.offset, decoded.leader_epoch, decoded.metadata, decoded.commit_timestamp
+                )
+            return
+        offsets = group.offsets
+        group = self.groups[decoded_key.group] = Group(decoded_key.group, self._wall())
+        group.offsets = offsets
+        if decoded is None:
+            return
+        assert isinstance(decoded, rec.GroupValue)
+        group.protocol_type = decoded.protocol_type or None
+        group.generation = decoded.generation
+        group.protocol_name = decoded.protocol
+        if decoded.current_state_timestamp >= 0:
+            group.state_timestamp = decoded.current_state_timestamp
+        for m in decoded.members:
+            member = Member(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                decoded.protocol_type,
+                # The one protocol known of a loaded member: the group's, as stored.
+                (Protocol(decoded.protocol or "", m.subscription),),
+                assignment=m.assignment,
+            )
+            group.add(member)
+        if decoded.leader is not None and decoded.leader in group.members:
+            group.leader_id = decoded.leader
+        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+
+    def finish_loading(self) -> None:
+        """After :meth:`replay` of every record: forget what was deleted, start sessions."""
+        for group_id, group in list(self.groups.items()):
+            if self._is_forgettable(group):
+                del self.groups[group_id]
+                continue
+            for member in group.members.values():
+                self._schedule_session(group, member)
+        self._loaded = True
+        self._schedule_offset_expiry()
+        log.info("group coordinator loaded %d groups", len(self.groups))
+
+    def _is_forgettable(self, group: Group) -> bool:
+        return (
+            group.state is GroupState.EMPTY
+            and group.generation == 0
+            and group.protocol_type is None
+            and not group.offsets
+            and not group.pending_members
+        )
+
+    # -- records -------------------------------------------------------------------------------
+
+    def _write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        if records:
+            self.offsets_log.write(self.partition_for(group_id), records)
+
+    def _group_record(
+        self, group: Group, assignments: dict[str, bytes]
+    ) -> tuple[bytes, bytes | None]:
+        value = rec.GroupValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation,
+            protocol=group.protocol_name,
+            leader=group.leader_id,
+            current_state_timestamp=group.state_timestamp,
+            members=tuple(
+                rec.MemberValue(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(group.protocol_name),
+                    assignments.get(m.member_id, b""),
+                )
+                for m in group.members.values()
+            ),
+        )
+        return rec.encode_key(rec.GroupKey(group.group_id)), rec.encode_group_value(value)
+
+    def _store_group(self, group: Group, assignments: dict[str, bytes]) -> None:
+        self._write(group.group_id, [self._group_record(group, assignments)])
+
+    # -- timers --------------------------------------------------------------------------------
+
+    def _schedule_session(
+        self, group: Group, member: Member, timeout_ms: int | None = None
+    ) -> None:
+        group_id, member_id = group.group_id, member.member_id
+        deadline = self._now() + (member.session_timeout_ms if timeout_ms is None else timeout_ms)
+        self.timers.schedule(
+            ("session", group_id, member_id),
+            deadline,
+            lambda: self._on_session_expired(group_id, member_id),
+        )
+
+    def _cancel_session(self, group: Group, member_id: str) -> None:
+        self.timers.cancel(("session", group.group_id, member_id))
+
+    def _on_session_expired(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        if member_id in group.pending_members:
+            log.info("group %s: pending member %s never rejoined", group_id, member_id)
+            group.pending_members.discard(member_id)
+            self._try_complete_join(group)
+            self._maybe_forget(group)
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            return
+        # A member inside a JoinGroup or SyncGroup cannot heartbeat; the rebalance timeout
+        # bounds those waits instead. A new member gets only the join timeout.
+        if (member.awaiting_join and not member.is_new) or member.sync_reply is not None:
+            self._schedule_session(group, member)
+            return
+        log.info(
+            "group %s: member %s %s; removing it",
+            group_id,
+            member_id,
+            "did not finish joining" if member.is_new else "missed its session timeout",
+        )
+        self._remove_member_and_update_group(group, member)
+
+    def _schedule_offset_expiry(self) -> None:
+        self.timers.schedule(
+            ("expire-offsets",),
+            self._now() + self.config.offsets_retention_check_interval_ms,
+            self._on_offset_expiry,
+        )
+
+    def _on_offset_expiry(self) -> None:
+        try:
+            self.expire_offsets()
+        finally:
+            self._schedule_offset_expiry()
+
+    # -- JoinGroup -----------------------------------------------------------------------------
+
+    def join_group(self, request: JoinRequest, reply: JoinReply) -> None:
+        """Answer through ``reply`` now (errors, MEMBER_ID_REQUIRED, no rebalance needed) or when
+        the group's next generation forms."""
+
+        def fail(code: ErrorCode, member_id: str = request.member_id) -> None:
+            reply(JoinResult(code, member_id=member_id))
+
+        if not request.group_id:
+            return fail(ErrorCode.invalid_group_id)
+        if not (
+            self.config.min_session_timeout_ms
+            <= request.session_timeout_ms
+            <= self.config.max_session_timeout_ms
+        ):
+            return fail(ErrorCode.invalid_session_timeout)
+        group = self.groups.get(request.group_id)
+        if group is None:
+            if request.member_id != UNKNOWN_MEMBER_ID:
+                return fail(ErrorCode.unknown_member_id)
+            group = Group(request.group_id, self._wall())
+            self.groups[request.group_id] = group
+        try:
+            if group.is_in(GroupState.DEAD):
+                # Being deleted: the client finds the coordinator again and retries.
+                return fail(ErrorCode.coordinator_not_available)
+            if request.member_id == UNKNOWN_MEMBER_ID:
+                self._join_new_member(group, request, reply)
+            else:
+                self._join_known_member(group, request, reply)
+        finally:
+            self._maybe_forget(group)
+
+    def _join_new_member(self, group: Group, request: JoinRequest, reply: JoinReply) -> None:
+        instance_id = request.group_instance_id
+        existing = group.static_member_id(instance_id) if instance_id is not None else None
+        names = [p.name for p in request.protocols]
+        if not group.supports_protocols(request.protocol_type, names, excluding=existing):
+            return reply(JoinResult(ErrorCode.inconsistent_group_protocol))
+        if existing is None and group.size >= self.config.max_group_size:
+            return reply(JoinResult(ErrorCode.group_max_size_reached))
+        member_id = f"{instance_id or request.client_id}-{uuid.uuid4()}"
+        if instance_id is not None:
+            if existing is not None:
+                return self._replace_static_member(group, request, existing, member_id, reply)
+            return self._add_member_and_rebalance(group, request, member_id, reply)
+        if request.require_known_member_id:
+            # KIP-394: the member must come back with this id, so a client that gave up on a
+            # JoinGroup leaves no stray member behind. It has one session to do so.
+            group.pending_members.add(member_id)
+            self.timers.schedule(
+                ("session", group.group_id, member_id),
+                self._now() + request.session_timeout_ms,
+                lambda: self._on_session_expired(group.group_id, member_id),
+            )
+            return reply(JoinResult(ErrorCode.member_id_required, member_id=member_id))
+        return self._add_member_and_rebalance(group, request, member_id, reply)
+
+    def _join_known_member(self, group: Group, request: JoinRequest, reply: JoinReply) -> None:
+        member_id = request.member_id
+        names = [p.name for p in request.protocols]
+        if member_id in group.pending_members:
+            if not group.supports_protocols(request.protocol_type, names):
+                return reply(JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id))
+            group.pending_members.discard(member_id)
+            self.timers.cancel(("session", group.group_id, member_id))
+            return self._add_member_and_rebalance(group, request, member_id, reply)
+        error = self._check_member(group, member_id, request.group_instance_id)
+        if error is not ErrorCode.none:
+            return reply(JoinResult(error, member_id=member_id))
+        member = group.members[member_id]
+        if not group.supports_protocols(request.protocol_type, names, excluding=member_id):
+            return reply(JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id))
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            return self._update_member_and_rebalance(
+                group, member, request, reply, "member rejoined"
+            )
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            if member.matches(request.protocols):
+                # It lost the JoinGroup response; answer again for this generation.
+                return reply(self._join_result(group, member))
+            return self._update_member_and_rebalance(
+                group, member, request, reply, "member changed its protocols"
+            )
+        if group.is_in(GroupState.STABLE):
+            if group.is_leader(member_id) or not member.matches(request.protocols):
+                return self._update_member_and_rebalance(
+                    group, member, request, reply, "leader or changed member rejoined"
+                )
+            self._schedule_session(group, member)
+            return reply(self._join_result(group, member))
+        return reply(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
+
+    def _check_member(self, group: Group, member_id: str, instance_id: str | None) -> ErrorCode:
+        """UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID unless ``member_id`` is a member of
+        ``group`` (and, for a static member, the current holder of ``instance_id``)."""
+        if instance_id is not None:
+            current = group.static_member_id(instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if current != member_id:
+                return ErrorCode.fenced_instance_id
+            return ErrorCode.none
+        if member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        return ErrorCode.none
+
+    def _join_result(self, group: Group, member: Member) -> JoinResult:
+        leader = group.is_leader(member.member_id)
+        return JoinResult(
+            ErrorCode.none,
+            member_id=member.member_id,
+            generation_id=group.generation,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            members=self._joined_members(group) if leader else (),
+        )
+
+    def _joined_members(self, group: Group) -> tuple[JoinedMember, ...]:
+        return tuple(
+            JoinedMember(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
+            for m in group.members.values()
+        )
+
+    def _new_member(self, request: JoinRequest, member_id: str, reply: JoinReply) -> Member:
+        rebalance_timeout = request.rebalance_timeout_ms
+        if rebalance_timeout < 0:
+            rebalance_timeout = request.session_timeout_ms
+        return Member(
+            member_id,
+            request.group_instance_id,
+            request.client_id,
+            request.client_host,
+            rebalance_timeout,
+            request.session_timeout_ms,
+            request.protocol_type,
+            request.protocols,
+            join_reply=reply,
+            is_new=True,
+        )
+
+    def _add_member_and_rebalance(
+        self, group: Group, request: JoinRequest, member_id: str, reply: JoinReply
+    ) -> None:
+        member = self._new_member(request, member_id, reply)
+        group.add(member)
+        log.info(
+            "group %s: member %s joins (%d members)", group.group_id, member_id, len(group.members)
+        )
+        if group.is_in(GroupState.PREPARING_REBALANCE) and group.generation == 0:
+            group.new_member_added = True
+        # A joining member cannot heartbeat, and a client that gave up may retry as another
+        # member: the join timeout stops such strays from stalling the rebalance forever.
+        self._schedule_session(group, member, self.config.new_member_join_timeout_ms)
+        self._rebalance_or_complete(group, f"member {member_id} joined")
+
+    def _update_member_and_rebalance(
+        self, group: Group, member: Member, request: JoinRequest, reply: JoinReply, reason: str
+    ) -> None:
+        if member.join_reply is not None and member.join_reply is not reply:
+            # An earlier JoinGroup of this member, abandoned by its client.
+            member.join_reply(JoinResult(ErrorCode.rebalance_in_progress, member.member_id))
+        member.protocols = request.protocols
+        member.session_timeout_ms = request.session_timeout_ms
+        if request.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.join_reply = reply
+        self._rebalance_or_complete(group, reason)
+
+    def _rebalance_or_complete(self, group: Group, reason: str) -> None:
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+        else:
+            self._maybe_prepare_rebalance(group, reason)
+
+    def _replace_static_member(
+        self,
+        group: Group,
+        request: JoinRequest,
+        old_id: str,
+        new_id: str,
+        reply: JoinReply,
+    ) -> None:
+        """KIP-345: a known group instance id joins with no member id (it restarted). It takes
+        over its old member's place; in a Stable group whose protocol it does not change, no
+        rebalance happens at all."""
+        old = group.members[old_id]
+        old_leader = group.leader_id
+        old_protocols = old.protocols
+        if old.join_reply is not None:
+            old.join_reply(JoinResult(ErrorCode.fenced_instance_id, member_id=old_id))
+            old.join_reply = None
+        if old.sync_reply is not None:
+            old.sync_reply(SyncResult(ErrorCode.fenced_instance_id))
+            old.sync_reply = None
+        self._cancel_session(group, old_id)
+        member = group.replace_static_member(old.group_instance_id or "", old_id, new_id)
+        member.protocols = request.protocols
+        member.session_timeout_ms = request.session_timeout_ms
+        if request.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.client_id = request.client_id
+        member.client_host = request.client_host
+        self._schedule_session(group, member)
+        log.info("group %s: static member %s is now %s", group.group_id, old_id, new_id)
+        if group.is_in(GroupState.STABLE):
+            if group.select_protocol() != group.protocol_name:
+                member.join_reply = reply
+                return self._maybe_prepare_rebalance(group, "static member changed protocols")
+            try:
+                self._store_group(
+                    group, {m.member_id: m.assignment for m in group.members.values()}
+                )
+            except KafkaError as e:
+                # Put the old member back, as it was.
+                self._cancel_session(group, new_id)
+                group.replace_static_member(old.group_instance_id or "", new_id, old_id)
+                member.protocols = old_protocols
+                self._schedule_session(group, member)
+                return reply(JoinResult(_write_error(e.code), member_id=UNKNOWN_MEMBER_ID))
+            # The current leader keeps leading; answering with the old leader id keeps a
+            # restarted leader from computing an assignment a Stable group would not use.
+            return reply(
+                JoinResult(
+                    ErrorCode.none,
+                    member_id=new_id,
+                    generation_id=group.generation,
+                    protocol_type=group.protocol_type,
+                    protocol_name=group.protocol_name,
+                    leader=old_leader or "",
+                )
+            )
+        member.join_reply = reply
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            # The leader may be assigning to the old member id: start over.
+            return self._prepare_rebalance(group, "static member rejoined during sync")
+        self._try_complete_join(group)
+
+    # -- rebalancing ---------------------------------------------------------------------------
+
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, ErrorCode.rebalance_in_progress)
+        self.timers.cancel(("sync", group.group_id))
+        group.pending_sync.clear()
+        initial = group.is_in(GroupState.EMPTY) and self.config.initial_rebalance_delay_ms > 0
+        group.transition(GroupState.PREPARING_REBALANCE, self._wall())
+        log.info(
+            "group %s: preparing to rebalance generation %d (%s)",
+            group.group_id,
+            group.generation,
+            reason,
+        )
+        group_id = group.group_id
+        if initial:
+            delay = self.config.initial_rebalance_delay_ms
+            group.in_initial_delay = True
+            group.new_member_added = False
+            group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
+            self.timers.schedule(
+                ("join", group_id), self._now() + delay, lambda: self._on_initial_delay(group_id)
+            )
+            return
+        self.timers.schedule(
+            ("join", group_id),
+            self._now() + group.rebalance_timeout_ms(),
+            lambda: self._on_join_timeout(group_id),
+        )
+        self._try_complete_join(group)
+
+    def _on_initial_delay(self, group_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is None or not group.in_initial_delay:
+            return
+        remaining = group.initial_delay_remaining_ms
+        if group.new_member_added and remaining > 0:
+            delay = min(self.config.initial_rebalance_delay_ms, remaining)
+            group.new_member_added = False
+            group.initial_delay_remaining_ms = max(remaining - delay, 0)
+            self.timers.schedule(
+                ("join", group_id), self._now() + delay, lambda: self._on_initial_delay(group_id)
+            )
+            return
+        group.in_initial_delay = False
+        self._complete_join(group)
+
+    def _on_join_timeout(self, group_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is not None:
+            self._complete_join(group)
+
+    def _try_complete_join(self, group: Group) -> None:
+        if (
+            group.is_in(GroupState.PREPARING_REBALANCE)
+            and not group.in_initial_delay
+            and group.all_members_joined()
+        ):
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        """The join phase is over (everyone rejoined, or the rebalance timeout passed)."""
+        if not group.is_in(GroupState.PREPARING_REBALANCE):
+            return
+        group_id = group.group_id
+        self.timers.cancel(("join", group_id))
+        group.in_initial_delay = False
+        for member in list(group.members.values()):
+            if not member.awaiting_join and not member.is_static:
+                log.info("group %s: member %s did not rejoin in time", group_id, member.member_id)
+                self._cancel_session(group, member.member_id)
+                group.remove(member.member_id)
+        if group.members and not any(m.awaiting_join for m in group.members.values()):
+            # Only static members that have not rejoined: wait for them another round.
+            self.timers.schedule(
+                ("join", group_id),
+                self._now() + group.rebalance_timeout_ms(),
+                lambda: self._on_join_timeout(group_id),
+            )
+            return
+        leader = group.members.get(group.leader_id or "")
+        if leader is None or not leader.awaiting_join:
+            group.leader_id = next(
+                (m.member_id for m in group.members.values() if m.awaiting_join), None
+            )
+        group.generation += 1
+        if not group.members:
+            group.protocol_name = None
+            group.transition(GroupState.EMPTY, self._wall())
+            log.info("group %s: generation %d is empty", group_id, group.generation)
+            try:
+                self._store_group(group, {})
+            except KafkaError as e:
+                log.warning("group %s: could not store the empty group: %s", group_id, e)
+            return
+        group.protocol_name = group.select_protocol()
+        group.transition(GroupState.COMPLETING_REBALANCE, self._wall())
+        log.info(
+            "group %s: generation %d has %d members, protocol %s, leader %s",
+            group_id,
+            group.generation,
+            len(group.members),
+            group.protocol_name,
+            group.leader_id,
+        )
+        for member in group.members.values():
+            reply, member.join_reply = member.join_reply, None
+            member.is_new = False
+            self._schedule_session(group, member)
+            if reply is not None:
+                reply(self._join_result(group, member))
+        # Everyone must now SyncGroup within the rebalance timeout, or be removed (a member that
+        # died after joining would otherwise hold up the group until its session ends).
+        group.pending_sync = set(group.members)
+        generation = group.generation
+        self.timers.schedule(
+            ("sync", group_id),
+            self._now() + group.rebalance_timeout_ms(),
+            lambda: self._on_sync_timeout(group_id, generation),
+        )
+
+    def _on_sync_timeout(self, group_id: str, generation: int) -> None:
+        group = self.groups.get(group_id)
+        if group is None or group.generation != generation or not group.pending_sync:
+            return
+        if not group.is_in(GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return
+        late = list(group.pending_sync)
+        log.info("group %s: members %s did not sync in time", group_id, late)
+        for member_id in late:
+            member = group.members.get(member_id)
+            if member is not None:
+                if member.sync_reply is not None:
+                    member.sync_reply(SyncResult(ErrorCode.unknown_member_id))
+                    member.sync_reply = None
+                self._cancel_session(group, member_id)
+                group.remove(member_id)
+        group.pending_sync.clear()
+        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, "members did not sync in time")
+
+    def _reset_and_propagate_assignment_error(self, group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            if member.sync_reply is not None:
+                reply, member.sync_reply = member.sync_reply, None
+                reply(SyncResult(error))
+
+    def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
+        if member.join_reply is not None:
+            reply, member.join_reply = member.join_reply, None
+            reply(JoinResult(ErrorCode.unknown_member_id, member_id=member.member_id))
+        if member.sync_reply is not None:
+            sync_reply, member.sync_reply = member.sync_reply, None
+            sync_reply(SyncResult(ErrorCode.unknown_member_id))
+        self._cancel_session(group, member.member_id)
+        group.remove(member.member_id)
+        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"member {member.member_id} left")
+        elif group.is_in(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    # -- SyncGroup -----------------------------------------------------------------------------
+
+    def sync_group(self, request: SyncRequest, reply: SyncReply) -> None:
+        """Answer through ``reply``: at once, or (for followers that sync before the leader)
+        when the leader's assignment arrives."""
+        if not request.group_id:
+            return reply(SyncResult(ErrorCode.invalid_group_id))
+        group = self.groups.get(request.group_id)
+        if group is None:
+            return reply(SyncResult(ErrorCode.unknown_member_id))
+        if group.is_in(GroupState.DEAD):
+            return reply(SyncResult(ErrorCode.coordinator_not_available))
+        error = self._check_member(group, request.member_id, request.group_instance_id)
+        if error is not ErrorCode.none:
+            return reply(SyncResult(error))
+        if request.generation_id != group.generation:
+            return reply(SyncResult(ErrorCode.illegal_generation))
+        if (request.protocol_type is not None and request.protocol_type != group.protocol_type) or (
+            request.protocol_name is not None and request.protocol_name != group.protocol_name
+        ):
+            return reply(SyncResult(ErrorCode.inconsistent_group_protocol))
+        if group.is_in(GroupState.EMPTY):
+            return reply(SyncResult(ErrorCode.unknown_member_id))
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            return reply(SyncResult(ErrorCode.rebalance_in_progress))
+        member = group.members[request.member_id]
+        self._schedule_session(group, member)
+        self._synced(group, request.member_id)
+        if group.is_in(GroupState.STABLE):
+            return reply(self._sync_result(group, member.assignment))
+        # CompletingRebalance: wait for the leader's assignment.
+        if member.sync_reply is not None:
+            member.sync_reply(SyncResult(ErrorCode.rebalance_in_progress))
+        member.sync_reply = reply
+        if not group.is_leader(member.member_id):
+            return
+        given = dict(request.assignments)
+        assignments = {m: given.get(m, b"") for m in group.members}
+        try:
+            self._store_group(group, assignments)
+        except KafkaError as e:
+            log.warning(
+                "group %s: could not store generation %d: %s", group.group_id, group.generation, e
+            )
+            self._reset_and_propagate_assignment_error(group, _write_error(e.code))
+            self._maybe_prepare_rebalance(group, "storing the assignment failed")
+            return
+        for m in group.members.values():
+            m.assignment = assignments[m.member_id]
+        group.transition(GroupState.STABLE, self._wall())
+        log.info("group %s: generation %d is stable", group.group_id, group.generation)
+        for m in group.members.values():
+            if m.sync_reply is not None:
+                waiting, m.sync_reply = m.sync_reply, None
+                waiting(self._sync_result(group, m.assignment))
+
+    def _synced(self, group: Group, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync:
+            self.timers.cancel(("sync", group.group_id))
+
+    def _sync_result(self, group: Group, assignment: bytes) -> SyncResult:
+        return SyncResult(ErrorCode.none, assignment, group.protocol_type, group.protocol_name)
+
+    # -- Heartbeat and LeaveGroup --------------------------------------------------------------
+
+    def heartbeat(self, request: HeartbeatRequest) -> ErrorCode:
+        if not request.group_id:
+            return ErrorCode.invalid_group_id
+        group = self.groups.get(request.group_id)
+        if group is None or group.is_in(GroupState.EMPTY):
+            return ErrorCode.unknown_member_id
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        error = self._check_member(group, request.member_id, request.group_instance_id)
+        if error is not ErrorCode.none:
+            return error
+        if request.generation_id != group.generation:
+            return ErrorCode.illegal_generation
+        self._schedule_session(group, group.members[request.member_id])
+        if group.is_in(GroupState.PREPARING_REBALANCE):
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def leave_group(self, group_id: str, members: Sequence[MemberIdentity]) -> LeaveResult:
+        if not group_id:
+            return LeaveResult(ErrorCode.invalid_group_id)
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            return LeaveResult(ErrorCode.unknown_member_id)
+        results = []
+        for identity in members:
+            results.append((identity, self._leave(group, identity)))
+        self._maybe_forget(group)
+        return LeaveResult(ErrorCode.none, tuple(results))
+
+    def _leave(self, group: Group, identity: MemberIdentity) -> ErrorCode:
+        member_id = identity.member_id
+        if identity.group_instance_id is not None:
+            current = group.static_member_id(identity.group_instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if member_id != UNKNOWN_MEMBER_ID and member_id != current:
+                return ErrorCode.fenced_instance_id
+            member_id = current
+        elif member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self.timers.cancel(("session", group.group_id, member_id))
+            self._try_complete_join(group)
+            return ErrorCode.none
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        log.info(
+            "group %s: member %s leaves%s",
+            group.group_id,
+            member_id,
+            f" ({identity.reason})" if identity.reason else "",
+        )
+        self._remove_member_and_update_group(group, member)
+        return ErrorCode.none
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    def commit_offsets(self, request: CommitRequest) -> dict[TopicPartition, ErrorCode]:
+        """Each partition's result. Partitions the handler found unknown never get here."""
+        group = self.groups.get(request.group_id)
+        created = False
+        if group is None:
+            if request.generation_id >= 0:
+                # Handlers before OffsetCommit v9 report this as ILLEGAL_GENERATION.
+                return self._all(request, ErrorCode.group_id_not_found)
+            # A consumer without group management (or an admin tool) keeps offsets in a
+            # "simple" group of its own.
+            group = Group(request.group_id, self._wall())
+            created = True
+        error = self._check_commit(group, request)
+        if error is not ErrorCode.none:
+            return self._all(request, error)
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, CommittedOffset] = {}
+        now = self._wall()
+        for commit in request.offsets:
+            tp = (commit.topic, commit.partition)
+            metadata = commit.metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.offset_metadata_too_large
+                continue
+            accepted[tp] = CommittedOffset(commit.offset, commit.leader_epoch, metadata, now)
+            results[tp] = ErrorCode.none
+        records = [
+            (
+                rec.encode_key(rec.OffsetKey(request.group_id, topic, partition)),
+                rec.encode_offset_value(
+                    rec.OffsetValue(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp)
+                ),
+            )
+            for (topic, partition), c in accepted.items()
+        ]
+        try:
+            self._write(request.group_id, records)
+        except KafkaError as e:
+            code = _COMMIT_WRITE_ERRORS.get(e.code, _write_error(e.code))
+            log.warning("group %s: could not store offsets: %s", request.group_id, e)
+            for tp in accepted:
+                results[tp] = code
+            return results
+        if created:
+            self.groups[request.group_id] = group
+        group.offsets.update(accepted)
+        member = group.members.get(request.member_id)
+        if member is not None and request.generation_id >= 0:
+            self._schedule_session(group, member)
+        return results
+
+    def _all(self, request: CommitRequest, error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+        return {(c.topic, c.partition): error for c in request.offsets}
+
+    def _check_commit(self, group: Group, request: CommitRequest) -> ErrorCode:
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if request.generation_id < 0 and group.is_in(GroupState.EMPTY):
+            return ErrorCode.none  # a commit from outside group management
+        if (
+            request.generation_id >= 0
+            or request.member_id != UNKNOWN_MEMBER_ID
+            or request.group_instance_id is not None
+        ):
+            error = self._check_member(group, request.member_id, request.group_instance_id)
+            if error is not ErrorCode.none:
+                return error
+            if request.generation_id != group.generation:
+                return ErrorCode.illegal_generation
+        elif not group.is_in(GroupState.EMPTY):
+            # Without member id and generation, commits are accepted only from outside an
+            # active group.
+            return ErrorCode.unknown_member_id
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None
+    ) -> FetchedOffsets:
+        """Committed offsets of ``partitions`` (None: every partition with one); a partition
+        without a commit comes back with None."""
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        if partitions is None:
+            found = tuple(sorted(offsets.items()))
+            return FetchedOffsets(ErrorCode.none, tuple((tp, c) for tp, c in found))
+        return FetchedOffsets(ErrorCode.none, tuple((tp, offsets.get(tp)) for tp in partitions))
+
+    def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: a group-level error, or each partition's."""
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            return ErrorCode.group_id_not_found, {}
+        subscribed: set[str] = set()
+        if not group.is_in(GroupState.EMPTY):
+            topics = group.subscribed_topics()
+            if topics is None:
+                return ErrorCode.non_empty_group, {}
+            subscribed = topics
+        results: dict[TopicPartition, ErrorCode] = {}
+        doomed = []
+        for tp in partitions:
+            if tp[0] in subscribed:
+                results[tp] = ErrorCode.group_subscribed_to_topic
+                continue
+            results[tp] = ErrorCode.none
+            if tp in group.offsets:
+                doomed.append(tp)
+        try:
+            self._write(group_id, [self._offset_tombstone(group_id, tp) for tp in doomed])
+        except KafkaError as e:
+            return _write_error(e.code), {}
+        for tp in doomed:
+            group.offsets.pop(tp, None)
+        self._maybe_forget(group)
+        return ErrorCode.none, results
+
+    def _offset_tombstone(self, group_id: str, tp: TopicPartition) -> tuple[bytes, None]:
+        return rec.encode_key(rec.OffsetKey(group_id, tp[0], tp[1])), None
+
+    def remove_offsets_of_topics(self, topics: set[str]) -> None:
+        """Deleted topics take their committed offsets with them."""
+        for group in list(self.groups.values()):
+            doomed = [tp for tp in group.offsets if tp[0] in topics]
+            if not doomed:
+                continue
+            try:
+                self._write(
+                    group.group_id, [self._offset_tombstone(group.group_id, tp) for tp in doomed]
+                )
+            except KafkaError as e:
+                log.warning(
+                    "group %s: could not delete offsets of deleted topics: %s", group.group_id, e
+                )
+                continue
+            for tp in doomed:
+                del group.offsets[tp]
+            self._maybe_forget(group)
+
+    def expire_offsets(self) -> int:
+        """Drop offsets older than ``offsets.retention.minutes``, as Kafka does: in an empty
+        group, counted from when it became empty; in a group outside group management, from
+        each commit; in an active consumer group, only for topics no member subscribes to,
+        from each commit. An empty group left without offsets is deleted. Returns how many
+        offsets expired."""
+        now = self._wall()
+        retention = self.config.offsets_retention_ms
+        expired_total = 0
+        for group in list(self.groups.values()):
+            expired: list[TopicPartition] = []
+            if group.is_in(GroupState.EMPTY):
+                if group.protocol_type is not None:
+                    if group.state_timestamp + retention <= now:
+                        expired = list(group.offsets)
+                else:
+                    expired = [
+                        tp
+                        for tp, c in group.offsets.items()
+                        if c.commit_timestamp + retention <= now
+                    ]
+            elif group.is_in(GroupState.STABLE) and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+                subscribed = group.subscribed_topics()
+                if subscribed is not None:
+                    expired = [
+                        tp
+                        for tp, c in group.offsets.items()
+                        if tp[0] not in subscribed and c.commit_timestamp + retention <= now
+                    ]
+            records = [self._offset_tombstone(group.group_id, tp) for tp in expired]
+            remove_group = (
+                group.is_in(GroupState.EMPTY)
+                and len(expired) == len(group.offsets)
+                and not group.pending_members
+            )
+            if remove_group and group.generation > 0:
+                records.append((rec.encode_key(rec.GroupKey(group.group_id)), None))
+            try:
+                self._write(group.group_id, records)
+            except KafkaError as e:
+                log.warning("group %s: could not expire offsets: %s", group.group_id, e)
+                continue
+            for tp in expired:
+                del group.offsets[tp]
+            expired_total += len(expired)
+            if expired:
+                log.info("group %s: %d committed offsets expired", group.group_id, len(expired))
+            if remove_group:
+                group.transition(GroupState.DEAD, now)
+                del self.groups[group.group_id]
+        return expired_total
+
+    # -- admin ---------------------------------------------------------------------------------
+
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> list[ListedGroup]:
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        if wanted_types and "classic" not in wanted_types:
+            return []
+        return [
+            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+            for g in self.groups.values()
+            if not wanted_states or g.state.value.lower() in wanted_states
+        ]
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        group = self.groups.get(group_id)
+        if group is None:
+            return GroupDescription(ErrorCode.group_id_not_found, group_id, GroupState.DEAD.value)
+        stable = group.is_in(GroupState.STABLE)
+        return GroupDescription(
+            ErrorCode.none,
+            group_id,
+            group.state.value,
+            group.protocol_type or "",
+            (group.protocol_name or "") if stable else "",
+            tuple(
+                DescribedMember(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.metadata(group.protocol_name) if stable else b"",
+                    m.assignment if stable else b"",
+                )
+                for m in group.members.values()
+            ),
+        )
+
+    def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        results: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None or group.is_in(GroupState.DEAD):
+                results[group_id] = ErrorCode.group_id_not_found
+                continue
+            if not group.is_in(GroupState.EMPTY) or group.pending_members:
+                results[group_id] = ErrorCode.non_empty_group
+                continue
+            records = [self._offset_tombstone(group_id, tp) for tp in group.offsets]
+            records.append((rec.encode_key(rec.GroupKey(group_id)), None))
+            try:
+                self._write(group_id, records)
+            except KafkaError as e:
+                results[group_id] = _write_error(e.code)
+                continue
+            group.transition(GroupState.DEAD, self._wall())
+            del self.groups[group_id]
+            log.info("group %s deleted", group_id)
+            results[group_id] = ErrorCode.none
+        return results
+
+    def _maybe_forget(self, group: Group) -> None:
+        """A group that never got anywhere (a join refused, its only pending member gone)
+        leaves nothing behind."""
+        if self.groups.get(group.group_id) is group and self._is_forgettable(group):
+            del self.groups[group.group_id]
+            self.timers.cancel(("join", group.group_id))
+
+    # -- shutdown ------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Answer every waiting JoinGroup and SyncGroup: this coordinator is going away."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                if member.join_reply is not None:
+                    reply, member.join_reply = member.join_reply, None
+                    reply(JoinResult(ErrorCode.not_coordinator, member_id=member.member_id))
+                if member.sync_reply is not None:
+                    sync_reply, member.sync_reply = member.sync_reply, None
+                    sync_reply(SyncResult(ErrorCode.not_coordinator))

@@ -1,0 +1,168 @@
+"""What goes into the group coordinator and what comes out: version-independent value objects.
+
+Handlers translate Kafka's requests of any version into these, and these back into responses of
+the negotiated version. Timeouts are milliseconds; an ``ErrorCode`` of ``none`` means success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from odradek.protocol.errors import ErrorCode
+
+NO_GENERATION = -1
+NO_LEADER_EPOCH = -1
+NO_OFFSET = -1
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Protocol:
+    """One assignment protocol a member supports (e.g. ``range``), with its opaque metadata."""
+
+    name: str
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[Protocol, ...]
+    client_id: str = ""
+    client_host: str = ""
+    require_known_member_id: bool = True  # JoinGroup v4+ (KIP-394)
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    error: ErrorCode
+    member_id: str = ""
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    members: tuple[JoinedMember, ...] = ()
+    skip_assignment: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SyncRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    assignments: tuple[tuple[str, bytes], ...]
+    protocol_type: str | None = None  # SyncGroup v5+
+    protocol_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+JoinReply = Callable[[JoinResult], None]
+SyncReply = Callable[[SyncResult], None]
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberIdentity:
+    """A member leaving: by member id, or by group instance id (static members, KIP-345)."""
+
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveResult:
+    error: ErrorCode
+    members: tuple[tuple[MemberIdentity, ErrorCode], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    """One partition's offset to commit."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = NO_LEADER_EPOCH
+    metadata: str | None = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    offsets: tuple[OffsetCommit, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffsets:
+    error: ErrorCode
+    offsets: tuple[tuple[TopicPartition, CommittedOffset | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str = "classic"
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    error: ErrorCode
+    group_id: str
+    state: str
+    protocol_type: str = ""
+    protocol_name: str = ""
+    members: tuple[DescribedMember, ...] = ()

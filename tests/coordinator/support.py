@@ -1,0 +1,286 @@
+"""A group coordinator on a manual clock with an in-memory ``__consumer_offsets``, and members
+that speak to it the way a Kafka consumer does."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from odradek.clock import ManualClock
+from odradek.coordinator import records as rec
+from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator
+from odradek.coordinator.messages import (
+    CommitRequest,
+    HeartbeatRequest,
+    JoinRequest,
+    JoinResult,
+    MemberIdentity,
+    OffsetCommit,
+    Protocol,
+    SyncRequest,
+    SyncResult,
+)
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+SESSION_MS = 10_000
+REBALANCE_MS = 30_000
+
+
+def subscription(*topics: str) -> bytes:
+    """A ``ConsumerProtocolSubscription`` v0: the topics, no user data."""
+    out = bytearray(struct.pack(">hi", 0, len(topics)))
+    for topic in topics:
+        out += struct.pack(">h", len(topic)) + topic.encode()
+    out += struct.pack(">i", -1)
+    return bytes(out)
+
+
+def assignment(partitions: dict[str, list[int]]) -> bytes:
+    """A ``ConsumerProtocolAssignment`` v0."""
+    out = bytearray(struct.pack(">hi", 0, len(partitions)))
+    for topic, indexes in partitions.items():
+        out += struct.pack(">h", len(topic)) + topic.encode()
+        out += struct.pack(">i", len(indexes))
+        for index in indexes:
+            out += struct.pack(">i", index)
+    out += struct.pack(">i", -1)
+    return bytes(out)
+
+
+class MemoryLog:
+    """``__consumer_offsets`` as a list; ``fail_with`` makes the next writes fail."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[int, bytes, bytes | None]] = []
+        self.fail_with: ErrorCode | None = None
+
+    def write(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        if self.fail_with is not None:
+            raise KafkaError(self.fail_with, "write refused by the test")
+        self.records.extend((partition, key, value) for key, value in records)
+
+    def decoded(self) -> list[tuple[rec.Key, rec.Value | None]]:
+        out = []
+        for _, key, value in self.records:
+            k = rec.decode_key(key)
+            out.append((k, rec.decode_value(k, value)))
+        return out
+
+    def group_values(self, group: str) -> list[rec.GroupValue | None]:
+        return [
+            v
+            for k, v in self.decoded()
+            if isinstance(k, rec.GroupKey) and k.group == group
+            and (v is None or isinstance(v, rec.GroupValue))
+        ]
+
+
+@dataclass
+class Box:
+    """Where a reply lands when the coordinator gets round to it."""
+
+    results: list[object] = field(default_factory=list)
+
+    def __call__(self, result: object) -> None:
+        self.results.append(result)
+
+    @property
+    def done(self) -> bool:
+        return bool(self.results)
+
+    @property
+    def value(self) -> object:
+        assert len(self.results) == 1, f"expected one reply, got {self.results}"
+        return self.results[0]
+
+
+class Harness:
+    def __init__(self, **config: int) -> None:
+        config.setdefault("initial_rebalance_delay_ms", 0)
+        config.setdefault("offsets_partitions", 4)
+        self.config = GroupConfig(**config)
+        self.clock = ManualClock()
+        self.log = MemoryLog()
+        self.coordinator = GroupCoordinator(self.config, self.log, self.clock)
+        self.coordinator.finish_loading()
+
+    def advance(self, ms: int) -> None:
+        self.clock.advance(ms)
+        self.coordinator.tick()
+
+    def restarted(self) -> Harness:
+        """A new coordinator on the same clock that replayed this one's records."""
+        other = Harness.__new__(Harness)
+        other.config = self.config
+        other.clock = self.clock
+        other.log = MemoryLog()
+        other.log.records = list(self.log.records)
+        other.coordinator = GroupCoordinator(self.config, other.log, self.clock)
+        for _, key, value in self.log.records:
+            other.coordinator.replay(key, value)
+        other.coordinator.finish_loading()
+        return other
+
+    def member(
+        self,
+        group: str = "g",
+        *,
+        topics: tuple[str, ...] = ("t",),
+        instance_id: str | None = None,
+        protocols: tuple[str, ...] = ("range",),
+        session_ms: int = SESSION_MS,
+        rebalance_ms: int = REBALANCE_MS,
+        client_id: str = "client",
+    ) -> Consumer:
+        return Consumer(self, group, topics, instance_id, protocols, session_ms, rebalance_ms, client_id)
+
+    def state(self, group: str = "g") -> str:
+        return self.coordinator.describe_group(group).state
+
+
+class Consumer:
+    """One member, tracking its member id and generation as a client would."""
+
+    def __init__(
+        self,
+        harness: Harness,
+        group: str,
+        topics: tuple[str, ...],
+        instance_id: str | None,
+        protocols: tuple[str, ...],
+        session_ms: int,
+        rebalance_ms: int,
+        client_id: str,
+    ) -> None:
+        self.h = harness
+        self.group = group
+        self.topics = topics
+        self.instance_id = instance_id
+        self.protocols = protocols
+        self.session_ms = session_ms
+        self.rebalance_ms = rebalance_ms
+        self.client_id = client_id
+        self.member_id = ""
+        self.generation = -1
+        self.last_join: JoinResult | None = None
+
+    def join_request(self, member_id: str | None = None) -> JoinRequest:
+        return JoinRequest(
+            group_id=self.group,
+            member_id=self.member_id if member_id is None else member_id,
+            group_instance_id=self.instance_id,
+            session_timeout_ms=self.session_ms,
+            rebalance_timeout_ms=self.rebalance_ms,
+            protocol_type="consumer",
+            protocols=tuple(Protocol(name, subscription(*self.topics)) for name in self.protocols),
+            client_id=self.client_id,
+            client_host="/127.0.0.1",
+        )
+
+    def send_join(self) -> Box:
+        """Send JoinGroup (retrying once on MEMBER_ID_REQUIRED); the box fills when the
+        coordinator answers."""
+        box = Box()
+        self.h.coordinator.join_group(self.join_request(), box)
+        if box.done:
+            first = box.value
+            assert isinstance(first, JoinResult)
+            if first.error == ErrorCode.member_id_required:
+                self.member_id = first.member_id
+                box = Box()
+                self.h.coordinator.join_group(self.join_request(), box)
+        return box
+
+    def joined(self, box: Box) -> JoinResult:
+        result = box.value
+        assert isinstance(result, JoinResult), result
+        assert result.error == ErrorCode.none, result
+        self.member_id = result.member_id
+        self.generation = result.generation_id
+        self.last_join = result
+        return result
+
+    def join(self) -> JoinResult:
+        box = self.send_join()
+        assert box.done, "JoinGroup is still waiting for the group"
+        return self.joined(box)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.last_join is not None and self.last_join.leader == self.member_id
+
+    def send_sync(self, assignments: dict[str, bytes] | None = None) -> Box:
+        box = Box()
+        self.h.coordinator.sync_group(
+            SyncRequest(
+                group_id=self.group,
+                generation_id=self.generation,
+                member_id=self.member_id,
+                group_instance_id=self.instance_id,
+                assignments=tuple((assignments or {}).items()),
+                protocol_type="consumer",
+                protocol_name=self.last_join.protocol_name if self.last_join else None,
+            ),
+            box,
+        )
+        return box
+
+    def sync(self, assignments: dict[str, bytes] | None = None) -> SyncResult:
+        box = self.send_sync(assignments)
+        result = box.value
+        assert isinstance(result, SyncResult)
+        return result
+
+    def heartbeat(self, generation: int | None = None) -> ErrorCode:
+        return self.h.coordinator.heartbeat(
+            HeartbeatRequest(
+                self.group,
+                self.generation if generation is None else generation,
+                self.member_id,
+                self.instance_id,
+            )
+        )
+
+    def leave(self) -> ErrorCode:
+        result = self.h.coordinator.leave_group(
+            self.group, [MemberIdentity(self.member_id, self.instance_id)]
+        )
+        assert result.error == ErrorCode.none, result
+        ((_, code),) = result.members
+        return code
+
+    def commit(
+        self, offsets: dict[tuple[str, int], int], *, generation: int | None = None, **kw: str
+    ) -> dict[tuple[str, int], ErrorCode]:
+        return self.h.coordinator.commit_offsets(
+            CommitRequest(
+                group_id=self.group,
+                generation_id=self.generation if generation is None else generation,
+                member_id=self.member_id,
+                group_instance_id=self.instance_id,
+                offsets=tuple(
+                    OffsetCommit(t, p, o, metadata=kw.get("metadata", "")) for (t, p), o in offsets.items()
+                ),
+            )
+        )
+
+
+def form_group(h: Harness, *members: Consumer, assign: dict[str, bytes] | None = None) -> None:
+    """Join all ``members`` into one generation and sync it, as their clients would: a member
+    whose JoinGroup was answered for an older generation rejoins (its heartbeat would tell it
+    to). The leader assigns ``assign``, by default partition i of ``t`` to the i-th member."""
+    boxes = [m.send_join() for m in members]
+    for _ in range(len(members) + 1):
+        if h.state(members[0].group) != "PreparingRebalance":
+            break
+        boxes = [m.send_join() if box.done else box for m, box in zip(members, boxes, strict=True)]
+    for m, box in zip(members, boxes, strict=True):
+        m.joined(box)
+    assert len({m.generation for m in members}) == 1
+    leader = next(m for m in members if m.is_leader)
+    if assign is None:
+        assign = {m.member_id: assignment({"t": [i]}) for i, m in enumerate(members)}
+    sync_boxes = [m.send_sync(assign if m is leader else None) for m in members]
+    for box in sync_boxes:
+        result = box.value
+        assert isinstance(result, SyncResult) and result.error == ErrorCode.none, result

@@ -1,0 +1,310 @@
+"""A small blocking Kafka client over a raw socket, for feeding the broker exact bytes.
+
+Requests are built with :func:`odradek.protocol.messages.build` from version-independent keyword
+values and framed by :func:`encode_request`; responses are decoded by kio, and a response whose
+bytes kio does not consume exactly counts as a failure.
+"""
+
+from __future__ import annotations
+
+import itertools
+import select
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kio.serial import entity_reader
+
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import (
+    RequestHeader,
+    build,
+    encode_request,
+    request_schema,
+    response_schema,
+)
+from odradek.protocol.records import Record, encode_batch, iter_records
+from odradek.testing import RunningBroker
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 2, 3, 18, 19
+PRODUCE_VERSION = 9
+FETCH_VERSION = 12
+TIMEOUT_S = 10.0
+
+
+class ConnectionClosed(Exception):
+    """The broker closed the connection."""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def batch_of(*values: bytes, key: bytes | None = None) -> bytes:
+    """One uncompressed v2 batch holding ``values``, stamped with the current time."""
+    return encode_batch([(key, v, (), None) for v in values], now_ms=now_ms())
+
+
+def unique_topic(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+class KafkaConnection:
+    """One TCP connection speaking Kafka's framing, one request in flight at a time."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, bootstrap: str, timeout: float = TIMEOUT_S) -> None:
+        host, _, port = bootstrap.rpartition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout = timeout
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> KafkaConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- frames ----------------------------------------------------------------------------------
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _read_exactly(self, size: int) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < size:
+            try:
+                chunk = self.sock.recv(size - len(chunks))
+            except ConnectionResetError as e:
+                raise ConnectionClosed("connection reset") from e
+            if not chunk:
+                raise ConnectionClosed(f"closed after {len(chunks)} of {size} bytes")
+            chunks += chunk
+        return bytes(chunks)
+
+    def read_frame(self) -> bytes:
+        """The next response frame, without its length prefix."""
+        (size,) = struct.unpack(">i", self._read_exactly(4))
+        return self._read_exactly(size)
+
+    def has_data(self, wait_s: float) -> bool:
+        """Whether something (a response, or the close) arrives within ``wait_s``."""
+        readable, _, _ = select.select([self.sock], [], [], wait_s)
+        return bool(readable)
+
+    def assert_closed_by_broker(self) -> None:
+        """The broker ends the connection (EOF or reset) without sending a response."""
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            try:
+                data = self.sock.recv(4096)
+            except ConnectionResetError:
+                return
+            except TimeoutError:
+                break
+            if not data:
+                return
+            raise AssertionError(f"expected the broker to close, got {data[:40]!r}")
+        raise AssertionError("the broker kept the connection open")
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def send(self, api_key: int, version: int, /, **fields: Any) -> int:
+        """Send a request built from ``fields``; returns its correlation id."""
+        correlation_id = next(self._ids)
+        request = build(request_schema(api_key, version), fields)
+        header = RequestHeader(api_key, version, correlation_id, "odradek-tests")
+        self.send_raw(encode_request(header, request))
+        return correlation_id
+
+    def receive(self, api_key: int, version: int, correlation_id: int) -> Any:
+        frame = self.read_frame()
+        return decode_exactly(api_key, version, frame, correlation_id)
+
+    def request(self, api_key: int, version: int, /, **fields: Any) -> Any:
+        correlation_id = self.send(api_key, version, **fields)
+        return self.receive(api_key, version, correlation_id)
+
+    # -- the APIs the tests use most -------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int = 1, **configs: str) -> None:
+        response = self.request(
+            CREATE_TOPICS,
+            5,
+            timeout=10_000,
+            topics=[
+                {
+                    "name": name,
+                    "num_partitions": partitions,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
+                }
+            ],
+        )
+        (result,) = response.topics
+        assert result.error_code == ErrorCode.none, result
+
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        records: bytes | None,
+        *,
+        acks: int = 1,
+        version: int = PRODUCE_VERSION,
+    ) -> Any:
+        """The partition's response to a Produce of ``records``."""
+        response = self.request(
+            PRODUCE,
+            version,
+            acks=acks,
+            timeout=10_000,
+            topic_data=[
+                {"name": topic, "partition_data": [{"index": partition, "records": records}]}
+            ],
+        )
+        (topic_response,) = response.responses
+        (partition_response,) = topic_response.partition_responses
+        return partition_response
+
+    def fetch_request_fields(
+        self,
+        partitions: list[tuple[str, int, int]],
+        *,
+        max_wait_ms: int = 0,
+        min_bytes: int = 0,
+        max_bytes: int = 50 * 1024 * 1024,
+        partition_max_bytes: int = 10 * 1024 * 1024,
+    ) -> dict[str, Any]:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for topic, index, offset in partitions:
+            by_topic.setdefault(topic, []).append(
+                {
+                    "partition": index,
+                    "current_leader_epoch": -1,
+                    "fetch_offset": offset,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": -1,
+                    "partition_max_bytes": partition_max_bytes,
+                }
+            )
+        return {
+            "replica_id": -1,
+            "max_wait": max_wait_ms,
+            "min_bytes": min_bytes,
+            "max_bytes": max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+
+    def fetch(self, topic: str, partition: int, offset: int, **limits: Any) -> Any:
+        """The partition's part of a Fetch response (no waiting unless ``limits`` say so)."""
+        response = self.request(
+            FETCH,
+            FETCH_VERSION,
+            **self.fetch_request_fields([(topic, partition, offset)], **limits),
+        )
+        assert response.error_code == ErrorCode.none
+        (topic_response,) = response.responses
+        (partition_response,) = topic_response.partitions
+        return partition_response
+
+    def read_all(self, topic: str, partition: int) -> list[Record]:
+        """Every record of the partition, from offset 0 to the high watermark."""
+        records: list[Record] = []
+        offset = 0
+        while True:
+            p = self.fetch(topic, partition, offset)
+            assert p.error_code == ErrorCode.none, p
+            batch_records = records_of(p.records)
+            records.extend(r for r in batch_records if r.offset >= offset)
+            if not batch_records or records[-1].offset + 1 >= p.high_watermark:
+                return records
+            offset = records[-1].offset + 1
+
+    def latest_offset(self, topic: str, partition: int) -> int:
+        response = self.request(
+            LIST_OFFSETS,
+            7,
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}
+                    ],
+                }
+            ],
+        )
+        (p,) = response.topics[0].partitions
+        assert p.error_code == ErrorCode.none, p
+        return int(p.offset)
+
+
+def decode_exactly(api_key: int, version: int, frame: bytes, correlation_id: int) -> Any:
+    """Decode a response frame with kio, insisting every byte belongs to the response."""
+    schema: Any = response_schema(api_key, version)
+    # kio's readers return the value and how many bytes it took.
+    header, header_size = entity_reader(schema.__header_schema__)(frame, 0)
+    body, body_size = entity_reader(schema)(frame, header_size)
+    assert header.correlation_id == correlation_id
+    left = len(frame) - header_size - body_size
+    assert left == 0, f"{left} bytes left after the response"
+    return body
+
+
+def records_of(data: bytes | None) -> list[Record]:
+    if not data:
+        return []
+    return [record for _, records in iter_records(data) for record in records]
+
+
+def values_of(data: bytes | None) -> list[bytes | None]:
+    return [r.value for r in records_of(data)]
+
+
+def assert_broker_serves(broker: RunningBroker, bystander: KafkaConnection) -> None:
+    """An already-open connection still gets answers, and a fresh produce + fetch works."""
+    response = bystander.request(
+        API_VERSIONS, 3, client_software_name="t", client_software_version="1"
+    )
+    assert response.error_code == ErrorCode.none
+    assert any(k.api_key == PRODUCE for k in response.api_keys)
+    topic = unique_topic("alive")
+    with KafkaConnection(broker.bootstrap) as fresh:
+        fresh.create_topic(topic)
+        produced = fresh.produce(topic, 0, batch_of(b"still", b"serving"))
+        assert produced.error_code == ErrorCode.none
+        assert produced.base_offset == 0
+        fetched = fresh.fetch(topic, 0, 0)
+        assert fetched.error_code == ErrorCode.none
+        assert values_of(fetched.records) == [b"still", b"serving"]
+
+
+@pytest.fixture
+def connect(odradek_bootstrap: str) -> Iterator[Any]:
+    """``connect()`` opens a :class:`KafkaConnection` to the test's broker, closed afterwards."""
+    opened: list[KafkaConnection] = []
+
+    def open_one() -> KafkaConnection:
+        connection = KafkaConnection(odradek_bootstrap)
+        opened.append(connection)
+        return connection
+
+    yield open_one
+    for connection in opened:
+        connection.close()
