@@ -387,6 +387,53 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _at_least(1),
             True,
         ),
+        # The group coordinator's settings (odradek.coordinator).
+        ConfigDef(
+            "offsets.topic.segment.bytes",
+            ConfigType.INT,
+            "104857600",
+            "segment size of __consumer_offsets",
+            _at_least(1),
+            True,
+        ),
+        ConfigDef(
+            "offsets.retention.minutes",
+            ConfigType.INT,
+            "10080",
+            "how long committed offsets outlive an empty group (or their commit)",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "offsets.retention.check.interval.ms",
+            ConfigType.LONG,
+            "600000",
+            "how often expired offsets are removed",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "offset.metadata.max.bytes",
+            ConfigType.INT,
+            "4096",
+            "largest metadata string of a committed offset",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "group.min.session.timeout.ms",
+            ConfigType.INT,
+            "6000",
+            "shortest session timeout a member may ask for",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "group.max.session.timeout.ms",
+            ConfigType.INT,
+            "1800000",
+            "longest session timeout a member may ask for",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "group.max.size", ConfigType.INT, "2147483647", "most members of a group", _at_least(1)
+        ),
     ]
 }
 for _d, _synonym in TOPIC_CONFIGS.values():

@@ -108,6 +108,18 @@ class Harness:
         self.clock.advance(ms)
         self.coordinator.tick()
 
+    def run_for(self, ms: int) -> None:
+        """Let ``ms`` pass with the coordinator ticking at each of its deadlines, as the
+        broker's event loop ticks it."""
+        end = self.clock.monotonic_ms() + ms
+        while True:
+            deadline = self.coordinator.next_deadline()
+            now = self.clock.monotonic_ms()
+            if deadline is None or deadline > end:
+                self.advance(end - now)
+                return
+            self.advance(max(deadline - now, 0))
+
     def restarted(self) -> Harness:
         """A new coordinator on the same clock that replayed this one's records."""
         other = Harness.__new__(Harness)
@@ -273,7 +285,10 @@ def form_group(h: Harness, *members: Consumer, assign: dict[str, bytes] | None =
     for _ in range(len(members) + 1):
         if h.state(members[0].group) != "PreparingRebalance":
             break
-        boxes = [m.send_join() if box.done else box for m, box in zip(members, boxes, strict=True)]
+        for i, (m, box) in enumerate(zip(members, boxes, strict=True)):
+            if box.done:
+                m.joined(box)
+                boxes[i] = m.send_join()
     for m, box in zip(members, boxes, strict=True):
         m.joined(box)
     assert len({m.generation for m in members}) == 1

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import struct
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -70,15 +69,6 @@ def make_topic(bootstrap: str) -> Callable[..., str]:
         return name
 
     return make
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10, what: str = "condition"):
-    """Poll ``predicate`` until it holds, failing after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def stored_codecs(broker: RunningBroker, topic: str, partition: int = 0) -> set[str]:

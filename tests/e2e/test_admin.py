@@ -132,7 +132,8 @@ def test_create_describe_and_delete_a_topic(admin, bootstrap, topic_name):
     assert not entries["retention.ms"].is_default
     assert entries["segment.bytes"].is_default
 
-    assert result(admin.delete_topics([topic_name], operation_timeout=ADMIN_TIMEOUT_S)[topic_name]) is None
+    deleted = admin.delete_topics([topic_name], operation_timeout=ADMIN_TIMEOUT_S)
+    assert result(deleted[topic_name]) is None
     assert topic_name not in admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
     (gone,) = admin.describe_topics(TopicCollection([topic_name])).values()
     assert error_code(gone) == KafkaError.UNKNOWN_TOPIC_OR_PART
@@ -163,11 +164,17 @@ def test_describe_cluster_and_broker_configs(admin, broker):
     assert entries["log.dirs"].is_read_only
 
 
+def op(name: str, value: str | None, operation: AlterConfigOpType) -> ConfigEntry:
+    return ConfigEntry(name, value, incremental_operation=operation)
+
+
 def test_incremental_alter_configs(admin, topic_name):
     result(
         create(
             admin,
-            NewTopic(topic_name, 1, 1, config={"retention.ms": "60000", "max.message.bytes": "5000"}),
+            NewTopic(
+                topic_name, 1, 1, config={"retention.ms": "60000", "max.message.bytes": "5000"}
+            ),
         )[topic_name]
     )
 
@@ -178,9 +185,9 @@ def test_incremental_alter_configs(admin, topic_name):
 
     result(
         alter(
-            ConfigEntry("segment.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
-            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
-            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+            op("segment.bytes", "1048576", AlterConfigOpType.SET),
+            op("retention.ms", None, AlterConfigOpType.DELETE),
+            op("cleanup.policy", "compact", AlterConfigOpType.APPEND),
         )
     )
     entries = topic_configs(admin, topic_name)
@@ -193,18 +200,22 @@ def test_incremental_alter_configs(admin, topic_name):
         "max.message.bytes": ("5000", "DYNAMIC_TOPIC_CONFIG"),  # untouched
     }
 
-    result(alter(ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)))
+    result(alter(op("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)))
     assert topic_configs(admin, topic_name)["cleanup.policy"].value == "compact"
 
-    assert error_code(alter(ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET))) == KafkaError.INVALID_CONFIG
-    assert error_code(alter(ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET))) == KafkaError.INVALID_CONFIG
+    unknown = alter(op("no.such.config", "1", AlterConfigOpType.SET))
+    assert error_code(unknown) == KafkaError.INVALID_CONFIG
+    invalid = alter(op("retention.ms", "soon", AlterConfigOpType.SET))
+    assert error_code(invalid) == KafkaError.INVALID_CONFIG
     # A refused change changes nothing.
     assert topic_configs(admin, topic_name)["segment.bytes"].value == "1048576"
 
 
 def test_legacy_alter_configs_replaces_all_overrides(admin, bootstrap, topic_name):
     result(create(admin, NewTopic(topic_name, 1, 1, config={"retention.ms": "60000"}))[topic_name])
-    resource = ConfigResource(ResourceType.TOPIC, topic_name, set_config={"max.message.bytes": "2000"})
+    resource = ConfigResource(
+        ResourceType.TOPIC, topic_name, set_config={"max.message.bytes": "2000"}
+    )
     (future,) = admin.alter_configs([resource]).values()
     result(future)
     entries = topic_configs(admin, topic_name)
@@ -231,12 +242,15 @@ def test_create_partitions(admin, bootstrap, topic_name):
         [NewPartitions(topic_name, 5)], operation_timeout=ADMIN_TIMEOUT_S
     ).values()
     assert result(future) is None
-    partitions = admin.list_topics(topic_name, timeout=ADMIN_TIMEOUT_S).topics[topic_name].partitions
+    partitions = (
+        admin.list_topics(topic_name, timeout=ADMIN_TIMEOUT_S).topics[topic_name].partitions
+    )
     assert sorted(partitions) == [0, 1, 2, 3, 4]
     produce(bootstrap, topic_name, 3, partition=4)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
     try:
-        assert consumer.get_watermark_offsets(TopicPartition(topic_name, 4), ADMIN_TIMEOUT_S) == (0, 3)
+        watermarks = consumer.get_watermark_offsets(TopicPartition(topic_name, 4), ADMIN_TIMEOUT_S)
+        assert watermarks == (0, 3)
     finally:
         consumer.close()
 
@@ -308,6 +322,9 @@ def test_topic_errors(admin, topic_name):
     assert error_code(create(admin, NewTopic(topic_name, 1, 1))[topic_name]) == (
         KafkaError.TOPIC_ALREADY_EXISTS
     )
+    none = f"{topic_name}-p0"
+    failed = create(admin, NewTopic(none, num_partitions=0, replication_factor=1))[none]
+    assert error_code(failed) == KafkaError.INVALID_PARTITIONS
     rf3 = f"{topic_name}-rf3"
     assert error_code(create(admin, NewTopic(rf3, 1, replication_factor=3))[rf3]) == (
         KafkaError.INVALID_REPLICATION_FACTOR
@@ -326,6 +343,7 @@ def test_topic_errors(admin, topic_name):
     topics = admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics
     assert topic_name in topics
     assert rf3 not in topics
+    assert none not in topics
     assert bad not in topics
 
 
@@ -334,7 +352,9 @@ def test_topic_errors(admin, topic_name):
 
 @pytest.fixture
 def kp_admin(bootstrap: str) -> Iterator[KafkaAdminClient]:
-    client = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=ADMIN_TIMEOUT_S * 1000)
+    client = KafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=ADMIN_TIMEOUT_S * 1000
+    )
     try:
         yield client
     finally:
@@ -350,7 +370,13 @@ def kp_topic_configs(kp_admin: KafkaAdminClient, topic: str, **kwargs: Any) -> d
 
 def test_kafka_python_topic_lifecycle(kp_admin, broker, topic_name):
     created = kp_admin.create_topics(
-        {topic_name: {"num_partitions": 2, "replication_factor": 1, "configs": {"retention.ms": "60000"}}}
+        {
+            topic_name: {
+                "num_partitions": 2,
+                "replication_factor": 1,
+                "configs": {"retention.ms": "60000"},
+            }
+        }
     )
     (entry,) = created["topics"]
     assert (entry["name"], entry["error_code"], entry["num_partitions"]) == (topic_name, 0, 2)
@@ -396,7 +422,13 @@ def test_kafka_python_topic_lifecycle(kp_admin, broker, topic_name):
 
 def test_kafka_python_alter_configs(kp_admin, topic_name):
     kp_admin.create_topics(
-        {topic_name: {"num_partitions": 1, "replication_factor": 1, "configs": {"retention.ms": "60000"}}}
+        {
+            topic_name: {
+                "num_partitions": 1,
+                "replication_factor": 1,
+                "configs": {"retention.ms": "60000"},
+            }
+        }
     )
 
     def alter(configs: dict[str, Any], **kwargs: Any) -> str:
@@ -406,7 +438,9 @@ def test_kafka_python_alter_configs(kp_admin, topic_name):
     assert alter({"segment.bytes": "1048576"}, incremental=True) == "OK"
     assert alter({"cleanup.policy": (AlterConfigOp.APPEND, "compact")}, incremental=True) == "OK"
     configs = kp_topic_configs(kp_admin, topic_name)
-    assert {n: configs[n]["value"] for n in ("segment.bytes", "retention.ms", "cleanup.policy")} == {
+    assert {
+        n: configs[n]["value"] for n in ("segment.bytes", "retention.ms", "cleanup.policy")
+    } == {
         "segment.bytes": "1048576",
         "retention.ms": "60000",
         "cleanup.policy": "delete,compact",
@@ -423,7 +457,9 @@ def test_kafka_python_alter_configs(kp_admin, topic_name):
     # replaces them all.
     assert alter({"max.message.bytes": "3000"}, incremental=False) == "OK"
     configs = kp_topic_configs(kp_admin, topic_name)
-    assert {n: configs[n]["value"] for n in ("max.message.bytes", "segment.bytes", "cleanup.policy")} == {
+    assert {
+        n: configs[n]["value"] for n in ("max.message.bytes", "segment.bytes", "cleanup.policy")
+    } == {
         "max.message.bytes": "3000",
         "segment.bytes": "1048576",
         "cleanup.policy": "delete,compact",
@@ -454,7 +490,9 @@ def test_kafka_python_errors(kp_admin, topic_name):
     with pytest.raises(kafka_errors.InvalidPartitionsError):
         kp_admin.create_topics({f"{topic_name}-p0": {"num_partitions": 0, "replication_factor": 1}})
     with pytest.raises(kafka_errors.InvalidReplicationFactorError):
-        kp_admin.create_topics({f"{topic_name}-rf3": {"num_partitions": 1, "replication_factor": 3}})
+        kp_admin.create_topics(
+            {f"{topic_name}-rf3": {"num_partitions": 1, "replication_factor": 3}}
+        )
     with pytest.raises(kafka_errors.InvalidConfigurationError):
         kp_admin.create_topics(
             {f"{topic_name}-cfg": {"num_partitions": 1, "configs": {"no.such.config": "1"}}}

@@ -57,9 +57,7 @@ def produce(
     producer = Producer(producer_config(bootstrap, **config))
     reports: list[tuple[KafkaError | None, Message]] = []
     for message in messages:
-        producer.produce(
-            topic, on_delivery=lambda err, msg: reports.append((err, msg)), **message
-        )
+        producer.produce(topic, on_delivery=lambda err, msg: reports.append((err, msg)), **message)
         producer.poll(0)
     assert producer.flush(TIMEOUT_S) == 0, "messages left undelivered"
     errors = [err for err, _ in reports if err is not None]
@@ -180,7 +178,10 @@ def test_offsets_for_times_and_watermarks(bootstrap, make_topic, topic_name):
     produce(
         bootstrap,
         topic,
-        [{"value": f"m{i}".encode(), "partition": 0, "timestamp": base + i * 1000} for i in range(6)],
+        [
+            {"value": f"m{i}".encode(), "partition": 0, "timestamp": base + i * 1000}
+            for i in range(6)
+        ],
     )
     c = consumer(bootstrap)
     try:
@@ -209,7 +210,9 @@ def test_offsets_for_times_and_watermarks(bootstrap, make_topic, topic_name):
     got = consume(bootstrap, topic, [0], 3, offset=3)
     assert [m.offset() for m in got] == [3, 4, 5]
     assert [m.value() for m in got] == [b"m3", b"m4", b"m5"]
-    assert [m.timestamp() for m in got] == [(TIMESTAMP_CREATE_TIME, base + i * 1000) for i in (3, 4, 5)]
+    assert [m.timestamp() for m in got] == [
+        (TIMESTAMP_CREATE_TIME, base + i * 1000) for i in (3, 4, 5)
+    ]
 
 
 @pytest.mark.parametrize("acks", ["0", "1", "all"])
@@ -259,12 +262,32 @@ def test_restart_keeps_records_and_topic_configs(tmp_path):
             delivered += produce(broker.bootstrap, topic, messages[start : start + 20])
         before = sorted((m.partition(), m.offset(), m.key(), m.value()) for m in delivered)
         assert len(list((broker.data_dir / f"{topic}-0").glob("*.log"))) > 1
+        # A log start offset moved by DeleteRecords survives too.
+        trimmed = "trimmed"
+        create_topics(broker.bootstrap, {trimmed: 1})
+        produce(broker.bootstrap, trimmed, [{"value": f"t{i}".encode()} for i in range(10)])
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        (deleted,) = admin.delete_records([TopicPartition(trimmed, 0, 4)]).values()
+        assert deleted.result(timeout=ADMIN_TIMEOUT_S).low_watermark == 4
 
         broker.restart()
 
         got = consume(broker.bootstrap, topic, [0, 1, 2], len(sent))
         after = sorted((m.partition(), m.offset(), m.key(), m.value()) for m in got)
         assert after == before
+
+        got = consume(broker.bootstrap, trimmed, [0], 6)
+        assert [(m.offset(), m.value()) for m in got] == [
+            (i, f"t{i}".encode()) for i in range(4, 10)
+        ]
+        c = consumer(broker.bootstrap)
+        try:
+            watermarks = c.get_watermark_offsets(
+                TopicPartition(trimmed, 0), TIMEOUT_S, cached=False
+            )
+            assert watermarks == (4, 10)
+        finally:
+            c.close()
 
         configs = _topic_configs(broker.bootstrap, topic)
         for name, value in [
@@ -278,10 +301,14 @@ def test_restart_keeps_records_and_topic_configs(tmp_path):
 
         # Appends go on from the recovered end of each partition.
         ends = {p: max(o for q, o, _, _ in before if q == p) + 1 for p in range(3)}
-        more = produce(broker.bootstrap, topic, [{"key": k, "value": b"again"} for k, _ in sent[:9]])
+        more = produce(
+            broker.bootstrap, topic, [{"key": k, "value": b"again"} for k, _ in sent[:9]]
+        )
         for msg in more:
             assert msg.offset() >= ends[msg.partition()]
-        per_partition = {p: sorted(m.offset() for m in more if m.partition() == p) for p in range(3)}
+        per_partition = {
+            p: sorted(m.offset() for m in more if m.partition() == p) for p in range(3)
+        }
         for p, offsets in per_partition.items():
             assert offsets == list(range(ends[p], ends[p] + len(offsets)))
 

@@ -28,6 +28,7 @@ PARTITIONS = 3
 ROUNDS = 2
 ACKS_BEFORE_KILL = 3000
 SENT_WHILE_DOWN = 300
+MIN_IN_FLIGHT = 100
 TIMEOUT_S = 20
 
 
@@ -53,10 +54,11 @@ def start(data_dir: Path, port: int = 0) -> BrokerProcess:
 
 
 def produce_until(producer: Producer, recorder: Recorder, target: int, prefix: str) -> int:
-    """Keep producing until ``target`` acks; returns how many records were sent."""
+    """Keep producing until ``target`` acks while records are still in flight (so a kill now
+    lands mid-load); returns how many records were sent."""
     sent = 0
     deadline = time.monotonic() + TIMEOUT_S
-    while len(recorder.acked) < target:
+    while len(recorder.acked) < target or len(producer) < MIN_IN_FLIGHT:
         assert time.monotonic() < deadline, f"only {len(recorder.acked)} acks of {target}"
         try:
             producer.produce(TOPIC, f"{prefix}-{sent:07d}".encode(), on_delivery=recorder)
@@ -133,7 +135,7 @@ def test_acknowledged_records_survive_repeated_kill_9(tmp_path: Path) -> None:
             produce_until(producer, recorder, target, f"r{round_}")
             in_flight = len(producer)
             broker.kill()
-            assert in_flight > 0, "the producer was idle when the broker died"
+            assert in_flight >= MIN_IN_FLIGHT, "the producer was idle when the broker died"
             # The application keeps sending while the broker is down.
             for i in range(SENT_WHILE_DOWN):
                 producer.produce(TOPIC, f"r{round_}-down-{i:04d}".encode(), on_delivery=recorder)

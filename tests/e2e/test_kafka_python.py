@@ -142,7 +142,10 @@ def test_offsets_for_times_and_watermarks(bootstrap, make_topic, topic_name):
     metadata = produce(
         bootstrap,
         topic,
-        [{"value": f"m{i}".encode(), "partition": 0, "timestamp_ms": base + i * 1000} for i in range(6)],
+        [
+            {"value": f"m{i}".encode(), "partition": 0, "timestamp_ms": base + i * 1000}
+            for i in range(6)
+        ],
     )
     assert [m.timestamp for m in metadata] == [base + i * 1000 for i in range(6)]
     p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)

@@ -39,7 +39,7 @@ def produce_lines(bootstrap: str, topic: str, lines: list[str], *args: str) -> N
 
 
 def consume_json(bootstrap: str, topic: str, *args: str) -> list[dict[str, Any]]:
-    """Every record from ``-o beginning`` (unless ``args`` say otherwise) to the end, as -J gives."""
+    """The records from ``-o beginning`` (or where ``args`` say) to the end, as -J prints them."""
     out = kcat(bootstrap, "-C", "-t", topic, "-e", "-J", *(args or ("-o", "beginning")))
     return [json.loads(line) for line in out.splitlines() if line]
 
@@ -99,7 +99,9 @@ def test_headers_null_keys_and_tombstones(bootstrap, make_topic, topic_name):
         ("gone", None),
         ("empty", ""),  # without -Z, empty stays empty, not null
     ]
-    assert [r["headers"] for r in records] == [["trace", "abc"]] * 3 + [["a", "1", "a", "2", "e", ""]]
+    assert [r["headers"] for r in records] == [["trace", "abc"]] * 3 + [
+        ["a", "1", "a", "2", "e", ""]
+    ]
 
     # %K and %S say -1 for null and 0 for empty (kcat's -Z prints both as NULL).
     out = kcat(bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-f", "%k|%K|%s|%S|%h\n")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from odradek.clock import Clock
 from odradek.cluster.metadata_store import LocalMetadataStore, TopicMetadata
@@ -70,6 +70,9 @@ class TopicManager:
         self.clock = clock
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._topic_configs: dict[str, TopicConfig] = {}
+        # Called with a topic's name after it is deleted (the group coordinator drops its
+        # committed offsets).
+        self.deletion_listeners: list[Callable[[str], None]] = []
 
     def open(self) -> None:
         self.logs.open(self.log_config)
@@ -195,6 +198,8 @@ class TopicManager:
                 partition.wake_all()
             self.logs.delete(name, index)
         log.info("deleted topic %s", name)
+        for listener in self.deletion_listeners:
+            listener(name)
         return topic
 
     def create_partitions(

@@ -11,6 +11,7 @@ from odradek.clock import Clock, SystemClock
 from odradek.cluster.metadata_store import LocalMetadataStore
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
+from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.server.connection import Connection
 from odradek.server.registry import load_handlers
 from odradek.storage import LogManager
@@ -31,6 +32,7 @@ class Broker:
         self.logs = LogManager(self.log_dirs, self.clock)
         self.store: LocalMetadataStore | None = None
         self._topics: TopicManager | None = None
+        self._groups: GroupCoordinatorRuntime | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._housekeeping: asyncio.Task[None] | None = None
@@ -44,6 +46,12 @@ class Broker:
         return self._topics
 
     @property
+    def groups(self) -> GroupCoordinatorRuntime:
+        """The group coordinator (consumer groups and committed offsets)."""
+        assert self._groups is not None, "broker not started"
+        return self._groups
+
+    @property
     def cluster_id(self) -> str:
         assert self.store is not None
         return self.store.cluster_id
@@ -55,6 +63,9 @@ class Broker:
         self.store = LocalMetadataStore(self.log_dirs[0], cluster_id)
         self._topics = TopicManager(self.config, self.store, self.logs, self.clock)
         self._topics.open()
+        self._groups = GroupCoordinatorRuntime(self.config, self._topics, self.clock)
+        self._groups.start()
+        self._topics.deletion_listeners.append(self._groups.on_topic_deleted)
         host, port = self.config.listener
         self._server = await asyncio.start_server(
             self._accept, host, port, reuse_address=True, limit=1 << 20
@@ -108,6 +119,9 @@ class Broker:
         """Stop listening, end connections, flush and checkpoint: a clean shutdown."""
         if self._server is not None:
             self._server.close()
+        if self._groups is not None:
+            await self._groups.stop()
+            self._groups = None
         for task in list(self._connections):
             task.cancel()
         if self._connections:

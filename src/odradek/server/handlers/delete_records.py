@@ -41,7 +41,7 @@ def _delete_before(ctx: RequestContext, topic: str, index: int, offset: int) -> 
 
 @handles(api_key=21, min_version=0, max_version=2)
 async def handle_delete_records(ctx: RequestContext, request: Any) -> Response:
-    return ctx.respond(
+    response = ctx.respond(
         throttle_time=0,
         topics=[
             {
@@ -54,3 +54,6 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Response:
             for topic in request.topics
         ],
     )
+    # The raised log start offset must outlive a crash before the periodic checkpoint.
+    ctx.broker.logs.checkpoint()
+    return response

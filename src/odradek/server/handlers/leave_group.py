@@ -1,0 +1,38 @@
+"""LeaveGroup (13): members leave at once instead of waiting out their session."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.coordinator.messages import MemberIdentity
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+
+
+@handles(api_key=13, min_version=0, max_version=5)
+async def handle_leave_group(ctx: RequestContext, request: Any) -> Response:
+    coordinator = ctx.broker.groups.coordinator
+    if ctx.version < 3:
+        result = coordinator.leave_group(request.group_id, [MemberIdentity(request.member_id)])
+        error = result.error
+        if error == ErrorCode.none and result.members:
+            error = result.members[0][1]
+        return ctx.respond(throttle_time=0, error_code=error)
+    identities = [
+        MemberIdentity(m.member_id, m.group_instance_id, getattr(m, "reason", None))
+        for m in request.members
+    ]
+    result = coordinator.leave_group(request.group_id, identities)
+    return ctx.respond(
+        throttle_time=0,
+        error_code=result.error,
+        members=[
+            {
+                "member_id": identity.member_id,
+                "group_instance_id": identity.group_instance_id,
+                "error_code": code,
+            }
+            for identity, code in result.members
+        ],
+    )

@@ -1,0 +1,38 @@
+"""SyncGroup (14): the leader hands out assignments; every member gets its own."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from odradek.coordinator.messages import SyncRequest, SyncResult
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+
+
+@handles(api_key=14, min_version=0, max_version=5)
+async def handle_sync_group(ctx: RequestContext, request: Any) -> Response:
+    sync = SyncRequest(
+        group_id=request.group_id,
+        generation_id=int(request.generation_id),
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        assignments=tuple((a.member_id, bytes(a.assignment)) for a in request.assignments),
+        protocol_type=getattr(request, "protocol_type", None),
+        protocol_name=getattr(request, "protocol_name", None),
+    )
+    future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+
+    def reply(result: SyncResult) -> None:
+        if not future.done():
+            future.set_result(result)
+
+    ctx.broker.groups.coordinator.sync_group(sync, reply)
+    result = await future
+    return ctx.respond(
+        throttle_time=0,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
