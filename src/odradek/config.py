@@ -365,6 +365,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _at_least(0),
         ),
         ConfigDef(
+            "connections.max.idle.ms",
+            ConfigType.LONG,
+            "600000",
+            "close connections idle for longer than this",
+            _at_least(1),
+        ),
+        ConfigDef(
             "socket.request.max.bytes",
             ConfigType.INT,
             "104857600",

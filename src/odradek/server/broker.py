@@ -35,6 +35,7 @@ class Broker:
         self._groups: GroupCoordinatorRuntime | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._open: set[Connection] = set()
         self._housekeeping: asyncio.Task[None] | None = None
         self.bound: tuple[str, int] = ("", 0)
         self.advertised: tuple[str, int] = ("", 0)
@@ -87,10 +88,13 @@ class Broker:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        connection = Connection(self, reader, writer)
+        self._open.add(connection)
         try:
-            await Connection(self, reader, writer).serve()
+            await connection.serve()
         finally:
             self._connections.discard(task)
+            self._open.discard(connection)
 
     async def _housekeep(self) -> None:
         checkpoint_every = self.config.get_int("log.flush.offset.checkpoint.interval.ms")
@@ -107,8 +111,12 @@ class Broker:
                 log.exception("housekeeping failed")
 
     def housekeeping_tick(self) -> None:
-        """Periodic work that time drives: flushes due by ``flush.ms``."""
+        """Periodic work that time drives: flushes due by ``flush.ms``, idle connections."""
         self.logs.flush_due()
+        idle_ms = self.config.get_int("connections.max.idle.ms")
+        now = self.clock.monotonic_ms()
+        for connection in list(self._open):
+            connection.close_if_idle(now, idle_ms)
 
     async def serve_forever(self) -> None:
         assert self._server is not None

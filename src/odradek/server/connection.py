@@ -65,6 +65,8 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.sendfile_ok = writer.get_extra_info("sslcontext") is None
+        self.last_active_ms = broker.clock.monotonic_ms()
+        self.busy = False
 
     async def serve(self) -> None:
         max_request = self.broker.config.get_int("socket.request.max.bytes")
@@ -88,9 +90,14 @@ class Connection:
                 except asyncio.IncompleteReadError:
                     log.info("connection from %s closed in the middle of a request", self.peer)
                     return
-                response = await self.dispatch(frame)
-                if response is not None:
-                    await self.write(response)
+                self.busy = True
+                try:
+                    response = await self.dispatch(frame)
+                    if response is not None:
+                        await self.write(response)
+                finally:
+                    self.busy = False
+                    self.last_active_ms = self.broker.clock.monotonic_ms()
         except CloseConnection as e:
             log.warning("closing connection from %s: %s", self.peer, e)
         except (ConnectionError, asyncio.CancelledError):
@@ -98,6 +105,17 @@ class Connection:
         except Exception:
             log.exception("closing connection from %s after an unexpected error", self.peer)
         finally:
+            self.writer.close()
+
+    def close_if_idle(self, now_ms: int, idle_ms: int) -> None:
+        """Close a connection with no request for ``connections.max.idle.ms``, as Kafka does;
+        this also ends one left hanging in the middle of a frame."""
+        if not self.busy and now_ms - self.last_active_ms > idle_ms:
+            log.info(
+                "closing connection from %s: idle for %d ms",
+                self.peer,
+                now_ms - self.last_active_ms,
+            )
             self.writer.close()
 
     async def dispatch(self, frame: bytes) -> bytes | FrameParts | None:
