@@ -70,7 +70,8 @@ class MemoryLog:
         return [
             v
             for k, v in self.decoded()
-            if isinstance(k, rec.GroupKey) and k.group == group
+            if isinstance(k, rec.GroupKey)
+            and k.group == group
             and (v is None or isinstance(v, rec.GroupValue))
         ]
 
@@ -144,7 +145,9 @@ class Harness:
         rebalance_ms: int = REBALANCE_MS,
         client_id: str = "client",
     ) -> Consumer:
-        return Consumer(self, group, topics, instance_id, protocols, session_ms, rebalance_ms, client_id)
+        return Consumer(
+            self, group, topics, instance_id, protocols, session_ms, rebalance_ms, client_id
+        )
 
     def state(self, group: str = "g") -> str:
         return self.coordinator.describe_group(group).state
@@ -271,7 +274,8 @@ class Consumer:
                 member_id=self.member_id,
                 group_instance_id=self.instance_id,
                 offsets=tuple(
-                    OffsetCommit(t, p, o, metadata=kw.get("metadata", "")) for (t, p), o in offsets.items()
+                    OffsetCommit(t, p, o, metadata=kw.get("metadata", ""))
+                    for (t, p), o in offsets.items()
                 ),
             )
         )

@@ -22,7 +22,9 @@ def test_list_and_describe() -> None:
     form_group(h, a, b)
     other = h.member(group="other")
     other.join()
-    listed = {g.group_id: (g.state, g.protocol_type, g.group_type) for g in h.coordinator.list_groups()}
+    listed = {
+        g.group_id: (g.state, g.protocol_type, g.group_type) for g in h.coordinator.list_groups()
+    }
     assert listed == {
         "g": ("Stable", "consumer", "classic"),
         "other": ("CompletingRebalance", "consumer", "classic"),

@@ -155,9 +155,7 @@ def test_leave_of_unknown_members_is_refused_per_member() -> None:
     h = Harness()
     a = h.member()
     form_group(h, a)
-    result = h.coordinator.leave_group(
-        "g", [MemberIdentity("nobody"), MemberIdentity(a.member_id)]
-    )
+    result = h.coordinator.leave_group("g", [MemberIdentity("nobody"), MemberIdentity(a.member_id)])
     assert [code for _, code in result.members] == [ErrorCode.unknown_member_id, ErrorCode.none]
     assert h.coordinator.leave_group("no-such-group", [MemberIdentity("x")]).error == (
         ErrorCode.unknown_member_id

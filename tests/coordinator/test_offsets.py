@@ -18,7 +18,9 @@ def committed(h: Harness, group: str = "g") -> dict[tuple[str, int], int]:
 
 def simple_commit(h: Harness, group: str, offsets: dict[tuple[str, int], int]) -> dict:
     return h.coordinator.commit_offsets(
-        CommitRequest(group, -1, "", None, tuple(OffsetCommit(t, p, o) for (t, p), o in offsets.items()))
+        CommitRequest(
+            group, -1, "", None, tuple(OffsetCommit(t, p, o) for (t, p), o in offsets.items())
+        )
     )
 
 
@@ -26,7 +28,10 @@ def test_members_commit_and_fetch_offsets() -> None:
     h = Harness()
     a, b = h.member(), h.member()
     form_group(h, a, b)
-    assert a.commit({("t", 0): 10, ("t", 1): 20}) == {("t", 0): ErrorCode.none, ("t", 1): ErrorCode.none}
+    assert a.commit({("t", 0): 10, ("t", 1): 20}) == {
+        ("t", 0): ErrorCode.none,
+        ("t", 1): ErrorCode.none,
+    }
     assert b.commit({("t", 1): 21}) == {("t", 1): ErrorCode.none}
     assert committed(h) == {("t", 0): 10, ("t", 1): 21}
     fetched = h.coordinator.fetch_offsets("g", [("t", 0), ("t", 5), ("u", 0)])
@@ -133,7 +138,10 @@ def test_oversized_metadata_fails_only_its_partition() -> None:
             a.generation,
             a.member_id,
             None,
-            (OffsetCommit("t", 0, 1, metadata="x" * 11), OffsetCommit("t", 1, 2, metadata="x" * 10)),
+            (
+                OffsetCommit("t", 0, 1, metadata="x" * 11),
+                OffsetCommit("t", 1, 2, metadata="x" * 10),
+            ),
         )
     )
     assert result == {("t", 0): ErrorCode.offset_metadata_too_large, ("t", 1): ErrorCode.none}

@@ -65,7 +65,9 @@ def test_group_value_v3_layout() -> None:
 def test_empty_group_value_has_null_protocol_and_leader() -> None:
     value = rec.GroupValue("consumer", 4, None, None, 5, ())
     data = rec.encode_group_value(value)
-    assert data == struct.pack(">h", 3) + b"\x00\x08consumer" + struct.pack(">ihhqi", 4, -1, -1, 5, 0)
+    assert data == struct.pack(">h", 3) + b"\x00\x08consumer" + struct.pack(
+        ">ihhqi", 4, -1, -1, 5, 0
+    )
     assert rec.decode_group_value(data) == value
 
 

@@ -211,6 +211,7 @@ def test_incremental_alter_configs(admin, topic_name):
     assert topic_configs(admin, topic_name)["segment.bytes"].value == "1048576"
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 def test_legacy_alter_configs_replaces_all_overrides(admin, bootstrap, topic_name):
     result(create(admin, NewTopic(topic_name, 1, 1, config={"retention.ms": "60000"}))[topic_name])
     resource = ConfigResource(

@@ -91,8 +91,10 @@ class OffsetsTopic:
         try:
             headers = validate_batches(batch, max_bytes)
         except InvalidBatch as e:
-            code = ErrorCode.record_list_too_large if e.error == "message_too_large" else (
-                ErrorCode.corrupt_message
+            code = (
+                ErrorCode.record_list_too_large
+                if e.error == "message_too_large"
+                else (ErrorCode.corrupt_message)
             )
             raise KafkaError(code, str(e)) from e
         try:
@@ -125,7 +127,9 @@ class OffsetsTopic:
                         for record in batch_records:
                             yield record.key, record.value
                 except RecordDecodeError as e:
-                    log.error("%s-%d is unreadable at offset %d: %s", OFFSETS_TOPIC, index, offset, e)
+                    log.error(
+                        "%s-%d is unreadable at offset %d: %s", OFFSETS_TOPIC, index, offset, e
+                    )
                     break
                 if not moved:
                     break
@@ -166,9 +170,7 @@ class GroupCoordinatorRuntime:
             self._wake.clear()
             if deadline is None or deadline > self.clock.monotonic_ms():
                 timeout = (
-                    None
-                    if deadline is None
-                    else (deadline - self.clock.monotonic_ms()) / 1000
+                    None if deadline is None else (deadline - self.clock.monotonic_ms()) / 1000
                 )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)

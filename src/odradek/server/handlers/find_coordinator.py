@@ -24,21 +24,32 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     }
     missing = {"node_id": -1, "host": "", "port": -1}
     if key_type == TRANSACTION_KEY:
-        return found | missing | {
-            "error_code": ErrorCode.coordinator_not_available,
-            "error_message": "this broker has no transaction coordinator",
-        }
+        return (
+            found
+            | missing
+            | {
+                "error_code": ErrorCode.coordinator_not_available,
+                "error_message": "this broker has no transaction coordinator",
+            }
+        )
     if key_type != GROUP_KEY:
-        return found | missing | {
-            "error_code": ErrorCode.invalid_request,
-            "error_message": f"unknown coordinator key type {key_type}",
-        }
+        return (
+            found
+            | missing
+            | {
+                "error_code": ErrorCode.invalid_request,
+                "error_message": f"unknown coordinator key type {key_type}",
+            }
+        )
     try:
         # Kafka creates the offsets topic when the first group looks for its coordinator.
         ctx.broker.groups.offsets_topic.ensure()
     except KafkaError as e:
-        return found | missing | {"error_code": ErrorCode.coordinator_not_available,
-                                  "error_message": e.message}
+        return (
+            found
+            | missing
+            | {"error_code": ErrorCode.coordinator_not_available, "error_message": e.message}
+        )
     return found
 
 

@@ -58,7 +58,11 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Response:
         skip_assignment=result.skip_assignment,
         member_id=result.member_id,
         members=[
-            {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "metadata": m.metadata,
+            }
             for m in result.members
         ],
     )

@@ -1,0 +1,49 @@
+"""DescribeGroups (15): state, protocol and members (with metadata and assignment) of groups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+
+_NO_OPERATIONS = -(2**31)
+# From v6 an unknown group is GROUP_ID_NOT_FOUND; before, a Dead group with no error.
+_FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND = 6
+
+
+def _describe(ctx: RequestContext, group_id: str) -> dict[str, Any]:
+    described = ctx.broker.groups.coordinator.describe_group(group_id)
+    error = described.error
+    message = None
+    if error == ErrorCode.group_id_not_found:
+        if ctx.version < _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND:
+            error = ErrorCode.none
+        else:
+            message = f"group {group_id} does not exist"
+    return {
+        "error_code": error,
+        "error_message": message,
+        "group_id": group_id,
+        "group_state": described.state,
+        "protocol_type": described.protocol_type,
+        "protocol_data": described.protocol_name,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": m.metadata,
+                "member_assignment": m.assignment,
+            }
+            for m in described.members
+        ],
+        "authorized_operations": _NO_OPERATIONS,
+    }
+
+
+@handles(api_key=15, min_version=0, max_version=6)
+async def handle_describe_groups(ctx: RequestContext, request: Any) -> Response:
+    return ctx.respond(throttle_time=0, groups=[_describe(ctx, g) for g in request.groups])

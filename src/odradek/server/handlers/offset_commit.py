@@ -1,0 +1,71 @@
+"""OffsetCommit (8): store a group's consumed positions in ``__consumer_offsets``.
+
+v10 names topics by id and is not served. Partitions of topics this broker does not have are
+refused here with UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator together.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.coordinator.messages import CommitRequest, OffsetCommit
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+
+# OffsetCommit v9 introduced GROUP_ID_NOT_FOUND; older clients expect ILLEGAL_GENERATION.
+_FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND = 9
+
+
+@handles(api_key=8, min_version=2, max_version=9)
+async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
+    topics = ctx.broker.topics
+    results: dict[tuple[str, int], ErrorCode] = {}
+    commits = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, int(p.partition_index))
+            if topics.partition(*tp) is None:
+                results[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            commits.append(
+                OffsetCommit(
+                    topic.name,
+                    tp[1],
+                    int(p.committed_offset),
+                    int(getattr(p, "committed_leader_epoch", -1)),
+                    p.committed_metadata,
+                )
+            )
+    if commits:
+        committed = ctx.broker.groups.coordinator.commit_offsets(
+            CommitRequest(
+                group_id=request.group_id,
+                generation_id=int(request.generation_id_or_member_epoch),
+                member_id=request.member_id,
+                group_instance_id=getattr(request, "group_instance_id", None),
+                offsets=tuple(commits),
+            )
+        )
+        if ctx.version < _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND:
+            committed = {
+                tp: ErrorCode.illegal_generation if code == ErrorCode.group_id_not_found else code
+                for tp, code in committed.items()
+            }
+        results.update(committed)
+    return ctx.respond(
+        throttle_time=0,
+        topics=[
+            {
+                "name": topic.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": results[(topic.name, int(p.partition_index))],
+                    }
+                    for p in topic.partitions
+                ],
+            }
+            for topic in request.topics
+        ],
+    )

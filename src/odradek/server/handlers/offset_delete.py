@@ -1,0 +1,44 @@
+"""OffsetDelete (47): remove a group's committed offsets of topics it no longer consumes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+
+
+@handles(api_key=47, min_version=0, max_version=0)
+async def handle_offset_delete(ctx: RequestContext, request: Any) -> Response:
+    topics = ctx.broker.topics
+    results: dict[tuple[str, int], ErrorCode] = {}
+    known = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, int(p.partition_index))
+            if topics.partition(*tp) is None:
+                results[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                known.append(tp)
+    error, deleted = ctx.broker.groups.coordinator.delete_offsets(request.group_id, known)
+    if error != ErrorCode.none:
+        return ctx.respond(throttle_time=0, error_code=error, topics=[])
+    results.update(deleted)
+    return ctx.respond(
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        topics=[
+            {
+                "name": topic.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": results[(topic.name, int(p.partition_index))],
+                    }
+                    for p in topic.partitions
+                ],
+            }
+            for topic in request.topics
+        ],
+    )
