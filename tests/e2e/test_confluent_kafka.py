@@ -325,3 +325,17 @@ def test_producing_to_an_unknown_topic_creates_it_with_num_partitions(tmp_path):
         assert metadata.topics[topic].error is None
         assert sorted(metadata.topics[topic].partitions) == [0, 1, 2, 3]
         assert len(consume(broker.bootstrap, topic, [0, 1, 2, 3], 20)) == 20
+
+
+def test_idempotent_producer(bootstrap, make_topic, topic_name):
+    """enable.idempotence: InitProducerId, then sequenced batches, offsets without gaps."""
+    topic = make_topic(topic_name)
+    delivered = produce(
+        bootstrap,
+        topic,
+        [{"value": b"i%d" % i} for i in range(200)],
+        **{"enable.idempotence": True, "acks": "all"},
+    )
+    assert [m.offset() for m in delivered] == list(range(200))
+    got = consume(bootstrap, topic, [0], 200)
+    assert [m.value() for m in got] == [b"i%d" % i for i in range(200)]

@@ -1,8 +1,8 @@
 """kafka-python against a real odradek broker over real sockets.
 
 Consumers have no group (``group_id=None``) and ``assign()`` their partitions. kafka-python 3
-makes producers idempotent by default, which needs InitProducerId; odradek does not serve it yet,
-so the producers here turn idempotence off (see the xfail test at the end).
+makes producers idempotent by default; most producers here turn that off to test the plain path,
+and ``test_default_idempotent_producer`` keeps the default.
 """
 
 from __future__ import annotations
@@ -183,15 +183,12 @@ def test_acks_give_consecutive_offsets(bootstrap, make_topic, topic_name, acks):
     assert [r.value for r in got] == [f"r{r}-{i}".encode() for r in range(3) for i in range(5)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KafkaError,
-    reason="the default idempotent producer needs InitProducerId, which odradek does not serve yet",
-)
 def test_default_idempotent_producer(bootstrap, make_topic, topic_name):
+    """kafka-python's producer is idempotent by default: InitProducerId and sequences."""
     topic = make_topic(topic_name)
     p = KafkaProducer(bootstrap_servers=bootstrap, max_block_ms=TIMEOUT_S * 1000)
     try:
-        assert p.send(topic, b"x").get(timeout=TIMEOUT_S).offset == 0
+        offsets = [p.send(topic, b"x%d" % i).get(timeout=TIMEOUT_S).offset for i in range(5)]
+        assert offsets == [0, 1, 2, 3, 4]
     finally:
         p.close(timeout=TIMEOUT_S)

@@ -83,6 +83,12 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
         "timeout": 5000,
         "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "offset": 0}]}],
     },
+    22: lambda _: {
+        "transactional_id": None,
+        "transaction_timeout": 60000,
+        "producer_id": -1,
+        "producer_epoch": -1,
+    },
     32: lambda _: {
         "resources": [
             {"resource_type": TOPIC_CONFIG, "resource_name": TOPIC, "configuration_keys": None}

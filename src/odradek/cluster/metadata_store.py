@@ -1,7 +1,8 @@
 """The single broker's cluster metadata: which topics exist, their ids, partitions and configs.
 
 File format: ``odradek-metadata.json`` in the first log dir, a JSON object ``{"version": 1,
-"cluster_id": str, "topics": {name: {"id": uuid, "partitions": n, "configs": {}}}}``.
+"cluster_id": str, "next_producer_id_block": int, "topics": {name: {"id": uuid, "partitions": n,
+"configs": {}}}}``.
 It is rewritten whole (temp file, fsync, rename) on every change, so a crash leaves the old or the
 new state, never a mix. Kafka keeps the same facts in ZooKeeper or KRaft; the ZooKeeper-backed
 store for clusters comes with the cluster issue. Called only from the broker's event loop.
@@ -54,6 +55,7 @@ class LocalMetadataStore:
         self.path = directory / FILE_NAME
         self.topics: dict[str, TopicMetadata] = {}
         self.cluster_id = cluster_id or new_cluster_id()
+        self.next_producer_id_block = 0
         if self.path.exists():
             self._load()
         else:
@@ -63,6 +65,7 @@ class LocalMetadataStore:
     def _load(self) -> None:
         state = json.loads(self.path.read_text())
         self.cluster_id = state["cluster_id"]
+        self.next_producer_id_block = int(state.get("next_producer_id_block", 0))
         self.topics = {
             name: TopicMetadata(name, uuid.UUID(t["id"]), int(t["partitions"]), dict(t["configs"]))
             for name, t in state["topics"].items()
@@ -72,12 +75,20 @@ class LocalMetadataStore:
         state = {
             "version": 1,
             "cluster_id": self.cluster_id,
+            "next_producer_id_block": self.next_producer_id_block,
             "topics": {
                 t.name: {"id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
                 for t in self.topics.values()
             },
         }
         write_atomically(self.path, json.dumps(state, indent=1, sort_keys=True).encode())
+
+    def reserve_producer_ids(self, count: int) -> int:
+        """The first of ``count`` producer ids no other call, before or after a restart, gets."""
+        first = self.next_producer_id_block
+        self.next_producer_id_block = first + count
+        self._save()
+        return first
 
     def put(self, topic: TopicMetadata) -> None:
         self.topics[topic.name] = topic

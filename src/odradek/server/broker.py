@@ -9,6 +9,7 @@ from pathlib import Path
 
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.metadata_store import LocalMetadataStore
+from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
@@ -32,6 +33,7 @@ class Broker:
         self.logs = LogManager(self.log_dirs, self.clock)
         self.store: LocalMetadataStore | None = None
         self._topics: TopicManager | None = None
+        self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinatorRuntime | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -53,6 +55,11 @@ class Broker:
         return self._groups
 
     @property
+    def producer_ids(self) -> ProducerIdManager:
+        assert self._producer_ids is not None, "broker not started"
+        return self._producer_ids
+
+    @property
     def cluster_id(self) -> str:
         assert self.store is not None
         return self.store.cluster_id
@@ -62,6 +69,7 @@ class Broker:
             directory.mkdir(parents=True, exist_ok=True)
         cluster_id = self.config.raw("cluster.id")
         self.store = LocalMetadataStore(self.log_dirs[0], cluster_id)
+        self._producer_ids = ProducerIdManager(self.store)
         self._topics = TopicManager(self.config, self.store, self.logs, self.clock)
         self._topics.open()
         self._groups = GroupCoordinatorRuntime(self.config, self._topics, self.clock)

@@ -7,6 +7,7 @@ import os
 import shutil
 import uuid
 from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -318,6 +319,12 @@ class PartitionLog:
         )
 
     # -- reading -------------------------------------------------------------------------------
+
+    def recent_batch_headers(self, segments: int) -> Iterator[BatchHeader]:
+        """Headers (offsets assigned) of every batch in the newest ``segments`` segments, oldest
+        first: what producer state is rebuilt from when the partition opens."""
+        for segment in self._segments[-segments:]:
+            yield from segment.iter_headers(0)
 
     def _check_offset(self, offset: int) -> None:
         if not self._log_start_offset <= offset <= self.log_end_offset:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import (
     BatchHeader,
     InvalidBatch,
@@ -92,7 +92,10 @@ def produce_to_partition(
                     ErrorCode.invalid_timestamp,
                     f"timestamp {header.max_timestamp} is out of range of the broker's time {now}",
                 )
-    info = partition.append(buffer, headers, log_append_time)
+    try:
+        info = partition.append(buffer, headers, log_append_time)
+    except KafkaError as e:
+        return _failed(index, e.code, e.message)
     return {
         "index": index,
         "error_code": ErrorCode.none,

@@ -1,0 +1,88 @@
+"""Idempotent producer checks: sequences follow on, retries are recognised, old epochs fenced."""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek.cluster.producer_state import ProducerStateTable
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.record_batch import read_header
+from odradek.protocol.records import encode_batch
+
+
+def header(producer_id: int, epoch: int, sequence: int, count: int = 1):  # type: ignore[no-untyped-def]
+    batch = encode_batch(
+        [(None, b"v", (), None)] * count,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        now_ms=1,
+    )
+    return read_header(batch)
+
+
+def test_sequences_follow_on_and_retries_return_the_first_offsets() -> None:
+    table = ProducerStateTable()
+    first = header(7, 0, 0, count=3)
+    assert table.check(first) is None
+    table.record(first, first_offset=10)
+    second = header(7, 0, 3, count=2)
+    assert table.check(second) is None
+    table.record(second, first_offset=13)
+
+    retry = table.check(header(7, 0, 0, count=3))
+    assert retry is not None and (retry.first_offset, retry.last_offset) == (10, 12)
+    retry = table.check(header(7, 0, 3, count=2))
+    assert retry is not None and (retry.first_offset, retry.last_offset) == (13, 14)
+
+
+def test_a_gap_is_out_of_order() -> None:
+    table = ProducerStateTable()
+    table.record(header(7, 0, 0), first_offset=0)
+    with pytest.raises(KafkaError) as raised:
+        table.check(header(7, 0, 5))
+    assert raised.value.code == ErrorCode.out_of_order_sequence_number
+
+
+def test_old_epochs_are_fenced_and_new_ones_restart_at_zero() -> None:
+    table = ProducerStateTable()
+    table.record(header(7, 2, 0), first_offset=0)
+    with pytest.raises(KafkaError) as raised:
+        table.check(header(7, 1, 1))
+    assert raised.value.code == ErrorCode.invalid_producer_epoch
+    with pytest.raises(KafkaError) as raised:
+        table.check(header(7, 3, 4))
+    assert raised.value.code == ErrorCode.out_of_order_sequence_number
+    assert table.check(header(7, 3, 0)) is None
+
+
+def test_only_the_last_five_batches_are_remembered() -> None:
+    table = ProducerStateTable()
+    for i in range(6):
+        table.record(header(7, 0, i), first_offset=i)
+    assert table.check(header(7, 0, 1)) is not None
+    with pytest.raises(KafkaError):
+        table.check(header(7, 0, 0))
+
+
+def test_non_idempotent_batches_are_not_checked() -> None:
+    table = ProducerStateTable()
+    plain = header(-1, -1, -1)
+    assert table.check(plain) is None
+    table.record(plain, first_offset=0)
+    assert table.check(plain) is None
+
+
+def test_rebuild_from_headers_recognises_retries() -> None:
+    appended = encode_batch(
+        [(None, b"v", (), None)] * 2,
+        producer_id=9,
+        producer_epoch=0,
+        base_sequence=0,
+        base_offset=40,
+        now_ms=1,
+    )
+    table = ProducerStateTable()
+    table.rebuild([read_header(appended)])
+    retry = table.check(header(9, 0, 0, count=2))
+    assert retry is not None and retry.first_offset == 40
