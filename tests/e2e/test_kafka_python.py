@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.errors import KafkaError
 
 from .conftest import COMPRESSIBLE, assert_per_key_order, keyed_messages, stored_codecs
 
