@@ -119,15 +119,8 @@ def test_keyed_messages_keep_their_order_within_a_key(bootstrap, make_topic, top
 
 
 # librdkafka turns LZ4 on only for brokers that advertise FindCoordinator (its marker of Kafka
-# 0.8.2); without consumer groups odradek does not, so librdkafka sends those batches uncompressed.
-LZ4_NEEDS_FIND_COORDINATOR = pytest.mark.xfail(
-    strict=True, reason="librdkafka sends lz4 uncompressed until FindCoordinator is advertised"
-)
-
-
-@pytest.mark.parametrize(
-    "codec", ["gzip", "snappy", pytest.param("lz4", marks=LZ4_NEEDS_FIND_COORDINATOR), "zstd"]
-)
+# 0.8.2), so this also checks that the broker advertises it.
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_compressed_batches_round_trip(broker, bootstrap, make_topic, topic_name, codec):
     topic = make_topic(topic_name)
     values = [COMPRESSIBLE + str(i).encode() for i in range(50)]
