@@ -350,6 +350,28 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "how often retention is checked",
             _at_least(1),
         ),
+        # The log cleaner (compaction of cleanup.policy=compact topics; odradek.storage.cleaner).
+        ConfigDef("log.cleaner.enable", ConfigType.BOOLEAN, "true", "run the log cleaner"),
+        ConfigDef(
+            "log.cleaner.backoff.ms",
+            ConfigType.LONG,
+            "15000",
+            "how long the cleaner sleeps when no log needs cleaning",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "log.cleaner.dedupe.buffer.size",
+            ConfigType.LONG,
+            "134217728",
+            "memory for the key map of one cleaning pass",
+            _at_least(1024),
+        ),
+        ConfigDef(
+            "log.cleaner.io.max.bytes.per.second",
+            ConfigType.DOUBLE,
+            "1.7976931348623157E308",
+            "bytes the cleaner reads and writes per second at most",
+        ),
         ConfigDef(
             "log.flush.scheduler.interval.ms",
             ConfigType.LONG,

@@ -104,6 +104,7 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
             }
         ],
     },
+    35: lambda _: {"topics": [{"topic": TOPIC, "partitions": [0]}]},
     37: lambda _: {
         "timeout": 5000,
         "validate_only": True,

@@ -11,6 +11,7 @@ import pytest
 
 from odradek.clock import ManualClock
 from odradek.protocol.record_batch import BatchHeader, iter_headers, validate_batches
+from odradek.protocol.records import encode_batch, iter_records
 from odradek.storage import AppendInfo, LogConfig, PartitionLog
 
 
@@ -90,3 +91,28 @@ def open_log(tmp_path: Path, clock: ManualClock) -> Callable[..., PartitionLog]:
         )
 
     return opener
+
+
+def keyed_batch(
+    pairs: list[tuple[bytes | None, bytes | None]],
+    *,
+    timestamp: int = 1_700_000_000_000,
+    compression: int = 0,
+) -> bytes:
+    """A v2 batch of records with the given keys and values (None: a null key or a tombstone)."""
+    return encode_batch(
+        [(key, value, (), timestamp) for key, value in pairs],
+        compression=compression,
+        now_ms=timestamp,
+    )
+
+
+def records_of(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record from the log start on, as a reader gets them."""
+    found: list[tuple[int, bytes | None, bytes | None]] = []
+    offset = log.log_start_offset
+    while (piece := log.read(offset, 1 << 20)) is not None:
+        for header, records in iter_records(piece.read_bytes()):
+            found += [(r.offset, r.key, r.value) for r in records if r.offset >= offset]
+            offset = header.next_offset
+    return found

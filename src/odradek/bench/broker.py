@@ -66,7 +66,9 @@ class ChildBroker:
         command += ["--listen", f"127.0.0.1:{self.port}"]
         for override in self.overrides:
             command += ["-o", override]
-        self._listening.clear()
+        # A new event per process: the reader of a killed predecessor may still be at its EOF.
+        listening = threading.Event()
+        self._listening = listening
         self.listening_at = None
         self._tail.clear()
         self.spawned_at = time.monotonic()
@@ -78,19 +80,23 @@ class ChildBroker:
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        threading.Thread(target=self._read_output, args=(self.process,), daemon=True).start()
+        threading.Thread(
+            target=self._read_output, args=(self.process, listening), daemon=True
+        ).start()
 
-    def _read_output(self, process: subprocess.Popen[str]) -> None:
+    def _read_output(self, process: subprocess.Popen[str], listening: threading.Event) -> None:
         assert process.stdout is not None
         for line in process.stdout:
+            if listening is not self._listening:
+                continue  # a predecessor's last words
             self._tail.append(line)
-            if not self._listening.is_set():
+            if not listening.is_set():
                 found = _LISTENING.search(line)
                 if found:
                     self.listening_at = time.monotonic()
                     self.port = int(found.group(1))
-                    self._listening.set()
-        self._listening.set()  # wake a waiter: the process has gone
+                    listening.set()
+        listening.set()  # wake a waiter: the process has gone
 
     def wait_listening(self, timeout: float = START_TIMEOUT_S) -> float:
         """Seconds from spawn to the "listening" line."""
@@ -98,7 +104,7 @@ class ChildBroker:
         if not self._listening.wait(timeout):
             raise BrokerFailed(f"broker not listening after {timeout:.0f} s:\n{self.output()}")
         if self.listening_at is None:
-            self.process.wait(5)
+            self.process.wait(30)
             raise BrokerFailed(
                 f"broker exited ({self.process.returncode}) before listening:\n{self.output()}"
             )

@@ -30,7 +30,7 @@ class Sizes:
     latency_rate: int
     raw_connections: int
     raw_window: int
-    raw_batch_bytes: int
+    raw_batch_records: int
 
 
 FULL = Sizes(
@@ -45,7 +45,7 @@ FULL = Sizes(
     latency_rate=10_000,
     raw_connections=4,
     raw_window=16,
-    raw_batch_bytes=100_000,
+    raw_batch_records=1000,
 )
 
 QUICK = Sizes(
@@ -55,12 +55,12 @@ QUICK = Sizes(
     producers=1,
     topic_partitions=6,
     fanout_groups=3,
-    partition_counts=(1, 10, 100, 1000),
+    partition_counts=(1, 10, 1000),
     recovery_mb=(2, 8),
     latency_rate=10_000,
     raw_connections=2,
     raw_window=8,
-    raw_batch_bytes=100_000,
+    raw_batch_records=1000,
 )
 
 
@@ -87,7 +87,7 @@ def _int_list(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of integers") from None
     if not values or any(v <= 0 for v in values):
         raise argparse.ArgumentTypeError(f"{text!r} needs positive integers")
     return values
@@ -100,7 +100,8 @@ def _scenario_list(text: str) -> tuple[str, ...]:
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"unknown scenario(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(SCENARIOS)}"
+            f"unknown scenario(s) {', '.join(unknown) or '(none)'}; "
+            f"choose from {', '.join(SCENARIOS)}"
         )
     return names
 
@@ -142,7 +143,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=int, help="records/s of the 'latency' producer")
     parser.add_argument("--raw-connections", type=int, help="TCP connections in 'raw'")
     parser.add_argument("--raw-window", type=int, help="Produce requests in flight per connection")
-    parser.add_argument("--raw-batch-bytes", type=int, help="bytes of values per raw batch")
+    parser.add_argument(
+        "--raw-batch-records",
+        type=int,
+        help="records per raw batch (default 1000; fewer if the values pass 1 MB)",
+    )
     parser.add_argument(
         "--json", type=Path, default=DEFAULT_JSON, help=f"results file (default {DEFAULT_JSON})"
     )
@@ -177,9 +182,10 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         latency_rate=pick(args.rate, preset.latency_rate),
         raw_connections=pick(args.raw_connections, preset.raw_connections),
         raw_window=pick(args.raw_window, preset.raw_window),
-        raw_batch_bytes=pick(args.raw_batch_bytes, preset.raw_batch_bytes),
+        raw_batch_records=pick(args.raw_batch_records, preset.raw_batch_records),
     )
-    for name in ("records", "producers", "topic_partitions", "fanout_groups", "latency_rate"):
+    positive = ("records", "producers", "topic_partitions", "fanout_groups", "latency_rate")
+    for name in (*positive, "raw_connections", "raw_window", "raw_batch_records"):
         if getattr(sizes, name) <= 0:
             raise SystemExit(f"odradek bench: --{name.replace('_', '-')} must be positive")
     if sizes.duration_s <= 0:

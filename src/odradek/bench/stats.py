@@ -16,7 +16,7 @@ def percentile(ordered: list[float], p: float) -> float:
         raise ValueError("no samples")
     if p <= 0:
         return ordered[0]
-    rank = math.ceil(p / 100 * len(ordered))
+    rank = math.ceil(round(p * len(ordered) / 100, 9))  # round: 99.9 * 1000 / 100 > 999
     return ordered[min(len(ordered), max(rank, 1)) - 1]
 
 

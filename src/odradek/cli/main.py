@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+from odradek.bench.options import add_arguments as add_bench_arguments
 from odradek.config import BrokerConfig, ConfigError
 
 
@@ -43,6 +44,13 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from odradek.bench.options import options_from_args
+    from odradek.bench.runner import run
+
+    return run(options_from_args(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible broker")
     parser.add_argument("--log-level", default="INFO")
@@ -59,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", help="data directory (log.dirs); default ./odradek-data")
     serve.add_argument("--listen", metavar="HOST:PORT", help="default 127.0.0.1:9092")
     serve.set_defaults(run=_serve)
+    bench = commands.add_parser("bench", help="benchmark a broker (a fresh one by default)")
+    add_bench_arguments(bench)
+    bench.set_defaults(run=_bench)
+    from odradek.cli import groups
+
+    groups.add_parser(commands)
     return parser
 
 

@@ -21,6 +21,7 @@ from odradek.config import (
     TopicConfig,
     validate_topic_configs,
 )
+from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage import LogConfig, LogManager
 
@@ -48,6 +49,13 @@ def check_topic_name(name: str) -> None:
 
 
 def log_config_of(topic: TopicConfig) -> LogConfig:
+    policy = topic.get("cleanup.policy")
+    assert isinstance(policy, list)
+    retention_ms = topic.get_int("retention.ms")
+    retention_bytes = topic.get_int("retention.bytes")
+    dirty_ratio = topic.get("min.cleanable.dirty.ratio")
+    assert isinstance(dirty_ratio, float)
+    codec = str(topic.values["compression.type"])
     return LogConfig(
         segment_bytes=topic.get_int("segment.bytes"),
         segment_ms=topic.get_int("segment.ms"),
@@ -55,6 +63,22 @@ def log_config_of(topic: TopicConfig) -> LogConfig:
         segment_index_bytes=topic.get_int("segment.index.bytes"),
         flush_messages=topic.optional_long("flush.messages"),
         flush_ms=topic.optional_long("flush.ms"),
+        delete="delete" in policy,
+        retention_ms=retention_ms if retention_ms >= 0 else None,
+        retention_bytes=retention_bytes if retention_bytes >= 0 else None,
+        compact="compact" in policy,
+        delete_retention_ms=topic.get_int("delete.retention.ms"),
+        min_cleanable_dirty_ratio=dirty_ratio,
+        min_compaction_lag_ms=topic.get_int("min.compaction.lag.ms"),
+        max_compaction_lag_ms=topic.optional_long("max.compaction.lag.ms"),
+        compression=(
+            None
+            if codec == "producer"
+            else compression.NONE
+            if codec == "uncompressed"
+            else compression.codec_id(codec)
+        ),
+        file_delete_delay_ms=topic.get_int("file.delete.delay.ms"),
     )
 
 

@@ -146,6 +146,7 @@ class GroupCoordinatorRuntime:
         )
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def load(self) -> None:
         """Replay ``__consumer_offsets`` (synchronously: the broker is not serving yet)."""
@@ -164,16 +165,26 @@ class GroupCoordinatorRuntime:
         self._task = asyncio.create_task(self._run_timers(), name="group-coordinator-timers")
 
     async def _run_timers(self) -> None:
+        """Sleep until the next deadline (or an earlier one appears), then tick."""
         assert self._wake is not None
-        while True:
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
             deadline = self.coordinator.next_deadline()
             self._wake.clear()
-            if deadline is None or deadline > self.clock.monotonic_ms():
-                timeout = (
-                    None if deadline is None else (deadline - self.clock.monotonic_ms()) / 1000
+            now = self.clock.monotonic_ms()
+            if deadline is None or deadline > now:
+                alarm = (
+                    None
+                    if deadline is None
+                    else loop.call_later((deadline - now) / 1000, self._wake.set)
                 )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                try:
+                    await self._wake.wait()
+                finally:
+                    if alarm is not None:
+                        alarm.cancel()
+            if self._stopping:
+                return
             try:
                 self.coordinator.tick()
             except Exception:
@@ -184,9 +195,12 @@ class GroupCoordinatorRuntime:
             self.coordinator.remove_offsets_of_topics({topic})
 
     async def stop(self) -> None:
+        """Answer waiting JoinGroup/SyncGroup requests and stop the timers."""
         self.coordinator.shutdown()
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
         if self._task is not None:
-            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None

@@ -8,7 +8,8 @@ Layout of the 61-byte header, big-endian, as Kafka defines it::
     12      4     partitionLeaderEpoch
     16      1     magic                must be 2
     17      4     crc                  CRC-32C of bytes 21..end
-    21      2     attributes           bits 0-2 codec, 3 timestamp type, 4 transactional, 5 control
+    21      2     attributes           bits 0-2 codec, 3 timestamp type, 4 transactional, 5 control,
+                                       6 delete horizon (KIP-534: baseTimestamp holds it)
     23      4     lastOffsetDelta
     27      8     baseTimestamp
     35      8     maxTimestamp
@@ -43,6 +44,9 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
+# Set by log compaction (KIP-534) on a batch keeping tombstones: its baseTimestamp is then the
+# time after which the cleaner may remove them; record timestamps stay baseTimestamp + delta.
+DELETE_HORIZON_BIT = 0x40
 
 NO_TIMESTAMP = -1
 
@@ -102,6 +106,11 @@ class BatchHeader:
     @property
     def is_transactional(self) -> bool:
         return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def delete_horizon(self) -> int | None:
+        """When compaction may remove this batch's tombstones (KIP-534), if it is marked."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_BIT else None
 
 
 def read_header(buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:

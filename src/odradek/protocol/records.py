@@ -33,8 +33,10 @@ import crc32c
 
 from odradek.protocol import compression as codecs
 from odradek.protocol.record_batch import (
+    COMPRESSION_MASK,
     CONTROL_BIT,
     CRC_START,
+    DELETE_HORIZON_BIT,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -316,6 +318,95 @@ def encode_batch(
         producer_epoch,
         base_sequence,
         len(items),
+    )
+    out[HEADER_SIZE:] = payload
+    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+def _append_record(
+    body: bytearray, scratch: bytearray, timestamp_delta: int, offset_delta: int, record: Record
+) -> None:
+    scratch.clear()
+    scratch.append(0)  # attributes
+    _write_varint(scratch, timestamp_delta)
+    _write_varint(scratch, offset_delta)
+    _write_bytes(scratch, record.key)
+    _write_bytes(scratch, record.value)
+    _write_varint(scratch, len(record.headers))
+    for h in record.headers:
+        _write_bytes(scratch, h.key.encode())
+        _write_bytes(scratch, h.value)
+    _write_varint(body, len(scratch))
+    body += scratch
+
+
+def rebuild_batch(
+    header: BatchHeader,
+    records: Sequence[Record],
+    *,
+    compression: int | None = None,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """The batch of ``header`` holding only ``records`` (some of its own, in order): what log
+    compaction writes in place of a batch that lost records.
+
+    No offset changes: the batch keeps its baseOffset and lastOffsetDelta, so it spans the offsets
+    it spanned and a reader moves past removed records, and each record keeps its offset delta.
+    Producer id, epoch and base sequence, the leader epoch and the timestamp-type, transactional
+    and control bits carry over; record timestamps are kept.  ``compression`` (default: the
+    batch's own codec) packs the records.  With ``delete_horizon_ms`` the batch is marked as
+    KIP-534 describes: the delete-horizon attribute bit is set and baseTimestamp holds the horizon,
+    record timestamps being written as deltas from it, so readers unaware of the bit still decode
+    the right timestamps.
+    """
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    codec = header.compression if compression is None else compression
+    if codec not in codecs.CODEC_NAMES.values():
+        raise ValueError(f"unknown compression codec id {codec}")
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
+    elif header.is_log_append_time:
+        base_timestamp = header.base_timestamp  # readers take every timestamp from maxTimestamp
+    else:
+        base_timestamp = records[0].timestamp
+    body = bytearray()
+    scratch = bytearray()
+    for record in records:
+        _append_record(
+            body,
+            scratch,
+            record.timestamp - base_timestamp,
+            record.offset - header.base_offset,
+            record,
+        )
+    payload = body if codec == codecs.NONE else codecs.compress(codec, body)
+    attributes = (header.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_BIT)) | codec
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_BIT
+    max_timestamp = (
+        header.max_timestamp
+        if header.is_log_append_time
+        else max(record.timestamp for record in records)
+    )
+    out = bytearray(HEADER_SIZE + len(payload))
+    _HEADER.pack_into(
+        out,
+        0,
+        header.base_offset,
+        len(out) - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        MAGIC,
+        0,  # crc, below
+        attributes,
+        header.last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(records),
     )
     out[HEADER_SIZE:] = payload
     struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))

@@ -16,10 +16,13 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.server.connection import Connection
 from odradek.server.registry import load_handlers
 from odradek.storage import LogManager
+from odradek.storage.cleaner import CleanerConfig, LogCleaner
+from odradek.storage.segment import LogSegment
 
 log = logging.getLogger("odradek.broker")
 
 _HOUSEKEEPING_INTERVAL_S = 0.5
+_FIRST_RETENTION_CHECK_MS = 30_000  # after start, as Kafka's first retention check
 
 
 class Broker:
@@ -39,6 +42,8 @@ class Broker:
         self._connections: set[asyncio.Task[None]] = set()
         self._open: set[Connection] = set()
         self._housekeeping: asyncio.Task[None] | None = None
+        self.cleaner: LogCleaner | None = None
+        self._next_retention_ms = 0
         self.bound: tuple[str, int] = ("", 0)
         self.advertised: tuple[str, int] = ("", 0)
         load_handlers()
@@ -75,6 +80,7 @@ class Broker:
         self._groups = GroupCoordinatorRuntime(self.config, self._topics, self.clock)
         self._groups.start()
         self._topics.deletion_listeners.append(self._groups.on_topic_deleted)
+        self._start_log_maintenance()
         host, port = self.config.listener
         self._server = await asyncio.start_server(
             self._accept, host, port, reuse_address=True, limit=1 << 20
@@ -104,6 +110,23 @@ class Broker:
             self._connections.discard(task)
             self._open.discard(connection)
 
+    def _start_log_maintenance(self) -> None:
+        """Retention checks (in :meth:`housekeeping_tick`) and the log cleaner."""
+        interval = self.config.get_int("log.retention.check.interval.ms")
+        self._next_retention_ms = self.clock.monotonic_ms() + min(
+            interval, _FIRST_RETENTION_CHECK_MS
+        )
+        if self.config.get_bool("log.cleaner.enable"):
+            io_limit = self.config.get("log.cleaner.io.max.bytes.per.second")
+            assert isinstance(io_limit, float)
+            cleaner_config = CleanerConfig(
+                backoff_ms=self.config.get_int("log.cleaner.backoff.ms"),
+                dedupe_buffer_bytes=self.config.get_int("log.cleaner.dedupe.buffer.size"),
+                io_max_bytes_per_second=io_limit if io_limit < 1e300 else None,
+            )
+            self.cleaner = LogCleaner(self.logs, self.clock, cleaner_config)
+            self.cleaner.start()
+
     async def _housekeep(self) -> None:
         checkpoint_every = self.config.get_int("log.flush.offset.checkpoint.interval.ms")
         last_checkpoint = self.clock.monotonic_ms()
@@ -111,6 +134,9 @@ class Broker:
             await asyncio.sleep(_HOUSEKEEPING_INTERVAL_S)
             try:
                 self.housekeeping_tick()
+                retired = self.logs.take_retired()
+                if retired:  # closing a deleted file's last fd frees its blocks: off the loop
+                    await asyncio.to_thread(_close_segments, retired)
                 now = self.clock.monotonic_ms()
                 if now - last_checkpoint >= checkpoint_every:
                     self.logs.checkpoint()
@@ -119,8 +145,14 @@ class Broker:
                 log.exception("housekeeping failed")
 
     def housekeeping_tick(self) -> None:
-        """Periodic work that time drives: flushes due by ``flush.ms``, idle connections."""
+        """Periodic work that time drives: flushes due by ``flush.ms``, idle connections,
+        retention every ``log.retention.check.interval.ms``."""
         self.logs.flush_due()
+        if self.clock.monotonic_ms() >= self._next_retention_ms:
+            self._next_retention_ms = self.clock.monotonic_ms() + self.config.get_int(
+                "log.retention.check.interval.ms"
+            )
+            self.logs.apply_retention()
         idle_ms = self.config.get_int("connections.max.idle.ms")
         now = self.clock.monotonic_ms()
         for connection in list(self._open):
@@ -149,9 +181,17 @@ class Broker:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
+        if self.cleaner is not None:
+            await self.cleaner.stop()
+            self.cleaner = None
         if self._topics is not None:
             for partition in self._topics.partitions.values():
                 partition.wake_all()
             self.logs.close()
             self._topics = None
         log.info("odradek broker %d stopped cleanly", self.node_id)
+
+
+def _close_segments(segments: list[LogSegment]) -> None:
+    for segment in segments:
+        segment.close()

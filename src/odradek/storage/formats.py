@@ -27,7 +27,21 @@ it may hold) written as 20 zero-padded decimal digits, and has three files:
 
 Checkpoint files are text, as Kafka writes them: a version line (``0``), a line with the number
 of entries, then one ``<topic> <partition> <offset>`` line per entry, each line ending in
-``\\n``.
+``\\n``.  Besides the recovery points and log start offsets, ``cleaner-offset-checkpoint`` holds
+each compacted partition's first dirty offset: where the log cleaner's next pass starts reading
+new records.
+
+Log compaction (see :mod:`odradek.storage.swap`) leaves two more kinds of file in a partition
+directory, only while it replaces segments:
+
+``<base>.log.cleaned``, ``<base>.index.cleaned``, ``<base>.timeindex.cleaned``
+    A cleaned segment being written, in the formats above.  Without a swap manifest naming it,
+    a leftover to delete.
+
+``<base>.swap``
+    A swap manifest, the commit record of one cleaning pass: text lines, ``0`` (the version),
+    the number of entries, then per cleaned segment ``<new base> <old base> <old base> ...``,
+    the segments it replaces.  Written as ``<base>.swap.tmp`` and renamed into place.
 """
 
 from __future__ import annotations
@@ -44,6 +58,9 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+TEMP_SUFFIX = ".tmp"
 
 # Relative offsets and file positions are int32 in the index formats, which bounds a segment.
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
@@ -51,6 +68,7 @@ MAX_SEGMENT_BYTES = (1 << 31) - 1
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 CHECKPOINT_VERSION = 0
 
@@ -102,4 +120,28 @@ def parse_checkpoint(data: bytes) -> dict[tuple[str, int], int]:
     for line in lines[2:]:
         topic, partition, offset = line.split(" ")
         entries[(topic, int(partition))] = int(offset)
+    return entries
+
+
+def format_swap_manifest(entries: Mapping[int, list[int]]) -> bytes:
+    """A swap manifest: for each new segment's base offset, the bases of those it replaces."""
+    lines = [str(CHECKPOINT_VERSION), str(len(entries))]
+    lines += [" ".join(str(b) for b in [new, *old]) for new, old in entries.items()]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def parse_swap_manifest(data: bytes) -> dict[int, list[int]]:
+    """Entries of a swap manifest; ValueError if it is not one."""
+    lines = data.decode().splitlines()
+    if len(lines) < 2 or lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise ValueError("swap manifest lacks a version 0 header")
+    count = int(lines[1])
+    if len(lines) - 2 != count:
+        raise ValueError(f"swap manifest declares {count} entries but has {len(lines) - 2}")
+    entries: dict[int, list[int]] = {}
+    for line in lines[2:]:
+        new, *old = (int(field) for field in line.split(" "))
+        if not old:
+            raise ValueError(f"swap manifest entry {line!r} replaces nothing")
+        entries[new] = old
     return entries

@@ -7,7 +7,7 @@ import os
 import shutil
 import uuid
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from odradek.protocol.record_batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from odradek.storage import swap
 from odradek.storage.fileio import fsync_directory, pread_upto
 from odradek.storage.formats import (
     DELETE_DIR_SUFFIX,
@@ -32,15 +33,14 @@ from odradek.storage.segment import AppendedBatch, LogSegment
 
 log = logging.getLogger(__name__)
 
-# How long the fd of a deleted segment stays open, so that a read handed out just before the
-# delete (a Fetch response still being sent with sendfile) can finish; Kafka's
-# file.delete.delay.ms plays the same part.
-FILE_DELETE_DELAY_MS = 60_000
-
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    """Storage's own knobs; the server maps Kafka's topic configs onto them."""
+    """Storage's own knobs; the server maps Kafka's topic configs onto them.
+
+    ``None`` stands for Kafka's "no limit" values (-1 or Long.MAX_VALUE).  ``delete`` and
+    ``compact`` are the two halves of ``cleanup.policy``.
+    """
 
     segment_bytes: int = 1 << 30
     segment_ms: int = 7 * 24 * 3600 * 1000
@@ -48,6 +48,29 @@ class LogConfig:
     segment_index_bytes: int = 10 * 1024 * 1024
     flush_messages: int | None = None
     flush_ms: int | None = None
+    # Retention (cleanup.policy=delete): whole segments past these go, oldest first.
+    delete: bool = True
+    retention_ms: int | None = None
+    retention_bytes: int | None = None
+    # Compaction (cleanup.policy=compact), done by the log cleaner.
+    compact: bool = False
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int | None = None
+    # The codec of batches the cleaner rewrites; None keeps each batch's own.
+    compression: int | None = None
+    # How long the fd of a deleted segment stays open, so that a read handed out just before
+    # the delete (a Fetch response still being sent with sendfile) can finish.
+    file_delete_delay_ms: int = 60_000
+
+    @property
+    def roll_ms(self) -> int:
+        """The age that rolls the active segment: on a compacted log no record may wait in the
+        active segment, which is never cleaned, longer than max.compaction.lag.ms."""
+        if self.compact and self.max_compaction_lag_ms is not None:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
 
 class OffsetOutOfRange(Exception):
@@ -91,14 +114,21 @@ class PartitionLog:
     offset, which can lie inside the first segment, and the recovery point are not stored here:
     the log manager keeps them in its checkpoint files and passes them back to :meth:`open`.
 
+    Segments leave the log from the front (retention, DeleteRecords: :meth:`apply_retention`,
+    :meth:`delete_records_before`), from the back (:meth:`truncate_to`), or are replaced by
+    cleaned ones (:meth:`replace_segments`, see :mod:`odradek.storage.swap`).  A segment that
+    leaves has its files removed at once but its fd kept open for ``file_delete_delay_ms``, so
+    that reads already handed out still see its bytes.
+
     Crash: appends go to the page cache and are fsynced only by :meth:`flush` (``flush.messages``,
     or the manager's ``flush.ms``).  Everything below the recovery point was fsynced.  Opened
     with ``needs_recovery``, the log rereads every batch from the segment holding the recovery
     point on, truncates at the first torn or corrupt batch and drops the segments after it;
-    segments below the recovery point only have their indexes checked, as in Kafka.
+    segments below the recovery point only have their indexes checked, as in Kafka.  Before
+    anything else, opening finishes or discards a segment swap a crash interrupted.
 
-    Caller: the log manager creates and opens logs; the server appends and reads.  All calls come
-    from the event-loop thread, one at a time.
+    Caller: the log manager creates and opens logs; the server appends and reads; the log
+    cleaner replaces segments.  All calls come from the event-loop thread, one at a time.
     """
 
     def __init__(self, directory: Path, config: LogConfig, clock: Clock) -> None:
@@ -160,6 +190,7 @@ class PartitionLog:
         return self
 
     def _load_segments(self, recovery_point: int, needs_recovery: bool) -> None:
+        swap.recover(self.directory)
         logs: set[int] = set()
         others: dict[int, list[Path]] = {}
         for path in self.directory.iterdir():
@@ -236,6 +267,15 @@ class PartitionLog:
     def segment_count(self) -> int:
         return len(self._segments)
 
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        """The segments, oldest first; the last is the active one.  For reading only."""
+        return tuple(self._segments)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     # -- appending -----------------------------------------------------------------------------
 
     def append(
@@ -291,7 +331,7 @@ class PartitionLog:
         config = self.config
         if (
             active.size + size > min(config.segment_bytes, MAX_SEGMENT_BYTES)
-            or self._segment_age_ms(active, max_timestamp) > config.segment_ms
+            or self._segment_age_ms(active, max_timestamp) > config.roll_ms
             or active.indexes_full
             or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
         ):
@@ -441,14 +481,111 @@ class PartitionLog:
         segment.unlink()
         self._directory_dirty = True
         if retire:
-            self._retired.append((self._clock.monotonic_ms() + FILE_DELETE_DELAY_MS, segment))
+            self._retire(segment)
         else:
             segment.close()
 
-    def _close_retired(self) -> None:
+    def _retire(self, segment: LogSegment) -> None:
+        due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
+        self._retired.append((due, segment))
+        self._retired.sort(key=lambda entry: entry[0])
+
+    def take_retired(self) -> list[LogSegment]:
+        """The removed segments whose fds are due to close; the caller closes them (closing the
+        last fd of a deleted file frees its blocks, which can take a while)."""
         now = self._clock.monotonic_ms()
+        due: list[LogSegment] = []
         while self._retired and self._retired[0][0] <= now:
-            self._retired.pop(0)[1].close()
+            due.append(self._retired.pop(0)[1])
+        return due
+
+    def _close_retired(self) -> None:
+        for segment in self.take_retired():
+            segment.close()
+
+    # -- retention -----------------------------------------------------------------------------
+
+    def _segment_timestamp(self, segment: LogSegment) -> int:
+        """The largest timestamp of a segment, or when its file last changed if it has none."""
+        if segment.max_timestamp != NO_TIMESTAMP:
+            return segment.max_timestamp
+        return segment.last_modified_ms()
+
+    def apply_retention(self) -> int:
+        """Delete the oldest segments that ``retention.ms`` or ``retention.bytes`` let go (when
+        ``cleanup.policy`` has ``delete``), never the active one; the log start offset moves to
+        the first segment left.  Returns how many segments went.
+
+        By time, a segment goes when its largest timestamp is more than retention.ms old; by
+        size, the oldest segments go while the log without them would still hold at least
+        retention.bytes.  Both stop at the first segment that must stay, so the log loses a
+        prefix and its offsets stay contiguous.
+        """
+        config = self.config
+        if not config.delete or self._closed:
+            return 0
+        self._close_retired()
+        deleted = 0
+        if config.retention_ms is not None:
+            horizon = self._clock.time_ms() - config.retention_ms
+            while len(self._segments) > 1 and self._segment_timestamp(self._segments[0]) < horizon:
+                self._drop_segment(0, retire=True)
+                deleted += 1
+        if config.retention_bytes is not None:
+            excess = self.size_bytes() - config.retention_bytes
+            while len(self._segments) > 1 and excess >= self._segments[0].size:
+                excess -= self._segments[0].size
+                self._drop_segment(0, retire=True)
+                deleted += 1
+        if deleted:
+            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            log.info(
+                "%s-%d: retention deleted %d segments; the log now starts at offset %d",
+                self.topic,
+                self.partition,
+                deleted,
+                self._log_start_offset,
+            )
+        return deleted
+
+    # -- compaction ----------------------------------------------------------------------------
+
+    def replace_segments(
+        self,
+        prepared: Path,
+        replacements: Sequence[tuple[LogSegment, Sequence[LogSegment], Sequence[int]]],
+    ) -> bool:
+        """Swap cleaned segments in: each ``(new, old, old sizes)`` replaces the run ``old``,
+        which must still be in the log, inactive and of the sizes given.  ``prepared`` is the
+        manifest :func:`odradek.storage.swap.prepare` wrote.  Returns False, changing nothing,
+        when the log moved on meanwhile (closed, truncated, segments deleted by retention), and
+        the caller then discards the new segments.
+        """
+        if self._closed:
+            return False
+        positions: list[int] = []
+        for _, old, sizes in replacements:
+            i = next((j for j, s in enumerate(self._segments) if s is old[0]), -1)
+            run = self._segments[i : i + len(old)] if i >= 0 else []
+            if (
+                len(run) != len(old)
+                or any(a is not b for a, b in zip(run, old, strict=True))
+                or [s.size for s in run] != list(sizes)
+                or i + len(old) >= len(self._segments)
+            ):
+                return False
+            positions.append(i)
+        swap.commit(prepared, [(new, old) for new, old, _ in replacements])
+        # Back to front, so that the positions found above stay right.
+        order = sorted(range(len(positions)), key=lambda k: -positions[k])
+        for k in order:
+            i, (new, old, _) = positions[k], replacements[k]
+            self._segments[i : i + len(old)] = [new]
+            self._bases[i : i + len(old)] = [new.base_offset]
+            for segment in old:
+                self._retire(segment)
+        self._directory_dirty = True
+        return True
 
     def truncate_to(self, offset: int) -> None:
         """Drop every batch holding an offset >= ``offset`` (for a follower diverging from its

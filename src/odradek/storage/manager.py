@@ -20,6 +20,7 @@ from odradek.storage.formats import (
     partition_dir_name,
 )
 from odradek.storage.log import LogConfig, PartitionLog
+from odradek.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,10 @@ class LogManager:
 
     Caller: the server, from the event-loop thread.  It should call :meth:`flush_due` and
     :meth:`checkpoint` periodically (and :meth:`checkpoint` after DeleteRecords, so that a raised
-    log start offset survives a restart), and :meth:`close` on shutdown.
+    log start offset survives a restart), :meth:`apply_retention` every
+    ``log.retention.check.interval.ms``, close what :meth:`take_retired` hands out (off the event
+    loop if it likes), and :meth:`close` on shutdown.  The log cleaner
+    (:mod:`odradek.storage.cleaner`) works on the logs this manager holds.
     """
 
     def __init__(self, log_dirs: list[Path], clock: Clock) -> None:
@@ -130,6 +134,19 @@ class LogManager:
                 and now - partition_log.last_flush_ms >= flush_ms
             ):
                 partition_log.flush()
+
+    def apply_retention(self) -> int:
+        """Delete the segments retention lets go in every log (see
+        :meth:`PartitionLog.apply_retention`); checkpoints the moved log start offsets.  Returns
+        how many segments went."""
+        deleted = sum(partition_log.apply_retention() for partition_log in self._logs.values())
+        if deleted:
+            self.checkpoint()
+        return deleted
+
+    def take_retired(self) -> list[LogSegment]:
+        """Segments removed from their logs whose fds are now due to close."""
+        return [s for partition_log in self._logs.values() for s in partition_log.take_retired()]
 
     def checkpoint(self) -> None:
         """Write the recovery points and log start offsets of every log dir."""

@@ -65,15 +65,24 @@ class LogSegment:
     """
 
     def __init__(
-        self, directory: Path, base_offset: int, index_max_bytes: int, created_ms: int, fd: int
+        self,
+        directory: Path,
+        base_offset: int,
+        index_max_bytes: int,
+        created_ms: int,
+        fd: int,
+        suffix: str = "",
     ) -> None:
         self.base_offset = base_offset
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.directory = directory
+        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
         self.offset_index = OffsetIndex.open(
-            directory / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, index_max_bytes
+            directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
+            base_offset,
+            index_max_bytes,
         )
         self.time_index = TimeIndex.open(
-            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+            directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
             base_offset,
             index_max_bytes,
         )
@@ -92,13 +101,14 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, index_max_bytes: int, now_ms: int
+        cls, directory: Path, base_offset: int, index_max_bytes: int, now_ms: int, suffix: str = ""
     ) -> LogSegment:
         """A new, empty segment; stale files of the same name (which can hold no offsets the log
-        still has, since segments are created only at the log end) are emptied."""
-        path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        still has, since segments are created only at the log end) are emptied.  A ``suffix``
+        (the cleaner's ``.cleaned``) is added to each file name until :meth:`rename`."""
+        path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        segment = cls(directory, base_offset, index_max_bytes, now_ms, fd)
+        segment = cls(directory, base_offset, index_max_bytes, now_ms, fd, suffix)
         segment.offset_index.reset()
         segment.time_index.reset()
         segment.dirty = True
@@ -335,10 +345,42 @@ class LogSegment:
     # -- ending ----------------------------------------------------------------------------------
 
     def unlink(self) -> None:
-        """Remove the files but keep the log fd, which outstanding reads may still be using."""
+        """Remove the files but keep the log fd, which outstanding reads may still be using.
+
+        The log file goes first: without it the segment no longer exists for recovery, and an
+        index file left by a crash just after is removed when the log opens."""
+        self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
-        self.log_path.unlink(missing_ok=True)
+
+    def rename(self, suffix: str = "") -> None:
+        """Give the files their names plus ``suffix`` (none: the segment's own names), the log
+        file first.  Open fds, and so reads in flight, are not affected."""
+        for index in (self.offset_index, self.time_index):
+            index.release()
+        targets = [
+            (
+                self.log_path,
+                self.directory / (segment_file_name(self.base_offset, LOG_SUFFIX) + suffix),
+            ),
+            (
+                self.offset_index.path,
+                self.directory / (segment_file_name(self.base_offset, INDEX_SUFFIX) + suffix),
+            ),
+            (
+                self.time_index.path,
+                self.directory / (segment_file_name(self.base_offset, TIME_INDEX_SUFFIX) + suffix),
+            ),
+        ]
+        for source, target in targets:
+            if source.exists() or source is self.log_path:
+                os.replace(source, target)
+        self.log_path = targets[0][1]
+        self.offset_index.path = targets[1][1]
+        self.time_index.path = targets[2][1]
+
+    def last_modified_ms(self) -> int:
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
 
     def close(self) -> None:
         if self.fd >= 0:

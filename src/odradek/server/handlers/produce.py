@@ -39,6 +39,36 @@ def _recompress(
     return out, list(iter_headers(out))
 
 
+def _refuse_keyless(
+    buffer: bytearray, headers: list[BatchHeader], topic: str, index: int
+) -> dict[str, Any] | None:
+    """On a compacted topic every record needs a key (the cleaner keeps records by key), so
+    only there are records decoded on the produce path."""
+    from odradek.protocol.records import RecordDecodeError, decode_batch
+
+    for header in headers:
+        try:
+            records = decode_batch(
+                memoryview(buffer)[header.position : header.position + header.size],
+                verify_crc=False,  # validate_batches checked it
+            )
+        except RecordDecodeError as e:
+            return _failed(index, ErrorCode.corrupt_message, str(e))
+        for i, record in enumerate(records):
+            if record.key is None:
+                failed = _failed(
+                    index,
+                    ErrorCode.invalid_record,
+                    f"Compacted topic cannot accept message without key in topic partition "
+                    f"{topic}-{index}.",
+                )
+                failed["record_errors"] = [
+                    {"batch_index": i, "batch_index_error_message": failed["error_message"]}
+                ]
+                return failed
+    return None
+
+
 def _failed(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
     return {
         "index": index,
@@ -77,6 +107,10 @@ def produce_to_partition(
     except InvalidBatch as e:
         log.info("refused produce to %s-%d from %s: %s", topic, index, ctx.peer, e)
         return _failed(index, _BATCH_ERRORS[e.error], str(e))
+    if "compact" in config.values["cleanup.policy"]:
+        refused = _refuse_keyless(buffer, headers, topic, index)
+        if refused is not None:
+            return refused
     target_codec = _TOPIC_CODECS.get(str(config.values["compression.type"]))
     if target_codec is not None and any(h.compression != target_codec for h in headers):
         buffer, headers = _recompress(buffer, headers, target_codec)

@@ -1,0 +1,261 @@
+"""Records/s a Spark streaming query reads from odradek, next to Spark's own ceiling.
+
+Not a test — numbers to compare. It starts ``odradek serve`` as a child process (so the broker
+does not share the driver's interpreter) unless ``--bootstrap`` names a running broker, produces
+``--records`` records of ``--value-bytes`` bytes spread over ``--partitions`` partitions, then
+runs on ``local[N]``:
+
+1. **odradek**: ``readStream.format("odradek")`` from earliest, ``Trigger.AvailableNow``, to the
+   ``noop`` sink — broker, wire, decoding into Arrow, and Spark;
+2. **ceiling**: the same number of rows in the same schema from a Python data source that yields
+   Arrow batches it built before the clock started — what Spark's Python data source path itself
+   can take on this machine, with no broker and no decoding.
+
+Each query runs once to warm up (JVM, Python workers) and is then timed ``--runs`` times; the
+best run is reported. ``--variable`` makes values 50..150 bytes instead of all the same size.
+
+    python benchmarks/spark_read.py [--records 4000000] [--partitions 4] [--value-bytes 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql.datasource import (  # noqa: E402
+    DataSource,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadLimit  # noqa: E402
+from pyspark.sql.types import StructType  # noqa: E402
+
+import odradek.spark  # noqa: E402
+from odradek.client.data import DataClient, TopicPartition  # noqa: E402
+from odradek.spark.sink import encode_records  # noqa: E402
+from odradek.spark.source import SCHEMA  # noqa: E402
+from odradek.testing import BrokerProcess  # noqa: E402
+
+TOPIC = "bench-read"
+RECORDS_PER_BATCH = 4000
+
+
+@contextlib.contextmanager
+def broker(given: str | None) -> Iterator[str]:
+    if given:
+        yield given
+        return
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-") as directory:
+        process = BrokerProcess(Path(directory), "-o", "num.partitions=1").start()
+        try:
+            yield process.bootstrap
+        finally:
+            process.terminate()
+
+
+def values_for(count: int, size: int, variable: bool, rng: random.Random) -> list[bytes]:
+    block = rng.randbytes(256 * 1024)
+    out = []
+    for _ in range(count):
+        n = rng.randint(size // 2, size * 3 // 2) if variable else size
+        at = rng.randrange(len(block) - n)
+        out.append(block[at : at + n])
+    return out
+
+
+def produce(bootstrap: str, topic: str, partitions: int, records: int, args: Any) -> None:
+    """Write ``records`` records round-robin over the partitions, in large batches."""
+    rng = random.Random(7)
+    with DataClient(bootstrap) as client:
+        info = client.describe([topic], auto_create=False).get(topic)
+        if info is not None:
+            sys.exit(f"topic {topic} exists already; use a fresh broker")
+        create_topic(bootstrap, topic, partitions)
+        per_partition = records // partitions
+        started = time.perf_counter()
+        for p in range(partitions):
+            done = 0
+            while done < per_partition:
+                n = min(RECORDS_PER_BATCH, per_partition - done)
+                values = values_for(n, args.value_bytes, args.variable, rng)
+                batch = encode_records([None] * n, values, None, timestamp_ms=int(time.time() * 1000))
+                client.produce({TopicPartition(topic, p): batch}, acks=1)
+                done += n
+        took = time.perf_counter() - started
+        print(f"produced {per_partition * partitions:,} records in {took:.1f}s")
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(timeout=30)
+
+
+# -- the ceiling: prebuilt Arrow batches ---------------------------------------------------------
+
+
+class _Slice(InputPartition):
+    def __init__(self, index: int, rows: int) -> None:
+        super().__init__(index)
+        self.index = index
+        self.rows = rows
+
+
+class _SyntheticReader(DataSourceStreamReader):
+    def __init__(self, partitions: int, rows: int, value_bytes: int) -> None:
+        self.parts = partitions
+        self.rows = rows
+        self.value_bytes = value_bytes
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"batch": 0}
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        return {"batch": 1}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        if start["batch"] >= end["batch"]:
+            return []
+        return [_Slice(i, self.rows // self.parts) for i in range(self.parts)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        import numpy as np
+        import pyarrow as pa
+
+        from odradek.spark.arrow import KAFKA_SCHEMA
+
+        assert isinstance(partition, _Slice)
+        n = 20_000
+        values = pa.array(values_for(n, self.value_bytes, False, random.Random(1)), pa.binary())
+        columns = [
+            pa.nulls(n, pa.binary()),
+            values,
+            pa.array([TOPIC] * n, pa.string()),
+            pa.array(np.full(n, partition.index, np.int32)),
+            None,
+            pa.array(np.arange(n, dtype=np.int64) * 1000, pa.timestamp("us", tz="UTC")),
+            pa.array(np.zeros(n, np.int32)),
+        ]
+        batches = []
+        for first in range(0, partition.rows, n):
+            count = min(n, partition.rows - first)
+            cols = list(columns)
+            cols[4] = pa.array(np.arange(first, first + n, dtype=np.int64))
+            batches.append(pa.RecordBatch.from_arrays(cols, schema=KAFKA_SCHEMA).slice(0, count))
+        yield from batches
+
+
+class SyntheticSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "odradek_bench_synthetic"
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return _SyntheticReader(
+            int(self.options["partitions"]),
+            int(self.options["rows"]),
+            int(self.options["value_bytes"]),
+        )
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+def timed_query(spark: SparkSession, reader: Any, checkpoints: Path) -> tuple[int, float]:
+    checkpoint = checkpoints / f"q{time.monotonic_ns()}"
+    started = time.perf_counter()
+    query = (
+        reader.load()
+        .writeStream.format("noop")
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    query.awaitTermination()
+    took = time.perf_counter() - started
+    rows = sum(int(p["numInputRows"]) for p in query.recentProgress)
+    if os.environ.get("BENCH_DEBUG"):
+        for p in query.recentProgress:
+            print("   ", p["numInputRows"], p["durationMs"])
+    return rows, took
+
+
+def best_of(label: str, runs: int, run: Any) -> float:
+    results = [run() for _ in range(runs + 1)]  # the first warms up
+    rows, took = min(results[1:], key=lambda r: r[1])
+    rate = rows / took
+    print(f"{label:<34} {rows:>10,} rows {took:7.2f}s {rate:>12,.0f} rows/s")
+    return rate
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=4_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--variable", action="store_true", help="values of 50%%..150%% size")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--bootstrap")
+    args = parser.parse_args(argv)
+
+    spark = (
+        SparkSession.builder.master(f"local[{args.cores}]")
+        .appName("odradek-spark-read-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(args.cores))
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    odradek.spark.register(spark)
+    spark.dataSource.register(SyntheticSource)
+    print(
+        f"local[{args.cores}], {args.records:,} records of "
+        f"{'~' if args.variable else ''}{args.value_bytes} bytes in {args.partitions} partitions"
+    )
+    with broker(args.bootstrap) as bootstrap, tempfile.TemporaryDirectory() as checkpoints:
+        produce(bootstrap, TOPIC, args.partitions, args.records, args)
+        where = Path(checkpoints)
+        odradek_reader = (
+            spark.readStream.format("odradek")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", TOPIC)
+            .option("startingOffsets", "earliest")
+        )
+        synthetic_reader = (
+            spark.readStream.format("odradek_bench_synthetic")
+            .option("partitions", str(args.partitions))
+            .option("rows", str(args.records))
+            .option("value_bytes", str(args.value_bytes))
+        )
+        ours = best_of(
+            "odradek -> noop", args.runs, lambda: timed_query(spark, odradek_reader, where)
+        )
+        ceiling = best_of(
+            "in-memory Arrow source -> noop",
+            args.runs,
+            lambda: timed_query(spark, synthetic_reader, where),
+        )
+        print(f"odradek reads at {ours / ceiling:.0%} of the ceiling")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

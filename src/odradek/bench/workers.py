@@ -1,0 +1,469 @@
+"""The load: functions that run in worker processes, and :func:`run_workers` that starts them.
+
+Workers are *spawned* (not forked) so none inherits the parent's librdkafka threads, and each has
+its own GIL. Every worker function takes ``start`` first: it does its setup (client, metadata,
+assignment), calls ``start()`` — a barrier shared by all workers of one :func:`run_workers` call
+— and only then starts the clock, so concurrent workers begin together and a latency consumer is
+ready before its producer sends. Times that cross processes use ``time.monotonic`` (one
+system-wide clock on Linux). Results are small picklable dataclasses.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import struct
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from odradek.bench.stats import LatencySummary
+
+R = TypeVar("R")
+Start = Callable[[], None]
+
+CLIENT_TIMEOUT_S = 60.0
+_STAMP = struct.Struct(">q")
+_END_OF_RUN = b"odradek-bench-end"
+
+
+class WorkerFailed(RuntimeError):
+    """A worker raised, died or overran its time."""
+
+
+# -- the process runner ----------------------------------------------------------------------------
+
+
+def _entry(
+    fn: Callable[..., Any],
+    kwargs: dict[str, Any],
+    index: int,
+    barrier: Any,
+    results: Any,
+) -> None:
+    def start() -> None:
+        barrier.wait(CLIENT_TIMEOUT_S)
+
+    try:
+        results.put((index, True, fn(start, **kwargs)))
+    except BaseException:
+        barrier.abort()
+        results.put((index, False, traceback.format_exc()))
+
+
+def run_workers(
+    calls: Sequence[tuple[Callable[..., R], dict[str, Any]]], timeout: float
+) -> list[R]:
+    """Run each ``fn(start, **kwargs)`` in a process of its own, all at once; their results in
+    the order of ``calls``. Raises :class:`WorkerFailed` if any fails or the lot takes longer
+    than ``timeout`` seconds (stragglers are terminated)."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(len(calls))
+    results = context.Queue()
+    processes = [
+        context.Process(
+            target=_entry,
+            args=(fn, kwargs, i, barrier, results),
+            name=f"odradek-bench-{getattr(fn, '__name__', 'worker')}-{i}",
+            daemon=True,
+        )
+        for i, (fn, kwargs) in enumerate(calls)
+    ]
+    for process in processes:
+        process.start()
+    collected: dict[int, Any] = {}
+    failures: list[str] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(collected) + len(failures) < len(calls):
+            if time.monotonic() > deadline:
+                failures.append(f"workers overran {timeout:.0f} s")
+                break
+            try:
+                index, ok, value = results.get(timeout=0.2)
+            except queue.Empty:
+                dead = [p for p in processes if p.exitcode not in (None, 0)]
+                if dead:
+                    # Give a dying worker's queued traceback a moment to arrive first.
+                    try:
+                        index, ok, value = results.get(timeout=1.0)
+                    except queue.Empty:
+                        failures.append(f"{dead[0].name} died with exit code {dead[0].exitcode}")
+                        break
+                else:
+                    continue
+            if ok:
+                collected[index] = value
+            else:
+                failures.append(str(value))
+    finally:
+        for process in processes:
+            process.join(timeout=5 if not failures else 0.5)
+            if process.is_alive():
+                process.terminate()
+                process.join(5)
+        results.close()
+    if failures:
+        raise WorkerFailed("; ".join(failures[:3]))
+    return [collected[i] for i in range(len(calls))]
+
+
+# -- producing -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    records: int
+    failed: int
+    seconds: float
+    started: float
+    ended: float
+    latency: LatencySummary | None
+    first_error: str | None
+
+
+def produce_worker(
+    start: Start,
+    *,
+    bootstrap: str,
+    topic: str,
+    records: int,
+    record_size: int,
+    duration_s: float,
+    acks: int = 1,
+    linger_ms: int = 5,
+    partitions: int | None = None,
+) -> ProduceResult:
+    """Produce ``records`` values of ``record_size`` bytes (stopping early after ``duration_s``)
+    and wait for every delivery report. With ``partitions``, records go round robin to each
+    partition in turn, as evenly spread keys would; otherwise the client's partitioner picks.
+    Latency is librdkafka's, from ``produce()`` to the delivery report (queueing included)."""
+    from confluent_kafka import KafkaError, Message, Producer
+
+    latencies: list[float] = []
+    failures: list[str] = []
+
+    def delivered(err: KafkaError | None, message: Message) -> None:
+        if err is not None:
+            failures.append(str(err))
+            return
+        latency = message.latency()
+        if latency is not None:
+            latencies.append(latency * 1000)
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": linger_ms,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 100_000,
+            "compression.type": "none",
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "message.timeout.ms": int(CLIENT_TIMEOUT_S * 1000),
+            "on_delivery": delivered,
+        }
+    )
+    producer.list_topics(topic, timeout=CLIENT_TIMEOUT_S)  # connect before the clock starts
+    value = os.urandom(record_size)
+    start()
+    started = time.monotonic()
+    stop_at = started + duration_s
+    sent = 0
+    while sent < records:
+        try:
+            if partitions is None:
+                producer.produce(topic, value)
+            else:
+                producer.produce(topic, value, partition=sent % partitions)
+        except BufferError:
+            producer.poll(0.001)
+            continue
+        sent += 1
+        if sent & 0xFF == 0:
+            producer.poll(0)
+            if time.monotonic() >= stop_at:
+                break
+    remaining = producer.flush(CLIENT_TIMEOUT_S)
+    ended = time.monotonic()
+    return ProduceResult(
+        records=len(latencies),
+        failed=len(failures) + remaining,
+        seconds=ended - started,
+        started=started,
+        ended=ended,
+        latency=LatencySummary.of(latencies),
+        first_error=failures[0] if failures else None,
+    )
+
+
+# -- consuming -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeResult:
+    records: int
+    payload_bytes: int
+    seconds: float
+    started: float
+    ended: float
+    first_record_s: float | None
+    complete: bool
+
+
+def _consumer_config(bootstrap: str, group_id: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "fetch.max.bytes": 50 * 1024 * 1024,
+        "max.partition.fetch.bytes": 10 * 1024 * 1024,
+        "queued.min.messages": 1_000_000,
+        "fetch.wait.max.ms": 100,
+    }
+
+
+def consume_worker(
+    start: Start,
+    *,
+    bootstrap: str,
+    topic: str,
+    expected: int,
+    timeout_s: float,
+    group_id: str | None = None,
+) -> ConsumeResult:
+    """Read ``topic`` from the beginning until ``expected`` records arrive. Without ``group_id``
+    the consumer assign()s every partition (no group coordinator involved) and the clock starts
+    there; with it, it subscribes as the only member of that group and the clock starts at the
+    first record, after the group is joined."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer(
+        _consumer_config(bootstrap, group_id or f"odradek-bench-assign-{uuid.uuid4().hex[:8]}")
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=CLIENT_TIMEOUT_S)
+        partitions = sorted(metadata.topics[topic].partitions)
+        start()
+        started = time.monotonic()
+        if group_id is None:
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        else:
+            consumer.subscribe([topic])
+        received = 0
+        payload = 0
+        first: float | None = None
+        give_up = started + timeout_s
+        while received < expected and time.monotonic() < give_up:
+            # consume() waits for a full batch or the timeout: never ask for more than is left.
+            batch = consumer.consume(min(10_000, expected - received), timeout=0.5)
+            for message in batch:
+                error = message.error()
+                if error is not None:
+                    raise KafkaException(error)
+                payload += len(message)
+            if batch and first is None:
+                first = time.monotonic() - started
+            received += len(batch)
+        ended = time.monotonic()
+        if group_id is not None and first is not None:
+            started += first  # joining the group is reported as first_record_s, not throughput
+        return ConsumeResult(
+            records=received,
+            payload_bytes=payload,
+            seconds=ended - started,
+            started=started,
+            ended=ended,
+            first_record_s=first,
+            complete=received >= expected,
+        )
+    finally:
+        consumer.close()
+
+
+# -- end-to-end latency ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PacedProduceResult:
+    sent: int
+    failed: int
+    seconds: float
+    achieved_rate: float
+    ack_latency: LatencySummary | None
+
+
+def paced_producer_worker(
+    start: Start,
+    *,
+    bootstrap: str,
+    topic: str,
+    rate: int,
+    duration_s: float,
+    record_size: int,
+    linger_ms: int = 1,
+) -> PacedProduceResult:
+    """Produce at ``rate`` records/s for ``duration_s``, each value starting with its send time
+    (``time.monotonic_ns``, 8 bytes), then one end-of-run marker record."""
+    from confluent_kafka import KafkaError, Message, Producer
+
+    acks: list[float] = []
+    failures = 0
+
+    def delivered(err: KafkaError | None, message: Message) -> None:
+        nonlocal failures
+        if err is not None:
+            failures += 1
+            return
+        latency = message.latency()
+        if latency is not None:
+            acks.append(latency * 1000)
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": linger_ms,
+            "compression.type": "none",
+            "message.timeout.ms": int(CLIENT_TIMEOUT_S * 1000),
+            "on_delivery": delivered,
+        }
+    )
+    producer.list_topics(topic, timeout=CLIENT_TIMEOUT_S)
+    padding = b"\0" * max(0, record_size - _STAMP.size)
+    interval = 1.0 / rate
+    start()
+    started = time.monotonic()
+    total = int(rate * duration_s)
+    sent = 0
+    while sent < total:
+        due = started + sent * interval
+        now = time.monotonic()
+        if due > now:
+            # Sleep, never spin: a spinning producer would take a core from the broker. An
+            # oversleep is caught up by sending every record already due back to back.
+            producer.poll(0)
+            time.sleep(due - now)
+            continue
+        stamp = _STAMP.pack(time.monotonic_ns())
+        try:
+            producer.produce(topic, stamp + padding, partition=0)
+        except BufferError:
+            producer.poll(0.001)
+            continue
+        sent += 1
+        producer.poll(0)
+    seconds = time.monotonic() - started
+    producer.produce(topic, _END_OF_RUN, partition=0)
+    producer.flush(CLIENT_TIMEOUT_S)
+    return PacedProduceResult(
+        sent=sent,
+        failed=failures,
+        seconds=seconds,
+        achieved_rate=sent / seconds if seconds > 0 else 0.0,
+        ack_latency=LatencySummary.of(acks),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EndToEndResult:
+    received: int
+    measured: int
+    latency: LatencySummary | None
+    saw_end: bool
+
+
+def latency_consumer_worker(
+    start: Start, *, bootstrap: str, topic: str, duration_s: float, warmup_s: float
+) -> EndToEndResult:
+    """Read partition 0 from the beginning (a new topic: every record) until the end marker;
+    each record's latency is now minus the send time in its value. Records sent in the first
+    ``warmup_s`` (connections, first metadata) are counted but not measured."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer(_consumer_config(bootstrap, f"odradek-bench-e2e-{uuid.uuid4().hex[:8]}"))
+    try:
+        consumer.list_topics(topic, timeout=CLIENT_TIMEOUT_S)
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        consumer.consume(1, timeout=0.2)  # the first fetch is under way before the producer starts
+        start()
+        give_up = time.monotonic() + duration_s + CLIENT_TIMEOUT_S
+        latencies: list[float] = []
+        received = 0
+        first_sent: int | None = None
+        warmup_ns = int(warmup_s * 1e9)
+        saw_end = False
+        while not saw_end and time.monotonic() < give_up:
+            # poll(), not consume(): a batch call would hold records back until it fills up.
+            message = consumer.poll(0.1)
+            if message is None:
+                continue
+            now = time.monotonic_ns()
+            error = message.error()
+            if error is not None:
+                raise KafkaException(error)
+            value = message.value() or b""
+            if value == _END_OF_RUN:
+                saw_end = True
+                break
+            received += 1
+            (sent,) = _STAMP.unpack_from(value)
+            if first_sent is None:
+                first_sent = sent
+            if sent - first_sent >= warmup_ns:
+                latencies.append((now - sent) / 1e6)
+        return EndToEndResult(
+            received=received,
+            measured=len(latencies),
+            latency=LatencySummary.of(latencies),
+            saw_end=saw_end,
+        )
+    finally:
+        consumer.close()
+
+
+# -- raw -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RawResult:
+    connections: int
+    requests: int
+    records: int
+    payload_bytes: int
+    wire_bytes: int
+    seconds: float
+    errors: int
+    first_error: str | None
+    latency: LatencySummary | None
+    started: float
+    ended: float
+
+
+def raw_worker(start: Start, **kwargs: Any) -> RawResult:
+    """:func:`odradek.bench.wire.raw_load` in a process of its own."""
+    from odradek.bench.wire import raw_load
+
+    start()
+    started = time.monotonic()
+    result = raw_load(**kwargs)
+    ended = time.monotonic()
+    return RawResult(
+        connections=result.connections,
+        requests=result.requests,
+        records=result.records,
+        payload_bytes=result.payload_bytes,
+        wire_bytes=result.wire_bytes,
+        seconds=result.seconds,
+        errors=result.errors,
+        first_error=result.first_error,
+        latency=LatencySummary.of(result.latencies_ms),
+        started=started,
+        ended=ended,
+    )

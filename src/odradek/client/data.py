@@ -1,0 +1,487 @@
+"""A blocking data client: partitions, offsets, raw record batches in and out.
+
+What a connector needs and a general Kafka client hides: :class:`DataClient` hands back the
+record batches a Fetch returns as bytes (decoding them is the caller's business, e.g. straight
+into Arrow), and takes already-encoded batches to Produce. It routes each partition to its
+leader from Metadata, keeps one :class:`~odradek.client.wire.WireConnection` per broker, and
+repeats a request that is safe to repeat (Metadata, ListOffsets, Fetch) once on a fresh
+connection when a connection breaks — a cached client outlives broker restarts that way.
+
+Produce is not repeated: a failed delivery raises :class:`ProduceError`, and the caller (a Spark
+task) fails, so the data is written at least once, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
+
+from odradek.client.connection import ClientError
+from odradek.client.wire import (
+    FETCH,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+    Pending,
+    WireConnection,
+    WireError,
+)
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.record_batch import iter_headers
+
+T = TypeVar("T")
+
+EARLIEST = -2
+LATEST = -1
+
+DEFAULT_PARTITION_MAX_BYTES = 8 << 20
+DEFAULT_FETCH_MAX_BYTES = 64 << 20
+
+# Errors after which fresh metadata (a new leader) may help; Kafka's clients retry these.
+_STALE_METADATA = frozenset(
+    {
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.leader_not_available,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.unknown_leader_epoch,
+    }
+)
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class KafkaClientError(ClientError):
+    """The broker answered a request with an error code."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"{message}: {code.name}")
+        self.code = code
+
+
+class ProduceError(KafkaClientError):
+    """A batch was not (or not known to be) written to ``partition``."""
+
+    def __init__(self, partition: TopicPartition, code: ErrorCode, detail: str | None) -> None:
+        message = f"producing to {partition} failed"
+        if detail:
+            message += f" ({detail})"
+        super().__init__(code, message)
+        self.partition = partition
+
+
+class OffsetOutOfRange(KafkaClientError):
+    """A fetch asked for an offset the partition no longer (or does not yet) hold."""
+
+    def __init__(
+        self, partition: TopicPartition, offset: int, log_start_offset: int, high_watermark: int
+    ) -> None:
+        super().__init__(
+            ErrorCode.offset_out_of_range,
+            f"{partition} holds offsets {log_start_offset}..{high_watermark - 1}, "
+            f"not {offset}",
+        )
+        self.partition = partition
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.high_watermark = high_watermark
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    partitions: int
+    internal: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedRecords:
+    """One partition's part of a Fetch response: whole record batches as the broker stores them.
+
+    ``records`` may end with a cut-off batch, which readers skip; ``next_offset`` is the offset
+    after the last whole batch (``offset`` itself when there is none).
+    """
+
+    partition: TopicPartition
+    offset: int
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    next_offset: int
+
+
+def _offset_after_batches(records: bytes, offset: int) -> int:
+    last = offset
+    for header in iter_headers(records):
+        last = header.next_offset
+    return max(last, offset)
+
+
+class DataClient:
+    """A client for reading and writing partitions of the cluster at ``bootstrap``.
+
+    ``bootstrap`` is a comma-separated list of ``host:port``; the first that answers is used for
+    metadata. Connections open lazily, so making a client costs nothing. Not thread-safe.
+    """
+
+    def __init__(
+        self, bootstrap: str, *, client_id: str = "odradek-data", timeout_s: float = 30.0
+    ) -> None:
+        self.bootstrap = [a.strip() for a in bootstrap.split(",") if a.strip()]
+        if not self.bootstrap:
+            raise ValueError("no bootstrap servers given")
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._bootstrap_connection: WireConnection | None = None
+        self._brokers: dict[int, str] = {}
+        self._connections: dict[str, WireConnection] = {}
+        self._leaders: dict[TopicPartition, int] = {}
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _connect(self, address: str) -> WireConnection:
+        connection = self._connections.get(address)
+        if connection is None or connection.closed:
+            connection = WireConnection.open(
+                address, client_id=self.client_id, timeout_s=self.timeout_s
+            )
+            self._connections[address] = connection
+        return connection
+
+    def _any_connection(self) -> WireConnection:
+        errors = []
+        for address in [*self.bootstrap, *self._brokers.values()]:
+            try:
+                return self._connect(address)
+            except WireError as e:
+                errors.append(str(e))
+        raise WireError("no broker reachable: " + "; ".join(errors))
+
+    def _leader_connection(self, partition: TopicPartition) -> WireConnection:
+        leader = self._leaders.get(partition)
+        if leader is None:
+            self.describe([partition.topic])
+            leader = self._leaders.get(partition)
+        address = self._brokers.get(leader) if leader is not None else None
+        if address is None:
+            return self._any_connection()
+        return self._connect(address)
+
+    def _retrying(self, call: Callable[[], T]) -> T:
+        """Run ``call``; on a broken connection, once more on fresh connections."""
+        try:
+            return call()
+        except WireError:
+            self._drop_connections()
+            return call()
+
+    def _drop_connections(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+        self._leaders.clear()
+
+    def close(self) -> None:
+        self._drop_connections()
+
+    def __enter__(self) -> DataClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- metadata ----------------------------------------------------------------------------
+
+    def _metadata(self, topics: Sequence[str] | None, auto_create: bool) -> list[TopicInfo]:
+        def call() -> Any:
+            return self._any_connection().request(
+                METADATA,
+                {
+                    "topics": None if topics is None else [{"name": t} for t in topics],
+                    "allow_auto_topic_creation": auto_create,
+                    "include_topic_authorized_operations": False,
+                },
+            )
+
+        response = self._retrying(call)
+        self._brokers = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in response.brokers}
+        found = []
+        for topic in response.topics:
+            if topic.error_code != ErrorCode.none or topic.name is None:
+                continue
+            for p in topic.partitions:
+                self._leaders[TopicPartition(topic.name, int(p.partition_index))] = int(
+                    p.leader_id
+                )
+            found.append(TopicInfo(topic.name, len(topic.partitions), bool(topic.is_internal)))
+        return found
+
+    def topics(self) -> dict[str, TopicInfo]:
+        """Every topic in the cluster, internal ones included."""
+        return {t.name: t for t in self._metadata(None, False)}
+
+    def describe(self, topics: Iterable[str], *, auto_create: bool = False) -> dict[str, TopicInfo]:
+        """The named topics that exist (or, with ``auto_create``, that the broker creates)."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
+        return {t.name: t for t in self._metadata(names, auto_create)}
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    def list_offsets(
+        self, partitions: Iterable[TopicPartition], spec: int | Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """Offsets by ListOffsets: ``spec`` is :data:`EARLIEST`, :data:`LATEST` (the high
+        watermark) or a timestamp in ms — the first offset whose timestamp is at least it, or -1
+        when no record is that recent — for every partition, or a mapping of one per partition.
+        """
+        wanted = sorted(set(partitions))
+        by_leader: dict[str, list[TopicPartition]] = {}
+        for tp in wanted:
+            by_leader.setdefault(self._leader_connection(tp).address, []).append(tp)
+        result: dict[TopicPartition, int] = {}
+        for address, tps in by_leader.items():
+            result.update(self._retrying(lambda a=address, t=tps: self._list_offsets(a, t, spec)))
+        return result
+
+    def _list_offsets(
+        self,
+        address: str,
+        partitions: list[TopicPartition],
+        spec: int | Mapping[TopicPartition, int],
+    ) -> dict[TopicPartition, int]:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp in partitions:
+            timestamp = spec if isinstance(spec, int) else spec[tp]
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "current_leader_epoch": -1,
+                    "timestamp": timestamp,
+                }
+            )
+        response = self._connect(address).request(
+            LIST_OFFSETS,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            },
+        )
+        result = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, int(p.partition_index))
+                if p.error_code != ErrorCode.none:
+                    raise KafkaClientError(p.error_code, f"listing offsets of {tp}")
+                result[tp] = int(p.offset)
+        return result
+
+    def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.list_offsets(partitions, EARLIEST)
+
+    def latest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.list_offsets(partitions, LATEST)
+
+    # -- fetch -------------------------------------------------------------------------------
+
+    def _send_fetch(
+        self, connection: WireConnection, partition: TopicPartition, offset: int, max_bytes: int
+    ) -> Pending:
+        return connection.send(
+            FETCH,
+            {
+                "replica_id": -1,
+                "max_wait": 0,
+                "min_bytes": 0,
+                "max_bytes": max(max_bytes, DEFAULT_FETCH_MAX_BYTES),
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": partition.topic,
+                        "partitions": [
+                            {
+                                "partition": partition.partition,
+                                "current_leader_epoch": -1,
+                                "fetch_offset": offset,
+                                "last_fetched_epoch": -1,
+                                "log_start_offset": -1,
+                                "partition_max_bytes": max_bytes,
+                            }
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+        )
+
+    def _receive_fetch(
+        self, connection: WireConnection, pending: Pending, partition: TopicPartition, offset: int
+    ) -> FetchedRecords:
+        response = connection.receive(pending)
+        if response.error_code != ErrorCode.none:
+            raise KafkaClientError(response.error_code, f"fetching {partition}")
+        (topic,) = response.responses
+        (p,) = topic.partitions
+        if p.error_code == ErrorCode.offset_out_of_range:
+            raise OffsetOutOfRange(
+                partition, offset, int(p.log_start_offset), int(p.high_watermark)
+            )
+        if p.error_code != ErrorCode.none:
+            if p.error_code in _STALE_METADATA:
+                self._leaders.pop(partition, None)
+            raise KafkaClientError(p.error_code, f"fetching {partition} at offset {offset}")
+        records = p.records or b""
+        return FetchedRecords(
+            partition,
+            offset,
+            records,
+            int(p.high_watermark),
+            int(p.log_start_offset),
+            _offset_after_batches(records, offset),
+        )
+
+    def fetch(
+        self,
+        partition: TopicPartition,
+        offset: int,
+        *,
+        max_bytes: int = DEFAULT_PARTITION_MAX_BYTES,
+    ) -> FetchedRecords:
+        """The batches of ``partition`` from the one holding ``offset``, up to about
+        ``max_bytes`` (at least one whole batch). Raises :class:`OffsetOutOfRange`."""
+
+        def call() -> FetchedRecords:
+            connection = self._leader_connection(partition)
+            pending = self._send_fetch(connection, partition, offset, max_bytes)
+            return self._receive_fetch(connection, pending, partition, offset)
+
+        return self._retrying(call)
+
+    def fetch_range(
+        self,
+        partition: TopicPartition,
+        start: int,
+        end: int,
+        *,
+        max_bytes: int = DEFAULT_PARTITION_MAX_BYTES,
+    ) -> Iterator[FetchedRecords]:
+        """The batches covering offsets ``start``..``end - 1`` of ``partition``, in order.
+
+        The next request is on the wire before a response is yielded, so the broker reads while
+        the caller decodes. The first batch may begin before ``start`` and the last may reach
+        past ``end``; offsets a compaction removed are simply absent. Iteration also stops at the
+        high watermark: when that is below ``end`` the last item's ``next_offset`` tells how far
+        the partition reaches. Raises :class:`OffsetOutOfRange` when ``start`` (or an offset
+        reached on the way) is below the log start offset.
+        """
+        offset = start
+        connection: WireConnection | None = None
+        pending: Pending | None = None
+        retried = False
+        while offset < end:
+            try:
+                if connection is None or pending is None:
+                    connection = self._leader_connection(partition)
+                    pending = self._send_fetch(connection, partition, offset, max_bytes)
+                fetched = self._receive_fetch(connection, pending, partition, offset)
+            except WireError:
+                if retried:
+                    raise
+                retried = True
+                self._drop_connections()
+                connection = pending = None
+                continue
+            pending = None
+            next_offset = fetched.next_offset
+            # No whole batch past ``offset`` means nothing more to read (never ask twice).
+            more = offset < next_offset < min(end, fetched.high_watermark)
+            if more:
+                try:
+                    pending = self._send_fetch(connection, partition, next_offset, max_bytes)
+                except WireError:
+                    connection = pending = None  # reconnect on the next round
+            yield fetched
+            if not more:
+                return
+            offset = next_offset
+        if pending is not None and connection is not None:
+            # Abandoned mid-way by the caller: read the answer so the connection stays usable.
+            with contextlib.suppress(ClientError):
+                connection.receive(pending)
+
+    # -- produce -----------------------------------------------------------------------------
+
+    def produce(
+        self,
+        batches: Mapping[TopicPartition, bytes],
+        *,
+        acks: int = -1,
+        timeout_ms: int = 30_000,
+    ) -> dict[TopicPartition, int]:
+        """Write one encoded batch (or several, concatenated) per partition; the base offsets.
+
+        With ``acks=0`` nothing is confirmed and the result is empty. Raises
+        :class:`ProduceError` for the first partition that failed.
+        """
+        pendings = self.send_produce(batches, acks=acks, timeout_ms=timeout_ms)
+        result: dict[TopicPartition, int] = {}
+        for connection, pending in pendings:
+            result.update(self.receive_produce(connection, pending))
+        return result
+
+    def send_produce(
+        self,
+        batches: Mapping[TopicPartition, bytes],
+        *,
+        acks: int = -1,
+        timeout_ms: int = 30_000,
+    ) -> list[tuple[WireConnection, Pending]]:
+        """Send Produce requests (one per leader) without waiting; see :meth:`receive_produce`."""
+        by_leader: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for tp, records in batches.items():
+            address = self._leader_connection(tp).address
+            by_leader.setdefault(address, {}).setdefault(tp.topic, []).append(
+                {"index": tp.partition, "records": records}
+            )
+        sent = []
+        for address, topics in by_leader.items():
+            connection = self._connect(address)
+            fields = {
+                "transactional_id": None,
+                "acks": acks,
+                "timeout": timeout_ms,
+                "topic_data": [
+                    {"name": topic, "partition_data": data} for topic, data in topics.items()
+                ],
+            }
+            pending = connection.send(PRODUCE, fields, expects_response=acks != 0)
+            if acks != 0:
+                sent.append((connection, pending))
+        return sent
+
+    def receive_produce(
+        self, connection: WireConnection, pending: Pending
+    ) -> dict[TopicPartition, int]:
+        response = connection.receive(pending)
+        result = {}
+        for topic in response.responses:
+            for p in topic.partition_responses:
+                tp = TopicPartition(topic.name, int(p.index))
+                if p.error_code != ErrorCode.none:
+                    if p.error_code in _STALE_METADATA:
+                        self._leaders.pop(tp, None)
+                    raise ProduceError(tp, p.error_code, p.error_message)
+                result[tp] = int(p.base_offset)
+        return result

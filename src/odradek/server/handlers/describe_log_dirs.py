@@ -1,0 +1,74 @@
+"""DescribeLogDirs (35): each log dir of this broker, with the bytes each partition takes there.
+
+``partition_size`` is the sum of the partition's segment files (``.log``), as Kafka reports it;
+``offset_lag`` is 0, since a partition here has no future replica catching up.  The volume's
+total and usable bytes (v4+) come from the file system.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+from odradek.storage import PartitionLog
+
+
+def _wanted(request: Any) -> dict[str, set[int]] | None:
+    if request.topics is None:
+        return None
+    wanted: dict[str, set[int]] = {}
+    for topic in request.topics:
+        wanted.setdefault(topic.topic, set()).update(int(p) for p in topic.partitions)
+    return wanted
+
+
+def _describe_dir(
+    log_dir: Path, logs: list[PartitionLog], wanted: dict[str, set[int]] | None
+) -> dict[str, Any]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for partition_log in logs:
+        if partition_log.directory.parent != log_dir:
+            continue
+        topic, index = partition_log.topic, partition_log.partition
+        if wanted is not None and index not in wanted.get(topic, ()):
+            continue
+        topics.setdefault(topic, []).append(
+            {
+                "partition_index": index,
+                "partition_size": partition_log.size_bytes(),
+                "offset_lag": 0,
+                "is_future_key": False,
+            }
+        )
+    try:
+        usage = shutil.disk_usage(log_dir)
+        total, usable = usage.total, usage.free
+    except OSError:
+        total = usable = -1
+    return {
+        "error_code": ErrorCode.none,
+        "log_dir": str(log_dir.absolute()),
+        "topics": [
+            {"name": name, "partitions": sorted(parts, key=lambda p: p["partition_index"])}
+            for name, parts in sorted(topics.items())
+        ],
+        "total_bytes": total,
+        "usable_bytes": usable,
+        "is_cordoned": False,
+    }
+
+
+@handles(api_key=35, min_version=1, max_version=4)
+async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Response:
+    broker = ctx.broker
+    wanted = _wanted(request)
+    logs = broker.logs.all_logs()
+    return ctx.respond(
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        results=[_describe_dir(log_dir, logs, wanted) for log_dir in broker.log_dirs],
+    )

@@ -1,0 +1,129 @@
+"""The harness's pieces on their own: options, percentiles, targets, the table, the raw client."""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.bench import options as bench_options
+from odradek.bench.report import format_report, format_targets
+from odradek.bench.scenarios import Column, CpuSampler, ScenarioResult, TargetCheck
+from odradek.bench.stats import LatencySummary, percentile
+from odradek.bench.wire import TopicLayout, _plan_connections, make_batch, raw_load, topic_layout
+from odradek.bench.workers import WorkerFailed, consume_worker, run_workers
+from odradek.protocol.records import decode_batch
+from odradek.testing import RunningBroker
+
+
+def parse(*argv: str) -> bench_options.BenchOptions:
+    parser = argparse.ArgumentParser()
+    bench_options.add_arguments(parser)
+    return bench_options.options_from_args(parser.parse_args(list(argv)))
+
+
+def test_quick_gives_small_defaults_that_flags_override() -> None:
+    full = parse()
+    assert full.sizes == bench_options.FULL and full.scenarios == bench_options.SCENARIOS
+    quick = parse("--quick", "--records", "7", "--partition-counts", "1,1000")
+    assert quick.sizes.records == 7
+    assert quick.sizes.partition_counts == (1, 1000)
+    assert quick.sizes.duration_s == bench_options.QUICK.duration_s
+
+
+def test_scenarios_are_checked() -> None:
+    assert parse("--scenarios", "raw,produce").scenarios == ("raw", "produce")
+    with pytest.raises(SystemExit):
+        parse("--scenarios", "produce,nonsense")
+    with pytest.raises(SystemExit):
+        parse("--record-size", "100,-1")
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    samples = [float(v) for v in range(1, 1001)]
+    assert percentile(samples, 50) == 500
+    assert percentile(samples, 99) == 990
+    assert percentile(samples, 99.9) == 999
+    assert percentile(samples, 100) == 1000
+    assert percentile([3.0], 99.9) == 3.0
+    summary = LatencySummary.of(reversed(samples))
+    assert summary is not None
+    assert (summary.p50, summary.p99, summary.p999, summary.max) == (500, 990, 999, 1000)
+    assert LatencySummary.of([]) is None
+
+
+def test_targets_compare_in_their_direction() -> None:
+    assert TargetCheck("rate", 900.0, 820.0, "records/s").met is True
+    assert TargetCheck("rate", 800.0, 820.0, "records/s").met is False
+    assert TargetCheck("p99", 4.0, 5.0, "ms", higher_is_better=False).met is True
+    assert TargetCheck("p99", None, 5.0, "ms").met is None
+
+
+def test_table_shows_rows_and_targets() -> None:
+    result = ScenarioResult("produce", "producer throughput", seconds=1.0)
+    result.columns = [Column("record_size", "size B"), Column("p99_ms", "p99 ms", "{:.2f}")]
+    result.rows = [{"record_size": 100, "p99_ms": 3.14159}, {"record_size": 1024}]
+    result.targets = [TargetCheck("produce 100 B", 1234567.0, 820_000, "records/s")]
+    report = {
+        "environment": {"cpus": 2, "load_average": [0.1, 0.1, 0.1]},
+        "broker": {"bootstrap": "127.0.0.1:9092", "started_by_harness": True},
+    }
+    text = format_report(report, [result])
+    assert "size B  p99 ms" in text
+    assert "3.14" in text and "1,024       -" in text
+    assert "1,234,567 records/s" in format_targets([result])
+    assert "met" in format_targets([result])
+
+
+def test_cpu_sampler_interpolates_between_samples() -> None:
+    sampler = CpuSampler(None)
+    sampler.samples = [(0.0, 10.0), (1.0, 10.5), (2.0, 11.5)]
+    assert sampler.cores(0.5, 1.5) == pytest.approx(0.75)
+    assert sampler.cores(0.0, 2.0) == pytest.approx(0.75)
+    assert sampler.cores(1.0, 1.0) is None
+
+
+def test_prebuilt_batches_hold_the_records_asked_for() -> None:
+    records = decode_batch(make_batch(100, 1000))
+    assert len(records) == 1000
+    assert all(r.key is None and r.value is not None and len(r.value) == 100 for r in records)
+    assert [r.offset for r in records[:3]] == [0, 1, 2]
+
+
+def test_connections_share_out_partitions_by_leader() -> None:
+    a, b = ("a", 1), ("b", 2)
+    layout = TopicLayout("t", {0: a, 1: b, 2: a, 3: b})
+    plans = _plan_connections(layout, 4, "t", make_batch(10, 1), 1, 1000)
+    assert sorted(address for address, _ in plans) == [a, a, b, b]
+    assert all(len(frames) == 1 for _, frames in plans)
+    one = _plan_connections(TopicLayout("t", {0: a}), 3, "t", make_batch(10, 1), 1, 1000)
+    assert len(one) == 3  # three connections pipelining into one partition
+
+
+def test_raw_load_and_consume_worker_against_a_broker(odradek_broker: RunningBroker) -> None:
+    bootstrap = odradek_broker.bootstrap
+    topic = f"raw-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, num_partitions=2)]).values():
+        future.result(timeout=15)
+    layout = topic_layout(bootstrap, topic)
+    assert layout is not None and sorted(layout.leaders) == [0, 1]
+
+    loaded = raw_load(
+        bootstrap, topic, record_size=50, batch_records=100, connections=2, window=4,
+        total_records=1050,
+    )  # fmt: skip
+    assert (loaded.errors, loaded.records, loaded.requests) == (0, 1100, 11)
+    assert loaded.payload_bytes == 1100 * 50 and len(loaded.latencies_ms) == 11
+
+    read = consume_worker(
+        lambda: None, bootstrap=bootstrap, topic=topic, expected=1100, timeout_s=30
+    )
+    assert read.complete and read.records == 1100 and read.payload_bytes == 1100 * 50
+
+
+def test_a_failing_worker_fails_the_run_with_its_error() -> None:
+    with pytest.raises(WorkerFailed, match="TypeError"):
+        run_workers([(divmod, {}), (consume_worker, {})], timeout=60)

@@ -1,0 +1,97 @@
+"""Shared pieces of the consumer group end-to-end tests (``test_groups_*.py``).
+
+The broker runs with settings that keep group tests fast, as Kafka users set them in tests: no
+initial rebalance delay, and session timeouts down to 500 ms allowed. The group's view comes from
+the broker itself, through odradek's own admin client (what ``odradek groups describe`` shows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from odradek.client.admin import GroupAdmin, GroupInfo
+from odradek.testing import RunningBroker, running_broker
+
+GROUP_BROKER_SETTINGS = {
+    "group_initial_rebalance_delay_ms": "0",
+    "group_min_session_timeout_ms": "500",
+    "offsets_topic_num_partitions": "4",
+}
+SESSION_MS = 2000
+HEARTBEAT_MS = 100
+TIMEOUT_S = 20
+
+
+def group_broker(directory: Path) -> Iterator[RunningBroker]:
+    with running_broker(directory, **GROUP_BROKER_SETTINGS) as broker:
+        yield broker
+
+
+def describe(bootstrap: str, group: str) -> GroupInfo:
+    async def run() -> GroupInfo:
+        async with await GroupAdmin.connect(bootstrap, timeout_s=10) as admin:
+            return await admin.describe_group(group)
+
+    return asyncio.run(run())
+
+
+def assignment_of(info: GroupInfo) -> dict[str, set[tuple[str, int]]]:
+    """Each member's partitions (by client id, which each test makes unique)."""
+    return {m.client_id: set(m.assignment) for m in info.members}
+
+
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float = TIMEOUT_S,
+    what: str = "condition",
+    tick: Callable[[], object] | None = None,
+) -> None:
+    """Poll ``predicate`` (calling ``tick`` between tries, e.g. to poll consumers)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        if tick is not None:
+            tick()
+        else:
+            time.sleep(0.05)
+
+
+def split_among(
+    bootstrap: str, group: str, members: int, topic: str, partitions: int = 6
+) -> Callable[[], bool]:
+    """A predicate: the group is Stable with ``members`` members that share all ``partitions``
+    of ``topic`` with none assigned twice."""
+
+    def check() -> bool:
+        info = describe(bootstrap, group)
+        if info.state != "Stable" or len(info.members) != members:
+            return False
+        owned = [tp for m in info.members for tp in m.assignment]
+        return sorted(owned) == [(topic, p) for p in range(partitions)]
+
+    return check
+
+
+def produce_everywhere(bootstrap: str, topic: str, per_partition: int, partitions: int = 6,
+                       prefix: str = "v") -> list[bytes]:
+    """``per_partition`` records into each partition; the values sent."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    values = []
+    for i in range(per_partition):
+        for p in range(partitions):
+            value = f"{prefix}-{p}-{i}".encode()
+            producer.produce(topic, value, partition=p)
+            values.append(value)
+    assert producer.flush(TIMEOUT_S) == 0
+    return values
+
+
+def partition_of(value: bytes) -> int:
+    """The partition a ``produce_everywhere`` value was sent to."""
+    return int(value.decode().split("-")[-2])
