@@ -248,7 +248,11 @@ def test_a_static_member_rejoins_without_a_rebalance(
     wait_until(
         split_among(bootstrap, group, 2, topic), what="2 members", tick=poller([stays, restarts])
     )
-    wait_until(lambda: events == ["assign"], tick=poller([stays, restarts]))
+    wait_until(
+        lambda: events[-1:] == ["assign"] and len(stays.assignment()) == 3,
+        tick=poller([stays, restarts]),
+    )
+    settled = list(events)
     before = describe(bootstrap, group)
     owned = next(set(m.assignment) for m in before.members if m.group_instance_id == "restarts")
     old_member = next(m.member_id for m in before.members if m.group_instance_id == "restarts")
@@ -271,7 +275,7 @@ def test_a_static_member_rejoins_without_a_rebalance(
     assert generation(broker, group) == generation_before, "no rebalance happened"
     for _ in range(10):
         poller([stays, again])()
-    assert events == ["assign"], "the other member saw no revocation"
+    assert events == settled, "the other member saw no revocation"
     stays.close()
     again.close()
 
@@ -306,3 +310,31 @@ def test_cooperative_sticky_moves_only_what_it_must(
     assert {p.partition for p in second.assignment()} == moved
     first.close()
     second.close()
+
+
+def test_time_for_three_members_to_become_stable(
+    bootstrap: str,
+    make_topic: Callable[..., str],
+    topic_name: str,
+    record_property: Callable[[str, object], None],
+) -> None:
+    """From three subscribes to three consumers holding two partitions each (with
+    ``group.initial.rebalance.delay.ms=0`` and a 100 ms heartbeat interval)."""
+    topic = make_topic(topic_name, 6)
+    group = f"stable-{topic}"
+    consumers = [Consumer(consumer_config(bootstrap, group, f"s{i}")) for i in range(3)]
+    started = time.monotonic()
+    for c in consumers:
+        c.subscribe([topic])
+    wait_until(
+        lambda: all(len(c.assignment()) == 2 for c in consumers),
+        what="three members with two partitions each",
+        tick=poller(consumers),
+    )
+    elapsed = time.monotonic() - started
+    record_property("three_member_stabilisation_s", round(elapsed, 3))
+    print(f"three members stable after {elapsed * 1000:.0f} ms")
+    assert split_among(bootstrap, group, 3, topic)()
+    assert elapsed < 5
+    for c in consumers:
+        c.close()

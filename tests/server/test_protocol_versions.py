@@ -123,6 +123,9 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
     60: lambda _: {},
 }
 DELETE_TOPICS = 20
+# The consumer group APIs answer without an error only inside a live group, so
+# tests/e2e/test_groups_protocol.py drives each of them at both ends of its range instead.
+GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47})
 
 
 def ends_of(handler: Handler) -> list[int]:
@@ -132,6 +135,7 @@ def ends_of(handler: Handler) -> list[int]:
 CASES = [
     pytest.param(h.api_key, v, id=f"api{h.api_key}-v{v}")
     for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
+    if h.api_key not in GROUP_APIS
     for v in ends_of(h)
 ]
 
@@ -167,7 +171,7 @@ def error_codes(entity: Any) -> Iterator[tuple[str, ErrorCode]]:
 
 def test_every_api_has_a_request_here() -> None:
     """A newly registered handler must get a case here too."""
-    assert set(HANDLERS) <= set(REQUESTS), set(HANDLERS) - set(REQUESTS)
+    assert set(HANDLERS) - GROUP_APIS <= set(REQUESTS), set(HANDLERS) - GROUP_APIS - set(REQUESTS)
 
 
 def test_api_versions_lists_the_registry(client: KafkaConnection) -> None:

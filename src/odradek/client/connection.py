@@ -84,7 +84,7 @@ class BrokerConnection:
         return connection
 
     async def _negotiate(self) -> None:
-        response = await self._send(
+        response = await self.send(
             API_VERSIONS,
             _API_VERSIONS_VERSION,
             {"client_software_name": "odradek", "client_software_version": "0.1.0"},
@@ -110,9 +110,17 @@ class BrokerConnection:
 
     async def request(self, api_key: int, fields: dict[str, Any], *, highest: int) -> Any:
         """Send a request of the best common version up to ``highest``; the decoded response."""
-        return await self._send(api_key, self.version_for(api_key, highest), fields)
+        return await self.send(api_key, self.version_for(api_key, highest), fields)
 
-    async def _send(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+    async def send(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+        """Send a request of exactly ``version``; the decoded response."""
+        body = await self.exchange(api_key, version, fields)
+        _, response = decode_response(response_schema(api_key, version), body)
+        return response
+
+    async def exchange(self, api_key: int, version: int, fields: dict[str, Any]) -> bytes:
+        """Send a request of exactly ``version``; the response frame (header and body), checked
+        to answer this request."""
         async with self._lock:
             correlation_id = next(self._correlation)
             payload = build(request_schema(api_key, version), fields)
@@ -128,10 +136,10 @@ class BrokerConnection:
                 body = await asyncio.wait_for(self._reader.readexactly(size), self.timeout_s)
             except (OSError, TimeoutError, asyncio.IncompleteReadError) as e:
                 raise ClientError(f"request {api_key} v{version} failed: {e!r}") from e
-            got, response = decode_response(response_schema(api_key, version), body)
+            (got,) = _INT32.unpack_from(body, 0)
             if got != correlation_id:
                 raise ClientError(f"response for correlation id {got}, expected {correlation_id}")
-            return response
+            return body
 
     async def close(self) -> None:
         self._writer.close()

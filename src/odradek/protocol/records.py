@@ -324,71 +324,151 @@ def encode_batch(
     return bytes(out)
 
 
-def _append_record(
-    body: bytearray, scratch: bytearray, timestamp_delta: int, offset_delta: int, record: Record
-) -> None:
-    scratch.clear()
-    scratch.append(0)  # attributes
-    _write_varint(scratch, timestamp_delta)
-    _write_varint(scratch, offset_delta)
-    _write_bytes(scratch, record.key)
-    _write_bytes(scratch, record.value)
-    _write_varint(scratch, len(record.headers))
-    for h in record.headers:
-        _write_bytes(scratch, h.key.encode())
-        _write_bytes(scratch, h.value)
-    _write_varint(body, len(scratch))
-    body += scratch
+# -- compaction ----------------------------------------------------------------------------------
+#
+# Log compaction reads every record of a log but needs only its key, offset, timestamp and whether
+# its value is null, and rewrites a batch by dropping records.  A record's bytes are relative to
+# its batch (offset and timestamp deltas), so a rewritten batch that keeps its base offset and
+# base timestamp can carry the kept records' bytes unchanged; only a new delete horizon, which
+# replaces the base timestamp, makes the timestamp deltas change.
+
+# (offset delta, timestamp delta, key, value is null, start, end, attributes position, position
+# after the timestamp delta): one record of a batch's records section, its bytes start..end
+# (length prefix included).
+RecordSpan = tuple[int, int, bytes | None, bool, int, int, int, int]
+
+
+def records_section(batch: Bytes, header: BatchHeader) -> bytes:
+    """The records of the batch at ``header`` in ``batch``, decompressed."""
+    body = memoryview(batch)[header.position + HEADER_SIZE : header.position + header.size]
+    try:
+        return codecs.decompress(header.compression, body)
+    except codecs.CompressionError as e:
+        raise RecordDecodeError(f"cannot decompress record batch: {e}") from e
+
+
+def scan_records(section: bytes, count: int) -> list[RecordSpan]:
+    """The spans of the ``count`` records of a records section, reading only what compaction
+    needs (one-byte varints, by far the common case, are read inline)."""
+    spans: list[RecordSpan] = []
+    add = spans.append
+    read = _read_varint
+    position = 0
+    size = len(section)
+    try:
+        for _ in range(count):
+            start = position
+            b = section[position]
+            if b < 0x80:
+                length, position = (b >> 1) ^ -(b & 1), position + 1
+            elif section[position + 1] < 0x80:  # records of 64 bytes to 8 KiB
+                raw = (b & 0x7F) | (section[position + 1] << 7)
+                length, position = (raw >> 1) ^ -(raw & 1), position + 2
+            else:
+                length, position = read(section, position)
+            end = position + length
+            if length < 6 or end > size:
+                raise RecordDecodeError(f"record length {length} does not fit the batch")
+            attributes = position
+            position += 1
+            b = section[position]
+            if b < 0x80:
+                timestamp_delta, position = (b >> 1) ^ -(b & 1), position + 1
+            else:
+                timestamp_delta, position = read(section, position)
+            after_timestamp = position
+            b = section[position]
+            if b < 0x80:
+                offset_delta, position = (b >> 1) ^ -(b & 1), position + 1
+            elif section[position + 1] < 0x80:  # offset deltas from 64 to 8191
+                raw = (b & 0x7F) | (section[position + 1] << 7)
+                offset_delta, position = (raw >> 1) ^ -(raw & 1), position + 2
+            else:
+                offset_delta, position = read(section, position)
+            b = section[position]
+            if b < 0x80:
+                key_length, position = (b >> 1) ^ -(b & 1), position + 1
+            else:
+                key_length, position = read(section, position)
+            key: bytes | None = None
+            if key_length >= 0:
+                key = section[position : position + key_length]
+                position += key_length
+            elif key_length != -1:
+                raise RecordDecodeError(f"key length {key_length} is negative")
+            # A null value's length, -1, is the one-byte varint 1 (as every client writes it).
+            null_value = section[position] == 1
+            if position >= end:
+                raise RecordDecodeError("record fields overrun its length")
+            add(
+                (
+                    offset_delta,
+                    timestamp_delta,
+                    key,
+                    null_value,
+                    start,
+                    end,
+                    attributes,
+                    after_timestamp,
+                )
+            )
+            position = end
+    except IndexError:
+        raise RecordDecodeError("records end inside a record") from None
+    if position != size:
+        raise RecordDecodeError(f"{size - position} bytes follow the {count} records of the batch")
+    return spans
 
 
 def rebuild_batch(
     header: BatchHeader,
-    records: Sequence[Record],
+    section: bytes,
+    kept: Sequence[RecordSpan],
     *,
     compression: int | None = None,
     delete_horizon_ms: int | None = None,
 ) -> bytes:
-    """The batch of ``header`` holding only ``records`` (some of its own, in order): what log
-    compaction writes in place of a batch that lost records.
+    """The batch of ``header`` holding only the records ``kept`` (spans of its ``section``, in
+    order): what log compaction writes in place of a batch that lost records.
 
     No offset changes: the batch keeps its baseOffset and lastOffsetDelta, so it spans the offsets
     it spanned and a reader moves past removed records, and each record keeps its offset delta.
     Producer id, epoch and base sequence, the leader epoch and the timestamp-type, transactional
-    and control bits carry over; record timestamps are kept.  ``compression`` (default: the
+    and control bits carry over, and record timestamps are kept.  ``compression`` (default: the
     batch's own codec) packs the records.  With ``delete_horizon_ms`` the batch is marked as
-    KIP-534 describes: the delete-horizon attribute bit is set and baseTimestamp holds the horizon,
-    record timestamps being written as deltas from it, so readers unaware of the bit still decode
-    the right timestamps.
+    KIP-534 describes: the delete-horizon attribute bit is set and baseTimestamp holds the
+    horizon, the records' timestamp deltas rewritten to count from it, so readers unaware of the
+    bit still decode the right timestamps.
     """
-    if not records:
+    if not kept:
         raise ValueError("a record batch needs at least one record")
     codec = header.compression if compression is None else compression
     if codec not in codecs.CODEC_NAMES.values():
         raise ValueError(f"unknown compression codec id {codec}")
-    if delete_horizon_ms is not None:
-        base_timestamp = delete_horizon_ms
-    elif header.is_log_append_time:
-        base_timestamp = header.base_timestamp  # readers take every timestamp from maxTimestamp
-    else:
-        base_timestamp = records[0].timestamp
     body = bytearray()
-    scratch = bytearray()
-    for record in records:
-        _append_record(
-            body,
-            scratch,
-            record.timestamp - base_timestamp,
-            record.offset - header.base_offset,
-            record,
-        )
+    if delete_horizon_ms is None or delete_horizon_ms == header.base_timestamp:
+        base_timestamp = header.base_timestamp
+        for span in kept:
+            body += section[span[4] : span[5]]
+    else:
+        base_timestamp = delete_horizon_ms
+        shift = header.base_timestamp - delete_horizon_ms
+        record = bytearray()
+        for _, timestamp_delta, _, _, _, end, attributes, after_timestamp in kept:
+            record.clear()
+            record.append(section[attributes])
+            _write_varint(record, timestamp_delta + shift)
+            record += section[after_timestamp:end]
+            _write_varint(body, len(record))
+            body += record
     payload = body if codec == codecs.NONE else codecs.compress(codec, body)
-    attributes = (header.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_BIT)) | codec
+    attributes_field = (header.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_BIT)) | codec
     if delete_horizon_ms is not None:
-        attributes |= DELETE_HORIZON_BIT
+        attributes_field |= DELETE_HORIZON_BIT
     max_timestamp = (
         header.max_timestamp
         if header.is_log_append_time
-        else max(record.timestamp for record in records)
+        else header.base_timestamp + max(span[1] for span in kept)
     )
     out = bytearray(HEADER_SIZE + len(payload))
     _HEADER.pack_into(
@@ -399,14 +479,14 @@ def rebuild_batch(
         header.partition_leader_epoch,
         MAGIC,
         0,  # crc, below
-        attributes,
+        attributes_field,
         header.last_offset_delta,
         base_timestamp,
         max_timestamp,
         header.producer_id,
         header.producer_epoch,
         header.base_sequence,
-        len(records),
+        len(kept),
     )
     out[HEADER_SIZE:] = payload
     struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))

@@ -79,12 +79,16 @@ def encode_records(
     headers: Sequence[Headers | None] | None,
     *,
     timestamp_ms: int,
+    timestamps: Sequence[int] | None = None,
     compression: int = codecs.NONE,
 ) -> bytes:
-    """One RecordBatch v2 holding the records, all stamped ``timestamp_ms``, offsets from 0."""
+    """One RecordBatch v2 holding the records, offsets from 0, each stamped with its entry in
+    ``timestamps`` or, without them, all with ``timestamp_ms``."""
     count = len(values)
     parts: list[bytes] = []
     append = parts.append
+    base_timestamp = timestamps[0] if timestamps else timestamp_ms
+    max_timestamp = max(timestamps) if timestamps else timestamp_ms
     for i in range(count):
         key = keys[i]
         value = values[i]
@@ -100,7 +104,8 @@ def encode_records(
             tail = b"\x00"
         record = b"".join(
             (
-                b"\x00\x00",  # attributes, timestamp delta
+                b"\x00",  # attributes
+                _varint(timestamps[i] - base_timestamp) if timestamps else b"\x00",
                 _varint(i),
                 _NULL if key is None else _varint(len(key)),
                 key or b"",
@@ -125,8 +130,8 @@ def encode_records(
         0,  # crc, below
         compression,
         count - 1,
-        timestamp_ms,
-        timestamp_ms,
+        base_timestamp,
+        max_timestamp,
         -1,  # producer id: not idempotent
         -1,
         -1,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import dataclasses
 import logging
 import os
 import threading
@@ -17,7 +16,13 @@ from pathlib import Path
 
 from odradek.clock import Clock
 from odradek.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header
-from odradek.protocol.records import RecordDecodeError, decode_batch, rebuild_batch
+from odradek.protocol.records import (
+    RecordDecodeError,
+    RecordSpan,
+    rebuild_batch,
+    records_section,
+    scan_records,
+)
 from odradek.storage import swap
 from odradek.storage.checkpoint import read_checkpoint, write_checkpoint
 from odradek.storage.fileio import fsync_directory, pread_upto
@@ -343,28 +348,36 @@ class LogCleaner:
         """Key → last offset over the dirty sources, whole segments while the map fits in the
         dedupe buffer (at least one); returns it and the index of the first source not mapped."""
         offsets: dict[bytes, int] = {}
-        key_bytes = 0
+        # The map's memory is estimated from its size and the keys' mean length, sampled from
+        # the first key of each batch.
+        sampled_keys = sampled_bytes = 0
         budget = self.config.dedupe_buffer_bytes
         started = time.monotonic()
         first_dirty = plan.first_dirty
         index = plan.first_dirty_index
         while index < len(plan.sources):
+            if index > plan.first_dirty_index:
+                mean_key = sampled_bytes / sampled_keys if sampled_keys else 0
+                if len(offsets) * (_MAP_ENTRY_OVERHEAD + mean_key) > budget:
+                    break
             source = plan.sources[index]
-            if index > plan.first_dirty_index and (
-                len(offsets) * _MAP_ENTRY_OVERHEAD + key_bytes > budget
-            ):
-                break
             for header, batch in _batches(source.fd, source.size):
                 self._check(stats, started)
                 if header.is_control or header.last_offset < first_dirty:
                     continue
-                for record in decode_batch(batch, verify_crc=False):
-                    key = record.key
-                    if key is None or record.offset < first_dirty:
-                        continue
-                    if key not in offsets:
-                        key_bytes += len(key)
-                    offsets[key] = record.offset
+                base = header.base_offset
+                spans = scan_records(records_section(batch, header), header.record_count)
+                if spans and spans[0][2] is not None:
+                    sampled_keys += 1
+                    sampled_bytes += len(spans[0][2])
+                if base >= first_dirty:
+                    for span in spans:
+                        if span[2] is not None:
+                            offsets[span[2]] = base + span[0]
+                else:
+                    for span in spans:
+                        if span[2] is not None and base + span[0] >= first_dirty:
+                            offsets[span[2]] = base + span[0]
             stats.dirty_bytes += source.size
             index += 1
         return offsets, index
@@ -447,28 +460,32 @@ class LogCleaner:
         """The batch as the cleaned log holds it: itself, rebuilt with fewer records, or None."""
         if header.is_control:
             return batch  # transaction markers are not compacted here
+        stats.records_read += header.record_count
         if header.last_offset < plan.log_start:
-            stats.records_read += header.record_count
             return None
-        records = decode_batch(batch, verify_crc=False)
-        stats.records_read += len(records)
+        section = records_section(batch, header)
+        spans = scan_records(section, header.record_count)
+        base = header.base_offset
+        log_start = plan.log_start
         horizon = header.delete_horizon
         expired = horizon is not None and horizon <= plan.now_ms
-        kept = []
+        kept: list[RecordSpan] = []
         has_tombstones = False
-        for record in records:
-            key = record.key
-            if key is None or record.offset < plan.log_start:
+        get = offsets.get
+        for span in spans:
+            key = span[2]
+            if key is None:
                 continue
-            latest = offsets.get(key)
-            if latest is not None and record.offset < latest:
+            offset = base + span[0]
+            latest = get(key)
+            if (latest is not None and offset < latest) or offset < log_start:
                 continue
-            if record.value is None:
+            if span[3]:
                 if expired:
                     stats.tombstones_removed += 1
                     continue
                 has_tombstones = True
-            kept.append(record)
+            kept.append(span)
         stats.records_kept += len(kept)
         if not kept:
             return None
@@ -477,10 +494,10 @@ class LogCleaner:
                 horizon = min(plan.now_ms + plan.config.delete_retention_ms, _LONG_MAX)
             if stats.min_horizon is None or horizon < stats.min_horizon:
                 stats.min_horizon = horizon
-        if len(kept) == len(records) and (horizon is None or header.delete_horizon is not None):
+        if len(kept) == len(spans) and (horizon is None or header.delete_horizon is not None):
             return batch
         return rebuild_batch(
-            header, kept, compression=plan.config.compression, delete_horizon_ms=horizon
+            header, section, kept, compression=plan.config.compression, delete_horizon_ms=horizon
         )
 
     # -- swapping in (the event loop) ----------------------------------------------------------
@@ -674,8 +691,8 @@ class LogCleaner:
 
 
 def _batches(fd: int, size: int) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """Each whole batch of the first ``size`` bytes of a segment file, with its header (whose
-    position is within the returned view's buffer, not the file)."""
+    """Each whole batch of the first ``size`` bytes of a segment file: its bytes, and its header
+    as read from them (position 0)."""
     position = 0
     chunk = b""
     chunk_start = 0
@@ -692,6 +709,6 @@ def _batches(fd: int, size: int) -> Iterator[tuple[BatchHeader, memoryview]]:
         if offset + header.size > len(chunk):
             chunk = pread_upto(fd, min(max(_READ_CHUNK, header.size), size - position), position)
             chunk_start, offset = position, 0
-            header = dataclasses.replace(header, position=0)
-        yield header, memoryview(chunk)[offset : offset + header.size]
+        view = memoryview(chunk)[offset : offset + header.size]
+        yield (header if header.position == 0 else read_header(view)), view
         position += header.size

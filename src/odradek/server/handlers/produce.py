@@ -44,18 +44,15 @@ def _refuse_keyless(
 ) -> dict[str, Any] | None:
     """On a compacted topic every record needs a key (the cleaner keeps records by key), so
     only there are records decoded on the produce path."""
-    from odradek.protocol.records import RecordDecodeError, decode_batch
+    from odradek.protocol.records import RecordDecodeError, records_section, scan_records
 
     for header in headers:
         try:
-            records = decode_batch(
-                memoryview(buffer)[header.position : header.position + header.size],
-                verify_crc=False,  # validate_batches checked it
-            )
+            spans = scan_records(records_section(buffer, header), header.record_count)
         except RecordDecodeError as e:
             return _failed(index, ErrorCode.corrupt_message, str(e))
-        for i, record in enumerate(records):
-            if record.key is None:
+        for i, span in enumerate(spans):
+            if span[2] is None:
                 failed = _failed(
                     index,
                     ErrorCode.invalid_record,
