@@ -8,14 +8,15 @@ Two measurements:
    with lz4-compressed batches (random values, so compression saves little).
 
 2. **Produce throughput with and without the cleaner** (a broker in a child process,
-   ``odradek serve``): one confluent-kafka producer (acks=1, linger.ms=5) writes
-   ``--value-size`` byte records to a topic for ``--seconds`` while the cleaner is idle, then
-   again while the cleaner compacts ``--dirty-mb`` MB of another, compacted topic (written
-   beforehand, made cleanable by lowering its ``min.compaction.lag.ms``).  Reported: records/s,
-   MB/s and delivery latency percentiles for both windows, and the pass's own speed from the
-   broker's log.
+   ``odradek serve``): ``--rounds`` times, one confluent-kafka producer (acks=1, linger.ms=5)
+   writes ``--value-size`` byte records to a topic for ``--seconds`` while the cleaner is idle,
+   then again while the cleaner compacts another topic of ``--dirty-mb / --rounds`` MB (written
+   beforehand, made cleanable by lowering its ``min.compaction.lag.ms``).  Reported: the median
+   records/s and MB/s, and delivery latency percentiles, of each kind of window, and each pass's
+   own speed from the broker's log.  ``--broker-option`` configures the broker, e.g. a cleaner
+   throttle: ``--broker-option log.cleaner.io.max.bytes.per.second=5000000``.
 
-    python benchmarks/compaction.py [--dirty-mb 200] [--seconds 5] [--value-size 100]
+    python benchmarks/compaction.py [--dirty-mb 200] [--seconds 5] [--value-size 100] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def keyed_batches(keys: int, value_size: int, codec: int, count: int) -> list[by
 def compaction_speed(dirty_mb: int, keys: int, value_size: int, codec: int) -> str:
     clock = ManualClock()
     config = LogConfig(
-        segment_bytes=64 << 20, delete=False, compact=True, min_cleanable_dirty_ratio=0.0
+        segment_bytes=16 << 20, delete=False, compact=True, min_cleanable_dirty_ratio=0.0
     )
     with tempfile.TemporaryDirectory() as tmp:
         manager = LogManager([Path(tmp)], clock)
@@ -100,27 +101,27 @@ def compaction_speed(dirty_mb: int, keys: int, value_size: int, codec: int) -> s
     )
 
 
-def create_topics(bootstrap: str, value_size: int) -> None:
+def create_topics(bootstrap: str, rounds: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [
-        NewTopic("produced", 1, 1),
+    topics = [NewTopic("produced", 1, 1)] + [
         NewTopic(
-            "compacted",
+            f"compacted-{i}",
             1,
             1,
             config={
                 "cleanup.policy": "compact",
-                "segment.bytes": str(32 << 20),
+                "segment.bytes": str(16 << 20),
                 "min.cleanable.dirty.ratio": "0.01",
-                "min.compaction.lag.ms": str(24 * 3600 * 1000),  # not yet cleanable
+                "min.compaction.lag.ms": str(24 * 3600 * 1000),  # not cleanable yet
             },
-        ),
+        )
+        for i in range(rounds)
     ]
     for future in admin.create_topics(topics).values():
         future.result(TIMEOUT_S)
 
 
-def fill_compacted(bootstrap: str, dirty_mb: int, keys: int, value_size: int) -> float:
+def fill_compacted(bootstrap: str, topic: str, dirty_mb: int, keys: int, value_size: int) -> None:
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -132,10 +133,9 @@ def fill_compacted(bootstrap: str, dirty_mb: int, keys: int, value_size: int) ->
     )
     values = [os.urandom(value_size) for _ in range(1000)]
     total = i = 0
-    started = time.perf_counter()
     while total < dirty_mb * 1_000_000:
         try:
-            producer.produce("compacted", values[i % 1000], key=f"key-{i % keys:010d}".encode())
+            producer.produce(topic, values[i % 1000], key=f"key-{i % keys:010d}".encode())
         except BufferError:
             producer.poll(0.01)
             continue
@@ -144,11 +144,10 @@ def fill_compacted(bootstrap: str, dirty_mb: int, keys: int, value_size: int) ->
         if i % 1000 == 0:
             producer.poll(0)
     assert producer.flush(TIMEOUT_S) == 0
-    return time.perf_counter() - started
 
 
-def produce_for(bootstrap: str, seconds: float, value_size: int) -> tuple[int, float, list[float]]:
-    """Records acknowledged in ``seconds`` of producing, the time taken, and their latencies."""
+def produce_for(bootstrap: str, seconds: float, value_size: int) -> tuple[float, list[float]]:
+    """Records per second acknowledged over ``seconds`` of producing, and their latencies."""
     latencies: list[float] = []
     failures = 0
 
@@ -167,7 +166,7 @@ def produce_for(bootstrap: str, seconds: float, value_size: int) -> tuple[int, f
             "acks": 1,
             "linger.ms": 5,
             "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.messages": 200_000,
         }
     )
     value = os.urandom(value_size)
@@ -181,14 +180,14 @@ def produce_for(bootstrap: str, seconds: float, value_size: int) -> tuple[int, f
                 producer.poll(0.001)
         producer.poll(0)
     assert producer.flush(TIMEOUT_S) == 0 and failures == 0
-    return len(latencies), time.perf_counter() - started, latencies
+    return len(latencies) / (time.perf_counter() - started), latencies
 
 
-def make_cleanable(bootstrap: str) -> None:
+def make_cleanable(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(
         ResourceType.TOPIC,
-        "compacted",
+        topic,
         incremental_configs=[
             ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)
         ],
@@ -197,49 +196,71 @@ def make_cleanable(bootstrap: str) -> None:
         future.result(TIMEOUT_S)
 
 
-def describe_produce(
-    what: str, count: int, seconds: float, latencies: list[float], size: int
-) -> str:
+def describe_produce(what: str, rates: list[float], latencies: list[float], size: int) -> str:
     cuts = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
-    rate, mb = count / seconds, count * size / seconds / 1e6
+    rate = statistics.median(rates)
     return (
-        f"produce {what:<17} {rate:>10,.0f} records/s {mb:7.1f} MB/s   "
-        f"latency p50 {cuts[49] * 1000:6.1f} ms  p99 {cuts[98] * 1000:7.1f} ms"
+        f"produce {what:<17} {rate:>10,.0f} records/s {rate * size / 1e6:6.1f} MB/s "
+        f"(median of {len(rates)})  latency p50 {cuts[49] * 1000:6.1f} ms  "
+        f"p99 {cuts[98] * 1000:7.1f} ms"
     )
 
 
-def with_and_without_cleaner(dirty_mb: int, keys: int, value_size: int, seconds: float) -> None:
+def with_and_without_cleaner(
+    dirty_mb: int,
+    keys: int,
+    value_size: int,
+    seconds: float,
+    rounds: int,
+    broker_options: list[str],
+) -> None:
+    """Rounds of: a produce window with the cleaner idle, then one while it compacts a topic."""
     with tempfile.TemporaryDirectory() as tmp:
-        broker = BrokerProcess(Path(tmp), "-o", "log.cleaner.backoff.ms=100").start()
+        options = ["-o", "log.cleaner.backoff.ms=100"]
+        for option in broker_options:
+            options += ["-o", option]
+        broker = BrokerProcess(Path(tmp), *options).start()
         try:
-            create_topics(broker.bootstrap, value_size)
-            fill_s = fill_compacted(broker.bootstrap, dirty_mb, keys, value_size)
-            print(f"wrote {dirty_mb} MB to the compacted topic in {fill_s:.1f} s")
-            time.sleep(1)
-            count, took, latencies = produce_for(broker.bootstrap, seconds, value_size)
-            print(describe_produce("(cleaner idle)", count, took, latencies, value_size))
-            make_cleanable(broker.bootstrap)
-            cleaning_from = time.perf_counter()
-            count, took, latencies = produce_for(broker.bootstrap, seconds, value_size)
-            produced_until = time.perf_counter()
-            print(describe_produce("(cleaner working)", count, took, latencies, value_size))
-            deadline = time.monotonic() + TIMEOUT_S
-            found = None
-            while found is None and time.monotonic() < deadline:
-                found = next((m for line in broker.output if (m := _CLEANED.search(line))), None)
-                time.sleep(0.1)
-            if found is None:
-                print("the cleaner did not finish its pass")
-                return
-            cleaned_s = float(found.group(2)) / float(found.group(3))
-            overlap = min(1.0, cleaned_s / (produced_until - cleaning_from))
-            print(
-                f"cleaner pass (in the broker, beside the producer): {found.group(2)} MB dirty at "
-                f"{found.group(3)} MB/s, {cleaned_s:.1f} s; it ran for {overlap:.0%} of the "
-                "second produce window"
-            )
+            create_topics(broker.bootstrap, rounds)
+            for i in range(rounds):
+                fill_compacted(broker.bootstrap, f"compacted-{i}", dirty_mb, keys, value_size)
+            idle: tuple[list[float], list[float]] = ([], [])
+            working: tuple[list[float], list[float]] = ([], [])
+            passes: list[tuple[float, float, float]] = []
+            for i in range(rounds):
+                time.sleep(1)
+                rate, latencies = produce_for(broker.bootstrap, seconds, value_size)
+                idle[0].append(rate)
+                idle[1].extend(latencies)
+                make_cleanable(broker.bootstrap, f"compacted-{i}")
+                cleaning_from = time.perf_counter()
+                rate, latencies = produce_for(broker.bootstrap, seconds, value_size)
+                window = time.perf_counter() - cleaning_from
+                working[0].append(rate)
+                working[1].extend(latencies)
+                deadline = time.monotonic() + TIMEOUT_S
+                while len(found := _passes(broker.output)) <= i:
+                    assert time.monotonic() < deadline, "the cleaner did not finish its pass"
+                    time.sleep(0.1)
+                mb, speed = found[i]
+                passes.append((mb, speed, min(1.0, mb / speed / window)))
+            print(describe_produce("(cleaner idle)", *idle, value_size))
+            print(describe_produce("(cleaner working)", *working, value_size))
+            for mb, speed, overlap in passes:
+                print(
+                    f"cleaner pass in the broker, beside the producer: {mb:.1f} MB dirty at "
+                    f"{speed:.1f} MB/s; it ran for {overlap:.0%} of its produce window"
+                )
         finally:
             broker.terminate()
+
+
+def _passes(output: list[str]) -> list[tuple[float, float]]:
+    return [
+        (float(m.group(2)), float(m.group(3)))
+        for line in list(output)
+        if (m := _CLEANED.search(line))
+    ]
 
 
 def main() -> None:
@@ -248,12 +269,27 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=100_000, help="distinct keys in it")
     parser.add_argument("--value-size", type=int, default=100, help="bytes per record value")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of a produce window")
+    parser.add_argument("--rounds", type=int, default=3, help="idle/working window pairs")
+    parser.add_argument(
+        "--broker-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker config, e.g. log.cleaner.io.max.bytes.per.second=5000000",
+    )
     parser.add_argument("--skip-broker", action="store_true", help="only the storage part")
     args = parser.parse_args()
     for codec in (compression.NONE, compression.LZ4):
         print(compaction_speed(args.dirty_mb, args.keys, args.value_size, codec), flush=True)
     if not args.skip_broker:
-        with_and_without_cleaner(args.dirty_mb, args.keys, args.value_size, args.seconds)
+        with_and_without_cleaner(
+            args.dirty_mb // args.rounds,
+            args.keys,
+            args.value_size,
+            args.seconds,
+            args.rounds,
+            args.broker_option,
+        )
 
 
 if __name__ == "__main__":

@@ -32,20 +32,20 @@ from typing import Any
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from pyspark.sql import SparkSession  # noqa: E402
-from pyspark.sql.datasource import (  # noqa: E402
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import ReadLimit  # noqa: E402
-from pyspark.sql.types import StructType  # noqa: E402
+from pyspark.sql.streaming.datasource import ReadLimit
+from pyspark.sql.types import StructType
 
-import odradek.spark  # noqa: E402
-from odradek.client.data import DataClient, TopicPartition  # noqa: E402
-from odradek.spark.sink import encode_records  # noqa: E402
-from odradek.spark.source import SCHEMA  # noqa: E402
-from odradek.testing import BrokerProcess  # noqa: E402
+import odradek.spark
+from odradek.client.data import DataClient, TopicPartition
+from odradek.spark.sink import encode_records
+from odradek.spark.source import SCHEMA
+from odradek.testing import BrokerProcess
 
 TOPIC = "bench-read"
 RECORDS_PER_BATCH = 4000
@@ -89,7 +89,9 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, args: Any
             while done < per_partition:
                 n = min(RECORDS_PER_BATCH, per_partition - done)
                 values = values_for(n, args.value_bytes, args.variable, rng)
-                batch = encode_records([None] * n, values, None, timestamp_ms=int(time.time() * 1000))
+                batch = encode_records(
+                    [None] * n, values, None, timestamp_ms=int(time.time() * 1000)
+                )
                 client.produce({TopicPartition(topic, p): batch}, acks=1)
                 done += n
         took = time.perf_counter() - started

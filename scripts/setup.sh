@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make .venv with odradek installed (editable). With --test, also the test tools and the system
-# packages the tests drive (Debian's kcat), installed with apt-get where missing.
+# packages the tests drive (Debian's kcat; a headless Java 17 for PySpark), installed with apt-get
+# where missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,8 @@ if [ "${1:-}" = "--test" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
   missing=()
   command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+  # PySpark (the Spark data source's tests) runs a JVM: Java 17 or newer.
+  command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
   if [ ${#missing[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -73,8 +73,11 @@ def start(
     counts = page_views(spark, bootstrap, clicks_topic)
     as_records = counts.select(
         F.col("page").alias("key"),
-        F.to_json(F.struct(F.date_format("minute", "yyyy-MM-dd'T'HH:mm'Z'").alias("minute"),
-                           "page", "views")).alias("value"),
+        F.to_json(
+            F.struct(
+                F.date_format("minute", "yyyy-MM-dd'T'HH:mm'Z'").alias("minute"), "page", "views"
+            )
+        ).alias("value"),
     )
     to_topic = (
         as_records.writeStream.format("odradek")

@@ -44,9 +44,7 @@ def random_clicks(count: int, start_ms: int, seconds: float, seed: int = 1) -> l
     rng = random.Random(seed)
     stamps = sorted(start_ms + int(rng.random() * seconds * 1000) for _ in range(count))
     weights = (30, 15, 25, 10, 5, 15)
-    return [
-        Click(f"u{rng.randrange(50):03d}", rng.choices(PAGES, weights)[0], ts) for ts in stamps
-    ]
+    return [Click(f"u{rng.randrange(50):03d}", rng.choices(PAGES, weights)[0], ts) for ts in stamps]
 
 
 def send(bootstrap: str, clicks: Iterable[Click], topic: str = TOPIC) -> int:

@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import pageviews  # noqa: E402
-import producer  # noqa: E402
+import pageviews
+import producer
 
-from odradek.testing import running_broker  # noqa: E402
+from odradek.testing import running_broker
 
 START_MS = 1_714_564_800_000  # 2024-05-01T12:00:00Z, a minute boundary
 

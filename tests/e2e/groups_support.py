@@ -78,8 +78,9 @@ def split_among(
     return check
 
 
-def produce_everywhere(bootstrap: str, topic: str, per_partition: int, partitions: int = 6,
-                       prefix: str = "v") -> list[bytes]:
+def produce_everywhere(
+    bootstrap: str, topic: str, per_partition: int, partitions: int = 6, prefix: str = "v"
+) -> list[bytes]:
     """``per_partition`` records into each partition; the values sent."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     values = []

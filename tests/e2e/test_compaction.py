@@ -21,6 +21,8 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
 
 from odradek.clock import ManualClock
 from odradek.storage import PartitionLog
@@ -298,3 +300,43 @@ def test_consumer_offsets_is_compacted_and_still_replays(
         assert committed.offset == 4
     finally:
         consumer.close()
+
+
+def test_clients_read_past_an_idempotent_producers_emptied_batch(
+    broker: RunningBroker,
+    bootstrap: str,
+    make_topic: Callable[..., str],
+    topic_name: str,
+) -> None:
+    compacted_topic(make_topic, topic_name)
+    acks = Acks()
+    idempotent = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": True}
+    )
+    for k in range(5):
+        idempotent.produce(topic_name, b"first", key=f"key-{k}".encode(), on_delivery=acks)
+    idempotent.flush(TIMEOUT_S)
+    produce_rounds(bootstrap, topic_name, acks, rounds=12, keys=5)  # overwrites every key
+    end = active_base(broker, topic_name)
+    wait_until(lambda: is_compacted(read_all(bootstrap, topic_name), end), what="compaction")
+
+    async def producer_batches() -> list[tuple[int, int]]:
+        headers = partition_log(broker, topic_name).recent_batch_headers(100)
+        return [(h.base_offset, h.record_count) for h in headers if h.producer_id >= 0]
+
+    assert [count for _, count in broker.call(producer_batches())] == [0]  # kept, emptied
+    records = read_all(bootstrap, topic_name)  # librdkafka reads past it
+    check_against_acks(records, acks)
+    assert not [r for r in records if r[2] == b"first"]
+
+    reader = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=1500
+    )
+    try:
+        partition = KafkaTopicPartition(topic_name, 0)
+        reader.assign([partition])
+        reader.seek_to_beginning(partition)
+        read = [(m.offset, m.key, m.value) for m in reader]
+    finally:
+        reader.close()
+    assert read == records  # and so does kafka-python

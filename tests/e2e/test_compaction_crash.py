@@ -53,7 +53,7 @@ def start(data_dir: Path, port: int = 0, *, cleaner: bool = True) -> BrokerProce
     ).start()
 
 
-def fill(bootstrap: str) -> dict[int, tuple[bytes, bytes]]:
+def fill(bootstrap: str, data_dir: Path) -> dict[int, tuple[bytes, bytes]]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     created = admin.create_topics(
         [
@@ -71,7 +71,10 @@ def fill(bootstrap: str) -> dict[int, tuple[bytes, bytes]]:
         assert offset is not None and key is not None and value is not None
         acked[offset] = (key, value)
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "acks": "all"})
+    # Batches well below segment.bytes, so that the log has many segments to clean.
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 2, "acks": "all", "batch.size": 4000}
+    )
     for r in range(ROUNDS):
         for k in range(KEYS):
             producer.produce(
@@ -80,6 +83,8 @@ def fill(bootstrap: str) -> dict[int, tuple[bytes, bytes]]:
         producer.poll(0)
     assert producer.flush(TIMEOUT_S) == 0
     assert len(acked) == KEYS * ROUNDS
+    segments = list((data_dir / f"{TOPIC}-0").glob("*.log"))
+    assert len(segments) > 10
     return acked
 
 
@@ -156,12 +161,19 @@ def test_kill_during_a_cleaning_pass(
     monkeypatch.setenv(CRASH_ENV, step)
     broker = start(data_dir)
     try:
-        acked = fill(broker.bootstrap)
+        acked = fill(broker.bootstrap, data_dir)
         before = read_all(broker.bootstrap)
         make_compacted(broker.bootstrap)
         assert broker.process is not None
-        assert broker.process.wait(TIMEOUT_S) == CRASH_EXIT_CODE
-        assert f"simulated crash at cleaner step {step}" in "".join(broker.output)
+        deadline = time.monotonic() + TIMEOUT_S
+        while broker.process.poll() is None:
+            assert time.monotonic() < deadline, "no crash:\n" + "".join(broker.output[-30:])
+            time.sleep(0.05)
+        assert broker.process.returncode == CRASH_EXIT_CODE
+        deadline = time.monotonic() + TIMEOUT_S
+        while f"simulated crash at cleaner step {step}" not in "".join(broker.output):
+            assert time.monotonic() < deadline, "".join(broker.output)  # the pipe drains
+            time.sleep(0.05)
 
         monkeypatch.delenv(CRASH_ENV)
         # Restarted without its cleaner first, to see what recovery made of the swap.

@@ -89,9 +89,7 @@ async def read(consumers: dict[str, AIOKafkaConsumer], count: int) -> dict[str, 
             for messages in batches.values():
                 got[name].extend(messages)
 
-    await asyncio.wait_for(
-        asyncio.gather(*(drain(n, c) for n, c in consumers.items())), TIMEOUT_S
-    )
+    await asyncio.wait_for(asyncio.gather(*(drain(n, c) for n, c in consumers.items())), TIMEOUT_S)
     return got
 
 
@@ -142,8 +140,9 @@ def test_a_member_that_leaves_has_its_partitions_reassigned(
         await consumers.pop().stop()
         await eventually(stable_split(bootstrap, group, 2, topic), "2 members")
         await eventually(
-            lambda: sorted(tp.partition for c in consumers for tp in c.assignment())
-            == list(range(6))
+            lambda: (
+                sorted(tp.partition for c in consumers for tp in c.assignment()) == list(range(6))
+            )
         )
         for c in consumers:
             await c.stop()

@@ -101,13 +101,13 @@ def test_two_then_three_members_split_six_partitions(
 ) -> None:
     topic = make_topic(topic_name, 6)
     group = f"split-{topic}"
-    consumers = {
-        name: Consumer(consumer_config(bootstrap, group, name)) for name in ("c0", "c1")
-    }
+    consumers = {name: Consumer(consumer_config(bootstrap, group, name)) for name in ("c0", "c1")}
     for c in consumers.values():
         c.subscribe([topic])
     wait_until(
-        split_among(bootstrap, group, 2, topic), what="2 members", tick=poller([*consumers.values()])
+        split_among(bootstrap, group, 2, topic),
+        what="2 members",
+        tick=poller([*consumers.values()]),
     )
     sent = produce_everywhere(bootstrap, topic, 5, prefix="first")
     got = consume(consumers, len(sent))
@@ -119,7 +119,9 @@ def test_two_then_three_members_split_six_partitions(
     consumers["c2"] = Consumer(consumer_config(bootstrap, group, "c2"))
     consumers["c2"].subscribe([topic])
     wait_until(
-        split_among(bootstrap, group, 3, topic), what="3 members", tick=poller([*consumers.values()])
+        split_among(bootstrap, group, 3, topic),
+        what="3 members",
+        tick=poller([*consumers.values()]),
     )
     sent = produce_everywhere(bootstrap, topic, 5, prefix="second")
     got = consume(consumers, len(sent))
@@ -235,7 +237,9 @@ def test_a_static_member_rejoins_without_a_rebalance(
     group = f"static-{topic}"
     static = {"session.timeout.ms": 6000}
     events: list[str] = []
-    stays = Consumer(consumer_config(bootstrap, group, "stays", **static, **{"group.instance.id": "stays"}))
+    stays = Consumer(
+        consumer_config(bootstrap, group, "stays", **static, **{"group.instance.id": "stays"})
+    )
     stays.subscribe(
         [topic],
         on_assign=lambda c, ps: events.append("assign"),
@@ -288,9 +292,7 @@ def test_cooperative_sticky_moves_only_what_it_must(
     cooperative = {"partition.assignment.strategy": "cooperative-sticky"}
     revoked: list[set[int]] = []
     first = Consumer(consumer_config(bootstrap, group, "first", **cooperative))
-    first.subscribe(
-        [topic], on_revoke=lambda c, ps: revoked.append({p.partition for p in ps})
-    )
+    first.subscribe([topic], on_revoke=lambda c, ps: revoked.append({p.partition for p in ps}))
     wait_until(split_among(bootstrap, group, 1, topic), what="1 member", tick=poller([first]))
     wait_until(lambda: len(first.assignment()) == 6, tick=poller([first]))
     second = Consumer(consumer_config(bootstrap, group, "second", **cooperative))
@@ -338,3 +340,46 @@ def test_time_for_three_members_to_become_stable(
     assert elapsed < 5
     for c in consumers:
         c.close()
+
+
+def test_committed_offsets_survive_kill_9(tmp_path: Path) -> None:
+    """SIGKILL leaves the commits in the page cache, not on disk: recovery must find them."""
+    from odradek.testing import BrokerProcess
+
+    from .conftest import create_topics
+
+    overrides = [f"{k.replace('_', '.')}={v}" for k, v in GROUP_BROKER_SETTINGS.items()]
+    args = [arg for o in overrides for arg in ("-o", o)]
+    process = BrokerProcess(tmp_path, *args).start()
+    try:
+        create_topics(process.bootstrap, {"crash-commits": 3})
+        consumer = Consumer(consumer_config(process.bootstrap, "crashers", "crasher"))
+        offsets = [TopicPartition("crash-commits", p, 10 * (p + 1)) for p in range(3)]
+        consumer.commit(offsets=offsets, asynchronous=False)
+        consumer.close()
+        process.kill()
+        process = BrokerProcess(tmp_path, *args, port=process.port).start()
+        later = Consumer(consumer_config(process.bootstrap, "crashers", "later"))
+        committed = later.committed(
+            [TopicPartition("crash-commits", p) for p in range(3)], timeout=TIMEOUT_S
+        )
+        assert [tp.offset for tp in committed] == [10, 20, 30]
+        later.close()
+    finally:
+        process.kill()
+
+
+def test_deleting_a_topic_deletes_its_committed_offsets(
+    bootstrap: str, make_topic: Callable[..., str], topic_name: str
+) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    topic = make_topic(topic_name, 1)
+    group = f"deleted-{topic}"
+    consumer = Consumer(consumer_config(bootstrap, group, "deleter"))
+    consumer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+    assert describe(bootstrap, group).partitions[0].committed == 7
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic], operation_timeout=TIMEOUT_S)[topic].result(TIMEOUT_S)
+    wait_until(lambda: not describe(bootstrap, group).partitions, what="the offsets to go")
+    consumer.close()

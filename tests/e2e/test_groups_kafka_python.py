@@ -31,6 +31,11 @@ from .groups_support import (
 )
 
 
+# Long polls: kafka-python 3.0 can stall a member whose poll() times out in the middle of a
+# rebalance (its SyncGroup response arrives but the assignment is never applied).
+POLL_MS = 1000
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     yield from group_broker(tmp_path_factory.mktemp("groups-kafka-python"))
@@ -74,7 +79,7 @@ class Member:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                for tp, messages in self.consumer.poll(timeout_ms=50).items():
+                for tp, messages in self.consumer.poll(timeout_ms=POLL_MS).items():
                     self.records.extend((tp.partition, m.value) for m in messages)
                 self.assigned = {tp.partition for tp in self.consumer.assignment()}
                 if self._commit.is_set():

@@ -117,9 +117,7 @@ def test_two_kcats_split_six_partitions_and_a_killed_one_is_replaced(
     assert member.client_id == "kcat-a"
     sent = produce_everywhere(bootstrap, topic, 2, prefix="two")
     # (b may not have committed what it read before it died: a may read some of that again.)
-    wait_until(
-        lambda: set(sent) <= {v for _, v in a.lines}, what="the survivor to read everything"
-    )
+    wait_until(lambda: set(sent) <= {v for _, v in a.lines}, what="the survivor to read everything")
 
 
 def test_kcat_commits_and_a_new_kcat_resumes(

@@ -10,30 +10,26 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kio.serial import entity_reader
 
 from odradek.client.connection import BrokerConnection, parse_address
+from odradek.clock import ManualClock
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import response_schema
 from odradek.server.registry import HANDLERS, load_handlers
-from odradek.testing import RunningBroker
+from odradek.testing import RunningBroker, running_broker
 
 from .conftest import create_topics
-from .groups_support import group_broker
+from .groups_support import GROUP_BROKER_SETTINGS, group_broker
 
 load_handlers()
 
-(OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST) = (
-    8, 9, 10, 11, 12, 13, 14, 15, 16,
-)
-DELETE_GROUPS, OFFSET_DELETE = 42, 47
-GROUP_APIS = (
-    OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST,
-    DELETE_GROUPS, OFFSET_DELETE,
-)  # fmt: skip
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN, HEARTBEAT = 8, 9, 10, 11, 12
+LEAVE, SYNC, DESCRIBE, LIST, DELETE_GROUPS, OFFSET_DELETE = 13, 14, 15, 16, 42, 47
 SESSION_MS = 6000
 TOPIC = "wire"
 
@@ -134,8 +130,9 @@ def test_every_group_api_at_each_end_of_its_range(bootstrap: str, end: str) -> N
 
     async def scenario() -> None:
         wire = await Wire.open(bootstrap)
-        found = await wire(FIND_COORDINATOR, v(FIND_COORDINATOR), key=group, key_type=0,
-                           coordinator_keys=[group])  # fmt: skip
+        found = await wire(
+            FIND_COORDINATOR, v(FIND_COORDINATOR), key=group, key_type=0, coordinator_keys=[group]
+        )
         coordinator = found.coordinators[0] if v(FIND_COORDINATOR) >= 4 else found
         assert coordinator.error_code == ErrorCode.none
         assert f"{coordinator.host}:{coordinator.port}" == bootstrap
@@ -145,25 +142,35 @@ def test_every_group_api_at_each_end_of_its_range(bootstrap: str, end: str) -> N
         assert joined.leader == joined.member_id
         me, generation = joined.member_id, int(joined.generation_id)
         synced = await wire(
-            SYNC, v(SYNC), group_id=group, generation_id=generation, member_id=me,
-            protocol_type="consumer", protocol_name="range",
+            SYNC,
+            v(SYNC),
+            group_id=group,
+            generation_id=generation,
+            member_id=me,
+            protocol_type="consumer",
+            protocol_name="range",
             assignments=[{"member_id": me, "assignment": b"mine"}],
-        )  # fmt: skip
+        )
         assert synced.error_code == ErrorCode.none and synced.assignment == b"mine"
-        beat = await wire(HEARTBEAT, v(HEARTBEAT), group_id=group, generation_id=generation,
-                          member_id=me)  # fmt: skip
+        beat = await wire(
+            HEARTBEAT, v(HEARTBEAT), group_id=group, generation_id=generation, member_id=me
+        )
         assert beat.error_code == ErrorCode.none
 
         committed = await wire(
-            OFFSET_COMMIT, v(OFFSET_COMMIT),
+            OFFSET_COMMIT,
+            v(OFFSET_COMMIT),
             **commit_fields(group, generation, me, [(TOPIC, [offset(0, 5, "m")])]),
-        )  # fmt: skip
+        )
         assert codes(committed) == {(TOPIC, 0): ErrorCode.none}
         topics = [{"name": TOPIC, "partition_indexes": [0, 1]}]
         fetched = await wire(
-            OFFSET_FETCH, v(OFFSET_FETCH), group_id=group, topics=topics,
+            OFFSET_FETCH,
+            v(OFFSET_FETCH),
+            group_id=group,
+            topics=topics,
             groups=[{"group_id": group, "topics": topics}],
-        )  # fmt: skip
+        )
         if v(OFFSET_FETCH) >= 8:
             (fetched,) = fetched.groups
         assert getattr(fetched, "error_code", ErrorCode.none) == ErrorCode.none  # v2+
@@ -180,14 +187,17 @@ def test_every_group_api_at_each_end_of_its_range(bootstrap: str, end: str) -> N
         assert (d.error_code, d.group_state, d.protocol_data) == (ErrorCode.none, "Stable", "range")
         assert [(m.member_id, m.member_assignment) for m in d.members] == [(me, b"mine")]
 
-        left = await wire(LEAVE, v(LEAVE), group_id=group, member_id=me,
-                          members=[{"member_id": me}])  # fmt: skip
+        left = await wire(
+            LEAVE, v(LEAVE), group_id=group, member_id=me, members=[{"member_id": me}]
+        )
         assert left.error_code == ErrorCode.none
         assert all(m.error_code == ErrorCode.none for m in getattr(left, "members", ()))
         deleted_offsets = await wire(
-            OFFSET_DELETE, v(OFFSET_DELETE), group_id=group,
+            OFFSET_DELETE,
+            v(OFFSET_DELETE),
+            group_id=group,
             topics=[{"name": TOPIC, "partitions": [{"partition_index": 0}]}],
-        )  # fmt: skip
+        )
         assert deleted_offsets.error_code == ErrorCode.none
         deleted = await wire(DELETE_GROUPS, v(DELETE_GROUPS), groups_names=[group])
         assert [(r.group_id, r.error_code) for r in deleted.results] == [(group, ErrorCode.none)]
@@ -208,8 +218,9 @@ def test_bad_input_gets_kafkas_error_codes_and_the_group_carries_on(
         # b joins; a learns of the rebalance from its heartbeat and rejoins.
         join_b = asyncio.ensure_future(join(b, 9, group))
         await asyncio.sleep(0.1)
-        beat = await a(HEARTBEAT, 4, group_id=group, generation_id=ja.generation_id,
-                       member_id=ja.member_id)  # fmt: skip
+        beat = await a(
+            HEARTBEAT, 4, group_id=group, generation_id=ja.generation_id, member_id=ja.member_id
+        )
         assert beat.error_code in (ErrorCode.none, ErrorCode.rebalance_in_progress)
         ja = await join(a, 9, group, ja.member_id)
         jb = await join_b
@@ -219,24 +230,34 @@ def test_bad_input_gets_kafkas_error_codes_and_the_group_carries_on(
         wire_of = {ja.member_id: a, jb.member_id: b}
         follower_sync = asyncio.ensure_future(
             wire_of[follower.member_id](
-                SYNC, 5, group_id=group, generation_id=generation,
-                member_id=follower.member_id, assignments=[],
+                SYNC,
+                5,
+                group_id=group,
+                generation_id=generation,
+                member_id=follower.member_id,
+                assignments=[],
             )
-        )  # fmt: skip
+        )
         leader_sync = await wire_of[leader.member_id](
-            SYNC, 5, group_id=group, generation_id=generation, member_id=leader.member_id,
+            SYNC,
+            5,
+            group_id=group,
+            generation_id=generation,
+            member_id=leader.member_id,
             assignments=[
                 {"member_id": leader.member_id, "assignment": b"p0"},
                 {"member_id": follower.member_id, "assignment": b"p1"},
             ],
-        )  # fmt: skip
+        )
         assert leader_sync.assignment == b"p0"
         assert (await follower_sync).assignment == b"p1"
         me = ja.member_id
 
         async def commit(*partitions: Any, generation: int = generation, member: str = me) -> Any:
             return codes(
-                await a(OFFSET_COMMIT, 9, **commit_fields(group, generation, member, list(partitions)))
+                await a(
+                    OFFSET_COMMIT, 9, **commit_fields(group, generation, member, list(partitions))
+                )
             )
 
         # Unknown topic, unknown partition, next to a good one.
@@ -254,11 +275,13 @@ def test_bad_input_gets_kafkas_error_codes_and_the_group_carries_on(
         }
         stale = await a(HEARTBEAT, 4, group_id=group, generation_id=generation - 1, member_id=me)
         assert stale.error_code == ErrorCode.illegal_generation
-        stranger = await c(HEARTBEAT, 4, group_id=group, generation_id=generation,
-                           member_id="stranger")  # fmt: skip
+        stranger = await c(
+            HEARTBEAT, 4, group_id=group, generation_id=generation, member_id="stranger"
+        )
         assert stranger.error_code == ErrorCode.unknown_member_id
-        stale_sync = await c(SYNC, 5, group_id=group, generation_id=generation + 5, member_id=me,
-                             assignments=[])  # fmt: skip
+        stale_sync = await c(
+            SYNC, 5, group_id=group, generation_id=generation + 5, member_id=me, assignments=[]
+        )
         assert stale_sync.error_code == ErrorCode.illegal_generation
         # Oversized commit metadata fails its partition only.
         assert await commit((TOPIC, [offset(0, 4, "x" * 5000), offset(1, 7, "small")])) == {
@@ -267,8 +290,11 @@ def test_bad_input_gets_kafkas_error_codes_and_the_group_carries_on(
         }
         # A commit with a generation into a group that does not exist, old and new style.
         for version, code in ((8, ErrorCode.illegal_generation), (9, ErrorCode.group_id_not_found)):
-            answer = await c(OFFSET_COMMIT, version,
-                             **commit_fields("no-such-group", 3, "m", [(TOPIC, [offset(0, 1)])]))  # fmt: skip
+            answer = await c(
+                OFFSET_COMMIT,
+                version,
+                **commit_fields("no-such-group", 3, "m", [(TOPIC, [offset(0, 1)])]),
+            )
             assert codes(answer) == {(TOPIC, 0): code}
         # Joins that cannot be accepted.
         refused = {
@@ -291,8 +317,12 @@ def test_bad_input_gets_kafkas_error_codes_and_the_group_carries_on(
             ErrorCode.non_empty_group,
             ErrorCode.group_id_not_found,
         ]
-        subscribed = await c(OFFSET_DELETE, 0, group_id=group,
-                             topics=[{"name": TOPIC, "partitions": [{"partition_index": 0}]}])  # fmt: skip
+        subscribed = await c(
+            OFFSET_DELETE,
+            0,
+            group_id=group,
+            topics=[{"name": TOPIC, "partitions": [{"partition_index": 0}]}],
+        )
         assert subscribed.topics[0].partitions[0].error_code == ErrorCode.group_subscribed_to_topic
         unknown_old = await c(DESCRIBE, 5, groups=["no-such-group"])
         unknown_new = await c(DESCRIBE, 6, groups=["no-such-group"])
@@ -304,11 +334,16 @@ def test_bad_input_gets_kafkas_error_codes_and_the_group_carries_on(
 
         # Through all of that the group stayed as it was.
         for wire, member in ((a, ja.member_id), (b, jb.member_id)):
-            ok = await wire(HEARTBEAT, 4, group_id=group, generation_id=generation, member_id=member)
+            ok = await wire(
+                HEARTBEAT, 4, group_id=group, generation_id=generation, member_id=member
+            )
             assert ok.error_code == ErrorCode.none
         fetched = await c(OFFSET_FETCH, 7, group_id=group, topics=None)
-        assert {(t.name, p.partition_index): p.committed_offset for t in fetched.topics
-                for p in t.partitions} == {(TOPIC, 0): 3, (TOPIC, 1): 7}  # fmt: skip
+        assert {
+            (t.name, p.partition_index): p.committed_offset
+            for t in fetched.topics
+            for p in t.partitions
+        } == {(TOPIC, 0): 3, (TOPIC, 1): 7}
         assert broker.broker is not None
         for wire in (a, b, c):
             await wire.close()
@@ -323,18 +358,68 @@ def test_a_static_member_with_a_stale_member_id_is_fenced(bootstrap: str) -> Non
         a = await Wire.open(bootstrap)
         first = await join(a, 9, group, group_instance_id="instance-1")
         assert first.error_code == ErrorCode.none
-        await a(SYNC, 5, group_id=group, generation_id=first.generation_id,
-                member_id=first.member_id, group_instance_id="instance-1", assignments=[])  # fmt: skip
+        await a(
+            SYNC,
+            5,
+            group_id=group,
+            generation_id=first.generation_id,
+            member_id=first.member_id,
+            group_instance_id="instance-1",
+            assignments=[],
+        )
         second = await join(a, 9, group, group_instance_id="instance-1")
         assert second.member_id != first.member_id
         assert second.generation_id == first.generation_id, "no new generation"
         for api, extra in ((HEARTBEAT, {}), (SYNC, {"assignments": []})):
-            fenced = await a(api, HANDLERS[api].max_version, group_id=group,
-                             generation_id=first.generation_id, member_id=first.member_id,
-                             group_instance_id="instance-1", **extra)  # fmt: skip
+            fenced = await a(
+                api,
+                HANDLERS[api].max_version,
+                group_id=group,
+                generation_id=first.generation_id,
+                member_id=first.member_id,
+                group_instance_id="instance-1",
+                **extra,
+            )
             assert fenced.error_code == ErrorCode.fenced_instance_id
-        rejoin = await a(JOIN, 9, **join_fields(group, first.member_id, group_instance_id="instance-1"))
+        rejoin = await a(
+            JOIN, 9, **join_fields(group, first.member_id, group_instance_id="instance-1")
+        )
         assert rejoin.error_code == ErrorCode.fenced_instance_id
         await a.close()
 
     asyncio.run(scenario())
+
+
+def test_the_broker_drives_group_timers_from_its_injected_clock(tmp_path: Path) -> None:
+    """Session timeouts follow the broker's clock: with a ManualClock, a member dies when the
+    clock moves past its session, not before, however long the test takes."""
+    clock = ManualClock()
+    with running_broker(tmp_path, clock=clock, **GROUP_BROKER_SETTINGS) as broker:
+
+        async def tick() -> None:
+            assert broker.broker is not None
+            broker.broker.housekeeping_tick()
+
+        async def scenario() -> None:
+            wire = await Wire.open(broker.bootstrap)
+            joined = await join(wire, 9, "clocked")
+            me, generation = joined.member_id, int(joined.generation_id)
+            await wire(
+                SYNC, 5, group_id="clocked", generation_id=generation, member_id=me, assignments=[]
+            )
+
+            async def beat() -> ErrorCode:
+                answer = await wire(
+                    HEARTBEAT, 4, group_id="clocked", generation_id=generation, member_id=me
+                )
+                return ErrorCode(answer.error_code)
+
+            clock.advance(SESSION_MS - 1)
+            await asyncio.to_thread(broker.call, tick())
+            assert await beat() == ErrorCode.none
+            clock.advance(SESSION_MS)
+            await asyncio.to_thread(broker.call, tick())
+            assert await beat() == ErrorCode.unknown_member_id
+            await wire.close()
+
+        asyncio.run(scenario())

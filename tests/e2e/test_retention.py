@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -170,3 +171,24 @@ def test_delete_retention_ignores_compacted_topics(
     clock.advance(10_000)
     time.sleep(1.5)  # housekeeping runs every half second; give it a few turns
     assert watermarks(bootstrap, topic_name) == (0, 20)
+
+
+def test_describe_log_dirs_reports_each_partitions_size(
+    broker: RunningBroker, bootstrap: str, make_topic: Callable[..., str], topic_name: str
+) -> None:
+    from kafka import KafkaAdminClient
+
+    make_topic(topic_name, partitions=2)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    producer.produce(topic_name, b"x" * 1000, partition=1)
+    producer.flush(TIMEOUT_S)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        [result] = admin.describe_log_dirs({topic_name: [0, 1]})
+    finally:
+        admin.close()
+    [log_dir] = result["log_dirs"]
+    assert log_dir["log_dir"] == str(Path(broker.data_dir).absolute())
+    [topic] = log_dir["topics"]
+    sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
+    assert sizes[0] == 0 and sizes[1] > 1000

@@ -43,6 +43,12 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.adaptive.enabled", "false")
+        # Many small queries: compiling generated code and JIT-optimising cost more than they
+        # save here.
+        .config("spark.sql.codegen.wholeStage", "false")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -139,7 +145,9 @@ def produce(
     return sent
 
 
-def values(topic: str, partition: int, start: int, count: int, ts: int = 1_700_000_000_000) -> list[NewRecord]:
+def values(
+    topic: str, partition: int, start: int, count: int, ts: int = 1_700_000_000_000
+) -> list[NewRecord]:
     """``count`` records whose value names their topic, partition and position."""
     return [
         NewRecord(None, f"{topic}/{partition}/{start + i}".encode(), timestamp=ts + start + i)

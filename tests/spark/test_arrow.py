@@ -79,7 +79,7 @@ def assert_same(batch: pa.RecordBatch, expected: list[Record], topic: str, parti
         ]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     batches=st.lists(st.lists(records, min_size=1, max_size=30), min_size=1, max_size=4),
     codec=st.sampled_from([codecs.NONE, codecs.GZIP, codecs.ZSTD, codecs.LZ4, codecs.SNAPPY]),

@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 
 from odradek.clock import ManualClock
+from odradek.cluster.producer_state import ProducerStateTable
 from odradek.protocol import compression
-from odradek.protocol.records import iter_records
+from odradek.protocol.errors import KafkaError
+from odradek.protocol.record_batch import read_header
+from odradek.protocol.records import encode_batch, iter_records
 from odradek.storage import LogConfig, LogManager, PartitionLog
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
 
@@ -406,3 +409,40 @@ def test_stopping_abandons_a_pass_in_progress(
     assert records_of(log) == before
     directory = tmp_path / "table-0"
     assert not [p for p in directory.iterdir() if p.name.endswith((".cleaned", ".swap", ".tmp"))]
+
+
+def test_an_idempotent_producers_last_batch_stays_for_its_sequence(
+    manager: LogManager, clock: ManualClock
+) -> None:
+    log = manager.create("table", 0, COMPACT)
+
+    def idempotent(pairs: list[tuple[bytes, bytes]], sequence: int) -> bytes:
+        return encode_batch(
+            [(k, v, (), clock.time_ms()) for k, v in pairs],
+            producer_id=7,
+            producer_epoch=0,
+            base_sequence=sequence,
+            now_ms=clock.time_ms(),
+        )
+
+    append(log, idempotent([(b"a", b"1"), (b"b", b"1")], 0))  # offsets 0-1, sequences 0-1
+    append(log, idempotent([(b"a", b"2"), (b"b", b"2")], 2))  # offsets 2-3, sequences 2-3
+    # Another producer overwrites both keys: producer 7's batches lose every record.
+    for _ in range(15):
+        append(log, keyed_batch([(b"a", b"3"), (b"b", b"3")]))
+    cleaner = LogCleaner(manager, clock)
+    for _ in range(2):  # a second pass finds the emptied batch in the clean section
+        cleaner.clean_once()
+        for _ in range(15):
+            append(log, keyed_batch([(b"a", b"4"), (b"b", b"4")]))
+    headers = read_all(log)
+    producer_batches = [h for h in headers if h.producer_id == 7]
+    assert [(h.base_offset, h.last_offset, h.record_count) for h in producer_batches] == [(2, 3, 0)]
+    assert producer_batches[0].base_sequence == 2
+    assert [r for r in records_of(log) if r[0] < 4] == []
+    # Rebuilt from the log, as after a restart, the producer's state expects sequence 4.
+    table = ProducerStateTable()
+    table.rebuild(headers)
+    with pytest.raises(KafkaError):
+        table.check(read_header(idempotent([(b"c", b"1")], 3)))
+    assert table.check(read_header(idempotent([(b"c", b"1")], 4))) is None

@@ -13,7 +13,7 @@ task) fails, so the data is written at least once, never silently dropped.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
@@ -85,8 +85,7 @@ class OffsetOutOfRange(KafkaClientError):
     ) -> None:
         super().__init__(
             ErrorCode.offset_out_of_range,
-            f"{partition} holds offsets {log_start_offset}..{high_watermark - 1}, "
-            f"not {offset}",
+            f"{partition} holds offsets {log_start_offset}..{high_watermark - 1}, not {offset}",
         )
         self.partition = partition
         self.offset = offset
@@ -217,9 +216,7 @@ class DataClient:
             if topic.error_code != ErrorCode.none or topic.name is None:
                 continue
             for p in topic.partitions:
-                self._leaders[TopicPartition(topic.name, int(p.partition_index))] = int(
-                    p.leader_id
-                )
+                self._leaders[TopicPartition(topic.name, int(p.partition_index))] = int(p.leader_id)
             found.append(TopicInfo(topic.name, len(topic.partitions), bool(topic.is_internal)))
         return found
 
@@ -249,7 +246,7 @@ class DataClient:
             by_leader.setdefault(self._leader_connection(tp).address, []).append(tp)
         result: dict[TopicPartition, int] = {}
         for address, tps in by_leader.items():
-            result.update(self._retrying(lambda a=address, t=tps: self._list_offsets(a, t, spec)))
+            result.update(self._retrying(functools.partial(self._list_offsets, address, tps, spec)))
         return result
 
     def _list_offsets(
@@ -390,36 +387,37 @@ class DataClient:
         connection: WireConnection | None = None
         pending: Pending | None = None
         retried = False
-        while offset < end:
-            try:
-                if connection is None or pending is None:
-                    connection = self._leader_connection(partition)
-                    pending = self._send_fetch(connection, partition, offset, max_bytes)
-                fetched = self._receive_fetch(connection, pending, partition, offset)
-            except WireError:
-                if retried:
-                    raise
-                retried = True
-                self._drop_connections()
-                connection = pending = None
-                continue
-            pending = None
-            next_offset = fetched.next_offset
-            # No whole batch past ``offset`` means nothing more to read (never ask twice).
-            more = offset < next_offset < min(end, fetched.high_watermark)
-            if more:
+        try:
+            while offset < end:
                 try:
-                    pending = self._send_fetch(connection, partition, next_offset, max_bytes)
+                    if connection is None or pending is None:
+                        connection = self._leader_connection(partition)
+                        pending = self._send_fetch(connection, partition, offset, max_bytes)
+                    fetched = self._receive_fetch(connection, pending, partition, offset)
                 except WireError:
-                    connection = pending = None  # reconnect on the next round
-            yield fetched
-            if not more:
-                return
-            offset = next_offset
-        if pending is not None and connection is not None:
-            # Abandoned mid-way by the caller: read the answer so the connection stays usable.
-            with contextlib.suppress(ClientError):
-                connection.receive(pending)
+                    if retried:
+                        raise
+                    retried = True
+                    self._drop_connections()
+                    connection = pending = None
+                    continue
+                pending = None
+                next_offset = fetched.next_offset
+                # No whole batch past ``offset`` means nothing more to read (never ask twice).
+                more = offset < next_offset < min(end, fetched.high_watermark)
+                if more:
+                    try:
+                        pending = self._send_fetch(connection, partition, next_offset, max_bytes)
+                    except WireError:
+                        connection = pending = None  # reconnect on the next round
+                yield fetched
+                if not more:
+                    return
+                offset = next_offset
+        finally:
+            if pending is not None and connection is not None:
+                # The caller stopped early: the answer to the request sent ahead is dropped.
+                connection.abandon(pending)
 
     # -- produce -----------------------------------------------------------------------------
 

@@ -74,15 +74,14 @@ class WireConnection:
 
     _correlation_ids = itertools.count(1)
 
-    def __init__(
-        self, sock: socket.socket, address: str, client_id: str, timeout_s: float
-    ) -> None:
+    def __init__(self, sock: socket.socket, address: str, client_id: str, timeout_s: float) -> None:
         self._sock = sock
         self.address = address
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.versions: dict[int, tuple[int, int]] = {}
         self._in_flight: deque[Pending] = deque()
+        self._abandoned: set[int] = set()
         self.closed = False
 
     @classmethod
@@ -176,10 +175,19 @@ class WireConnection:
             self._in_flight.append(pending)
         return pending
 
+    def abandon(self, pending: Pending) -> None:
+        """Give up on the answer to ``pending``: it is read and dropped when it comes."""
+        if pending in self._in_flight:
+            self._abandoned.add(pending.correlation_id)
+
     def receive(self, pending: Pending) -> Any:
-        """The decoded response to ``pending``, which must be the oldest request in flight."""
+        """The decoded response to ``pending``, which must be the oldest request in flight
+        (not counting abandoned ones)."""
         if not pending.expects_response:
             raise ValueError("this request gets no response")
+        while self._in_flight and self._in_flight[0].correlation_id in self._abandoned:
+            self._abandoned.discard(self._in_flight.popleft().correlation_id)
+            self._read_frame()
         if not self._in_flight or self._in_flight[0] is not pending:
             raise ValueError("responses must be received in the order the requests were sent")
         self._in_flight.popleft()
@@ -237,6 +245,7 @@ class WireConnection:
         if not self.closed:
             self.closed = True
             self._in_flight.clear()
+            self._abandoned.clear()
             self._sock.close()
 
     def __enter__(self) -> WireConnection:

@@ -108,7 +108,6 @@ class GroupCoordinator:
         self.clock = clock
         self.timers = Timers()
         self.groups: dict[str, Group] = {}
-        self._loaded = False
 
     # -- time ----------------------------------------------------------------------------------
 
@@ -194,7 +193,6 @@ class GroupCoordinator:
                 continue
             for member in group.members.values():
                 self._schedule_session(group, member)
-        self._loaded = True
         self._schedule_offset_expiry()
         log.info("group coordinator loaded %d groups", len(self.groups))
 

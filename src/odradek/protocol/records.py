@@ -439,9 +439,12 @@ def rebuild_batch(
     KIP-534 describes: the delete-horizon attribute bit is set and baseTimestamp holds the
     horizon, the records' timestamp deltas rewritten to count from it, so readers unaware of the
     bit still decode the right timestamps.
+
+    With no records kept the result is an empty batch, as Kafka's cleaner keeps an idempotent
+    producer's last batch: uncompressed, no records, both timestamps the batch's max timestamp.
     """
     if not kept:
-        raise ValueError("a record batch needs at least one record")
+        return _empty_batch(header)
     codec = header.compression if compression is None else compression
     if codec not in codecs.CODEC_NAMES.values():
         raise ValueError(f"unknown compression codec id {codec}")
@@ -489,5 +492,28 @@ def rebuild_batch(
         len(kept),
     )
     out[HEADER_SIZE:] = payload
+    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+def _empty_batch(header: BatchHeader) -> bytes:
+    out = bytearray(HEADER_SIZE)
+    _HEADER.pack_into(
+        out,
+        0,
+        header.base_offset,
+        HEADER_SIZE - LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        MAGIC,
+        0,  # crc, below
+        header.attributes & ~(COMPRESSION_MASK | DELETE_HORIZON_BIT),
+        header.last_offset_delta,
+        header.max_timestamp,
+        header.max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        0,
+    )
     struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)

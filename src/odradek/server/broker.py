@@ -148,6 +148,9 @@ class Broker:
         """Periodic work that time drives: flushes due by ``flush.ms``, idle connections,
         retention every ``log.retention.check.interval.ms``."""
         self.logs.flush_due()
+        if self._groups is not None:
+            # Group timers have their own task; ticking here too lets a ManualClock drive them.
+            self._groups.coordinator.tick()
         if self.clock.monotonic_ms() >= self._next_retention_ms:
             self._next_retention_ms = self.clock.monotonic_ms() + self.config.get_int(
                 "log.retention.check.interval.ms"

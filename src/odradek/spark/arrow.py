@@ -193,7 +193,7 @@ def _record_ends(
 
 def _walk(pool: bytes, position: int, count: int, end: int) -> list[int]:
     """End positions of ``count`` records from ``position``, one record at a time."""
-    ends = []
+    ends: list[int] = []
     append = ends.append
     for _ in range(count):
         b = pool[position]
@@ -266,7 +266,7 @@ def _binary_column(
         views[:, 3] = starts
     else:
         inline = _take(pool_np, starts[:, None] + _AR12)
-        inline *= _AR12 < np.minimum(length32, 12)[:, None]  # zero what is not the value's
+        inline *= np.minimum(length32, 12)[:, None] > _AR12  # zero what is not the value's
         words = inline.view(np.int32)  # (n, 3): prefix or inline data, then index and offset
         long = length32 > 12
         if long.any():
@@ -274,9 +274,7 @@ def _binary_column(
             words[:, 2] = np.where(long, starts.astype(np.int32), words[:, 2])
         views[:, 1:] = words
     validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    array = pa.Array.from_buffers(
-        pa.binary_view(), n, [validity, pa.py_buffer(views), pool_buffer]
-    )
+    array = pa.Array.from_buffers(pa.binary_view(), n, [validity, pa.py_buffer(views), pool_buffer])
     # Unchecked: the views were built from validated positions, and checking costs 20x the copy.
     return pc.cast(array, pa.binary(), safe=False)
 
@@ -434,9 +432,7 @@ def records_to_arrow(
         ),
         pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(offsets)]),
         pa.Array.from_buffers(TIMESTAMP_TYPE, n, [None, pa.py_buffer(timestamps * 1000)]),
-        pa.Array.from_buffers(
-            pa.int32(), n, [None, pa.py_buffer(log_append.astype(np.int32))]
-        ),
+        pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(log_append.astype(np.int32))]),
     ]
     if include_headers:
         columns.append(_headers_column(pool, header_starts, header_counts, record_ends))

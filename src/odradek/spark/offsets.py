@@ -7,6 +7,7 @@ sorted order, because Spark compares offsets by their JSON text.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -81,9 +82,7 @@ def split_ranges(
     pending = [r for r in ranges if r.size > 0]
     if max_records_per_partition is not None:
         pending = [
-            part
-            for r in pending
-            for part in _cut(r, math.ceil(r.size / max_records_per_partition))
+            part for r in pending for part in _cut(r, math.ceil(r.size / max_records_per_partition))
         ]
     total = sum(r.size for r in pending)
     if min_partitions is not None and len(pending) < min_partitions and total > 0:
@@ -98,4 +97,4 @@ def split_ranges(
 def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
     parts = max(1, min(parts, r.size))
     bounds = [r.start + r.size * i // parts for i in range(parts + 1)]
-    return [OffsetRange(r.partition, a, b) for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [OffsetRange(r.partition, a, b) for a, b in itertools.pairwise(bounds)]

@@ -229,8 +229,10 @@ class ReadOptions:
                 if _get(options, name) is not None:
                     raise OptionError(f"option {name} is for batch queries only")
         else:
-            if starting.default == LATEST and not starting.per_partition and not (
-                starting.by_timestamp
+            if (
+                starting.default == LATEST
+                and not starting.per_partition
+                and not (starting.by_timestamp)
             ):
                 raise OptionError("startingOffsets=latest is for streaming queries only")
             if any(o == LATEST for o in starting.per_partition.values()):

@@ -14,15 +14,17 @@ written twice, never lost — at-least-once, like Spark's own Kafka sink.
 
 from __future__ import annotations
 
+import itertools
 import random
 import struct
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import crc32c
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (
@@ -39,8 +41,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from odradek.client.data import DataClient, Pending, TopicPartition
-from odradek.client.wire import WireConnection
+from odradek.client.data import DataClient, TopicPartition
+from odradek.client.wire import Pending, WireConnection
 from odradek.protocol import compression as codecs
 from odradek.protocol.record_batch import CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC
 from odradek.spark.options import OptionError, WriteOptions
@@ -116,15 +118,111 @@ def encode_records(
         )
         append(_varint(len(record)))
         append(record)
-    body = b"".join(parts)
+    return _batch(b"".join(parts), count, base_timestamp, max_timestamp, compression)
+
+
+def _varint_bytes(
+    values: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    """Zigzag varints of ``values`` as an (n, 10) byte matrix and their sizes."""
+    raw = ((values << 1) ^ (values >> 63)).astype(np.uint64)
+    sizes = np.ones(len(values), dtype=np.int64)
+    largest = int(raw.max()) if len(values) else 0
+    k = 1
+    while k < 10 and largest >= 1 << (7 * k):
+        sizes += raw >= np.uint64(1 << (7 * k))
+        k += 1
+    width = int(sizes.max()) if len(values) else 1
+    shifts = (np.arange(width, dtype=np.uint64) * np.uint64(7))[None, :]
+    matrix = ((raw[:, None] >> shifts) & np.uint64(0x7F)).astype(np.uint8)
+    more = np.arange(width)[None, :] < (sizes - 1)[:, None]
+    matrix |= more.astype(np.uint8) << 7
+    return matrix, sizes
+
+
+def _small_binaries(
+    parts: Sequence[tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]],
+) -> pa.Array:
+    """A binary array whose element ``i`` joins the first ``sizes[i]`` bytes of each part's
+    row ``i``: short per-record byte strings built without per-record Python."""
+    matrix = np.hstack([m for m, _ in parts])
+    keep = np.hstack([np.arange(m.shape[1])[None, :] < z[:, None] for m, z in parts])
+    data = matrix[keep]  # row by row: the elements one after another
+    lengths = np.sum([z for _, z in parts], axis=0)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(
+        pa.binary(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+
+
+def encode_arrow_records(
+    keys: pa.Array | None,
+    values: pa.Array,
+    *,
+    timestamp_ms: int,
+    compression: int = codecs.NONE,
+) -> bytes:
+    """One RecordBatch v2 of binary ``keys`` (or none) and ``values``, without headers — as
+    :func:`encode_records` makes it, but column-wise: each record's few bytes of lengths and
+    deltas are built for all records at once with numpy, and Arrow's C++ joins them with the
+    keys and values."""
+    n = len(values)
+    value_lengths = pc.binary_length(values).fill_null(-1).to_numpy().astype(np.int64)
+    if keys is None:
+        key_lengths = np.full(n, -1, dtype=np.int64)
+    else:
+        key_lengths = pc.binary_length(keys).fill_null(-1).to_numpy().astype(np.int64)
+    deltas = np.arange(n, dtype=np.int64)
+    delta_bytes, delta_sizes = _varint_bytes(deltas)
+    key_bytes, key_sizes = _varint_bytes(key_lengths)
+    value_len_bytes, value_len_sizes = _varint_bytes(value_lengths)
+    body = (
+        2  # attributes, timestamp delta
+        + delta_sizes
+        + key_sizes
+        + np.maximum(key_lengths, 0)
+        + value_len_sizes
+        + np.maximum(value_lengths, 0)
+        + 1  # header count
+    )
+    length_bytes, length_sizes = _varint_bytes(body)
+    zeros = (np.zeros((n, 2), dtype=np.uint8), np.full(n, 2, dtype=np.int64))
+    heads = _small_binaries(
+        [(length_bytes, length_sizes), zeros, (delta_bytes, delta_sizes), (key_bytes, key_sizes)]
+    )
+    value_heads = _small_binaries([(value_len_bytes, value_len_sizes)])
+    joined = pc.binary_join_element_wise(
+        heads,
+        keys.fill_null(b"") if keys is not None else pa.scalar(b""),
+        value_heads,
+        values.fill_null(b""),
+        pa.scalar(b"\x00"),  # no headers
+        b"",
+    )
+    offsets = np.frombuffer(
+        joined.buffers()[1], dtype=np.int32, count=n + 1, offset=joined.offset * 4
+    )
+    records = memoryview(joined.buffers()[2])[offsets[0] : offsets[n]]
+    return _batch(records, n, timestamp_ms, timestamp_ms, compression)
+
+
+def _batch(
+    body: bytes | memoryview,
+    count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    compression: int,
+) -> bytes:
+    """The 61-byte header (offsets from 0, no producer id) and ``body``, the records."""
     if compression != codecs.NONE:
         body = codecs.compress(compression, body)
-    out = bytearray(HEADER_SIZE + len(body))
+    header = bytearray(HEADER_SIZE)
     _HEADER.pack_into(
-        out,
+        header,
         0,
         0,  # base offset: the broker assigns it
-        len(out) - LOG_OVERHEAD,
+        HEADER_SIZE + len(body) - LOG_OVERHEAD,
         -1,  # partition leader epoch
         MAGIC,
         0,  # crc, below
@@ -137,9 +235,9 @@ def encode_records(
         -1,
         count,
     )
-    out[HEADER_SIZE:] = body
-    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
-    return bytes(out)
+    crc = crc32c.crc32c(body, crc32c.crc32c(bytes(header[CRC_START:])))
+    struct.pack_into(">I", header, 17, crc)
+    return b"".join((header, body))
 
 
 def murmur2(data: bytes) -> int:
@@ -166,6 +264,52 @@ def murmur2(data: bytes) -> int:
     h = (h * m) & 0xFFFFFFFF
     h ^= h >> 15
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+def murmur2_many(keys: pa.Array) -> npt.NDArray[np.int32]:
+    """:func:`murmur2` of every key of a binary array without nulls, vectorised per key length
+    (keys of one length form a matrix, hashed a 4-byte column at a time)."""
+    n = len(keys)
+    out = np.empty(n, dtype=np.uint32)
+    if n == 0:
+        return out.view(np.int32)
+    offsets = np.frombuffer(keys.buffers()[1], dtype=np.int32, count=n + 1, offset=keys.offset * 4)
+    data_buffer = keys.buffers()[2]
+    data = (
+        np.frombuffer(data_buffer, dtype=np.uint8)
+        if data_buffer is not None
+        else np.zeros(0, np.uint8)
+    )
+    lengths = np.diff(offsets)
+    m = np.uint32(0x5BD1E995)
+    with np.errstate(over="ignore"):
+        for length in np.unique(lengths).tolist():
+            rows = np.flatnonzero(lengths == length)
+            matrix = data[offsets[rows][:, None] + np.arange(length)] if length else None
+            h = np.full(len(rows), (0x9747B28C ^ length) & 0xFFFFFFFF, dtype=np.uint32)
+            whole = length - length % 4
+            if whole:
+                assert matrix is not None
+                words = np.ascontiguousarray(matrix[:, :whole]).view("<u4").astype(np.uint32)
+                for j in range(whole // 4):
+                    k = words[:, j] * m
+                    k ^= k >> np.uint32(24)
+                    k *= m
+                    h = (h * m) ^ k
+            rest = length % 4
+            if rest:
+                assert matrix is not None
+                if rest == 3:
+                    h ^= matrix[:, whole + 2].astype(np.uint32) << np.uint32(16)
+                if rest >= 2:
+                    h ^= matrix[:, whole + 1].astype(np.uint32) << np.uint32(8)
+                h ^= matrix[:, whole].astype(np.uint32)
+                h *= m
+            h ^= h >> np.uint32(13)
+            h *= m
+            h ^= h >> np.uint32(15)
+            out[rows] = h
+    return out.view(np.int32)
 
 
 def key_partition(key: bytes, partitions: int) -> int:
@@ -206,9 +350,7 @@ def _columns(schema: StructType, options: WriteOptions) -> _Columns:
     if "topic" in fields:
         _check_type("topic", fields["topic"].dataType, [StringType()])
     elif options.topic is None:
-        raise OptionError(
-            "the odradek sink needs the topic option or a topic column (string)"
-        )
+        raise OptionError("the odradek sink needs the topic option or a topic column (string)")
     if "partition" in fields:
         _check_type("partition", fields["partition"].dataType, [IntegerType()])
     if "headers" in fields:
@@ -225,9 +367,7 @@ def _columns(schema: StructType, options: WriteOptions) -> _Columns:
                 "column headers of the odradek sink must be "
                 f"{_HEADERS_TYPE.simpleString()}, not {headers.simpleString()}"
             )
-    return _Columns(
-        "key" in fields, "topic" in fields, "partition" in fields, "headers" in fields
-    )
+    return _Columns("key" in fields, "topic" in fields, "partition" in fields, "headers" in fields)
 
 
 # -- producing ---------------------------------------------------------------------------------
@@ -241,7 +381,6 @@ class _Producer:
         self.client = client
         self.partition_counts: dict[str, int] = {}
         self.sticky: dict[str, int] = {}
-        self.key_partitions: dict[tuple[str, bytes], int] = {}
         self.in_flight: deque[tuple[WireConnection, Pending]] = deque()
         self.ready: dict[TopicPartition, list[bytes]] = {}
         self.ready_bytes = 0
@@ -256,21 +395,45 @@ class _Producer:
             count = self.partition_counts[topic] = info.partitions
         return count
 
-    def _partition_for(self, topic: str, key: bytes | None, given: int | None) -> int:
+    @staticmethod
+    def _key_partitions(keys: pa.Array, count: int) -> npt.NDArray[np.int32]:
+        """Kafka's partition for each key, -1 for null keys."""
+        hashes = murmur2_many(keys.fill_null(b"")) & np.int32(0x7FFFFFFF)
+        parts = (hashes % count).astype(np.int32)
+        if keys.null_count:
+            valid = keys.is_valid().to_numpy(zero_copy_only=False)
+            parts[~valid] = -1
+        return parts
+
+    def _partitions(
+        self,
+        topic: str,
+        rows: npt.NDArray[np.int64],
+        keys: pa.Array | None,
+        given: pa.Array | None,
+    ) -> npt.NDArray[np.int32]:
+        """The partition of each row: its partition column, else its key's, else sticky."""
         count = self._partitions_of(topic)
+        taken = pa.array(rows)
+        parts = np.full(len(rows), -1, dtype=np.int32)
         if given is not None:
-            if not 0 <= given < count:
-                raise OptionError(f"partition {given} does not exist in topic {topic!r}")
-            return given
-        if key is None:
+            parts = given.take(taken).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+            bad = (parts >= count) | (parts < -1)
+            if bad.any():
+                raise OptionError(
+                    f"partition {int(parts[bad][0])} does not exist in topic {topic!r} "
+                    f"({count} partitions)"
+                )
+        need = parts < 0
+        if keys is not None and need.any():
+            parts[need] = self._key_partitions(keys.take(pa.array(rows[need])), count)
+            need = parts < 0
+        if need.any():
             # Kafka's sticky partitioner keeps keyless records together per batch.
             if topic not in self.sticky:
                 self.sticky[topic] = random.randrange(count)
-            return self.sticky[topic]
-        cached = self.key_partitions.get((topic, key))
-        if cached is None:
-            cached = self.key_partitions[(topic, key)] = key_partition(key, count)
-        return cached
+            parts[need] = self.sticky[topic]
+        return parts
 
     def add(self, batch: pa.RecordBatch, columns: _Columns) -> None:
         n = batch.num_rows
@@ -281,66 +444,83 @@ class _Producer:
         def column(name: str) -> pa.Array:
             return batch.column(names[name])
 
-        def binaries(name: str) -> list[bytes | None]:
-            array = column(name)
-            if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-                array = pc.cast(array, pa.binary())
-            values: list[bytes | None] = array.to_pylist()
-            return values
-
-        values = binaries("value")
-        keys: list[bytes | None] = binaries("key") if columns.has_key else [None] * n
-        headers: list[Any] | None = None
-        if columns.has_headers:
-            headers = [
-                None if h is None else [(item["key"], item["value"]) for item in h]
-                for h in column("headers").to_pylist()
-            ]
+        values = _binary(column("value"))
+        keys = _binary(column("key")) if columns.has_key else None
+        headers = column("headers") if columns.has_headers else None
+        if headers is not None and headers.null_count == n:
+            headers = None
+        given = column("partition") if columns.has_partition else None
         if self.options.topic is not None:
-            topics: list[str | None] = [self.options.topic] * n
+            groups = [(self.options.topic, np.arange(n, dtype=np.int64))]
         else:
-            topics = column("topic").to_pylist()
-        given: list[int | None] = (
-            column("partition").to_pylist() if columns.has_partition else [None] * n
-        )
-
-        groups: dict[TopicPartition, list[int]] = {}
-        for i in range(n):
-            topic = topics[i]
-            if topic is None:
+            topics = column("topic")
+            if topics.null_count:
                 raise OptionError(
                     "a row has a null topic; set the topic option or fill the topic column"
                 )
-            tp = TopicPartition(topic, self._partition_for(topic, keys[i], given[i]))
-            rows = groups.get(tp)
-            if rows is None:
-                rows = groups[tp] = []
-            rows.append(i)
+            encoded = pc.dictionary_encode(topics)
+            which = encoded.indices.to_numpy(zero_copy_only=False)
+            groups = [
+                (name, np.flatnonzero(which == i))
+                for i, name in enumerate(encoded.dictionary.to_pylist())
+            ]
         self.records += n
-        now_ms = int(time.time() * 1000)
-        for tp, rows in groups.items():
-            start = 0
-            while start < len(rows):
-                # Cut batches near batch_bytes so no batch outgrows the broker's limit.
-                size = 0
-                stop = start
-                while stop < len(rows) and (stop == start or size < self.options.batch_bytes):
-                    i = rows[stop]
-                    size += len(values[i] or b"") + len(keys[i] or b"") + 16
-                    stop += 1
-                chunk = rows[start:stop]
-                encoded = encode_records(
-                    [keys[i] for i in chunk],
-                    [values[i] for i in chunk],
-                    None if headers is None else [headers[i] for i in chunk],
-                    timestamp_ms=now_ms,
-                    compression=self.options.compression,
+        for topic, rows in groups:
+            parts = self._partitions(topic, rows, keys, given)
+            order = np.argsort(parts, kind="stable")
+            ordered = parts[order]
+            cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), len(rows)]
+            for lo, hi in itertools.pairwise(cuts):
+                selected = pa.array(rows[order[lo:hi]])
+                self._encode(
+                    TopicPartition(topic, int(ordered[lo])),
+                    None if keys is None else keys.take(selected),
+                    values.take(selected),
+                    None if headers is None else headers.take(selected),
                 )
-                self._queue(tp, encoded)
-                start = stop
         # Keyless records move on to another partition with the next input batch.
         for topic, partition in list(self.sticky.items()):
             self.sticky[topic] = (partition + 1) % self._partitions_of(topic)
+
+    def _encode(
+        self,
+        tp: TopicPartition,
+        keys: pa.Array | None,
+        values: pa.Array,
+        headers: pa.Array | None,
+    ) -> None:
+        """Encode one partition's rows into batches of about batch_bytes and queue them."""
+        sizes = pc.binary_length(values).fill_null(0).to_numpy(zero_copy_only=False) + 16
+        if keys is not None:
+            sizes = sizes + pc.binary_length(keys).fill_null(0).to_numpy(zero_copy_only=False)
+        total = np.cumsum(sizes)
+        limit = self.options.batch_bytes
+        cuts = np.searchsorted(total, np.arange(limit, int(total[-1]), limit), side="right")
+        bounds = sorted({0, len(values), *(int(c) for c in cuts if 0 < c < len(values))})
+        now_ms = int(time.time() * 1000)
+        for lo, hi in itertools.pairwise(bounds):
+            chunk_keys = None if keys is None else keys.slice(lo, hi - lo)
+            chunk_values = values.slice(lo, hi - lo)
+            chunk_headers = None if headers is None else headers.slice(lo, hi - lo)
+            if chunk_headers is not None and chunk_headers.null_count < hi - lo:
+                encoded = encode_records(
+                    [None] * (hi - lo) if chunk_keys is None else chunk_keys.to_pylist(),
+                    chunk_values.to_pylist(),
+                    [
+                        None if h is None else [(item["key"], item["value"]) for item in h]
+                        for h in chunk_headers.to_pylist()
+                    ],
+                    timestamp_ms=now_ms,
+                    compression=self.options.compression,
+                )
+            else:
+                encoded = encode_arrow_records(
+                    chunk_keys,
+                    chunk_values,
+                    timestamp_ms=now_ms,
+                    compression=self.options.compression,
+                )
+            self._queue(tp, encoded)
 
     def _queue(self, tp: TopicPartition, batch: bytes) -> None:
         self.ready.setdefault(tp, []).append(batch)
@@ -370,6 +550,13 @@ class _Producer:
             self._receive_one()
 
 
+def _binary(array: pa.Array) -> pa.Array:
+    """String columns go out as their UTF-8 bytes."""
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        return pc.cast(array, pa.binary())
+    return array
+
+
 @dataclass(frozen=True)
 class WriteResult(WriterCommitMessage):
     """What one task wrote."""
@@ -384,9 +571,7 @@ def _client(bootstrap: str) -> DataClient:
     # Python workers are reused across tasks; so is their client.
     client = _TASK_CLIENTS.get(bootstrap)
     if client is None:
-        client = _TASK_CLIENTS[bootstrap] = DataClient(
-            bootstrap, client_id="odradek-spark-sink"
-        )
+        client = _TASK_CLIENTS[bootstrap] = DataClient(bootstrap, client_id="odradek-spark-sink")
     return client
 
 

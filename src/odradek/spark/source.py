@@ -74,9 +74,7 @@ log = logging.getLogger("odradek.spark")
 
 FORMAT = "odradek"
 
-HEADER_STRUCT = StructType(
-    [StructField("key", StringType()), StructField("value", BinaryType())]
-)
+HEADER_STRUCT = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 KAFKA_FIELDS = [
     StructField("key", BinaryType()),
     StructField("value", BinaryType()),
@@ -188,14 +186,18 @@ class _Planner:
             infos = list(self.client.describe(sub.topics).values())
         return sorted(TopicPartition(t.name, p) for t in infos for p in range(t.partitions))
 
-    def resolve(self, spec: OffsetSpec, partitions: Sequence[TopicPartition], *, start: bool) -> Offsets:
+    def resolve(
+        self, spec: OffsetSpec, partitions: Sequence[TopicPartition], *, start: bool
+    ) -> Offsets:
         """Concrete offsets for ``partitions`` from a starting or ending spec."""
         if not partitions:
             return {}
         client = self.client
         if spec.by_timestamp:
             wanted = {
-                tp: spec.timestamp if spec.timestamp is not None else spec.per_partition_timestamps[tp]
+                tp: spec.timestamp
+                if spec.timestamp is not None
+                else spec.per_partition_timestamps[tp]
                 for tp in partitions
                 if spec.timestamp is not None or tp in spec.per_partition_timestamps
             }
@@ -225,7 +227,9 @@ class _Planner:
         latest = client.latest(need_latest) if need_latest else {}
         for tp, offset in explicit.items():
             result[tp] = earliest[tp] if offset == EARLIEST else latest.get(tp, offset)
-        result.update(self._by_default(spec.default, [tp for tp in partitions if tp not in explicit]))
+        result.update(
+            self._by_default(spec.default, [tp for tp in partitions if tp not in explicit])
+        )
         return result
 
     def _by_default(self, default: int, partitions: Sequence[TopicPartition]) -> Offsets:
@@ -249,7 +253,10 @@ class OffsetRangePartition(InputPartition):
 
 
 def _input_partitions(ranges: Sequence[OffsetRange]) -> list[OffsetRangePartition]:
-    return [OffsetRangePartition(r.partition.topic, r.partition.partition, r.start, r.end) for r in ranges]
+    return [
+        OffsetRangePartition(r.partition.topic, r.partition.partition, r.start, r.end)
+        for r in ranges
+    ]
 
 
 # Executors reuse their Python workers across tasks; a client per cluster per worker saves a

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -88,6 +89,9 @@ class _LogState:
     first_dirty: int
     # The earliest delete horizon of the tombstones the last pass kept: due then for a pass.
     pending_horizon: int | None = None
+    # Idempotent producer id → base offset of its last batch in the clean section, as the last
+    # pass wrote it; None when not known (then the clean section's headers are read for it).
+    clean_producers: dict[int, int] | None = None
     uncleanable: bool = False
 
 
@@ -115,17 +119,25 @@ class _Plan:
     first_dirty_index: int  # sources[first_dirty_index:] are dirty
     limit_offset: int  # base offset of the first segment not to clean
     index_max_entries: int
+    clean_producers: dict[int, int] | None
 
 
 @dataclass(slots=True)
 class _Stats:
+    started: float = dataclasses.field(default_factory=time.monotonic)
     dirty_bytes: int = 0
+    mapped_bytes: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
     records_read: int = 0
     records_kept: int = 0
     tombstones_removed: int = 0
     min_horizon: int | None = None
+    # Idempotent producer id → base offset of its last batch in the range cleaned, which stays
+    # (empty if need be) so that the producer's sequence survives a restart; and the same of
+    # the batches written.
+    last_batches: dict[int, int] = dataclasses.field(default_factory=dict)
+    written_producers: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -135,7 +147,6 @@ class _Built:
     replacements: list[tuple[LogSegment, list[LogSegment], list[int]]]
     end_offset: int
     stats: _Stats
-    started: float
 
 
 class _Aborted(Exception):
@@ -211,6 +222,7 @@ class LogCleaner:
             partition_log.log_start_offset <= state.first_dirty <= partition_log.log_end_offset
         ):
             state.first_dirty = partition_log.log_start_offset
+            state.clean_producers = None
         return state
 
     def first_dirty_offset(self, partition_log: PartitionLog) -> int:
@@ -293,6 +305,7 @@ class LogCleaner:
             first_dirty_index=dirty - first,
             limit_offset=segments[limit].base_offset,
             index_max_entries=max(1, config.segment_index_bytes // OffsetIndex.entry.size),
+            clean_producers=None if state.clean_producers is None else dict(state.clean_producers),
         )
 
     # -- cleaning (the cleaner thread) ---------------------------------------------------------
@@ -300,11 +313,18 @@ class LogCleaner:
     def _build(self, plan: _Plan) -> _Built | None:
         """Map the dirty section and write the cleaned segments; None if there is nothing to
         write.  Closes the plan's fds whatever happens."""
-        started = time.monotonic()
         stats = _Stats()
         new_segments: list[LogSegment] = []
         prepared: Path | None = None
         try:
+            if plan.clean_producers is None:
+                for source in plan.sources[: plan.first_dirty_index]:
+                    for header, _ in _batches(source.fd, source.size):
+                        self._check(stats)
+                        if header.producer_id >= 0:
+                            stats.last_batches[header.producer_id] = header.base_offset
+            else:
+                stats.last_batches.update(plan.clean_producers)
             offsets, mapped = self._build_offset_map(plan, stats)
             end_offset = (
                 plan.sources[mapped].base_offset
@@ -327,7 +347,7 @@ class LogCleaner:
                 {new.base_offset: [s.base_offset for s in old] for new, old, _ in replacements},
             )
             swap.crash_point("prepared")
-            return _Built(plan, prepared, replacements, end_offset, stats, started)
+            return _Built(plan, prepared, replacements, end_offset, stats)
         except BaseException:
             swap.discard(prepared, new_segments)
             raise
@@ -335,12 +355,13 @@ class LogCleaner:
             for source in plan.sources:
                 os.close(source.fd)
 
-    def _check(self, stats: _Stats, started: float) -> None:
+    def _check(self, stats: _Stats) -> None:
         if self._abort.is_set():
             raise _Aborted
         limit = self.config.io_max_bytes_per_second
         if limit:
-            ahead = (stats.bytes_read + stats.bytes_written) / limit - (time.monotonic() - started)
+            done = stats.mapped_bytes + stats.bytes_read + stats.bytes_written
+            ahead = done / limit - (time.monotonic() - stats.started)
             if ahead > 0 and self._abort.wait(min(ahead, 0.1)):
                 raise _Aborted
 
@@ -352,7 +373,6 @@ class LogCleaner:
         # the first key of each batch.
         sampled_keys = sampled_bytes = 0
         budget = self.config.dedupe_buffer_bytes
-        started = time.monotonic()
         first_dirty = plan.first_dirty
         index = plan.first_dirty_index
         while index < len(plan.sources):
@@ -362,8 +382,13 @@ class LogCleaner:
                     break
             source = plan.sources[index]
             for header, batch in _batches(source.fd, source.size):
-                self._check(stats, started)
-                if header.is_control or header.last_offset < first_dirty:
+                self._check(stats)
+                stats.mapped_bytes += header.size
+                if header.last_offset < first_dirty:
+                    continue
+                if header.producer_id >= 0:
+                    stats.last_batches[header.producer_id] = header.base_offset
+                if header.is_control:
                     continue
                 base = header.base_offset
                 spans = scan_records(records_section(batch, header), header.record_count)
@@ -420,10 +445,9 @@ class LogCleaner:
         try:
             out = bytearray()
             batches: list[AppendedBatch] = []
-            started = time.monotonic()
             for source in group:
                 for header, batch in _batches(source.fd, source.size):
-                    self._check(stats, started)
+                    self._check(stats)
                     stats.bytes_read += header.size
                     kept = self._clean_batch(plan, header, batch, offsets, stats)
                     if kept is None:
@@ -458,11 +482,13 @@ class LogCleaner:
         stats: _Stats,
     ) -> memoryview | bytes | None:
         """The batch as the cleaned log holds it: itself, rebuilt with fewer records, or None."""
+        if header.last_offset < plan.log_start:
+            stats.records_read += header.record_count
+            return None
         if header.is_control:
+            self._note_written(header, stats)
             return batch  # transaction markers are not compacted here
         stats.records_read += header.record_count
-        if header.last_offset < plan.log_start:
-            return None
         section = records_section(batch, header)
         spans = scan_records(section, header.record_count)
         base = header.base_offset
@@ -488,7 +514,13 @@ class LogCleaner:
             kept.append(span)
         stats.records_kept += len(kept)
         if not kept:
-            return None
+            producer = header.producer_id
+            if producer < 0 or stats.last_batches.get(producer) != header.base_offset:
+                return None
+            # An idempotent producer's last batch stays, emptied, for its sequence numbers.
+            self._note_written(header, stats)
+            return batch if header.record_count == 0 else rebuild_batch(header, section, [])
+        self._note_written(header, stats)
         if has_tombstones:
             if horizon is None:
                 horizon = min(plan.now_ms + plan.config.delete_retention_ms, _LONG_MAX)
@@ -499,6 +531,11 @@ class LogCleaner:
         return rebuild_batch(
             header, section, kept, compression=plan.config.compression, delete_horizon_ms=horizon
         )
+
+    @staticmethod
+    def _note_written(header: BatchHeader, stats: _Stats) -> None:
+        if header.producer_id >= 0:
+            stats.written_producers[header.producer_id] = header.base_offset
 
     # -- swapping in (the event loop) ----------------------------------------------------------
 
@@ -517,6 +554,7 @@ class LogCleaner:
         state = self._state(plan.log)
         state.first_dirty = built.end_offset
         state.pending_horizon = built.stats.min_horizon
+        state.clean_producers = built.stats.written_producers
         self.passes += 1
         stats = built.stats
         result = CleanResult(
@@ -532,7 +570,7 @@ class LogCleaner:
             tombstones_removed=stats.tombstones_removed,
             segments_before=segments_before,
             segments_after=plan.log.segment_count(),
-            seconds=time.monotonic() - built.started,
+            seconds=time.monotonic() - stats.started,
         )
         log.info(
             "cleaned %s-%d up to offset %d: %.1f MB of dirty log at %.1f MB/s, %d of %d records "

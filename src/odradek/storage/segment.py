@@ -61,7 +61,12 @@ class LogSegment:
     truncates at the first bad one, and :meth:`load` (for the others) checks only the indexes
     and the batch headers after the last index entry.
 
-    Caller: :class:`~odradek.storage.log.PartitionLog` only, from the event-loop thread.
+    A segment the log cleaner writes carries the suffix ``.cleaned`` on its file names until it
+    is swapped into its log (:mod:`odradek.storage.swap`); a crash before that leaves files that
+    the log removes when it opens.
+
+    Caller: :class:`~odradek.storage.log.PartitionLog`, from the event-loop thread; and the log
+    cleaner, which builds new segments in its own thread before handing them to the log.
     """
 
     def __init__(

@@ -1,0 +1,129 @@
+"""Records/s the ``odradek`` sink writes from Spark, next to a sink that discards.
+
+Not a test — numbers to compare. It starts ``odradek serve`` as a child process unless
+``--bootstrap`` names a running broker, then on ``local[N]`` writes ``--records`` rows
+(``--value-bytes`` bytes of value, a 12-byte key) made by ``spark.range``:
+
+1. **odradek**: ``write.format("odradek")`` to a topic of ``--partitions`` partitions, acks=all;
+2. **ceiling**: the same rows to a Python Arrow sink that only counts them — what Spark's Python
+   data source write path itself costs, with no encoding and no broker.
+
+One warm-up run each, then the best of ``--runs``.
+
+    python benchmarks/spark_write.py [--records 2000000] [--partitions 4] [--value-bytes 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from pyspark.sql import DataFrame, SparkSession  # noqa: E402
+from pyspark.sql.datasource import (  # noqa: E402
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType  # noqa: E402
+
+import odradek.spark  # noqa: E402
+from spark_read import broker, create_topic  # noqa: E402
+
+
+class _CountingWriter(DataSourceArrowWriter):
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        rows = 0
+        for batch in iterator:
+            rows += batch.num_rows
+        return WriterCommitMessage()
+
+
+class DiscardSink(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "odradek_bench_discard"
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return _CountingWriter()
+
+
+def rows(spark: SparkSession, count: int, value_bytes: int, partitions: int) -> DataFrame:
+    pad = max(value_bytes - 20, 0)
+    return spark.range(count, numPartitions=partitions).selectExpr(
+        "CAST(concat('key-', lpad(CAST(id % 100000 AS STRING), 8, '0')) AS BINARY) AS key",
+        f"CAST(concat(lpad(CAST(id AS STRING), 20, '0'), repeat('x', {pad})) AS BINARY) AS value",
+    )
+
+
+def timed(label: str, runs: int, count: int, write: Any) -> float:
+    results = []
+    for _ in range(runs + 1):  # the first warms up
+        started = time.perf_counter()
+        write()
+        results.append(time.perf_counter() - started)
+    took = min(results[1:])
+    rate = count / took
+    print(f"{label:<30} {count:>10,} rows {took:7.2f}s {rate:>12,.0f} rows/s")
+    return rate
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--bootstrap")
+    args = parser.parse_args(argv)
+
+    spark = (
+        SparkSession.builder.master(f"local[{args.cores}]")
+        .appName("odradek-spark-write-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    odradek.spark.register(spark)
+    spark.dataSource.register(DiscardSink)
+    print(
+        f"local[{args.cores}], {args.records:,} rows of {args.value_bytes}-byte values, "
+        f"{args.partitions} Spark and topic partitions"
+    )
+    df = rows(spark, args.records, args.value_bytes, args.partitions)
+    with broker(args.bootstrap) as bootstrap:
+        topic = f"bench-write-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, topic, args.partitions)
+        ours = timed(
+            "odradek sink (acks=all)",
+            args.runs,
+            args.records,
+            lambda: df.write.format("odradek")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", topic)
+            .mode("append")
+            .save(),
+        )
+        ceiling = timed(
+            "discarding Arrow sink",
+            args.runs,
+            args.records,
+            lambda: df.write.format("odradek_bench_discard").mode("append").save(),
+        )
+        print(f"the odradek sink writes at {ours / ceiling:.0%} of the ceiling")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory():
+        main()

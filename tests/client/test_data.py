@@ -1,0 +1,149 @@
+"""The blocking wire connection and the data client, against a real broker."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from odradek.client.data import (
+    DataClient,
+    KafkaClientError,
+    OffsetOutOfRange,
+    ProduceError,
+    TopicPartition,
+)
+from odradek.client.wire import FETCH, METADATA, WireConnection, WireError
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import NewRecord, encode_batch, iter_records
+from odradek.testing import RunningBroker, running_broker
+
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    with running_broker(tmp_path_factory.mktemp("client"), num_partitions="2") as running:
+        yield running
+
+
+@pytest.fixture
+def client(broker: RunningBroker) -> Iterator[DataClient]:
+    with DataClient(broker.bootstrap) as c:
+        yield c
+
+
+@pytest.fixture
+def topic(client: DataClient) -> str:
+    name = f"data-{uuid.uuid4().hex[:10]}"
+    client.describe([name], auto_create=True)
+    return name
+
+
+def batch(count: int, first: int = 0, ts: int = T0) -> bytes:
+    return encode_batch(
+        [NewRecord(None, b"v%d" % (first + i), (), ts + first + i) for i in range(count)],
+        now_ms=ts,
+    )
+
+
+def offsets_in(records: bytes) -> list[int]:
+    return [r.offset for _, rs in iter_records(records) for r in rs]
+
+
+def test_connection_negotiates_versions_and_pipelines(broker: RunningBroker) -> None:
+    with WireConnection.open(broker.bootstrap) as connection:
+        assert connection.version_for(FETCH) == 12
+        assert connection.version_for(METADATA) == 12
+        # Three requests on the wire before any answer; answers come back in order.
+        pending = [
+            connection.send(METADATA, {"topics": None, "allow_auto_topic_creation": False})
+            for _ in range(3)
+        ]
+        assert connection.in_flight == 3
+        with pytest.raises(ValueError, match="order"):
+            connection.receive(pending[1])
+        for p in pending:
+            assert connection.receive(p).brokers[0].port == broker.port
+        with pytest.raises(WireError, match="does not speak"):
+            connection.version_for(999)
+
+
+def test_connecting_nowhere_is_a_wire_error() -> None:
+    with pytest.raises(WireError, match="cannot connect"):
+        WireConnection.open("127.0.0.1:1", timeout_s=2)
+
+
+def test_partitions_and_offsets(client: DataClient, topic: str) -> None:
+    assert client.describe([topic])[topic].partitions == 2
+    assert topic in client.topics()
+    assert client.describe(["no-such-topic-" + topic]) == {}
+    tp = TopicPartition(topic, 1)
+    assert client.produce({tp: batch(5)}) == {tp: 0}
+    assert client.produce({tp: batch(5, first=5)}) == {tp: 5}
+    assert client.earliest([tp]) == {tp: 0}
+    assert client.latest([tp, TopicPartition(topic, 0)]) == {tp: 10, TopicPartition(topic, 0): 0}
+    # By timestamp: the first offset whose timestamp is at least the one asked for.
+    assert client.list_offsets([tp], T0 + 7) == {tp: 7}
+    assert client.list_offsets([tp], T0 + 10**6) == {tp: -1}
+
+
+def test_fetch_range_covers_exactly_the_range(client: DataClient, topic: str) -> None:
+    tp = TopicPartition(topic, 0)
+    for first in range(0, 100, 10):
+        client.produce({tp: batch(10, first)})
+    seen: list[int] = []
+    for fetched in client.fetch_range(tp, 15, 72, max_bytes=300):
+        assert fetched.high_watermark == 100
+        seen += [o for o in offsets_in(fetched.records) if 15 <= o < 72]
+    assert seen == list(range(15, 72))
+    # The connection is still usable after the caller stops early.
+    for _ in client.fetch_range(tp, 0, 100, max_bytes=300):
+        break
+    assert client.fetch(tp, 90).next_offset == 100
+
+
+def test_deleted_records_are_out_of_range(
+    broker: RunningBroker, client: DataClient, topic: str
+) -> None:
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    tp = TopicPartition(topic, 0)
+    client.produce({tp: batch(10)})
+    client.produce({tp: batch(10, first=10)})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_records([KafkaTopicPartition(topic, 0, 12)]).values():
+        future.result(timeout=10)
+    assert client.earliest([tp]) == {tp: 12}
+    with pytest.raises(OffsetOutOfRange) as caught:
+        list(client.fetch_range(tp, 3, 20))
+    assert (caught.value.offset, caught.value.log_start_offset) == (3, 12)
+    assert caught.value.high_watermark == 20
+
+
+def test_produce_errors_name_partition_and_code(client: DataClient, topic: str) -> None:
+    with pytest.raises(ProduceError) as caught:
+        client.produce({TopicPartition(topic, 7): batch(1)})
+    assert caught.value.code == ErrorCode.unknown_topic_or_partition
+    assert f"{topic}-7" in str(caught.value)
+    corrupt = bytearray(batch(2))
+    corrupt[-1] ^= 0xFF
+    with pytest.raises(ProduceError) as caught:
+        client.produce({TopicPartition(topic, 0): bytes(corrupt)})
+    assert caught.value.code == ErrorCode.corrupt_message
+    assert isinstance(caught.value, KafkaClientError)
+    # acks=0 gets no answer and returns nothing; the record is there all the same.
+    assert client.produce({TopicPartition(topic, 1): batch(1)}, acks=0) == {}
+    assert client.latest([TopicPartition(topic, 1)])[TopicPartition(topic, 1)] == 1
+
+
+def test_a_client_survives_a_broker_restart(broker: RunningBroker, topic: str) -> None:
+    tp = TopicPartition(topic, 0)
+    with DataClient(broker.bootstrap) as client:
+        client.produce({tp: batch(3)})
+        broker.restart()
+        # The old connection is dead; safe requests go again on a new one.
+        assert client.latest([tp]) == {tp: 3}
+        assert offsets_in(client.fetch(tp, 0).records) == [0, 1, 2]
