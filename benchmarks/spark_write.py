@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -26,17 +25,17 @@ from typing import Any
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from pyspark.sql import DataFrame, SparkSession  # noqa: E402
-from pyspark.sql.datasource import (  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceWriter,
     WriterCommitMessage,
 )
-from pyspark.sql.types import StructType  # noqa: E402
+from pyspark.sql.types import StructType
+from spark_read import broker, create_topic
 
-import odradek.spark  # noqa: E402
-from spark_read import broker, create_topic  # noqa: E402
+import odradek.spark
 
 
 class _CountingWriter(DataSourceArrowWriter):
@@ -108,11 +107,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             "odradek sink (acks=all)",
             args.runs,
             args.records,
-            lambda: df.write.format("odradek")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("topic", topic)
-            .mode("append")
-            .save(),
+            lambda: (
+                df.write.format("odradek")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", topic)
+                .mode("append")
+                .save()
+            ),
         )
         ceiling = timed(
             "discarding Arrow sink",
@@ -125,5 +126,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    with tempfile.TemporaryDirectory():
-        main()
+    main()

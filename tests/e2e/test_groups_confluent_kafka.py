@@ -51,7 +51,11 @@ def poller(consumers: list[Consumer]) -> Callable[[], None]:
     def poll() -> None:
         for c in consumers:
             message = c.poll(0.02)
-            assert message is None, "no records are produced while the group forms"
+            # (An error event may come while the group forms; a record may not.)
+            assert message is None or message.error() is not None, (
+                f"unexpected record {message.topic()}/{message.partition()}@{message.offset()}: "
+                f"{message.value()!r}"
+            )
 
     return poll
 

@@ -192,3 +192,25 @@ def test_describe_log_dirs_reports_each_partitions_size(
     [topic] = log_dir["topics"]
     sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
     assert sizes[0] == 0 and sizes[1] > 1000
+
+
+def test_topics_list_and_an_unknown_topic(
+    bootstrap: str, make_topic: Callable[..., str], topic_name: str
+) -> None:
+    make_topic(topic_name)
+    listed = subprocess.run(
+        [sys.executable, "-m", "odradek", "topics", "list", "--bootstrap-server", bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert topic_name in listed.stdout.split()
+    command = ["topics", "describe", f"{topic_name}-missing", "--bootstrap-server", bootstrap]
+    missing = subprocess.run(
+        [sys.executable, "-m", "odradek", *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 1 and "unknown_topic_or_partition" in missing.stderr

@@ -225,9 +225,13 @@ def _take(pool_np: npt.NDArray[np.uint8], positions: Int64s) -> npt.NDArray[np.u
     return np.take(pool_np, positions, mode="clip")
 
 
-def _varints(pool_np: npt.NDArray[np.uint8], positions: Int64s) -> tuple[Int64s, Int64s]:
-    """The zigzag varints at ``positions``: their values and their sizes in bytes."""
+def _varints(pool_np: npt.NDArray[np.uint8], positions: Int64s) -> tuple[Int64s, Int64s | int]:
+    """The zigzag varints at ``positions``: their values and their sizes in bytes (one size
+    for all when every varint is one byte, as null keys, equal timestamps and no headers give)."""
     b = _take(pool_np, positions)
+    if len(b) == 0 or int(b.max()) < 0x80:
+        small = b.astype(np.int64)
+        return (small >> 1) ^ -(small & 1), 1
     raw = (b & 0x7F).astype(np.uint64)
     more = b >= 0x80
     size = more.astype(np.int64) + 1
@@ -242,6 +246,11 @@ def _varints(pool_np: npt.NDArray[np.uint8], positions: Int64s) -> tuple[Int64s,
         k += 1
     values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
     return values, size
+
+
+def _plus(positions: Int64s, sizes: Int64s | int) -> Int64s:
+    result: Int64s = np.add(positions, sizes, dtype=np.int64)
+    return result
 
 
 def _binary_column(
@@ -379,24 +388,24 @@ def records_to_arrow(
 
     # 3. fields, vectorised
     lengths, size = _varints(pool_np, heads)
-    bodies = heads + size
+    bodies = _plus(heads, size)
     if np.any(lengths < 6) or np.any(bodies + lengths != record_ends):
         raise RecordDecodeError("a record length does not fit its batch")
     position = bodies + 1  # attributes: unused
     timestamp_deltas, size = _varints(pool_np, position)
-    position += size
+    position = _plus(position, size)
     offset_deltas, size = _varints(pool_np, position)
-    position += size
+    position = _plus(position, size)
     key_lengths, size = _varints(pool_np, position)
-    key_starts = position + size
+    key_starts = _plus(position, size)
     position = key_starts + np.maximum(key_lengths, 0)
     value_lengths, size = _varints(pool_np, position)
-    value_starts = position + size
+    value_starts = _plus(position, size)
     position = value_starts + np.maximum(value_lengths, 0)
     if np.any(key_lengths < -1) or np.any(value_lengths < -1) or np.any(position >= record_ends):
         raise RecordDecodeError("a record's key or value overruns the record")
     header_counts, size = _varints(pool_np, position)
-    header_starts = position + size
+    header_starts = _plus(position, size)
     if not include_headers and np.any((header_counts == 0) & (header_starts != record_ends)):
         raise RecordDecodeError("a record's fields disagree with its length")
 
