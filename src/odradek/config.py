@@ -604,14 +604,17 @@ class TopicConfig:
     """A topic's effective settings, typed."""
 
     values: Mapping[str, str]
+    # Parsed once: the produce path reads several of these per request.
+    parsed: Mapping[str, object]
 
     @classmethod
     def resolve(cls, broker: BrokerConfig, overrides: Mapping[str, str]) -> TopicConfig:
         values = {name: overrides.get(name, broker.topic_default(name)) for name in TOPIC_CONFIGS}
-        return cls(values)
+        parsed = {name: TOPIC_CONFIGS[name][0].parse(raw) for name, raw in values.items()}
+        return cls(values, parsed)
 
     def get(self, name: str) -> object:
-        return TOPIC_CONFIGS[name][0].parse(self.values[name])
+        return self.parsed[name]
 
     def get_int(self, name: str) -> int:
         value = self.get(name)
