@@ -218,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variable", action="store_true", help="values of 50%%..150%% size")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--fetch-bytes", type=int, default=8 << 20, help="per fetch and partition")
     parser.add_argument("--bootstrap")
     args = parser.parse_args(argv)
 
@@ -244,6 +245,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", TOPIC)
             .option("startingOffsets", "earliest")
+            .option("kafka.max.partition.fetch.bytes", str(args.fetch_bytes))
         )
         synthetic_reader = (
             spark.readStream.format("odradek_bench_synthetic")

@@ -147,3 +147,33 @@ def test_a_client_survives_a_broker_restart(broker: RunningBroker, topic: str) -
         # The old connection is dead; safe requests go again on a new one.
         assert client.latest([tp]) == {tp: 3}
         assert offsets_in(client.fetch(tp, 0).records) == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("records", "error"),
+    [(batch(3), 0), (b"", 0), (None, 1), (batch(40) + batch(2)[:-7], 0)],
+)
+def test_fetch_responses_read_in_place_match_kio(records: bytes | None, error: int) -> None:
+    from odradek.client.data import _parse_fetch_v12
+    from odradek.protocol import fetch_response
+    from odradek.protocol.messages import decode_response, response_schema
+
+    partition = fetch_response.PartitionData(
+        3, error, 120, 120, 7, records, len(records) if records else 0
+    )
+    parts, _ = fetch_response.encode(12, 99, [fetch_response.TopicData("some-topic", [partition])])
+    frame = memoryview(b"".join(bytes(p) for p in parts)[4:])
+    parsed = _parse_fetch_v12(frame)
+    assert parsed is not None
+    correlation_id, response = decode_response(response_schema(1, 12), bytes(frame))
+    (p,) = response.responses[0].partitions
+    assert (parsed.correlation_id, parsed.error, parsed.high_watermark) == (
+        correlation_id,
+        int(p.error_code),
+        int(p.high_watermark),
+    )
+    assert parsed.log_start_offset == int(p.log_start_offset) == 7
+    assert bytes(parsed.records or b"") == bytes(p.records or b"")
+    # Two partitions are not the single-partition fetch this path reads: kio takes those.
+    two, _ = fetch_response.encode(12, 1, [fetch_response.TopicData("t", [partition, partition])])
+    assert _parse_fetch_v12(memoryview(b"".join(bytes(p) for p in two)[4:])) is None

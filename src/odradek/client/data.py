@@ -14,6 +14,7 @@ task) fails, so the data is written at least once, never silently dropped.
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
@@ -29,6 +30,7 @@ from odradek.client.wire import (
     WireError,
 )
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import decode_response, response_schema
 from odradek.protocol.record_batch import iter_headers
 
 T = TypeVar("T")
@@ -110,17 +112,90 @@ class FetchedRecords:
 
     partition: TopicPartition
     offset: int
-    records: bytes
+    records: bytes | memoryview  # a view of the response frame where possible
     high_watermark: int
     log_start_offset: int
     next_offset: int
 
 
-def _offset_after_batches(records: bytes, offset: int) -> int:
+def _offset_after_batches(records: bytes | memoryview, offset: int) -> int:
     last = offset
     for header in iter_headers(records):
         last = header.next_offset
     return max(last, offset)
+
+
+@dataclass(frozen=True, slots=True)
+class _FetchPartition:
+    correlation_id: int
+    top_error: int
+    error: int
+    high_watermark: int
+    log_start_offset: int
+    records: bytes | memoryview | None
+
+
+_FETCH_HEAD = struct.Struct(">iihi")  # correlation id; throttle, error, session (after a tag)
+_PARTITION_HEAD = struct.Struct(">ihqqq")
+
+
+def _uvarint(buf: memoryview, position: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    while True:
+        b = buf[position]
+        position += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, position
+        shift += 7
+        if shift > 35:
+            raise ValueError("unsigned varint longer than 5 bytes")
+
+
+def _skip_tags(buf: memoryview, position: int) -> int:
+    count, position = _uvarint(buf, position)
+    for _ in range(count):
+        _, position = _uvarint(buf, position)
+        size, position = _uvarint(buf, position)
+        position += size
+    return position
+
+
+def _parse_fetch_v12(frame: memoryview) -> _FetchPartition | None:
+    """A Fetch v12 response for one partition, read in place: its records stay a view of the
+    frame instead of a copy (kio copies them, which costs as much as decoding them). None for
+    anything else, which kio then decodes."""
+    try:
+        (correlation_id,) = struct.unpack_from(">i", frame, 0)
+        position = _skip_tags(frame, 4)
+        _, top_error, _ = struct.unpack_from(">ihi", frame, position)
+        position += 10
+        topics, position = _uvarint(frame, position)
+        if topics != 2:  # compact arrays count one more than they hold
+            return None
+        name_size, position = _uvarint(frame, position)
+        position += name_size - 1
+        partitions, position = _uvarint(frame, position)
+        if partitions != 2:
+            return None
+        _, error, high_watermark, _, log_start = _PARTITION_HEAD.unpack_from(frame, position)
+        position += _PARTITION_HEAD.size
+        aborted, position = _uvarint(frame, position)
+        for _ in range(max(aborted - 1, 0)):
+            position = _skip_tags(frame, position + 16)
+        position += 4  # preferred read replica
+        size, position = _uvarint(frame, position)
+        records = frame[position : position + size - 1] if size else None
+        position += max(size - 1, 0)
+        position = _skip_tags(frame, position)  # partition
+        position = _skip_tags(frame, position)  # topic
+        position = _skip_tags(frame, position)  # response
+    except (IndexError, struct.error, ValueError):
+        return None
+    if position != len(frame):
+        return None
+    return _FetchPartition(correlation_id, top_error, error, high_watermark, log_start, records)
 
 
 class DataClient:
@@ -326,26 +401,48 @@ class DataClient:
     def _receive_fetch(
         self, connection: WireConnection, pending: Pending, partition: TopicPartition, offset: int
     ) -> FetchedRecords:
-        response = connection.receive(pending)
-        if response.error_code != ErrorCode.none:
-            raise KafkaClientError(response.error_code, f"fetching {partition}")
-        (topic,) = response.responses
-        (p,) = topic.partitions
-        if p.error_code == ErrorCode.offset_out_of_range:
-            raise OffsetOutOfRange(
-                partition, offset, int(p.log_start_offset), int(p.high_watermark)
+        frame = connection.receive_frame(pending)
+        parsed = _parse_fetch_v12(frame) if pending.version == 12 else None
+        if parsed is None:
+            response: Any
+            try:
+                correlation_id, response = decode_response(
+                    response_schema(pending.api_key, pending.version), frame
+                )
+            except Exception as e:
+                connection.close()
+                raise WireError(f"cannot decode a Fetch response: {e}") from e
+            connection.check_correlation(pending, correlation_id)
+            (topic,) = response.responses
+            (p,) = topic.partitions
+            parsed = _FetchPartition(
+                int(correlation_id),
+                int(response.error_code),
+                int(p.error_code),
+                int(p.high_watermark),
+                int(p.log_start_offset),
+                p.records,
             )
-        if p.error_code != ErrorCode.none:
-            if p.error_code in _STALE_METADATA:
+        else:
+            connection.check_correlation(pending, parsed.correlation_id)
+        if parsed.top_error != ErrorCode.none:
+            raise KafkaClientError(ErrorCode(parsed.top_error), f"fetching {partition}")
+        if parsed.error == ErrorCode.offset_out_of_range:
+            raise OffsetOutOfRange(
+                partition, offset, parsed.log_start_offset, parsed.high_watermark
+            )
+        if parsed.error != ErrorCode.none:
+            code = ErrorCode(parsed.error)
+            if code in _STALE_METADATA:
                 self._leaders.pop(partition, None)
-            raise KafkaClientError(p.error_code, f"fetching {partition} at offset {offset}")
-        records = p.records or b""
+            raise KafkaClientError(code, f"fetching {partition} at offset {offset}")
+        records = parsed.records if parsed.records is not None else b""
         return FetchedRecords(
             partition,
             offset,
             records,
-            int(p.high_watermark),
-            int(p.log_start_offset),
+            parsed.high_watermark,
+            parsed.log_start_offset,
             _offset_after_batches(records, offset),
         )
 

@@ -183,15 +183,7 @@ class WireConnection:
     def receive(self, pending: Pending) -> Any:
         """The decoded response to ``pending``, which must be the oldest request in flight
         (not counting abandoned ones)."""
-        if not pending.expects_response:
-            raise ValueError("this request gets no response")
-        while self._in_flight and self._in_flight[0].correlation_id in self._abandoned:
-            self._abandoned.discard(self._in_flight.popleft().correlation_id)
-            self._read_frame()
-        if not self._in_flight or self._in_flight[0] is not pending:
-            raise ValueError("responses must be received in the order the requests were sent")
-        self._in_flight.popleft()
-        frame = self._read_frame()
+        frame = self.receive_frame(pending)
         try:
             correlation_id, response = decode_response(
                 response_schema(pending.api_key, pending.version), frame
@@ -202,13 +194,30 @@ class WireConnection:
                 f"cannot decode the response to API key {pending.api_key} "
                 f"v{pending.version} from {self.address}: {e}"
             ) from e
+        self.check_correlation(pending, correlation_id)
+        return response
+
+    def receive_frame(self, pending: Pending) -> memoryview:
+        """The undecoded response frame (header included, length prefix not) to ``pending``,
+        for callers that parse a response themselves; they check its correlation id with
+        :meth:`check_correlation`."""
+        if not pending.expects_response:
+            raise ValueError("this request gets no response")
+        while self._in_flight and self._in_flight[0].correlation_id in self._abandoned:
+            self._abandoned.discard(self._in_flight.popleft().correlation_id)
+            self._read_frame()
+        if not self._in_flight or self._in_flight[0] is not pending:
+            raise ValueError("responses must be received in the order the requests were sent")
+        self._in_flight.popleft()
+        return self._read_frame()
+
+    def check_correlation(self, pending: Pending, correlation_id: int) -> None:
         if correlation_id != pending.correlation_id:
             self.close()
             raise WireError(
                 f"{self.address} answered correlation id {correlation_id}, "
                 f"expected {pending.correlation_id}"
             )
-        return response
 
     @property
     def in_flight(self) -> int:

@@ -135,9 +135,7 @@ def crc_of(buf: bytes | bytearray | memoryview, header: BatchHeader) -> int:
     return int(crc32c.crc32c(memoryview(buf)[start : header.position + header.size]))
 
 
-def validate_batches(
-    buf: bytes | bytearray | memoryview, max_batch_size: int
-) -> list[BatchHeader]:
+def validate_batches(buf: bytes | bytearray | memoryview, max_batch_size: int) -> list[BatchHeader]:
     """Check that ``buf`` is one or more whole v2 batches a producer may send.
 
     Raises :class:`InvalidBatch` naming the Kafka error for the first problem found.

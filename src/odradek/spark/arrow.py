@@ -36,6 +36,7 @@ from odradek.protocol.record_batch import HEADER_SIZE, MAGIC, crc_of, iter_heade
 from odradek.protocol.records import RecordDecodeError
 
 Int64s = npt.NDArray[np.int64]
+Pool = bytes | memoryview
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
@@ -66,7 +67,7 @@ def kafka_schema(include_headers: bool) -> pa.Schema:
 class _Batches:
     """The wanted batches of a fetch: their record sections joined, and per-batch fields."""
 
-    pool: bytes
+    pool: bytes | memoryview
     starts: list[int]  # where each batch's records begin in ``pool``
     ends: list[int]
     counts: Int64s
@@ -76,7 +77,7 @@ class _Batches:
     log_append_time: npt.NDArray[np.bool_]
 
 
-def _collect(records: bytes, start: int, end: int, verify_crc: bool) -> _Batches:
+def _collect(records: bytes | memoryview, start: int, end: int, verify_crc: bool) -> _Batches:
     pieces: list[bytes | memoryview] = []
     starts: list[int] = []
     ends: list[int] = []
@@ -114,6 +115,7 @@ def _collect(records: bytes, start: int, end: int, verify_crc: bool) -> _Batches
                 header.is_log_append_time,
             )
         )
+    pool: Pool
     if compressed:
         # Decompressed sections live apart: join them all into one pool.
         pool = b"".join(pieces)
@@ -135,7 +137,7 @@ def _collect(records: bytes, start: int, end: int, verify_crc: bool) -> _Batches
 
 
 def _record_ends(
-    pool_np: npt.NDArray[np.uint8], pool: bytes, position: int, count: int, end: int
+    pool_np: npt.NDArray[np.uint8], pool: Pool, position: int, count: int, end: int
 ) -> Int64s:
     """End positions of the ``count`` records from ``position`` to ``end``.
 
@@ -191,7 +193,7 @@ def _record_ends(
     return ends
 
 
-def _walk(pool: bytes, position: int, count: int, end: int) -> list[int]:
+def _walk(pool: Pool, position: int, count: int, end: int) -> list[int]:
     """End positions of ``count`` records from ``position``, one record at a time."""
     ends: list[int] = []
     append = ends.append
@@ -296,9 +298,7 @@ def _constant_string(value: str, n: int) -> pa.Array:
     )
 
 
-def _headers_column(
-    pool: bytes, positions: Int64s, counts: Int64s, record_ends: Int64s
-) -> pa.Array:
+def _headers_column(pool: Pool, positions: Int64s, counts: Int64s, record_ends: Int64s) -> pa.Array:
     n = len(positions)
     if not counts.any():
         return pa.nulls(n, HEADERS_TYPE)
@@ -330,7 +330,7 @@ def _headers_column(
     )
 
 
-def _read_bytes(pool: bytes, position: int) -> tuple[bytes | None, int]:
+def _read_bytes(pool: Pool, position: int) -> tuple[bytes | None, int]:
     raw = 0
     shift = 0
     while True:
@@ -347,11 +347,11 @@ def _read_bytes(pool: bytes, position: int) -> tuple[bytes | None, int]:
         if length == -1:
             return None, position
         raise RecordDecodeError(f"length {length} is negative")
-    return pool[position : position + length], position + length
+    return bytes(pool[position : position + length]), position + length
 
 
 def records_to_arrow(
-    records: bytes,
+    records: bytes | memoryview,
     topic: str,
     partition: int,
     start: int = 0,
