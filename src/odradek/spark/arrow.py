@@ -1,19 +1,21 @@
 """Record batches to Arrow, column-wise, in the layout of Spark's Kafka source.
 
 A Fetch returns RecordBatch v2 bytes (see :mod:`odradek.protocol.records` for the record layout).
-Decoding them one record at a time in Python costs microseconds per record; here only one step
-is per record — following the record-length varints from one record to the next, because where
-a record starts depends on the one before — and everything else is numpy over all records of a
-Fetch at once:
+Decoding them one record at a time in Python costs microseconds per record. Here the per-record
+Python is at most one step — following the record-length varints from one record to the next,
+because where a record starts depends on the one before — and everything else is numpy over all
+records of a Fetch at once:
 
-1. the batches' record sections (decompressed where needed) are joined into one buffer;
-2. the record boundaries are found: by checking that every record has the length of the first
-   (a single vectorised comparison, true of fixed-size records), else by the Python walk;
+1. the records are read where the Fetch response put them (compressed batches are decompressed
+   and joined into one buffer);
+2. record boundaries: from each record, a run of following records of the same length is
+   guessed and checked with one vectorised comparison (runs are long in practice: lengths
+   change only where a delta's varint grows); where runs are short, the Python walk takes over;
 3. every field (timestamp delta, offset delta, key and value lengths, header count) is decoded
    for all records at once by vectorised varint decoding, each step at positions the previous
    step gave;
-4. key and value become Arrow ``binary_view`` arrays pointing into the joined buffer (no copy,
-   no per-record Python) and are cast to ``binary``, the type Spark expects, in Arrow's C++.
+4. key and value become Arrow ``binary_view`` arrays pointing into that buffer (no per-record
+   Python) and are cast to ``binary``, the type Spark expects, by Arrow's C++.
 
 Headers are rare, so when asked for they are decoded per record.
 
