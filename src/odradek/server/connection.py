@@ -174,13 +174,19 @@ class Connection:
             self.writer.write(part.read_bytes())
             return
         loop = asyncio.get_running_loop()
-        sent = await loop.sendfile(
-            self.writer.transport,
-            typing.cast(typing.BinaryIO, _FdFile(part.fd)),
-            part.position,
-            part.size,
-            fallback=False,
-        )
+        try:
+            sent = await loop.sendfile(
+                self.writer.transport,
+                typing.cast(typing.BinaryIO, _FdFile(part.fd)),
+                part.position,
+                part.size,
+                fallback=False,
+            )
+        except (NotImplementedError, asyncio.SendfileNotAvailableError):
+            # An event loop or transport without sendfile (uvloop, TLS): copy instead, from now on.
+            self.sendfile_ok = False
+            self.writer.write(part.read_bytes())
+            return
         if sent != part.size:
             # The file shrank under us (truncation); the frame length is already promised.
             self.writer.write(b"\0" * (part.size - sent))
