@@ -30,7 +30,6 @@ from .groups_support import (
     wait_until,
 )
 
-
 # Long polls: kafka-python 3.0 can stall a member whose poll() times out in the middle of a
 # rebalance (its SyncGroup response arrives but the assignment is never applied).
 POLL_MS = 1000
