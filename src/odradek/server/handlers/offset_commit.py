@@ -11,6 +11,7 @@ from typing import Any
 from odradek.coordinator.messages import CommitRequest, OffsetCommit
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
+from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
 
 # OffsetCommit v9 introduced GROUP_ID_NOT_FOUND; older clients expect ILLEGAL_GENERATION.
@@ -55,17 +56,5 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
         results.update(committed)
     return ctx.respond(
         throttle_time=0,
-        topics=[
-            {
-                "name": topic.name,
-                "partitions": [
-                    {
-                        "partition_index": p.partition_index,
-                        "error_code": results[(topic.name, int(p.partition_index))],
-                    }
-                    for p in topic.partitions
-                ],
-            }
-            for topic in request.topics
-        ],
+        topics=partition_errors(request.topics, results),
     )

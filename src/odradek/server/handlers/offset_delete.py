@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
+from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
 
 
@@ -28,17 +29,5 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Response:
     return ctx.respond(
         throttle_time=0,
         error_code=ErrorCode.none,
-        topics=[
-            {
-                "name": topic.name,
-                "partitions": [
-                    {
-                        "partition_index": p.partition_index,
-                        "error_code": results[(topic.name, int(p.partition_index))],
-                    }
-                    for p in topic.partitions
-                ],
-            }
-            for topic in request.topics
-        ],
+        topics=partition_errors(request.topics, results),
     )
