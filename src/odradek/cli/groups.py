@@ -9,15 +9,14 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options
 from odradek.client.admin import GroupAdmin, GroupInfo, ListedGroup
 from odradek.client.connection import ClientError
-
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     groups = commands.add_parser("groups", help="list and describe consumer groups")
-    _connection_options(groups, DEFAULT_BOOTSTRAP, 30.0)
+    connection_options(groups, DEFAULT_BOOTSTRAP, 30.0)
     actions = groups.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="every group, with its state")
     listing.set_defaults(run=_run_list)
@@ -28,17 +27,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     describe.set_defaults(run=_run_describe)
     for action in (listing, describe):
         # Also accepted after the action, as kafka-consumer-groups users write it.
-        _connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)
-
-
-def _connection_options(parser: argparse.ArgumentParser, bootstrap: str, timeout: object) -> None:
-    parser.add_argument(
-        "--bootstrap-server",
-        default=bootstrap,
-        metavar="HOST:PORT",
-        help=f"a broker to ask (default {DEFAULT_BOOTSTRAP})",
-    )
-    parser.add_argument("--timeout", type=float, default=timeout, help="seconds per request")
+        connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)
 
 
 def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (
     RequestHeader,
@@ -38,7 +39,6 @@ from odradek.protocol.messages import (
     response_schema,
 )
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 TIMEOUT_S = 30.0
 
 API_VERSIONS, METADATA, LIST_OFFSETS, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS = 18, 3, 2, 32, 35
@@ -319,7 +319,7 @@ def _run(function: Any) -> Any:
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     topics = commands.add_parser("topics", help="list topics, describe their partitions' logs")
-    _connection_options(topics, DEFAULT_BOOTSTRAP, TIMEOUT_S)
+    connection_options(topics, DEFAULT_BOOTSTRAP, TIMEOUT_S)
     actions = topics.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="the names of all topics")
     listing.set_defaults(run=_run(_list))
@@ -330,16 +330,4 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     describe.set_defaults(run=_run(_describe))
     for action in (listing, describe):
         # Also accepted after the action, as kafka-topics users write it.
-        _connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)
-
-
-def _connection_options(parser: argparse.ArgumentParser, bootstrap: str, timeout: object) -> None:
-    parser.add_argument(
-        "--bootstrap-server",
-        default=bootstrap,
-        metavar="HOST:PORT",
-        help=f"a broker to ask (default {DEFAULT_BOOTSTRAP})",
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=timeout, help="seconds to wait for a broker"
-    )
+        connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)
