@@ -15,7 +15,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from odradek.client.admin import GroupAdmin, GroupInfo
-from odradek.testing import RunningBroker, running_broker
+from odradek.testing import BrokerProcess, RunningBroker, running_broker
 
 GROUP_BROKER_SETTINGS = {
     "group_initial_rebalance_delay_ms": "0",
@@ -30,6 +30,26 @@ TIMEOUT_S = 20
 def group_broker(directory: Path) -> Iterator[RunningBroker]:
     with running_broker(directory, **GROUP_BROKER_SETTINGS) as broker:
         yield broker
+
+
+def group_broker_args() -> list[str]:
+    """``odradek serve`` arguments for the same settings."""
+    return [
+        arg
+        for key, value in GROUP_BROKER_SETTINGS.items()
+        for arg in ("-o", f"{key.replace('_', '.')}={value}")
+    ]
+
+
+def group_broker_process(directory: Path, port: int = 0) -> BrokerProcess:
+    """The group test broker as a child process.
+
+    confluent-kafka runs its rebalance callback (and the ``assign`` inside it, which waits for
+    librdkafka's threads) holding the GIL; a broker in the same process then cannot answer what
+    librdkafka waits for, and closing a group consumer can deadlock. librdkafka clients in
+    these tests therefore talk to a broker of their own process.
+    """
+    return BrokerProcess(directory, *group_broker_args(), port=port).start()
 
 
 def describe(bootstrap: str, group: str) -> GroupInfo:

@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from odradek.testing import RunningBroker
+from odradek.testing import BrokerProcess
 
 from .groups_support import (
     HEARTBEAT_MS,
     SESSION_MS,
-    group_broker,
+    group_broker_process,
     produce_everywhere,
     split_among,
     wait_until,
@@ -22,8 +22,11 @@ from .groups_support import (
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    yield from group_broker(tmp_path_factory.mktemp("groups-cli"))
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    # A broker process of its own: the confluent-kafka consumers here must not share its GIL.
+    process = group_broker_process(tmp_path_factory.mktemp("groups-cli"))
+    yield process
+    process.terminate()
 
 
 def odradek(*args: str) -> subprocess.CompletedProcess[str]:
