@@ -3,17 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import math
 import uuid
+from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.bench import options as bench_options
 from odradek.bench.report import format_report, format_targets
-from odradek.bench.scenarios import Column, CpuSampler, ScenarioResult, TargetCheck
+from odradek.bench.scenarios import (
+    BenchContext,
+    Column,
+    CpuSampler,
+    ScenarioResult,
+    TargetCheck,
+    _median_run,
+    _range_text,
+)
 from odradek.bench.stats import LatencySummary, percentile
 from odradek.bench.wire import TopicLayout, _plan_connections, make_batch, raw_load, topic_layout
-from odradek.bench.workers import WorkerFailed, consume_worker, run_workers
+from odradek.bench.workers import (
+    LATENCY_SAMPLE_EVERY,
+    WorkerFailed,
+    _produce_batches,
+    consume_worker,
+    run_workers,
+)
 from odradek.protocol.records import decode_batch
 from odradek.testing import RunningBroker
 
@@ -127,3 +144,57 @@ def test_raw_load_and_consume_worker_against_a_broker(odradek_broker: RunningBro
 def test_a_failing_worker_fails_the_run_with_its_error() -> None:
     with pytest.raises(WorkerFailed, match="TypeError"):
         run_workers([(divmod, {}), (consume_worker, {})], timeout=60)
+
+
+def test_repeat_and_produce_api_flags() -> None:
+    assert parse().sizes.repeats == 3 and parse("--quick").sizes.repeats == 1
+    assert parse("--repeat", "5").sizes.repeats == 5
+    assert parse().sizes.produce_apis == ("batch", "record")
+    assert parse("--produce-api", "record").sizes.produce_apis == ("record",)
+    with pytest.raises(SystemExit):
+        parse("--produce-api", "bulk")
+    with pytest.raises(SystemExit):
+        parse("--repeat", "0")
+
+
+def test_the_median_run_is_reported_with_the_spread() -> None:
+    runs = [{"records_per_s": r} for r in (300.0, 100.0, 200.0, 400.0)]
+    median = _median_run(runs)
+    assert median["records_per_s"] == 200.0 and median["runs"] == 4
+    assert _median_run(runs[:1])["records_per_s"] == 300.0
+    assert _range_text([300_000.0, 100_000.0]) == "100k-300k"
+    assert _range_text([5.0]) == "-"
+
+
+def test_produce_batches_resend_what_a_full_queue_refused(
+    odradek_broker: RunningBroker, tmp_path: Path
+) -> None:
+    bootstrap = odradek_broker.bootstrap
+    topic = f"batches-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, num_partitions=3)]).values():
+        future.result(timeout=15)
+    # A queue smaller than two calls' worth: produce_batch must refuse part of a call.
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "queue.buffering.max.messages": 1500, "linger.ms": 50}
+    )
+    reports: list[object] = []
+    sent = _produce_batches(
+        producer, topic, b"v" * 10, 5000, 3, lambda err, msg: reports.append(err), math.inf
+    )
+    assert sent == 5000
+    assert producer.flush(30) == 0
+    # one sampled delivery report per LATENCY_SAMPLE_EVERY dicts of each call, all successes
+    assert reports and all(err is None for err in reports)
+    assert len(reports) == 5 * math.ceil(1000 / LATENCY_SAMPLE_EVERY)
+    ctx = BenchContext(parse(), bootstrap, None, tmp_path)
+    assert ctx.end_offsets(topic) == 5000
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    try:
+        ends = [
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(3)
+        ]
+    finally:
+        consumer.close()
+    assert ends == [2000, 2000, 1000]  # a call to each partition in turn

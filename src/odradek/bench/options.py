@@ -13,6 +13,7 @@ from typing import Any
 
 SCENARIOS = ("produce", "consume", "latency", "fanout", "partitions", "recovery", "raw")
 DEFAULT_JSON = Path("benchmarks/results/latest.json")
+PRODUCE_APIS = ("batch", "record")  # the client calls produce_worker knows
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,8 @@ class Sizes:
     raw_connections: int
     raw_window: int
     raw_batch_records: int
+    repeats: int
+    produce_apis: tuple[str, ...]
 
 
 FULL = Sizes(
@@ -46,6 +49,8 @@ FULL = Sizes(
     raw_connections=4,
     raw_window=16,
     raw_batch_records=1000,
+    repeats=3,
+    produce_apis=PRODUCE_APIS,
 )
 
 QUICK = Sizes(
@@ -61,6 +66,8 @@ QUICK = Sizes(
     raw_connections=2,
     raw_window=8,
     raw_batch_records=1000,
+    repeats=1,
+    produce_apis=PRODUCE_APIS,
 )
 
 
@@ -106,6 +113,13 @@ def _scenario_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def _api_list(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not names or any(n not in PRODUCE_APIS for n in names):
+        raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(PRODUCE_APIS)}")
+    return names
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``bench`` subcommand's flags."""
     parser.add_argument(
@@ -129,6 +143,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--duration", type=float, help="seconds of the timed scenarios; caps the counted ones"
     )
     parser.add_argument("--producers", type=int, help="producer processes in 'produce'")
+    parser.add_argument(
+        "--produce-api",
+        type=_api_list,
+        help="client calls in 'produce': batch (produce_batch), record (produce()), or both "
+        "(default)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        help="runs of each produce/consume/fanout measurement; the median is reported "
+        "(default 3, --quick 1)",
+    )
     parser.add_argument("--topic-partitions", type=int, help="partitions of the test topics")
     parser.add_argument("--groups", type=int, help="consumers (groups) reading in 'fanout'")
     parser.add_argument(
@@ -183,9 +209,11 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         raw_connections=pick(args.raw_connections, preset.raw_connections),
         raw_window=pick(args.raw_window, preset.raw_window),
         raw_batch_records=pick(args.raw_batch_records, preset.raw_batch_records),
+        repeats=pick(args.repeat, preset.repeats),
+        produce_apis=pick(args.produce_api, preset.produce_apis),
     )
     positive = ("records", "producers", "topic_partitions", "fanout_groups", "latency_rate")
-    for name in (*positive, "raw_connections", "raw_window", "raw_batch_records"):
+    for name in (*positive, "raw_connections", "raw_window", "raw_batch_records", "repeats"):
         if getattr(sizes, name) <= 0:
             raise SystemExit(f"odradek bench: --{name.replace('_', '-')} must be positive")
     if sizes.duration_s <= 0:

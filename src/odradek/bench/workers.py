@@ -10,6 +10,7 @@ system-wide clock on Linux). Results are small picklable dataclasses.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import queue
@@ -21,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from odradek.bench.options import PRODUCE_APIS
 from odradek.bench.stats import LatencySummary
 
 R = TypeVar("R")
@@ -29,6 +31,7 @@ Start = Callable[[], None]
 CLIENT_TIMEOUT_S = 60.0
 _STAMP = struct.Struct(">q")
 _END_OF_RUN = b"odradek-bench-end"
+PACING_MIN_SLEEP_S = 0.002
 
 
 class WorkerFailed(RuntimeError):
@@ -117,13 +120,19 @@ def run_workers(
 
 @dataclass(frozen=True, slots=True)
 class ProduceResult:
-    records: int
-    failed: int
+    sent: int
+    unsent: int
     seconds: float
     started: float
     ended: float
     latency: LatencySummary | None
     first_error: str | None
+
+
+# One delivery report in this many carries a latency callback: a Python callback per record
+# would cost as much as the produce() call itself. Kafka's ProducerPerformance samples too.
+LATENCY_SAMPLE_EVERY = 64
+_PRODUCE_BATCH = 1000
 
 
 def produce_worker(
@@ -137,17 +146,25 @@ def produce_worker(
     acks: int = 1,
     linger_ms: int = 5,
     partitions: int | None = None,
+    api: str = "batch",
 ) -> ProduceResult:
     """Produce ``records`` values of ``record_size`` bytes (stopping early after ``duration_s``)
-    and wait for every delivery report. With ``partitions``, records go round robin to each
-    partition in turn, as evenly spread keys would; otherwise the client's partitioner picks.
-    Latency is librdkafka's, from ``produce()`` to the delivery report (queueing included)."""
+    and wait for every delivery. ``api`` is ``batch`` (librdkafka's ``produce_batch``, a
+    thousand records a call, each call to the next partition in turn) or ``record``
+    (``produce()`` a record at a time; with ``partitions`` each record to the next partition,
+    as evenly spread keys would, otherwise the client's partitioner picks).
+
+    Latency is librdkafka's, from the produce call to the delivery report (queueing included),
+    for one record in :data:`LATENCY_SAMPLE_EVERY`. Delivery is not counted here: the caller
+    reads the topic's end offsets, which also catches a record lost without a report."""
     from confluent_kafka import KafkaError, Message, Producer
 
+    if api not in PRODUCE_APIS:
+        raise ValueError(f"api must be one of {PRODUCE_APIS}, not {api!r}")
     latencies: list[float] = []
     failures: list[str] = []
 
-    def delivered(err: KafkaError | None, message: Message) -> None:
+    def sampled(err: KafkaError | None, message: Message) -> None:
         if err is not None:
             failures.append(str(err))
             return
@@ -166,40 +183,112 @@ def produce_worker(
             "queue.buffering.max.messages": 1_000_000,
             "queue.buffering.max.kbytes": 1_048_576,
             "message.timeout.ms": int(CLIENT_TIMEOUT_S * 1000),
-            "on_delivery": delivered,
         }
     )
-    producer.list_topics(topic, timeout=CLIENT_TIMEOUT_S)  # connect before the clock starts
+    # Connect before the clock starts.
+    metadata = producer.list_topics(topic, timeout=CLIENT_TIMEOUT_S)
     value = os.urandom(record_size)
     start()
     started = time.monotonic()
-    stop_at = started + duration_s
-    sent = 0
-    while sent < records:
-        try:
-            if partitions is None:
-                producer.produce(topic, value)
-            else:
-                producer.produce(topic, value, partition=sent % partitions)
-        except BufferError:
-            producer.poll(0.001)
-            continue
-        sent += 1
-        if sent & 0xFF == 0:
-            producer.poll(0)
-            if time.monotonic() >= stop_at:
-                break
-    remaining = producer.flush(CLIENT_TIMEOUT_S)
+    if api == "batch":
+        sent = _produce_batches(
+            producer,
+            topic,
+            value,
+            records,
+            partitions or len(metadata.topics[topic].partitions),
+            sampled,
+            started + duration_s,
+        )
+    else:
+        sent = _produce_records(
+            producer, topic, value, records, partitions, sampled, started + duration_s
+        )
+    unsent = producer.flush(CLIENT_TIMEOUT_S)
     ended = time.monotonic()
     return ProduceResult(
-        records=len(latencies),
-        failed=len(failures) + remaining,
+        sent=sent,
+        unsent=unsent,
         seconds=ended - started,
         started=started,
         ended=ended,
         latency=LatencySummary.of(latencies),
         first_error=failures[0] if failures else None,
     )
+
+
+def _produce_records(
+    producer: Any,
+    topic: str,
+    value: bytes,
+    records: int,
+    partitions: int | None,
+    sampled: Callable[..., None],
+    stop_at: float,
+) -> int:
+    produce, poll = producer.produce, producer.poll
+    sent = 0
+    while sent < records:
+        try:
+            if sent % LATENCY_SAMPLE_EVERY == 0:
+                if partitions is None:
+                    produce(topic, value, on_delivery=sampled)
+                else:
+                    produce(topic, value, partition=sent % partitions, on_delivery=sampled)
+            elif partitions is None:
+                produce(topic, value)
+            else:
+                produce(topic, value, partition=sent % partitions)
+        except BufferError:
+            poll(0.001)
+            continue
+        sent += 1
+        if sent & 0x3FF == 0:
+            poll(0)
+            if time.monotonic() >= stop_at:
+                break
+    return sent
+
+
+def _produce_batches(
+    producer: Any,
+    topic: str,
+    value: bytes,
+    records: int,
+    partitions: int,
+    sampled: Callable[..., None],
+    stop_at: float,
+) -> int:
+    # produce_batch sends a call's records to one partition (it ignores a partition per
+    # message), so calls take the partitions in turn: Kafka's sticky partitioner does the same
+    # with keyless records, a batch at a time. The dicts are built once and handed over again
+    # and again; librdkafka copies the values.
+    messages: list[dict[str, Any]] = []
+    for i in range(_PRODUCE_BATCH):
+        message: dict[str, Any] = {"value": value}
+        if i % LATENCY_SAMPLE_EVERY == 0:
+            message["callback"] = sampled
+        messages.append(message)
+    produce_batch, poll = producer.produce_batch, producer.poll
+    sent = 0
+    calls = 0
+    while sent < records:
+        partition = calls % partitions
+        calls += 1
+        batch = messages if records - sent >= len(messages) else messages[: records - sent]
+        queued = produce_batch(topic, batch, partition=partition)
+        sent += queued
+        if queued < len(batch):
+            # A full queue: the dicts that failed say so; send those again.
+            retry = [m for m in batch if m.pop("_error", None) is not None]
+            while retry:
+                poll(0.001)
+                sent += produce_batch(topic, retry, partition=partition)
+                retry = [m for m in retry if m.pop("_error", None) is not None]
+        poll(0)
+        if time.monotonic() >= stop_at:
+            break
+    return sent
 
 
 # -- consuming -------------------------------------------------------------------------------------
@@ -217,13 +306,14 @@ class ConsumeResult:
 
 
 def _consumer_config(bootstrap: str, group_id: str) -> dict[str, Any]:
+    # Fetch sizes are Kafka's defaults: larger responses made librdkafka fault in fresh pages
+    # for every receive buffer. A deep local queue keeps the fetcher from pausing, which costs a
+    # fetch.queue.backoff.ms (1 s) each time.
     return {
         "bootstrap.servers": bootstrap,
         "group.id": group_id,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
-        "fetch.max.bytes": 50 * 1024 * 1024,
-        "max.partition.fetch.bytes": 10 * 1024 * 1024,
         "queued.min.messages": 1_000_000,
         "fetch.wait.max.ms": 100,
     }
@@ -242,12 +332,16 @@ def consume_worker(
     the consumer assign()s every partition (no group coordinator involved) and the clock starts
     there; with it, it subscribes as the only member of that group and the clock starts at the
     first record, after the group is joined."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
+    # Each batch makes thousands of Message objects the cyclic GC would keep traversing; none
+    # of them is in a cycle. Only for the run: tests call this in their own process.
+    collecting = gc.isenabled()
     consumer = Consumer(
         _consumer_config(bootstrap, group_id or f"odradek-bench-assign-{uuid.uuid4().hex[:8]}")
     )
     try:
+        gc.disable()
         metadata = consumer.list_topics(topic, timeout=CLIENT_TIMEOUT_S)
         partitions = sorted(metadata.topics[topic].partitions)
         start()
@@ -263,11 +357,10 @@ def consume_worker(
         while received < expected and time.monotonic() < give_up:
             # consume() waits for a full batch or the timeout: never ask for more than is left.
             batch = consumer.consume(min(10_000, expected - received), timeout=0.5)
-            for message in batch:
-                error = message.error()
-                if error is not None:
-                    raise KafkaException(error)
-                payload += len(message)
+            # map() keeps the per-record work in C: a Python loop here cost a third of the rate.
+            if any(map(Message.error, batch)):
+                raise KafkaException(next(m.error() for m in batch if m.error() is not None))
+            payload += sum(map(len, batch))
             if batch and first is None:
                 first = time.monotonic() - started
             received += len(batch)
@@ -285,6 +378,8 @@ def consume_worker(
         )
     finally:
         consumer.close()
+        if collecting:
+            gc.enable()
 
 
 # -- end-to-end latency ----------------------------------------------------------------------------
@@ -343,13 +438,14 @@ def paced_producer_worker(
     total = int(rate * duration_s)
     sent = 0
     while sent < total:
-        due = started + sent * interval
-        now = time.monotonic()
-        if due > now:
-            # Sleep, never spin: a spinning producer would take a core from the broker. An
-            # oversleep is caught up by sending every record already due back to back.
+        ahead = started + sent * interval - time.monotonic()
+        if ahead >= PACING_MIN_SLEEP_S:
+            # Sleep, never spin (a spinning producer would take a core from the broker), and
+            # only once ahead by a whole tick, as Kafka's ThroughputThrottler does: a sleep per
+            # record would cost more wake-ups than the records themselves. Records due are
+            # sent back to back, each stamped as it goes.
             producer.poll(0)
-            time.sleep(due - now)
+            time.sleep(ahead)
             continue
         stamp = _STAMP.pack(time.monotonic_ns())
         try:
@@ -358,7 +454,6 @@ def paced_producer_worker(
             producer.poll(0.001)
             continue
         sent += 1
-        producer.poll(0)
     seconds = time.monotonic() - started
     producer.produce(topic, _END_OF_RUN, partition=0)
     producer.flush(CLIENT_TIMEOUT_S)
