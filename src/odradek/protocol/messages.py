@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_request_schema as _load_request_schema
+from kio.index import load_response_schema as _load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
@@ -27,6 +28,11 @@ E = TypeVar("E")
 
 _REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _INT32 = struct.Struct(">i")
+
+
+# kio resolves a schema by importing its module path on every call: a cost on each request.
+load_request_schema = cache(_load_request_schema)
+load_response_schema = cache(_load_response_schema)
 
 
 class UnsupportedRequest(Exception):
