@@ -88,6 +88,7 @@ def test_produce_each_api(report: dict[str, Any]) -> None:
         assert row["records"] == row["sent"] == RECORDS
         assert row["records_per_s"] > 0
         assert row["mb_per_s"] == pytest.approx(row["records_per_s"] * 100 / 1e6)
+        assert 0 < row["client_cpu"] < report["environment"]["cpus"] + 0.5
         assert_percentiles(row)
 
 
@@ -95,6 +96,7 @@ def test_consume_reads_everything_loaded(report: dict[str, Any]) -> None:
     (row,) = rows(report, "consume")
     assert row["complete"] and row["records"] >= RECORDS
     assert row["records_per_s"] > 0 and row["mb_per_s"] > 0
+    assert row["client_cpu"] > 0
 
 
 def test_latency(report: dict[str, Any]) -> None:

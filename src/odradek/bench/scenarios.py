@@ -302,6 +302,7 @@ _LAT_COLUMNS = [
     Column("p999_ms", "p99.9 ms", "{:.2f}"),
 ]
 _CPU = Column("broker_cpu", "broker CPU", "{:.2f}")
+_CLIENT_CPU = Column("client_cpu", "client CPU", "{:.2f}")
 
 
 # -- produce -----------------------------------------------------------------------------------
@@ -324,6 +325,7 @@ def produce(ctx: BenchContext) -> ScenarioResult:
         Column("runs_range", "runs' records/s", "{}"),
         *_LAT_COLUMNS,
         _CPU,
+        _CLIENT_CPU,
     ]
     for size in sizes.record_sizes:
         for api in sizes.produce_apis:
@@ -396,6 +398,7 @@ def _produce_run(ctx: BenchContext, size: int, api: str) -> dict[str, Any]:
         "records_per_s": _rate(records, seconds),
         "mb_per_s": _rate(records * size, seconds) / MB,
         "broker_cpu": cpu.cores(began, ended),
+        "client_cpu": sum(r.cpu_s for r in runs) / seconds if seconds > 0 else None,
         **_latency_fields(runs[0].latency),
     }
     for key, attr in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p999")):
@@ -436,6 +439,7 @@ def consume(ctx: BenchContext) -> ScenarioResult:
         Column("runs_range", "runs' records/s", "{}"),
         Column("first_record_ms", "first record ms", "{:.1f}"),
         _CPU,
+        _CLIENT_CPU,
     ]
     for size in sizes.record_sizes:
         topic = ctx.new_topic(f"consume-{size}", sizes.topic_partitions)
@@ -480,6 +484,7 @@ def _consume_row(size: int, run: ConsumeResult, cpu: float | None) -> dict[str, 
         "first_record_ms": None if run.first_record_s is None else run.first_record_s * 1000,
         "complete": run.complete,
         "broker_cpu": cpu,
+        "client_cpu": run.cpu_s / run.seconds if run.seconds > 0 else None,
     }
 
 
@@ -583,6 +588,7 @@ def fanout(ctx: BenchContext) -> ScenarioResult:
         Column("runs_range", "runs' total rec/s", "{}"),
         Column("first_record_ms", "first record ms", "{:.1f}"),
         _CPU,
+        _CLIENT_CPU,
     ]
     topic = ctx.new_topic("fanout", sizes.topic_partitions)
     loaded = ctx.load(topic, sizes.records, size)
@@ -648,6 +654,7 @@ def _fanout_run(ctx: BenchContext, topic: str, expected: int, count: int) -> dic
         "slowest_s": max(r.seconds for r in runs),
         "first_record_ms": max((r.first_record_s or 0.0) for r in runs) * 1000,
         "broker_cpu": cpu.cores(began, ended),
+        "client_cpu": sum(r.cpu_s for r in runs) / seconds if seconds > 0 else None,
         "incomplete": sum(1 for r in runs if not r.complete),
     }
 

@@ -127,6 +127,7 @@ class ProduceResult:
     ended: float
     latency: LatencySummary | None
     first_error: str | None
+    cpu_s: float  # the worker process's CPU over the run, librdkafka's threads included
 
 
 # One delivery report in this many carries a latency callback: a Python callback per record
@@ -190,6 +191,7 @@ def produce_worker(
     value = os.urandom(record_size)
     start()
     started = time.monotonic()
+    cpu_at_start = _process_cpu_s()
     if api == "batch":
         sent = _produce_batches(
             producer,
@@ -206,6 +208,7 @@ def produce_worker(
         )
     unsent = producer.flush(CLIENT_TIMEOUT_S)
     ended = time.monotonic()
+    cpu_s = _process_cpu_s() - cpu_at_start
     return ProduceResult(
         sent=sent,
         unsent=unsent,
@@ -214,6 +217,7 @@ def produce_worker(
         ended=ended,
         latency=LatencySummary.of(latencies),
         first_error=failures[0] if failures else None,
+        cpu_s=cpu_s,
     )
 
 
@@ -303,6 +307,12 @@ class ConsumeResult:
     ended: float
     first_record_s: float | None
     complete: bool
+    cpu_s: float  # the worker process's CPU over the run, librdkafka's threads included
+
+
+def _process_cpu_s() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 def _consumer_config(bootstrap: str, group_id: str) -> dict[str, Any]:
@@ -346,6 +356,7 @@ def consume_worker(
         partitions = sorted(metadata.topics[topic].partitions)
         start()
         started = time.monotonic()
+        cpu_at_start = _process_cpu_s()
         if group_id is None:
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         else:
@@ -375,6 +386,7 @@ def consume_worker(
             ended=ended,
             first_record_s=first,
             complete=received >= expected,
+            cpu_s=_process_cpu_s() - cpu_at_start,
         )
     finally:
         consumer.close()
