@@ -123,6 +123,7 @@ def test_flush_due_and_update_config(tmp_path: Path, clock: ManualClock) -> None
     manager.flush_due()
     assert a.recovery_point == 0
     clock.advance(1)
-    manager.flush_due()
+    manager.flush_due()  # hands the fsync to the flusher thread
+    assert manager.wait_for_flushes(timeout=30)
     assert (a.recovery_point, b.recovery_point) == (1, 0)
     assert a.config.flush_ms == 1000 and b.config is CONFIG

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import uuid
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,7 @@ from odradek.protocol.record_batch import (
 )
 from odradek.storage import swap
 from odradek.storage.fileio import fsync_directory, pread_upto
+from odradek.storage.flusher import BackgroundJob, LogFlusher
 from odradek.storage.formats import (
     DELETE_DIR_SUFFIX,
     LOG_SUFFIX,
@@ -106,6 +109,18 @@ class ReadSlice:
         return pread_upto(self.fd, self.size, self.position)
 
 
+@dataclass(frozen=True, slots=True)
+class _PendingFlush:
+    """A flush handed to the flusher: once ``job`` succeeds, everything below ``upto`` is on
+    disk, each of ``segments`` as it was at ``size`` bytes, and the directory as it was after
+    ``directory_changes`` changes."""
+
+    job: BackgroundJob
+    upto: int
+    segments: tuple[tuple[LogSegment, int], ...]
+    directory_changes: int
+
+
 class PartitionLog:
     """The log of one partition: an ordered list of segments, the last one active.
 
@@ -120,15 +135,24 @@ class PartitionLog:
     leaves has its files removed at once but its fd kept open for ``file_delete_delay_ms``, so
     that reads already handed out still see its bytes.
 
-    Crash: appends go to the page cache and are fsynced only by :meth:`flush` (``flush.messages``,
-    or the manager's ``flush.ms``).  Everything below the recovery point was fsynced.  Opened
+    Crash: appends go to the page cache.  They are fsynced by :meth:`flush` (``flush.messages``,
+    clean shutdown) on the calling thread, or by the log flusher's thread
+    (:mod:`odradek.storage.flusher`) when the log has one: as in Kafka, a roll hands it the
+    fsync of the segments below the new one (log files, indexes, and the directory if a segment
+    file came or went), and the manager's ``flush.ms`` hands it the whole log
+    (:meth:`flush_in_background`).  Everything below the recovery point was fsynced: it moves
+    only when such a flush has ended well, to the log end offset the flush was asked for, and
+    a segment is marked clean (``dirty`` False) only then, so a failed background fsync is
+    retried by the next flush.  Opened
     with ``needs_recovery``, the log rereads every batch from the segment holding the recovery
     point on, truncates at the first torn or corrupt batch and drops the segments after it;
     segments below the recovery point only have their indexes checked, as in Kafka.  Before
     anything else, opening finishes or discards a segment swap a crash interrupted.
 
     Caller: the log manager creates and opens logs; the server appends and reads; the log
-    cleaner replaces segments.  All calls come from the event-loop thread, one at a time.
+    cleaner replaces segments.  All calls come from the event-loop thread, one at a time; the
+    flusher thread sees only the fds a flush hands it, and the log picks up the results of
+    finished flushes itself (:meth:`_collect_flushes`), on its own thread.
     """
 
     def __init__(self, directory: Path, config: LogConfig, clock: Clock) -> None:
@@ -145,9 +169,15 @@ class PartitionLog:
         self._recovery_point = 0
         self._unflushed_messages = 0
         self._last_flush_ms = clock.monotonic_ms()
-        self._directory_dirty = False
+        # Segment files created, removed or renamed, and how many of those changes an fsync of
+        # the directory is known to cover: a counter rather than a flag, because a background
+        # flush covers only the changes made before it was handed out.
+        self._directory_changes = 0
+        self._directory_synced = 0
         self._retired: list[tuple[int, LogSegment]] = []  # (close after, segment)
         self._closed = False
+        self._flusher: LogFlusher | None = None
+        self._pending_flushes: deque[_PendingFlush] = deque()
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -161,9 +191,14 @@ class PartitionLog:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         needs_recovery: bool = False,
+        flusher: LogFlusher | None = None,
     ) -> PartitionLog:
-        """Open (creating if missing) the log in ``directory``, recovering it if told to."""
+        """Open (creating if missing) the log in ``directory``, recovering it if told to.
+
+        With a ``flusher``, rolled segments are fsynced in its thread (see the class doc);
+        without one, only :meth:`flush` fsyncs."""
         self = cls(directory, config, clock)
+        self._flusher = flusher
         directory.mkdir(parents=True, exist_ok=True)
         self._load_segments(recovery_point, needs_recovery)
         if not self._segments:
@@ -236,7 +271,8 @@ class PartitionLog:
     def _add_segment(self, segment: LogSegment, *, is_new: bool = True) -> None:
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
-        self._directory_dirty |= is_new
+        if is_new:
+            self._directory_changes += 1
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -250,6 +286,9 @@ class PartitionLog:
 
     @property
     def recovery_point(self) -> int:
+        """The offset below which everything is fsynced, counting background flushes that have
+        finished by now."""
+        self._collect_flushes()
         return self._recovery_point
 
     @property
@@ -259,7 +298,12 @@ class PartitionLog:
 
     @property
     def has_unflushed(self) -> bool:
-        return self._recovery_point < self.log_end_offset or any(s.dirty for s in self._segments)
+        return self.recovery_point < self.log_end_offset or any(s.dirty for s in self._segments)
+
+    @property
+    def flushes_pending(self) -> int:
+        """Background flushes handed out whose results the log has not taken in yet."""
+        return len(self._pending_flushes)
 
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
@@ -280,7 +324,7 @@ class PartitionLog:
 
     def append(
         self,
-        records: bytearray,
+        records: bytearray | memoryview,
         headers: list[BatchHeader],
         *,
         log_append_time: int | None = None,
@@ -349,6 +393,7 @@ class PartitionLog:
     def _roll(self) -> None:
         active = self._segments[-1]
         active.seal()
+        active.dirty = True  # sealing wrote the time index's last entry
         self._add_segment(
             LogSegment.create(
                 self.directory,
@@ -357,6 +402,11 @@ class PartitionLog:
                 self._clock.time_ms(),
             )
         )
+        # Kafka's flush on roll (UnifiedLog.roll schedules flushUptoOffsetExclusive): the
+        # segments now sealed will not change, so fsync them in the background and let the
+        # recovery point follow, which bounds what recovery after a crash must reread to the
+        # segments written since.  Appends to the new segment go on meanwhile.
+        self._flush_in_background(active.next_offset, "roll")
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -479,7 +529,7 @@ class PartitionLog:
         segment = self._segments.pop(i)
         del self._bases[i]
         segment.unlink()
-        self._directory_dirty = True
+        self._directory_changes += 1
         if retire:
             self._retire(segment)
         else:
@@ -584,7 +634,7 @@ class PartitionLog:
             self._bases[i : i + len(old)] = [new.base_offset]
             for segment in old:
                 self._retire(segment)
-        self._directory_dirty = True
+        self._directory_changes += 1
         return True
 
     def truncate_to(self, offset: int) -> None:
@@ -594,6 +644,7 @@ class PartitionLog:
         if offset >= self.log_end_offset:
             return
         self._close_retired()
+        self._discard_pending_flushes()
         if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
             self._truncate_fully(max(offset, 0))
         else:
@@ -605,6 +656,7 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
 
     def _truncate_fully(self, offset: int) -> None:
+        self._discard_pending_flushes()
         while self._segments:
             self._drop_segment(len(self._segments) - 1, retire=True)
         self._add_segment(
@@ -618,24 +670,102 @@ class PartitionLog:
     # -- durability and lifetime ---------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync every segment written since the last flush; the recovery point becomes the log
-        end offset."""
+        """fsync, on the calling thread, every segment written since the last flush; the
+        recovery point becomes the log end offset.  Background flushes still pending are not
+        waited for: what they would fsync is still marked dirty, so it is fsynced here too."""
+        self._collect_flushes()
         self._close_retired()
         for segment in self._segments:
             if segment.dirty:
                 segment.flush()
-        if self._directory_dirty:
+        if self._directory_changes != self._directory_synced:
             fsync_directory(self.directory)
-            self._directory_dirty = False
+            self._directory_synced = self._directory_changes
         self._recovery_point = self.log_end_offset
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock.monotonic_ms()
 
+    def flush_in_background(self) -> bool:
+        """Hand the fsync of everything up to the log end offset to the flusher (the manager's
+        ``flush.ms``); the recovery point follows once it is done.  Returns False when the log
+        has no flusher or nothing to flush."""
+        self._last_flush_ms = self._clock.monotonic_ms()
+        return self._flush_in_background(self.log_end_offset, "flush.ms")
+
+    def _flush_in_background(self, upto: int, reason: str) -> bool:
+        flusher = self._flusher
+        if flusher is None or self._closed:
+            return False
+        self._collect_flushes()
+        # Segments not dirty are on disk already.  A segment still in an earlier flush that has
+        # not ended is dirty and goes in this one as well: if that flush fails, this one must
+        # not move the recovery point over it.  (An fsync of a file with nothing unwritten is
+        # cheap.)
+        segments = tuple(
+            (segment, segment.size)
+            for segment in self._segments
+            if segment.dirty and segment.base_offset < upto
+        )
+        directory_changes = self._directory_changes
+        if (
+            not segments
+            and directory_changes == self._directory_synced
+            and upto <= self._recovery_point
+        ):
+            return False
+        fds: list[int] = []
+        try:
+            for segment, _ in segments:
+                # Fds of the flush's own, so that a segment closed, deleted or replaced by the
+                # cleaner meanwhile leaves the flush nothing stale: the fsync reaches the same
+                # inode, or a deleted file (which costs nothing), and never a recycled fd.
+                fds.append(os.dup(segment.fd))
+                for index in (segment.offset_index, segment.time_index):
+                    # Not there only if never written; loading rebuilds a missing index.
+                    with contextlib.suppress(FileNotFoundError):
+                        fds.append(os.open(index.path, os.O_RDONLY))
+            if directory_changes != self._directory_synced:
+                fds.append(os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY))
+        except OSError:
+            # Out of fds, say: an append that rolled must not fail for it.  The segments stay
+            # dirty, and the next flush (background or not) covers them.
+            log.exception("%s: cannot hand a flush to the flusher", self.directory)
+            for fd in fds:
+                os.close(fd)
+            return False
+        job = flusher.fsync(f"{self.directory.name} {reason} below {upto}", fds)
+        self._pending_flushes.append(_PendingFlush(job, upto, segments, directory_changes))
+        return True
+
+    def _collect_flushes(self) -> None:
+        """Take in the flushes the flusher has finished, oldest first (its order)."""
+        pending = self._pending_flushes
+        while pending and pending[0].job.done:
+            flushed = pending.popleft()
+            if not flushed.job.succeeded:
+                continue
+            # No truncation happened since the flush was handed out (truncation discards pending
+            # flushes), so ``upto`` is not past the log end.
+            self._recovery_point = max(self._recovery_point, flushed.upto)
+            for segment, size in flushed.segments:
+                if segment.size == size:  # else the active segment grew since: still dirty
+                    segment.dirty = False
+            self._directory_synced = max(self._directory_synced, flushed.directory_changes)
+
+    def _discard_pending_flushes(self) -> None:
+        """Forget flushes handed out (truncation, close): their offsets may no longer be the
+        log's.  The flusher still closes their fds; one not yet started skips its fsyncs."""
+        for pending in self._pending_flushes:
+            pending.job.cancel()
+        self._pending_flushes.clear()
+
     def close(self) -> None:
-        """Close every file; does not flush (the log manager flushes before it closes)."""
+        """Close every file; does not flush (the log manager waits for the flusher and flushes
+        before it closes).  Background flushes not yet started are cancelled."""
         if self._closed:
             return
         self._closed = True
+        self._discard_pending_flushes()
         if self._segments:
             self._segments[-1].seal()
         for segment in self._segments:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.clock import Clock
 from odradek.storage.checkpoint import read_checkpoint, write_checkpoint
 from odradek.storage.fileio import fsync_directory
+from odradek.storage.flusher import BackgroundJob, LogFlusher
 from odradek.storage.formats import (
     CLEAN_SHUTDOWN_MARKER,
     DELETE_DIR_SUFFIX,
@@ -25,6 +28,15 @@ from odradek.storage.segment import LogSegment
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class _CheckpointSnapshot:
+    """The checkpointed offsets of every log dir, as they were when taken (``seq``-th)."""
+
+    seq: int
+    recovery_points: dict[Path, dict[tuple[str, int], int]]
+    log_start_offsets: dict[Path, dict[tuple[str, int], int]]
+
+
 class LogManager:
     """All partition logs across ``log.dirs``.
 
@@ -34,14 +46,23 @@ class LogManager:
     :meth:`open`, the empty file ``.kafka_cleanshutdown``.
 
     Crash: without the clean-shutdown marker, every log is opened with recovery from its
-    checkpointed recovery point; checkpoints are replaced atomically.  A partition directory
-    renamed for deletion (``*-delete``) but not yet removed is removed at open.
+    checkpointed recovery point; checkpoints are replaced atomically.  The recovery points come
+    from the logs, which move them only past what is fsynced, so a checkpoint never claims more
+    than the disk holds.  A partition directory renamed for deletion (``*-delete``) but not yet
+    removed is removed at open.
+
+    The manager owns the log flusher (:mod:`odradek.storage.flusher`), one thread that fsyncs
+    the segments a roll seals (Kafka's flush on roll), the logs :meth:`flush_due` finds due, and
+    writes the checkpoints of :meth:`checkpoint_in_background`.  Checkpoint writes, from that
+    thread or the caller's, are serialised and a write older than the last one written is
+    skipped, so the files never go back in time.
 
     Caller: the server, from the event-loop thread.  It should call :meth:`flush_due` and
-    :meth:`checkpoint` periodically (and :meth:`checkpoint` after DeleteRecords, so that a raised
-    log start offset survives a restart), :meth:`apply_retention` every
+    :meth:`checkpoint_in_background` periodically (and :meth:`checkpoint` after DeleteRecords,
+    so that a raised log start offset survives a restart), :meth:`apply_retention` every
     ``log.retention.check.interval.ms``, close what :meth:`take_retired` hands out (off the event
-    loop if it likes), and :meth:`close` on shutdown.  The log cleaner
+    loop if it likes), and :meth:`close` on shutdown, after :meth:`wait_for_flushes` if it does
+    not want :meth:`close` to block on the flusher.  The log cleaner
     (:mod:`odradek.storage.cleaner`) works on the logs this manager holds.
     """
 
@@ -52,6 +73,10 @@ class LogManager:
         self._clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._next_dir = 0
+        self.flusher = LogFlusher()
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoints_taken = 0
+        self._checkpoint_written = 0
 
     def open(self, config_for: Callable[[str], LogConfig]) -> None:
         """Open every partition log found in the log dirs, recovering them after a crash."""
@@ -84,6 +109,7 @@ class LogManager:
                     recovery_point=recovery_points.get(parsed, 0),
                     log_start_offset=start_offsets.get(parsed, 0),
                     needs_recovery=not clean,
+                    flusher=self.flusher,
                 )
             # Removed only once every log is open, so a crash during recovery recovers again.
             if clean:
@@ -103,7 +129,10 @@ class LogManager:
         log_dir = self.log_dirs[self._next_dir % len(self.log_dirs)]
         self._next_dir += 1
         partition_log = PartitionLog.open(
-            log_dir / partition_dir_name(topic, partition), config, self._clock
+            log_dir / partition_dir_name(topic, partition),
+            config,
+            self._clock,
+            flusher=self.flusher,
         )
         fsync_directory(log_dir)  # rare, and a partition that vanishes in a crash is worse
         self._logs[(topic, partition)] = partition_log
@@ -124,7 +153,8 @@ class LogManager:
                 partition_log.config = config
 
     def flush_due(self) -> None:
-        """fsync the logs with data left unflushed for longer than their ``flush_ms``."""
+        """Hand the flusher the logs with data left unflushed for longer than their
+        ``flush_ms``; returns at once, and each log's recovery point moves when its fsyncs end."""
         now = self._clock.monotonic_ms()
         for partition_log in self._logs.values():
             flush_ms = partition_log.config.flush_ms
@@ -133,14 +163,20 @@ class LogManager:
                 and partition_log.has_unflushed
                 and now - partition_log.last_flush_ms >= flush_ms
             ):
-                partition_log.flush()
+                partition_log.flush_in_background()
 
-    def apply_retention(self) -> int:
+    def wait_for_flushes(self, timeout: float | None = None) -> bool:
+        """Block until the flusher has ended every job handed to it so far (a thread of the
+        caller's, or a test); False if ``timeout`` seconds passed first."""
+        return self.flusher.wait_idle(timeout)
+
+    def apply_retention(self, *, checkpoint: bool = True) -> int:
         """Delete the segments retention lets go in every log (see
-        :meth:`PartitionLog.apply_retention`); checkpoints the moved log start offsets.  Returns
-        how many segments went."""
+        :meth:`PartitionLog.apply_retention`); checkpoints the moved log start offsets, unless
+        told not to (a caller that checkpoints in the background).  Returns how many segments
+        went."""
         deleted = sum(partition_log.apply_retention() for partition_log in self._logs.values())
-        if deleted:
+        if deleted and checkpoint:
             self.checkpoint()
         return deleted
 
@@ -149,24 +185,52 @@ class LogManager:
         return [s for partition_log in self._logs.values() for s in partition_log.take_retired()]
 
     def checkpoint(self) -> None:
-        """Write the recovery points and log start offsets of every log dir."""
-        for log_dir in self.log_dirs:
-            logs = {
-                key: partition_log
-                for key, partition_log in self._logs.items()
-                if partition_log.directory.parent == log_dir
-            }
-            write_checkpoint(
-                log_dir / RECOVERY_POINT_CHECKPOINT,
-                {key: pl.recovery_point for key, pl in logs.items()},
-            )
-            write_checkpoint(
-                log_dir / LOG_START_OFFSET_CHECKPOINT,
-                {key: pl.log_start_offset for key, pl in logs.items()},
-            )
+        """Write the recovery points and log start offsets of every log dir, now, on the
+        calling thread."""
+        self._write_checkpoints(self._snapshot())
+
+    def checkpoint_in_background(self) -> BackgroundJob:
+        """The offsets as they are now, written by the flusher thread (after the flushes handed
+        to it before).  The returned job tells when the files are written."""
+        snapshot = self._snapshot()
+        return self.flusher.call(
+            f"checkpoint {snapshot.seq}", lambda: self._write_checkpoints(snapshot)
+        )
+
+    def _snapshot(self) -> _CheckpointSnapshot:
+        # On the logs' thread: reading a recovery point takes in the log's finished flushes.
+        self._checkpoints_taken += 1
+        recovery_points: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
+        start_offsets: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
+        for key, partition_log in self._logs.items():
+            log_dir = partition_log.directory.parent
+            if log_dir in recovery_points:
+                recovery_points[log_dir][key] = partition_log.recovery_point
+                start_offsets[log_dir][key] = partition_log.log_start_offset
+        return _CheckpointSnapshot(self._checkpoints_taken, recovery_points, start_offsets)
+
+    def _write_checkpoints(self, snapshot: _CheckpointSnapshot) -> None:
+        with self._checkpoint_lock:
+            # A background write can come after a newer one from the caller's thread (after
+            # DeleteRecords): writing it would move a log start offset back.
+            if snapshot.seq <= self._checkpoint_written:
+                return
+            for log_dir in self.log_dirs:
+                write_checkpoint(
+                    log_dir / RECOVERY_POINT_CHECKPOINT, snapshot.recovery_points[log_dir]
+                )
+                write_checkpoint(
+                    log_dir / LOG_START_OFFSET_CHECKPOINT, snapshot.log_start_offsets[log_dir]
+                )
+            self._checkpoint_written = snapshot.seq
 
     def close(self) -> None:
-        """Flush and close every log, checkpoint, and mark each log dir cleanly shut down."""
+        """Flush and close every log, checkpoint, and mark each log dir cleanly shut down.
+
+        Flushes the flusher has not finished are waited for first: they fsync what the final
+        flush would otherwise fsync again, and a checkpoint of theirs must not land after the
+        final one (it would be skipped, but not its fsyncs)."""
+        self.flusher.wait_idle()
         for partition_log in self._logs.values():
             partition_log.flush()
         self.checkpoint()
