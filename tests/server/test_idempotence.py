@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import time
 
-from tests.server.conftest import KafkaConnection, unique_topic, values_of
-
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import encode_batch
 from odradek.testing import RunningBroker
+from tests.server.conftest import KafkaConnection, unique_topic, values_of
 
 INIT_PRODUCER_ID = 22
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 
-from tests.server.conftest import API_VERSIONS, KafkaConnection, assert_broker_serves
-
 from odradek.clock import ManualClock
 from odradek.testing import RunningBroker, running_broker
+from tests.server.conftest import API_VERSIONS, KafkaConnection, assert_broker_serves
 
 VERSIONS_REQUEST = {"client_software_name": "t", "client_software_version": "1"}
 

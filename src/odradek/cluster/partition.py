@@ -33,7 +33,10 @@ class Partition:
         self._producers: ProducerStateTable | None = None
 
     def append(
-        self, records: bytearray, headers: list[BatchHeader], log_append_time: int | None
+        self,
+        records: bytearray | memoryview,
+        headers: list[BatchHeader],
+        log_append_time: int | None,
     ) -> AppendInfo:
         """Append validated batches; a retried idempotent batch gets its first offsets back.
 

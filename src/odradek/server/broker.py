@@ -82,8 +82,8 @@ class Broker:
         self._topics.deletion_listeners.append(self._groups.on_topic_deleted)
         self._start_log_maintenance()
         host, port = self.config.listener
-        self._server = await asyncio.start_server(
-            self._accept, host, port, reuse_address=True, limit=1 << 20
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: Connection(self, self._accept), host, port, reuse_address=True
         )
         sockname = self._server.sockets[0].getsockname()
         self.bound = (sockname[0], sockname[1])
@@ -98,11 +98,10 @@ class Broker:
         )
         return self.bound
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, connection: Connection) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        connection = Connection(self, reader, writer)
         self._open.add(connection)
         try:
             await connection.serve()
@@ -139,14 +138,18 @@ class Broker:
                     await asyncio.to_thread(_close_segments, retired)
                 now = self.clock.monotonic_ms()
                 if now - last_checkpoint >= checkpoint_every:
-                    self.logs.checkpoint()
+                    # Written (fsync, rename, fsync of the directory) by the log flusher's
+                    # thread, after the flushes before it, so that the loop does not wait on
+                    # the disk; the recovery points in it are those already fsynced.
+                    self.logs.checkpoint_in_background()
                     last_checkpoint = now
             except Exception:
                 log.exception("housekeeping failed")
 
     def housekeeping_tick(self) -> None:
-        """Periodic work that time drives: flushes due by ``flush.ms``, idle connections,
-        retention every ``log.retention.check.interval.ms``."""
+        """Periodic work that time drives: flushes due by ``flush.ms`` (handed to the log
+        flusher's thread), idle connections, retention every
+        ``log.retention.check.interval.ms``."""
         self.logs.flush_due()
         if self._groups is not None:
             # Group timers have their own task; ticking here too lets a ManualClock drive them.
@@ -155,7 +158,8 @@ class Broker:
             self._next_retention_ms = self.clock.monotonic_ms() + self.config.get_int(
                 "log.retention.check.interval.ms"
             )
-            self.logs.apply_retention()
+            if self.logs.apply_retention(checkpoint=False):
+                self.logs.checkpoint_in_background()  # the moved log start offsets
         idle_ms = self.config.get_int("connections.max.idle.ms")
         now = self.clock.monotonic_ms()
         for connection in list(self._open):
@@ -188,6 +192,9 @@ class Broker:
             await self.cleaner.stop()
             self.cleaner = None
         if self._topics is not None:
+            # Flushes of rolled segments and checkpoints still queued end in the flusher's
+            # thread; waiting there rather than in close() keeps the loop free meanwhile.
+            await asyncio.to_thread(self.logs.wait_for_flushes)
             for partition in self._topics.partitions.values():
                 partition.wake_all()
             self.logs.close()

@@ -2,18 +2,27 @@
 
 Like Kafka, a connection has one request in flight at a time (Kafka mutes the channel), so
 responses leave in request order. Framing errors close only this connection.
+
+Reading is an :class:`asyncio.BufferedProtocol`: the event loop receives straight into a buffer
+the connection owns, and each request reaches its handler as a ``memoryview`` of that buffer, so
+a Produce request's record batches are not copied between the socket and the segment file. A
+fast client cannot make the broker buffer without bound: reading pauses while
+``_READ_AHEAD_BYTES`` of whole requests wait, as Kafka stops reading a muted channel.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import struct
 import typing
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (
+    RequestHeader,
     UnsupportedRequest,
     build,
     decode_request,
@@ -21,6 +30,8 @@ from odradek.protocol.messages import (
     peek_header,
     response_schema,
 )
+from odradek.protocol.produce_request import API_KEY as PRODUCE_KEY
+from odradek.protocol.produce_request import decode_produce_request
 from odradek.server.context import FrameParts, RequestContext
 from odradek.server.registry import HANDLERS
 from odradek.storage import ReadSlice
@@ -36,6 +47,16 @@ _INT32 = struct.Struct(">i")
 # which must first drain the transport's buffer.
 SENDFILE_MIN_BYTES = 64 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
+# Whole requests received but not yet handled, past which reading pauses until half are handled.
+_READ_AHEAD_BYTES = 4 * 1024 * 1024
+# Receive buffers start small (most connections carry small requests) and double while they keep
+# filling, up to _MAX_BUFFER; a request larger than that gets a buffer of its own size.
+_MIN_BUFFER = 64 * 1024
+_MAX_BUFFER = 1024 * 1024
+# Responses to a burst of pipelined requests are sent together, up to this many bytes at a time.
+_CORK_BYTES = 256 * 1024
+# A receive into less room than this costs a syscall for too few bytes: take a new buffer instead.
+_MIN_READ = 16 * 1024
 
 
 class _FdFile:
@@ -55,46 +76,230 @@ class CloseConnection(Exception):
     """The client sent something that ends the connection, as Kafka ends it."""
 
 
-class Connection:
+def _unexported(buffer: bytearray) -> bool:
+    """Whether no memoryview of ``buffer`` is alive, so its bytes may be overwritten.
+
+    A bytearray refuses to change size while exported; shrinking by one byte and growing back
+    stays within its allocation, so the probe costs no copy.
+    """
+    last = buffer[-1]
+    try:
+        del buffer[-1:]
+    except BufferError:
+        return False
+    buffer.append(last)
+    return True
+
+
+class Connection(asyncio.BufferedProtocol):
+    """The protocol object of one accepted socket; :meth:`serve` is its request loop, run by
+    ``on_open`` (the broker's accept callback, which tracks it) as a task of its own."""
+
     def __init__(
-        self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, broker: Broker, on_open: Callable[[Connection], Coroutine[Any, Any, None]]
     ) -> None:
         self.broker = broker
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.sendfile_ok = writer.get_extra_info("sslcontext") is None
+        self._on_open = on_open
+        self._max_request = broker.config.get_int("socket.request.max.bytes")
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.sendfile_ok = False
         self.last_active_ms = broker.clock.monotonic_ms()
         self.busy = False
+        self._task: asyncio.Task[None] | None = None
+        # Received bytes: [_start, _end) of _buffer is not yet split into frames, and the frame
+        # being received ends at _frame_end (or its size prefix does, while that is incomplete).
+        self._buffer = bytearray()
+        self._view: memoryview | None = None
+        self._buffer_size = _MIN_BUFFER
+        self._start = 0
+        self._end = 0
+        self._frame_end = 4
+        self._frames: collections.deque[memoryview] = collections.deque()
+        self._queued_bytes = 0
+        self._reading_paused = False
+        self._frame_waiter: asyncio.Future[None] | None = None
+        self._eof = False
+        self._lost = False
+        self._framing_error: str | None = None
+        self._writing_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._corked: list[bytes] = []
+        self._corked_bytes = 0
+
+    # -- protocol callbacks (the event loop calls these) -----------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = typing.cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.sendfile_ok = transport.get_extra_info("sslcontext") is None
+        self.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        self._task = asyncio.get_running_loop().create_task(self._on_open(self))
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        room = len(self._buffer) - self._end
+        size_known = self._end - self._start >= 4
+        if (
+            self._view is None
+            or room < self._frame_end - self._end
+            or (not size_known and room < _MIN_READ)
+        ):
+            self._make_room()
+        assert self._view is not None
+        return self._view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._framing_error is not None:
+            return  # reading stopped; bytes that were already in flight are dropped
+        self._end += nbytes
+        self._split_frames()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake_reader()
+        return True  # keep the transport: responses to requests already received still go out
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._frames.clear()
+        self._queued_bytes = 0
+        self._wake_reader()
+        waiter, self._drain_waiter = self._drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(ConnectionResetError("connection lost"))
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        waiter, self._drain_waiter = self._drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- receive buffer ---------------------------------------------------------------------------
+
+    def _make_room(self) -> None:
+        """Give the frame being received a buffer it fits in, with room to read into.
+
+        Frames already handed out are views of the current buffer, so it is reused only when
+        none is alive; otherwise a new one is taken and the old one lives as long as they do.
+        Only the partial frame is copied.
+        """
+        old, old_view = self._buffer, self._view
+        partial = self._end - self._start
+        if old_view is not None and partial < len(old) // 2:
+            # The old buffer filled up with frames: the client is busy, so read in bigger gulps.
+            self._buffer_size = min(self._buffer_size * 2, _MAX_BUFFER)
+        size = max(self._frame_end - self._start, self._buffer_size)
+        if old_view is not None:
+            old_view.release()
+        if size <= len(old) <= max(size, _MAX_BUFFER) and _unexported(old):
+            buffer = old
+            view = memoryview(buffer)
+            view[:partial] = view[self._start : self._end]
+        else:
+            buffer = bytearray(size)
+            view = memoryview(buffer)
+            if partial:
+                with memoryview(old) as source:
+                    view[:partial] = source[self._start : self._end]
+        self._buffer, self._view = buffer, view
+        self._frame_end -= self._start
+        self._start, self._end = 0, partial
+
+    def _shed_big_buffer(self) -> None:
+        """Between requests, let go of a buffer that only one outsized request needed."""
+        if len(self._buffer) > _MAX_BUFFER and self._start == self._end and not self._frames:
+            if self._view is not None:
+                self._view.release()
+            self._buffer, self._view = bytearray(), None
+            self._start = self._end = 0
+            self._frame_end = 4
+
+    def _split_frames(self) -> None:
+        view = self._view
+        assert view is not None
+        start, end = self._start, self._end
+        while end - start >= 4:
+            (size,) = _INT32.unpack_from(view, start)
+            if size < 0 or size > self._max_request:
+                hint = " (an HTTP request?)" if bytes(view[start : start + 4]).isalpha() else ""
+                self._stop_reading(
+                    f"frame of {size} bytes is outside 0..socket.request.max.bytes "
+                    f"({self._max_request}){hint}"
+                )
+                break
+            if size < 8:
+                self._stop_reading(f"frame of {size} bytes is too short for a header")
+                break
+            frame_end = start + 4 + size
+            if frame_end > end:
+                break
+            self._frames.append(view[start + 4 : frame_end])
+            self._queued_bytes += size
+            start = frame_end
+        self._start = start
+        self._frame_end = start + 4 + size if end - start >= 4 else start + 4
+        if self._frames:
+            self._wake_reader()
+            if self._queued_bytes >= _READ_AHEAD_BYTES and not self._reading_paused:
+                self._reading_paused = True
+                assert self.transport is not None
+                self.transport.pause_reading()
+
+    def _stop_reading(self, reason: str) -> None:
+        # Requests before the bad frame are still answered; the close comes in their order.
+        self._framing_error = reason
+        self._wake_reader()
+        assert self.transport is not None
+        self.transport.pause_reading()
+
+    def _wake_reader(self) -> None:
+        waiter = self._frame_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _next_frame(self) -> memoryview | None:
+        """The next request frame (without its size prefix), or None once the client is gone."""
+        while not self._frames:
+            if self._framing_error is not None:
+                raise CloseConnection(self._framing_error)
+            if self._lost or self._eof:
+                if self._end > self._start and not self._lost:
+                    log.info("connection from %s closed in the middle of a request", self.peer)
+                return None
+            self._frame_waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._frame_waiter
+            finally:
+                self._frame_waiter = None
+        frame = self._frames.popleft()
+        self._queued_bytes -= len(frame)
+        if self._reading_paused and self._queued_bytes <= _READ_AHEAD_BYTES // 2:
+            self._reading_paused = False
+            if self._framing_error is None:
+                assert self.transport is not None
+                self.transport.resume_reading()
+        return frame
+
+    # -- requests ----------------------------------------------------------------------------------
 
     async def serve(self) -> None:
-        max_request = self.broker.config.get_int("socket.request.max.bytes")
         try:
             while True:
-                try:
-                    prefix = await self.reader.readexactly(4)
-                except asyncio.IncompleteReadError:
-                    return
-                (size,) = _INT32.unpack(prefix)
-                if size < 0 or size > max_request:
-                    hint = " (an HTTP request?)" if prefix[:4].isalpha() else ""
-                    raise CloseConnection(
-                        f"frame of {size} bytes is outside 0..socket.request.max.bytes "
-                        f"({max_request}){hint}"
-                    )
-                if size < 8:
-                    raise CloseConnection(f"frame of {size} bytes is too short for a header")
-                try:
-                    frame = await self.reader.readexactly(size)
-                except asyncio.IncompleteReadError:
-                    log.info("connection from %s closed in the middle of a request", self.peer)
+                frame = await self._next_frame()
+                if frame is None:
                     return
                 self.busy = True
                 try:
                     response = await self.dispatch(frame)
+                    # A live view would keep the receive buffer from being reused.
+                    del frame
                     if response is not None:
                         await self.write(response)
+                    self._shed_big_buffer()
                 finally:
                     self.busy = False
                     self.last_active_ms = self.broker.clock.monotonic_ms()
@@ -105,7 +310,9 @@ class Connection:
         except Exception:
             log.exception("closing connection from %s after an unexpected error", self.peer)
         finally:
-            self.writer.close()
+            if self.transport is not None:
+                self._uncork()
+                self.transport.close()
 
     def close_if_idle(self, now_ms: int, idle_ms: int) -> None:
         """Close a connection with no request for ``connections.max.idle.ms``, as Kafka does;
@@ -116,9 +323,10 @@ class Connection:
                 self.peer,
                 now_ms - self.last_active_ms,
             )
-            self.writer.close()
+            if self.transport is not None:
+                self.transport.close()
 
-    async def dispatch(self, frame: bytes) -> bytes | FrameParts | None:
+    async def dispatch(self, frame: memoryview) -> bytes | FrameParts | None:
         api_key, api_version, correlation_id = peek_header(frame)
         handler = HANDLERS.get(api_key)
         if handler is None:
@@ -132,7 +340,7 @@ class Connection:
                 f"(versions {handler.min_version}..{handler.max_version})"
             )
         try:
-            header, request = decode_request(frame)
+            header, request = self._decode(api_key, frame)
         except UnsupportedRequest as e:
             raise CloseConnection(f"unsupported request: {e}") from e
         except Exception as e:
@@ -147,6 +355,14 @@ class Connection:
             return response
         return encode_response(correlation_id, response)
 
+    @staticmethod
+    def _decode(api_key: int, frame: memoryview) -> tuple[RequestHeader, Any]:
+        if api_key == PRODUCE_KEY:
+            # Hand-written so that record batches stay (writable) views of the receive buffer.
+            return decode_produce_request(frame)
+        # kio copies what it reads into new objects, and insists on a read-only buffer.
+        return decode_request(frame.toreadonly())
+
     def _unsupported_api_versions(self) -> Any:
         return build(
             response_schema(API_VERSIONS_KEY, 0),
@@ -158,25 +374,56 @@ class Connection:
         )
 
     async def write(self, response: bytes | FrameParts) -> None:
+        transport = self.transport
+        assert transport is not None
+        if isinstance(response, bytes) and self._frames:
+            # More requests are already here and will be handled before the loop turns: send
+            # their responses in one syscall rather than one each.  The flush is scheduled, so
+            # a response never waits for a later request that blocks (a long-polling Fetch).
+            if not self._corked:
+                asyncio.get_running_loop().call_soon(self._uncork)
+            self._corked.append(response)
+            self._corked_bytes += len(response)
+            if self._corked_bytes >= _CORK_BYTES:
+                self._uncork()
+            return
+        self._uncork()
         if isinstance(response, bytes):
-            self.writer.write(response)
+            transport.write(response)
         else:
             for part in response.parts:
                 if isinstance(part, ReadSlice):
-                    await self._write_slice(part)
+                    await self._write_slice(transport, part)
                 else:
-                    self.writer.write(part)
-        if self.writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-            await self.writer.drain()
+                    transport.write(part)
+        await self._drain()
 
-    async def _write_slice(self, part: ReadSlice) -> None:
+    def _uncork(self) -> None:
+        if not self._corked:
+            return
+        data = self._corked[0] if len(self._corked) == 1 else b"".join(self._corked)
+        self._corked.clear()
+        self._corked_bytes = 0
+        assert self.transport is not None
+        if not self.transport.is_closing():
+            self.transport.write(data)
+
+    async def _drain(self) -> None:
+        """Wait while more than ``_WRITE_HIGH_WATER`` bytes of responses are unsent."""
+        if self._lost:
+            raise ConnectionResetError("connection lost")
+        if self._writing_paused:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+            await self._drain_waiter
+
+    async def _write_slice(self, transport: asyncio.Transport, part: ReadSlice) -> None:
         if part.size < SENDFILE_MIN_BYTES or not self.sendfile_ok:
-            self.writer.write(part.read_bytes())
+            transport.write(part.read_bytes())
             return
         loop = asyncio.get_running_loop()
         try:
             sent = await loop.sendfile(
-                self.writer.transport,
+                transport,
                 typing.cast(typing.BinaryIO, _FdFile(part.fd)),
                 part.position,
                 part.size,
@@ -185,9 +432,9 @@ class Connection:
         except (NotImplementedError, asyncio.SendfileNotAvailableError):
             # An event loop or transport without sendfile (uvloop, TLS): copy instead, from now on.
             self.sendfile_ok = False
-            self.writer.write(part.read_bytes())
+            transport.write(part.read_bytes())
             return
         if sent != part.size:
             # The file shrank under us (truncation); the frame length is already promised.
-            self.writer.write(b"\0" * (part.size - sent))
+            transport.write(b"\0" * (part.size - sent))
             log.warning("segment shrank during sendfile to %s", self.peer)

@@ -30,7 +30,7 @@ _TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 def _recompress(
-    buffer: bytearray, headers: list[BatchHeader], codec: int
+    buffer: bytearray | memoryview, headers: list[BatchHeader], codec: int
 ) -> tuple[bytearray, list[BatchHeader]]:
     """Rewrite every batch in the topic's codec: the one case where the broker opens batches."""
     out = bytearray()
@@ -40,7 +40,7 @@ def _recompress(
 
 
 def _refuse_keyless(
-    buffer: bytearray, headers: list[BatchHeader], topic: str, index: int
+    buffer: bytearray | memoryview, headers: list[BatchHeader], topic: str, index: int
 ) -> dict[str, Any] | None:
     """On a compacted topic every record needs a key (the cleaner keeps records by key), so
     only there are records decoded on the produce path."""
@@ -79,7 +79,7 @@ def _failed(index: int, code: ErrorCode, message: str | None = None) -> dict[str
 
 
 def produce_to_partition(
-    ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int
+    ctx: RequestContext, topic: str, index: int, records: bytes | memoryview | None, acks: int
 ) -> dict[str, Any]:
     broker = ctx.broker
     partition = broker.topics.partition(topic, index)
@@ -98,7 +98,11 @@ def produce_to_partition(
         )
     if not records:
         return _failed(index, ErrorCode.invalid_record, "no record batches")
-    buffer = bytearray(records)
+    # Offsets are assigned by rewriting the batches in place: a writable view (the request's own
+    # bytes in the connection's receive buffer) is used as it is, anything else is copied.
+    buffer: bytearray | memoryview = (
+        records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
+    )
     try:
         headers = validate_batches(buffer, config.get_int("max.message.bytes"))
     except InvalidBatch as e:
