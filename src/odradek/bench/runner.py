@@ -9,6 +9,7 @@ exit status is 1 if any failed.
 from __future__ import annotations
 
 import datetime
+import os
 import shutil
 import tempfile
 import time
@@ -23,6 +24,9 @@ from odradek.bench.scenarios import SCENARIO_FUNCTIONS, BenchContext, ScenarioRe
 
 
 def run_scenario(name: str, ctx: BenchContext) -> ScenarioResult:
+    # Write back the dirty pages earlier scenarios left (recovery leaves gigabytes): the kernel's
+    # writeback would otherwise compete with this scenario's own writes and slow its pwrites.
+    os.sync()
     started = time.monotonic()
     try:
         result = SCENARIO_FUNCTIONS[name](ctx)
