@@ -37,7 +37,7 @@ class Sizes:
 
 
 FULL = Sizes(
-    records=1_000_000,
+    records=2_000_000,
     record_sizes=(100, 1024),
     duration_s=20.0,
     producers=1,

@@ -318,14 +318,16 @@ def _process_cpu_s() -> float:
 
 def _consumer_config(bootstrap: str, group_id: str) -> dict[str, Any]:
     # Fetch sizes are Kafka's defaults: larger responses made librdkafka fault in fresh pages
-    # for every receive buffer. A deep local queue keeps the fetcher from pausing, which costs a
-    # fetch.queue.backoff.ms (1 s) each time.
+    # for every receive buffer. When its local queue is full, librdkafka stops fetching for
+    # fetch.queue.backoff.ms (1 s by default; Kafka's Java consumer has no such pause): a deep
+    # queue makes that rare and a short backoff makes it cheap (+30% on 100 B records).
     return {
         "bootstrap.servers": bootstrap,
         "group.id": group_id,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         "queued.min.messages": 1_000_000,
+        "fetch.queue.backoff.ms": 10,
         "fetch.wait.max.ms": 100,
     }
 
