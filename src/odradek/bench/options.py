@@ -135,7 +135,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated, from {','.join(SCENARIOS)} (default: all)",
     )
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
-    parser.add_argument("--records", type=int, help="records per produce/consume run")
+    parser.add_argument(
+        "--records", type=int, help="records per produce/consume run (at most 1 GB of values)"
+    )
     parser.add_argument(
         "--record-size", type=_int_list, help="record value size(s) in bytes, e.g. 100,1024"
     )

@@ -9,7 +9,6 @@ exit status is 1 if any failed.
 from __future__ import annotations
 
 import datetime
-import os
 import shutil
 import tempfile
 import time
@@ -20,13 +19,16 @@ from typing import Any
 from odradek.bench.broker import ChildBroker
 from odradek.bench.options import BenchOptions
 from odradek.bench.report import FORMAT, environment, format_report, write_json
-from odradek.bench.scenarios import SCENARIO_FUNCTIONS, BenchContext, ScenarioResult
+from odradek.bench.scenarios import (
+    SCENARIO_FUNCTIONS,
+    BenchContext,
+    ScenarioResult,
+    settle_page_cache,
+)
 
 
 def run_scenario(name: str, ctx: BenchContext) -> ScenarioResult:
-    # Write back the dirty pages earlier scenarios left (recovery leaves gigabytes): the kernel's
-    # writeback would otherwise compete with this scenario's own writes and slow its pwrites.
-    os.sync()
+    settle_page_cache()
     started = time.monotonic()
     try:
         result = SCENARIO_FUNCTIONS[name](ctx)

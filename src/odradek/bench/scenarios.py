@@ -46,6 +46,7 @@ from odradek.storage.formats import RECOVERY_POINT_CHECKPOINT
 MB = 1_000_000
 TOPIC_TIMEOUT_S = 120.0
 WORKER_SLACK_S = 120.0  # on top of a run's own duration: process start, connecting, draining
+RUN_MAX_BYTES = 1_000_000_000  # of values per produce/consume run
 RAW_BATCH_MAX_BYTES = 1_000_000  # of values; with record overhead still under 1,048,588
 
 
@@ -113,6 +114,13 @@ class ScenarioResult:
 
 
 # -- context -----------------------------------------------------------------------------------
+
+
+def settle_page_cache() -> None:
+    """Write back the dirty pages earlier runs left before a measurement starts: the kernel's
+    writeback of gigabytes would otherwise compete with the broker's own writes and make a run's
+    figure depend on what ran before it."""
+    os.sync()
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -213,6 +221,11 @@ class BenchContext:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"topic {name} has no leaders after {TOPIC_TIMEOUT_S:.0f} s")
             time.sleep(0.05)
+
+    def records_for(self, record_size: int) -> int:
+        """``--records``, but at most :data:`RUN_MAX_BYTES` of values: past the page cache's
+        dirty limits a run measures the kernel's writeback, not the broker."""
+        return max(1, min(self.sizes.records, RUN_MAX_BYTES // record_size))
 
     def end_offsets(self, topic: str, bootstrap: str | None = None) -> int:
         """The sum of ``topic``'s end offsets: the records in a topic that started empty."""
@@ -369,7 +382,7 @@ def _produce_run(ctx: BenchContext, size: int, api: str) -> dict[str, Any]:
     """One produce run into a fresh topic: its row."""
     sizes = ctx.sizes
     topic = ctx.new_topic(f"produce-{size}", sizes.topic_partitions)
-    per_producer = max(1, sizes.records // sizes.producers)
+    per_producer = max(1, ctx.records_for(size) // sizes.producers)
     call = (
         produce_worker,
         {
@@ -381,6 +394,7 @@ def _produce_run(ctx: BenchContext, size: int, api: str) -> dict[str, Any]:
             "api": api,
         },
     )
+    settle_page_cache()
     with ctx.cpu_sampler() as cpu:
         runs: list[ProduceResult] = run_workers(
             [call] * sizes.producers, sizes.duration_s + WORKER_SLACK_S
@@ -445,7 +459,8 @@ def consume(ctx: BenchContext) -> ScenarioResult:
     ]
     for size in sizes.record_sizes:
         topic = ctx.new_topic(f"consume-{size}", sizes.topic_partitions)
-        loaded = ctx.load(topic, sizes.records, size)
+        loaded = ctx.load(topic, ctx.records_for(size), size)
+        settle_page_cache()
         call = (
             consume_worker,
             {
@@ -593,7 +608,8 @@ def fanout(ctx: BenchContext) -> ScenarioResult:
         _CLIENT_CPU,
     ]
     topic = ctx.new_topic("fanout", sizes.topic_partitions)
-    loaded = ctx.load(topic, sizes.records, size)
+    loaded = ctx.load(topic, ctx.records_for(size), size)
+    settle_page_cache()
     for count in (1, groups) if groups > 1 else (1,):
         rows = [_fanout_run(ctx, topic, loaded.records, count) for _ in range(sizes.repeats)]
         row = _median_run(rows)
@@ -693,7 +709,7 @@ def partitions(ctx: BenchContext) -> ScenarioResult:
                 {
                     "bootstrap": address,
                     "topic": topic,
-                    "records": sizes.records,
+                    "records": ctx.records_for(size),
                     "record_size": size,
                     "duration_s": sizes.duration_s,
                     "partitions": count,
@@ -947,6 +963,7 @@ def raw(ctx: BenchContext) -> ScenarioResult:
                 "duration_s": sizes.duration_s,
             },
         )
+        settle_page_cache()
         with ctx.cpu_sampler() as cpu:
             (run,) = run_workers([call], sizes.duration_s + WORKER_SLACK_S)
         if run.errors:
