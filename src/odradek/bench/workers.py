@@ -397,6 +397,54 @@ def consume_worker(
             gc.enable()
 
 
+def raw_consume_worker(
+    start: Start,
+    *,
+    bootstrap: str,
+    topic: str,
+    expected: int,
+    record_size: int,
+    timeout_s: float,
+) -> ConsumeResult:
+    """Read every partition of ``topic`` from offset 0 with the project's own wire client,
+    counting records from batch headers and decoding none: the cheapest consumer there is, so
+    that several of them show what the broker itself can serve."""
+    from odradek.client.data import DataClient, TopicPartition
+    from odradek.protocol.record_batch import iter_headers
+
+    client = DataClient(bootstrap, client_id="odradek-bench-raw", timeout_s=CLIENT_TIMEOUT_S)
+    try:
+        count = client.describe([topic])[topic].partitions
+        partitions = [TopicPartition(topic, p) for p in range(count)]
+        ends = client.latest(partitions)
+        start()
+        started = time.monotonic()
+        cpu_at_start = _process_cpu_s()
+        received = 0
+        first: float | None = None
+        give_up = started + timeout_s
+        for partition in partitions:
+            for fetched in client.fetch_range(partition, 0, ends[partition]):
+                received += sum(h.record_count for h in iter_headers(fetched.records))
+                if first is None and received:
+                    first = time.monotonic() - started
+                if time.monotonic() > give_up:
+                    break
+        ended = time.monotonic()
+        return ConsumeResult(
+            records=received,
+            payload_bytes=received * record_size,
+            seconds=ended - started,
+            started=started,
+            ended=ended,
+            first_record_s=first,
+            complete=received >= expected,
+            cpu_s=_process_cpu_s() - cpu_at_start,
+        )
+    finally:
+        client.close()
+
+
 # -- end-to-end latency ----------------------------------------------------------------------------
 
 
