@@ -48,6 +48,9 @@ MB = 1_000_000
 TOPIC_TIMEOUT_S = 120.0
 WORKER_SLACK_S = 120.0  # on top of a run's own duration: process start, connecting, draining
 RUN_MAX_BYTES = 1_000_000_000  # of values per produce/consume run
+# Of values per raw run (which also stops after --duration): on this VM, pwrite into the page
+# cache slowed from ~500 to ~170 MB/s once a broker had written several GB, sync or not.
+RAW_MAX_BYTES = 2_000_000_000
 RAW_BATCH_MAX_BYTES = 1_000_000  # of values; with record overhead still under 1,048,588
 
 
@@ -999,6 +1002,7 @@ def raw(ctx: BenchContext) -> ScenarioResult:
                 "connections": sizes.raw_connections,
                 "window": sizes.raw_window,
                 "duration_s": sizes.duration_s,
+                "total_records": RAW_MAX_BYTES // size,
             },
         )
         settle_page_cache()
