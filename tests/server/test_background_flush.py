@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,8 +12,8 @@ import pytest
 from odradek.clock import ManualClock
 from odradek.protocol.errors import ErrorCode
 from odradek.storage import PartitionLog
-from odradek.storage.flusher import LogFlusher
 from odradek.testing import RunningBroker, running_broker
+from tests.storage.conftest import held
 
 from .conftest import KafkaConnection, assert_broker_serves, batch_of, unique_topic
 
@@ -36,23 +34,6 @@ def fsync_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
     return names
-
-
-@contextlib.contextmanager
-def held(flusher: LogFlusher) -> Iterator[None]:
-    """Keep the flusher's thread busy for the block, so that flushes handed to it wait."""
-    release, started = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        started.set()
-        release.wait(WAIT_S)
-
-    flusher.call("held by the test", hold)
-    assert started.wait(WAIT_S)
-    try:
-        yield
-    finally:
-        release.set()
 
 
 def partition_log(broker: RunningBroker, topic: str) -> PartitionLog:

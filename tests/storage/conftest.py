@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import struct
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import crc32c
@@ -13,6 +15,7 @@ from odradek.clock import ManualClock
 from odradek.protocol.record_batch import BatchHeader, iter_headers, validate_batches
 from odradek.protocol.records import encode_batch, iter_records
 from odradek.storage import AppendInfo, LogConfig, PartitionLog
+from odradek.storage.flusher import LogFlusher
 
 
 def varint(n: int) -> bytes:
@@ -116,3 +119,23 @@ def records_of(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]
             found += [(r.offset, r.key, r.value) for r in records if r.offset >= offset]
             offset = header.next_offset
     return found
+
+
+FLUSHER_WAIT_S = 30  # a bound on waiting for the flusher thread, never a delay
+
+
+@contextlib.contextmanager
+def held(flusher: LogFlusher) -> Iterator[None]:
+    """Keep the flusher's thread busy for the block: jobs handed to it meanwhile stay queued."""
+    release, started = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        release.wait(FLUSHER_WAIT_S)
+
+    flusher.call("held by the test", hold)
+    assert started.wait(FLUSHER_WAIT_S)
+    try:
+        yield
+    finally:
+        release.set()

@@ -7,9 +7,7 @@ the flusher to be idle.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,27 +19,10 @@ from odradek.storage.cleaner import LogCleaner
 from odradek.storage.flusher import BackgroundJob, LogFlusher
 from odradek.storage.segment import LogSegment
 
-from .conftest import BATCH_SIZE, append, keyed_batch, make_batch, read_all, records_of
+from .conftest import BATCH_SIZE, append, held, keyed_batch, make_batch, read_all, records_of
 
 WAIT_S = 30  # a bound on waiting for the flusher thread, never a delay
 CONFIG = LogConfig(segment_bytes=2 * BATCH_SIZE, index_interval_bytes=BATCH_SIZE)
-
-
-@contextlib.contextmanager
-def held(flusher: LogFlusher) -> Iterator[None]:
-    """Keep the flusher's thread busy for the block: jobs handed to it meanwhile stay queued."""
-    release, started = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        started.set()
-        release.wait(WAIT_S)
-
-    flusher.call("held by the test", hold)
-    assert started.wait(WAIT_S)
-    try:
-        yield
-    finally:
-        release.set()
 
 
 def idle(flusher: LogFlusher) -> None:
