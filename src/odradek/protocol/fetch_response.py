@@ -36,7 +36,8 @@ class TopicData(Generic[S]):
     partitions: Sequence[PartitionData[S]]
 
 
-def _uvarint(value: int) -> bytes:
+def uvarint(value: int) -> bytes:
+    """An unsigned varint, as flexible versions write lengths."""
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -65,13 +66,13 @@ def encode(
     head += struct.pack(">i", throttle_time_ms)
     if version >= 7:
         head += struct.pack(">hi", error_code, session_id)
-    head += _uvarint(len(topics) + 1) if flexible else struct.pack(">i", len(topics))
+    head += uvarint(len(topics) + 1) if flexible else struct.pack(">i", len(topics))
     size = 0
     for topic in topics:
         name = topic.name.encode()
-        head += (_uvarint(len(name) + 1) if flexible else struct.pack(">h", len(name))) + name
+        head += (uvarint(len(name) + 1) if flexible else struct.pack(">h", len(name))) + name
         count = len(topic.partitions)
-        head += _uvarint(count + 1) if flexible else struct.pack(">i", count)
+        head += uvarint(count + 1) if flexible else struct.pack(">i", count)
         for p in topic.partitions:
             head += _PARTITION_HEAD.pack(
                 p.index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset
@@ -82,7 +83,7 @@ def encode(
             if version >= 11:
                 head += b"\xff\xff\xff\xff"  # preferred read replica: none
             if flexible:
-                head += _uvarint(p.records_size + 1)
+                head += uvarint(p.records_size + 1)
             else:
                 head += struct.pack(">i", p.records_size)
             if p.records is not None and p.records_size:

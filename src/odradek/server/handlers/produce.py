@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from odradek.protocol import produce_response
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import (
     BatchHeader,
@@ -13,7 +14,7 @@ from odradek.protocol.record_batch import (
     validate_batches,
     with_compression,
 )
-from odradek.server.context import RequestContext, Response
+from odradek.server.context import FrameParts, RequestContext, Response
 from odradek.server.registry import handles
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ def produce_to_partition(
     }
 
 
-@handles(api_key=0, min_version=3, max_version=11)
+@handles(api_key=0, min_version=3, max_version=produce_response.MAX_VERSION)
 async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
     acks = int(request.acks)
     responses = [
@@ -157,4 +158,9 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
     ]
     if acks == 0:
         return None
-    return ctx.respond(responses=responses, throttle_time=0)
+    frame = produce_response.encode(
+        ctx.version,
+        ctx.header.correlation_id,
+        [(t["name"], t["partition_responses"]) for t in responses],
+    )
+    return FrameParts([frame], len(frame))
