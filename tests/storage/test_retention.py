@@ -131,6 +131,7 @@ def test_the_manager_checkpoints_the_new_log_start(tmp_path: Path, clock: Manual
         append(log, make_batch())
         append(other, make_batch())
     assert manager.apply_retention() == 2
+    manager.wait_for_flushes()  # the checkpoint is written by the flusher thread
     assert "events 0 4" in (tmp_path / "log-start-offset-checkpoint").read_text()
     assert other.log_start_offset == 0  # no retention.bytes: kept whole
     # Unflushed, then killed: the start offset survives through the checkpoint.

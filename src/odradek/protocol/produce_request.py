@@ -13,14 +13,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from odradek.protocol.messages import RequestHeader
+from odradek.protocol.messages import RequestHeader, peek_header
 
 API_KEY = 0
 MIN_VERSION = 3
 MAX_VERSION = 11
 FIRST_FLEXIBLE_VERSION = 9
 
-_HEADER_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+_HEADER_PREFIX_SIZE = 8  # api key, api version, correlation id
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
@@ -133,7 +133,8 @@ def decode_produce_request(
     read here, or its fields do not fit the frame.
     """
     reader = _Reader(frame)
-    api_key, version, correlation_id = reader.unpack(_HEADER_PREFIX)
+    reader.take(_HEADER_PREFIX_SIZE)
+    api_key, version, correlation_id = peek_header(reader.view)
     if api_key != API_KEY or not MIN_VERSION <= version <= MAX_VERSION:
         raise MalformedProduceRequest(f"API key {api_key} version {version} is not read here")
     flexible = version >= FIRST_FLEXIBLE_VERSION
@@ -164,6 +165,6 @@ def decode_produce_request(
     if flexible:
         reader.skip_tagged_fields()
     return (
-        RequestHeader(int(api_key), int(version), int(correlation_id), client_id),
+        RequestHeader(api_key, version, correlation_id, client_id),
         ProduceRequest(transactional_id, int(acks), int(timeout_ms), tuple(topics)),
     )

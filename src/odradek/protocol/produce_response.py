@@ -14,10 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from odradek.protocol.fetch_response import uvarint
-
-MIN_VERSION = 3
-MAX_VERSION = 11
-FIRST_FLEXIBLE_VERSION = 9
+from odradek.protocol.produce_request import FIRST_FLEXIBLE_VERSION, MAX_VERSION, MIN_VERSION
 
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")

@@ -158,8 +158,7 @@ class Broker:
             self._next_retention_ms = self.clock.monotonic_ms() + self.config.get_int(
                 "log.retention.check.interval.ms"
             )
-            if self.logs.apply_retention(checkpoint=False):
-                self.logs.checkpoint_in_background()  # the moved log start offsets
+            self.logs.apply_retention()
         idle_ms = self.config.get_int("connections.max.idle.ms")
         now = self.clock.monotonic_ms()
         for connection in list(self._open):

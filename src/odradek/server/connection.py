@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (
-    RequestHeader,
     UnsupportedRequest,
     build,
     decode_request,
@@ -30,8 +29,6 @@ from odradek.protocol.messages import (
     peek_header,
     response_schema,
 )
-from odradek.protocol.produce_request import API_KEY as PRODUCE_KEY
-from odradek.protocol.produce_request import decode_produce_request
 from odradek.server.context import FrameParts, RequestContext
 from odradek.server.registry import HANDLERS
 from odradek.storage import ReadSlice
@@ -340,7 +337,11 @@ class Connection(asyncio.BufferedProtocol):
                 f"(versions {handler.min_version}..{handler.max_version})"
             )
         try:
-            header, request = self._decode(api_key, frame)
+            if handler.decode is not None:
+                header, request = handler.decode(frame)
+            else:
+                # kio copies what it reads into new objects, and insists on a read-only buffer.
+                header, request = decode_request(frame.toreadonly())
         except UnsupportedRequest as e:
             raise CloseConnection(f"unsupported request: {e}") from e
         except Exception as e:
@@ -351,17 +352,9 @@ class Connection(asyncio.BufferedProtocol):
         response = await handler.fn(context, request)
         if response is None:
             return None
-        if isinstance(response, FrameParts):
+        if isinstance(response, FrameParts | bytes):
             return response
         return encode_response(correlation_id, response)
-
-    @staticmethod
-    def _decode(api_key: int, frame: memoryview) -> tuple[RequestHeader, Any]:
-        if api_key == PRODUCE_KEY:
-            # Hand-written so that record batches stay (writable) views of the receive buffer.
-            return decode_produce_request(frame)
-        # kio copies what it reads into new objects, and insists on a read-only buffer.
-        return decode_request(frame.toreadonly())
 
     def _unsupported_api_versions(self) -> Any:
         return build(

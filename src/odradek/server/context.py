@@ -24,7 +24,9 @@ class FrameParts:
     size: int
 
 
-Response = ResponsePayload | FrameParts
+# A kio payload to encode, a frame in parts, or a whole frame already encoded (length prefix
+# included) by a hand-written writer.
+Response = ResponsePayload | FrameParts | bytes
 
 
 @dataclass(slots=True)

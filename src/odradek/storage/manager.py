@@ -170,14 +170,13 @@ class LogManager:
         caller's, or a test); False if ``timeout`` seconds passed first."""
         return self.flusher.wait_idle(timeout)
 
-    def apply_retention(self, *, checkpoint: bool = True) -> int:
+    def apply_retention(self) -> int:
         """Delete the segments retention lets go in every log (see
-        :meth:`PartitionLog.apply_retention`); checkpoints the moved log start offsets, unless
-        told not to (a caller that checkpoints in the background).  Returns how many segments
-        went."""
+        :meth:`PartitionLog.apply_retention`); the moved log start offsets are checkpointed by
+        the flusher thread.  Returns how many segments went."""
         deleted = sum(partition_log.apply_retention() for partition_log in self._logs.values())
-        if deleted and checkpoint:
-            self.checkpoint()
+        if deleted:
+            self.checkpoint_in_background()
         return deleted
 
     def take_retired(self) -> list[LogSegment]:

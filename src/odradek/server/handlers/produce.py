@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from odradek.protocol import produce_response
+from odradek.protocol import produce_request, produce_response
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import (
     BatchHeader,
@@ -14,7 +14,7 @@ from odradek.protocol.record_batch import (
     validate_batches,
     with_compression,
 )
-from odradek.server.context import FrameParts, RequestContext, Response
+from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
 log = logging.getLogger(__name__)
@@ -143,24 +143,25 @@ def produce_to_partition(
     }
 
 
-@handles(api_key=0, min_version=3, max_version=produce_response.MAX_VERSION)
+@handles(
+    api_key=produce_request.API_KEY,
+    min_version=produce_request.MIN_VERSION,
+    max_version=produce_request.MAX_VERSION,
+    # by hand, so that record batches stay writable views of the receive buffer
+    decode=produce_request.decode_produce_request,
+)
 async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
     acks = int(request.acks)
-    responses = [
-        {
-            "name": topic.name,
-            "partition_responses": [
+    topics = [
+        (
+            topic.name,
+            [
                 produce_to_partition(ctx, topic.name, int(p.index), p.records, acks)
                 for p in topic.partition_data
             ],
-        }
+        )
         for topic in request.topic_data
     ]
     if acks == 0:
         return None
-    frame = produce_response.encode(
-        ctx.version,
-        ctx.header.correlation_id,
-        [(t["name"], t["partition_responses"]) for t in responses],
-    )
-    return FrameParts([frame], len(frame))
+    return produce_response.encode(ctx.version, ctx.header.correlation_id, topics)
