@@ -424,6 +424,8 @@ def raw_consume_worker(
         first: float | None = None
         give_up = started + timeout_s
         for partition in partitions:
+            if time.monotonic() > give_up:
+                break
             for fetched in client.fetch_range(partition, 0, ends[partition]):
                 received += sum(h.record_count for h in iter_headers(fetched.records))
                 if first is None and received:
