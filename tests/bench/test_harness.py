@@ -105,6 +105,8 @@ def test_latency(report: dict[str, Any]) -> None:
     assert row["received"] == row["sent"]
     assert 0 < row["measured"] <= row["received"]
     assert_percentiles(row)
+    assert 0 <= row["host_p99_ms"] <= row["host_max_ms"]
+    assert row["host_stalls_per_s"] >= 0
 
 
 def test_fanout_every_consumer_reads_the_whole_topic(report: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from odradek.bench.scenarios import (
     BenchContext,
     Column,
     CpuSampler,
+    HiccupMeter,
     ScenarioResult,
     TargetCheck,
     _median_run,
@@ -100,6 +101,16 @@ def test_cpu_sampler_interpolates_between_samples() -> None:
     assert sampler.cores(0.5, 1.5) == pytest.approx(0.75)
     assert sampler.cores(0.0, 2.0) == pytest.approx(0.75)
     assert sampler.cores(1.0, 1.0) is None
+
+
+def test_hiccup_meter_counts_sleeps_that_overran() -> None:
+    meter = HiccupMeter(stall_ms=2.0)
+    assert meter.stalls_per_s() is None and meter.summary() is None
+    meter.oversleeps_ms = [0.1, 2.5, 0.2, 7.0]
+    meter.seconds = 2.0
+    assert meter.stalls_per_s() == 1.0
+    summary = meter.summary()
+    assert summary is not None and summary.max == 7.0 and summary.p50 == 0.2
 
 
 def test_prebuilt_batches_hold_the_records_asked_for() -> None:

@@ -190,6 +190,47 @@ class CpuSampler:
         return (self._at(end) - self._at(start)) / (end - start)
 
 
+class HiccupMeter:
+    """Measures the host, not the broker: a thread asks to sleep 1 ms again and again and keeps
+    how much longer each sleep took, as jHiccup does. What delays it (other threads on the two
+    cores, the hypervisor taking a vCPU away) delays the clients and the broker alike, so a
+    latency figure is read beside it."""
+
+    def __init__(self, sleep_s: float = 0.001, stall_ms: float = 2.0) -> None:
+        self.sleep_s = sleep_s
+        self.stall_ms = stall_ms
+        self.oversleeps_ms: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.seconds = 0.0  # measured
+
+    def __enter__(self) -> HiccupMeter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        began = time.monotonic_ns()
+        asked_ns = self.sleep_s * 1e9
+        while not self._stop.is_set():
+            before = time.monotonic_ns()
+            time.sleep(self.sleep_s)
+            self.oversleeps_ms.append(max(0.0, time.monotonic_ns() - before - asked_ns) / 1e6)
+        self.seconds = (time.monotonic_ns() - began) / 1e9
+
+    def summary(self) -> LatencySummary | None:
+        return LatencySummary.of(self.oversleeps_ms)
+
+    def stalls_per_s(self) -> float | None:
+        """Sleeps that overran by more than ``stall_ms``, per second."""
+        if self.seconds <= 0:
+            return None
+        return sum(1 for ms in self.oversleeps_ms if ms > self.stall_ms) / self.seconds
+
+
 class BenchContext:
     """The broker under test and what scenarios share. ``broker`` is None when the harness
     benchmarks a broker it did not start (``--bootstrap-server``)."""
@@ -528,6 +569,8 @@ def latency(ctx: BenchContext) -> ScenarioResult:
         *_LAT_COLUMNS,
         Column("max_ms", "max ms", "{:.2f}"),
         Column("ack_p99_ms", "ack p99 ms", "{:.2f}"),
+        Column("host_p99_ms", "host p99 ms", "{:.2f}"),
+        Column("host_stalls_per_s", "host stalls/s", "{:.1f}"),
     ]
     topic = ctx.new_topic("latency", 1)
     warmup = min(1.0, sizes.duration_s * 0.2)
@@ -554,7 +597,9 @@ def latency(ctx: BenchContext) -> ScenarioResult:
     ]
     consumer: EndToEndResult
     producer: PacedProduceResult
-    consumer, producer = run_workers(calls, sizes.duration_s + WORKER_SLACK_S)
+    with HiccupMeter() as host:
+        consumer, producer = run_workers(calls, sizes.duration_s + WORKER_SLACK_S)
+    hiccups = host.summary()
     if not consumer.saw_end:
         result.notes.append(f"consumer got {consumer.received} of {producer.sent} records")
     ack = producer.ack_latency
@@ -569,6 +614,9 @@ def latency(ctx: BenchContext) -> ScenarioResult:
             **_latency_fields(consumer.latency),
             "ack_p99_ms": ack.p99 if ack else None,
             "ack_curve": [list(p) for p in ack.curve] if ack else None,
+            "host_p99_ms": hiccups.p99 if hiccups else None,
+            "host_max_ms": hiccups.max if hiccups else None,
+            "host_stalls_per_s": host.stalls_per_s(),
         }
     )
     result.targets.append(
@@ -583,6 +631,10 @@ def latency(ctx: BenchContext) -> ScenarioResult:
     )
     result.notes.append(
         f"first {warmup:.1f} s of records not measured; send time from the value (monotonic ns)"
+    )
+    result.notes.append(
+        f"host: how late a 1 ms sleep woke up during the run (p99), and how often a second it "
+        f"was over {host.stall_ms:g} ms late; the end-to-end p99 follows it"
     )
     return result
 
