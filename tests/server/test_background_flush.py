@@ -135,6 +135,25 @@ def test_deleting_a_topic_while_its_flushes_wait(tmp_path: Path) -> None:
             assert_broker_serves(broker, connection)
 
 
+def test_deleting_a_topic_takes_it_out_of_the_checkpoint_at_once(tmp_path: Path) -> None:
+    topic = unique_topic("gone")
+    checkpoint = tmp_path / "recovery-point-offset-checkpoint"
+    with (
+        running_broker(tmp_path, clock=clock_now()) as broker,
+        KafkaConnection(broker.bootstrap) as connection,
+    ):
+        assert broker.broker is not None
+        connection.create_topic(topic, **{"segment.bytes": "1024"})
+        produce(connection, topic, 5)
+        wait_for_flushes(broker)
+        assert broker.broker.logs.checkpoint_in_background().wait(WAIT_S)
+        assert f"{topic} 0 4\n" in checkpoint.read_text()
+        response = connection.request(DELETE_TOPICS, 4, topic_names=[topic], timeout=10_000)
+        assert response.responses[0].error_code == ErrorCode.none
+        # A topic created again under this name must not start from the old recovery point.
+        assert topic not in checkpoint.read_text()
+
+
 def test_a_clean_stop_with_flushes_queued_ends_with_everything_flushed(tmp_path: Path) -> None:
     topic = unique_topic("stop")
     broker = RunningBroker(tmp_path, clock=clock_now()).start()

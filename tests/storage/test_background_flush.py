@@ -294,18 +294,21 @@ def test_a_crash_recovers_only_what_was_written_after_the_last_flushed_roll(
     for segment in log.segments:
         segment.close()
 
-    recovered: list[int] = []
+    recovered: list[tuple[int, int]] = []
     real_recover = LogSegment.recover
 
-    def recording_recover(segment: LogSegment, index_interval_bytes: int) -> int:
-        recovered.append(segment.base_offset)
-        return real_recover(segment, index_interval_bytes)
+    def recording_recover(
+        segment: LogSegment, index_interval_bytes: int, recovery_point: int = 0
+    ) -> int:
+        recovered.append((segment.base_offset, recovery_point))
+        return real_recover(segment, index_interval_bytes, recovery_point)
 
     monkeypatch.setattr(LogSegment, "recover", recording_recover)
     reopened = opened_manager(tmp_path, clock)
     again = reopened.get("t", 0)
     assert again is not None
-    assert recovered == [8]  # Kafka's rule: from the segment holding the recovery point on
+    # Kafka's rule: from the segment holding the recovery point on (CRCs from the point itself).
+    assert recovered == [(8, 8)]
     assert (again.log_end_offset, again.recovery_point) == (10, 8)
     assert [h.base_offset for h in read_all(again)] == list(range(10))
     # The recovered tail is dirty: the next roll flushes it and the recovery point passes it.

@@ -90,6 +90,19 @@ def test_segments_below_the_recovery_point_are_not_reread(open_log: Opener, tmp_
     assert header.base_offset == 3 and crc_of(piece.read_bytes(), header) != header.crc
 
 
+def test_in_the_segment_holding_the_recovery_point_batches_below_it_are_not_reread(
+    open_log: Opener, tmp_path: Path
+) -> None:
+    filled_log(open_log, 10)  # segments 0, 4, 8
+    flip_byte(segment_file(tmp_path, 4), 2 * BATCH_SIZE - 3)  # batch 5, below the point
+    flip_byte(segment_file(tmp_path, 4), 4 * BATCH_SIZE - 3)  # batch 7, after it
+    log = open_log(CONFIG, needs_recovery=True, recovery_point=6)
+    # Batch 5 was fsynced before the crash, so its CRC is not checked: recovery rereads the
+    # unflushed tail, not the whole segment it starts in.
+    assert (log.log_end_offset, log.segment_count()) == (7, 2)
+    assert [h.base_offset for h in read_all(log)] == list(range(7))
+
+
 def test_a_clean_open_trusts_the_files(open_log: Opener, tmp_path: Path) -> None:
     filled_log(open_log, 6)
     flip_byte(segment_file(tmp_path, 4), 2 * BATCH_SIZE - 3)

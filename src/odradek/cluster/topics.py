@@ -102,15 +102,15 @@ class TopicManager:
         self.logs.open(self.log_config)
         for topic in self.store.topics.values():
             self._open_partitions(topic, range(topic.partitions))
-        for partition_log in self.logs.all_logs():
-            if partition_log.topic not in self.store.topics:
-                # A topic deleted from the metadata whose logs outlived a crash.
-                log.warning(
-                    "removing log of deleted topic %s-%d",
-                    partition_log.topic,
-                    partition_log.partition,
-                )
-                self.logs.delete(partition_log.topic, partition_log.partition)
+        leftovers = [p for p in self.logs.all_logs() if p.topic not in self.store.topics]
+        for partition_log in leftovers:
+            # A topic deleted from the metadata whose logs outlived a crash.
+            log.warning(
+                "removing log of deleted topic %s-%d", partition_log.topic, partition_log.partition
+            )
+            self.logs.delete(partition_log.topic, partition_log.partition)
+        if leftovers:
+            self.logs.checkpoint()  # as delete_topic does
 
     def _open_partitions(self, topic: TopicMetadata, indexes: Iterable[int]) -> None:
         config = self.log_config(topic.name)
@@ -221,6 +221,10 @@ class TopicManager:
             if partition is not None:
                 partition.wake_all()
             self.logs.delete(name, index)
+        # Now, not at the next periodic checkpoint: a topic created again under this name must
+        # not inherit these recovery points after a crash, or its recovery would trust batches
+        # that were never fsynced.
+        self.logs.checkpoint()
         log.info("deleted topic %s", name)
         for listener in self.deletion_listeners:
             listener(name)

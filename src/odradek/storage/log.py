@@ -145,8 +145,9 @@ class PartitionLog:
     a segment is marked clean (``dirty`` False) only then, so a failed background fsync is
     retried by the next flush.  Opened
     with ``needs_recovery``, the log rereads every batch from the segment holding the recovery
-    point on, truncates at the first torn or corrupt batch and drops the segments after it;
-    segments below the recovery point only have their indexes checked, as in Kafka.  Before
+    point on, checking CRCs from the recovery point itself (Kafka checks that whole segment),
+    truncates at the first torn or corrupt batch and drops the segments after it; segments
+    below the recovery point only have their indexes checked, as in Kafka.  Before
     anything else, opening finishes or discards a segment swap a crash interrupted.
 
     Caller: the log manager creates and opens logs; the server appends and reads; the log
@@ -256,7 +257,10 @@ class PartitionLog:
                 continue
             if i < first_to_recover:
                 log.warning("%s is torn below the recovery point", segment.log_path)
-            if segment.recover(config.index_interval_bytes) and i >= first_to_recover:
+            # Below the recovery point every batch was fsynced, so the segment holding it is
+            # CRC-checked only from there: recovery costs the unflushed tail, not the segment.
+            check_from = recovery_point if i == first_to_recover else segment.base_offset
+            if segment.recover(config.index_interval_bytes, check_from) and i >= first_to_recover:
                 for later in segments[i + 1 :]:
                     log.warning("removing %s, after a truncated segment", later.log_path)
                     later.close()

@@ -195,7 +195,7 @@ class LogSegment:
         if problem is None:
             return True
         log.warning("rebuilding the indexes of %s: %s", self.log_path, problem)
-        return self._rebuild_indexes(index_interval_bytes, check_crc=False) == self.size
+        return self._rebuild_indexes(index_interval_bytes, check_crc_from=None) == self.size
 
     def _scan_tail(self) -> bool:
         """Learn the next offset and largest timestamp from the batches after the last index
@@ -219,10 +219,12 @@ class LogSegment:
             position = header.position + header.size
         return position == self.size
 
-    def recover(self, index_interval_bytes: int) -> int:
-        """Reread every batch, checking header, CRC and offsets; truncate the file at the first
-        bad one and rebuild the indexes.  Returns how many bytes were cut off."""
-        valid_end = self._rebuild_indexes(index_interval_bytes, check_crc=True)
+    def recover(self, index_interval_bytes: int, recovery_point: int = 0) -> int:
+        """Reread every batch, checking header and offsets, and the CRC of those reaching
+        ``recovery_point`` or past it (the ones below were fsynced before a crash could tear
+        them); truncate the file at the first bad one and rebuild the indexes.  Returns how many
+        bytes were cut off."""
+        valid_end = self._rebuild_indexes(index_interval_bytes, check_crc_from=recovery_point)
         truncated = self.size - valid_end
         if truncated:
             log.warning(
@@ -237,8 +239,10 @@ class LogSegment:
             self._first_batch_timestamp = None
         return truncated
 
-    def _rebuild_indexes(self, index_interval_bytes: int, *, check_crc: bool) -> int:
-        """Reindex the batches from the start of the file; returns where the valid ones end."""
+    def _rebuild_indexes(self, index_interval_bytes: int, *, check_crc_from: int | None) -> int:
+        """Reindex the batches from the start of the file, checking the CRC of each batch whose
+        last offset is ``check_crc_from`` or later (None: of none); returns where the valid
+        ones end."""
         self.offset_index.reset()
         self.time_index.reset()
         self.dirty = True
@@ -249,7 +253,7 @@ class LogSegment:
         for header in self.iter_headers(0):
             if not self._plausible(header, self.next_offset):
                 break
-            if check_crc:
+            if check_crc_from is not None and header.last_offset >= check_crc_from:
                 batch = self.read(header.position, header.size)
                 if crc_of(batch, dataclasses.replace(header, position=0)) != header.crc:
                     break
