@@ -644,7 +644,9 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Drop every batch holding an offset >= ``offset`` (for a follower diverging from its
         leader).  Truncation is by whole batches: the log end becomes the base offset of the
-        batch holding ``offset`` when ``offset`` falls inside one."""
+        batch holding ``offset`` when ``offset`` falls inside one.  The caller checkpoints before
+        appending again: recovery skips the CRCs of batches below a checkpointed recovery point,
+        and one checkpointed before the truncation would cover batches appended after it."""
         if offset >= self.log_end_offset:
             return
         self._close_retired()
