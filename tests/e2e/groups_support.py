@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from odradek.client.admin import GroupAdmin, GroupInfo
 from odradek.testing import BrokerProcess, RunningBroker, running_broker
@@ -116,3 +116,24 @@ def produce_everywhere(
 def partition_of(value: bytes) -> int:
     """The partition a ``produce_everywhere`` value was sent to."""
     return int(value.decode().split("-")[-2])
+
+
+def close_all(consumers: Iterable[Consumer]) -> None:
+    """Unsubscribe every librdkafka consumer, poll them until none holds a partition, then
+    close them.
+
+    librdkafka (its issue 4884, open in 2.16) can hang for good in close() when a rebalance
+    reaches a consumer while it closes, as one does when the group's members close one after
+    the other: the revocation runs inside close() and its assign() waits for a reply that never
+    comes. After unsubscribe() the revocations are served by poll(), and close() has no group
+    left to wait for."""
+    closing = list(consumers)
+    for c in closing:
+        c.unsubscribe()
+    wait_until(
+        lambda: not any(c.assignment() for c in closing),
+        what="the consumers to give back their partitions",
+        tick=lambda: [c.poll(0.02) for c in closing],
+    )
+    for c in closing:
+        c.close()

@@ -14,6 +14,7 @@ from odradek.testing import BrokerProcess
 from .groups_support import (
     HEARTBEAT_MS,
     SESSION_MS,
+    close_all,
     group_broker_process,
     produce_everywhere,
     split_among,
@@ -101,8 +102,7 @@ def test_list_and_describe_a_group(
     assert set(members) == {"cli-0", "cli-1"}
     assert members["cli-0"][1] == "fixed" and members["cli-1"][1] == "-"
     assert members["cli-0"][4] == members["cli-1"][4] == "2"
-    for c in consumers:
-        c.close()
+    close_all(consumers)
 
 
 def test_describe_an_unknown_group_and_an_unreachable_broker(bootstrap: str) -> None:

@@ -21,6 +21,7 @@ from .groups_support import (
     HEARTBEAT_MS,
     SESSION_MS,
     TIMEOUT_S,
+    close_all,
     describe,
     group_broker_args,
     group_broker_process,
@@ -140,8 +141,7 @@ def test_two_then_three_members_split_six_partitions(
     got = consume(consumers, len(sent))
     check_split(got, sent)  # committed offsets: nothing of the first round comes again
     assert all(len({m.partition() for m in ms}) == 2 for ms in got.values())
-    for c in consumers.values():
-        c.close()
+    close_all(consumers.values())
 
 
 def test_a_member_that_leaves_has_its_partitions_reassigned(
@@ -163,8 +163,7 @@ def test_a_member_that_leaves_has_its_partitions_reassigned(
         what="the consumers to take over",
         tick=poller(consumers),
     )
-    for c in consumers:
-        c.close()
+    close_all(consumers)
 
 
 _KILLABLE_CONSUMER = """
@@ -300,8 +299,7 @@ def test_a_static_member_rejoins_without_a_rebalance(
         poller([stays, again])()
     # Any rebalance of an eager group revokes every partition: no revocation, no rebalance.
     assert events == settled, "the other member saw no revocation"
-    stays.close()
-    again.close()
+    close_all([stays, again])
 
 
 def test_cooperative_sticky_moves_only_what_it_must(
@@ -330,8 +328,7 @@ def test_cooperative_sticky_moves_only_what_it_must(
     kept = {p.partition for p in first.assignment()}
     assert kept.isdisjoint(moved) and kept | moved == set(range(6))
     assert {p.partition for p in second.assignment()} == moved
-    first.close()
-    second.close()
+    close_all([first, second])
 
 
 def test_time_for_three_members_to_become_stable(
@@ -358,8 +355,7 @@ def test_time_for_three_members_to_become_stable(
     print(f"three members stable after {elapsed * 1000:.0f} ms")
     assert split_among(bootstrap, group, 3, topic)()
     assert elapsed < 5
-    for c in consumers:
-        c.close()
+    close_all(consumers)
 
 
 def test_committed_offsets_survive_kill_9(tmp_path: Path) -> None:

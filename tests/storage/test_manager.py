@@ -79,6 +79,20 @@ def test_unclean_restart_recovers_from_the_checkpointed_point(
     assert segment.stat().st_size == 2 * BATCH_SIZE
 
 
+def test_an_unclean_open_rewrites_stale_checkpoints_at_once(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    manager = opened([tmp_path], clock)
+    append(manager.create("t", 0, CONFIG), make_batch())
+    manager.checkpoint()
+    # A crash left entries for a partition now gone and a point past a log's end.
+    checkpoint = tmp_path / "recovery-point-offset-checkpoint"
+    checkpoint.write_text("0\n2\nt 0 9\ngone 0 7\n")
+
+    manager = opened([tmp_path], clock)
+    assert checkpoint.read_text() == "0\n1\nt 0 1\n"
+
+
 def test_new_partitions_go_round_robin_over_log_dirs(tmp_path: Path, clock: ManualClock) -> None:
     dirs = [tmp_path / "d1", tmp_path / "d2"]
     manager = opened(dirs, clock)

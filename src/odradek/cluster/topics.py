@@ -223,8 +223,11 @@ class TopicManager:
             self.logs.delete(name, index)
         # Now, not at the next periodic checkpoint: a topic created again under this name must
         # not inherit these recovery points after a crash, or its recovery would trust batches
-        # that were never fsynced.
-        self.logs.checkpoint()
+        # that were never fsynced. (A crash before this line: opening checkpoints afresh.)
+        try:
+            self.logs.checkpoint()
+        except OSError:
+            log.exception("could not checkpoint after deleting topic %s", name)
         log.info("deleted topic %s", name)
         for listener in self.deletion_listeners:
             listener(name)

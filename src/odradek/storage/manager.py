@@ -49,7 +49,9 @@ class LogManager:
     checkpointed recovery point; checkpoints are replaced atomically.  The recovery points come
     from the logs, which move them only past what is fsynced, so a checkpoint never claims more
     than the disk holds.  A partition directory renamed for deletion (``*-delete``) but not yet
-    removed is removed at open.
+    removed is removed at open.  After an unclean open, or one that removed such a directory,
+    the checkpoints are rewritten at once: recovery trusts what lies below a checkpointed point,
+    so no stale entry may outlive the open.
 
     The manager owns the log flusher (:mod:`odradek.storage.flusher`), one thread that fsyncs
     the segments a roll seals (Kafka's flush on roll), the logs :meth:`flush_due` finds due, and
@@ -80,6 +82,7 @@ class LogManager:
 
     def open(self, config_for: Callable[[str], LogConfig]) -> None:
         """Open every partition log found in the log dirs, recovering them after a crash."""
+        rewrite_checkpoints = False
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             recovery_points = read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
@@ -92,6 +95,7 @@ class LogManager:
                 if entry.name.endswith(DELETE_DIR_SUFFIX):
                     log.info("removing %s, left over from a partition deletion", entry)
                     shutil.rmtree(entry)
+                    rewrite_checkpoints = True
                     continue
                 parsed = parse_partition_dir_name(entry.name)
                 if parsed is None:
@@ -115,6 +119,14 @@ class LogManager:
             if clean:
                 marker.unlink()
                 fsync_directory(log_dir)
+            else:
+                rewrite_checkpoints = True
+        if rewrite_checkpoints:
+            # Recovery trusts the batches below a checkpointed recovery point. After a crash
+            # the files may still name a deleted partition, or a point past a log's recovered
+            # end: a partition created under that name, or appends past that end, must not
+            # inherit it if the broker crashes again before the next periodic checkpoint.
+            self.checkpoint()
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
