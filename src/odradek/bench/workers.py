@@ -309,6 +309,29 @@ class ConsumeResult:
     complete: bool
     cpu_s: float  # the worker process's CPU over the run, librdkafka's threads included
 
+    @classmethod
+    def of_run(
+        cls,
+        records: int,
+        payload_bytes: int,
+        started: float,
+        ended: float,
+        first_record_s: float | None,
+        expected: int,
+        cpu_at_start: float,
+    ) -> ConsumeResult:
+        """A run that read ``records`` between two monotonic moments; CPU counted up to now."""
+        return cls(
+            records=records,
+            payload_bytes=payload_bytes,
+            seconds=ended - started,
+            started=started,
+            ended=ended,
+            first_record_s=first_record_s,
+            complete=records >= expected,
+            cpu_s=_process_cpu_s() - cpu_at_start,
+        )
+
 
 def _process_cpu_s() -> float:
     # Every thread of the process, at nanosecond resolution (os.times() counts in 10 ms ticks,
@@ -381,15 +404,8 @@ def consume_worker(
         ended = time.monotonic()
         if group_id is not None and first is not None:
             started += first  # joining the group is reported as first_record_s, not throughput
-        return ConsumeResult(
-            records=received,
-            payload_bytes=payload,
-            seconds=ended - started,
-            started=started,
-            ended=ended,
-            first_record_s=first,
-            complete=received >= expected,
-            cpu_s=_process_cpu_s() - cpu_at_start,
+        return ConsumeResult.of_run(
+            received, payload, started, ended, first, expected, cpu_at_start
         )
     finally:
         consumer.close()
@@ -433,15 +449,8 @@ def raw_consume_worker(
                 if time.monotonic() > give_up:
                     break
         ended = time.monotonic()
-        return ConsumeResult(
-            records=received,
-            payload_bytes=received * record_size,
-            seconds=ended - started,
-            started=started,
-            ended=ended,
-            first_record_s=first,
-            complete=received >= expected,
-            cpu_s=_process_cpu_s() - cpu_at_start,
+        return ConsumeResult.of_run(
+            received, received * record_size, started, ended, first, expected, cpu_at_start
         )
     finally:
         client.close()
