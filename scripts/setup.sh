@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Make .venv with odradek installed (editable). With --test, also the test tools and the system
-# packages the tests drive (Debian's kcat; a headless Java 17 for PySpark), installed with apt-get
+# packages the tests drive (Debian's kcat; a headless Java 17 for PySpark; Debian's zookeeper), installed with apt-get
 # where missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,8 @@ if [ "${1:-}" = "--test" ]; then
   command -v kcat >/dev/null 2>&1 || missing+=(kcat)
   # PySpark (the Spark data source's tests) runs a JVM: Java 17 or newer.
   command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+  # The cluster tests start a real ZooKeeper (Debian's, run from its jars with that Java).
+  [ -x /usr/share/zookeeper/bin/zkServer.sh ] || missing+=(zookeeper)
   if [ ${#missing[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
