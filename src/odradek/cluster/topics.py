@@ -79,6 +79,10 @@ def log_config_of(topic: TopicConfig) -> LogConfig:
             else compression.codec_id(codec)
         ),
         file_delete_delay_ms=topic.get_int("file.delete.delay.ms"),
+        max_message_bytes=topic.get_int("max.message.bytes"),
+        log_append_time=topic.values["message.timestamp.type"] == "LogAppendTime",
+        timestamp_after_max_ms=topic.get_int("message.timestamp.after.max.ms"),
+        timestamp_before_max_ms=topic.get_int("message.timestamp.before.max.ms"),
     )
 
 
@@ -114,11 +118,14 @@ class TopicManager:
 
     def _open_partitions(self, topic: TopicMetadata, indexes: Iterable[int]) -> None:
         config = self.log_config(topic.name)
+        min_insync = self.topic_config(topic.name).get_int("min.insync.replicas")
         for index in indexes:
             partition_log = self.logs.get(topic.name, index) or self.logs.create(
                 topic.name, index, config
             )
-            self.partitions[(topic.name, index)] = Partition(topic.name, index, partition_log)
+            self.partitions[(topic.name, index)] = Partition(
+                topic.name, index, partition_log, min_insync_replicas=min_insync
+            )
 
     # -- lookups -------------------------------------------------------------------------------
 
@@ -280,6 +287,10 @@ class TopicManager:
         self.store.set_configs(name, valid)
         self._topic_configs.pop(name, None)
         self.logs.update_config(name, self.log_config(name))
+        min_insync = self.topic_config(name).get_int("min.insync.replicas")
+        for (topic, _), partition in self.partitions.items():
+            if topic == name:
+                partition.min_insync_replicas = min_insync
 
     def is_known_config(self, name: str) -> bool:
         return name in TOPIC_CONFIGS

@@ -14,6 +14,7 @@ from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.server.connection import Connection
+from odradek.server.purgatory import Purgatory
 from odradek.server.registry import load_handlers
 from odradek.storage import LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
@@ -38,6 +39,7 @@ class Broker:
         self._topics: TopicManager | None = None
         self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinatorRuntime | None = None
+        self.purgatory = Purgatory()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._open: set[Connection] = set()

@@ -63,6 +63,12 @@ class LogConfig:
     max_compaction_lag_ms: int | None = None
     # The codec of batches the cleaner rewrites; None keeps each batch's own.
     compression: int | None = None
+    # What a leader accepts (storage.validator): max.message.bytes, message.timestamp.type
+    # (True: LogAppendTime) and message.timestamp.after/before.max.ms.
+    max_message_bytes: int = 1048588
+    log_append_time: bool = False
+    timestamp_after_max_ms: int = 2**63 - 1
+    timestamp_before_max_ms: int = 2**63 - 1
     # How long the fd of a deleted segment stays open, so that a read handed out just before
     # the delete (a Fetch response still being sent with sendfile) can finish.
     file_delete_delay_ms: int = 60_000

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from odradek.cluster.partition import future_waker
+from odradek.cluster.partition import Partition
 from odradek.protocol import fetch_response
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import FrameParts, RequestContext, Response
@@ -70,35 +69,31 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
         # No incremental fetch sessions are created here (every response says session 0), so a
         # client naming one is told it is gone and falls back to full fetches.
         return _frame(ctx, [], error_code=ErrorCode.fetch_session_id_not_found)
-    loop = asyncio.get_running_loop()
-    max_wait_ms = request.max_wait.total_seconds() * 1000
-    deadline = loop.time() + max(max_wait_ms, 0) / 1000
     min_bytes = int(request.min_bytes)
-    while True:
-        topics, total, any_error = _read_all(ctx, request)
-        remaining = deadline - loop.time()
-        if total >= min_bytes or any_error or remaining <= 0:
-            return _frame(ctx, topics)
-        await _wait_for_data(ctx, request, remaining)
+    found = _read_all(ctx, request)
+
+    def enough() -> bool:
+        nonlocal found
+        found = _read_all(ctx, request)
+        return found[1] >= min_bytes or found[2]
+
+    _, total, any_error = found
+    max_wait_s = request.max_wait.total_seconds()
+    if total < min_bytes and not any_error and max_wait_s > 0:
+        # Parked until appends to the requested partitions bring min.bytes, or max.wait.ms.
+        await ctx.broker.purgatory.park(_watched(ctx, request), enough, max_wait_s)
+    return _frame(ctx, found[0])
 
 
-async def _wait_for_data(ctx: RequestContext, request: Any, timeout: float) -> None:
-    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    wake = future_waker(future)
+def _watched(ctx: RequestContext, request: Any) -> list[Partition]:
+    topics = ctx.broker.topics
     watched = []
     for topic in request.topics:
         for p in topic.partitions:
-            partition = ctx.broker.topics.partition(topic.topic, int(p.partition))
+            partition = topics.partition(topic.topic, int(p.partition))
             if partition is not None:
-                partition.add_waiter(wake)
                 watched.append(partition)
-    try:
-        await asyncio.wait_for(future, timeout)
-    except TimeoutError:
-        pass
-    finally:
-        for partition in watched:
-            partition.remove_waiter(wake)
+    return watched
 
 
 def _frame(

@@ -1,70 +1,18 @@
-"""Produce (0): validate record batches by their headers and CRCs, append them, acknowledge."""
+"""Produce (0): hand each partition's record set to its leader's append, acknowledge by acks."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from odradek.cluster.partition import Partition
 from odradek.protocol import produce_request, produce_response
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import (
-    BatchHeader,
-    InvalidBatch,
-    iter_headers,
-    validate_batches,
-    with_compression,
-)
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
+from odradek.storage.validator import RecordsRejected
 
 log = logging.getLogger(__name__)
-
-_BATCH_ERRORS = {
-    "corrupt_message": ErrorCode.corrupt_message,
-    "invalid_record": ErrorCode.invalid_record,
-    "message_too_large": ErrorCode.message_too_large,
-}
-
-
-# compression.type values that make the broker rewrite batches; "producer" keeps them as sent.
-_TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-
-
-def _recompress(
-    buffer: bytearray | memoryview, headers: list[BatchHeader], codec: int
-) -> tuple[bytearray, list[BatchHeader]]:
-    """Rewrite every batch in the topic's codec: the one case where the broker opens batches."""
-    out = bytearray()
-    for header in headers:
-        out += with_compression(buffer, header, codec)
-    return out, list(iter_headers(out))
-
-
-def _refuse_keyless(
-    buffer: bytearray | memoryview, headers: list[BatchHeader], topic: str, index: int
-) -> dict[str, Any] | None:
-    """On a compacted topic every record needs a key (the cleaner keeps records by key), so
-    only there are records decoded on the produce path."""
-    from odradek.protocol.records import RecordDecodeError, records_section, scan_records
-
-    for header in headers:
-        try:
-            spans = scan_records(records_section(buffer, header), header.record_count)
-        except RecordDecodeError as e:
-            return _failed(index, ErrorCode.corrupt_message, str(e))
-        for i, span in enumerate(spans):
-            if span[2] is None:
-                failed = _failed(
-                    index,
-                    ErrorCode.invalid_record,
-                    f"Compacted topic cannot accept message without key in topic partition "
-                    f"{topic}-{index}.",
-                )
-                failed["record_errors"] = [
-                    {"batch_index": i, "batch_index_error_message": failed["error_message"]}
-                ]
-                return failed
-    return None
 
 
 def _failed(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
@@ -81,58 +29,29 @@ def _failed(index: int, code: ErrorCode, message: str | None = None) -> dict[str
 
 def produce_to_partition(
     ctx: RequestContext, topic: str, index: int, records: bytes | memoryview | None, acks: int
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], Partition | None, int]:
+    """The partition's answer, and for an append that acks=all must wait on, the partition and
+    the offset after its last record (the high watermark that commits it)."""
     broker = ctx.broker
     partition = broker.topics.partition(topic, index)
     if partition is None:
-        return _failed(index, ErrorCode.unknown_topic_or_partition)
+        return _failed(index, ErrorCode.unknown_topic_or_partition), None, 0
     if acks not in (-1, 0, 1):
-        return _failed(index, ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
-    config = broker.topics.topic_config(topic)
-    min_insync = config.get_int("min.insync.replicas")
-    if acks == -1 and min_insync > 1:
-        # One replica is in sync; Kafka refuses acks=all below min.insync.replicas.
-        return _failed(
-            index,
-            ErrorCode.not_enough_replicas,
-            f"1 in-sync replica is below min.insync.replicas={min_insync}",
-        )
-    if not records:
-        return _failed(index, ErrorCode.invalid_record, "no record batches")
-    # Offsets are assigned by rewriting the batches in place: a writable view (the request's own
-    # bytes in the connection's receive buffer) is used as it is, anything else is copied.
-    buffer: bytearray | memoryview = (
-        records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
-    )
+        failed = _failed(index, ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
+        return failed, None, 0
     try:
-        headers = validate_batches(buffer, config.get_int("max.message.bytes"))
-    except InvalidBatch as e:
-        log.info("refused produce to %s-%d from %s: %s", topic, index, ctx.peer, e)
-        return _failed(index, _BATCH_ERRORS[e.error], str(e))
-    if "compact" in config.values["cleanup.policy"]:
-        refused = _refuse_keyless(buffer, headers, topic, index)
-        if refused is not None:
-            return refused
-    target_codec = _TOPIC_CODECS.get(str(config.values["compression.type"]))
-    if target_codec is not None and any(h.compression != target_codec for h in headers):
-        buffer, headers = _recompress(buffer, headers, target_codec)
-    now = broker.clock.time_ms()
-    log_append_time = now if config.values["message.timestamp.type"] == "LogAppendTime" else None
-    if log_append_time is None:
-        too_new = config.get_int("message.timestamp.after.max.ms")
-        too_old = config.get_int("message.timestamp.before.max.ms")
-        for header in headers:
-            if header.max_timestamp - now > too_new or now - header.max_timestamp > too_old:
-                return _failed(
-                    index,
-                    ErrorCode.invalid_timestamp,
-                    f"timestamp {header.max_timestamp} is out of range of the broker's time {now}",
-                )
-    try:
-        info = partition.append(buffer, headers, log_append_time)
+        info = partition.append_as_leader(records, acks, broker.clock.time_ms())
+    except RecordsRejected as e:
+        log.info("refused produce to %s-%d from %s: %s", topic, index, ctx.peer, e.message)
+        failed = _failed(index, e.code, e.message)
+        failed["record_errors"] = [
+            {"batch_index": i, "batch_index_error_message": message}
+            for i, message in e.record_errors
+        ]
+        return failed, None, 0
     except KafkaError as e:
-        return _failed(index, e.code, e.message)
-    return {
+        return _failed(index, e.code, e.message), None, 0
+    answer = {
         "index": index,
         "error_code": ErrorCode.none,
         "base_offset": info.first_offset,
@@ -141,6 +60,26 @@ def produce_to_partition(
         "record_errors": [],
         "error_message": None,
     }
+    return answer, (partition if acks == -1 else None), info.last_offset + 1
+
+
+async def _await_replication(
+    ctx: RequestContext, pending: list[tuple[dict[str, Any], Partition, int]], timeout_ms: int
+) -> None:
+    """acks=all: each answer waits until its partition's high watermark covers the append, or
+    the request's timeout (REQUEST_TIMED_OUT), as Kafka's DelayedProduce."""
+
+    def settled() -> bool:
+        return all(p.replicated(offset) is not None for _, p, offset in pending)
+
+    if not settled():
+        await ctx.broker.purgatory.park([p for _, p, _ in pending], settled, timeout_ms / 1000)
+    for answer, partition, offset in pending:
+        outcome = partition.replicated(offset)
+        if outcome is None:
+            answer.update(_failed(answer["index"], ErrorCode.request_timed_out))
+        elif outcome != ErrorCode.none:
+            answer.update(_failed(answer["index"], outcome))
 
 
 @handles(
@@ -152,16 +91,20 @@ def produce_to_partition(
 )
 async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
     acks = int(request.acks)
-    topics = [
-        (
-            topic.name,
-            [
-                produce_to_partition(ctx, topic.name, int(p.index), p.records, acks)
-                for p in topic.partition_data
-            ],
-        )
-        for topic in request.topic_data
-    ]
+    pending: list[tuple[dict[str, Any], Partition, int]] = []
+    topics = []
+    for topic in request.topic_data:
+        answers = []
+        for p in topic.partition_data:
+            answer, waits_on, offset = produce_to_partition(
+                ctx, topic.name, int(p.index), p.records, acks
+            )
+            answers.append(answer)
+            if waits_on is not None:
+                pending.append((answer, waits_on, offset))
+        topics.append((topic.name, answers))
     if acks == 0:
         return None
+    if pending:
+        await _await_replication(ctx, pending, int(request.timeout_ms))
     return produce_response.encode(ctx.version, ctx.header.correlation_id, topics)

@@ -1,0 +1,63 @@
+"""Delayed operations: requests parked until their condition holds or their time runs out.
+
+Kafka keeps Fetch long-polls (``min.bytes`` not yet there) and acks=all produces (the in-sync
+replicas do not have the records yet) in a purgatory, watched by partition, and re-checks an
+operation when something it watches changes. Here the watched things are partitions (anything
+with ``add_waiter``/``remove_waiter``): an append or a high watermark move wakes the parked
+operations once, each re-checks its condition and parks again if it still does not hold.
+Runs on the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+
+class Watchable(Protocol):
+    def add_waiter(self, callback: Callable[[], None]) -> None: ...
+
+    def remove_waiter(self, callback: Callable[[], None]) -> None: ...
+
+
+class Purgatory:
+    """The broker's delayed operations; ``parked`` counts those waiting now."""
+
+    def __init__(self) -> None:
+        self.parked = 0
+
+    async def park(
+        self, watched: Iterable[Watchable], ready: Callable[[], bool], timeout_s: float
+    ) -> bool:
+        """Wait, after the caller found ``ready()`` false, until it is true (checked whenever a
+        watched partition changes, and once more at the end) or ``timeout_s`` passed; returns
+        ``ready()``'s last answer."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_s, 0.0)
+        watched = list(watched)
+        self.parked += 1
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return ready()
+                future: asyncio.Future[None] = loop.create_future()
+
+                def wake(future: asyncio.Future[None] = future) -> None:
+                    if not future.done():
+                        future.set_result(None)
+
+                for item in watched:
+                    item.add_waiter(wake)
+                try:
+                    await asyncio.wait_for(future, remaining)
+                except TimeoutError:
+                    pass
+                finally:
+                    for item in watched:
+                        item.remove_waiter(wake)
+                if ready():
+                    return True
+        finally:
+            self.parked -= 1
