@@ -1,4 +1,4 @@
-"""Replica placement: Kafka's round robin with shifted followers, the rack-aware walk, the checks."""
+"""Replica placement: Kafka's round robin with shifted followers, the rack-aware walk, checks."""
 
 from __future__ import annotations
 

@@ -50,7 +50,9 @@ def assign_replicas(
     shift), as Kafka does when it places partitions added to an existing topic.
     """
     if partitions <= 0:
-        raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        raise KafkaError(
+            ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."
+        )
     if replication_factor <= 0:
         raise KafkaError(
             ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."
