@@ -134,7 +134,7 @@ def test_adding_no_partitions_or_fewer_is_invalid_partitions() -> None:
 
 def test_explicit_assignment_is_checked() -> None:
     assert check_assignment({1: [2, 1], 0: [1, 2]}, {1, 2}) == {0: (1, 2), 1: (2, 1)}
-    bad = [
+    bad: list[dict[int, list[int]]] = [
         {0: [1, 1]},  # duplicate
         {0: [1, 9]},  # unknown broker
         {0: [1, 2], 1: [2]},  # unequal lengths
