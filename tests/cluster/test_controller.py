@@ -44,10 +44,10 @@ class Znodes:
                 if write.expected_version is None:
                     ok = current is None
                 else:
-                    ok = current is not None and current.zk_version == write.expected_version
+                    ok = current is not None and current.version == write.expected_version
                 if ok:
-                    version = 0 if current is None else current.zk_version + 1
-                    assert write.state.zk_version == version
+                    version = 0 if current is None else current.version + 1
+                    assert write.state.version == version
                     self.data[write.partition] = write.state
                     controller.write_applied(write, version)
                 else:
@@ -60,7 +60,7 @@ class Znodes:
     def set_by_leader(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
         """A write the controller does not know of yet (a leader's ISR change)."""
         state = self.data[tp]
-        self.data[tp] = replace(state, isr=isr, zk_version=state.zk_version + 1)
+        self.data[tp] = replace(state, isr=isr, version=state.version + 1)
 
 
 def cluster(
@@ -94,7 +94,7 @@ def check_cache(controller: ControllerState, zk: Znodes) -> None:
 def test_a_new_partition_is_led_by_its_first_replica_with_every_live_replica_in_sync() -> None:
     controller, zk, _ = cluster()
     assert controller.controller_epoch == 1
-    assert zk.data[T0] == PartitionState(1, 0, (1, 2, 3), 1, zk_version=0)
+    assert zk.data[T0] == PartitionState(1, 0, (1, 2, 3), 1, version=0)
     check_cache(controller, zk)
 
 
@@ -111,7 +111,7 @@ def test_rf3_over_3_brokers_every_broker_leads_a_third() -> None:
 
 def test_a_dead_replica_is_left_out_of_the_first_state() -> None:
     _, zk, _ = cluster(brokers=(2, 3))
-    assert zk.data[T0] == PartitionState(2, 0, (2, 3), 1, zk_version=0)
+    assert zk.data[T0] == PartitionState(2, 0, (2, 3), 1, version=0)
 
 
 def test_a_partition_with_no_live_replica_waits_offline_until_one_registers() -> None:
@@ -121,7 +121,7 @@ def test_a_partition_with_no_live_replica_waits_offline_until_one_registers() ->
     writes = controller.brokers_started([3])
     assert [(w.expected_version, w.reason) for w in writes] == [(None, Reason.NEW_PARTITION)]
     zk.apply(controller, writes)
-    assert zk.data[T0] == PartitionState(3, 0, (3,), 1, zk_version=0)
+    assert zk.data[T0] == PartitionState(3, 0, (3,), 1, version=0)
 
 
 def test_added_partitions_get_states_and_existing_ones_are_untouched() -> None:
@@ -140,28 +140,28 @@ def test_added_partitions_get_states_and_existing_ones_are_untouched() -> None:
 def test_killing_the_leader_elects_the_next_in_sync_replica_with_the_epoch_bumped() -> None:
     controller, zk, _ = cluster()
     zk.apply(controller, controller.brokers_failed([1]))
-    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, zk_version=1)
+    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, version=1)
     check_cache(controller, zk)
 
 
 def test_a_dead_follower_leaves_the_isr_and_the_epoch_moves() -> None:
     controller, zk, _ = cluster()
     zk.apply(controller, controller.brokers_failed([3]))
-    assert zk.data[T0] == PartitionState(1, 1, (1, 2), 1, zk_version=1)
+    assert zk.data[T0] == PartitionState(1, 1, (1, 2), 1, version=1)
 
 
 def test_killing_two_of_three_leaves_the_last_isr_member_leading() -> None:
     controller, zk, _ = cluster()
     zk.apply(controller, controller.brokers_failed([1]))
     zk.apply(controller, controller.brokers_failed([2]))
-    assert zk.data[T0] == PartitionState(3, 2, (3,), 1, zk_version=2)
+    assert zk.data[T0] == PartitionState(3, 2, (3,), 1, version=2)
 
 
 def test_killing_all_goes_offline_and_the_isr_keeps_the_last_member() -> None:
     controller, zk, _ = cluster()
     for broker in (1, 2, 3):
         zk.apply(controller, controller.brokers_failed([broker]))
-    assert zk.data[T0] == PartitionState(NO_LEADER, 3, (3,), 1, zk_version=3)
+    assert zk.data[T0] == PartitionState(NO_LEADER, 3, (3,), 1, version=3)
     assert controller.offline_partitions() == {T0}
     # Nothing more to write while it stays that way.
     assert controller.brokers_failed([3]) == []
@@ -170,7 +170,7 @@ def test_killing_all_goes_offline_and_the_isr_keeps_the_last_member() -> None:
 def test_killing_all_at_once_keeps_the_last_leader_in_the_isr() -> None:
     controller, zk, _ = cluster()
     zk.apply(controller, controller.brokers_failed([1, 2, 3]))
-    assert zk.data[T0] == PartitionState(NO_LEADER, 1, (1,), 1, zk_version=1)
+    assert zk.data[T0] == PartitionState(NO_LEADER, 1, (1,), 1, version=1)
 
 
 def test_unclean_disabled_stays_offline_with_only_an_out_of_sync_replica_alive() -> None:
@@ -179,7 +179,7 @@ def test_unclean_disabled_stays_offline_with_only_an_out_of_sync_replica_alive()
     zk.apply(controller, controller.brokers_failed([1, 2]))
     assert zk.data[T0].leader == NO_LEADER
     assert controller.brokers_started([3]) == []
-    assert zk.data[T0] == PartitionState(NO_LEADER, 2, (1,), 1, zk_version=2)
+    assert zk.data[T0] == PartitionState(NO_LEADER, 2, (1,), 1, version=2)
 
 
 def test_unclean_election_when_the_topic_enables_it() -> None:
@@ -190,7 +190,7 @@ def test_unclean_election_when_the_topic_enables_it() -> None:
     writes = controller.set_topic_configs("t", {"unclean.leader.election.enable": "true"})
     zk.apply(controller, writes)
     # The out-of-sync replica leads and is alone in sync with its own log.
-    assert zk.data[T0] == PartitionState(3, 3, (3,), 1, zk_version=3)
+    assert zk.data[T0] == PartitionState(3, 3, (3,), 1, version=3)
 
 
 def test_the_topic_config_overrides_the_brokers_unclean_setting() -> None:
@@ -212,7 +212,7 @@ def test_a_returning_isr_member_leads_an_offline_partition() -> None:
         zk.apply(controller, controller.brokers_failed([broker]))
     assert controller.brokers_started([1, 2]) == []  # not in sync: unclean is off
     zk.apply(controller, controller.brokers_started([3]))
-    assert zk.data[T0] == PartitionState(3, 4, (3,), 1, zk_version=4)
+    assert zk.data[T0] == PartitionState(3, 4, (3,), 1, version=4)
 
 
 def test_a_bounced_leader_loses_leadership_and_its_isr_place() -> None:
@@ -220,7 +220,7 @@ def test_a_bounced_leader_loses_leadership_and_its_isr_place() -> None:
     writes = controller.brokers_changed([1, 2, 3], bounced=[1])
     assert len(writes) == 1
     zk.apply(controller, writes)
-    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, zk_version=1)
+    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, version=1)
 
 
 # -- preferred replica election ------------------------------------------------------------
@@ -237,14 +237,14 @@ def test_preferred_election_after_the_preferred_replica_returns_and_rejoins_the_
     assert outcome.writes == []
 
     state = zk.data[T0]
-    accepted = controller.alter_partition(2, T0, state.leader_epoch, (2, 3, 1), state.zk_version)
+    accepted = controller.alter_partition(2, T0, state.leader_epoch, (2, 3, 1), state.version)
     assert accepted.error == ErrorCode.none and accepted.write is not None
     zk.apply(controller, [accepted.write])
 
     outcome = controller.elect_preferred([T0])
     assert outcome.results[T0].error == ErrorCode.none and outcome.results[T0].leader == 1
     zk.apply(controller, outcome.writes)
-    assert zk.data[T0] == PartitionState(1, 2, (2, 3, 1), 1, zk_version=3)
+    assert zk.data[T0] == PartitionState(1, 2, (2, 3, 1), 1, version=3)
 
     again = controller.elect_preferred([T0, TopicPartition("t", 7), TopicPartition("x", 0)])
     assert again.results[T0].error == ErrorCode.election_not_needed
@@ -264,7 +264,7 @@ def imbalanced(**settings: Any) -> tuple[ControllerState, Znodes, ManualClock]:
         tp = TopicPartition("t", p)
         state = zk.data[tp]
         outcome = controller.alter_partition(
-            state.leader, tp, state.leader_epoch, (*state.isr, 1), state.zk_version
+            state.leader, tp, state.leader_epoch, (*state.isr, 1), state.version
         )
         assert outcome.write is not None
         zk.apply(controller, [outcome.write])
@@ -304,7 +304,7 @@ def test_controlled_shutdown_leaves_the_broker_leading_nothing() -> None:
     outcome = controller.controlled_shutdown(1)
     assert outcome.still_led == frozenset()
     zk.apply(controller, outcome.writes)
-    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, zk_version=1)
+    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, version=1)
     for p in (1, 2):
         state = zk.data[TopicPartition("t", p)]
         assert 1 not in state.isr and state.leader_epoch == 1
@@ -328,7 +328,7 @@ def test_a_shutting_down_broker_may_not_rejoin_an_isr() -> None:
     controller, zk, _ = cluster()
     zk.apply(controller, controller.controlled_shutdown(3).writes)
     state = zk.data[T0]
-    outcome = controller.alter_partition(1, T0, state.leader_epoch, (1, 2, 3), state.zk_version)
+    outcome = controller.alter_partition(1, T0, state.leader_epoch, (1, 2, 3), state.version)
     assert outcome.error == ErrorCode.ineligible_replica
 
 
@@ -341,7 +341,7 @@ def test_a_leaders_isr_change_keeps_the_epoch_and_moves_the_version() -> None:
     assert outcome.error == ErrorCode.none and outcome.write is not None
     assert outcome.write.expected_version == 0
     zk.apply(controller, [outcome.write])
-    assert zk.data[T0] == PartitionState(1, 0, (1, 2), 1, zk_version=1)
+    assert zk.data[T0] == PartitionState(1, 0, (1, 2), 1, version=1)
     # A retry of the same change after a lost answer succeeds without a write.
     retry = controller.alter_partition(1, T0, 0, (1, 2), 0)
     assert retry.error == ErrorCode.none and retry.write is None and retry.state == zk.data[T0]
@@ -389,8 +389,22 @@ def test_a_conflicting_write_is_decided_again_on_the_state_read_back() -> None:
     writes = controller.brokers_failed([1])
     assert writes[0].expected_version == 0 and writes[0].state.isr == (2, 3, 4)
     zk.apply(controller, writes)
-    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, zk_version=2)
+    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, version=2)
     check_cache(controller, zk)
+
+
+def test_a_state_read_after_a_leaders_own_write_keeps_the_next_write_free_of_conflict() -> None:
+    controller, zk, _ = cluster()
+    zk.set_by_leader(T0, (1, 2))
+    controller.state_read(T0, zk.data[T0])
+    assert controller.state(T0) == zk.data[T0]
+    writes = controller.brokers_failed([1])
+    assert writes[0].expected_version == 1
+    zk.apply(controller, writes)
+    assert zk.data[T0] == PartitionState(2, 1, (2,), 1, version=2)
+    with pytest.raises(KafkaError) as e:
+        controller.state_read(T0, replace(zk.data[T0], controller_epoch=2))
+    assert e.value.code == ErrorCode.not_controller
 
 
 def test_an_isr_change_that_loses_the_race_is_not_retried() -> None:
@@ -405,7 +419,7 @@ def test_an_isr_change_that_loses_the_race_is_not_retried() -> None:
 def test_a_newer_controller_epoch_in_the_znode_fences_this_controller() -> None:
     controller, zk, _ = cluster()
     writes = controller.brokers_failed([1])
-    zk.data[T0] = replace(zk.data[T0], controller_epoch=2, zk_version=5)
+    zk.data[T0] = replace(zk.data[T0], controller_epoch=2, version=5)
     with pytest.raises(KafkaError) as e:
         zk.apply(controller, writes)
     assert e.value.code == ErrorCode.not_controller
@@ -448,9 +462,9 @@ def test_a_new_controller_bumps_the_epoch_and_repairs_what_changed_while_none_wa
     )
     assert successor.controller_epoch == 2
     zk.apply(successor, writes)
-    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 2, zk_version=1)
-    assert zk.data[TopicPartition("t", 1)] == PartitionState(2, 1, (2, 3), 2, zk_version=1)
-    assert zk.data[TopicPartition("t", 2)] == PartitionState(3, 0, (3, 2), 2, zk_version=0)
+    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 2, version=1)
+    assert zk.data[TopicPartition("t", 1)] == PartitionState(2, 1, (2, 3), 2, version=1)
+    assert zk.data[TopicPartition("t", 2)] == PartitionState(3, 0, (3, 2), 2, version=0)
     check_cache(successor, zk)
 
 
@@ -461,7 +475,7 @@ def test_a_controller_older_than_the_states_it_reads_refuses_to_start() -> None:
             ManualClock(),
             live_brokers=(1,),
             assignments={"t": {0: (1,)}},
-            states={T0: PartitionState(1, 0, (1,), 3, zk_version=0)},
+            states={T0: PartitionState(1, 0, (1,), 3, version=0)},
         )
     assert e.value.code == ErrorCode.not_controller
 
@@ -527,7 +541,7 @@ def test_leaders_are_in_sync_isrs_never_empty_and_epochs_never_go_back(
                     else tuple(r for r in replicas if r in controller.live_brokers)
                 )
                 outcome = controller.alter_partition(
-                    broker, tp, state.leader_epoch, isr, state.zk_version
+                    broker, tp, state.leader_epoch, isr, state.version
                 )
                 if outcome.write is not None:
                     writes.append(outcome.write)

@@ -10,7 +10,7 @@ feeds them in as events, and applies the returned ``PartitionStateWrite``s:
 
 - a write with ``expected_version=None`` creates the znode (it must not exist yet); any other
   write is a ``set`` conditional on that version. ``write.state`` is exactly what the znode holds
-  afterwards, its ``zk_version`` included (ZooKeeper's: 0 on create, +1 per set).
+  afterwards, its ``version`` included (ZooKeeper's: 0 on create, +1 per set).
 - on success the shell calls ``write_applied``; on a version conflict (a leader changed the ISR
   meanwhile, or the znode already exists) it reads the znode again and calls ``write_conflicted``
   with what it read, which answers the writes to try instead (the same decision taken again on
@@ -65,16 +65,19 @@ def partition_state_path(tp: TopicPartition) -> str:
 
 @dataclass(frozen=True, slots=True)
 class PartitionState:
-    """A partition's leader and ISR as the state znode holds them, and the version read or written.
+    """A partition's leader and ISR as the state znode holds them (Kafka's
+    LeaderIsrAndControllerEpoch), and the znode's version when read or written.
 
-    ``zk_version`` is -1 for a state not (yet) in ZooKeeper.
+    The controller caches a state it decided to create with ``version`` -1 until the create is
+    applied. (Field for field the ``PartitionState`` of the metadata store, which this one gives
+    way to when both are merged.)
     """
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
-    zk_version: int = -1
+    version: int = 0
 
     @property
     def online(self) -> bool:
@@ -458,7 +461,7 @@ class ControllerState:
         tp: TopicPartition,
         leader_epoch: int,
         isr: Sequence[int],
-        zk_version: int,
+        version: int,
     ) -> AlterPartitionOutcome:
         """A leader proposes a new ISR for the state it knows (its leader epoch, znode version).
 
@@ -473,7 +476,7 @@ class ControllerState:
             return AlterPartitionOutcome(ErrorCode.unknown_topic_or_partition)
         if broker != state.leader:
             return AlterPartitionOutcome(ErrorCode.not_leader_or_follower)
-        if leader_epoch > state.leader_epoch or zk_version > state.zk_version:
+        if leader_epoch > state.leader_epoch or version > state.version:
             # The leader has seen a newer state than ours: we are a stale controller.
             return AlterPartitionOutcome(ErrorCode.not_controller)
         if leader_epoch < state.leader_epoch:
@@ -481,7 +484,7 @@ class ControllerState:
         proposed = tuple(isr)
         if proposed == state.isr:
             return AlterPartitionOutcome(ErrorCode.none, None, state)
-        if zk_version < state.zk_version:
+        if version < state.version:
             return AlterPartitionOutcome(ErrorCode.invalid_update_version)
         replicas = self._replicas(tp)
         if (
@@ -503,7 +506,23 @@ class ControllerState:
         """The shell's compare-and-set (or create) succeeded; the znode is at ``new_version``."""
         cached = self._states.get(write.partition)
         if cached is not None and _same_leadership(cached, write.state):
-            self._states[write.partition] = replace(cached, zk_version=new_version)
+            self._states[write.partition] = replace(cached, version=new_version)
+
+    def state_read(self, tp: TopicPartition, state: PartitionState | None) -> None:
+        """The shell read the znode after someone else wrote it (a leader writing its ISR
+        itself, as ZooKeeper-era Kafka leaders did, or a watch after any change): the cache
+        follows. Refused, like any conflict, if a newer controller wrote it."""
+        if not self._replicas(tp):
+            return
+        if state is None:
+            self._states.pop(tp, None)
+            return
+        if state.controller_epoch > self.controller_epoch:
+            raise KafkaError(
+                ErrorCode.not_controller,
+                f"{tp} was written by controller epoch {state.controller_epoch}",
+            )
+        self._states[tp] = state
 
     def write_conflicted(
         self, write: PartitionStateWrite, current: PartitionState | None
@@ -513,15 +532,7 @@ class ControllerState:
         tp = write.partition
         if not self._replicas(tp):
             return []  # the topic was deleted meanwhile
-        if current is not None and current.controller_epoch > self.controller_epoch:
-            raise KafkaError(
-                ErrorCode.not_controller,
-                f"{tp} was written by controller epoch {current.controller_epoch}",
-            )
-        if current is None:
-            self._states.pop(tp, None)
-        else:
-            self._states[tp] = current
+        self.state_read(tp, current)
         if write.reason is Reason.ALTER_PARTITION:
             return []
         batch = _Batch()
@@ -623,10 +634,10 @@ class ControllerState:
             expected = earlier.expected_version
         else:
             current = self._states.get(tp)
-            expected = None if current is None or current.zk_version < 0 else current.zk_version
-        written = replace(new, zk_version=0 if expected is None else expected + 1)
+            expected = None if current is None or current.version < 0 else current.version
+        written = replace(new, version=0 if expected is None else expected + 1)
         batch.writes[tp] = PartitionStateWrite(tp, written, expected, reason)
-        self._states[tp] = replace(new, zk_version=-1 if expected is None else expected)
+        self._states[tp] = replace(new, version=-1 if expected is None else expected)
 
     # -- facts -------------------------------------------------------------------------------
 
