@@ -1,0 +1,566 @@
+"""The controller's decisions, event by event, against Kafka's documented behaviour.
+
+``Znodes`` stands in for the partition-state znodes with ZooKeeper's compare-and-set by version,
+so each test applies the controller's writes the way the ZooKeeper shell will.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from odradek.clock import ManualClock
+from odradek.cluster.controller import (
+    NO_LEADER,
+    ControllerState,
+    PartitionState,
+    PartitionStateWrite,
+    Reason,
+    TopicPartition,
+)
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+T0 = TopicPartition("t", 0)
+
+
+class Znodes:
+    """Partition-state znodes: create fails if present, set only at the expected version."""
+
+    def __init__(self) -> None:
+        self.data: dict[TopicPartition, PartitionState] = {}
+
+    def apply(self, controller: ControllerState, writes: list[PartitionStateWrite]) -> None:
+        pending = list(writes)
+        for _ in range(10):
+            retries: list[PartitionStateWrite] = []
+            for write in pending:
+                current = self.data.get(write.partition)
+                if write.expected_version is None:
+                    ok = current is None
+                else:
+                    ok = current is not None and current.version == write.expected_version
+                if ok:
+                    version = 0 if current is None else current.version + 1
+                    assert write.state.version == version
+                    self.data[write.partition] = write.state
+                    controller.write_applied(write, version)
+                else:
+                    retries += controller.write_conflicted(write, current)
+            if not retries:
+                return
+            pending = retries
+        raise AssertionError("writes kept conflicting")
+
+    def set_by_leader(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
+        """A write the controller does not know of yet (a leader's ISR change)."""
+        state = self.data[tp]
+        self.data[tp] = replace(state, isr=isr, version=state.version + 1)
+
+
+def cluster(
+    brokers: tuple[int, ...] = (1, 2, 3),
+    assignment: Mapping[int, Sequence[int]] | None = None,
+    **settings: Any,
+) -> tuple[ControllerState, Znodes, ManualClock]:
+    clock = ManualClock()
+    controller, writes = ControllerState.elected(
+        0,
+        clock,
+        live_brokers=brokers,
+        assignments={},
+        states={},
+        **settings,
+    )
+    assert writes == []
+    zk = Znodes()
+    zk.apply(controller, controller.add_topic("t", assignment or {0: (1, 2, 3)}))
+    return controller, zk, clock
+
+
+def check_cache(controller: ControllerState, zk: Znodes) -> None:
+    for tp, state in zk.data.items():
+        assert controller.state(tp) == state
+
+
+# -- new topics and partitions -------------------------------------------------------------
+
+
+def test_a_new_partition_is_led_by_its_first_replica_with_every_live_replica_in_sync() -> None:
+    controller, zk, _ = cluster()
+    assert controller.controller_epoch == 1
+    assert zk.data[T0] == PartitionState(1, 0, (1, 2, 3), 1, version=0)
+    check_cache(controller, zk)
+
+
+def test_rf3_over_3_brokers_every_broker_leads_a_third() -> None:
+    from random import Random
+
+    from odradek.cluster.assignment import BrokerMetadata, assign_replicas
+
+    layout = assign_replicas([BrokerMetadata(b) for b in (1, 2, 3)], 9, 3, Random(4))
+    _, zk, _ = cluster(assignment=layout)
+    assert Counter(s.leader for s in zk.data.values()) == {1: 3, 2: 3, 3: 3}
+    assert all(s.isr == layout[tp.partition] for tp, s in zk.data.items())
+
+
+def test_a_dead_replica_is_left_out_of_the_first_state() -> None:
+    _, zk, _ = cluster(brokers=(2, 3))
+    assert zk.data[T0] == PartitionState(2, 0, (2, 3), 1, version=0)
+
+
+def test_a_partition_with_no_live_replica_waits_offline_until_one_registers() -> None:
+    controller, zk, _ = cluster(brokers=(9,))
+    assert zk.data == {} and controller.state(T0) is None
+    assert controller.offline_partitions() == {T0}
+    writes = controller.brokers_started([3])
+    assert [(w.expected_version, w.reason) for w in writes] == [(None, Reason.NEW_PARTITION)]
+    zk.apply(controller, writes)
+    assert zk.data[T0] == PartitionState(3, 0, (3,), 1, version=0)
+
+
+def test_added_partitions_get_states_and_existing_ones_are_untouched() -> None:
+    controller, zk, _ = cluster()
+    writes = controller.add_partitions("t", {1: (2, 3, 1), 2: (3, 1, 2)})
+    assert {w.partition.partition for w in writes} == {1, 2}
+    zk.apply(controller, writes)
+    assert [zk.data[TopicPartition("t", p)].leader for p in range(3)] == [1, 2, 3]
+    with pytest.raises(ValueError):
+        controller.add_partitions("t", {0: (1,)})
+
+
+# -- broker failure ----------------------------------------------------------------------
+
+
+def test_killing_the_leader_elects_the_next_in_sync_replica_with_the_epoch_bumped() -> None:
+    controller, zk, _ = cluster()
+    zk.apply(controller, controller.brokers_failed([1]))
+    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, version=1)
+    check_cache(controller, zk)
+
+
+def test_a_dead_follower_leaves_the_isr_and_the_epoch_moves() -> None:
+    controller, zk, _ = cluster()
+    zk.apply(controller, controller.brokers_failed([3]))
+    assert zk.data[T0] == PartitionState(1, 1, (1, 2), 1, version=1)
+
+
+def test_killing_two_of_three_leaves_the_last_isr_member_leading() -> None:
+    controller, zk, _ = cluster()
+    zk.apply(controller, controller.brokers_failed([1]))
+    zk.apply(controller, controller.brokers_failed([2]))
+    assert zk.data[T0] == PartitionState(3, 2, (3,), 1, version=2)
+
+
+def test_killing_all_goes_offline_and_the_isr_keeps_the_last_member() -> None:
+    controller, zk, _ = cluster()
+    for broker in (1, 2, 3):
+        zk.apply(controller, controller.brokers_failed([broker]))
+    assert zk.data[T0] == PartitionState(NO_LEADER, 3, (3,), 1, version=3)
+    assert controller.offline_partitions() == {T0}
+    # Nothing more to write while it stays that way.
+    assert controller.brokers_failed([3]) == []
+
+
+def test_killing_all_at_once_keeps_the_last_leader_in_the_isr() -> None:
+    controller, zk, _ = cluster()
+    zk.apply(controller, controller.brokers_failed([1, 2, 3]))
+    assert zk.data[T0] == PartitionState(NO_LEADER, 1, (1,), 1, version=1)
+
+
+def test_unclean_disabled_stays_offline_with_only_an_out_of_sync_replica_alive() -> None:
+    controller, zk, _ = cluster()
+    zk.apply(controller, controller.brokers_failed([3]))  # ISR 1, 2
+    zk.apply(controller, controller.brokers_failed([1, 2]))
+    assert zk.data[T0].leader == NO_LEADER
+    assert controller.brokers_started([3]) == []
+    assert zk.data[T0] == PartitionState(NO_LEADER, 2, (1,), 1, version=2)
+
+
+def test_unclean_election_when_the_topic_enables_it() -> None:
+    controller, zk, _ = cluster()
+    zk.apply(controller, controller.brokers_failed([3]))
+    zk.apply(controller, controller.brokers_failed([1, 2]))
+    zk.apply(controller, controller.brokers_started([3]))
+    writes = controller.set_topic_configs("t", {"unclean.leader.election.enable": "true"})
+    zk.apply(controller, writes)
+    # The out-of-sync replica leads and is alone in sync with its own log.
+    assert zk.data[T0] == PartitionState(3, 3, (3,), 1, version=3)
+
+
+def test_the_topic_config_overrides_the_brokers_unclean_setting() -> None:
+    controller, zk, _ = cluster(unclean_leader_election_enable=True)
+    controller.set_topic_configs("t", {"unclean.leader.election.enable": "false"})
+    zk.apply(controller, controller.brokers_failed([3]))
+    zk.apply(controller, controller.brokers_failed([1, 2]))
+    assert controller.brokers_started([3]) == []
+    controller.set_topic_configs("t", {})  # back to the broker's: unclean
+    assert controller.leader(T0) == 3
+
+
+# -- broker start-up -----------------------------------------------------------------------
+
+
+def test_a_returning_isr_member_leads_an_offline_partition() -> None:
+    controller, zk, _ = cluster()
+    for broker in (1, 2, 3):
+        zk.apply(controller, controller.brokers_failed([broker]))
+    assert controller.brokers_started([1, 2]) == []  # not in sync: unclean is off
+    zk.apply(controller, controller.brokers_started([3]))
+    assert zk.data[T0] == PartitionState(3, 4, (3,), 1, version=4)
+
+
+def test_a_bounced_leader_loses_leadership_and_its_isr_place() -> None:
+    controller, zk, _ = cluster()
+    writes = controller.brokers_changed([1, 2, 3], bounced=[1])
+    assert len(writes) == 1
+    zk.apply(controller, writes)
+    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, version=1)
+
+
+# -- preferred replica election ------------------------------------------------------------
+
+
+def test_preferred_election_after_the_preferred_replica_returns_and_rejoins_the_isr() -> None:
+    controller, zk, _ = cluster()
+    zk.apply(controller, controller.brokers_failed([1]))
+    zk.apply(controller, controller.brokers_started([1]))
+    assert zk.data[T0].leader == 2 and zk.data[T0].isr == (2, 3)
+
+    outcome = controller.elect_preferred([T0])
+    assert outcome.results[T0].error == ErrorCode.preferred_leader_not_available
+    assert outcome.writes == []
+
+    state = zk.data[T0]
+    accepted = controller.alter_partition(2, T0, state.leader_epoch, (2, 3, 1), state.version)
+    assert accepted.error == ErrorCode.none and accepted.write is not None
+    zk.apply(controller, [accepted.write])
+
+    outcome = controller.elect_preferred([T0])
+    assert outcome.results[T0].error == ErrorCode.none and outcome.results[T0].leader == 1
+    zk.apply(controller, outcome.writes)
+    assert zk.data[T0] == PartitionState(1, 2, (2, 3, 1), 1, version=3)
+
+    again = controller.elect_preferred([T0, TopicPartition("t", 7), TopicPartition("x", 0)])
+    assert again.results[T0].error == ErrorCode.election_not_needed
+    assert again.results[TopicPartition("t", 7)].error == ErrorCode.unknown_topic_or_partition
+    assert again.results[TopicPartition("x", 0)].error == ErrorCode.unknown_topic_or_partition
+    assert again.writes == []
+
+
+def imbalanced(**settings: Any) -> tuple[ControllerState, Znodes, ManualClock]:
+    """Broker 1 prefers 3 partitions but, after a bounce, leads none of them."""
+    controller, zk, clock = cluster(
+        assignment={0: (1, 2, 3), 1: (1, 3, 2), 2: (1, 2, 3), 3: (2, 3, 1)}, **settings
+    )
+    zk.apply(controller, controller.brokers_failed([1]))
+    zk.apply(controller, controller.brokers_started([1]))
+    for p in range(4):
+        tp = TopicPartition("t", p)
+        state = zk.data[tp]
+        outcome = controller.alter_partition(
+            state.leader, tp, state.leader_epoch, (*state.isr, 1), state.version
+        )
+        assert outcome.write is not None
+        zk.apply(controller, [outcome.write])
+    return controller, zk, clock
+
+
+def test_auto_rebalance_runs_on_the_clock_and_moves_leaders_back() -> None:
+    controller, zk, clock = imbalanced(leader_imbalance_check_interval_seconds=300)
+    assert controller.rebalance_if_due() == []  # Kafka's first check is 5 s after take-over
+    clock.advance(5_000)
+    writes = controller.rebalance_if_due()
+    assert {w.partition.partition for w in writes} == {0, 1, 2}
+    assert {w.reason for w in writes} == {Reason.PREFERRED_ELECTION}
+    zk.apply(controller, writes)
+    assert [zk.data[TopicPartition("t", p)].leader for p in range(4)] == [1, 1, 1, 2]
+    assert controller.next_rebalance_check_ms == clock.monotonic_ms() + 300_000
+    clock.advance(299_999)
+    assert controller.rebalance_if_due() == []
+
+
+def test_no_rebalance_below_the_imbalance_percentage_or_when_disabled() -> None:
+    controller, _, clock = imbalanced(leader_imbalance_per_broker_percentage=100)
+    clock.advance(5_000)
+    assert controller.rebalance_if_due() == []  # 3/3 is not above 100 %
+    controller, _, clock = imbalanced(auto_leader_rebalance_enable=False)
+    clock.advance(5_000)
+    assert controller.rebalance_if_due() == []
+    assert len(controller.rebalance_leaders()) == 3  # the check itself still works on demand
+
+
+# -- controlled shutdown -------------------------------------------------------------------
+
+
+def test_controlled_shutdown_leaves_the_broker_leading_nothing() -> None:
+    layout = {0: (1, 2, 3), 1: (2, 1, 3), 2: (3, 2, 1)}
+    controller, zk, _ = cluster(assignment=layout)
+    outcome = controller.controlled_shutdown(1)
+    assert outcome.still_led == frozenset()
+    zk.apply(controller, outcome.writes)
+    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, version=1)
+    for p in (1, 2):
+        state = zk.data[TopicPartition("t", p)]
+        assert 1 not in state.isr and state.leader_epoch == 1
+    assert controller.partitions_led_by(1) == frozenset()
+    # The broker then stops: nothing left to move.
+    assert controller.brokers_failed([1]) == []
+
+
+def test_controlled_shutdown_keeps_what_has_no_other_isr_member() -> None:
+    controller, zk, _ = cluster(assignment={0: (1, 2), 1: (1,)})
+    zk.apply(controller, controller.brokers_failed([2]))
+    outcome = controller.controlled_shutdown(1)
+    assert outcome.writes == []
+    assert outcome.still_led == {T0, TopicPartition("t", 1)}
+    with pytest.raises(KafkaError) as e:
+        controller.controlled_shutdown(2)
+    assert e.value.code == ErrorCode.broker_not_available
+
+
+def test_a_shutting_down_broker_may_not_rejoin_an_isr() -> None:
+    controller, zk, _ = cluster()
+    zk.apply(controller, controller.controlled_shutdown(3).writes)
+    state = zk.data[T0]
+    outcome = controller.alter_partition(1, T0, state.leader_epoch, (1, 2, 3), state.version)
+    assert outcome.error == ErrorCode.ineligible_replica
+
+
+# -- a leader's ISR changes ----------------------------------------------------------------
+
+
+def test_a_leaders_isr_change_keeps_the_epoch_and_moves_the_version() -> None:
+    controller, zk, _ = cluster()
+    outcome = controller.alter_partition(1, T0, 0, (1, 2), 0)
+    assert outcome.error == ErrorCode.none and outcome.write is not None
+    assert outcome.write.expected_version == 0
+    zk.apply(controller, [outcome.write])
+    assert zk.data[T0] == PartitionState(1, 0, (1, 2), 1, version=1)
+    # A retry of the same change after a lost answer succeeds without a write.
+    retry = controller.alter_partition(1, T0, 0, (1, 2), 0)
+    assert retry.error == ErrorCode.none and retry.write is None and retry.state == zk.data[T0]
+
+
+@pytest.mark.parametrize(
+    ("broker", "epoch", "isr", "version", "error"),
+    [
+        (1, 0, (1, 2), 0, ErrorCode.fenced_leader_epoch),  # the epoch moved on to 1
+        (2, 1, (2,), 1, ErrorCode.not_leader_or_follower),
+        (1, 2, (1,), 1, ErrorCode.not_controller),  # the leader knows more than we do
+        (1, 1, (1,), 0, ErrorCode.invalid_update_version),
+        (1, 1, (2, 3), 1, ErrorCode.invalid_request),  # the leader left out
+        (1, 1, (1, 1), 1, ErrorCode.invalid_request),
+        (1, 1, (1, 9), 1, ErrorCode.invalid_request),  # not a replica
+    ],
+)
+def test_a_leaders_isr_change_is_checked(
+    broker: int, epoch: int, isr: tuple[int, ...], version: int, error: ErrorCode
+) -> None:
+    controller, zk, _ = cluster(brokers=(1, 2, 3, 9))
+    zk.apply(controller, controller.brokers_failed([3]))  # epoch 1, version 1, ISR 1, 2
+    outcome = controller.alter_partition(broker, T0, epoch, isr, version)
+    assert (outcome.error, outcome.write) == (error, None)
+
+
+def test_a_dead_broker_cannot_join_the_isr_and_unknown_partitions_are_refused() -> None:
+    controller, zk, _ = cluster()
+    zk.apply(controller, controller.brokers_failed([3]))
+    assert controller.alter_partition(1, T0, 1, (1, 2, 3), 1).error == ErrorCode.ineligible_replica
+    missing = TopicPartition("t", 5)
+    assert controller.alter_partition(1, missing, 0, (1,), 0).error == (
+        ErrorCode.unknown_topic_or_partition
+    )
+
+
+# -- compare-and-set conflicts -------------------------------------------------------------
+
+
+def test_a_conflicting_write_is_decided_again_on_the_state_read_back() -> None:
+    controller, zk, _ = cluster(brokers=(1, 2, 3, 4), assignment={0: (1, 2, 3, 4)})
+    # The leader shrinks the ISR (removing 4) before the controller hears of it...
+    zk.set_by_leader(T0, (1, 2, 3))
+    # ...and the controller, still thinking 4 is in sync, handles broker 1's death.
+    writes = controller.brokers_failed([1])
+    assert writes[0].expected_version == 0 and writes[0].state.isr == (2, 3, 4)
+    zk.apply(controller, writes)
+    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, version=2)
+    check_cache(controller, zk)
+
+
+def test_a_state_read_after_a_leaders_own_write_keeps_the_next_write_free_of_conflict() -> None:
+    controller, zk, _ = cluster()
+    zk.set_by_leader(T0, (1, 2))
+    controller.state_read(T0, zk.data[T0])
+    assert controller.state(T0) == zk.data[T0]
+    writes = controller.brokers_failed([1])
+    assert writes[0].expected_version == 1
+    zk.apply(controller, writes)
+    assert zk.data[T0] == PartitionState(2, 1, (2,), 1, version=2)
+    with pytest.raises(KafkaError) as e:
+        controller.state_read(T0, replace(zk.data[T0], controller_epoch=2))
+    assert e.value.code == ErrorCode.not_controller
+
+
+def test_an_isr_change_that_loses_the_race_is_not_retried() -> None:
+    controller, zk, _ = cluster()
+    outcome = controller.alter_partition(1, T0, 0, (1, 2), 0)
+    assert outcome.write is not None
+    zk.set_by_leader(T0, (1, 3))
+    assert controller.write_conflicted(outcome.write, zk.data[T0]) == []
+    assert controller.state(T0) == zk.data[T0]
+
+
+def test_a_newer_controller_epoch_in_the_znode_fences_this_controller() -> None:
+    controller, zk, _ = cluster()
+    writes = controller.brokers_failed([1])
+    zk.data[T0] = replace(zk.data[T0], controller_epoch=2, version=5)
+    with pytest.raises(KafkaError) as e:
+        zk.apply(controller, writes)
+    assert e.value.code == ErrorCode.not_controller
+
+
+# -- topic deletion ------------------------------------------------------------------------
+
+
+def test_deleting_a_topic_names_its_znodes_and_replicas_and_forgets_it() -> None:
+    controller, _, _ = cluster(assignment={0: (1, 2), 1: (2, 3)})
+    pending = controller.brokers_failed([2])
+    deletion = controller.delete_topic("t")
+    assert deletion.partitions == (T0, TopicPartition("t", 1))
+    assert deletion.replicas == {
+        1: (T0,),
+        2: (T0, TopicPartition("t", 1)),
+        3: (TopicPartition("t", 1),),
+    }
+    assert deletion.znodes[0] == "/brokers/topics/t"
+    assert "t" not in controller.topics and controller.state(T0) is None
+    # Writes decided before the deletion come to nothing.
+    assert controller.write_conflicted(pending[0], None) == []
+    with pytest.raises(KafkaError) as e:
+        controller.delete_topic("t")
+    assert e.value.code == ErrorCode.unknown_topic_or_partition
+
+
+# -- controller failover -------------------------------------------------------------------
+
+
+def test_a_new_controller_bumps_the_epoch_and_repairs_what_changed_while_none_was_active() -> None:
+    _, zk, _ = cluster(assignment={0: (1, 2, 3), 1: (2, 3, 1)})
+    # Broker 1 died while there was no controller; t-2 was added with no state yet.
+    successor, writes = ControllerState.elected(
+        1,
+        ManualClock(),
+        live_brokers=(2, 3),
+        assignments={"t": {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}},
+        states=dict(zk.data),
+    )
+    assert successor.controller_epoch == 2
+    zk.apply(successor, writes)
+    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 2, version=1)
+    assert zk.data[TopicPartition("t", 1)] == PartitionState(2, 1, (2, 3), 2, version=1)
+    assert zk.data[TopicPartition("t", 2)] == PartitionState(3, 0, (3, 2), 2, version=0)
+    check_cache(successor, zk)
+
+
+def test_a_controller_older_than_the_states_it_reads_refuses_to_start() -> None:
+    with pytest.raises(KafkaError) as e:
+        ControllerState.elected(
+            0,
+            ManualClock(),
+            live_brokers=(1,),
+            assignments={"t": {0: (1,)}},
+            states={T0: PartitionState(1, 0, (1,), 3, version=0)},
+        )
+    assert e.value.code == ErrorCode.not_controller
+
+
+# -- invariants ----------------------------------------------------------------------------
+
+BROKERS = (1, 2, 3, 4)
+events = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "fail",
+                "start",
+                "bounce",
+                "shutdown",
+                "preferred",
+                "rebalance",
+                "shrink",
+                "expand",
+                "unclean",
+            ]
+        ),
+        st.sampled_from(BROKERS),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(events)
+def test_leaders_are_in_sync_isrs_never_empty_and_epochs_never_go_back(
+    history: list[tuple[str, int]],
+) -> None:
+    layout = {0: (1, 2, 3), 1: (2, 3, 4), 2: (3, 4, 1), 3: (4, 1), 4: (2,)}
+    controller, zk, _ = cluster(brokers=BROKERS, assignment=layout)
+    epochs = {tp: s.leader_epoch for tp, s in zk.data.items()}
+    unclean = False
+    for event, broker in history:
+        if event == "fail":
+            writes = controller.brokers_failed([broker])
+        elif event == "start":
+            writes = controller.brokers_started([broker])
+        elif event == "bounce" and broker in controller.live_brokers:
+            writes = controller.brokers_changed(controller.live_brokers, bounced=[broker])
+        elif event == "shutdown" and broker in controller.live_brokers:
+            writes = controller.controlled_shutdown(broker).writes
+        elif event == "preferred":
+            writes = controller.elect_preferred().writes
+        elif event == "rebalance":
+            writes = controller.rebalance_leaders()
+        elif event == "unclean":
+            unclean = True
+            writes = controller.set_topic_configs("t", {"unclean.leader.election.enable": "true"})
+        elif event in ("shrink", "expand"):
+            writes = []
+            for tp, state in sorted(zk.data.items()):
+                if state.leader != broker:
+                    continue
+                replicas = controller.assignment("t")[tp.partition]
+                isr = (
+                    (broker,)
+                    if event == "shrink"
+                    else tuple(r for r in replicas if r in controller.live_brokers)
+                )
+                outcome = controller.alter_partition(
+                    broker, tp, state.leader_epoch, isr, state.version
+                )
+                if outcome.write is not None:
+                    writes.append(outcome.write)
+        else:
+            writes = []
+        zk.apply(controller, writes)
+        check_cache(controller, zk)
+        for tp, state in zk.data.items():
+            assert state.isr, (tp, state)
+            assert state.leader == NO_LEADER or state.leader in state.isr, (tp, state)
+            assert state.leader == NO_LEADER or state.leader in controller.live_brokers
+            assert state.leader_epoch >= epochs.get(tp, 0)
+            epochs[tp] = state.leader_epoch
+        # Nothing stays offline that the controller could bring online.
+        eligible = controller.live_brokers - controller.shutting_down
+        for p, replicas in layout.items():
+            found = zk.data.get(TopicPartition("t", p))
+            if found is None:
+                assert not eligible & set(replicas)
+            elif found.leader == NO_LEADER:
+                assert not eligible & set(found.isr)
+                assert not (unclean and eligible & set(replicas))
