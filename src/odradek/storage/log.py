@@ -1,4 +1,4 @@
-"""The log of one partition: its segments, offsets, reads, and recovery."""
+"""The log of one partition: its segments, offsets, reads, leader epochs, and recovery."""
 
 from __future__ import annotations
 
