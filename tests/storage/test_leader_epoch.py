@@ -16,7 +16,13 @@ from odradek.protocol.record_batch import (
     set_partition_leader_epoch,
     validate_batches,
 )
-from odradek.storage import EpochTruncation, LogConfig, PartitionLog, UnexpectedAppendOffset
+from odradek.storage import (
+    EpochTruncation,
+    LogConfig,
+    LogManager,
+    PartitionLog,
+    UnexpectedAppendOffset,
+)
 from odradek.storage.leader_epoch import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
@@ -24,7 +30,7 @@ from odradek.storage.leader_epoch import (
     LeaderEpochCache,
 )
 
-from .conftest import BATCH_SIZE, append, make_batch, read_all
+from .conftest import BATCH_SIZE, FLUSHER_WAIT_S, append, make_batch, read_all
 
 Opener = Callable[..., PartitionLog]
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
@@ -462,3 +468,22 @@ def test_the_leaders_answer_for_a_follower_matches_kip_101(tmp_path: Path) -> No
         follower.append_as_follower(records, validate_batches(records, 1 << 30))
     assert follower.leader_epochs == leader.leader_epochs == entries((1, 0), (3, 3))
     assert [h.base_offset for h in read_all(follower)] == list(range(7))
+
+
+def test_epochs_survive_a_killed_broker(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager([tmp_path], clock)
+    manager.open(lambda topic: CONFIG)
+    log = manager.create("t", 0, CONFIG)
+    append_in_epochs(log, 0, 0, 1, 1, 1, 3)
+    log.delete_records_before(3)
+    manager.checkpoint()
+    assert manager.wait_for_flushes(FLUSHER_WAIT_S)
+    kill(log)  # no clean-shutdown marker: the next open recovers
+    manager = LogManager([tmp_path], clock)
+    manager.open(lambda topic: CONFIG)
+    reopened = manager.get("t", 0)
+    assert reopened is not None
+    assert reopened.leader_epochs == entries((1, 3), (3, 5))
+    assert reopened.end_offset_for_epoch(1) == (1, 5)
+    manager.close()
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_bytes() == b"0\n2\n1 3\n3 5\n"
