@@ -2,18 +2,22 @@
 
 from odradek.storage.log import (
     AppendInfo,
+    EpochTruncation,
     LogConfig,
     OffsetOutOfRange,
     PartitionLog,
     ReadSlice,
+    UnexpectedAppendOffset,
 )
 from odradek.storage.manager import LogManager
 
 __all__ = [
     "AppendInfo",
+    "EpochTruncation",
     "LogConfig",
     "LogManager",
     "OffsetOutOfRange",
     "PartitionLog",
     "ReadSlice",
+    "UnexpectedAppendOffset",
 ]

@@ -31,6 +31,12 @@ of entries, then one ``<topic> <partition> <offset>`` line per entry, each line 
 each compacted partition's first dirty offset: where the log cleaner's next pass starts reading
 new records.
 
+A partition directory also holds ``leader-epoch-checkpoint``, Kafka's leader epoch cache
+(KIP-101): text lines, ``0`` (the version), the number of entries, then one
+``<leader epoch> <start offset>`` line per entry, the first offset written in that epoch; epochs
+and start offsets both grow strictly from line to line.  Written as
+``leader-epoch-checkpoint.tmp`` and renamed into place (see :mod:`odradek.storage.leader_epoch`).
+
 Log compaction (see :mod:`odradek.storage.swap`) leaves two more kinds of file in a partition
 directory, only while it replaces segments:
 
@@ -47,7 +53,7 @@ directory, only while it replaces segments:
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 # relative offset (int32), position (int32)
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")
@@ -70,6 +76,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 CHECKPOINT_VERSION = 0
 
 # A partition directory being deleted is first renamed to `<name>.<uuid hex>-delete`, so a crash
@@ -144,4 +151,36 @@ def parse_swap_manifest(data: bytes) -> dict[int, list[int]]:
         if not old:
             raise ValueError(f"swap manifest entry {line!r} replaces nothing")
         entries[new] = old
+    return entries
+
+
+def format_leader_epoch_checkpoint(entries: Sequence[tuple[int, int]]) -> bytes:
+    """A ``leader-epoch-checkpoint`` file of ``(epoch, start offset)`` entries, oldest first."""
+    lines = [str(CHECKPOINT_VERSION), str(len(entries))]
+    lines += [f"{epoch} {start_offset}" for epoch, start_offset in entries]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def parse_leader_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
+    """Entries of a ``leader-epoch-checkpoint`` file; ValueError if it is not a whole one (torn,
+    or not growing strictly)."""
+    if not data.endswith(b"\n"):
+        raise ValueError("leader epoch checkpoint does not end with a newline: torn")
+    lines = data.decode().splitlines()
+    if len(lines) < 2 or lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise ValueError("leader epoch checkpoint lacks a version 0 header")
+    count = int(lines[1])
+    if len(lines) - 2 != count:
+        raise ValueError(
+            f"leader epoch checkpoint declares {count} entries but has {len(lines) - 2}"
+        )
+    entries: list[tuple[int, int]] = []
+    for line in lines[2:]:
+        epoch_text, offset_text = line.split()
+        epoch, start_offset = int(epoch_text), int(offset_text)
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"leader epoch checkpoint entry {line!r} is negative")
+        if entries and (epoch <= entries[-1][0] or start_offset <= entries[-1][1]):
+            raise ValueError(f"leader epoch checkpoint entry {line!r} does not follow the last")
+        entries.append((epoch, start_offset))
     return entries

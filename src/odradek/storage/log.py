@@ -1,4 +1,4 @@
-"""The log of one partition: its segments, offsets, reads, and recovery."""
+"""The log of one partition: its segments, offsets, reads, leader epochs, and recovery."""
 
 from __future__ import annotations
 
@@ -26,11 +26,18 @@ from odradek.storage.fileio import fsync_directory, pread_upto
 from odradek.storage.flusher import BackgroundJob, LogFlusher
 from odradek.storage.formats import (
     DELETE_DIR_SUFFIX,
+    LEADER_EPOCH_CHECKPOINT,
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
     MAX_SEGMENT_BYTES,
     parse_partition_dir_name,
     parse_segment_file_name,
+)
+from odradek.storage.leader_epoch import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    EpochEntry,
+    LeaderEpochCache,
 )
 from odradek.storage.segment import AppendedBatch, LogSegment
 
@@ -94,6 +101,30 @@ class OffsetOutOfRange(Exception):
         self.log_end_offset = log_end_offset
 
 
+class UnexpectedAppendOffset(Exception):
+    """Replicated batches that do not start at or after the log end, or whose offsets do not
+    grow from batch to batch (Kafka's UnexpectedAppendOffsetException)."""
+
+    def __init__(self, first_offset: int, last_offset: int, log_end_offset: int) -> None:
+        super().__init__(
+            f"batches with offsets {first_offset}..{last_offset} cannot follow the log end "
+            f"offset {log_end_offset}"
+        )
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.log_end_offset = log_end_offset
+
+
+@dataclass(frozen=True, slots=True)
+class EpochTruncation:
+    """Where a follower truncated its log after the leader's OffsetForLeaderEpoch answer, and
+    whether that settles it (``complete``) or the follower must ask again about the epoch it now
+    ends with (KIP-279: the leader answered with an epoch this log does not have)."""
+
+    offset: int
+    complete: bool
+
+
 @dataclass(frozen=True, slots=True)
 class AppendInfo:
     first_offset: int
@@ -134,6 +165,14 @@ class PartitionLog:
     Offsets are assigned here, by rewriting each appended batch's ``baseOffset``.  The log start
     offset, which can lie inside the first segment, and the recovery point are not stored here:
     the log manager keeps them in its checkpoint files and passes them back to :meth:`open`.
+
+    The log also keeps the partition's leader epoch cache (``leader-epoch-checkpoint``, see
+    :mod:`odradek.storage.leader_epoch`): an append records the epoch it is written in, a
+    replicated append the epochs its batch headers carry, and the cache is cut whenever the log
+    is, at either end.  Opening loads it, drops what lies outside the offsets that survived,
+    and records the epochs of batches recovery reread; a missing or unreadable file is rebuilt
+    from every batch header.  Followers use :meth:`end_offset_for_epoch` (the leader's answer
+    to OffsetForLeaderEpoch) and :meth:`truncate_to_epoch_end` (what to do with it).
 
     Segments leave the log from the front (retention, DeleteRecords: :meth:`apply_retention`,
     :meth:`delete_records_before`), from the back (:meth:`truncate_to`), or are replaced by
@@ -185,6 +224,7 @@ class PartitionLog:
         self._closed = False
         self._flusher: LogFlusher | None = None
         self._pending_flushes: deque[_PendingFlush] = deque()
+        self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -207,13 +247,14 @@ class PartitionLog:
         self = cls(directory, config, clock)
         self._flusher = flusher
         directory.mkdir(parents=True, exist_ok=True)
-        self._load_segments(recovery_point, needs_recovery)
+        reread_from = self._load_segments(recovery_point, needs_recovery)
         if not self._segments:
             self._add_segment(
                 LogSegment.create(
                     directory, log_start_offset, config.segment_index_bytes, clock.time_ms()
                 )
             )
+        self._load_epochs(reread_from)
         self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         if self._log_start_offset > self.log_end_offset:
             # The checkpointed start is past what survived (a lost unflushed tail): Kafka then
@@ -229,9 +270,44 @@ class PartitionLog:
             min(recovery_point, self.log_end_offset) if needs_recovery else self.log_end_offset
         )
         self._delete_segments_below(self._log_start_offset, retire=False)
+        self._epochs.truncate_from_start(self._log_start_offset)
         return self
 
-    def _load_segments(self, recovery_point: int, needs_recovery: bool) -> None:
+    def _load_epochs(self, reread_from: int | None) -> None:
+        """Load the leader epoch cache and fit it to the segments as opened: rebuilt from every
+        batch header if the file is missing or unreadable, else given the epochs of the batches
+        recovery reread (from base offset ``reread_from``; an epoch file written just before a
+        crash covers them, but costs nothing to check), and cut at the log end."""
+        path = self.directory / LEADER_EPOCH_CHECKPOINT
+        loaded = LeaderEpochCache.load(path)
+        if loaded is None:
+            existed = path.exists()
+            self._epochs = LeaderEpochCache(path)
+            self._record_epochs_from(self._segments[0].base_offset)
+            if existed and self._epochs.latest_epoch is None:
+                self._epochs.write()  # replaces the unreadable file, which would cost a rescan
+        else:
+            self._epochs = loaded
+            if reread_from is not None:
+                self._record_epochs_from(reread_from)
+        self._epochs.truncate_from_end(self.log_end_offset)
+
+    def _record_epochs_from(self, base_offset: int) -> None:
+        """Assign, from the headers of the segments from ``base_offset`` on, each epoch above
+        the latest known at its first batch (Kafka's rule when it recovers a segment)."""
+        latest = self._epochs.latest_epoch
+        found: list[EpochEntry] = []
+        for segment in self._segments[self._segment_index(base_offset) :]:
+            for header in segment.iter_headers(0):
+                epoch = header.partition_leader_epoch
+                if epoch >= 0 and (latest is None or epoch > latest):
+                    found.append(EpochEntry(epoch, header.base_offset))
+                    latest = epoch
+        self._epochs.assign_all(found)
+
+    def _load_segments(self, recovery_point: int, needs_recovery: bool) -> int | None:
+        """Open the segments on disk, recovering them from ``recovery_point`` if told to.
+        Returns the base offset of the first segment recovery reread, None if it reread none."""
         swap.recover(self.directory)
         logs: set[int] = set()
         others: dict[int, list[Path]] = {}
@@ -258,11 +334,14 @@ class PartitionLog:
         if needs_recovery and segments:
             bases = [s.base_offset for s in segments]
             first_to_recover = max(0, bisect_right(bases, recovery_point) - 1)
+        reread_from: int | None = None
         for i, segment in enumerate(segments):
             if i < first_to_recover and segment.load(config.index_interval_bytes):
                 continue
             if i < first_to_recover:
                 log.warning("%s is torn below the recovery point", segment.log_path)
+            if reread_from is None:
+                reread_from = segment.base_offset
             # Below the recovery point every batch was fsynced, so the segment holding it is
             # CRC-checked only from there: recovery costs the unflushed tail, not the segment.
             check_from = recovery_point if i == first_to_recover else segment.base_offset
@@ -277,6 +356,7 @@ class PartitionLog:
             segment.seal()
         for segment in segments:
             self._add_segment(segment, is_new=False)
+        return reread_from
 
     def _add_segment(self, segment: LogSegment, *, is_new: bool = True) -> None:
         self._segments.append(segment)
@@ -330,6 +410,68 @@ class PartitionLog:
     def closed(self) -> bool:
         return self._closed
 
+    # -- leader epochs -------------------------------------------------------------------------
+
+    @property
+    def leader_epochs(self) -> tuple[EpochEntry, ...]:
+        """The epoch cache's entries, oldest first."""
+        return self._epochs.entries
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The latest leader epoch the log holds (or was assigned), None if it knows none."""
+        return self._epochs.latest_epoch
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` before any batch of it is written:
+        a new leader does so at its log end, so that followers holding batches of an older
+        epoch past that offset learn where to truncate (Kafka's makeLeader)."""
+        self._epochs.assign(epoch, start_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, end offset)``, the answer to OffsetForLeaderEpoch for ``epoch`` (see
+        :meth:`LeaderEpochCache.end_offset_for`)."""
+        return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def epoch_truncation_offset(
+        self, leader_epoch: int, leader_end_offset: int, *, high_watermark: int
+    ) -> EpochTruncation:
+        """Where a follower's log should end, given the leader's answer ``(leader_epoch,
+        leader_end_offset)`` to OffsetForLeaderEpoch for this log's latest epoch (KIP-101,
+        KIP-279), as Kafka 3.x's fetcher decides:
+
+        - the leader knows no end offset: the follower's ``high_watermark``;
+        - the leader names no epoch, or one below every epoch here: the leader's end offset;
+        - the leader names an epoch this log does not have: the end of this log's largest
+          epoch below it, and ``complete`` False: ask again about the epoch the log then ends
+          with;
+        - else the smaller of the two ends of that epoch, here and on the leader.
+
+        Never past the log end offset.
+        """
+        log_end = self.log_end_offset
+        if leader_end_offset == UNDEFINED_EPOCH_OFFSET:
+            return EpochTruncation(min(high_watermark, log_end), True)
+        if leader_epoch == UNDEFINED_EPOCH:
+            return EpochTruncation(min(leader_end_offset, log_end), True)
+        epoch, end_offset = self._epochs.end_offset_for(leader_epoch, log_end)
+        if end_offset == UNDEFINED_EPOCH_OFFSET:
+            return EpochTruncation(min(leader_end_offset, log_end), True)
+        if epoch != leader_epoch:
+            return EpochTruncation(min(end_offset, log_end), False)
+        return EpochTruncation(min(end_offset, leader_end_offset, log_end), True)
+
+    def truncate_to_epoch_end(
+        self, leader_epoch: int, leader_end_offset: int, *, high_watermark: int
+    ) -> EpochTruncation:
+        """Truncate to :meth:`epoch_truncation_offset` and return it.  As after
+        :meth:`truncate_to`, the caller checkpoints before appending again."""
+        truncation = self.epoch_truncation_offset(
+            leader_epoch, leader_end_offset, high_watermark=high_watermark
+        )
+        self.truncate_to(truncation.offset)
+        return truncation
+
     # -- appending -----------------------------------------------------------------------------
 
     def append(
@@ -340,7 +482,8 @@ class PartitionLog:
         log_append_time: int | None = None,
         leader_epoch: int = 0,
     ) -> AppendInfo:
-        """Assign offsets to validated batches and write them at the log end.
+        """Assign offsets to validated batches and write them at the log end (the leader's
+        append, in ``leader_epoch``, which the epoch cache records if it is new).
 
         ``records`` holds whole batches (checked by ``validate_batches``) and ``headers`` their
         headers; the batches are changed in place (base offset, leader epoch, and with
@@ -356,7 +499,9 @@ class PartitionLog:
             if log_append_time is not None
             else max(h.max_timestamp for h in headers)
         )
-        self._maybe_roll(len(records), first_offset + record_count - 1, incoming_max_timestamp)
+        self._maybe_roll(
+            len(records), first_offset, first_offset + record_count - 1, incoming_max_timestamp
+        )
         batches: list[AppendedBatch] = []
         next_offset = first_offset
         for header in headers:
@@ -370,17 +515,65 @@ class PartitionLog:
             batches.append(
                 AppendedBatch(header.position, header.size, next_offset - 1, max_timestamp)
             )
+        # The epoch's entry is on disk before its first batch: the file never lacks an epoch
+        # the log holds (one it holds too many, past a crash, opening drops).
+        self._epochs.assign(leader_epoch, first_offset)
+        self._write_batches(records, batches, headers)
+        return AppendInfo(first_offset, next_offset - 1, log_append_time, self._log_start_offset)
+
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, headers: list[BatchHeader]
+    ) -> AppendInfo:
+        """Write batches copied from the leader as they are, offsets and leader epochs included,
+        at the log end; the epoch cache records each epoch their headers start.
+
+        ``records`` holds whole batches (checked by ``validate_batches``) and ``headers`` their
+        headers.  The first batch may start past the log end (the leader's log is compacted
+        there, or starts later), never before it, and each batch must start after the last
+        one ends: else :class:`UnexpectedAppendOffset`, and nothing is written.
+        """
+        if not headers:
+            raise ValueError("nothing to append")
+        first_offset, last_offset = headers[0].base_offset, headers[-1].last_offset
+        expected = self.log_end_offset
+        for header in headers:
+            if header.base_offset < expected or header.last_offset_delta < 0:
+                raise UnexpectedAppendOffset(first_offset, last_offset, self.log_end_offset)
+            expected = header.next_offset
+        self._close_retired()
+        self._maybe_roll(
+            len(records), first_offset, last_offset, max(h.max_timestamp for h in headers)
+        )
+        self._epochs.assign_all(
+            EpochEntry(h.partition_leader_epoch, h.base_offset)
+            for h in headers
+            if h.partition_leader_epoch >= 0
+        )
+        batches = [
+            AppendedBatch(h.position, h.size, h.last_offset, h.max_timestamp) for h in headers
+        ]
+        self._write_batches(records, batches, headers)
+        return AppendInfo(first_offset, last_offset, None, self._log_start_offset)
+
+    def _write_batches(
+        self,
+        records: bytes | bytearray | memoryview,
+        batches: list[AppendedBatch],
+        headers: list[BatchHeader],
+    ) -> None:
         self._segments[-1].append(records, batches, self.config.index_interval_bytes)
         self._unflushed_messages += sum(h.record_count for h in headers)
         flush_messages = self.config.flush_messages
         if flush_messages is not None and self._unflushed_messages >= flush_messages:
             self.flush()
-        return AppendInfo(first_offset, next_offset - 1, log_append_time, self._log_start_offset)
 
-    def _maybe_roll(self, size: int, last_offset: int, max_timestamp: int) -> None:
+    def _maybe_roll(
+        self, size: int, first_offset: int, last_offset: int, max_timestamp: int
+    ) -> None:
         active = self._segments[-1]
-        if active.size == 0:
-            # A new segment would have the same base offset; an oversized batch goes in alone.
+        if active.size == 0 and last_offset - active.base_offset <= MAX_RELATIVE_OFFSET:
+            # A new segment would gain nothing; an oversized batch goes in alone.  (Replicated
+            # batches past a gap too large for the index's relative offsets do roll.)
             return
         config = self.config
         if (
@@ -389,7 +582,7 @@ class PartitionLog:
             or active.indexes_full
             or last_offset - active.base_offset > MAX_RELATIVE_OFFSET
         ):
-            self._roll()
+            self._roll(first_offset)
 
     def _segment_age_ms(self, active: LogSegment, max_timestamp: int) -> int:
         # Kafka's rule: measure from the first batch's timestamp to the incoming batches' when
@@ -400,14 +593,16 @@ class PartitionLog:
             return max_timestamp - first_timestamp
         return self._clock.time_ms() - active.created_ms
 
-    def _roll(self) -> None:
+    def _roll(self, base_offset: int) -> None:
+        """Seal the active segment and start one at ``base_offset``: the log end, or for
+        replicated batches, the first one's offset (past a gap in the leader's offsets)."""
         active = self._segments[-1]
         active.seal()
         active.dirty = True  # sealing wrote the time index's last entry
         self._add_segment(
             LogSegment.create(
                 self.directory,
-                active.next_offset,
+                base_offset,
                 self.config.segment_index_bytes,
                 self._clock.time_ms(),
             )
@@ -529,6 +724,7 @@ class PartitionLog:
         if offset > self._log_start_offset:
             self._log_start_offset = offset
             self._delete_segments_below(offset, retire=True)
+            self._epochs.truncate_from_start(offset)
         return self._log_start_offset
 
     def _delete_segments_below(self, offset: int, *, retire: bool) -> None:
@@ -599,6 +795,7 @@ class PartitionLog:
                 deleted += 1
         if deleted:
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            self._epochs.truncate_from_start(self._log_start_offset)
             log.info(
                 "%s-%d: retention deleted %d segments; the log now starts at offset %d",
                 self.topic,
@@ -649,10 +846,11 @@ class PartitionLog:
 
     def truncate_to(self, offset: int) -> None:
         """Drop every batch holding an offset >= ``offset`` (for a follower diverging from its
-        leader).  Truncation is by whole batches: the log end becomes the base offset of the
-        batch holding ``offset`` when ``offset`` falls inside one.  The caller checkpoints before
-        appending again: recovery skips the CRCs of batches below a checkpointed recovery point,
-        and one checkpointed before the truncation would cover batches appended after it."""
+        leader), and the leader epochs starting there or later.  Truncation is by whole batches:
+        the log end becomes the base offset of the batch holding ``offset`` when ``offset`` falls
+        inside one.  The caller checkpoints before appending again: recovery skips the CRCs of
+        batches below a checkpointed recovery point, and one checkpointed before the truncation
+        would cover batches appended after it."""
         if offset >= self.log_end_offset:
             return
         self._close_retired()
@@ -665,7 +863,15 @@ class PartitionLog:
             active = self._segments[-1]
             active.truncate_to(offset)
             active.active = True
+            self._epochs.truncate_from_end(self.log_end_offset)
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and start it afresh at ``offset``, forgetting every leader epoch (a
+        follower whose log ends before the leader's starts).  The caller checkpoints before
+        appending again, as after :meth:`truncate_to`."""
+        self._close_retired()
+        self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
         self._discard_pending_flushes()
@@ -678,6 +884,7 @@ class PartitionLog:
         )
         self._log_start_offset = offset
         self._recovery_point = min(self._recovery_point, offset)
+        self._epochs.clear()
 
     # -- durability and lifetime ---------------------------------------------------------------
 
@@ -693,6 +900,7 @@ class PartitionLog:
         if self._directory_changes != self._directory_synced:
             fsync_directory(self.directory)
             self._directory_synced = self._directory_changes
+        self._epochs.write_if_dirty()
         self._recovery_point = self.log_end_offset
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock.monotonic_ms()

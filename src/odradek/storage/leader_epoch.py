@@ -1,0 +1,206 @@
+"""The leader epoch cache of one partition: at which offset each leader epoch began (KIP-101).
+
+Every batch a leader appends carries its leader epoch in the header.  The cache keeps, per epoch,
+the first offset written in it, which is what OffsetForLeaderEpoch answers from and what a
+follower compares with the leader's answer to find where its log diverges (KIP-101, KIP-279).
+
+Format: ``leader-epoch-checkpoint`` in the partition directory, Kafka's text format (see
+:mod:`odradek.storage.formats`).
+
+Crash: the file is replaced whole by :func:`~odradek.storage.fileio.write_file_atomically`, so
+it is the old or the new list.  A new entry is written (and fsynced) before the batches starting
+its epoch are appended, so the file never lacks an epoch the log holds.  Truncations are not
+always written at once (see :meth:`LeaderEpochCache.truncate_from_start`): the file may keep
+entries past the log's end or before its start, and the log removes those when it opens, by
+truncating the cache to the offsets it recovered.  A file that cannot be parsed (torn by
+something that is not our rename, or damaged) reads as None, and the log rebuilds the cache from
+its batch headers.
+
+Caller: :class:`~odradek.storage.log.PartitionLog`, on the event-loop thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.storage.fileio import write_file_atomically
+from odradek.storage.formats import (
+    format_leader_epoch_checkpoint,
+    parse_leader_epoch_checkpoint,
+)
+
+log = logging.getLogger(__name__)
+
+# OffsetForLeaderEpoch's "unknown" epoch and end offset.
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEntry:
+    epoch: int
+    start_offset: int
+
+
+class LeaderEpochCache:
+    """The ``(epoch, start offset)`` entries of one partition, epochs and offsets growing
+    strictly, kept in memory and in ``leader-epoch-checkpoint``."""
+
+    def __init__(self, path: Path, entries: Iterable[EpochEntry] = ()) -> None:
+        self.path = path
+        self._epochs: list[int] = []
+        self._starts: list[int] = []
+        for entry in entries:
+            self._epochs.append(entry.epoch)
+            self._starts.append(entry.start_offset)
+        self._dirty = False
+
+    @classmethod
+    def load(cls, path: Path) -> LeaderEpochCache | None:
+        """The cache in ``path``; None if the file is missing or is not a whole checkpoint."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            entries = parse_leader_epoch_checkpoint(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            log.warning("%s is unreadable (%s); it will be rebuilt from the log", path, e)
+            return None
+        return cls(path, (EpochEntry(epoch, start) for epoch, start in entries))
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    @property
+    def entries(self) -> tuple[EpochEntry, ...]:
+        return tuple(EpochEntry(e, s) for e, s in zip(self._epochs, self._starts, strict=True))
+
+    @property
+    def latest_entry(self) -> EpochEntry | None:
+        return EpochEntry(self._epochs[-1], self._starts[-1]) if self._epochs else None
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._epochs[-1] if self._epochs else None
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        return EpochEntry(self._epochs[0], self._starts[0]) if self._epochs else None
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` as OffsetForLeaderEpoch answers for ``requested_epoch``.
+
+        The epoch is the largest one known that is not above the requested one (KIP-279: a
+        follower asking about an epoch this log never saw learns the one before it), and the end
+        offset is the start of the next epoch known, or ``log_end_offset`` for the latest
+        epoch.  An epoch below every known one gets the start of the first known epoch, as in
+        Kafka 2.1 and later: the log before it is gone, and the asker should not keep more than
+        this log starts with.  UNDEFINED for both when the requested epoch is UNDEFINED, above
+        the latest one, or the cache is empty.
+        """
+        if requested_epoch == UNDEFINED_EPOCH or not self._epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self._epochs[-1]:
+            return requested_epoch, log_end_offset
+        higher = bisect_right(self._epochs, requested_epoch)
+        if higher == len(self._epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            return requested_epoch, self._starts[0]
+        return self._epochs[higher - 1], self._starts[higher]
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch the record at ``offset`` was written in, if the cache goes back that far."""
+        i = bisect_right(self._starts, offset)
+        return self._epochs[i - 1] if i else None
+
+    # -- changing --------------------------------------------------------------------------------
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``, written to the file at once; returns
+        whether anything changed.
+
+        As in Kafka 3.x, the latest epoch seen again at or after its start changes nothing (the
+        common case: every append); anything else is a new latest entry, and entries it
+        contradicts (an epoch not below it, or a start offset not below its own) are dropped
+        first, so the entries keep growing strictly.
+        """
+        if self._assign(epoch, start_offset):
+            self.write()
+            return True
+        return False
+
+    def assign_all(self, entries: Iterable[EpochEntry]) -> None:
+        """:meth:`assign` each entry in turn, writing the file once at the end if needed."""
+        changed = False
+        for entry in entries:
+            changed = self._assign(entry.epoch, entry.start_offset) or changed
+        if changed:
+            self.write()
+
+    def _assign(self, epoch: int, start_offset: int) -> bool:
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
+        if self._epochs and self._epochs[-1] == epoch and start_offset >= self._starts[-1]:
+            return False
+        removed: list[EpochEntry] = []
+        while self._epochs and (self._epochs[-1] >= epoch or self._starts[-1] >= start_offset):
+            removed.append(EpochEntry(self._epochs.pop(), self._starts.pop()))
+        if len(removed) > 1 or (removed and removed[0].start_offset != start_offset):
+            # One entry at the same start offset is a leader re-elected before it wrote
+            # anything; more than that means this log held data of epochs now overruled.
+            log.warning(
+                "%s: epoch %d at offset %d overrules the entries %s",
+                self.path,
+                epoch,
+                start_offset,
+                removed,
+            )
+        self._epochs.append(epoch)
+        self._starts.append(start_offset)
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop the entries starting at or after ``end_offset`` (the log was truncated there),
+        written to the file at once: an epoch whose batches are gone must not survive a crash
+        in the file, where a later append of the same epoch would not replace it."""
+        if end_offset < 0 or not self._starts or self._starts[-1] < end_offset:
+            return
+        while self._starts and self._starts[-1] >= end_offset:
+            self._epochs.pop()
+            self._starts.pop()
+        self.write()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset`` (retention, DeleteRecords): drop the entries
+        before it, the epoch holding it now starting there.  Written by the next
+        :meth:`write_if_dirty` (the log's flush), not at once: an older file only has entries
+        before the log start, which opening the log drops again."""
+        keep = bisect_right(self._starts, start_offset)
+        if keep == 0:
+            return
+        epoch = self._epochs[keep - 1]
+        del self._epochs[:keep]
+        del self._starts[:keep]
+        self._epochs.insert(0, epoch)
+        self._starts.insert(0, start_offset)
+        self._dirty = True
+
+    def clear(self) -> None:
+        """Forget every entry (the log was emptied), written to the file at once."""
+        self._epochs.clear()
+        self._starts.clear()
+        self.write()
+
+    def write(self) -> None:
+        entries = list(zip(self._epochs, self._starts, strict=True))
+        write_file_atomically(self.path, format_leader_epoch_checkpoint(entries))
+        self._dirty = False
+
+    def write_if_dirty(self) -> None:
+        if self._dirty:
+            self.write()
