@@ -37,14 +37,20 @@ def fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def write_file_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that after any crash it holds the old or the new bytes."""
+def write_file_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that after any crash it holds the old or the new bytes.
+
+    With ``sync=False`` nothing is fsynced: a killed process still leaves the old or the new
+    file (the page cache keeps the rename), but after a power loss it may be neither, so only
+    files that are rebuilt when missing or unreadable are written that way."""
     temp = path.with_name(path.name + ".tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         pwrite_all(fd, data, 0)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(temp, path)
-    fsync_directory(path.parent)
+    if sync:
+        fsync_directory(path.parent)

@@ -8,8 +8,11 @@ Format: ``leader-epoch-checkpoint`` in the partition directory, Kafka's text for
 :mod:`odradek.storage.formats`).
 
 Crash: the file is replaced whole by :func:`~odradek.storage.fileio.write_file_atomically`, so
-it is the old or the new list.  A new entry is written (and fsynced) before the batches starting
-its epoch are appended, so the file never lacks an epoch the log holds.  Truncations are not
+it is the old or the new list.  A new entry is written before the batches starting its epoch are
+appended, so the file never lacks an epoch the log holds; it is fsynced by the log's next flush
+(``unsynced``), before the recovery point moves over those batches, not on the appending thread
+(as Kafka since KAFKA-15046): after a power loss the file may miss an entry only for batches
+recovery rereads, which records their epochs again.  Truncations are not
 always written at once (see :meth:`LeaderEpochCache.truncate_from_start`): the file may keep
 entries past the log's end or before its start, and the log removes those when it opens, by
 truncating the cache to the offsets it recovered.  A file that cannot be parsed (torn by
@@ -22,12 +25,13 @@ Caller: :class:`~odradek.storage.log.PartitionLog`, on the event-loop thread.
 from __future__ import annotations
 
 import logging
+import os
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.storage.fileio import write_file_atomically
+from odradek.storage.fileio import fsync_directory, write_file_atomically
 from odradek.storage.formats import (
     format_leader_epoch_checkpoint,
     parse_leader_epoch_checkpoint,
@@ -58,6 +62,8 @@ class LeaderEpochCache:
             self._epochs.append(entry.epoch)
             self._starts.append(entry.start_offset)
         self._dirty = False
+        # Written without an fsync since the last one: the log's flush fsyncs it.
+        self.unsynced = False
 
     @classmethod
     def load(cls, path: Path) -> LeaderEpochCache | None:
@@ -121,7 +127,8 @@ class LeaderEpochCache:
     # -- changing --------------------------------------------------------------------------------
 
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` starts at ``start_offset``, written to the file at once; returns
+        """Record that ``epoch`` starts at ``start_offset``, written to the file at once (fsynced
+        by the log's next flush); returns
         whether anything changed.
 
         As in Kafka 3.x, the latest epoch seen again at or after its start changes nothing (the
@@ -130,7 +137,7 @@ class LeaderEpochCache:
         first, so the entries keep growing strictly.
         """
         if self._assign(epoch, start_offset):
-            self.write()
+            self.write(sync=False)
             return True
         return False
 
@@ -196,11 +203,21 @@ class LeaderEpochCache:
         self._starts.clear()
         self.write()
 
-    def write(self) -> None:
+    def write(self, *, sync: bool = True) -> None:
         entries = list(zip(self._epochs, self._starts, strict=True))
-        write_file_atomically(self.path, format_leader_epoch_checkpoint(entries))
+        write_file_atomically(self.path, format_leader_epoch_checkpoint(entries), sync=sync)
         self._dirty = False
+        self.unsynced = not sync
 
     def write_if_dirty(self) -> None:
+        """Write pending truncations, or fsync an entry written without it (a flush)."""
         if self._dirty:
             self.write()
+        elif self.unsynced:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_directory(self.path.parent)
+            self.unsynced = False

@@ -156,6 +156,8 @@ class _PendingFlush:
     upto: int
     segments: tuple[tuple[LogSegment, int], ...]
     directory_changes: int
+    # The leader epoch file was in it (written without an fsync by a new epoch's append).
+    epochs: bool = False
 
 
 class PartitionLog:
@@ -927,8 +929,10 @@ class PartitionLog:
             if segment.dirty and segment.base_offset < upto
         )
         directory_changes = self._directory_changes
+        epochs = self._epochs.unsynced
         if (
             not segments
+            and not epochs
             and directory_changes == self._directory_synced
             and upto <= self._recovery_point
         ):
@@ -944,7 +948,9 @@ class PartitionLog:
                     # Not there only if never written; loading rebuilds a missing index.
                     with contextlib.suppress(FileNotFoundError):
                         fds.append(os.open(index.path, os.O_RDONLY))
-            if directory_changes != self._directory_synced:
+            if epochs:
+                fds.append(os.open(self._epochs.path, os.O_RDONLY))
+            if epochs or directory_changes != self._directory_synced:
                 fds.append(os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY))
         except OSError:
             # Out of fds, say: an append that rolled must not fail for it.  The segments stay
@@ -954,7 +960,8 @@ class PartitionLog:
                 os.close(fd)
             return False
         job = flusher.fsync(f"{self.directory.name} {reason} below {upto}", fds)
-        self._pending_flushes.append(_PendingFlush(job, upto, segments, directory_changes))
+        self._epochs.unsynced = False
+        self._pending_flushes.append(_PendingFlush(job, upto, segments, directory_changes, epochs))
         return True
 
     def _collect_flushes(self) -> None:
@@ -963,6 +970,8 @@ class PartitionLog:
         while pending and pending[0].job.done:
             flushed = pending.popleft()
             if not flushed.job.succeeded:
+                if flushed.epochs:
+                    self._epochs.unsynced = True
                 continue
             # No truncation happened since the flush was handed out (truncation discards pending
             # flushes), so ``upto`` is not past the log end.
