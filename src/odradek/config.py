@@ -463,6 +463,96 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef(
             "group.max.size", ConfigType.INT, "2147483647", "most members of a group", _at_least(1)
         ),
+        # Replication (odradek.cluster: the ISR, the follower fetcher, the controller).
+        ConfigDef(
+            "offsets.topic.replication.factor",
+            ConfigType.SHORT,
+            "3",
+            "replication factor of __consumer_offsets (fewer while fewer brokers are live)",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "replica.lag.time.max.ms",
+            ConfigType.LONG,
+            "30000",
+            "a follower not caught up for this long leaves the ISR",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "replica.fetch.max.bytes",
+            ConfigType.INT,
+            "1048576",
+            "bytes a follower asks per partition",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "replica.fetch.response.max.bytes",
+            ConfigType.INT,
+            "10485760",
+            "bytes a follower asks per fetch",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "replica.fetch.wait.max.ms",
+            ConfigType.INT,
+            "500",
+            "how long a follower's fetch waits for data at the leader",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "replica.fetch.min.bytes",
+            ConfigType.INT,
+            "1",
+            "bytes a follower's fetch waits for",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "replica.fetch.backoff.ms",
+            ConfigType.INT,
+            "1000",
+            "pause after a follower's fetch failed",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "replica.socket.timeout.ms",
+            ConfigType.INT,
+            "30000",
+            "timeout of a follower's requests to its leader",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "replica.selector.class",
+            ConfigType.STRING,
+            None,
+            "KIP-392: RackAwareReplicaSelector lets consumers read from a replica in their rack",
+        ),
+        ConfigDef("broker.rack", ConfigType.STRING, None, "this broker's rack", read_only=True),
+        ConfigDef(
+            "auto.leader.rebalance.enable",
+            ConfigType.BOOLEAN,
+            "true",
+            "move leadership back to preferred replicas",
+        ),
+        ConfigDef(
+            "leader.imbalance.per.broker.percentage",
+            ConfigType.INT,
+            "10",
+            "share of a broker's partitions led elsewhere that triggers a rebalance",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "leader.imbalance.check.interval.seconds",
+            ConfigType.LONG,
+            "300",
+            "how often the controller checks leader imbalance",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "controlled.shutdown.enable",
+            ConfigType.BOOLEAN,
+            "true",
+            "move leaderships away before a broker stops",
+        ),
     ]
 }
 for _d, _synonym in TOPIC_CONFIGS.values():
