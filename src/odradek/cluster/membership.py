@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.clock import Clock, SystemClock
@@ -186,10 +186,9 @@ class BrokerMembership:
         )
         try:
             self._register()
-        except DuplicateBrokerIdError:
+            self._elect()
+        except (DuplicateBrokerIdError, KazooException):
             log.exception("could not register broker %d again", self.broker_id)
-            return
-        self._elect()
 
     # -- controller election ---------------------------------------------------------------------
 
@@ -269,8 +268,15 @@ class BrokerMembership:
             return False
         # Reading the epoch or running for controller makes ZooKeeper calls: not on kazoo's
         # callback thread.
-        self.zk.handler.spawn(self._elect)
+        self.zk.handler.spawn(self._elect_in_background)
         return None
+
+    def _elect_in_background(self) -> None:
+        try:
+            self._elect()
+        except KazooException as e:
+            # The session is gone or going: the next session elects again (_new_session).
+            log.info("controller election interrupted: %r", e)
 
     def _brokers_changed(self, children: list[str]) -> bool | None:
         if self._closed:

@@ -44,6 +44,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry
 
 from odradek.cluster.metadata_store import (
     ChangeListener,
@@ -179,7 +180,13 @@ class ZooKeeperSession:
         self.chroot = (slash + chroot).rstrip("/")
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
-        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
+        self.client = KazooClient(
+            hosts=connect,
+            timeout=session_timeout_ms / 1000,
+            # Kafka's client reconnects for as long as the broker runs, quickly: kazoo's default
+            # backoff grows to an hour between attempts.
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+        )
         self._hooks: list[Callable[[], None]] = []
         self._lost = threading.Event()
         self._closing = threading.Event()
@@ -275,8 +282,11 @@ class ZooKeeperMetadataStore:
         self._topics: dict[str, TopicMetadata] = {}
         self._listeners = ChangeListeners()
         self._loop: asyncio.AbstractEventLoop | None = None
-        # A topic's watches stop when its token is replaced (deleted, or made again).
+        # A topic's watches stop when its token is replaced (deleted, grown, or made again).
         self._watch_tokens: dict[str, object] = {}
+        # What the watches last showed (the cache may be ahead of them, by this store's writes).
+        self._listed: set[str] = set()
+        self._watched_partitions: dict[str, int] = {}
         for path in (TOPICS_PATH, TOPIC_CONFIGS_PATH, DELETE_TOPICS_PATH, "/brokers/ids"):
             self.zk.ensure_path(path)
         self._cluster_id = self._read_or_create_cluster_id(cluster_id or new_cluster_id())
@@ -475,9 +485,10 @@ class ZooKeeperMetadataStore:
 
     def _start_watching(self) -> None:
         """On the loop: watch the topic list, and each topic's znodes."""
-        ChildrenWatch(self.zk, TOPICS_PATH, self._topic_list_changed)
-        for name in list(self._topics):
+        self._listed = set(self._topics)
+        for name in self._listed:
             self._watch_topic(name)
+        ChildrenWatch(self.zk, TOPICS_PATH, self._topic_list_changed)
 
     def _to_loop(self, change: MetadataChange) -> None:
         loop = self._loop
@@ -491,27 +502,34 @@ class ZooKeeperMetadataStore:
         """On the loop: bring the cache up to date, then tell the listeners."""
         if change.kind == "topics":
             if change.topic is None:
-                before = set(self._topics)
-                self.reload()
-                for name in set(self._topics) - before:
-                    self._watch_topic(name)
-                for name in before - set(self._topics):
-                    self._watch_tokens.pop(name, None)
-                for name in before ^ set(self._topics):
+                listed = set(self.zk.get_children(TOPICS_PATH))
+                added, removed = listed - self._listed, self._listed - listed
+                self._listed = listed
+                for name in sorted(added):
+                    if self._load_topic(name) is not None:
+                        self._watch_topic(name)
+                for name in sorted(removed):
+                    self._unwatch_topic(name)
+                    self._topics.pop(name, None)
+                for name in sorted(added | removed):
                     self._listeners.notify(MetadataChange("topics", name))
                 return
-            before_topic = self._topics.get(change.topic)
-            after = self._load_topic(change.topic)
-            if after is None:
-                self._watch_tokens.pop(change.topic, None)
-            elif before_topic is None or before_topic.partitions != after.partitions:
+            topic = self._load_topic(change.topic)
+            if topic is None:
+                self._unwatch_topic(change.topic)
+            elif topic.partitions != self._watched_partitions.get(change.topic):
                 self._watch_topic(change.topic)  # watches for the new partitions' states
         self._listeners.notify(change)
+
+    def _unwatch_topic(self, name: str) -> None:
+        self._watch_tokens.pop(name, None)
+        self._watched_partitions.pop(name, None)
 
     def _watch_topic(self, name: str) -> None:
         token = object()
         self._watch_tokens[name] = token
         topic = self._topics.get(name)
+        self._watched_partitions[name] = topic.partitions if topic else 0
 
         def watch(path: str, change: MetadataChange) -> None:
             first = True
@@ -538,6 +556,7 @@ class ZooKeeperMetadataStore:
 
     def close(self) -> None:
         self._watch_tokens.clear()
+        self._watched_partitions.clear()
         self._loop = None
         if self._own_session:
             self.session.close()
