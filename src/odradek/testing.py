@@ -206,7 +206,7 @@ ZOOKEEPER_SERVER_SH = Path("/usr/share/zookeeper/bin/zkServer.sh")
 _ZOOKEEPER_START_TIMEOUT_S = 60
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
@@ -257,7 +257,7 @@ class ZooKeeperServer:
                 "tests need Debian's zookeeper package; scripts/setup.sh installs it"
             )
         if self.port == 0:
-            self.port = _free_port()
+            self.port = free_port()
         conf_dir = self.directory / "conf"
         data_dir = self.directory / "data"
         conf_dir.mkdir(parents=True, exist_ok=True)

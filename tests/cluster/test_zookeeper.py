@@ -22,7 +22,7 @@ from odradek.cluster.zookeeper import (
     ZooKeeperUnreachableError,
 )
 from odradek.config import BrokerConfig
-from odradek.testing import ZooKeeperServer, _free_port
+from odradek.testing import ZooKeeperServer, free_port
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 15) -> None:
@@ -211,7 +211,7 @@ def test_another_brokers_changes_reach_the_loop(zookeeper_connect: str) -> None:
 
 
 def test_unreachable_zookeeper_fails_clearly_after_the_connection_timeout() -> None:
-    port = _free_port()
+    port = free_port()
     session = ZooKeeperSession(f"127.0.0.1:{port}", 6000, connection_timeout_ms=700)
     started = time.monotonic()
     with pytest.raises(ZooKeeperUnreachableError, match=r"within 700 ms"):
@@ -232,5 +232,22 @@ def test_store_reconnects_after_a_zookeeper_restart() -> None:
             other = open_store(server.connect_string("/restart"))
             assert set(other.topics) == {"before", "after"}
             other.close()
+        finally:
+            store.close()
+
+
+def test_a_write_while_zookeeper_is_down_waits_for_it() -> None:
+    with ZooKeeperServer() as server:
+        store = open_store(server.connect_string("/down"))
+        try:
+            first = store.reserve_producer_ids(1000)
+            server.kill()
+            comeback = threading.Thread(target=server.start)
+            comeback.start()
+            # Retried until ZooKeeper is back (within zookeeper.connection.timeout.ms).
+            second = store.reserve_producer_ids(1000)
+            comeback.join()
+            assert second == first + 1000
+            assert store.partition_state("nothing", 0) is None
         finally:
             store.close()

@@ -38,13 +38,13 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
-from kazoo.retry import KazooRetry
+from kazoo.retry import KazooRetry, RetryFailedError
 
 from odradek.cluster.metadata_store import (
     ChangeListener,
@@ -59,6 +59,8 @@ from odradek.cluster.metadata_store import (
 from odradek.config import BrokerConfig
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 CLUSTER_ID_PATH = "/cluster/id"
 TOPICS_PATH = "/brokers/topics"
@@ -165,7 +167,8 @@ class ZooKeeperSession:
     :meth:`start` waits up to the connection timeout for a server, then fails with
     :class:`ZooKeeperUnreachableError`. When the session expires (kazoo's LOST state: its
     ephemeral znodes are gone), kazoo opens a new one; the hooks given to :meth:`on_new_session`
-    then run on a thread of kazoo's, to register again what the lost session held.
+    then run on a thread of kazoo's, to register again what the lost session held. Made and
+    closed by the broker (on its loop); :meth:`call` is safe from any thread.
     """
 
     def __init__(
@@ -228,6 +231,22 @@ class ZooKeeperSession:
                 f"{self.connection_timeout_ms} ms (zookeeper.connection.timeout.ms)"
             ) from None
 
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)``, retried while the connection is down (a ZooKeeper restart, a
+        network blip), for up to the connection timeout; then :class:`MetadataStoreError`.
+        A retried write may have landed before the connection broke: callers of writes check."""
+        retry = KazooRetry(
+            max_tries=-1, delay=0.05, max_delay=1.0, deadline=self.connection_timeout_ms / 1000
+        )
+        try:
+            result: T = retry(fn, *args, **kwargs)
+        except RetryFailedError as e:
+            raise ZooKeeperUnreachableError(
+                f"ZooKeeper at {self.hosts} did not answer within "
+                f"{self.connection_timeout_ms} ms (zookeeper.connection.timeout.ms)"
+            ) from e
+        return result
+
     @property
     def session_id(self) -> int:
         session_id: int = self.client.client_id[0]
@@ -277,6 +296,7 @@ class ZooKeeperMetadataStore:
     ) -> None:
         self.session = session
         self.zk = session.client
+        self._call = session.call
         self.node_id = node_id
         self._own_session = own_session
         self._topics: dict[str, TopicMetadata] = {}
@@ -288,12 +308,12 @@ class ZooKeeperMetadataStore:
         self._listed: set[str] = set()
         self._watched_partitions: dict[str, int] = {}
         for path in (TOPICS_PATH, TOPIC_CONFIGS_PATH, DELETE_TOPICS_PATH, "/brokers/ids"):
-            self.zk.ensure_path(path)
+            self._call(self.zk.ensure_path, path)
         self._cluster_id = self._read_or_create_cluster_id(cluster_id or new_cluster_id())
-        for name in self.zk.get_children(DELETE_TOPICS_PATH):
+        for name in self._call(self.zk.get_children, DELETE_TOPICS_PATH):
             log.warning("finishing the deletion of topic %s that a crash interrupted", name)
             self._delete_topic_znodes(name)
-        for name in self.zk.get_children(TOPICS_PATH):
+        for name in self._call(self.zk.get_children, TOPICS_PATH):
             self._load_topic(name)
 
     @classmethod
@@ -308,10 +328,15 @@ class ZooKeeperMetadataStore:
 
     def _read_or_create_cluster_id(self, proposed: str) -> str:
         try:
-            self.zk.create(CLUSTER_ID_PATH, _json({"version": "1", "id": proposed}), makepath=True)
+            self._call(
+                self.zk.create,
+                CLUSTER_ID_PATH,
+                _json({"version": "1", "id": proposed}),
+                makepath=True,
+            )
             return proposed
         except NodeExistsError:
-            data, _ = self.zk.get(CLUSTER_ID_PATH)
+            data, _ = self._call(self.zk.get, CLUSTER_ID_PATH)
             cluster_id: str = json.loads(data)["id"]
             return cluster_id
 
@@ -328,25 +353,27 @@ class ZooKeeperMetadataStore:
     def _load_topic(self, name: str) -> TopicMetadata | None:
         """Re-read one topic into the cache (None, and out of the cache, if it is gone)."""
         try:
-            data, stat = self.zk.get(topic_path(name))
+            data, stat = self._call(self.zk.get, topic_path(name))
         except NoNodeError:
             self._topics.pop(name, None)
             return None
         try:
-            configs = decode_topic_configs(self.zk.get(f"{TOPIC_CONFIGS_PATH}/{name}")[0])
+            configs = decode_topic_configs(
+                self._call(self.zk.get, f"{TOPIC_CONFIGS_PATH}/{name}")[0]
+            )
         except NoNodeError:
             configs = {}
         topic = decode_topic(name, data, configs)
         if "topic_id" not in json.loads(data):
             # As Kafka's controller does for topics made before topic ids: write one down.
             with contextlib.suppress(BadVersionError):
-                self.zk.set(topic_path(name), encode_topic(topic), version=stat.version)
+                self._call(self.zk.set, topic_path(name), encode_topic(topic), version=stat.version)
         self._topics[name] = topic
         return topic
 
     def reload(self) -> None:
         """Re-read every topic (the cache is otherwise kept by writes and watches)."""
-        names = set(self.zk.get_children(TOPICS_PATH))
+        names = set(self._call(self.zk.get_children, TOPICS_PATH))
         for gone in set(self._topics) - names:
             del self._topics[gone]
         for name in names:
@@ -359,36 +386,42 @@ class ZooKeeperMetadataStore:
                 f"{len(topic.replicas)} replica assignments"
             )
         config_path = f"{TOPIC_CONFIGS_PATH}/{topic.name}"
-        tx = self.zk.transaction()
-        # Config first, as Kafka writes them: a topic znode is never seen without its config.
-        tx.create(config_path, encode_topic_configs(topic.configs))
-        tx.create(topic_path(topic.name), encode_topic(topic))
-        results = tx.commit()
+
+        def create() -> list[object]:
+            tx = self.zk.transaction()
+            # Config first, as Kafka writes them: a topic znode is never seen without its config.
+            tx.create(config_path, encode_topic_configs(topic.configs))
+            tx.create(topic_path(topic.name), encode_topic(topic))
+            results: list[object] = tx.commit()
+            return results
+
+        # A retry after a create that landed finds the znodes: then it is an update, the same.
+        results = self._call(create)
         if any(isinstance(r, NodeExistsError) for r in results):
-            self.zk.set(config_path, encode_topic_configs(topic.configs))
-            self.zk.set(topic_path(topic.name), encode_topic(topic))
+            self._call(self.zk.set, config_path, encode_topic_configs(topic.configs))
+            self._call(self.zk.set, topic_path(topic.name), encode_topic(topic))
         elif any(isinstance(r, Exception) for r in results):
             raise MetadataStoreError(f"could not create topic {topic.name}: {results}")
         self._topics[topic.name] = topic
 
     def remove(self, name: str) -> None:
         with contextlib.suppress(NodeExistsError):
-            self.zk.create(f"{DELETE_TOPICS_PATH}/{name}", b"")
+            self._call(self.zk.create, f"{DELETE_TOPICS_PATH}/{name}", b"")
         self._delete_topic_znodes(name)
         self._topics.pop(name, None)
 
     def _delete_topic_znodes(self, name: str) -> None:
         with contextlib.suppress(NoNodeError):
-            self.zk.delete(topic_path(name), recursive=True)
+            self._call(self.zk.delete, topic_path(name), recursive=True)
         with contextlib.suppress(NoNodeError):
-            self.zk.delete(f"{TOPIC_CONFIGS_PATH}/{name}")
+            self._call(self.zk.delete, f"{TOPIC_CONFIGS_PATH}/{name}")
         with contextlib.suppress(NoNodeError):
-            self.zk.delete(f"{DELETE_TOPICS_PATH}/{name}")
+            self._call(self.zk.delete, f"{DELETE_TOPICS_PATH}/{name}")
 
     def set_partitions(
         self, name: str, count: int, new_replicas: Sequence[Sequence[int]] = ()
     ) -> TopicMetadata:
-        data, stat = self.zk.get(topic_path(name))
+        data, stat = self._call(self.zk.get, topic_path(name))
         topic = self._topics.get(name) or decode_topic(name, data, {})
         current = decode_topic(name, data, topic.configs)
         added = tuple(tuple(r) for r in new_replicas)
@@ -400,10 +433,12 @@ class ZooKeeperMetadataStore:
         updated = replace(
             current, topic_id=topic.topic_id, partitions=count, replicas=current.replicas + added
         )
-        try:
-            self.zk.set(topic_path(name), encode_topic(updated), version=stat.version)
-        except BadVersionError as e:
-            raise StaleVersionError(f"topic {name} changed while adding partitions") from e
+        path = topic_path(name)
+        data = encode_topic(updated)
+        if not self._conditional_write(
+            path, data, stat.version, self.zk.set, path, data, version=stat.version
+        ):
+            raise StaleVersionError(f"topic {name} changed while adding partitions")
         self._topics[name] = updated
         return updated
 
@@ -413,11 +448,12 @@ class ZooKeeperMetadataStore:
             raise MetadataStoreError(f"topic {name} does not exist")
         path = f"{TOPIC_CONFIGS_PATH}/{name}"
         try:
-            self.zk.set(path, encode_topic_configs(configs))
+            self._call(self.zk.set, path, encode_topic_configs(configs))
         except NoNodeError:
-            self.zk.create(path, encode_topic_configs(configs), makepath=True)
+            self._call(self.zk.create, path, encode_topic_configs(configs), makepath=True)
         # Kafka's brokers learn of config changes from these sequential notifications.
-        self.zk.create(
+        self._call(
+            self.zk.create,
             f"{CONFIG_CHANGES_PATH}/config_change_",
             _json({"version": 2, "entity_path": f"topics/{name}"}),
             sequence=True,
@@ -432,10 +468,10 @@ class ZooKeeperMetadataStore:
     def reserve_producer_ids(self, count: int) -> int:
         while True:
             try:
-                data, stat = self.zk.get(PRODUCER_ID_BLOCK_PATH)
+                data, stat = self._call(self.zk.get, PRODUCER_ID_BLOCK_PATH)
             except NoNodeError:
                 with contextlib.suppress(NodeExistsError):
-                    self.zk.create(PRODUCER_ID_BLOCK_PATH, b"")
+                    self._call(self.zk.create, PRODUCER_ID_BLOCK_PATH, b"")
                 continue
             first = int(json.loads(data)["block_end"]) + 1 if data else 0
             block = {
@@ -444,17 +480,19 @@ class ZooKeeperMetadataStore:
                 "block_start": str(first),
                 "block_end": str(first + count - 1),
             }
-            try:
-                self.zk.set(PRODUCER_ID_BLOCK_PATH, _json(block), version=stat.version)
-            except BadVersionError:
-                continue  # another broker took this block: take the next
-            return first
+            data = _json(block)
+            path = PRODUCER_ID_BLOCK_PATH
+            if self._conditional_write(
+                path, data, stat.version, self.zk.set, path, data, version=stat.version
+            ):
+                return first
+            # Another broker took this block: take the next.
 
     # -- partition state -------------------------------------------------------------------------
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         try:
-            data, stat = self.zk.get(partition_state_path(topic, partition))
+            data, stat = self._call(self.zk.get, partition_state_path(topic, partition))
         except NoNodeError:
             return None
         return decode_partition_state(data, stat.version)
@@ -464,16 +502,51 @@ class ZooKeeperMetadataStore:
     ) -> PartitionState:
         path = partition_state_path(topic, partition)
         data = encode_partition_state(state)
-        try:
-            if expected_version is None:
-                self.zk.create(path, data, makepath=True)
-                return replace(state, version=0)
-            stat = self.zk.set(path, data, version=expected_version)
-        except (NodeExistsError, BadVersionError, NoNodeError) as e:
+        if expected_version is None:
+            written = self._conditional_write(
+                path, data, -1, self.zk.create, path, data, makepath=True
+            )
+        else:
+            written = self._conditional_write(
+                path, data, expected_version, self.zk.set, path, data, version=expected_version
+            )
+        if not written:
             raise StaleVersionError(
                 f"partition state of {topic}-{partition} is not at version {expected_version}"
-            ) from e
-        return replace(state, version=stat.version)
+            )
+        return replace(state, version=0 if expected_version is None else expected_version + 1)
+
+    def _conditional_write(
+        self,
+        path: str,
+        data: bytes,
+        expected: int,
+        fn: Callable[..., Any],
+        *args: Any,
+        **kwargs: Any,
+    ) -> bool:
+        """Run a create (``expected`` -1) or a versioned set of ``data`` at ``path``; False if
+        another writer got there first. When the connection broke and the write was retried,
+        its conflict may be with itself (applied before the break): the znode then holds our
+        data at the next version, and that counts as written (Kafka checks the same way)."""
+        attempts = 0
+
+        def attempt() -> object:
+            nonlocal attempts
+            attempts += 1
+            return fn(*args, **kwargs)
+
+        try:
+            self._call(attempt)
+            return True
+        except (NodeExistsError, BadVersionError, NoNodeError):
+            if attempts == 1:
+                return False
+        try:
+            current, stat = self._call(self.zk.get, path)
+        except NoNodeError:
+            return False
+        return bool(current == data and stat.version == expected + 1)
 
     # -- change notification ---------------------------------------------------------------------
 
@@ -502,7 +575,7 @@ class ZooKeeperMetadataStore:
         """On the loop: bring the cache up to date, then tell the listeners."""
         if change.kind == "topics":
             if change.topic is None:
-                listed = set(self.zk.get_children(TOPICS_PATH))
+                listed = set(self._call(self.zk.get_children, TOPICS_PATH))
                 added, removed = listed - self._listed, self._listed - listed
                 self._listed = listed
                 for name in sorted(added):
