@@ -72,7 +72,6 @@ def test_registration_is_kafkas_broker_json(cluster: Cluster) -> None:
         "features": {},
         "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
         "endpoints": ["PLAINTEXT://127.0.0.1:9093"],
-        "rack": None,
         "jmx_port": -1,
         "host": "127.0.0.1",
         "port": 9093,
@@ -80,6 +79,13 @@ def test_registration_is_kafkas_broker_json(cluster: Cluster) -> None:
         "version": 5,
     }
     assert BrokerRegistration.from_json(3, data) == member.registration
+
+
+def test_a_rack_is_registered_when_set() -> None:
+    registration = BrokerRegistration(2, "h", 9092, rack="eu-1a")
+    info = json.loads(registration.to_json(0))
+    assert info["rack"] == "eu-1a"
+    assert BrokerRegistration.from_json(2, registration.to_json(0)) == registration
 
 
 def test_a_duplicate_broker_id_is_refused(cluster: Cluster) -> None:

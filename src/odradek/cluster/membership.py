@@ -3,9 +3,9 @@
 Znodes (Kafka's JSON)::
 
     /brokers/ids/<id>   ephemeral  {"features":{},"listener_security_protocol_map":{"PLAINTEXT":
-                                    "PLAINTEXT"},"endpoints":["PLAINTEXT://host:9092"],"rack":null,
+                                    "PLAINTEXT"},"endpoints":["PLAINTEXT://host:9092"],"rack":"r1",
                                     "jmx_port":-1,"host":"host","port":9092,"timestamp":"<ms>",
-                                    "version":5}
+                                    "version":5}   ("rack" only when broker.rack is set, as Kafka)
     /controller         ephemeral  {"version":1,"brokerid":1,"timestamp":"<ms>"}
     /controller_epoch   persistent "<epoch>" (a number as text)
 
@@ -69,22 +69,21 @@ class BrokerRegistration:
 
     def to_json(self, timestamp_ms: int) -> bytes:
         plaintext = self.security_protocol == "PLAINTEXT"
-        return json.dumps(
-            {
-                "features": {k: dict(v) for k, v in self.features.items()},
-                "listener_security_protocol_map": {self.listener_name: self.security_protocol},
-                "endpoints": [f"{self.listener_name}://{self.host}:{self.port}"],
-                "rack": self.rack,
-                "jmx_port": self.jmx_port,
-                # Kafka's top-level host and port are its first PLAINTEXT endpoint's, for old
-                # clients; without one, null and -1.
-                "host": self.host if plaintext else None,
-                "port": self.port if plaintext else -1,
-                "timestamp": str(timestamp_ms),
-                "version": REGISTRATION_VERSION,
-            },
-            separators=(",", ":"),
-        ).encode()
+        info: dict[str, object] = {
+            "features": {k: dict(v) for k, v in self.features.items()},
+            "listener_security_protocol_map": {self.listener_name: self.security_protocol},
+            "endpoints": [f"{self.listener_name}://{self.host}:{self.port}"],
+            "jmx_port": self.jmx_port,
+            # Kafka's top-level host and port are its first PLAINTEXT endpoint's, for old
+            # clients; without one, null and -1.
+            "host": self.host if plaintext else None,
+            "port": self.port if plaintext else -1,
+            "timestamp": str(timestamp_ms),
+            "version": REGISTRATION_VERSION,
+        }
+        if self.rack is not None:
+            info["rack"] = self.rack
+        return json.dumps(info, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, broker_id: int, data: bytes) -> BrokerRegistration:

@@ -3,7 +3,7 @@
 Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools read them)::
 
     /cluster/id                                   {"version":"1","id":"<22-char cluster id>"}
-    /brokers/topics/<topic>                       {"version":2,"partitions":{"0":[1,2,3]},
+    /brokers/topics/<topic>                       {"version":3,"partitions":{"0":[1,2,3]},
                                                    "adding_replicas":{},"removing_replicas":{},
                                                    "topic_id":"<22-char base64 topic id>"}
     /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":1,"leader":1,"version":1,
@@ -14,7 +14,9 @@ Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools r
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0",
                                                    "block_end":"999"}  (both ends inclusive)
 
-All paths are under the chroot of ``zookeeper.connect`` (``host:port/chroot``), created if absent.
+The topic znode is at version 3, as Kafka 3.x writes it with a topic id (2.8 wrote version 2
+with the same fields; both are read). All paths are under the chroot of ``zookeeper.connect``
+(``host:port/chroot``), created if absent.
 
 Crashes: a topic is created by one multi-op (its config and its assignment together); a topic's
 deletion first marks it under ``/admin/delete_topics``, and opening a store finishes deletions a
@@ -101,7 +103,7 @@ def partition_state_path(topic: str, partition: int) -> str:
 def encode_topic(topic: TopicMetadata) -> bytes:
     return _json(
         {
-            "version": 2,
+            "version": 3,
             "partitions": {str(p): list(r) for p, r in enumerate(topic.replicas)},
             "adding_replicas": {},
             "removing_replicas": {},
