@@ -134,6 +134,7 @@ def test_control_moves_when_the_controllers_session_closes(cluster: Cluster) -> 
     assert winner in (2, 3)
     assert second.controller_epoch == 2
     assert int(second.zk.get("/controller_epoch")[0]) == 2
+    assert any(c.controller_id == 1 and c.controller_epoch == 1 for c, _ in seen)  # before
     assert all(on_loop for _, on_loop in seen)
 
 

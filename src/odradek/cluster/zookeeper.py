@@ -235,7 +235,7 @@ class ZooKeeperSession:
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``, retried while the connection is down (a ZooKeeper restart, a
-        network blip), for up to the connection timeout; then :class:`MetadataStoreError`.
+        network blip), for up to the connection timeout; then :class:`ZooKeeperUnreachableError`.
         A retried write may have landed before the connection broke: callers of writes check."""
         retry = KazooRetry(
             max_tries=-1, delay=0.05, max_delay=1.0, deadline=self.connection_timeout_ms / 1000
