@@ -401,6 +401,30 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _at_least(1),
         ),
         ConfigDef("cluster.id", ConfigType.STRING, None, "cluster id (made on first start)"),
+        # A cluster's metadata store (odradek.cluster.zookeeper); unset: the single broker's file.
+        ConfigDef(
+            "zookeeper.connect",
+            ConfigType.STRING,
+            None,
+            "ZooKeeper's host:port[,host:port...][/chroot]",
+            read_only=True,
+        ),
+        ConfigDef(
+            "zookeeper.session.timeout.ms",
+            ConfigType.INT,
+            "18000",
+            "ZooKeeper session timeout",
+            _at_least(1),
+            True,
+        ),
+        ConfigDef(
+            "zookeeper.connection.timeout.ms",
+            ConfigType.INT,
+            None,
+            "how long to wait for ZooKeeper at start (unset: zookeeper.session.timeout.ms)",
+            _at_least(1),
+            True,
+        ),
         ConfigDef(
             "group.initial.rebalance.delay.ms",
             ConfigType.INT,
@@ -632,6 +656,12 @@ class BrokerConfig:
         return (
             broker_id if isinstance(broker_id, int) and broker_id >= 0 else self.get_int("node.id")
         )
+
+    @property
+    def zookeeper_connection_timeout_ms(self) -> int:
+        """Kafka's fallback: the session timeout when no connection timeout is set."""
+        value = self.get("zookeeper.connection.timeout.ms")
+        return value if isinstance(value, int) else self.get_int("zookeeper.session.timeout.ms")
 
     @property
     def log_dirs(self) -> list[Path]:

@@ -6,6 +6,10 @@ kafka-python) and asyncio clients alike can use it from the test. The pytest fix
 ``odradek_broker`` yields one per test; ``odradek_bootstrap`` is just its address.
 
 ``BrokerProcess`` runs ``odradek serve`` as a child process instead, for tests that kill it.
+
+``ZooKeeperServer`` runs a real ZooKeeper (Debian's ``zookeeper`` package) as a child process for
+the cluster tests; the fixture ``zookeeper`` shares one per test session and ``zookeeper_connect``
+gives each test a ``zookeeper.connect`` string with a chroot of its own.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -194,3 +200,146 @@ def odradek_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running
 @pytest.fixture
 def odradek_bootstrap(odradek_broker: RunningBroker) -> str:
     return odradek_broker.bootstrap
+
+
+ZOOKEEPER_SERVER_SH = Path("/usr/share/zookeeper/bin/zkServer.sh")
+_ZOOKEEPER_START_TIMEOUT_S = 60
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def zookeeper_four_letter_word(host: str, port: int, word: str, timeout: float = 2) -> str:
+    """Send one of ZooKeeper's four-letter commands (``ruok``, ``stat``, ...) and return the
+    answer ('' when nothing answers)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.sendall(word.encode())
+            chunks = []
+            while chunk := s.recv(4096):
+                chunks.append(chunk)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class ZooKeeperServer:
+    """A standalone ZooKeeper on a free port of 127.0.0.1 with its own data directory.
+
+    Started with ``zkServer.sh start-foreground`` (which execs Java, so the child process is the
+    server itself) from a generated ``zoo.cfg``. :meth:`kill` and :meth:`restart` keep the port
+    and the data directory, so a restarted server has the znodes (and the sessions) it had.
+    """
+
+    def __init__(self, directory: Path | None = None, tick_time_ms: int = 500) -> None:
+        self._own_dir = directory is None
+        self.directory = directory or Path(tempfile.mkdtemp(prefix="odradek-zk-"))
+        self.tick_time_ms = tick_time_ms
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def connect_string(self, chroot: str = "") -> str:
+        """``zookeeper.connect`` for this server, under ``chroot`` (e.g. ``/test-1``) if given."""
+        return self.connect + chroot
+
+    def start(self) -> ZooKeeperServer:
+        if not ZOOKEEPER_SERVER_SH.exists():
+            raise RuntimeError(
+                f"ZooKeeper is not installed ({ZOOKEEPER_SERVER_SH} is missing): the cluster "
+                "tests need Debian's zookeeper package; scripts/setup.sh installs it"
+            )
+        if self.port == 0:
+            self.port = free_port()
+        conf_dir = self.directory / "conf"
+        data_dir = self.directory / "data"
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        config = conf_dir / "zoo.cfg"
+        config.write_text(
+            f"tickTime={self.tick_time_ms}\n"
+            f"dataDir={data_dir}\n"
+            f"clientPort={self.port}\n"
+            "clientPortAddress=127.0.0.1\n"
+            "admin.enableServer=false\n"
+            "4lw.commands.whitelist=*\n"
+            # Sessions as short as two ticks, so that tests can let one expire quickly.
+            f"minSessionTimeout={2 * self.tick_time_ms}\n"
+        )
+        log_path = self.directory / "zookeeper.out"
+        with open(log_path, "ab") as out:
+            self.process = subprocess.Popen(
+                [str(ZOOKEEPER_SERVER_SH), "start-foreground", str(config)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={
+                    **os.environ,
+                    "ZOOCFGDIR": str(conf_dir),
+                    "ZOO_LOG_DIR": str(self.directory),
+                    "JMXDISABLE": "true",
+                },
+            )
+        deadline = time.monotonic() + _ZOOKEEPER_START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"ZooKeeper exited with {self.process.returncode} before answering:\n"
+                    + log_path.read_text(errors="replace")[-4000:]
+                )
+            # ruok answers imok before the server serves; srvr tells when it does.
+            if zookeeper_four_letter_word(
+                "127.0.0.1", self.port, "ruok"
+            ) == "imok" and "Mode:" in zookeeper_four_letter_word("127.0.0.1", self.port, "srvr"):
+                return self
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(
+            f"ZooKeeper did not answer ruok within {_ZOOKEEPER_START_TIMEOUT_S} s:\n"
+            + log_path.read_text(errors="replace")[-4000:]
+        )
+
+    def kill(self) -> None:
+        """kill -9: the server goes away at once; its data directory stays."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        if self.process is not None:
+            self.process.wait()
+        self.process = None
+
+    def restart(self) -> ZooKeeperServer:
+        """Kill and start again on the same port and data."""
+        self.kill()
+        return self.start()
+
+    def stop(self) -> None:
+        """Kill the server and remove its data directory (if this object made it)."""
+        self.kill()
+        if self._own_dir:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> ZooKeeperServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[ZooKeeperServer]:
+    """One ZooKeeper for the whole test session; use ``zookeeper_connect`` for a test's own
+    chroot. Tests that kill or restart ZooKeeper start a :class:`ZooKeeperServer` of their own."""
+    with ZooKeeperServer() as server:
+        yield server
+
+
+@pytest.fixture
+def zookeeper_connect(zookeeper: ZooKeeperServer) -> str:
+    """``zookeeper.connect`` with a chroot no other test uses."""
+    return zookeeper.connect_string(f"/odradek-test-{uuid.uuid4().hex[:12]}")

@@ -1,29 +1,164 @@
+"""Every metadata-store scenario, run against each engine: the local file store and ZooKeeper."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
 import json
+import threading
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from odradek.cluster.metadata_store import FILE_NAME, LocalMetadataStore, TopicMetadata
+import pytest
+
+from odradek.cluster.metadata_store import (
+    FILE_NAME,
+    LocalMetadataStore,
+    MetadataChange,
+    MetadataStore,
+    PartitionState,
+    StaleVersionError,
+    TopicMetadata,
+)
+from odradek.cluster.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
+
+NODE = 1
 
 
-def test_topics_survive_reopen(tmp_path: Path) -> None:
-    store = LocalMetadataStore(tmp_path)
+class Engine:
+    """Opens stores of one engine on one backing (a directory, or a ZooKeeper chroot)."""
+
+    def __init__(self, name: str, opener: Callable[[], MetadataStore]) -> None:
+        self.name = name
+        self._opener = opener
+        self._opened: list[MetadataStore] = []
+
+    def open(self) -> MetadataStore:
+        store = self._opener()
+        self._opened.append(store)
+        return store
+
+    def close_all(self) -> None:
+        for store in self._opened:
+            store.close()
+
+
+def zookeeper_store(connect: str) -> ZooKeeperMetadataStore:
+    session = ZooKeeperSession(connect, session_timeout_ms=6000).start()
+    return ZooKeeperMetadataStore(session, NODE, own_session=True)
+
+
+@pytest.fixture(params=["local", "zookeeper"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    if request.param == "local":
+        engine = Engine("local", lambda: LocalMetadataStore(tmp_path, node_id=NODE))
+    else:
+        connect: str = request.getfixturevalue("zookeeper_connect")
+        engine = Engine("zookeeper", lambda: zookeeper_store(connect))
+    yield engine
+    engine.close_all()
+
+
+def own(count: int) -> tuple[tuple[int, ...], ...]:
+    return ((NODE,),) * count
+
+
+def test_topics_round_trip_and_survive_reopen(engine: Engine) -> None:
+    store = engine.open()
     topic_id = uuid.uuid4()
-    store.put(TopicMetadata("orders", topic_id, 3, {"retention.ms": "1000"}))
-    store.set_partitions("orders", 5)
-    store.put(TopicMetadata("gone", uuid.uuid4(), 1))
+    store.put(TopicMetadata("orders", topic_id, 3, {"retention.ms": "1000"}, own(3)))
+    grown = store.set_partitions("orders", 5, [[NODE], [NODE]])
+    assert grown.partitions == 5 and grown.replicas == own(5)
+    store.set_configs("orders", {"cleanup.policy": "compact"})
+    store.put(TopicMetadata("gone", uuid.uuid4(), 1, {}, own(1)))
     store.remove("gone")
-
-    reopened = LocalMetadataStore(tmp_path)
-    assert reopened.cluster_id == store.cluster_id
-    assert reopened.topics == {
-        "orders": TopicMetadata("orders", topic_id, 5, {"retention.ms": "1000"})
+    expected = {
+        "orders": TopicMetadata("orders", topic_id, 5, {"cleanup.policy": "compact"}, own(5))
     }
+    assert dict(store.topics) == expected
+
+    store.close()
+    reopened = engine.open()
+    assert reopened.cluster_id == store.cluster_id
+    assert dict(reopened.topics) == expected
+    assert reopened.topics["orders"].replicas_of(4) == (NODE,)
 
 
-def test_cluster_id_is_kafka_shaped_and_kept(tmp_path: Path) -> None:
-    store = LocalMetadataStore(tmp_path)
-    assert len(store.cluster_id) == 22
-    assert LocalMetadataStore(tmp_path, cluster_id="other").cluster_id == store.cluster_id
+def test_cluster_id_is_kafka_shaped_and_kept(engine: Engine) -> None:
+    first = engine.open()
+    assert len(first.cluster_id) == 22
+    first.close()
+    assert engine.open().cluster_id == first.cluster_id
+
+
+def test_partition_state_compare_and_set(engine: Engine) -> None:
+    store = engine.open()
+    store.put(TopicMetadata("t", uuid.uuid4(), 1, {}, own(1)))
+    assert store.partition_state("t", 0) is None
+
+    created = store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 1), None)
+    assert created.version == 0
+    with pytest.raises(StaleVersionError):
+        store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 1), None)
+
+    moved = store.write_partition_state("t", 0, PartitionState(2, 1, (2,), 1), created.version)
+    assert moved.version == created.version + 1
+    with pytest.raises(StaleVersionError):  # written from a stale read
+        store.write_partition_state("t", 0, PartitionState(3, 1, (3,), 1), created.version)
+    with pytest.raises(StaleVersionError):  # no state yet: nothing to compare with
+        store.write_partition_state("t", 1, PartitionState(3, 1, (3,), 1), 0)
+
+    store.close()
+    assert engine.open().partition_state("t", 0) == PartitionState(2, 1, (2,), 1, moved.version)
+
+
+def test_producer_id_blocks_never_repeat_across_stores(engine: Engine) -> None:
+    first = engine.open()
+    a = first.reserve_producer_ids(1000)
+    b = first.reserve_producer_ids(1000)
+    first.close()
+    c = engine.open().reserve_producer_ids(1000)
+    starts = [a, b, c]
+    assert starts == sorted(set(starts))
+    assert all(y - x >= 1000 for x, y in itertools.pairwise(starts))
+
+
+def test_changes_are_told_on_the_loop(engine: Engine) -> None:
+    store = engine.open()
+
+    async def scenario() -> list[tuple[MetadataChange, bool]]:
+        loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
+        seen: list[tuple[MetadataChange, bool]] = []
+        got = asyncio.Event()
+
+        def listener(change: MetadataChange) -> None:
+            seen.append((change, threading.get_ident() == loop_thread))
+            if change.kind == "partition_state":
+                got.set()
+
+        store.add_listener(loop, listener)
+        await asyncio.sleep(0)  # the ZooKeeper store starts watching on the loop
+        store.put(TopicMetadata("t", uuid.uuid4(), 1, {}, own(1)))
+        await _until(lambda: any(c.topic == "t" for c, _ in seen))
+        store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 0), None)
+        await asyncio.wait_for(got.wait(), 10)
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert MetadataChange("partition_state", "t", 0) in [c for c, _ in seen]
+    assert all(on_loop for _, on_loop in seen)
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 10) -> None:
+    """Wait (on the loop) for what another thread will make true."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+# -- the local store's file --------------------------------------------------------------------
 
 
 def test_file_is_replaced_whole(tmp_path: Path) -> None:
@@ -31,4 +166,23 @@ def test_file_is_replaced_whole(tmp_path: Path) -> None:
     store.put(TopicMetadata("a", uuid.uuid4(), 1))
     state = json.loads((tmp_path / FILE_NAME).read_text())
     assert list(state["topics"]) == ["a"]
+    assert state["version"] == 2
     assert not (tmp_path / (FILE_NAME + ".tmp")).exists()
+
+
+def test_version_1_files_load_with_every_partition_on_this_node(tmp_path: Path) -> None:
+    topic_id = uuid.uuid4()
+    (tmp_path / FILE_NAME).write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "cluster_id": "AAAAAAAAAAAAAAAAAAAAAA",
+                "next_producer_id_block": 2000,
+                "topics": {"old": {"id": str(topic_id), "partitions": 2, "configs": {}}},
+            }
+        )
+    )
+    store = LocalMetadataStore(tmp_path, node_id=7)
+    assert store.topics["old"] == TopicMetadata("old", topic_id, 2, {}, ((7,), (7,)))
+    assert store.partition_state("old", 0) is None
+    assert store.reserve_producer_ids(10) == 2000

@@ -1,31 +1,144 @@
-"""The single broker's cluster metadata: which topics exist, their ids, partitions and configs.
+"""Cluster metadata behind one interface, and the single broker's engine for it.
 
-File format: ``odradek-metadata.json`` in the first log dir, a JSON object ``{"version": 1,
-"cluster_id": str, "next_producer_id_block": int, "topics": {name: {"id": uuid, "partitions": n,
-"configs": {}}}}``.
+:class:`MetadataStore` is what the broker needs of cluster metadata: the cluster id; topics (name,
+topic id, partition count, each partition's replica assignment, config overrides) and their
+creation, deletion, growth and config changes; producer-id blocks (Kafka's
+``/latest_producer_id_block``); each partition's state (leader, leader epoch, ISR, controller
+epoch) read and written with a versioned compare-and-set; and change notifications, delivered on
+the broker's event loop. Two engines implement it: :class:`LocalMetadataStore` here (one JSON
+file, a single broker) and ``odradek.cluster.zookeeper.ZooKeeperMetadataStore`` (Kafka's
+ZooKeeper layout, a cluster).
+
+File format of the local store: ``odradek-metadata.json`` in the first log dir, a JSON object
+``{"version": 2, "cluster_id": str, "next_producer_id_block": int, "topics": {name: {"id": uuid,
+"partitions": n, "replicas": [[node], ...], "configs": {}}}, "partition_states": {"topic/p":
+{"leader", "leader_epoch", "isr", "controller_epoch", "version"}}}``. Version 1 files (no
+``replicas``, no ``partition_states``) load: every partition is then assigned to this node.
 It is rewritten whole (temp file, fsync, rename) on every change, so a crash leaves the old or the
-new state, never a mix. Kafka keeps the same facts in ZooKeeper or KRaft; the ZooKeeper-backed
-store for clusters comes with the cluster issue. Called only from the broker's event loop.
+new state, never a mix. Called only from the broker's event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 FILE_NAME = "odradek-metadata.json"
+FORMAT_VERSION = 2
+
+
+class MetadataStoreError(Exception):
+    """The metadata store could not do what was asked (other than a version conflict)."""
+
+
+class StaleVersionError(MetadataStoreError):
+    """A compare-and-set write named a version that is no longer the current one (or asked to
+    create what already exists): someone else wrote first. Re-read and decide again."""
 
 
 @dataclass(frozen=True, slots=True)
 class TopicMetadata:
+    """A topic. ``replicas[p]`` is partition ``p``'s replica assignment (preferred leader first);
+    empty when the caller leaves the assignment to the store (the local store assigns every
+    partition to its own node)."""
+
     name: str
     topic_id: uuid.UUID
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
+    replicas: tuple[tuple[int, ...], ...] = ()
+
+    def replicas_of(self, partition: int) -> tuple[int, ...]:
+        return self.replicas[partition] if partition < len(self.replicas) else ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """A partition's leadership as the controller last wrote it (Kafka's
+    LeaderIsrAndControllerEpoch).
+
+    ``version`` is the store's version of this record (ZooKeeper's znode version): pass it back
+    to :meth:`MetadataStore.write_partition_state` so the write fails if anyone wrote since."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataChange:
+    """What changed, as told to a change listener. ``kind`` is ``"topics"`` (a topic created,
+    deleted, grown or reconfigured; ``topic`` names it, or is None when any may have) or
+    ``"partition_state"`` (``topic`` and ``partition`` name it)."""
+
+    kind: str
+    topic: str | None = None
+    partition: int | None = None
+
+
+ChangeListener = Callable[[MetadataChange], None]
+
+
+class MetadataStore(Protocol):
+    """Cluster metadata, read and written from the broker's event loop."""
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def topics(self) -> Mapping[str, TopicMetadata]:
+        """The topics as last read (kept current by the store; do not mutate)."""
+        ...
+
+    def put(self, topic: TopicMetadata) -> None:
+        """Create ``topic`` (or replace it, keeping its id)."""
+        ...
+
+    def remove(self, name: str) -> None:
+        """Delete a topic, its configs and its partitions' states (no error if it is gone)."""
+        ...
+
+    def set_partitions(
+        self, name: str, count: int, new_replicas: Sequence[Sequence[int]] = ()
+    ) -> TopicMetadata:
+        """Grow a topic to ``count`` partitions; ``new_replicas`` assigns the new ones."""
+        ...
+
+    def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
+        """Replace the topic's config overrides."""
+        ...
+
+    def reserve_producer_ids(self, count: int) -> int:
+        """The first of ``count`` producer ids no other call, on any broker, before or after a
+        restart, gets."""
+        ...
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        """The partition's state with its version, or None if none was written."""
+        ...
+
+    def write_partition_state(
+        self, topic: str, partition: int, state: PartitionState, expected_version: int | None
+    ) -> PartitionState:
+        """Write ``state`` if the stored version is ``expected_version`` (None: only if there is
+        no state yet). Returns it with its new version; raises :class:`StaleVersionError`."""
+        ...
+
+    def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
+        """Call ``listener`` on ``loop`` (via ``call_soon_threadsafe``) after each change, the
+        store's own writes included."""
+        ...
+
+    def close(self) -> None: ...
 
 
 def new_cluster_id() -> str:
@@ -48,62 +161,155 @@ def write_atomically(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
-class LocalMetadataStore:
-    """Topics of a single-broker cluster, kept in one JSON file."""
+class ChangeListeners:
+    """Listeners registered with a store, each called on its own loop (shared by both engines)."""
 
-    def __init__(self, directory: Path, cluster_id: str | None = None) -> None:
+    def __init__(self) -> None:
+        self._listeners: list[tuple[asyncio.AbstractEventLoop, ChangeListener]] = []
+
+    def add(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
+        self._listeners.append((loop, listener))
+
+    def notify(self, change: MetadataChange) -> None:
+        """Safe from any thread: the listeners run later, on their loops."""
+        for loop, listener in self._listeners:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(listener, change)
+
+
+class LocalMetadataStore:
+    """Topics, producer-id blocks and partition states of a single-broker cluster, in one JSON
+    file (format in the module doc)."""
+
+    def __init__(self, directory: Path, cluster_id: str | None = None, node_id: int = 1) -> None:
         self.path = directory / FILE_NAME
-        self.topics: dict[str, TopicMetadata] = {}
-        self.cluster_id = cluster_id or new_cluster_id()
+        self.node_id = node_id
+        self._topics: dict[str, TopicMetadata] = {}
+        self._states: dict[tuple[str, int], PartitionState] = {}
+        self._cluster_id = cluster_id or new_cluster_id()
         self.next_producer_id_block = 0
+        self._listeners = ChangeListeners()
         if self.path.exists():
             self._load()
         else:
             directory.mkdir(parents=True, exist_ok=True)
             self._save()
 
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def topics(self) -> Mapping[str, TopicMetadata]:
+        return self._topics
+
+    def _own(self, count: int) -> tuple[tuple[int, ...], ...]:
+        return ((self.node_id,),) * count
+
     def _load(self) -> None:
         state = json.loads(self.path.read_text())
-        self.cluster_id = state["cluster_id"]
+        self._cluster_id = state["cluster_id"]
         self.next_producer_id_block = int(state.get("next_producer_id_block", 0))
-        self.topics = {
-            name: TopicMetadata(name, uuid.UUID(t["id"]), int(t["partitions"]), dict(t["configs"]))
-            for name, t in state["topics"].items()
-        }
+        self._topics = {}
+        for name, t in state["topics"].items():
+            count = int(t["partitions"])
+            replicas = t.get("replicas")  # absent before format version 2
+            self._topics[name] = TopicMetadata(
+                name,
+                uuid.UUID(t["id"]),
+                count,
+                dict(t["configs"]),
+                tuple(tuple(r) for r in replicas) if replicas else self._own(count),
+            )
+        self._states = {}
+        for key, s in state.get("partition_states", {}).items():
+            topic, _, partition = key.rpartition("/")
+            self._states[(topic, int(partition))] = PartitionState(
+                s["leader"], s["leader_epoch"], tuple(s["isr"]), s["controller_epoch"], s["version"]
+            )
 
     def _save(self) -> None:
         state = {
-            "version": 1,
-            "cluster_id": self.cluster_id,
+            "version": FORMAT_VERSION,
+            "cluster_id": self._cluster_id,
             "next_producer_id_block": self.next_producer_id_block,
             "topics": {
-                t.name: {"id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
-                for t in self.topics.values()
+                t.name: {
+                    "id": str(t.topic_id),
+                    "partitions": t.partitions,
+                    "replicas": [list(r) for r in t.replicas],
+                    "configs": t.configs,
+                }
+                for t in self._topics.values()
+            },
+            "partition_states": {
+                f"{topic}/{partition}": {
+                    "leader": s.leader,
+                    "leader_epoch": s.leader_epoch,
+                    "isr": list(s.isr),
+                    "controller_epoch": s.controller_epoch,
+                    "version": s.version,
+                }
+                for (topic, partition), s in self._states.items()
             },
         }
         write_atomically(self.path, json.dumps(state, indent=1, sort_keys=True).encode())
 
     def reserve_producer_ids(self, count: int) -> int:
-        """The first of ``count`` producer ids no other call, before or after a restart, gets."""
         first = self.next_producer_id_block
         self.next_producer_id_block = first + count
         self._save()
         return first
 
     def put(self, topic: TopicMetadata) -> None:
-        self.topics[topic.name] = topic
+        if len(topic.replicas) != topic.partitions:
+            topic = replace(topic, replicas=self._own(topic.partitions))
+        self._topics[topic.name] = topic
         self._save()
+        self._listeners.notify(MetadataChange("topics", topic.name))
 
     def remove(self, name: str) -> None:
-        self.topics.pop(name, None)
+        self._topics.pop(name, None)
+        for key in [k for k in self._states if k[0] == name]:
+            del self._states[key]
         self._save()
+        self._listeners.notify(MetadataChange("topics", name))
 
-    def set_partitions(self, name: str, count: int) -> TopicMetadata:
-        topic = replace(self.topics[name], partitions=count)
+    def set_partitions(
+        self, name: str, count: int, new_replicas: Sequence[Sequence[int]] = ()
+    ) -> TopicMetadata:
+        topic = self._topics[name]
+        added = tuple(tuple(r) for r in new_replicas) or self._own(count - topic.partitions)
+        updated = replace(topic, partitions=count, replicas=topic.replicas + added)
+        self.put(updated)
+        return updated
+
+    def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
+        topic = replace(self._topics[name], configs=dict(configs))
         self.put(topic)
         return topic
 
-    def set_configs(self, name: str, configs: dict[str, str]) -> TopicMetadata:
-        topic = replace(self.topics[name], configs=dict(configs))
-        self.put(topic)
-        return topic
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        return self._states.get((topic, partition))
+
+    def write_partition_state(
+        self, topic: str, partition: int, state: PartitionState, expected_version: int | None
+    ) -> PartitionState:
+        current = self._states.get((topic, partition))
+        current_version = None if current is None else current.version
+        if current_version != expected_version:
+            raise StaleVersionError(
+                f"partition state of {topic}-{partition} is at version {current_version}, "
+                f"not {expected_version}"
+            )
+        written = replace(state, version=0 if current is None else current.version + 1)
+        self._states[(topic, partition)] = written
+        self._save()
+        self._listeners.notify(MetadataChange("partition_state", topic, partition))
+        return written
+
+    def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
+        self._listeners.add(loop, listener)
+
+    def close(self) -> None:
+        """Nothing to release: every change is already on disk."""

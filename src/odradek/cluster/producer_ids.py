@@ -6,13 +6,13 @@ same way), so a restart skips the rest of a block instead of writing on every id
 
 from __future__ import annotations
 
-from odradek.cluster.metadata_store import LocalMetadataStore
+from odradek.cluster.metadata_store import MetadataStore
 
 BLOCK_SIZE = 1000
 
 
 class ProducerIdManager:
-    def __init__(self, store: LocalMetadataStore) -> None:
+    def __init__(self, store: MetadataStore) -> None:
         self._store = store
         self._next = 0
         self._block_end = 0

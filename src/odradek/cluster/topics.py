@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 from odradek.clock import Clock
-from odradek.cluster.metadata_store import LocalMetadataStore, TopicMetadata
+from odradek.cluster.metadata_store import MetadataStore, TopicMetadata
 from odradek.cluster.partition import Partition
 from odradek.config import (
     TOPIC_CONFIGS,
@@ -90,7 +90,7 @@ class TopicManager:
     """Owns the set of topics and the :class:`Partition` objects the handlers use."""
 
     def __init__(
-        self, config: BrokerConfig, store: LocalMetadataStore, logs: LogManager, clock: Clock
+        self, config: BrokerConfig, store: MetadataStore, logs: LogManager, clock: Clock
     ) -> None:
         self.config = config
         self.store = store
@@ -186,7 +186,12 @@ class TopicManager:
             valid = validate_topic_configs(configs or {})
         except ConfigError as e:
             raise KafkaError(ErrorCode.invalid_config, str(e)) from e
-        topic = TopicMetadata(name, uuid.uuid4(), num_partitions, valid)
+        replicas = (
+            tuple(tuple(assignments[p]) for p in sorted(assignments))
+            if assignments
+            else ((self.config.node_id,),) * num_partitions
+        )
+        topic = TopicMetadata(name, uuid.uuid4(), num_partitions, valid, replicas)
         if validate_only:
             return topic
         self.store.put(topic)
@@ -269,7 +274,8 @@ class TopicManager:
             self._check_assignments(assignments)
         if validate_only:
             return
-        updated = self.store.set_partitions(name, count)
+        new_replicas = assignments or [[self.config.node_id]] * (count - topic.partitions)
+        updated = self.store.set_partitions(name, count, new_replicas)
         self._open_partitions(updated, range(topic.partitions, count))
 
     def set_topic_configs(

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 from odradek.clock import Clock, SystemClock
-from odradek.cluster.metadata_store import LocalMetadataStore
+from odradek.cluster.metadata_store import LocalMetadataStore, MetadataStore
 from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
@@ -35,7 +35,7 @@ class Broker:
         self.node_id = config.node_id
         self.log_dirs: list[Path] = config.log_dirs
         self.logs = LogManager(self.log_dirs, self.clock)
-        self.store: LocalMetadataStore | None = None
+        self.store: MetadataStore | None = None
         self._topics: TopicManager | None = None
         self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinatorRuntime | None = None
@@ -75,7 +75,7 @@ class Broker:
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
         cluster_id = self.config.raw("cluster.id")
-        self.store = LocalMetadataStore(self.log_dirs[0], cluster_id)
+        self.store = LocalMetadataStore(self.log_dirs[0], cluster_id, self.node_id)
         self._producer_ids = ProducerIdManager(self.store)
         self._topics = TopicManager(self.config, self.store, self.logs, self.clock)
         self._topics.open()

@@ -1,0 +1,637 @@
+"""Cluster metadata in ZooKeeper, in Kafka's own ZooKeeper layout.
+
+Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools read them)::
+
+    /cluster/id                                   {"version":"1","id":"<22-char cluster id>"}
+    /brokers/topics/<topic>                       {"version":3,"partitions":{"0":[1,2,3]},
+                                                   "adding_replicas":{},"removing_replicas":{},
+                                                   "topic_id":"<22-char base64 topic id>"}
+    /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":1,"leader":1,"version":1,
+                                                   "leader_epoch":0,"isr":[1,2,3]}
+    /config/topics/<topic>                        {"version":1,"config":{"retention.ms":"1000"}}
+    /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
+    /admin/delete_topics/<topic>                  (empty: the topic is being deleted)
+    /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0",
+                                                   "block_end":"999"}  (both ends inclusive)
+
+The topic znode is at version 3, as Kafka 3.x writes it with a topic id (2.8 wrote version 2
+with the same fields; both are read). All paths are under the chroot of ``zookeeper.connect``
+(``host:port/chroot``), created if absent.
+
+Crashes: a topic is created by one multi-op (its config and its assignment together); a topic's
+deletion first marks it under ``/admin/delete_topics``, and opening a store finishes deletions a
+crash interrupted. Partition states and producer-id blocks are written by compare-and-set on the
+znode version, so two writers never both succeed.
+
+Threads: :class:`ZooKeeperMetadataStore` is called from the broker's event loop; its calls block
+the loop for ZooKeeper round trips (milliseconds; they are admin operations and controller
+decisions, not the produce path). kazoo runs watches on its own threads: they only hand events to
+the loop with ``call_soon_threadsafe``; the topic cache is read and written on the loop alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry, RetryFailedError
+
+from odradek.cluster.metadata_store import (
+    ChangeListener,
+    ChangeListeners,
+    MetadataChange,
+    MetadataStoreError,
+    PartitionState,
+    StaleVersionError,
+    TopicMetadata,
+    new_cluster_id,
+)
+from odradek.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CLUSTER_ID_PATH = "/cluster/id"
+TOPICS_PATH = "/brokers/topics"
+TOPIC_CONFIGS_PATH = "/config/topics"
+CONFIG_CHANGES_PATH = "/config/changes"
+DELETE_TOPICS_PATH = "/admin/delete_topics"
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+
+
+class ZooKeeperUnreachableError(MetadataStoreError):
+    """No ZooKeeper server answered within ``zookeeper.connection.timeout.ms``."""
+
+
+# -- Kafka's znode formats -----------------------------------------------------------------------
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def kafka_uuid(value: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: the 16 bytes as URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions/{partition}/state"
+
+
+def encode_topic(topic: TopicMetadata) -> bytes:
+    return _json(
+        {
+            "version": 3,
+            "partitions": {str(p): list(r) for p, r in enumerate(topic.replicas)},
+            "adding_replicas": {},
+            "removing_replicas": {},
+            "topic_id": kafka_uuid(topic.topic_id),
+        }
+    )
+
+
+def decode_topic(name: str, data: bytes, configs: dict[str, str]) -> TopicMetadata:
+    """A topic znode; one written without a topic id (Kafka before 2.8) gets a fresh one."""
+    state = json.loads(data)
+    partitions = {int(p): tuple(r) for p, r in state.get("partitions", {}).items()}
+    replicas = tuple(partitions[p] for p in sorted(partitions))
+    topic_id = state.get("topic_id")
+    return TopicMetadata(
+        name,
+        parse_kafka_uuid(topic_id) if topic_id else uuid.uuid4(),
+        len(replicas),
+        configs,
+        replicas,
+    )
+
+
+def encode_partition_state(state: PartitionState) -> bytes:
+    return _json(
+        {
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": 1,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
+    )
+
+
+def decode_partition_state(data: bytes, version: int) -> PartitionState:
+    state = json.loads(data)
+    return PartitionState(
+        state["leader"],
+        state["leader_epoch"],
+        tuple(state["isr"]),
+        state["controller_epoch"],
+        version,
+    )
+
+
+def encode_topic_configs(configs: Mapping[str, str]) -> bytes:
+    return _json({"version": 1, "config": dict(configs)})
+
+
+def decode_topic_configs(data: bytes | None) -> dict[str, str]:
+    if not data:
+        return {}
+    return {k: str(v) for k, v in json.loads(data).get("config", {}).items()}
+
+
+# -- the session ---------------------------------------------------------------------------------
+
+
+class ZooKeeperSession:
+    """One broker's ZooKeeper session (a kazoo client), under the chroot of ``zookeeper.connect``.
+
+    :meth:`start` waits up to the connection timeout for a server, then fails with
+    :class:`ZooKeeperUnreachableError`. When the session expires (kazoo's LOST state: its
+    ephemeral znodes are gone), kazoo opens a new one; the hooks given to :meth:`on_new_session`
+    then run on a thread of kazoo's, to register again what the lost session held. Made and
+    closed by the broker (on its loop); :meth:`call` is safe from any thread.
+    """
+
+    def __init__(
+        self,
+        connect: str,
+        session_timeout_ms: int = 18_000,
+        connection_timeout_ms: int | None = None,
+    ) -> None:
+        self.connect = connect
+        hosts, slash, chroot = connect.partition("/")
+        self.hosts = hosts
+        self.chroot = (slash + chroot).rstrip("/")
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self.client = KazooClient(
+            hosts=connect,
+            timeout=session_timeout_ms / 1000,
+            # Kafka's client reconnects for as long as the broker runs, quickly: kazoo's default
+            # backoff grows to an hour between attempts.
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+        )
+        self._hooks: list[Callable[[], None]] = []
+        self._lost = threading.Event()
+        self._closing = threading.Event()
+        self.client.add_listener(self._state_changed)
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> ZooKeeperSession:
+        connect = config.raw("zookeeper.connect")
+        if not connect:
+            raise MetadataStoreError("zookeeper.connect is not set")
+        return cls(
+            connect,
+            config.get_int("zookeeper.session.timeout.ms"),
+            config.zookeeper_connection_timeout_ms,
+        )
+
+    def start(self) -> ZooKeeperSession:
+        timeout_s = self.connection_timeout_ms / 1000
+        if self.chroot:
+            # Kafka creates a missing chroot; a client inside it cannot, so one outside does.
+            outside = KazooClient(hosts=self.hosts, timeout=self.session_timeout_ms / 1000)
+            self._start_client(outside, timeout_s)
+            try:
+                outside.ensure_path(self.chroot)
+            finally:
+                outside.stop()
+                outside.close()
+        self._start_client(self.client, timeout_s)
+        return self
+
+    def _start_client(self, client: KazooClient, timeout_s: float) -> None:
+        try:
+            client.start(timeout=timeout_s)  # kazoo retries the servers until then
+        except KazooTimeoutError:
+            client.stop()
+            client.close()
+            raise ZooKeeperUnreachableError(
+                f"could not connect to ZooKeeper at {self.hosts} within "
+                f"{self.connection_timeout_ms} ms (zookeeper.connection.timeout.ms)"
+            ) from None
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)``, retried while the connection is down (a ZooKeeper restart, a
+        network blip), for up to the connection timeout; then :class:`ZooKeeperUnreachableError`.
+        A retried write may have landed before the connection broke: callers of writes check."""
+        retry = KazooRetry(
+            max_tries=-1, delay=0.05, max_delay=1.0, deadline=self.connection_timeout_ms / 1000
+        )
+        try:
+            result: T = retry(fn, *args, **kwargs)
+        except RetryFailedError as e:
+            raise ZooKeeperUnreachableError(
+                f"ZooKeeper at {self.hosts} did not answer within "
+                f"{self.connection_timeout_ms} ms (zookeeper.connection.timeout.ms)"
+            ) from e
+        return result
+
+    @property
+    def session_id(self) -> int:
+        session_id: int = self.client.client_id[0]
+        return session_id
+
+    def on_new_session(self, hook: Callable[[], None]) -> None:
+        self._hooks.append(hook)
+
+    def _state_changed(self, state: str) -> None:
+        # kazoo's connection thread: nothing here may block.
+        if state == KazooState.LOST:
+            if not self._closing.is_set():
+                log.warning(
+                    "ZooKeeper session expired: its ephemeral znodes are gone; "
+                    "waiting for a new session to register again"
+                )
+                self._lost.set()
+        elif state == KazooState.CONNECTED and self._lost.is_set():
+            self._lost.clear()
+            for hook in self._hooks:
+                self.client.handler.spawn(hook)
+
+    def close(self) -> None:
+        """End the session: its ephemeral znodes (registration, controller) go at once."""
+        self._closing.set()
+        self.client.stop()
+        self.client.close()
+
+
+# -- the store -----------------------------------------------------------------------------------
+
+
+class ZooKeeperMetadataStore:
+    """The cluster's metadata in ZooKeeper (layout and rules in the module doc).
+
+    ``topics`` is a cache, filled at open, updated by this store's writes and, once a listener
+    is added, by watches (handled on the listener's loop before the listener is told).
+    """
+
+    def __init__(
+        self,
+        session: ZooKeeperSession,
+        node_id: int,
+        cluster_id: str | None = None,
+        *,
+        own_session: bool = False,
+    ) -> None:
+        self.session = session
+        self.zk = session.client
+        self._call = session.call
+        self.node_id = node_id
+        self._own_session = own_session
+        self._topics: dict[str, TopicMetadata] = {}
+        self._listeners = ChangeListeners()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # A topic's watches stop when its token is replaced (deleted, grown, or made again).
+        self._watch_tokens: dict[str, object] = {}
+        # What the watches last showed (the cache may be ahead of them, by this store's writes).
+        self._listed: set[str] = set()
+        self._watched_partitions: dict[str, int] = {}
+        for path in (TOPICS_PATH, TOPIC_CONFIGS_PATH, DELETE_TOPICS_PATH, "/brokers/ids"):
+            self._call(self.zk.ensure_path, path)
+        self._cluster_id = self._read_or_create_cluster_id(cluster_id or new_cluster_id())
+        for name in self._call(self.zk.get_children, DELETE_TOPICS_PATH):
+            log.warning("finishing the deletion of topic %s that a crash interrupted", name)
+            self._delete_topic_znodes(name)
+        for name in self._call(self.zk.get_children, TOPICS_PATH):
+            self._load_topic(name)
+
+    @classmethod
+    def open(cls, config: BrokerConfig) -> ZooKeeperMetadataStore:
+        """Connect to ``zookeeper.connect`` with a session of the store's own."""
+        session = ZooKeeperSession.from_config(config).start()
+        try:
+            return cls(session, config.node_id, config.raw("cluster.id"), own_session=True)
+        except BaseException:
+            session.close()
+            raise
+
+    def _read_or_create_cluster_id(self, proposed: str) -> str:
+        try:
+            self._call(
+                self.zk.create,
+                CLUSTER_ID_PATH,
+                _json({"version": "1", "id": proposed}),
+                makepath=True,
+            )
+            return proposed
+        except NodeExistsError:
+            data, _ = self._call(self.zk.get, CLUSTER_ID_PATH)
+            cluster_id: str = json.loads(data)["id"]
+            return cluster_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def topics(self) -> Mapping[str, TopicMetadata]:
+        return self._topics
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    def _load_topic(self, name: str) -> TopicMetadata | None:
+        """Re-read one topic into the cache (None, and out of the cache, if it is gone)."""
+        try:
+            data, stat = self._call(self.zk.get, topic_path(name))
+        except NoNodeError:
+            self._topics.pop(name, None)
+            return None
+        try:
+            configs = decode_topic_configs(
+                self._call(self.zk.get, f"{TOPIC_CONFIGS_PATH}/{name}")[0]
+            )
+        except NoNodeError:
+            configs = {}
+        topic = decode_topic(name, data, configs)
+        if "topic_id" not in json.loads(data):
+            # As Kafka's controller does for topics made before topic ids: write one down.
+            with contextlib.suppress(BadVersionError):
+                self._call(self.zk.set, topic_path(name), encode_topic(topic), version=stat.version)
+        self._topics[name] = topic
+        return topic
+
+    def reload(self) -> None:
+        """Re-read every topic (the cache is otherwise kept by writes and watches)."""
+        names = set(self._call(self.zk.get_children, TOPICS_PATH))
+        for gone in set(self._topics) - names:
+            del self._topics[gone]
+        for name in names:
+            self._load_topic(name)
+
+    def put(self, topic: TopicMetadata) -> None:
+        if len(topic.replicas) != topic.partitions:
+            raise MetadataStoreError(
+                f"topic {topic.name} has {topic.partitions} partitions but "
+                f"{len(topic.replicas)} replica assignments"
+            )
+        config_path = f"{TOPIC_CONFIGS_PATH}/{topic.name}"
+
+        def create() -> list[object]:
+            tx = self.zk.transaction()
+            # Config first, as Kafka writes them: a topic znode is never seen without its config.
+            tx.create(config_path, encode_topic_configs(topic.configs))
+            tx.create(topic_path(topic.name), encode_topic(topic))
+            results: list[object] = tx.commit()
+            return results
+
+        # A retry after a create that landed finds the znodes: then it is an update, the same.
+        results = self._call(create)
+        if any(isinstance(r, NodeExistsError) for r in results):
+            self._call(self.zk.set, config_path, encode_topic_configs(topic.configs))
+            self._call(self.zk.set, topic_path(topic.name), encode_topic(topic))
+        elif any(isinstance(r, Exception) for r in results):
+            raise MetadataStoreError(f"could not create topic {topic.name}: {results}")
+        self._topics[topic.name] = topic
+
+    def remove(self, name: str) -> None:
+        with contextlib.suppress(NodeExistsError):
+            self._call(self.zk.create, f"{DELETE_TOPICS_PATH}/{name}", b"")
+        self._delete_topic_znodes(name)
+        self._topics.pop(name, None)
+
+    def _delete_topic_znodes(self, name: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            self._call(self.zk.delete, topic_path(name), recursive=True)
+        with contextlib.suppress(NoNodeError):
+            self._call(self.zk.delete, f"{TOPIC_CONFIGS_PATH}/{name}")
+        with contextlib.suppress(NoNodeError):
+            self._call(self.zk.delete, f"{DELETE_TOPICS_PATH}/{name}")
+
+    def set_partitions(
+        self, name: str, count: int, new_replicas: Sequence[Sequence[int]] = ()
+    ) -> TopicMetadata:
+        data, stat = self._call(self.zk.get, topic_path(name))
+        topic = self._topics.get(name) or decode_topic(name, data, {})
+        current = decode_topic(name, data, topic.configs)
+        added = tuple(tuple(r) for r in new_replicas)
+        if current.partitions + len(added) != count:
+            raise MetadataStoreError(
+                f"topic {name} has {current.partitions} partitions: growing it to {count} "
+                f"needs {count - current.partitions} replica assignments, not {len(added)}"
+            )
+        updated = replace(
+            current, topic_id=topic.topic_id, partitions=count, replicas=current.replicas + added
+        )
+        path = topic_path(name)
+        data = encode_topic(updated)
+        if not self._conditional_write(
+            path, data, stat.version, self.zk.set, path, data, version=stat.version
+        ):
+            raise StaleVersionError(f"topic {name} changed while adding partitions")
+        self._topics[name] = updated
+        return updated
+
+    def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
+        topic = self._topics.get(name) or self._load_topic(name)
+        if topic is None:
+            raise MetadataStoreError(f"topic {name} does not exist")
+        path = f"{TOPIC_CONFIGS_PATH}/{name}"
+        try:
+            self._call(self.zk.set, path, encode_topic_configs(configs))
+        except NoNodeError:
+            self._call(self.zk.create, path, encode_topic_configs(configs), makepath=True)
+        # Kafka's brokers learn of config changes from these sequential notifications.
+        self._call(
+            self.zk.create,
+            f"{CONFIG_CHANGES_PATH}/config_change_",
+            _json({"version": 2, "entity_path": f"topics/{name}"}),
+            sequence=True,
+            makepath=True,
+        )
+        updated = replace(topic, configs=dict(configs))
+        self._topics[name] = updated
+        return updated
+
+    # -- producer ids ----------------------------------------------------------------------------
+
+    def reserve_producer_ids(self, count: int) -> int:
+        while True:
+            try:
+                data, stat = self._call(self.zk.get, PRODUCER_ID_BLOCK_PATH)
+            except NoNodeError:
+                with contextlib.suppress(NodeExistsError):
+                    self._call(self.zk.create, PRODUCER_ID_BLOCK_PATH, b"")
+                continue
+            first = int(json.loads(data)["block_end"]) + 1 if data else 0
+            block = {
+                "version": 1,
+                "broker": self.node_id,
+                "block_start": str(first),
+                "block_end": str(first + count - 1),
+            }
+            data = _json(block)
+            path = PRODUCER_ID_BLOCK_PATH
+            if self._conditional_write(
+                path, data, stat.version, self.zk.set, path, data, version=stat.version
+            ):
+                return first
+            # Another broker took this block: take the next.
+
+    # -- partition state -------------------------------------------------------------------------
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        try:
+            data, stat = self._call(self.zk.get, partition_state_path(topic, partition))
+        except NoNodeError:
+            return None
+        return decode_partition_state(data, stat.version)
+
+    def write_partition_state(
+        self, topic: str, partition: int, state: PartitionState, expected_version: int | None
+    ) -> PartitionState:
+        path = partition_state_path(topic, partition)
+        data = encode_partition_state(state)
+        if expected_version is None:
+            written = self._conditional_write(
+                path, data, -1, self.zk.create, path, data, makepath=True
+            )
+        else:
+            written = self._conditional_write(
+                path, data, expected_version, self.zk.set, path, data, version=expected_version
+            )
+        if not written:
+            raise StaleVersionError(
+                f"partition state of {topic}-{partition} is not at version {expected_version}"
+            )
+        return replace(state, version=0 if expected_version is None else expected_version + 1)
+
+    def _conditional_write(
+        self,
+        path: str,
+        data: bytes,
+        expected: int,
+        fn: Callable[..., Any],
+        *args: Any,
+        **kwargs: Any,
+    ) -> bool:
+        """Run a create (``expected`` -1) or a versioned set of ``data`` at ``path``; False if
+        another writer got there first. When the connection broke and the write was retried,
+        its conflict may be with itself (applied before the break): the znode then holds our
+        data at the next version, and that counts as written (Kafka checks the same way)."""
+        attempts = 0
+
+        def attempt() -> object:
+            nonlocal attempts
+            attempts += 1
+            return fn(*args, **kwargs)
+
+        try:
+            self._call(attempt)
+            return True
+        except (NodeExistsError, BadVersionError, NoNodeError):
+            if attempts == 1:
+                return False
+        try:
+            current, stat = self._call(self.zk.get, path)
+        except NoNodeError:
+            return False
+        return bool(current == data and stat.version == expected + 1)
+
+    # -- change notification ---------------------------------------------------------------------
+
+    def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
+        self._listeners.add(loop, listener)
+        if self._loop is None:
+            self._loop = loop
+            loop.call_soon_threadsafe(self._start_watching)
+
+    def _start_watching(self) -> None:
+        """On the loop: watch the topic list, and each topic's znodes."""
+        self._listed = set(self._topics)
+        for name in self._listed:
+            self._watch_topic(name)
+        ChildrenWatch(self.zk, TOPICS_PATH, self._topic_list_changed)
+
+    def _to_loop(self, change: MetadataChange) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._apply, change)
+
+    def _topic_list_changed(self, children: list[str]) -> None:
+        self._to_loop(MetadataChange("topics"))
+
+    def _apply(self, change: MetadataChange) -> None:
+        """On the loop: bring the cache up to date, then tell the listeners."""
+        if change.kind == "topics":
+            if change.topic is None:
+                listed = set(self._call(self.zk.get_children, TOPICS_PATH))
+                added, removed = listed - self._listed, self._listed - listed
+                self._listed = listed
+                for name in sorted(added):
+                    if self._load_topic(name) is not None:
+                        self._watch_topic(name)
+                for name in sorted(removed):
+                    self._unwatch_topic(name)
+                    self._topics.pop(name, None)
+                for name in sorted(added | removed):
+                    self._listeners.notify(MetadataChange("topics", name))
+                return
+            topic = self._load_topic(change.topic)
+            if topic is None:
+                self._unwatch_topic(change.topic)
+            elif topic.partitions != self._watched_partitions.get(change.topic):
+                self._watch_topic(change.topic)  # watches for the new partitions' states
+        self._listeners.notify(change)
+
+    def _unwatch_topic(self, name: str) -> None:
+        self._watch_tokens.pop(name, None)
+        self._watched_partitions.pop(name, None)
+
+    def _watch_topic(self, name: str) -> None:
+        token = object()
+        self._watch_tokens[name] = token
+        topic = self._topics.get(name)
+        self._watched_partitions[name] = topic.partitions if topic else 0
+
+        def watch(path: str, change: MetadataChange) -> None:
+            first = True
+
+            def changed(data: bytes | None, stat: Any) -> bool | None:
+                nonlocal first
+                if self._watch_tokens.get(name) is not token:
+                    return False  # the topic is gone (or made anew, with watches of its own)
+                if first:
+                    first = False
+                else:
+                    self._to_loop(change)
+                return None
+
+            DataWatch(self.zk, path, changed)
+
+        watch(topic_path(name), MetadataChange("topics", name))
+        watch(f"{TOPIC_CONFIGS_PATH}/{name}", MetadataChange("topics", name))
+        for partition in range(topic.partitions if topic else 0):
+            watch(
+                partition_state_path(name, partition),
+                MetadataChange("partition_state", name, partition),
+            )
+
+    def close(self) -> None:
+        self._watch_tokens.clear()
+        self._watched_partitions.clear()
+        self._loop = None
+        if self._own_session:
+            self.session.close()

@@ -1,0 +1,253 @@
+"""The ZooKeeper store's own behaviour: Kafka's znode layout, watches across brokers, reconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient, KazooState
+
+from odradek.cluster.metadata_store import MetadataChange, PartitionState, TopicMetadata
+from odradek.cluster.zookeeper import (
+    DELETE_TOPICS_PATH,
+    ZooKeeperMetadataStore,
+    ZooKeeperSession,
+    ZooKeeperUnreachableError,
+)
+from odradek.config import BrokerConfig
+from odradek.testing import ZooKeeperServer, free_port
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 15) -> None:
+    """Poll for what ZooKeeper or kazoo's threads will make true."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def raw(zookeeper_connect: str) -> Iterator[KazooClient]:
+    """A plain kazoo client inside the test's chroot, to read znodes as Kafka's tools would."""
+    hosts, _, chroot = zookeeper_connect.partition("/")
+    outside = KazooClient(hosts=hosts)
+    outside.start(timeout=10)
+    outside.ensure_path("/" + chroot)
+    outside.stop()
+    outside.close()
+    client = KazooClient(hosts=zookeeper_connect)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+def open_store(connect: str, node_id: int = 1) -> ZooKeeperMetadataStore:
+    config = BrokerConfig(
+        {
+            "zookeeper.connect": connect,
+            "broker.id": str(node_id),
+            "zookeeper.session.timeout.ms": "6000",
+        }
+    )
+    return ZooKeeperMetadataStore.open(config)
+
+
+def znode(client: KazooClient, path: str) -> Any:
+    data, _ = client.get(path)
+    return json.loads(data)
+
+
+def test_znodes_are_kafkas(zookeeper_connect: str, raw: KazooClient) -> None:
+    store = open_store(zookeeper_connect)
+    try:
+        topic_id = uuid.uuid4()
+        store.put(
+            TopicMetadata("orders", topic_id, 2, {"retention.ms": "1000"}, ((1, 2, 3), (2, 3, 1)))
+        )
+        store.write_partition_state("orders", 0, PartitionState(1, 4, (1, 2), 7), None)
+        store.set_configs("orders", {"retention.ms": "2000"})
+        first = store.reserve_producer_ids(1000)
+
+        assert znode(raw, "/cluster/id") == {"version": "1", "id": store.cluster_id}
+        assert znode(raw, "/brokers/topics/orders") == {
+            "version": 3,  # Kafka 3.x's, with a topic id
+            "partitions": {"0": [1, 2, 3], "1": [2, 3, 1]},
+            "adding_replicas": {},
+            "removing_replicas": {},
+            # Kafka's Uuid.toString: URL-safe base64, no padding.
+            "topic_id": base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("="),
+        }
+        assert znode(raw, "/brokers/topics/orders/partitions/0/state") == {
+            "controller_epoch": 7,
+            "leader": 1,
+            "version": 1,
+            "leader_epoch": 4,
+            "isr": [1, 2],
+        }
+        assert znode(raw, "/config/topics/orders") == {
+            "version": 1,
+            "config": {"retention.ms": "2000"},
+        }
+        [change] = raw.get_children("/config/changes")
+        assert change.startswith("config_change_")
+        assert znode(raw, f"/config/changes/{change}") == {
+            "version": 2,
+            "entity_path": "topics/orders",
+        }
+        assert znode(raw, "/latest_producer_id_block") == {
+            "version": 1,
+            "broker": 1,
+            "block_start": str(first),
+            "block_end": str(first + 999),
+        }
+
+        store.remove("orders")
+        assert not raw.exists("/brokers/topics/orders")
+        assert not raw.exists("/config/topics/orders")
+        assert raw.get_children(DELETE_TOPICS_PATH) == []
+    finally:
+        store.close()
+
+
+def test_topics_written_by_kafka_are_read(zookeeper_connect: str, raw: KazooClient) -> None:
+    """A topic as Kafka before 2.8 left it (no topic id): read, and given an id that sticks."""
+    open_store(zookeeper_connect).close()  # makes the layout's parents
+    raw.create("/config/topics/legacy", b'{"version":1,"config":{"cleanup.policy":"compact"}}')
+    raw.create("/brokers/topics/legacy", b'{"version":1,"partitions":{"1":[2],"0":[1]}}')
+    store = open_store(zookeeper_connect)
+    try:
+        topic = store.topics["legacy"]
+        assert topic.replicas == ((1,), (2,))
+        assert topic.configs == {"cleanup.policy": "compact"}
+        again = open_store(zookeeper_connect)
+        assert again.topics["legacy"].topic_id == topic.topic_id
+        again.close()
+    finally:
+        store.close()
+
+
+def test_an_interrupted_deletion_is_finished_at_open(
+    zookeeper_connect: str, raw: KazooClient
+) -> None:
+    store = open_store(zookeeper_connect)
+    store.put(TopicMetadata("doomed", uuid.uuid4(), 1, {}, ((1,),)))
+    store.close()
+    raw.create(f"{DELETE_TOPICS_PATH}/doomed", b"")  # as if a crash came right after marking
+
+    reopened = open_store(zookeeper_connect)
+    try:
+        assert "doomed" not in reopened.topics
+        assert not raw.exists("/brokers/topics/doomed")
+        assert raw.get_children(DELETE_TOPICS_PATH) == []
+    finally:
+        reopened.close()
+
+
+def test_producer_id_blocks_unique_between_brokers_at_once(zookeeper_connect: str) -> None:
+    stores = [open_store(zookeeper_connect, node_id) for node_id in (1, 2)]
+    starts: list[int] = []
+    lock = threading.Lock()
+
+    def reserve(store: ZooKeeperMetadataStore) -> None:
+        for _ in range(15):
+            first = store.reserve_producer_ids(1000)
+            with lock:
+                starts.append(first)
+
+    try:
+        threads = [threading.Thread(target=reserve, args=(s,)) for s in stores]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for s in stores:
+            s.close()
+    assert sorted(starts) == [i * 1000 for i in range(30)]
+
+
+def test_another_brokers_changes_reach_the_loop(zookeeper_connect: str) -> None:
+    watcher = open_store(zookeeper_connect)
+    writer = open_store(zookeeper_connect, node_id=2)
+
+    async def scenario() -> list[MetadataChange]:
+        loop = asyncio.get_running_loop()
+        seen: list[MetadataChange] = []
+        watcher.add_listener(loop, seen.append)
+        await asyncio.sleep(0)
+
+        async def until(condition: Callable[[], bool]) -> None:
+            async with asyncio.timeout(15):
+                while not condition():
+                    await asyncio.sleep(0.01)
+
+        writer.put(TopicMetadata("t", uuid.uuid4(), 1, {}, ((1,),)))
+        await until(lambda: "t" in watcher.topics)
+        writer.set_partitions("t", 2, [[2]])
+        await until(lambda: watcher.topics["t"].partitions == 2)
+        writer.set_configs("t", {"retention.ms": "5"})
+        await until(lambda: watcher.topics["t"].configs == {"retention.ms": "5"})
+        # The grown partition's state is watched too.
+        writer.write_partition_state("t", 1, PartitionState(2, 0, (2,), 1), None)
+        await until(lambda: MetadataChange("partition_state", "t", 1) in seen)
+        writer.remove("t")
+        await until(lambda: "t" not in watcher.topics)
+        return seen
+
+    try:
+        seen = asyncio.run(scenario())
+    finally:
+        watcher.close()
+        writer.close()
+    assert MetadataChange("topics", "t") in seen
+
+
+def test_unreachable_zookeeper_fails_clearly_after_the_connection_timeout() -> None:
+    port = free_port()
+    session = ZooKeeperSession(f"127.0.0.1:{port}", 6000, connection_timeout_ms=700)
+    started = time.monotonic()
+    with pytest.raises(ZooKeeperUnreachableError, match=r"within 700 ms"):
+        session.start()
+    assert time.monotonic() - started < 10
+
+
+def test_store_reconnects_after_a_zookeeper_restart() -> None:
+    with ZooKeeperServer() as server:
+        store = open_store(server.connect_string("/restart"))
+        states: list[str] = []
+        store.zk.add_listener(states.append)
+        try:
+            store.put(TopicMetadata("before", uuid.uuid4(), 1, {}, ((1,),)))
+            server.restart()
+            wait_for(lambda: states[-2:] == [KazooState.SUSPENDED, KazooState.CONNECTED])
+            store.put(TopicMetadata("after", uuid.uuid4(), 1, {}, ((1,),)))
+            other = open_store(server.connect_string("/restart"))
+            assert set(other.topics) == {"before", "after"}
+            other.close()
+        finally:
+            store.close()
+
+
+def test_a_write_while_zookeeper_is_down_waits_for_it() -> None:
+    with ZooKeeperServer() as server:
+        store = open_store(server.connect_string("/down"))
+        try:
+            first = store.reserve_producer_ids(1000)
+            server.kill()
+            comeback = threading.Thread(target=server.start)
+            comeback.start()
+            # Retried until ZooKeeper is back (within zookeeper.connection.timeout.ms).
+            second = store.reserve_producer_ids(1000)
+            comeback.join()
+            assert second == first + 1000
+            assert store.partition_state("nothing", 0) is None
+        finally:
+            store.close()
