@@ -17,8 +17,11 @@ NOW = 1_700_000_000_000
 
 
 def partition(tmp_path: Path, config: LogConfig | None = None, **kwargs: int) -> Partition:
-    log = PartitionLog.open(tmp_path / "t-0", config or LogConfig(), ManualClock())
-    return Partition("t", 0, log, **kwargs)
+    clock = ManualClock()
+    log = PartitionLog.open(tmp_path / "t-0", config or LogConfig(), clock)
+    p = Partition("t", 0, log, local_id=1, clock=clock, **kwargs)
+    p.make_leader(0, (1,), (1,), 0)
+    return p
 
 
 def records(count: int) -> bytes:
@@ -67,3 +70,95 @@ def test_an_append_wakes_the_waiters_once(tmp_path: Path) -> None:
     p.append_as_leader(records(1), 1, NOW)
     p.append_as_leader(records(1), 1, NOW)
     assert woken == [1]
+
+
+def replicated_pair(tmp_path: Path, **kwargs: int) -> tuple[Partition, Partition, ManualClock]:
+    """Broker 1 leading, broker 2 following, in epoch 3, both in the ISR."""
+    clock = ManualClock()
+    leader = Partition(
+        "t",
+        0,
+        PartitionLog.open(tmp_path / "a" / "t-0", LogConfig(), clock),
+        local_id=1,
+        clock=clock,
+        replica_lag_time_max_ms=10_000,
+        **kwargs,
+    )
+    follower = Partition(
+        "t",
+        0,
+        PartitionLog.open(tmp_path / "b" / "t-0", LogConfig(), clock),
+        local_id=2,
+        clock=clock,
+    )
+    leader.make_leader(3, (1, 2), (1, 2), 0)
+    follower.make_follower(1, 3, (1, 2), (1, 2))
+    return leader, follower, clock
+
+
+def copy_to(follower: Partition, leader: Partition) -> None:
+    """One round of the follower's fetch: read from its log end, append, take the HW."""
+    leader.follower_fetched(2, follower.log.log_end_offset)
+    piece = (
+        leader.log.read(follower.log.log_end_offset, 1 << 20)
+        if (follower.log.log_end_offset < leader.log.log_end_offset)
+        else None
+    )
+    if piece is not None:
+        follower.append_as_follower(piece.read_bytes())
+    follower.follow_high_watermark(leader.high_watermark)
+
+
+def test_the_high_watermark_waits_for_the_follower(tmp_path: Path) -> None:
+    leader, follower, _ = replicated_pair(tmp_path)
+    leader.append_as_leader(records(2), -1, NOW)
+    assert leader.high_watermark == 0
+    assert leader.replicated(2) is None
+    copy_to(follower, leader)  # the follower gets the batch
+    assert follower.log.log_end_offset == 2 and leader.high_watermark == 0
+    copy_to(follower, leader)  # its next fetch tells the leader it has it
+    assert leader.high_watermark == 2
+    assert leader.replicated(2) == ErrorCode.none
+    copy_to(follower, leader)
+    assert follower.high_watermark == 2
+    assert [e.epoch for e in follower.log.leader_epochs] == [3]
+
+
+def test_a_follower_refuses_produce_and_the_epochs_are_checked(tmp_path: Path) -> None:
+    leader, follower, _ = replicated_pair(tmp_path)
+    with pytest.raises(KafkaError) as caught:
+        follower.append_as_leader(records(1), 1, NOW)
+    assert caught.value.code == ErrorCode.not_leader_or_follower
+    assert leader.check_leader_epoch(3) == ErrorCode.none
+    assert leader.check_leader_epoch(-1) == ErrorCode.none
+    assert leader.check_leader_epoch(2) == ErrorCode.fenced_leader_epoch
+    assert leader.check_leader_epoch(4) == ErrorCode.unknown_leader_epoch
+    with pytest.raises(KafkaError) as caught:
+        leader.follower_fetched(7, 0)  # no replica of the partition
+    assert caught.value.code == ErrorCode.not_leader_or_follower
+
+
+def test_a_lagging_follower_is_proposed_out_of_the_isr_and_back_in(tmp_path: Path) -> None:
+    leader, follower, clock = replicated_pair(tmp_path)
+    leader.append_as_leader(records(1), 1, NOW)
+    assert leader.propose_isr_change() is None
+    clock.advance(10_001)
+    proposal = leader.propose_isr_change()
+    assert proposal is not None and proposal.isr == (1,)
+    leader.isr_written(proposal.isr, proposal.leader_epoch, proposal.zk_version + 1)
+    assert leader.high_watermark == 1  # the leader alone is the ISR now
+    copy_to(follower, leader)
+    copy_to(follower, leader)
+    proposal = leader.propose_isr_change()
+    assert proposal is not None and proposal.isr == (1, 2)
+
+
+def test_losing_leadership_answers_parked_produces(tmp_path: Path) -> None:
+    leader, _, _ = replicated_pair(tmp_path)
+    leader.append_as_leader(records(1), -1, NOW)
+    woken: list[int] = []
+    leader.add_waiter(lambda: woken.append(1))
+    assert leader.make_follower(2, 4, (1, 2), (2,)) is True
+    assert woken == [1]
+    assert leader.replicated(1) == ErrorCode.not_leader_or_follower
+    assert leader.make_follower(2, 3, (1, 2), (2,)) is False  # an older state changes nothing

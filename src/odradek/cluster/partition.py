@@ -1,31 +1,41 @@
-"""One partition as the broker serves it: its log, high watermark, and readers waiting for data."""
+"""One partition as this broker hosts it: its log, its role (leader or follower), its high
+watermark, and the requests parked on it."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
+from odradek.clock import Clock
+from odradek.cluster.isr import IsrProposal, IsrTracker
 from odradek.cluster.producer_state import NO_PRODUCER_ID, ProducerStateTable
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import BatchHeader
+from odradek.protocol.record_batch import BatchHeader, InvalidBatch, validate_batches
 from odradek.storage import AppendInfo, PartitionLog
 from odradek.storage.validator import validate_for_leader
 
 # Producer state is rebuilt from this many newest segments; a producer whose last batch is older
 # is treated as new, as Kafka treats one whose state expired.
 _PRODUCER_STATE_SEGMENTS = 2
+NO_LEADER = -1
 
 
 class Partition:
-    """A partition led by this broker.
+    """A partition hosted by this broker, as its leader or as a follower (Kafka's ``Partition``).
 
-    The append policy of a leader lives here, as in Kafka's ``Partition.appendRecordsToLeader``:
+    As leader, the append policy lives here, as in Kafka's ``appendRecordsToLeader``:
     ``min.insync.replicas`` for acks=all, validation by the topic's policy
     (:func:`~odradek.storage.validator.validate_for_leader`), idempotent producers' sequences, then
-    the log. With one replica the in-sync set is this broker alone and the high watermark is the
-    log end offset; replication moves it only when the in-sync replicas have a record. Requests
-    parked in the purgatory (Fetch long-polls, acks=all produces) register a callback that the
-    next append or high watermark move calls once. Called on the broker's event loop only.
+    the log; the followers' fetches feed an :class:`~odradek.cluster.isr.IsrTracker`, which moves
+    the high watermark (the smallest log end offset in the ISR) and proposes ISR changes. With one
+    replica the ISR is this broker alone and the high watermark follows every append. As
+    follower, batches copied from the leader are appended with their offsets and epochs, and the
+    high watermark is the leader's, as far as this log reaches.
+
+    The role comes from the partition's state (leader, leader epoch, ISR) as the controller or
+    the local store wrote it: :meth:`make_leader` and :meth:`make_follower`. Requests parked in the
+    purgatory (Fetch long-polls, acks=all produces) register a callback that the next append, high
+    watermark move or role change calls once. Called on the broker's event loop only.
     """
 
     def __init__(
@@ -33,47 +43,163 @@ class Partition:
         topic: str,
         index: int,
         log: PartitionLog,
-        leader_epoch: int = 0,
+        *,
+        local_id: int,
+        clock: Clock,
+        replica_lag_time_max_ms: int = 30_000,
         min_insync_replicas: int = 1,
     ) -> None:
         self.topic = topic
         self.index = index
         self.log = log
-        self.leader_epoch = leader_epoch
-        self.min_insync_replicas = min_insync_replicas
-        self.high_watermark = log.log_end_offset
+        self.local_id = local_id
+        self.clock = clock
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._min_insync_replicas = min_insync_replicas
+        self.leader_id = NO_LEADER
+        self.leader_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        # The ISR as last written, for Metadata; the leader's tracker has the live one.
+        self.isr: tuple[int, ...] = ()
+        self._tracker: IsrTracker | None = None
         self._waiters: list[Callable[[], None]] = []
         self._producers: ProducerStateTable | None = None
 
     @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def is_leader(self) -> bool:
+        return self._tracker is not None
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self._min_insync_replicas
+
+    @min_insync_replicas.setter
+    def min_insync_replicas(self, value: int) -> None:
+        self._min_insync_replicas = value
+        if self._tracker is not None:
+            self._tracker.min_insync_replicas = value
+
+    # -- roles ---------------------------------------------------------------------------------
+
+    def make_leader(
+        self, leader_epoch: int, replicas: Iterable[int], isr: Iterable[int], zk_version: int
+    ) -> bool:
+        """Lead in ``leader_epoch`` (Kafka's makeLeader): the epoch starts at the log end, the
+        followers' positions are unknown until they fetch. Returns False (and changes nothing)
+        for a state older than the one held."""
+        if leader_epoch < self.leader_epoch:
+            return False
+        self.replicas = tuple(replicas)
+        self.isr = tuple(isr)
+        log = self.log
+        if self._tracker is not None and leader_epoch == self.leader_epoch:
+            self._isr_changed(self.isr, leader_epoch, zk_version)
+            return True
+        log.assign_epoch_start_offset(leader_epoch, log.log_end_offset)
+        if self._tracker is None:
+            self._tracker = IsrTracker(
+                self.clock,
+                leader_id=self.local_id,
+                replicas=self.replicas,
+                isr=self.isr,
+                leader_epoch=leader_epoch,
+                zk_version=zk_version,
+                leader_epoch_start_offset=log.log_end_offset,
+                log_end_offset=log.log_end_offset,
+                high_watermark=log.high_watermark,
+                replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                min_insync_replicas=self._min_insync_replicas,
+            )
+        else:
+            self._tracker.reelected(
+                replicas=self.replicas,
+                isr=self.isr,
+                leader_epoch=leader_epoch,
+                zk_version=zk_version,
+                leader_epoch_start_offset=log.log_end_offset,
+                log_end_offset=log.log_end_offset,
+            )
+        self.leader_id = self.local_id
+        self.leader_epoch = leader_epoch
+        log.update_high_watermark(self._tracker.high_watermark)
+        self._wake()
+        return True
+
+    def make_follower(
+        self, leader_id: int, leader_epoch: int, replicas: Iterable[int], isr: Iterable[int]
+    ) -> bool:
+        """Follow ``leader_id`` (or wait for a leader, ``NO_LEADER``) in ``leader_epoch``.
+        Returns whether the leader or epoch changed, i.e. whether the fetcher must find where
+        this log diverges from the new leader's before fetching again."""
+        if leader_epoch < self.leader_epoch:
+            return False
+        self.replicas = tuple(replicas)
+        self.isr = tuple(isr)
+        changed = leader_epoch != self.leader_epoch or leader_id != self.leader_id
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        if self._tracker is not None:
+            self._tracker = None
+        self._wake()  # parked produces answer NOT_LEADER_OR_FOLLOWER, parked fetches return
+        return changed
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """A client's idea of the epoch against ours (KIP-320): older → FENCED_LEADER_EPOCH,
+        newer → UNKNOWN_LEADER_EPOCH (this broker has not heard of it yet), -1 → no check."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return ErrorCode.none
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        return ErrorCode.unknown_leader_epoch
+
+    def _leader_tracker(self) -> IsrTracker:
+        if self._tracker is None:
+            raise KafkaError(
+                ErrorCode.not_leader_or_follower,
+                f"broker {self.local_id} is not the leader of {self.name} "
+                f"(leader {self.leader_id}, epoch {self.leader_epoch})",
+            )
+        return self._tracker
+
+    # -- leader --------------------------------------------------------------------------------
+
+    @property
     def in_sync_replicas(self) -> int:
-        """How many replicas are in sync: this broker only, until partitions are replicated."""
-        return 1
+        return len(self._tracker.isr) if self._tracker is not None else 0
 
     def append_as_leader(
         self, records: bytes | memoryview | None, required_acks: int, now_ms: int
     ) -> AppendInfo:
         """Validate and append a producer's record set; raises :class:`KafkaError` (or its
         subclass :class:`~odradek.storage.validator.RecordsRejected`) when it is refused."""
-        if required_acks == -1 and self.in_sync_replicas < self.min_insync_replicas:
+        tracker = self._leader_tracker()
+        error = tracker.append_error(required_acks)
+        if error is not None:
             raise KafkaError(
-                ErrorCode.not_enough_replicas,
-                f"{self.in_sync_replicas} in-sync replica(s) of {self.topic}-{self.index} is "
-                f"below min.insync.replicas={self.min_insync_replicas}",
+                error,
+                f"{len(tracker.isr)} in-sync replica(s) of {self.name} is below "
+                f"min.insync.replicas={tracker.min_insync_replicas}",
             )
-        valid = validate_for_leader(records, self.log.config, now_ms, f"{self.topic}-{self.index}")
+        valid = validate_for_leader(records, self.log.config, now_ms, self.name)
         return self.append(valid.buffer, valid.headers, valid.log_append_time)
 
     def replicated(self, required_offset: int) -> ErrorCode | None:
         """An acks=all produce's answer once the high watermark reached ``required_offset`` (the
-        offset after its last record), None while it has not: as Kafka's
-        ``checkEnoughReplicasReachOffset``, the in-sync set may have shrunk below
-        ``min.insync.replicas`` meanwhile."""
-        if self.high_watermark < required_offset:
-            return None
-        if self.in_sync_replicas < self.min_insync_replicas:
-            return ErrorCode.not_enough_replicas_after_append
-        return ErrorCode.none
+        offset after its last record), None while it has not. As Kafka's
+        ``checkEnoughReplicasReachOffset``: NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank
+        below ``min.insync.replicas`` meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved."""
+        if self._tracker is None:
+            return ErrorCode.not_leader_or_follower
+        outcome = self._tracker.acks_all_outcome(required_offset - 1)
+        return outcome.error if outcome.done else None
 
     def append(
         self,
@@ -82,10 +208,12 @@ class Partition:
         log_append_time: int | None,
     ) -> AppendInfo:
         """Append batches already validated (by :meth:`append_as_leader`, or by the coordinator
-        that wrote them); a retried idempotent batch gets its first offsets back.
+        that wrote them) as leader; a retried idempotent batch gets its first offsets back.
 
-        Raises :class:`KafkaError` for an idempotent producer's sequence gap or fenced epoch.
+        Raises :class:`KafkaError` for an idempotent producer's sequence gap or fenced epoch, or
+        NOT_LEADER_OR_FOLLOWER on a follower.
         """
+        tracker = self._leader_tracker()
         producers = None
         if any(h.producer_id != NO_PRODUCER_ID for h in headers):
             producers = self._producer_state()
@@ -104,9 +232,78 @@ class Partition:
             for header in headers:
                 producers.record(header, offset)
                 offset += header.last_offset_delta + 1
-        self.high_watermark = self.log.log_end_offset
+        if tracker.leader_appended(self.log.log_end_offset):
+            self.log.update_high_watermark(tracker.high_watermark)
         self._wake()
         return info
+
+    def follower_fetched(self, replica_id: int, fetch_offset: int) -> None:
+        """A follower's fetch from ``fetch_offset`` (its log end offset): the high watermark may
+        move. NOT_LEADER_OR_FOLLOWER here, or for a broker that is no replica of the partition."""
+        tracker = self._leader_tracker()
+        if replica_id not in self.replicas or replica_id == self.local_id:
+            raise KafkaError(
+                ErrorCode.not_leader_or_follower,
+                f"broker {replica_id} is not a follower of {self.name} (replicas {self.replicas})",
+            )
+        if tracker.follower_fetched(replica_id, fetch_offset, self.log.log_end_offset):
+            self.log.update_high_watermark(tracker.high_watermark)
+            self._wake()
+
+    def propose_isr_change(self) -> IsrProposal | None:
+        """An ISR shrink (followers lagging past ``replica.lag.time.max.ms``) or expansion
+        (followers caught up) for the caller to write with compare-and-set; None if neither is
+        due or one is in flight."""
+        if self._tracker is None:
+            return None
+        return self._tracker.propose_shrink() or self._tracker.propose_expand()
+
+    def isr_written(self, isr: Iterable[int], leader_epoch: int, zk_version: int) -> None:
+        """The partition state now holds ``isr`` (a write of ours or of the controller)."""
+        self.isr = tuple(isr)
+        if self._tracker is not None:
+            self._isr_changed(self.isr, leader_epoch, zk_version)
+
+    def isr_write_failed(self) -> None:
+        if self._tracker is not None:
+            self._tracker.proposal_failed()
+
+    def _isr_changed(self, isr: tuple[int, ...], leader_epoch: int, zk_version: int) -> None:
+        assert self._tracker is not None
+        if self._tracker.isr_updated(isr, leader_epoch=leader_epoch, zk_version=zk_version):
+            self.log.update_high_watermark(self._tracker.high_watermark)
+        self._wake()  # parked acks=all produces re-check min.insync.replicas
+
+    # -- follower ------------------------------------------------------------------------------
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo | None:
+        """Append batches copied from the leader, as they are (offsets and epochs included);
+        None when ``records`` holds no whole batch. Raises :class:`KafkaError` for a corrupt
+        batch (CORRUPT_MESSAGE) and lets
+        :class:`~odradek.storage.UnexpectedAppendOffset` through."""
+        if not records:
+            return None
+        try:
+            headers = validate_batches(records, 2**31 - 1)
+        except InvalidBatch as e:
+            raise KafkaError(ErrorCode.corrupt_message, f"{self.name}: {e}") from e
+        info = self.log.append_as_follower(records, headers)
+        if self._producers is not None:
+            for header in headers:
+                if header.producer_id != NO_PRODUCER_ID:
+                    self._producers.record(header, header.base_offset)
+        self._wake()
+        return info
+
+    def follow_high_watermark(self, leader_high_watermark: int) -> None:
+        """The leader's high watermark, as far as this log reaches (Kafka's follower rule)."""
+        before = self.log.high_watermark
+        if self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset)) > (
+            before
+        ):
+            self._wake()
+
+    # -- both ----------------------------------------------------------------------------------
 
     def _producer_state(self) -> ProducerStateTable:
         if self._producers is None:
@@ -115,6 +312,11 @@ class Partition:
             self._producers = ProducerStateTable()
             self._producers.rebuild(self.log.recent_batch_headers(_PRODUCER_STATE_SEGMENTS))
         return self._producers
+
+    def truncated(self) -> None:
+        """The log was truncated (a follower diverging from its leader): producer state is
+        rebuilt from the log on next need."""
+        self._producers = None
 
     def add_waiter(self, callback: Callable[[], None]) -> None:
         self._waiters.append(callback)
@@ -129,5 +331,5 @@ class Partition:
             callback()
 
     def wake_all(self) -> None:
-        """Release every waiting reader (the partition is going away)."""
+        """Release every parked request (the partition is going away)."""
         self._wake()

@@ -123,9 +123,19 @@ class TopicManager:
             partition_log = self.logs.get(topic.name, index) or self.logs.create(
                 topic.name, index, config
             )
-            self.partitions[(topic.name, index)] = Partition(
-                topic.name, index, partition_log, min_insync_replicas=min_insync
+            partition = Partition(
+                topic.name,
+                index,
+                partition_log,
+                local_id=self.config.node_id,
+                clock=self.clock,
+                replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+                min_insync_replicas=min_insync,
             )
+            self.partitions[(topic.name, index)] = partition
+            # One broker leads every partition, in epoch 0, with itself the whole ISR.
+            node = self.config.node_id
+            partition.make_leader(0, (node,), (node,), 0)
 
     # -- lookups -------------------------------------------------------------------------------
 

@@ -147,7 +147,7 @@ class LeaderEpochCache:
         for entry in entries:
             changed = self._assign(entry.epoch, entry.start_offset) or changed
         if changed:
-            self.write()
+            self.write(sync=False)
 
     def _assign(self, epoch: int, start_offset: int) -> bool:
         if epoch < 0 or start_offset < 0:

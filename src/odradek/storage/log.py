@@ -215,6 +215,9 @@ class PartitionLog:
         self._bases: list[int] = []  # base offsets of _segments, for bisect
         self._log_start_offset = 0
         self._recovery_point = 0
+        # Kafka keeps the high watermark with the log: the partition moves it, the log manager
+        # checkpoints it (replication-offset-checkpoint), truncation lowers it.
+        self._high_watermark = 0
         self._unflushed_messages = 0
         self._last_flush_ms = clock.monotonic_ms()
         # Segment files created, removed or renamed, and how many of those changes an fsync of
@@ -239,6 +242,7 @@ class PartitionLog:
         *,
         recovery_point: int = 0,
         log_start_offset: int = 0,
+        high_watermark: int = 0,
         needs_recovery: bool = False,
         flusher: LogFlusher | None = None,
     ) -> PartitionLog:
@@ -273,6 +277,7 @@ class PartitionLog:
         )
         self._delete_segments_below(self._log_start_offset, retire=False)
         self._epochs.truncate_from_start(self._log_start_offset)
+        self.update_high_watermark(high_watermark)
         return self
 
     def _load_epochs(self, reread_from: int | None) -> None:
@@ -725,6 +730,7 @@ class PartitionLog:
         self._close_retired()
         if offset > self._log_start_offset:
             self._log_start_offset = offset
+            self._high_watermark = max(self._high_watermark, offset)
             self._delete_segments_below(offset, retire=True)
             self._epochs.truncate_from_start(offset)
         return self._log_start_offset
@@ -846,6 +852,17 @@ class PartitionLog:
         self._directory_changes += 1
         return True
 
+    @property
+    def high_watermark(self) -> int:
+        """The offset below which records are committed (in every in-sync replica)."""
+        return self._high_watermark
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, kept within ``[log start offset, log end offset]``; returns
+        it."""
+        self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+        return self._high_watermark
+
     def truncate_to(self, offset: int) -> None:
         """Drop every batch holding an offset >= ``offset`` (for a follower diverging from its
         leader), and the leader epochs starting there or later.  Truncation is by whole batches:
@@ -867,6 +884,7 @@ class PartitionLog:
             active.active = True
             self._epochs.truncate_from_end(self.log_end_offset)
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
+        self._high_watermark = min(self._high_watermark, self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and start it afresh at ``offset``, forgetting every leader epoch (a
@@ -886,6 +904,7 @@ class PartitionLog:
         )
         self._log_start_offset = offset
         self._recovery_point = min(self._recovery_point, offset)
+        self._high_watermark = offset
         self._epochs.clear()
 
     # -- durability and lifetime ---------------------------------------------------------------

@@ -17,6 +17,7 @@ from odradek.storage.flusher import BackgroundJob, LogFlusher
 from odradek.storage.formats import (
     CLEAN_SHUTDOWN_MARKER,
     DELETE_DIR_SUFFIX,
+    HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     parse_partition_dir_name,
@@ -35,13 +36,15 @@ class _CheckpointSnapshot:
     seq: int
     recovery_points: dict[Path, dict[tuple[str, int], int]]
     log_start_offsets: dict[Path, dict[tuple[str, int], int]]
+    high_watermarks: dict[Path, dict[tuple[str, int], int]]
 
 
 class LogManager:
     """All partition logs across ``log.dirs``.
 
     Format: each log dir holds ``<topic>-<partition>`` directories, the checkpoint files
-    ``recovery-point-offset-checkpoint`` and ``log-start-offset-checkpoint`` (see
+    ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+    ``replication-offset-checkpoint`` (the high watermarks) (see
     :mod:`odradek.storage.formats`), and, between a clean :meth:`close` and the next
     :meth:`open`, the empty file ``.kafka_cleanshutdown``.
 
@@ -87,6 +90,7 @@ class LogManager:
             log_dir.mkdir(parents=True, exist_ok=True)
             recovery_points = read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
             start_offsets = read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            high_watermarks = read_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT)
             marker = log_dir / CLEAN_SHUTDOWN_MARKER
             clean = marker.exists()
             for entry in sorted(log_dir.iterdir()):
@@ -112,6 +116,7 @@ class LogManager:
                     self._clock,
                     recovery_point=recovery_points.get(parsed, 0),
                     log_start_offset=start_offsets.get(parsed, 0),
+                    high_watermark=high_watermarks.get(parsed, 0),
                     needs_recovery=not clean,
                     flusher=self.flusher,
                 )
@@ -213,12 +218,16 @@ class LogManager:
         self._checkpoints_taken += 1
         recovery_points: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
         start_offsets: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
+        high_watermarks: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
         for key, partition_log in self._logs.items():
             log_dir = partition_log.directory.parent
             if log_dir in recovery_points:
                 recovery_points[log_dir][key] = partition_log.recovery_point
                 start_offsets[log_dir][key] = partition_log.log_start_offset
-        return _CheckpointSnapshot(self._checkpoints_taken, recovery_points, start_offsets)
+                high_watermarks[log_dir][key] = partition_log.high_watermark
+        return _CheckpointSnapshot(
+            self._checkpoints_taken, recovery_points, start_offsets, high_watermarks
+        )
 
     def _write_checkpoints(self, snapshot: _CheckpointSnapshot) -> None:
         with self._checkpoint_lock:
@@ -232,6 +241,9 @@ class LogManager:
                 )
                 write_checkpoint(
                     log_dir / LOG_START_OFFSET_CHECKPOINT, snapshot.log_start_offsets[log_dir]
+                )
+                write_checkpoint(
+                    log_dir / HIGH_WATERMARK_CHECKPOINT, snapshot.high_watermarks[log_dir]
                 )
             self._checkpoint_written = snapshot.seq
 
