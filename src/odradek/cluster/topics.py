@@ -12,8 +12,10 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 from odradek.clock import Clock
+from odradek.cluster.assignment import check_added_assignment, check_assignment
 from odradek.cluster.metadata_store import MetadataStore, TopicMetadata
 from odradek.cluster.partition import Partition
+from odradek.cluster.view import ClusterView
 from odradek.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -90,12 +92,20 @@ class TopicManager:
     """Owns the set of topics and the :class:`Partition` objects the handlers use."""
 
     def __init__(
-        self, config: BrokerConfig, store: MetadataStore, logs: LogManager, clock: Clock
+        self,
+        config: BrokerConfig,
+        store: MetadataStore,
+        logs: LogManager,
+        clock: Clock,
+        cluster: ClusterView | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.logs = logs
         self.clock = clock
+        # The live brokers that replication factors and assignments are checked against. A
+        # LocalClusterView reads this manager's partitions, so the broker sets it once both exist.
+        self.cluster = cluster
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._topic_configs: dict[str, TopicConfig] = {}
         # Called with a topic's name after it is deleted (the group coordinator drops its
@@ -180,9 +190,9 @@ class TopicManager:
                     ErrorCode.invalid_request,
                     "give either replica assignments or partitions and replication factor",
                 )
-            num_partitions = len(assignments)
-            replication_factor = len(next(iter(assignments.values())))
-            self._check_assignments(assignments.values())
+            checked = check_assignment(assignments, self._live_broker_ids())
+            num_partitions = len(checked)
+            replication_factor = len(checked[0])
         if num_partitions == -1:
             num_partitions = self.config.get_int("num.partitions")
         if num_partitions < 1:
@@ -210,25 +220,22 @@ class TopicManager:
         log.info("created topic %s with %d partitions", name, num_partitions)
         return topic
 
+    def _live_broker_ids(self) -> list[int]:
+        assert self.cluster is not None, "topic manager has no cluster view"
+        return sorted(b.node_id for b in self.cluster.live_brokers())
+
     def _check_replication_factor(self, replication_factor: int) -> None:
         if replication_factor < 1:
             raise KafkaError(
                 ErrorCode.invalid_replication_factor, "replication factor must be at least 1"
             )
-        if replication_factor > 1:
+        live = len(self._live_broker_ids())
+        if replication_factor > live:
             raise KafkaError(
                 ErrorCode.invalid_replication_factor,
-                f"replication factor {replication_factor} is larger than the 1 broker available",
+                f"replication factor {replication_factor} is larger than the {live} "
+                f"broker{'' if live == 1 else 's'} available",
             )
-
-    def _check_assignments(self, assignments: Iterable[list[int]]) -> None:
-        node_id = self.config.node_id
-        for replicas in assignments:
-            if replicas != [node_id]:
-                raise KafkaError(
-                    ErrorCode.invalid_replica_assignment,
-                    f"replica assignment {replicas} names brokers other than {node_id}",
-                )
 
     def delete_topic(self, name: str) -> TopicMetadata:
         topic = self.store.topics.get(name)
@@ -281,7 +288,12 @@ class TopicManager:
                     ErrorCode.invalid_replica_assignment,
                     "assignments must name one replica list per new partition",
                 )
-            self._check_assignments(assignments)
+            check_added_assignment(
+                {p: topic.replicas_of(p) for p in range(topic.partitions)},
+                count,
+                assignments,
+                self._live_broker_ids(),
+            )
         if validate_only:
             return
         new_replicas = assignments or [[self.config.node_id]] * (count - topic.partitions)

@@ -11,11 +11,13 @@ from odradek.clock import Clock, SystemClock
 from odradek.cluster.metadata_store import LocalMetadataStore, MetadataStore
 from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.cluster.topics import TopicManager
+from odradek.cluster.view import BrokerEndpoint, LocalClusterView
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.server.connection import Connection
 from odradek.server.purgatory import Purgatory
 from odradek.server.registry import load_handlers
+from odradek.server.services import BrokerServices
 from odradek.storage import LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.segment import LogSegment
@@ -40,6 +42,7 @@ class Broker:
         self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinatorRuntime | None = None
         self.purgatory = Purgatory()
+        self._services: BrokerServices | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._open: set[Connection] = set()
@@ -71,6 +74,12 @@ class Broker:
         assert self.store is not None
         return self.store.cluster_id
 
+    @property
+    def services(self) -> BrokerServices:
+        """What the handlers get (built once, by :meth:`start`)."""
+        assert self._services is not None, "broker not started"
+        return self._services
+
     async def start(self) -> tuple[str, int]:
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
@@ -84,12 +93,35 @@ class Broker:
         self._topics.deletion_listeners.append(self._groups.on_topic_deleted)
         self._start_log_maintenance()
         host, port = self.config.listener
+        # Bound before serving: the cluster view advertises the port the OS picked.
         self._server = await asyncio.get_running_loop().create_server(
-            lambda: Connection(self, self._accept), host, port, reuse_address=True
+            lambda: Connection(self.services, self._accept),
+            host,
+            port,
+            reuse_address=True,
+            start_serving=False,
         )
         sockname = self._server.sockets[0].getsockname()
         self.bound = (sockname[0], sockname[1])
         self.advertised = self.config.advertised(self.bound)
+        cluster = LocalClusterView(
+            BrokerEndpoint(self.node_id, *self.advertised),
+            self.store.cluster_id,
+            self._topics,
+            self._groups.coordinator.partition_for,
+        )
+        self._topics.cluster = cluster
+        self._services = BrokerServices(
+            config=self.config,
+            clock=self.clock,
+            topics=self._topics,
+            groups=self._groups,
+            producer_ids=self._producer_ids,
+            cluster=cluster,
+            logs=self.logs,
+            purgatory=self.purgatory,
+        )
+        await self._server.start_serving()
         self._housekeeping = asyncio.create_task(self._housekeep())
         log.info(
             "odradek broker %d listening on %s:%d (advertised %s:%d), data in %s",

@@ -26,12 +26,12 @@ def alter_resource(
     }
     try:
         if kind == TOPIC_RESOURCE:
-            topic = ctx.broker.topics.topic(name)
+            topic = ctx.services.topics.topic(name)
             if topic is None:
                 raise KafkaError(
                     ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
                 )
-            ctx.broker.topics.set_topic_configs(
+            ctx.services.topics.set_topic_configs(
                 name, new_configs(dict(topic.configs)), validate_only=validate_only
             )
         elif kind == BROKER_RESOURCE:

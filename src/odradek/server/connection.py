@@ -18,7 +18,7 @@ import logging
 import struct
 import typing
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (
@@ -31,10 +31,8 @@ from odradek.protocol.messages import (
 )
 from odradek.server.context import FrameParts, RequestContext
 from odradek.server.registry import HANDLERS
+from odradek.server.services import BrokerServices, Session
 from odradek.storage import ReadSlice
-
-if TYPE_CHECKING:
-    from odradek.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -93,15 +91,17 @@ class Connection(asyncio.BufferedProtocol):
     ``on_open`` (the broker's accept callback, which tracks it) as a task of its own."""
 
     def __init__(
-        self, broker: Broker, on_open: Callable[[Connection], Coroutine[Any, Any, None]]
+        self,
+        services: BrokerServices,
+        on_open: Callable[[Connection], Coroutine[Any, Any, None]],
     ) -> None:
-        self.broker = broker
+        self.services = services
         self._on_open = on_open
-        self._max_request = broker.config.get_int("socket.request.max.bytes")
+        self._max_request = services.config.get_int("socket.request.max.bytes")
         self.transport: asyncio.Transport | None = None
-        self.peer = "?"
+        self.session = Session("?")
         self.sendfile_ok = False
-        self.last_active_ms = broker.clock.monotonic_ms()
+        self.last_active_ms = services.clock.monotonic_ms()
         self.busy = False
         self._task: asyncio.Task[None] | None = None
         # Received bytes: [_start, _end) of _buffer is not yet split into frames, and the frame
@@ -124,12 +124,16 @@ class Connection(asyncio.BufferedProtocol):
         self._corked: list[bytes] = []
         self._corked_bytes = 0
 
+    @property
+    def peer(self) -> str:
+        return self.session.peer
+
     # -- protocol callbacks (the event loop calls these) -----------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = typing.cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.session = Session(f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer))
         self.sendfile_ok = transport.get_extra_info("sslcontext") is None
         self.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._task = asyncio.get_running_loop().create_task(self._on_open(self))
@@ -299,7 +303,7 @@ class Connection(asyncio.BufferedProtocol):
                     self._shed_big_buffer()
                 finally:
                     self.busy = False
-                    self.last_active_ms = self.broker.clock.monotonic_ms()
+                    self.last_active_ms = self.services.clock.monotonic_ms()
         except CloseConnection as e:
             log.warning("closing connection from %s: %s", self.peer, e)
         except (ConnectionError, asyncio.CancelledError):
@@ -348,7 +352,7 @@ class Connection(asyncio.BufferedProtocol):
             raise CloseConnection(
                 f"malformed request for API key {api_key} v{api_version}: {e}"
             ) from e
-        context = RequestContext(self.broker, header, self.peer)
+        context = RequestContext(self.services, header, self.session)
         response = await handler.fn(context, request)
         if response is None:
             return None

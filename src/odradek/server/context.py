@@ -1,16 +1,15 @@
-"""What a handler gets besides its request: the broker, the request header, the connection."""
+"""What a handler gets besides its request: the broker's services, the request header, and the
+session of the connection it came on."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.static.protocol import ResponsePayload
 
 from odradek.protocol.messages import RequestHeader, build, response_schema
-
-if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+from odradek.server.services import BrokerServices, Session
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,13 +30,19 @@ Response = ResponsePayload | FrameParts | bytes
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    """Built per request (so kept to three slots): the services and session are shared."""
+
+    services: BrokerServices
     header: RequestHeader
-    peer: str
+    session: Session
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def peer(self) -> str:
+        return self.session.peer
 
     def respond(self, **fields: Any) -> ResponsePayload:
         """The response of this request's API and version, from version-independent fields."""

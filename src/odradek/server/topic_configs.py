@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.config import BROKER_CONFIGS, TOPIC_CONFIGS
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.server.services import BrokerServices
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -19,14 +19,14 @@ DEFAULT_CONFIG = 5
 
 
 def describe_topic_configs(
-    broker: Broker,
+    services: BrokerServices,
     topic: str,
     names: list[str] | None = None,
     *,
     include_synonyms: bool = False,
     configs_override: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    metadata = broker.topics.topic(topic)
+    metadata = services.topics.topic(topic)
     overrides = (
         configs_override if configs_override is not None else (metadata.configs if metadata else {})
     )
@@ -35,9 +35,11 @@ def describe_topic_configs(
         if name not in TOPIC_CONFIGS:
             continue
         definition, synonym = TOPIC_CONFIGS[name]
-        broker_value = broker.config.topic_default(name)
+        broker_value = services.config.topic_default(name)
         broker_source = (
-            STATIC_BROKER_CONFIG if broker.config.topic_source(name) == "static" else DEFAULT_CONFIG
+            STATIC_BROKER_CONFIG
+            if services.config.topic_source(name) == "static"
+            else DEFAULT_CONFIG
         )
         synonyms = []
         if name in overrides:
@@ -62,15 +64,15 @@ def describe_topic_configs(
 
 
 def describe_broker_configs(
-    broker: Broker, names: list[str] | None = None, *, include_synonyms: bool = False
+    services: BrokerServices, names: list[str] | None = None, *, include_synonyms: bool = False
 ) -> list[dict[str, Any]]:
     described = []
     for name in sorted(BROKER_CONFIGS) if names is None else names:
         definition = BROKER_CONFIGS.get(name)
         if definition is None:
             continue
-        value = broker.config.raw(name)
-        source = STATIC_BROKER_CONFIG if name in broker.config.props else DEFAULT_CONFIG
+        value = services.config.raw(name)
+        source = STATIC_BROKER_CONFIG if name in services.config.props else DEFAULT_CONFIG
         described.append(
             {
                 "name": name,

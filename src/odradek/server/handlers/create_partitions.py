@@ -19,7 +19,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Respons
             else [[int(b) for b in a.broker_ids] for a in item.assignments]
         )
         try:
-            ctx.broker.topics.create_partitions(
+            ctx.services.topics.create_partitions(
                 item.name, int(item.count), assignments, validate_only=bool(request.validate_only)
             )
         except KafkaError as e:

@@ -10,8 +10,18 @@ from odradek.server.registry import handles
 from odradek.server.topic_configs import describe_topic_configs
 
 
+def _replication_factor(ctx: RequestContext, item: Any, assignments: dict[int, list[int]]) -> int:
+    """The replication factor the topic was created with, as the topic manager resolved it."""
+    if assignments:
+        return len(next(iter(assignments.values())))
+    requested = int(item.replication_factor)
+    return (
+        requested if requested != -1 else ctx.services.config.get_int("default.replication.factor")
+    )
+
+
 def _create(ctx: RequestContext, item: Any, validate_only: bool) -> dict[str, Any]:
-    topics = ctx.broker.topics
+    topics = ctx.services.topics
     assignments = {int(a.partition_index): [int(b) for b in a.broker_ids] for a in item.assignments}
     configs = {c.name: c.value for c in item.configs}
     try:
@@ -39,7 +49,7 @@ def _create(ctx: RequestContext, item: Any, validate_only: bool) -> dict[str, An
         "error_code": ErrorCode.none,
         "error_message": None,
         "num_partitions": topic.partitions,
-        "replication_factor": 1,
+        "replication_factor": _replication_factor(ctx, item, assignments),
         "configs": [
             {
                 "name": c["name"],
@@ -48,7 +58,9 @@ def _create(ctx: RequestContext, item: Any, validate_only: bool) -> dict[str, An
                 "config_source": c["config_source"],
                 "is_sensitive": False,
             }
-            for c in describe_topic_configs(ctx.broker, topic.name, configs_override=topic.configs)
+            for c in describe_topic_configs(
+                ctx.services, topic.name, configs_override=topic.configs
+            )
         ],
     }
 

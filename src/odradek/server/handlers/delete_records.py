@@ -13,7 +13,7 @@ HIGH_WATERMARK = -1
 
 
 def _delete_before(ctx: RequestContext, topic: str, index: int, offset: int) -> dict[str, Any]:
-    partition = ctx.broker.topics.partition(topic, index)
+    partition = ctx.services.topics.partition(topic, index)
     if partition is None:
         return {
             "partition_index": index,
@@ -55,5 +55,5 @@ async def handle_delete_records(ctx: RequestContext, request: Any) -> Response:
         ],
     )
     # The raised log start offset must outlive a crash before the periodic checkpoint.
-    ctx.broker.logs.checkpoint()
+    ctx.services.logs.checkpoint()
     return response

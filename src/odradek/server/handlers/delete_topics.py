@@ -10,7 +10,7 @@ from odradek.server.registry import handles
 
 
 def _delete(ctx: RequestContext, name: str | None, topic_id: Any) -> dict[str, Any]:
-    topics = ctx.broker.topics
+    topics = ctx.services.topics
     if name is None:
         match = [t for t in topics.topics() if t.topic_id == topic_id]
         if not match:

@@ -11,14 +11,17 @@ from odradek.server.registry import handles
 
 @handles(api_key=60, min_version=0, max_version=1)
 async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Response:
-    host, port = ctx.broker.advertised
+    cluster = ctx.services.cluster
     return ctx.respond(
         throttle_time=0,
         error_code=ErrorCode.none,
         error_message=None,
         endpoint_type=1,
-        cluster_id=ctx.broker.cluster_id,
-        controller_id=ctx.broker.node_id,
-        brokers=[{"broker_id": ctx.broker.node_id, "host": host, "port": port, "rack": None}],
+        cluster_id=cluster.cluster_id,
+        controller_id=cluster.controller_id(),
+        brokers=[
+            {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in cluster.live_brokers()
+        ],
         cluster_authorized_operations=-(2**31),
     )

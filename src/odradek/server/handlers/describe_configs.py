@@ -26,23 +26,26 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, A
         "configs": [],
     }
     if kind == TOPIC_RESOURCE:
-        if ctx.broker.topics.topic(name) is None:
+        if ctx.services.topics.topic(name) is None:
             result.update(
                 error_code=ErrorCode.unknown_topic_or_partition,
                 error_message=f"topic {name!r} does not exist",
             )
         else:
             result["configs"] = describe_topic_configs(
-                ctx.broker, name, keys, include_synonyms=synonyms
+                ctx.services, name, keys, include_synonyms=synonyms
             )
     elif kind == BROKER_RESOURCE:
-        if name not in ("", str(ctx.broker.node_id)):
+        node_id = ctx.services.cluster.node_id
+        if name not in ("", str(node_id)):
             result.update(
                 error_code=ErrorCode.invalid_request,
-                error_message=f"this is broker {ctx.broker.node_id}, not {name!r}",
+                error_message=f"this is broker {node_id}, not {name!r}",
             )
         else:
-            result["configs"] = describe_broker_configs(ctx.broker, keys, include_synonyms=synonyms)
+            result["configs"] = describe_broker_configs(
+                ctx.services, keys, include_synonyms=synonyms
+            )
     else:
         result.update(
             error_code=ErrorCode.invalid_request,

@@ -14,7 +14,7 @@ _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND = 6
 
 
 def _describe(ctx: RequestContext, group_id: str) -> dict[str, Any]:
-    described = ctx.broker.groups.coordinator.describe_group(group_id)
+    described = ctx.services.groups.coordinator.describe_group(group_id)
     error = described.error
     message = None
     if error == ErrorCode.group_id_not_found:

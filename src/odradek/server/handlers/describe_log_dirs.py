@@ -64,11 +64,11 @@ def _describe_dir(
 
 @handles(api_key=35, min_version=1, max_version=4)
 async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Response:
-    broker = ctx.broker
+    manager = ctx.services.logs
     wanted = _wanted(request)
-    logs = broker.logs.all_logs()
+    logs = manager.all_logs()
     return ctx.respond(
         throttle_time=0,
         error_code=ErrorCode.none,
-        results=[_describe_dir(log_dir, logs, wanted) for log_dir in broker.log_dirs],
+        results=[_describe_dir(log_dir, logs, wanted) for log_dir in manager.log_dirs],
     )

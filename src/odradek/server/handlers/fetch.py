@@ -20,7 +20,7 @@ def _read_all(
     ctx: RequestContext, request: Any
 ) -> tuple[list[fetch_response.TopicData[ReadSlice]], int, bool]:
     """One pass over the requested partitions: (topics, bytes found, any error)."""
-    topics = ctx.broker.topics
+    topics = ctx.services.topics
     budget = int(request.max_bytes) if ctx.version >= 3 else 2**31 - 1
     total = 0
     any_error = False
@@ -81,12 +81,12 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
     max_wait_s = request.max_wait.total_seconds()
     if total < min_bytes and not any_error and max_wait_s > 0:
         # Parked until appends to the requested partitions bring min.bytes, or max.wait.ms.
-        await ctx.broker.purgatory.park(_watched(ctx, request), enough, max_wait_s)
+        await ctx.services.purgatory.park(_watched(ctx, request), enough, max_wait_s)
     return _frame(ctx, found[0])
 
 
 def _watched(ctx: RequestContext, request: Any) -> list[Partition]:
-    topics = ctx.broker.topics
+    topics = ctx.services.topics
     watched = []
     for topic in request.topics:
         for p in topic.partitions:

@@ -11,7 +11,7 @@ from odradek.server.registry import handles
 
 @handles(api_key=12, min_version=0, max_version=4)
 async def handle_heartbeat(ctx: RequestContext, request: Any) -> Response:
-    error = ctx.broker.groups.coordinator.heartbeat(
+    error = ctx.services.groups.coordinator.heartbeat(
         HeartbeatRequest(
             request.group_id,
             int(request.generation_id),

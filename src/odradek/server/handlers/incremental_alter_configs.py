@@ -28,7 +28,7 @@ def _apply(ctx: RequestContext, current: dict[str, str], ops: Any) -> dict[str, 
                 raise KafkaError(ErrorCode.invalid_config, f"{name} is not a list config")
             base = updated.get(name)
             if base is None:
-                base = ctx.broker.config.topic_default(name)
+                base = ctx.services.config.topic_default(name)
             items = [i for i in base.split(",") if i]
             change = [i for i in (value or "").split(",") if i]
             if kind == APPEND:

@@ -32,6 +32,6 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Response
     return ctx.respond(
         throttle_time=0,
         error_code=ErrorCode.none,
-        producer_id=ctx.broker.producer_ids.next_id(),
+        producer_id=ctx.services.producer_ids.next_id(),
         producer_epoch=0,
     )

@@ -42,7 +42,7 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Response:
         if not future.done():
             future.set_result(result)
 
-    ctx.broker.groups.coordinator.join_group(join, reply)
+    ctx.services.groups.coordinator.join_group(join, reply)
     result = await future
     # Before v7 the protocol name is not nullable.
     protocol_name = result.protocol_name

@@ -12,7 +12,7 @@ from odradek.server.registry import handles
 
 @handles(api_key=13, min_version=0, max_version=5)
 async def handle_leave_group(ctx: RequestContext, request: Any) -> Response:
-    coordinator = ctx.broker.groups.coordinator
+    coordinator = ctx.services.groups.coordinator
     if ctx.version < 3:
         result = coordinator.leave_group(request.group_id, [MemberIdentity(request.member_id)])
         error = result.error

@@ -11,7 +11,7 @@ from odradek.server.registry import handles
 
 @handles(api_key=16, min_version=0, max_version=5)
 async def handle_list_groups(ctx: RequestContext, request: Any) -> Response:
-    groups = ctx.broker.groups.coordinator.list_groups(
+    groups = ctx.services.groups.coordinator.list_groups(
         getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
     )
     return ctx.respond(

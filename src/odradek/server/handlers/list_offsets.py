@@ -15,7 +15,7 @@ EARLIEST_LOCAL = -4
 
 
 def _lookup(ctx: RequestContext, topic: str, index: int, timestamp: int) -> dict[str, Any]:
-    partition = ctx.broker.topics.partition(topic, index)
+    partition = ctx.services.topics.partition(topic, index)
     if partition is None:
         return {
             "partition_index": index,

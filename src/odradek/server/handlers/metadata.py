@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.cluster.metadata_store import TopicMetadata
+from odradek.cluster.view import NO_NODE, BrokerEndpoint
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
@@ -13,20 +14,38 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _NO_OPERATIONS = -(2**31)
 
 
-def describe_topic(ctx: RequestContext, topic: TopicMetadata) -> dict[str, Any]:
-    node_id = ctx.broker.node_id
+def describe_topic(
+    ctx: RequestContext, topic: TopicMetadata, live: frozenset[int]
+) -> dict[str, Any]:
+    """The topic's partitions as the cluster view has them; ``live`` holds the live brokers."""
+    cluster = ctx.services.cluster
     partitions = []
     for index in range(topic.partitions):
-        partition = ctx.broker.topics.partition(topic.name, index)
+        state = cluster.partition_info(topic.name, index)
+        if state is None:
+            partitions.append(
+                {
+                    "error_code": ErrorCode.leader_not_available,
+                    "partition_index": index,
+                    "leader_id": NO_NODE,
+                    "leader_epoch": -1,
+                    "replica_nodes": [],
+                    "isr_nodes": [],
+                    "offline_replicas": [],
+                }
+            )
+            continue
+        # As Kafka: a leader that is not live is no leader, and the client retries.
+        led = state.leader in live
         partitions.append(
             {
-                "error_code": ErrorCode.none,
+                "error_code": ErrorCode.none if led else ErrorCode.leader_not_available,
                 "partition_index": index,
-                "leader_id": node_id,
-                "leader_epoch": partition.leader_epoch if partition else 0,
-                "replica_nodes": [node_id],
-                "isr_nodes": [node_id],
-                "offline_replicas": [],
+                "leader_id": state.leader if led else NO_NODE,
+                "leader_epoch": state.leader_epoch,
+                "replica_nodes": state.replicas,
+                "isr_nodes": state.isr,
+                "offline_replicas": state.offline_replicas,
             }
         )
     return {
@@ -39,6 +58,15 @@ def describe_topic(ctx: RequestContext, topic: TopicMetadata) -> dict[str, Any]:
     }
 
 
+def _broker(broker: BrokerEndpoint) -> dict[str, Any]:
+    return {
+        "node_id": broker.node_id,
+        "host": broker.host,
+        "port": broker.port,
+        "rack": broker.rack,
+    }
+
+
 def _missing(name: str | None, code: ErrorCode, topic_id: Any = None) -> dict[str, Any]:
     entry: dict[str, Any] = {"error_code": code, "name": name, "partitions": []}
     if topic_id is not None:
@@ -48,13 +76,16 @@ def _missing(name: str | None, code: ErrorCode, topic_id: Any = None) -> dict[st
 
 @handles(api_key=3, min_version=0, max_version=12)
 async def handle_metadata(ctx: RequestContext, request: Any) -> Response:
-    topics = ctx.broker.topics
+    topics = ctx.services.topics
+    cluster = ctx.services.cluster
+    brokers = cluster.live_brokers()
+    live = frozenset(b.node_id for b in brokers)
     wanted = request.topics
     if wanted is None or (ctx.version == 0 and not wanted):
-        described = [describe_topic(ctx, t) for t in topics.topics()]
+        described = [describe_topic(ctx, t, live) for t in topics.topics()]
     else:
         auto_create = getattr(request, "allow_auto_topic_creation", True) and (
-            ctx.broker.config.get_bool("auto.create.topics.enable")
+            ctx.services.config.get_bool("auto.create.topics.enable")
         )
         by_id = {t.topic_id: t for t in topics.topics()}
         described = []
@@ -63,7 +94,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Response:
             if name is None:
                 found = by_id.get(item.topic_id)
                 described.append(
-                    describe_topic(ctx, found)
+                    describe_topic(ctx, found, live)
                     if found
                     else _missing(None, ErrorCode.unknown_topic_id, item.topic_id)
                 )
@@ -76,16 +107,15 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Response:
                     described.append(_missing(name, e.code))
                     continue
             described.append(
-                describe_topic(ctx, topic)
+                describe_topic(ctx, topic, live)
                 if topic
                 else _missing(name, ErrorCode.unknown_topic_or_partition)
             )
-    host, port = ctx.broker.advertised
     return ctx.respond(
         throttle_time=0,
-        brokers=[{"node_id": ctx.broker.node_id, "host": host, "port": port, "rack": None}],
-        cluster_id=ctx.broker.cluster_id,
-        controller_id=ctx.broker.node_id,
+        brokers=[_broker(b) for b in brokers],
+        cluster_id=cluster.cluster_id,
+        controller_id=cluster.controller_id(),
         topics=described,
         cluster_authorized_operations=_NO_OPERATIONS,
     )

@@ -20,7 +20,7 @@ _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND = 9
 
 @handles(api_key=8, min_version=2, max_version=9)
 async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
-    topics = ctx.broker.topics
+    topics = ctx.services.topics
     results: dict[tuple[str, int], ErrorCode] = {}
     commits = []
     for topic in request.topics:
@@ -39,7 +39,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
                 )
             )
     if commits:
-        committed = ctx.broker.groups.coordinator.commit_offsets(
+        committed = ctx.services.groups.coordinator.commit_offsets(
             CommitRequest(
                 group_id=request.group_id,
                 generation_id=int(request.generation_id_or_member_epoch),

@@ -12,7 +12,7 @@ from odradek.server.registry import handles
 
 @handles(api_key=47, min_version=0, max_version=0)
 async def handle_offset_delete(ctx: RequestContext, request: Any) -> Response:
-    topics = ctx.broker.topics
+    topics = ctx.services.topics
     results: dict[tuple[str, int], ErrorCode] = {}
     known = []
     for topic in request.topics:
@@ -22,7 +22,7 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Response:
                 results[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 known.append(tp)
-    error, deleted = ctx.broker.groups.coordinator.delete_offsets(request.group_id, known)
+    error, deleted = ctx.services.groups.coordinator.delete_offsets(request.group_id, known)
     if error != ErrorCode.none:
         return ctx.respond(throttle_time=0, error_code=error, topics=[])
     results.update(deleted)

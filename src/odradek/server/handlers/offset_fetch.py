@@ -20,7 +20,7 @@ def _group_offsets(ctx: RequestContext, group_id: str, topics: Iterable[Any] | N
         if topics is None
         else [(t.name, int(index)) for t in topics for index in t.partition_indexes]
     )
-    fetched = ctx.broker.groups.coordinator.fetch_offsets(group_id, wanted)
+    fetched = ctx.services.groups.coordinator.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), committed in fetched.offsets:
         by_topic.setdefault(topic, []).append(

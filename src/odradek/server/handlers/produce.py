@@ -32,15 +32,15 @@ def produce_to_partition(
 ) -> tuple[dict[str, Any], Partition | None, int]:
     """The partition's answer, and for an append that acks=all must wait on, the partition and
     the offset after its last record (the high watermark that commits it)."""
-    broker = ctx.broker
-    partition = broker.topics.partition(topic, index)
+    services = ctx.services
+    partition = services.topics.partition(topic, index)
     if partition is None:
         return _failed(index, ErrorCode.unknown_topic_or_partition), None, 0
     if acks not in (-1, 0, 1):
         failed = _failed(index, ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
         return failed, None, 0
     try:
-        info = partition.append_as_leader(records, acks, broker.clock.time_ms())
+        info = partition.append_as_leader(records, acks, services.clock.time_ms())
     except RecordsRejected as e:
         log.info("refused produce to %s-%d from %s: %s", topic, index, ctx.peer, e.message)
         failed = _failed(index, e.code, e.message)
@@ -73,7 +73,7 @@ async def _await_replication(
         return all(p.replicated(offset) is not None for _, p, offset in pending)
 
     if not settled():
-        await ctx.broker.purgatory.park([p for _, p, _ in pending], settled, timeout_ms / 1000)
+        await ctx.services.purgatory.park([p for _, p, _ in pending], settled, timeout_ms / 1000)
     for answer, partition, offset in pending:
         outcome = partition.replicated(offset)
         if outcome is None:

@@ -27,7 +27,7 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Response:
         if not future.done():
             future.set_result(result)
 
-    ctx.broker.groups.coordinator.sync_group(sync, reply)
+    ctx.services.groups.coordinator.sync_group(sync, reply)
     result = await future
     return ctx.respond(
         throttle_time=0,

@@ -1,0 +1,51 @@
+"""What Kafka API handlers may use of the broker: the services object and a connection's session.
+
+A handler gets a :class:`~odradek.server.context.RequestContext` holding these, never the
+:class:`~odradek.server.broker.Broker`: what it can reach is what is named here, and a handler
+can be called in a test with services built from real parts and no listener, sockets or
+housekeeping (``tests/server/handlers``). The broker builds one :class:`BrokerServices` when it
+starts and hands it to every connection; each connection builds one :class:`Session` when it is
+accepted. Neither is rebuilt per request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.clock import Clock
+from odradek.cluster.producer_ids import ProducerIdManager
+from odradek.cluster.topics import TopicManager
+from odradek.cluster.view import ClusterView
+from odradek.config import BrokerConfig
+from odradek.coordinator.runtime import GroupCoordinatorRuntime
+from odradek.server.purgatory import Purgatory
+from odradek.storage import LogManager
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    """The broker's parts a handler works with, built once when the broker starts."""
+
+    config: BrokerConfig
+    clock: Clock
+    topics: TopicManager
+    groups: GroupCoordinatorRuntime
+    producer_ids: ProducerIdManager
+    cluster: ClusterView
+    # Only for what is about the storage itself (DescribeLogDirs, a checkpoint after
+    # DeleteRecords): records go through ``topics``.
+    logs: LogManager
+    # Where Fetch long-polls and acks=all produces wait.
+    purgatory: Purgatory
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """Facts about one client connection that outlive its requests."""
+
+    peer: str  # "host:port" of the client
+    # Kafka's principal, as the authorizer will see it: no authentication yet, so everyone is
+    # anonymous (SASL and TLS will set it when the connection authenticates).
+    principal: str = ANONYMOUS

@@ -1,0 +1,59 @@
+"""The server package's modules import each other without a cycle, and none but the broker's own
+reaches for the broker: handlers get the services object, not the Broker."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import odradek.server
+
+SERVER = Path(odradek.server.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SERVER.parent.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every odradek module ``path`` imports, at any level (``TYPE_CHECKING`` blocks and
+    function bodies included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            # ``from odradek.server import handlers`` imports a module too.
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.startswith("odradek.")}
+
+
+def _server_graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in SERVER.rglob("*.py")}
+    return {name: _imports(path) & modules.keys() for name, path in modules.items()}
+
+
+def test_only_the_broker_module_knows_the_broker() -> None:
+    importers = {
+        name for name, imported in _server_graph().items() if "odradek.server.broker" in imported
+    }
+    assert importers == set()
+
+
+def test_the_server_package_has_no_import_cycle() -> None:
+    graph = _server_graph()
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(name) :], name]))
+        if name in done:
+            return
+        for imported in sorted(graph[name]):
+            visit(imported, [*path, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
