@@ -7,12 +7,19 @@ way Kafka's controller validates it and refused with the error code a Kafka clie
 from __future__ import annotations
 
 import logging
+import random
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 
 from odradek.clock import Clock
-from odradek.cluster.assignment import check_added_assignment, check_assignment
+from odradek.cluster.assignment import (
+    BrokerMetadata,
+    assign_added_partitions,
+    assign_replicas,
+    check_added_assignment,
+    check_assignment,
+)
 from odradek.cluster.metadata_store import MetadataStore, TopicMetadata
 from odradek.cluster.partition import Partition
 from odradek.cluster.view import ClusterView
@@ -98,8 +105,13 @@ class TopicManager:
         logs: LogManager,
         clock: Clock,
         cluster: ClusterView | None = None,
+        *,
+        leads_alone: bool = True,
     ) -> None:
         self.config = config
+        # One broker leads every partition it has (epoch 0, itself the ISR); in a cluster the
+        # replica manager gives each partition the role its state names.
+        self.leads_alone = leads_alone
         self.store = store
         self.logs = logs
         self.clock = clock
@@ -111,25 +123,72 @@ class TopicManager:
         # Called with a topic's name after it is deleted (the group coordinator drops its
         # committed offsets).
         self.deletion_listeners: list[Callable[[str], None]] = []
+        self._random = random.Random()
 
     def open(self) -> None:
         self.logs.open(self.log_config)
         for topic in self.store.topics.values():
             self._open_partitions(topic, range(topic.partitions))
-        leftovers = [p for p in self.logs.all_logs() if p.topic not in self.store.topics]
-        for partition_log in leftovers:
-            # A topic deleted from the metadata whose logs outlived a crash.
-            log.warning(
-                "removing log of deleted topic %s-%d", partition_log.topic, partition_log.partition
-            )
-            self.logs.delete(partition_log.topic, partition_log.partition)
+        self._remove_unassigned_logs()
+
+    def _remove_unassigned_logs(self) -> list[tuple[str, int]]:
+        """Delete the logs of partitions this broker no longer hosts: of topics deleted (while
+        this broker was down, or before a crash), or assigned to other brokers."""
+        node = self.config.node_id
+        leftovers = [
+            (p.topic, p.partition)
+            for p in self.logs.all_logs()
+            if p.topic not in self.store.topics
+            or node not in self._replicas_of(self.store.topics[p.topic], p.partition)
+        ]
+        for topic, index in leftovers:
+            log.warning("removing log of %s-%d, not hosted here", topic, index)
+            partition = self.partitions.pop((topic, index), None)
+            if partition is not None:
+                partition.wake_all()
+            self.logs.delete(topic, index)
         if leftovers:
             self.logs.checkpoint()  # as delete_topic does
+        return leftovers
+
+    def _replicas_of(self, topic: TopicMetadata, index: int) -> tuple[int, ...]:
+        # A topic of a version 1 local store names no replicas: this broker has them all.
+        return topic.replicas_of(index) or (self.config.node_id,)
+
+    def sync(self) -> tuple[list[Partition], list[tuple[str, int]]]:
+        """Bring the hosted partitions in line with the metadata store after another broker
+        changed it (a cluster): open the partitions newly assigned here, drop those of deleted
+        topics, take config changes. Returns (opened, removed)."""
+        node = self.config.node_id
+        before = set(self.partitions)
+        for topic in self.store.topics.values():
+            self._topic_configs.pop(topic.name, None)
+            missing = [
+                i
+                for i in range(topic.partitions)
+                if (topic.name, i) not in self.partitions
+                and node in self._replicas_of(topic, i)
+            ]
+            if missing:
+                self._open_partitions(topic, missing)
+        deleted = {t for t, _ in before} - set(self.store.topics)
+        removed = self._remove_unassigned_logs()
+        for topic_name in self.store.topics:
+            self._apply_config(topic_name)
+        for name in sorted(deleted):
+            log.info("topic %s was deleted", name)
+            for listener in self.deletion_listeners:
+                listener(name)
+        opened = [p for key, p in self.partitions.items() if key not in before]
+        return opened, removed
 
     def _open_partitions(self, topic: TopicMetadata, indexes: Iterable[int]) -> None:
         config = self.log_config(topic.name)
         min_insync = self.topic_config(topic.name).get_int("min.insync.replicas")
+        node = self.config.node_id
         for index in indexes:
+            if node not in self._replicas_of(topic, index):
+                continue
             partition_log = self.logs.get(topic.name, index) or self.logs.create(
                 topic.name, index, config
             )
@@ -143,9 +202,8 @@ class TopicManager:
                 min_insync_replicas=min_insync,
             )
             self.partitions[(topic.name, index)] = partition
-            # One broker leads every partition, in epoch 0, with itself the whole ISR.
-            node = self.config.node_id
-            partition.make_leader(0, (node,), (node,), 0)
+            if self.leads_alone:
+                partition.make_leader(0, (node,), (node,), 0)
 
     # -- lookups -------------------------------------------------------------------------------
 
@@ -209,7 +267,7 @@ class TopicManager:
         replicas = (
             tuple(tuple(assignments[p]) for p in sorted(assignments))
             if assignments
-            else ((self.config.node_id,),) * num_partitions
+            else self._assign(num_partitions, replication_factor)
         )
         topic = TopicMetadata(name, uuid.uuid4(), num_partitions, valid, replicas)
         if validate_only:
@@ -219,6 +277,16 @@ class TopicManager:
         self._open_partitions(topic, range(num_partitions))
         log.info("created topic %s with %d partitions", name, num_partitions)
         return topic
+
+    def _live_brokers(self) -> list[BrokerMetadata]:
+        assert self.cluster is not None, "topic manager has no cluster view"
+        return [BrokerMetadata(b.node_id, b.rack) for b in self.cluster.live_brokers()]
+
+    def _assign(self, partitions: int, replication_factor: int) -> tuple[tuple[int, ...], ...]:
+        """Kafka's replica placement over the live brokers (round robin from a random start,
+        rack-aware when every broker has a rack)."""
+        placed = assign_replicas(self._live_brokers(), partitions, replication_factor, self._random)
+        return tuple(tuple(placed[p]) for p in range(partitions))
 
     def _live_broker_ids(self) -> list[int]:
         assert self.cluster is not None, "topic manager has no cluster view"
@@ -296,7 +364,15 @@ class TopicManager:
             )
         if validate_only:
             return
-        new_replicas = assignments or [[self.config.node_id]] * (count - topic.partitions)
+        if assignments is None:
+            placed = assign_added_partitions(
+                self._live_brokers(),
+                {p: topic.replicas_of(p) for p in range(topic.partitions)},
+                count,
+                self._random,
+            )
+            assignments = [list(placed[p]) for p in range(topic.partitions, count)]
+        new_replicas = assignments
         updated = self.store.set_partitions(name, count, new_replicas)
         self._open_partitions(updated, range(topic.partitions, count))
 
@@ -314,6 +390,10 @@ class TopicManager:
             return
         self.store.set_configs(name, valid)
         self._topic_configs.pop(name, None)
+        self._apply_config(name)
+
+    def _apply_config(self, name: str) -> None:
+        """Hand the topic's (possibly changed) configs to its logs and partitions."""
         self.logs.update_config(name, self.log_config(name))
         min_insync = self.topic_config(name).get_int("min.insync.replicas")
         for (topic, _), partition in self.partitions.items():
