@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from odradek.clock import Clock
 from odradek.cluster.producer_ids import ProducerIdManager
+from odradek.cluster.replica_manager import ReplicaManager
 from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import ClusterView
 from odradek.config import BrokerConfig
@@ -39,6 +40,8 @@ class BrokerServices:
     logs: LogManager
     # Where Fetch long-polls and acks=all produces wait.
     purgatory: Purgatory
+    # The roles of partitions in a cluster (None for a broker that is the whole cluster).
+    replicas: ReplicaManager | None = None
 
 
 @dataclass(frozen=True, slots=True)

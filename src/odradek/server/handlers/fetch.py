@@ -6,7 +6,7 @@ from typing import Any
 
 from odradek.cluster.partition import Partition
 from odradek.protocol import fetch_response
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.context import FrameParts, RequestContext, Response
 from odradek.server.registry import handles
 from odradek.storage import OffsetOutOfRange, ReadSlice
@@ -16,10 +16,50 @@ from odradek.storage import OffsetOutOfRange, ReadSlice
 PartitionData = fetch_response.PartitionData
 
 
+def _refused(
+    partition: Partition, p: Any, errors: dict[tuple[str, int], ErrorCode] | None
+) -> ErrorCode:
+    """Why this broker does not serve the partition to this fetcher (NONE if it does): only
+    its leader serves, and only in the epoch the fetcher knows (KIP-320)."""
+    if not partition.is_leader:
+        return ErrorCode.not_leader_or_follower
+    code = partition.check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
+    if code == ErrorCode.none and errors:
+        code = errors.get((partition.topic, partition.index), ErrorCode.none)
+    return code
+
+
+def _follower_fetched(
+    ctx: RequestContext, request: Any, replica_id: int
+) -> dict[tuple[str, int], ErrorCode]:
+    """A follower's fetch tells the leader the follower's log end offsets (once per request,
+    before the read, so that the high watermark it gets back counts them); the partitions it
+    may not fetch, by error."""
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    replicas = ctx.services.replicas
+    for topic in request.topics:
+        for p in topic.partitions:
+            partition = ctx.services.topics.partition(topic.topic, int(p.partition))
+            if partition is None or not partition.is_leader:
+                continue
+            try:
+                if replicas is not None:
+                    replicas.follower_fetched(partition, replica_id, int(p.fetch_offset))
+                else:
+                    partition.follower_fetched(replica_id, int(p.fetch_offset))
+            except KafkaError as e:
+                errors[(topic.topic, int(p.partition))] = e.code
+    return errors
+
+
 def _read_all(
-    ctx: RequestContext, request: Any
+    ctx: RequestContext,
+    request: Any,
+    replica: bool = False,
+    errors: dict[tuple[str, int], ErrorCode] | None = None,
 ) -> tuple[list[fetch_response.TopicData[ReadSlice]], int, bool]:
-    """One pass over the requested partitions: (topics, bytes found, any error)."""
+    """One pass over the requested partitions: (topics, bytes found, any error). A consumer
+    reads below the high watermark, a follower (``replica``) up to the log end."""
     topics = ctx.services.topics
     budget = int(request.max_bytes) if ctx.version >= 3 else 2**31 - 1
     total = 0
@@ -36,6 +76,11 @@ def _read_all(
                     PartitionData(index, ErrorCode.unknown_topic_or_partition, -1, -1, -1, None, 0)
                 )
                 continue
+            refused = _refused(partition, p, errors)
+            if refused != ErrorCode.none:
+                any_error = True
+                partitions.append(PartitionData(index, refused, -1, -1, -1, None, 0))
+                continue
             log = partition.log
             hw = partition.high_watermark
             slice_: ReadSlice | None = None
@@ -46,7 +91,7 @@ def _read_all(
                     slice_ = log.read(
                         int(p.fetch_offset),
                         max(limit, 0),
-                        max_offset=hw,
+                        max_offset=None if replica else hw,
                         min_one_batch=total == 0,
                     )
                 except OffsetOutOfRange:
@@ -70,11 +115,14 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
         # client naming one is told it is gone and falls back to full fetches.
         return _frame(ctx, [], error_code=ErrorCode.fetch_session_id_not_found)
     min_bytes = int(request.min_bytes)
-    found = _read_all(ctx, request)
+    replica_id = int(request.replica_id)
+    replica = replica_id >= 0
+    errors = _follower_fetched(ctx, request, replica_id) if replica else None
+    found = _read_all(ctx, request, replica, errors)
 
     def enough() -> bool:
         nonlocal found
-        found = _read_all(ctx, request)
+        found = _read_all(ctx, request, replica, errors)
         return found[1] >= min_bytes or found[2]
 
     _, total, any_error = found

@@ -14,12 +14,27 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 
 
-def _lookup(ctx: RequestContext, topic: str, index: int, timestamp: int) -> dict[str, Any]:
+def _lookup(
+    ctx: RequestContext, topic: str, index: int, timestamp: int, current_leader_epoch: int
+) -> dict[str, Any]:
     partition = ctx.services.topics.partition(topic, index)
     if partition is None:
         return {
             "partition_index": index,
             "error_code": ErrorCode.unknown_topic_or_partition,
+            "timestamp": -1,
+            "offset": -1,
+            "leader_epoch": -1,
+        }
+    refused = (
+        partition.check_leader_epoch(current_leader_epoch)
+        if partition.is_leader
+        else ErrorCode.not_leader_or_follower
+    )
+    if refused != ErrorCode.none:
+        return {
+            "partition_index": index,
+            "error_code": refused,
             "timestamp": -1,
             "offset": -1,
             "leader_epoch": -1,
@@ -62,7 +77,13 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Response:
             {
                 "name": topic.name,
                 "partitions": [
-                    _lookup(ctx, topic.name, int(p.partition_index), int(p.timestamp))
+                    _lookup(
+                        ctx,
+                        topic.name,
+                        int(p.partition_index),
+                        int(p.timestamp),
+                        int(getattr(p, "current_leader_epoch", -1)),
+                    )
                     for p in topic.partitions
                 ],
             }

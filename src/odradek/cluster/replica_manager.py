@@ -1,0 +1,247 @@
+"""The roles of the partitions this broker hosts in a cluster, and the work each role brings
+(Kafka's ``ReplicaManager``).
+
+Every hosted partition's state (leader, leader epoch, ISR, written by the controller in
+``/brokers/topics/<t>/partitions/<p>/state``) decides its role: this broker named leader → the
+partition leads (:meth:`Partition.make_leader`) and stops fetching; another broker named →
+the partition follows it, fetched by that leader's :class:`~odradek.cluster.fetcher.LeaderFetcher`;
+no leader → it follows nobody until one is elected. A state older than the one applied (a lower
+leader epoch) changes nothing.
+
+As leader, the partition's ISR changes are this broker's to write (as Kafka's ZooKeeper-era
+leaders did): a follower caught up joins after its fetch, followers lagging past
+``replica.lag.time.max.ms`` leave at the periodic check (every half of it, as Kafka), each by a
+compare-and-set on the state's version; a lost race re-reads the state and applies it.
+
+Crash: nothing here is on disk; the states are in the metadata store, the logs (with their leader
+epochs and high watermarks) in storage. Runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from odradek.clock import Clock
+from odradek.cluster.fetcher import FetcherConfig, LeaderFetcher
+from odradek.cluster.isr import IsrProposal
+from odradek.cluster.metadata_store import MetadataStore, PartitionState, StaleVersionError
+from odradek.cluster.partition import NO_LEADER, Partition
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaManager:
+    """Leader and follower roles of hosted partitions, the fetchers, and the leaders' ISR
+    writes (see the module doc)."""
+
+    def __init__(
+        self,
+        local_id: int,
+        store: MetadataStore,
+        hosted: Callable[[str, int], Partition | None],
+        read_state: Callable[[str, int], PartitionState | None],
+        state_written: Callable[[str, int, PartitionState], None],
+        address_of: Callable[[int], str | None],
+        checkpoint: Callable[[], None],
+        fetcher_config: FetcherConfig,
+        clock: Clock,
+        replica_lag_time_max_ms: int,
+    ) -> None:
+        self.local_id = local_id
+        self.store = store
+        self._hosted = hosted
+        self._read_state = read_state
+        self._state_written = state_written
+        self._address_of = address_of
+        self._checkpoint = checkpoint
+        self.fetcher_config = fetcher_config
+        self.clock = clock
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._states: dict[tuple[str, int], PartitionState] = {}
+        self._fetchers: dict[int, LeaderFetcher] = {}
+        self._following: dict[tuple[str, int], int] = {}  # partition → leader fetched from
+        self._isr_task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._isr_task = asyncio.create_task(self._check_isr_periodically(), name="isr-check")
+
+    async def stop(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._isr_task
+        for fetcher in list(self._fetchers.values()):
+            await fetcher.stop()
+        self._fetchers.clear()
+        self._following.clear()
+
+    # -- roles ---------------------------------------------------------------------------------
+
+    def refresh(self, topic: str, index: int) -> None:
+        """Read the partition's state and put the hosted partition in its role."""
+        partition = self._hosted(topic, index)
+        if partition is None:
+            self.forget(topic, index)
+            return
+        state = self._read_state(topic, index)
+        if state is not None:
+            self.apply(partition, state)
+
+    def apply(self, partition: Partition, state: PartitionState) -> None:
+        tp = (partition.topic, partition.index)
+        known = self._states.get(tp)
+        if known is not None and (state.leader_epoch, state.version) < (
+            known.leader_epoch,
+            known.version,
+        ):
+            return
+        self._states[tp] = state
+        replicas = self._replicas(partition, state)
+        if state.leader == self.local_id:
+            if partition.make_leader(state.leader_epoch, replicas, state.isr, state.version):
+                self._unfollow(tp)
+                log.info(
+                    "%s: leader in epoch %d, ISR %s", partition.name, state.leader_epoch, state.isr
+                )
+            return
+        changed = partition.make_follower(state.leader, state.leader_epoch, replicas, state.isr)
+        if state.leader == NO_LEADER:
+            self._unfollow(tp)
+            return
+        if changed or self._following.get(tp) != state.leader:
+            self._follow(partition, state.leader)
+
+    def _replicas(self, partition: Partition, state: PartitionState) -> tuple[int, ...]:
+        topic = self.store.topics.get(partition.topic)
+        assigned = topic.replicas_of(partition.index) if topic is not None else ()
+        return tuple(assigned) or tuple(state.isr)
+
+    def _follow(self, partition: Partition, leader_id: int) -> None:
+        tp = (partition.topic, partition.index)
+        self._unfollow(tp)
+        fetcher = self._fetcher(leader_id)
+        if fetcher is None:
+            log.warning("%s: leader %d has no known address yet", partition.name, leader_id)
+            return
+        fetcher.add(partition)
+        self._following[tp] = leader_id
+        log.info(
+            "%s: following leader %d in epoch %d from offset %d",
+            partition.name,
+            leader_id,
+            partition.leader_epoch,
+            partition.log.log_end_offset,
+        )
+
+    def _unfollow(self, tp: tuple[str, int]) -> None:
+        leader_id = self._following.pop(tp, None)
+        if leader_id is not None and leader_id in self._fetchers:
+            self._fetchers[leader_id].remove(*tp)
+
+    def _fetcher(self, leader_id: int) -> LeaderFetcher | None:
+        fetcher = self._fetchers.get(leader_id)
+        if fetcher is not None:
+            return fetcher
+        address = self._address_of(leader_id)
+        if address is None:
+            return None
+        fetcher = LeaderFetcher(leader_id, address, self.fetcher_config, self._checkpoint)
+        fetcher.start()
+        self._fetchers[leader_id] = fetcher
+        return fetcher
+
+    def forget(self, topic: str, index: int) -> None:
+        """The partition is no longer hosted here (deleted, or reassigned away)."""
+        self._states.pop((topic, index), None)
+        self._unfollow((topic, index))
+
+    async def brokers_changed(self) -> None:
+        """Broker registrations changed: a leader may have come back at another address, or a
+        partition may wait for a leader whose address was unknown."""
+        for leader_id, fetcher in list(self._fetchers.items()):
+            address = self._address_of(leader_id)
+            if address is not None and address != fetcher.address:
+                await fetcher.stop()
+                del self._fetchers[leader_id]
+                for tp, followed in list(self._following.items()):
+                    if followed == leader_id:
+                        del self._following[tp]
+        for tp, state in list(self._states.items()):
+            partition = self._hosted(*tp)
+            if (
+                partition is not None
+                and state.leader not in (NO_LEADER, self.local_id)
+                and tp not in self._following
+            ):
+                self._follow(partition, state.leader)
+        for leader_id, fetcher in list(self._fetchers.items()):
+            if not fetcher.partitions:
+                await fetcher.stop()
+                del self._fetchers[leader_id]
+
+    # -- the leader's ISR ----------------------------------------------------------------------
+
+    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower's fetch reached the leader: the high watermark may move, and a follower
+        caught up joins the ISR."""
+        partition.follower_fetched(replica_id, fetch_offset)
+        if replica_id not in partition.isr:
+            self._maybe_change_isr(partition)
+
+    async def _check_isr_periodically(self) -> None:
+        interval = max(self.replica_lag_time_max_ms / 2, 1) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.check_isr()
+            except Exception:
+                log.exception("ISR check failed")
+
+    def check_isr(self) -> None:
+        """Shrink (or grow) the ISR of every led partition whose followers call for it."""
+        for tp in list(self._states):
+            partition = self._hosted(*tp)
+            if partition is not None and partition.is_leader:
+                self._maybe_change_isr(partition)
+
+    def _maybe_change_isr(self, partition: Partition) -> None:
+        proposal = partition.propose_isr_change()
+        if proposal is not None:
+            self._write_isr(partition, proposal)
+
+    def _write_isr(self, partition: Partition, proposal: IsrProposal) -> None:
+        tp = (partition.topic, partition.index)
+        known = self._states.get(tp)
+        controller_epoch = known.controller_epoch if known is not None else 0
+        state = PartitionState(
+            self.local_id, proposal.leader_epoch, proposal.isr, controller_epoch, proposal.zk_version
+        )
+        try:
+            written = self.store.write_partition_state(*tp, state, proposal.zk_version)
+        except StaleVersionError:
+            partition.isr_write_failed()
+            log.info("%s: ISR change to %s lost a race; re-reading", partition.name, proposal.isr)
+            self.refresh(*tp)
+            return
+        except Exception:
+            partition.isr_write_failed()
+            log.exception("%s: could not write ISR %s", partition.name, proposal.isr)
+            return
+        log.info(
+            "%s: ISR %s -> %s (epoch %d)",
+            partition.name,
+            known.isr if known is not None else "?",
+            written.isr,
+            written.leader_epoch,
+        )
+        self._states[tp] = written
+        self._state_written(*tp, written)
+        partition.isr_written(written.isr, written.leader_epoch, written.version)
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def state_of(self, topic: str, index: int) -> PartitionState | None:
+        return self._states.get((topic, index))
