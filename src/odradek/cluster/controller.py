@@ -39,9 +39,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import NamedTuple
 
+from odradek.client.data import TopicPartition
 from odradek.clock import Clock
+from odradek.cluster.metadata_store import PartitionState
 from odradek.config import TOPIC_CONFIGS
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -49,39 +50,6 @@ NO_LEADER = -1
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 # Kafka schedules the first automatic leader rebalance this long after a controller takes over.
 FIRST_REBALANCE_DELAY_MS = 5_000
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-
-def partition_state_path(tp: TopicPartition) -> str:
-    return f"/brokers/topics/{tp.topic}/partitions/{tp.partition}/state"
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionState:
-    """A partition's leader and ISR as the state znode holds them (Kafka's
-    LeaderIsrAndControllerEpoch), and the znode's version when read or written.
-
-    The controller caches a state it decided to create with ``version`` -1 until the create is
-    applied. (Field for field the ``PartitionState`` of the metadata store, which this one gives
-    way to when both are merged.)
-    """
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    version: int = 0
-
-    @property
-    def online(self) -> bool:
-        return self.leader != NO_LEADER
 
 
 class Reason(Enum):
@@ -103,19 +71,14 @@ class PartitionStateWrite:
     expected_version: int | None
     reason: Reason
 
-    @property
-    def path(self) -> str:
-        return partition_state_path(self.partition)
-
 
 @dataclass(frozen=True, slots=True)
 class TopicDeletion:
-    """What deleting a topic removes: its znodes (recursively) and, per broker, its replicas."""
+    """A deleted topic's partitions and, per broker, the replicas it hosted."""
 
     topic: str
     partitions: tuple[TopicPartition, ...]
     replicas: Mapping[int, tuple[TopicPartition, ...]]
-    znodes: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,8 +133,8 @@ class ControllerState:
 
     Holds the live brokers, those in controlled shutdown, every topic's assignment and config
     overrides, and the partition states as last read or written (a written state is cached as
-    soon as it is decided, with the version it is expected to replace). Settings are Kafka's
-    broker configs of the same names; ``unclean.leader.election.enable`` in a topic's configs
+    soon as it is decided, with the version it is expected to replace: -1 for a create).
+    Settings are Kafka's broker configs of the same names; ``unclean.leader.election.enable`` in a topic's configs
     overrides the broker's.
     """
 
@@ -325,7 +288,8 @@ class ControllerState:
         return batch.result()
 
     def delete_topic(self, topic: str) -> TopicDeletion:
-        """Forget the topic; the shell removes its znodes and the brokers its replicas."""
+        """Forget a topic the store no longer holds (the metadata store removes the znodes, the
+        brokers their replicas)."""
         if topic not in self._assignments:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {topic!r}")
         partitions = tuple(self._partitions_of(topic))
@@ -340,11 +304,6 @@ class ControllerState:
             topic,
             partitions,
             {b: tuple(tps) for b, tps in sorted(replicas.items())},
-            (
-                f"/brokers/topics/{topic}",
-                f"/config/topics/{topic}",
-                f"/admin/delete_topics/{topic}",
-            ),
         )
 
     # -- brokers -----------------------------------------------------------------------------
