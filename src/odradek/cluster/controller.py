@@ -134,8 +134,8 @@ class ControllerState:
     Holds the live brokers, those in controlled shutdown, every topic's assignment and config
     overrides, and the partition states as last read or written (a written state is cached as
     soon as it is decided, with the version it is expected to replace: -1 for a create).
-    Settings are Kafka's broker configs of the same names; ``unclean.leader.election.enable`` in a topic's configs
-    overrides the broker's.
+    Settings are Kafka's broker configs of the same names; ``unclean.leader.election.enable``
+    in a topic's configs overrides the broker's.
     """
 
     def __init__(
