@@ -98,8 +98,9 @@ class ElectLeadersOutcome:
 
 @dataclass(frozen=True, slots=True)
 class ControlledShutdownOutcome:
-    """The writes moving leadership away, and the partitions the broker will still lead after them
-    (ControlledShutdown's answer: the broker retries while this is not empty)."""
+    """The writes moving leadership away, and the partitions with other replicas that the broker
+    will still lead after them (ControlledShutdown's answer: the broker retries while this is not
+    empty; a partition with no other replica cannot move, and is not named, as in Kafka)."""
 
     writes: list[PartitionStateWrite]
     still_led: frozenset[TopicPartition]
@@ -237,6 +238,14 @@ class ControllerState:
     def partitions_led_by(self, broker: int) -> frozenset[TopicPartition]:
         return frozenset(tp for tp, s in self._states.items() if s.leader == broker)
 
+    def replicated_partitions_led_by(self, broker: int) -> frozenset[TopicPartition]:
+        """What ``broker`` leads among the partitions that have another replica."""
+        return frozenset(
+            tp
+            for tp, s in self._states.items()
+            if s.leader == broker and len(self._replicas(tp)) > 1
+        )
+
     def offline_partitions(self) -> frozenset[TopicPartition]:
         return frozenset(tp for tp in self._all_partitions() if self.leader(tp) == NO_LEADER)
 
@@ -350,7 +359,7 @@ class ControllerState:
                 self._decide(
                     batch, tp, state, self._moved_off_shutting_down, Reason.CONTROLLED_SHUTDOWN
                 )
-        return ControlledShutdownOutcome(batch.result(), self.partitions_led_by(broker))
+        return ControlledShutdownOutcome(batch.result(), self.replicated_partitions_led_by(broker))
 
     # -- preferred replicas ------------------------------------------------------------------
 

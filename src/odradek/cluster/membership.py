@@ -40,13 +40,12 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.metadata_store import MetadataStoreError
-from odradek.cluster.zookeeper import ZooKeeperSession
+from odradek.cluster.zookeeper import CONTROLLER_EPOCH_PATH, ZooKeeperSession
 
 log = logging.getLogger(__name__)
 
 BROKER_IDS_PATH = "/brokers/ids"
 CONTROLLER_PATH = "/controller"
-CONTROLLER_EPOCH_PATH = "/controller_epoch"
 REGISTRATION_VERSION = 5
 
 
