@@ -20,8 +20,11 @@ with the same fields; both are read). All paths are under the chroot of ``zookee
 
 Crashes: a topic is created by one multi-op (its config and its assignment together); a topic's
 deletion first marks it under ``/admin/delete_topics``, and opening a store finishes deletions a
-crash interrupted. Partition states and producer-id blocks are written by compare-and-set on the
-znode version, so two writers never both succeed.
+crash interrupted (the store deletes a topic's znodes itself; the controller only forgets the
+topic). Partition states and producer-id blocks are written by compare-and-set on the znode
+version, so two writers never both succeed; the controller's partition-state writes also check
+the version of ``/controller_epoch`` in the same multi-op, so a controller whose term ended
+writes nothing (Kafka's fencing).
 
 Threads: :class:`ZooKeeperMetadataStore` is called from the broker's event loop; its calls block
 the loop for ZooKeeper round trips (milliseconds; they are admin operations and controller
