@@ -298,7 +298,8 @@ def test_controlled_shutdown_leaves_the_broker_leading_nothing_it_can_hand_over(
             await cluster.brokers[2].runtime.controlled_shutdown(2)
         assert not_controller.value.code == ErrorCode.not_controller
 
-        epoch = controller.runtime.live_brokers[2].epoch
+        epoch = cluster.brokers[2].membership.broker_epoch
+        assert epoch == controller.runtime.live_brokers[2].epoch > 1
         remaining = await controller.runtime.controlled_shutdown(2, broker_epoch=epoch)
         # pair-0 has nobody else in sync; solo-0 has no other replica (and is not named).
         assert remaining == {TopicPartition("pair", 0)}
