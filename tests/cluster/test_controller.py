@@ -15,15 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from odradek.client.data import TopicPartition
 from odradek.clock import ManualClock
 from odradek.cluster.controller import (
     NO_LEADER,
     ControllerState,
-    PartitionState,
     PartitionStateWrite,
     Reason,
-    TopicPartition,
 )
+from odradek.cluster.metadata_store import PartitionState
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 T0 = TopicPartition("t", 0)

@@ -125,6 +125,7 @@ class ControllerRuntime:
         self._topics_pending = False
         self._reads_pending: set[TopicPartition] = set()
         self._activation_pending: int | None = None
+        self._stopped = False
 
     # -- what others read --------------------------------------------------------------------
 
@@ -160,6 +161,8 @@ class ControllerRuntime:
         )
 
     async def stop(self) -> None:
+        """Step down if active and handle nothing more (calls waiting get NOT_CONTROLLER)."""
+        self._stopped = True
         self._resign(None)
         for task in (self._worker, self._timer):
             if task is not None:
@@ -184,6 +187,8 @@ class ControllerRuntime:
 
     def membership_changed(self, change: MembershipChange) -> None:
         """On the loop: the controller or the registered brokers changed."""
+        if self._stopped:
+            return
         if change.controller_id == self.broker_id:
             epoch = change.controller_epoch
             if epoch != self.controller_epoch and epoch != self._activation_pending:
@@ -257,7 +262,10 @@ class ControllerRuntime:
     def _enqueue(self, event: _Event[Any]) -> None:
         if self._queue is None:
             raise RuntimeError("ControllerRuntime.start was not called")
-        self._queue.put_nowait(event)
+        if self._stopped:
+            event.refuse()
+        else:
+            self._queue.put_nowait(event)
 
     async def _submit(self, name: str, fn: Callable[[], T], *, needs_controller: bool = True) -> T:
         event: _Event[T] = _Event(name, fn, needs_controller)
