@@ -431,7 +431,7 @@ class ZooKeeperMetadataStore:
         self._topics.pop(name, None)
 
     def _delete_topic_znodes(self, name: str) -> None:
-        while True:
+        for _ in range(10):
             try:
                 self._call(self.zk.delete, topic_path(name), recursive=True)
                 break
@@ -439,6 +439,8 @@ class ZooKeeperMetadataStore:
                 break
             except NotEmptyError:
                 continue  # a partition's znode was made while the tree went: delete it too
+        else:
+            raise MetadataStoreError(f"znodes of topic {name} kept appearing while deleted")
         with contextlib.suppress(NoNodeError):
             self._call(self.zk.delete, f"{TOPIC_CONFIGS_PATH}/{name}")
         with contextlib.suppress(NoNodeError):
