@@ -14,9 +14,16 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient, KazooState
 
-from odradek.cluster.metadata_store import MetadataChange, PartitionState, TopicMetadata
+from odradek.cluster.metadata_store import (
+    MetadataChange,
+    PartitionState,
+    StaleVersionError,
+    TopicMetadata,
+)
 from odradek.cluster.zookeeper import (
+    CONTROLLER_EPOCH_PATH,
     DELETE_TOPICS_PATH,
+    ControllerMovedError,
     ZooKeeperMetadataStore,
     ZooKeeperSession,
     ZooKeeperUnreachableError,
@@ -149,6 +156,40 @@ def test_an_interrupted_deletion_is_finished_at_open(
         assert raw.get_children(DELETE_TOPICS_PATH) == []
     finally:
         reopened.close()
+
+
+def test_a_controllers_write_is_fenced_by_the_controller_epoch(
+    zookeeper_connect: str, raw: KazooClient
+) -> None:
+    store = open_store(zookeeper_connect)
+    try:
+        assert store.controller_epoch() is None
+        raw.create(CONTROLLER_EPOCH_PATH, b"1")
+        epoch, version = store.controller_epoch() or (0, -1)
+        assert (epoch, version) == (1, 0)
+        store.put(TopicMetadata("t", uuid.uuid4(), 2, {}, ((1, 2), (2, 1))))
+        first = PartitionState(1, 0, (1, 2), 1)
+        written = store.write_partition_state("t", 0, first, None, controller_epoch_zk_version=0)
+        assert written.version == 0 and store.partition_state("t", 0) == written
+        moved = PartitionState(2, 1, (2,), 1)
+        with pytest.raises(StaleVersionError):  # the version check still applies
+            store.write_partition_state("t", 0, moved, 5, controller_epoch_zk_version=0)
+
+        raw.set(CONTROLLER_EPOCH_PATH, b"2")  # another controller's election
+        with pytest.raises(ControllerMovedError):
+            store.write_partition_state("t", 0, moved, 0, controller_epoch_zk_version=0)
+        with pytest.raises(ControllerMovedError):
+            store.write_partition_state("t", 1, moved, None, controller_epoch_zk_version=0)
+        assert store.partition_state("t", 0) == written
+        assert store.partition_state("t", 1) is None
+
+        # A first state for a deleted topic does not bring the topic's znode back.
+        store.remove("t")
+        with pytest.raises(StaleVersionError):
+            store.write_partition_state("t", 0, first, None, controller_epoch_zk_version=1)
+        assert not raw.exists("/brokers/topics/t")
+    finally:
+        store.close()
 
 
 def test_producer_id_blocks_unique_between_brokers_at_once(zookeeper_connect: str) -> None:

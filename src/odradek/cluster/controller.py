@@ -39,9 +39,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import NamedTuple
 
+from odradek.client.data import TopicPartition
 from odradek.clock import Clock
+from odradek.cluster.metadata_store import PartitionState
 from odradek.config import TOPIC_CONFIGS
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -49,39 +50,6 @@ NO_LEADER = -1
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 # Kafka schedules the first automatic leader rebalance this long after a controller takes over.
 FIRST_REBALANCE_DELAY_MS = 5_000
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-
-def partition_state_path(tp: TopicPartition) -> str:
-    return f"/brokers/topics/{tp.topic}/partitions/{tp.partition}/state"
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionState:
-    """A partition's leader and ISR as the state znode holds them (Kafka's
-    LeaderIsrAndControllerEpoch), and the znode's version when read or written.
-
-    The controller caches a state it decided to create with ``version`` -1 until the create is
-    applied. (Field for field the ``PartitionState`` of the metadata store, which this one gives
-    way to when both are merged.)
-    """
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    version: int = 0
-
-    @property
-    def online(self) -> bool:
-        return self.leader != NO_LEADER
 
 
 class Reason(Enum):
@@ -103,19 +71,14 @@ class PartitionStateWrite:
     expected_version: int | None
     reason: Reason
 
-    @property
-    def path(self) -> str:
-        return partition_state_path(self.partition)
-
 
 @dataclass(frozen=True, slots=True)
 class TopicDeletion:
-    """What deleting a topic removes: its znodes (recursively) and, per broker, its replicas."""
+    """A deleted topic's partitions and, per broker, the replicas it hosted."""
 
     topic: str
     partitions: tuple[TopicPartition, ...]
     replicas: Mapping[int, tuple[TopicPartition, ...]]
-    znodes: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +98,9 @@ class ElectLeadersOutcome:
 
 @dataclass(frozen=True, slots=True)
 class ControlledShutdownOutcome:
-    """The writes moving leadership away, and the partitions the broker will still lead after them
-    (ControlledShutdown's answer: the broker retries while this is not empty)."""
+    """The writes moving leadership away, and the partitions with other replicas that the broker
+    will still lead after them (ControlledShutdown's answer: the broker retries while this is not
+    empty; a partition with no other replica cannot move, and is not named, as in Kafka)."""
 
     writes: list[PartitionStateWrite]
     still_led: frozenset[TopicPartition]
@@ -170,9 +134,9 @@ class ControllerState:
 
     Holds the live brokers, those in controlled shutdown, every topic's assignment and config
     overrides, and the partition states as last read or written (a written state is cached as
-    soon as it is decided, with the version it is expected to replace). Settings are Kafka's
-    broker configs of the same names; ``unclean.leader.election.enable`` in a topic's configs
-    overrides the broker's.
+    soon as it is decided, with the version it is expected to replace: -1 for a create).
+    Settings are Kafka's broker configs of the same names; ``unclean.leader.election.enable``
+    in a topic's configs overrides the broker's.
     """
 
     def __init__(
@@ -274,6 +238,14 @@ class ControllerState:
     def partitions_led_by(self, broker: int) -> frozenset[TopicPartition]:
         return frozenset(tp for tp, s in self._states.items() if s.leader == broker)
 
+    def replicated_partitions_led_by(self, broker: int) -> frozenset[TopicPartition]:
+        """What ``broker`` leads among the partitions that have another replica."""
+        return frozenset(
+            tp
+            for tp, s in self._states.items()
+            if s.leader == broker and len(self._replicas(tp)) > 1
+        )
+
     def offline_partitions(self) -> frozenset[TopicPartition]:
         return frozenset(tp for tp in self._all_partitions() if self.leader(tp) == NO_LEADER)
 
@@ -325,7 +297,8 @@ class ControllerState:
         return batch.result()
 
     def delete_topic(self, topic: str) -> TopicDeletion:
-        """Forget the topic; the shell removes its znodes and the brokers its replicas."""
+        """Forget a topic the store no longer holds (the metadata store removes the znodes, the
+        brokers their replicas)."""
         if topic not in self._assignments:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {topic!r}")
         partitions = tuple(self._partitions_of(topic))
@@ -340,11 +313,6 @@ class ControllerState:
             topic,
             partitions,
             {b: tuple(tps) for b, tps in sorted(replicas.items())},
-            (
-                f"/brokers/topics/{topic}",
-                f"/config/topics/{topic}",
-                f"/admin/delete_topics/{topic}",
-            ),
         )
 
     # -- brokers -----------------------------------------------------------------------------
@@ -391,7 +359,7 @@ class ControllerState:
                 self._decide(
                     batch, tp, state, self._moved_off_shutting_down, Reason.CONTROLLED_SHUTDOWN
                 )
-        return ControlledShutdownOutcome(batch.result(), self.partitions_led_by(broker))
+        return ControlledShutdownOutcome(batch.result(), self.replicated_partitions_led_by(broker))
 
     # -- preferred replicas ------------------------------------------------------------------
 

@@ -40,13 +40,12 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.metadata_store import MetadataStoreError
-from odradek.cluster.zookeeper import ZooKeeperSession
+from odradek.cluster.zookeeper import CONTROLLER_EPOCH_PATH, ZooKeeperSession
 
 log = logging.getLogger(__name__)
 
 BROKER_IDS_PATH = "/brokers/ids"
 CONTROLLER_PATH = "/controller"
-CONTROLLER_EPOCH_PATH = "/controller_epoch"
 REGISTRATION_VERSION = 5
 
 
@@ -130,6 +129,7 @@ class BrokerMembership:
         self._lock = threading.Lock()
         self._controller_id: int | None = None
         self._controller_epoch = 0
+        self._broker_epoch = -1
         self._brokers: frozenset[int] = frozenset()
         self._closed = False
         self._listener: tuple[asyncio.AbstractEventLoop, Callable[[MembershipChange], None]] | None
@@ -166,13 +166,28 @@ class BrokerMembership:
             except NoNodeError:
                 owner = None
             if owner == self.session.session_id:
+                self._set_broker_epoch(stat.czxid)
                 return  # ours already (a retried create)
             raise DuplicateBrokerIdError(
                 f"broker.id {self.broker_id} is already registered in ZooKeeper at {path} "
                 f"by another live session (0x{owner or 0:x}): another broker runs with this "
                 "id; give each broker its own broker.id"
             ) from None
+        stat = self.zk.exists(path)
+        if stat is not None:
+            self._set_broker_epoch(stat.czxid)
         log.info("registered broker %d in ZooKeeper at %s", self.broker_id, path)
+
+    def _set_broker_epoch(self, czxid: int) -> None:
+        with self._lock:
+            self._broker_epoch = int(czxid)
+
+    @property
+    def broker_epoch(self) -> int:
+        """The registration znode's creation zxid (Kafka's broker epoch, sent in
+        ControlledShutdown v2+); new with every session, -1 before the first registration."""
+        with self._lock:
+            return self._broker_epoch
 
     def _new_session(self) -> None:
         """On a kazoo thread, after an expired session was replaced."""

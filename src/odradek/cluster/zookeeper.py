@@ -20,8 +20,11 @@ with the same fields; both are read). All paths are under the chroot of ``zookee
 
 Crashes: a topic is created by one multi-op (its config and its assignment together); a topic's
 deletion first marks it under ``/admin/delete_topics``, and opening a store finishes deletions a
-crash interrupted. Partition states and producer-id blocks are written by compare-and-set on the
-znode version, so two writers never both succeed.
+crash interrupted (the store deletes a topic's znodes itself; the controller only forgets the
+topic). Partition states and producer-id blocks are written by compare-and-set on the znode
+version, so two writers never both succeed; the controller's partition-state writes also check
+the version of ``/controller_epoch`` in the same multi-op, so a controller whose term ended
+writes nothing (Kafka's fencing).
 
 Threads: :class:`ZooKeeperMetadataStore` is called from the broker's event loop; its calls block
 the loop for ZooKeeper round trips (milliseconds; they are admin operations and controller
@@ -43,7 +46,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry, RetryFailedError
@@ -70,10 +73,17 @@ TOPIC_CONFIGS_PATH = "/config/topics"
 CONFIG_CHANGES_PATH = "/config/changes"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
 
 
 class ZooKeeperUnreachableError(MetadataStoreError):
     """No ZooKeeper server answered within ``zookeeper.connection.timeout.ms``."""
+
+
+class ControllerMovedError(MetadataStoreError):
+    """A controller's write was refused: ``/controller_epoch`` is no longer at the version the
+    controller's election left it at, so another controller was elected since (Kafka's
+    ControllerMovedException)."""
 
 
 # -- Kafka's znode formats -----------------------------------------------------------------------
@@ -193,6 +203,7 @@ class ZooKeeperSession:
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
         )
         self._hooks: list[Callable[[], None]] = []
+        self._lost_hooks: list[Callable[[], None]] = []
         self._lost = threading.Event()
         self._closing = threading.Event()
         self.client.add_listener(self._state_changed)
@@ -257,6 +268,11 @@ class ZooKeeperSession:
     def on_new_session(self, hook: Callable[[], None]) -> None:
         self._hooks.append(hook)
 
+    def on_session_lost(self, hook: Callable[[], None]) -> None:
+        """``hook`` runs on kazoo's connection thread when the session expires (its ephemeral
+        znodes are gone): it must not block, only hand the news on."""
+        self._lost_hooks.append(hook)
+
     def _state_changed(self, state: str) -> None:
         # kazoo's connection thread: nothing here may block.
         if state == KazooState.LOST:
@@ -266,6 +282,8 @@ class ZooKeeperSession:
                     "waiting for a new session to register again"
                 )
                 self._lost.set()
+                for hook in self._lost_hooks:
+                    hook()
         elif state == KazooState.CONNECTED and self._lost.is_set():
             self._lost.clear()
             for hook in self._hooks:
@@ -413,8 +431,16 @@ class ZooKeeperMetadataStore:
         self._topics.pop(name, None)
 
     def _delete_topic_znodes(self, name: str) -> None:
-        with contextlib.suppress(NoNodeError):
-            self._call(self.zk.delete, topic_path(name), recursive=True)
+        for _ in range(10):
+            try:
+                self._call(self.zk.delete, topic_path(name), recursive=True)
+                break
+            except NoNodeError:
+                break
+            except NotEmptyError:
+                continue  # a partition's znode was made while the tree went: delete it too
+        else:
+            raise MetadataStoreError(f"znodes of topic {name} kept appearing while deleted")
         with contextlib.suppress(NoNodeError):
             self._call(self.zk.delete, f"{TOPIC_CONFIGS_PATH}/{name}")
         with contextlib.suppress(NoNodeError):
@@ -499,12 +525,44 @@ class ZooKeeperMetadataStore:
             return None
         return decode_partition_state(data, stat.version)
 
+    def controller_epoch(self) -> tuple[int, int] | None:
+        """``/controller_epoch`` as (epoch, znode version); None before the first election."""
+        try:
+            data, stat = self._call(self.zk.get, CONTROLLER_EPOCH_PATH)
+        except NoNodeError:
+            return None
+        return int(data), int(stat.version)
+
     def write_partition_state(
-        self, topic: str, partition: int, state: PartitionState, expected_version: int | None
+        self,
+        topic: str,
+        partition: int,
+        state: PartitionState,
+        expected_version: int | None,
+        *,
+        controller_epoch_zk_version: int | None = None,
     ) -> PartitionState:
+        """The store's compare-and-set; a controller names the version its election left
+        ``/controller_epoch`` at, and the write is then one multi-op that also checks it, so a
+        controller that lost its term writes nothing (:class:`ControllerMovedError`), as
+        Kafka's controller does. Its create of a partition's first state never creates the
+        topic's znode: on a topic deleted meanwhile it fails (:class:`StaleVersionError`)."""
         path = partition_state_path(topic, partition)
         data = encode_partition_state(state)
-        if expected_version is None:
+        if controller_epoch_zk_version is not None:
+            if expected_version is None:
+                self._make_partition_znode(topic, partition)
+            written = self._conditional_write(
+                path,
+                data,
+                -1 if expected_version is None else expected_version,
+                self._fenced_write,
+                path,
+                data,
+                expected_version,
+                controller_epoch_zk_version,
+            )
+        elif expected_version is None:
             written = self._conditional_write(
                 path, data, -1, self.zk.create, path, data, makepath=True
             )
@@ -517,6 +575,37 @@ class ZooKeeperMetadataStore:
                 f"partition state of {topic}-{partition} is not at version {expected_version}"
             )
         return replace(state, version=0 if expected_version is None else expected_version + 1)
+
+    def _make_partition_znode(self, topic: str, partition: int) -> None:
+        """``/brokers/topics/<t>/partitions/<p>``, the state's parent, if the topic exists."""
+        for path in (
+            f"{topic_path(topic)}/partitions",
+            f"{topic_path(topic)}/partitions/{partition}",
+        ):
+            try:
+                self._call(self.zk.create, path, b"")
+            except NodeExistsError:
+                pass
+            except NoNodeError:
+                raise StaleVersionError(f"topic {topic} does not exist") from None
+
+    def _fenced_write(
+        self, path: str, data: bytes, expected_version: int | None, epoch_zk_version: int
+    ) -> None:
+        tx = self.zk.transaction()
+        tx.check(CONTROLLER_EPOCH_PATH, epoch_zk_version)
+        if expected_version is None:
+            tx.create(path, data)
+        else:
+            tx.set_data(path, data, version=expected_version)
+        epoch_result, write_result = tx.commit()
+        if isinstance(epoch_result, (BadVersionError, NoNodeError)):
+            raise ControllerMovedError(
+                f"/controller_epoch is no longer at version {epoch_zk_version}: "
+                "another controller was elected"
+            )
+        if isinstance(write_result, Exception):
+            raise write_result
 
     def _conditional_write(
         self,
