@@ -70,7 +70,9 @@ def test_many_requests_in_flight_are_answered_whichever_is_awaited_first(
 def test_acks_0_gets_no_answer_and_the_next_request_still_matches(broker: RunningBroker) -> None:
     topic = f"blocking-{uuid.uuid4().hex[:8]}"
     with BlockingConnection.open(broker.bootstrap) as connection:
-        connection.request(METADATA, {"topics": [{"name": topic}], "allow_auto_topic_creation": True})
+        connection.request(
+            METADATA, {"topics": [{"name": topic}], "allow_auto_topic_creation": True}
+        )
         silent = connection.send(PRODUCE, produce_fields(topic, acks=0))
         assert not silent.expects_response and connection.in_flight == 0
         assert connection.receive(silent) is None
@@ -131,7 +133,7 @@ def test_a_broken_answer_fails_the_connection(
 ) -> None:
     listener, thread = _fake_broker(answer)
     try:
-        address = "127.0.0.1:%d" % listener.getsockname()[1]
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
         connection = BlockingConnection.open(address, timeout_s=5, negotiate=False)
         request = connection.send(METADATA, METADATA_FIELDS, version=12)
         with pytest.raises(error, match=match):

@@ -151,10 +151,11 @@ class _FetchPartition:
 _PARTITION_HEAD = struct.Struct(">ihqqq")
 
 
-def _parse_fetch_v12(frame: memoryview) -> _FetchPartition | None:
+def _parse_fetch_v12(frame: bytes | memoryview) -> _FetchPartition | None:
     """A Fetch v12 response for one partition, read in place: its records stay a view of the
     frame instead of a copy (kio copies them, which costs as much as decoding them). None for
     anything else, which kio then decodes."""
+    frame = memoryview(frame)
     try:
         (correlation_id,) = struct.unpack_from(">i", frame, 0)
         position = skip_tagged_fields(frame, 4)
