@@ -196,8 +196,8 @@ def test_a_cancelled_request_is_abandoned(broker: RunningBroker) -> None:
 def test_raw_frames_and_prebuilt_requests(broker: RunningBroker) -> None:
     async def run() -> None:
         async with await AsyncConnection.open(broker.bootstrap) as connection:
-            frame = await connection.request_frame(METADATA, METADATA_FIELDS, highest=12)
-            assert len(frame) > 4
+            raw = await connection.exchange(METADATA, METADATA_FIELDS, highest=12, raw=True)
+            assert raw is not None and raw.body is None and len(raw.frame) > 4
             topic = await new_topic(connection)
             prebuilt = bytearray(request_frame(PRODUCE, 9, produce_fields(topic, b"p")))
             answers: list[Response | ClientError] = []

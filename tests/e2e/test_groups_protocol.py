@@ -59,7 +59,9 @@ class Wire:
         return cls(await AsyncConnection.open(bootstrap, client_id="wire"))
 
     async def __call__(self, api_key: int, version: int, **fields: Any) -> Any:
-        frame = await self.connection.request_frame(api_key, fields, version=version)
+        response = await self.connection.exchange(api_key, fields, version=version, raw=True)
+        assert response is not None
+        frame = response.frame
         schema: Any = response_schema(api_key, version)
         _, header_size = entity_reader(schema.__header_schema__)(frame, 0)
         body, body_size = entity_reader(schema)(frame, header_size)

@@ -22,6 +22,7 @@ from odradek.client.core import (
     ClientCore,
     ClientError,
     ConnectionFailed,
+    CoreShell,
     ProtocolError,
     Request,
     RequestTimeout,
@@ -32,7 +33,7 @@ from odradek.client.core import (
 ResponseCallback = Callable[[Response | ClientError], None]
 
 
-class AsyncConnection(asyncio.BufferedProtocol):
+class AsyncConnection(CoreShell, asyncio.BufferedProtocol):
     """A connection to one broker. Open with :meth:`open`, close with :meth:`close`.
 
     The protocol callbacks (``connection_made``, ``get_buffer``, …) are the event loop's; the
@@ -89,22 +90,8 @@ class AsyncConnection(asyncio.BufferedProtocol):
         self.core.accept_versions(response.body)
 
     @property
-    def versions(self) -> dict[int, tuple[int, int]]:
-        """The broker's API versions: key → (lowest, highest)."""
-        return dict(self.core.broker_versions or {})
-
-    def version_for(
-        self, api_key: int, highest: int | None = None, lowest: int | None = None
-    ) -> int:
-        return self.core.version_for(api_key, highest, lowest)
-
-    @property
     def closed(self) -> bool:
         return self._error is not None
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._waiting)
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -115,37 +102,29 @@ class AsyncConnection(asyncio.BufferedProtocol):
         *,
         version: int | None = None,
         highest: int | None = None,
-        lowest: int | None = None,
         timeout_s: float | None = None,
     ) -> Any:
-        """Send a request (in ``version``, or the best common one within ``lowest..highest``)
-        and wait for its decoded response; None for a Produce with acks=0."""
-        request, future = self.send(
-            api_key, fields, version=version, highest=highest, lowest=lowest
+        """Send a request (in ``version``, or the best common one up to ``highest``) and wait
+        for its decoded response; None for a Produce with acks=0."""
+        response = await self.exchange(
+            api_key, fields, version=version, highest=highest, timeout_s=timeout_s
         )
-        await self.drain()
-        response = await self._wait(request, future, timeout_s)
         return None if response is None else response.body
 
-    async def request_frame(
+    async def exchange(
         self,
         api_key: int,
         fields: Mapping[str, Any],
         *,
         version: int | None = None,
         highest: int | None = None,
-        lowest: int | None = None,
+        raw: bool = False,
         timeout_s: float | None = None,
-    ) -> bytes | memoryview:
-        """Like :meth:`request`, but the undecoded response frame (header included)."""
-        request, future = self.send(
-            api_key, fields, version=version, highest=highest, lowest=lowest, raw=True
-        )
+    ) -> Response | None:
+        """Like :meth:`request`, but the whole response: with ``raw``, only its frame."""
+        request, future = self.send(api_key, fields, version=version, highest=highest, raw=raw)
         await self.drain()
-        response = await self._wait(request, future, timeout_s)
-        if response is None:
-            raise ClientError("this request gets no response")
-        return response.frame
+        return await self._wait(request, future, timeout_s)
 
     def send(
         self,

@@ -25,6 +25,7 @@ from odradek.client.core import (
     ClientCore,
     ClientError,
     ConnectionFailed,
+    CoreShell,
     ProtocolError,
     Request,
     Response,
@@ -34,7 +35,7 @@ from odradek.client.core import (
 _RECEIVE_BUFFER_BYTES = 4 << 20
 
 
-class BlockingConnection:
+class BlockingConnection(CoreShell):
     """A blocking TCP connection to one broker. Open with :meth:`open`; not thread-safe."""
 
     def __init__(self, sock: socket.socket, core: ClientCore, address: str) -> None:
@@ -79,20 +80,6 @@ class BlockingConnection:
         response = self.receive(request)
         assert response is not None
         self.core.accept_versions(response.body)
-
-    @property
-    def versions(self) -> dict[int, tuple[int, int]]:
-        """The broker's API versions: key → (lowest, highest)."""
-        return dict(self.core.broker_versions or {})
-
-    def version_for(
-        self, api_key: int, highest: int | None = None, lowest: int | None = None
-    ) -> int:
-        return self.core.version_for(api_key, highest, lowest)
-
-    @property
-    def in_flight(self) -> int:
-        return self.core.in_flight
 
     # -- requests ------------------------------------------------------------------------------
 

@@ -493,3 +493,25 @@ class ClientCore:
     def _fail(self, error: ProtocolError) -> ProtocolError:
         self._broken = error
         return error
+
+
+class CoreShell:
+    """What every shell of a :class:`ClientCore` tells alike: the broker's versions and what
+    is in flight."""
+
+    core: ClientCore
+
+    @property
+    def versions(self) -> dict[int, tuple[int, int]]:
+        """The broker's API versions: key → (lowest, highest)."""
+        return dict(self.core.broker_versions or {})
+
+    def version_for(
+        self, api_key: int, highest: int | None = None, lowest: int | None = None
+    ) -> int:
+        return self.core.version_for(api_key, highest, lowest)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and waiting for an answer."""
+        return len(self.core.requests_in_flight())
