@@ -1,4 +1,4 @@
-"""The blocking wire connection and the data client, against a real broker."""
+"""The data client, against a real broker."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from odradek.client.data import (
     ProduceError,
     TopicPartition,
 )
-from odradek.client.wire import FETCH, METADATA, WireConnection, WireError
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import NewRecord, encode_batch, iter_records
 from odradek.testing import RunningBroker, running_broker
@@ -50,29 +49,6 @@ def batch(count: int, first: int = 0, ts: int = T0) -> bytes:
 
 def offsets_in(records: bytes) -> list[int]:
     return [r.offset for _, rs in iter_records(records) for r in rs]
-
-
-def test_connection_negotiates_versions_and_pipelines(broker: RunningBroker) -> None:
-    with WireConnection.open(broker.bootstrap) as connection:
-        assert connection.version_for(FETCH) == 12
-        assert connection.version_for(METADATA) == 12
-        # Three requests on the wire before any answer; answers come back in order.
-        pending = [
-            connection.send(METADATA, {"topics": None, "allow_auto_topic_creation": False})
-            for _ in range(3)
-        ]
-        assert connection.in_flight == 3
-        with pytest.raises(ValueError, match="order"):
-            connection.receive(pending[1])
-        for p in pending:
-            assert connection.receive(p).brokers[0].port == broker.port
-        with pytest.raises(WireError, match="does not speak"):
-            connection.version_for(999)
-
-
-def test_connecting_nowhere_is_a_wire_error() -> None:
-    with pytest.raises(WireError, match="cannot connect"):
-        WireConnection.open("127.0.0.1:1", timeout_s=2)
 
 
 def test_partitions_and_offsets(client: DataClient, topic: str) -> None:

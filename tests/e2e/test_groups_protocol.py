@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader
 
-from odradek.client.connection import BrokerConnection, parse_address
+from odradek.client.aio import AsyncConnection
 from odradek.clock import ManualClock
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import response_schema
@@ -51,15 +51,17 @@ def subscription(*topics: str) -> bytes:
 class Wire:
     """A connection whose every response is decoded exactly."""
 
-    def __init__(self, connection: BrokerConnection) -> None:
+    def __init__(self, connection: AsyncConnection) -> None:
         self.connection = connection
 
     @classmethod
     async def open(cls, bootstrap: str) -> Wire:
-        return cls(await BrokerConnection.open(*parse_address(bootstrap), client_id="wire"))
+        return cls(await AsyncConnection.open(bootstrap, client_id="wire"))
 
     async def __call__(self, api_key: int, version: int, **fields: Any) -> Any:
-        frame = await self.connection.exchange(api_key, version, fields)
+        response = await self.connection.exchange(api_key, fields, version=version, raw=True)
+        assert response is not None
+        frame = response.frame
         schema: Any = response_schema(api_key, version)
         _, header_size = entity_reader(schema.__header_schema__)(frame, 0)
         body, body_size = entity_reader(schema)(frame, header_size)

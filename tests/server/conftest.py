@@ -1,16 +1,15 @@
-"""A small blocking Kafka client over a raw socket, for feeding the broker exact bytes.
+"""A Kafka connection for tests that feed the broker exact bytes, on the project's blocking client.
 
 Requests are built with :func:`odradek.protocol.messages.build` from version-independent keyword
-values and framed by :func:`encode_request`; responses are decoded by kio, and a response whose
-bytes kio does not consume exactly counts as a failure.
+values at the exact version a test names, and go through
+:class:`~odradek.client.blocking.BlockingConnection` (framing and correlation by the client core);
+responses are decoded by kio, and a response whose bytes kio does not consume exactly counts as a
+failure. ``send_raw`` writes any bytes at all (broken frames included); answers to frames a test
+built itself are read with ``receive`` by their correlation id.
 """
 
 from __future__ import annotations
 
-import itertools
-import select
-import socket
-import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,14 +18,10 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader
 
+from odradek.client.blocking import BlockingConnection
+from odradek.client.core import ConnectionFailed, Request
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import (
-    RequestHeader,
-    build,
-    encode_request,
-    request_schema,
-    response_schema,
-)
+from odradek.protocol.messages import response_schema
 from odradek.protocol.records import Record, encode_batch, iter_records
 from odradek.testing import RunningBroker
 
@@ -35,9 +30,8 @@ PRODUCE_VERSION = 9
 FETCH_VERSION = 12
 TIMEOUT_S = 10.0
 
-
-class ConnectionClosed(Exception):
-    """The broker closed the connection."""
+# What a broken connection raises.
+ConnectionClosed = ConnectionFailed
 
 
 def now_ms() -> int:
@@ -54,18 +48,17 @@ def unique_topic(prefix: str = "t") -> str:
 
 
 class KafkaConnection:
-    """One TCP connection speaking Kafka's framing, one request in flight at a time."""
-
-    _ids = itertools.count(1)
+    """One TCP connection speaking Kafka's framing; requests at exact versions, no negotiation."""
 
     def __init__(self, bootstrap: str, timeout: float = TIMEOUT_S) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.connection = BlockingConnection.open(
+            bootstrap, client_id="odradek-tests", timeout_s=timeout, negotiate=False
+        )
         self.timeout = timeout
+        self._sent: dict[int, Request] = {}  # by correlation id, oldest first
 
     def close(self) -> None:
-        self.sock.close()
+        self.connection.close()
 
     def __enter__(self) -> KafkaConnection:
         return self
@@ -76,62 +69,59 @@ class KafkaConnection:
     # -- frames ----------------------------------------------------------------------------------
 
     def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
+        """Write ``data`` as it is: whole frames, parts of frames, or garbage."""
+        self.connection.send_bytes(data)
 
-    def _read_exactly(self, size: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < size:
-            try:
-                chunk = self.sock.recv(size - len(chunks))
-            except ConnectionResetError as e:
-                raise ConnectionClosed("connection reset") from e
-            if not chunk:
-                raise ConnectionClosed(f"closed after {len(chunks)} of {size} bytes")
-            chunks += chunk
-        return bytes(chunks)
-
-    def read_frame(self) -> bytes:
-        """The next response frame, without its length prefix."""
-        (size,) = struct.unpack(">i", self._read_exactly(4))
-        return self._read_exactly(size)
+    def read_frame(self) -> bytes | memoryview:
+        """The next response frame, without its length prefix: the answer to the oldest request
+        sent with :meth:`send`, or else to bytes sent with :meth:`send_raw`."""
+        if self._sent:
+            request = self._sent.pop(next(iter(self._sent)))
+            response = self.connection.receive(request)
+            assert response is not None
+            return response.frame
+        return self.connection.read_frame()
 
     def has_data(self, wait_s: float) -> bool:
         """Whether something (a response, or the close) arrives within ``wait_s``."""
-        readable, _, _ = select.select([self.sock], [], [], wait_s)
-        return bool(readable)
+        return self.connection.wait_readable(wait_s)
 
     def assert_closed_by_broker(self) -> None:
         """The broker ends the connection (EOF or reset) without sending a response."""
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            try:
-                data = self.sock.recv(4096)
-            except ConnectionResetError:
-                return
-            except TimeoutError:
-                break
-            if not data:
-                return
-            raise AssertionError(f"expected the broker to close, got {data[:40]!r}")
-        raise AssertionError("the broker kept the connection open")
+        try:
+            frame = self.connection.read_frame()
+        except ConnectionFailed as e:
+            if isinstance(e.__cause__, TimeoutError):
+                raise AssertionError("the broker kept the connection open") from e
+            return
+        raise AssertionError(f"expected the broker to close, got {bytes(frame[:40])!r}")
 
     # -- requests --------------------------------------------------------------------------------
 
     def send(self, api_key: int, version: int, /, **fields: Any) -> int:
         """Send a request built from ``fields``; returns its correlation id."""
-        correlation_id = next(self._ids)
-        request = build(request_schema(api_key, version), fields)
-        header = RequestHeader(api_key, version, correlation_id, "odradek-tests")
-        self.send_raw(encode_request(header, request))
-        return correlation_id
+        request = self.connection.send(api_key, fields, version=version, raw=True)
+        if request.expects_response:
+            self._sent[request.correlation_id] = request
+        return request.correlation_id
 
     def receive(self, api_key: int, version: int, correlation_id: int) -> Any:
-        frame = self.read_frame()
-        return decode_exactly(api_key, version, frame, correlation_id)
+        """The decoded answer to a request sent with :meth:`send`, or to a frame with this
+        correlation id sent with :meth:`send_raw`."""
+        request = self._sent.pop(correlation_id, None)
+        if request is None:
+            request = self.connection.expect(api_key, version, correlation_id)
+        response = self.connection.receive(request)
+        assert response is not None
+        return decode_exactly(api_key, version, response.frame, correlation_id)
 
     def request(self, api_key: int, version: int, /, **fields: Any) -> Any:
-        correlation_id = self.send(api_key, version, **fields)
-        return self.receive(api_key, version, correlation_id)
+        """The decoded response; None for a Produce with acks=0, which gets none."""
+        request = self.connection.send(api_key, fields, version=version, raw=True)
+        response = self.connection.receive(request)
+        if response is None:
+            return None
+        return decode_exactly(api_key, version, response.frame, request.correlation_id)
 
     # -- the APIs the tests use most -------------------------------------------------------------
 
@@ -255,7 +245,9 @@ class KafkaConnection:
         return int(p.offset)
 
 
-def decode_exactly(api_key: int, version: int, frame: bytes, correlation_id: int) -> Any:
+def decode_exactly(
+    api_key: int, version: int, frame: bytes | memoryview, correlation_id: int
+) -> Any:
     """Decode a response frame with kio, insisting every byte belongs to the response."""
     schema: Any = response_schema(api_key, version)
     # kio's readers return the value and how many bytes it took.

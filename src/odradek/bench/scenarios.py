@@ -41,6 +41,7 @@ from odradek.bench.workers import (
     raw_worker,
     run_workers,
 )
+from odradek.client.core import ClientError
 from odradek.storage.checkpoint import read_checkpoint
 from odradek.storage.formats import RECOVERY_POINT_CHECKPOINT
 
@@ -869,7 +870,7 @@ def _timed_restart(broker: ChildBroker, topic: str) -> tuple[float, float]:
     while True:
         if not broker.alive():
             broker.wait_listening(1)  # raises with the broker's output
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(ClientError):  # not listening yet
             if topic_layout(broker.bootstrap, topic, timeout=5) is not None:
                 ready = time.monotonic() - broker.spawned_at
                 return broker.wait_listening(), ready

@@ -1,72 +1,34 @@
-"""Just enough of Kafka's protocol over plain sockets to load a broker as hard as it can take.
+"""The bench's load generator: pre-built Produce frames, pipelined as hard as a broker takes them.
 
 The ``raw`` scenario and the data loaders send record batches built once with
 :func:`~odradek.protocol.records.encode_batch`: each Produce request frame is built once per
-partition, and only its correlation id (bytes 8..12 of the frame) changes from one send to the
-next. A connection keeps up to ``window`` requests in flight — it writes without waiting and reads
-the responses as they come, matching them to their send time by correlation id — so the
-client never waits on a round trip and the broker always has the next request queued. Kafka
-answers a connection's requests in order, but nothing here relies on it.
+partition and sent again and again through :meth:`AsyncConnection.send_frame
+<odradek.client.aio.AsyncConnection.send_frame>`, which only rewrites its correlation id. A
+connection keeps up to ``window`` requests in flight — it writes without waiting and each
+response completes its request's future — so the client never waits on a round trip and the
+broker always has the next request queued. Framing, correlation and decoding are the client
+core's (:mod:`odradek.client.core`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
+import functools
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.client.aio import AsyncConnection
+from odradek.client.blocking import BlockingConnection
+from odradek.client.core import METADATA, PRODUCE, ClientError, Response, request_frame
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import (
-    RequestHeader,
-    build,
-    decode_response,
-    encode_request,
-    request_schema,
-    response_schema,
-)
 from odradek.protocol.records import NewRecord, encode_batch
 
-PRODUCE = 0
-METADATA = 3
 PRODUCE_VERSION = 9  # within odradek's 3..11 and Kafka 4's floor
 METADATA_VERSION = 12
 CLIENT_ID = "odradek-bench"
-_INT32 = struct.Struct(">i")
-_CORRELATION_AT = 8  # length prefix (4), api key (2), api version (2)
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host or "127.0.0.1", int(port)
-
-
-def request_frame(api_key: int, version: int, correlation_id: int, **fields: Any) -> bytes:
-    """A whole request frame, length prefix included."""
-    body = build(request_schema(api_key, version), fields)
-    return encode_request(RequestHeader(api_key, version, correlation_id, CLIENT_ID), body)
-
-
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        chunks += chunk
-    return bytes(chunks)
-
-
-def _call(address: tuple[str, int], frame: bytes, timeout: float) -> bytes:
-    """One request, one response frame (without its length prefix), on a new connection."""
-    with socket.create_connection(address, timeout=timeout) as sock:
-        sock.sendall(frame)
-        (size,) = _INT32.unpack(_read_exactly(sock, 4))
-        return _read_exactly(sock, size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,15 +42,17 @@ class TopicLayout:
 def topic_layout(bootstrap: str, topic: str, timeout: float = 10.0) -> TopicLayout | None:
     """The topic's partition leaders by a Metadata request; None if the topic is not (yet)
     served with a leader for every partition."""
-    frame = request_frame(
-        METADATA,
-        METADATA_VERSION,
-        1,
-        topics=[{"name": topic, "topic_id": uuid.UUID(int=0)}],
-        allow_auto_topic_creation=False,
-    )
-    raw = _call(parse_address(bootstrap), frame, timeout)
-    _, response = decode_response(response_schema(METADATA, METADATA_VERSION), raw)
+    with BlockingConnection.open(
+        bootstrap, client_id=CLIENT_ID, timeout_s=timeout, negotiate=False
+    ) as connection:
+        response = connection.request(
+            METADATA,
+            {
+                "topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}],
+                "allow_auto_topic_creation": False,
+            },
+            version=METADATA_VERSION,
+        )
     body: Any = response
     brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in body.brokers}
     for entry in body.topics:
@@ -108,11 +72,15 @@ def produce_frame(topic: str, partition: int, batch: bytes, acks: int, timeout_m
     return request_frame(
         PRODUCE,
         PRODUCE_VERSION,
-        0,
-        transactional_id=None,
-        acks=acks,
-        timeout=timeout_ms,
-        topic_data=[{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
+        {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout": timeout_ms,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": partition, "records": batch}]}
+            ],
+        },
+        client_id=CLIENT_ID,
     )
 
 
@@ -143,80 +111,53 @@ async def _pipeline(
 ) -> ConnectionStats:
     """Send ``frames`` round robin, ``window`` at a time, until the deadline or the budget."""
     stats = ConnectionStats()
-    reader, writer = await asyncio.open_connection(*address, limit=1 << 22)
-    schema = response_schema(PRODUCE, PRODUCE_VERSION)
+    connection = await AsyncConnection.open(
+        f"{address[0]}:{address[1]}", client_id=CLIENT_ID, negotiate=False
+    )
     slots = asyncio.Semaphore(window)
-    sent_at: dict[int, float] = {}
-    done_sending = False
-    all_answered = asyncio.Event()
-    sent = received = 0
+    failures: list[BaseException] = []
 
-    async def send() -> None:
-        nonlocal sent, done_sending
-        buffers = [bytearray(f) for f in frames]
-        while True:
+    def answered(sent_at: float, response: Response | ClientError) -> None:
+        now = time.perf_counter()
+        slots.release()
+        if not isinstance(response, Response):
+            failures.append(response)
+            return
+        stats.latencies_ms.append((now - sent_at) * 1000)
+        body: Any = response.body
+        ok = all(
+            p.error_code == ErrorCode.none
+            for topic in body.responses
+            for p in topic.partition_responses
+        )
+        stats.requests += 1
+        if ok:
+            stats.records += records_per_frame
+        else:
+            stats.errors += 1
+            if stats.first_error is None:
+                stats.first_error = repr(body)[:500]
+
+    buffers = [bytearray(f) for f in frames]
+    sent = 0
+    try:
+        while max_requests is None or sent < max_requests:
             await slots.acquire()
-            if (deadline is not None and time.monotonic() >= deadline) or (
-                max_requests is not None and sent >= max_requests
-            ):
+            if failures or (deadline is not None and time.monotonic() >= deadline):
+                slots.release()
                 break
             buffer = buffers[sent % len(buffers)]
-            _INT32.pack_into(buffer, _CORRELATION_AT, sent)
-            sent_at[sent] = time.perf_counter()
-            writer.write(bytes(buffer))  # a copy: the transport may hold it past this turn
+            connection.send_frame_then(buffer, functools.partial(answered, time.perf_counter()))
             stats.wire_bytes += len(buffer)
             sent += 1
-            await writer.drain()
-        done_sending = True
-        if received == sent:
-            all_answered.set()
-
-    async def receive() -> None:
-        nonlocal received
-        while True:
-            try:
-                (size,) = _INT32.unpack(await reader.readexactly(4))
-                frame = await reader.readexactly(size)
-            except asyncio.IncompleteReadError:
-                raise ConnectionError("broker closed the connection") from None
-            now = time.perf_counter()
-            correlation_id, response = decode_response(schema, frame)
-            stats.latencies_ms.append((now - sent_at.pop(correlation_id)) * 1000)
-            body: Any = response
-            ok = all(
-                p.error_code == ErrorCode.none
-                for topic in body.responses
-                for p in topic.partition_responses
-            )
-            stats.requests += 1
-            if ok:
-                stats.records += records_per_frame
-            else:
-                stats.errors += 1
-                if stats.first_error is None:
-                    stats.first_error = repr(body)[:500]
-            received += 1
-            slots.release()
-            if done_sending and received == sent:
-                all_answered.set()
-
-    sender = asyncio.create_task(send())
-    receiver = asyncio.create_task(receive())
-    try:
-        await asyncio.wait({sender, receiver}, return_when=asyncio.FIRST_COMPLETED)
-        if receiver.done():
-            receiver.result()  # raises what ended it
-        await sender
-        # The receiver ends only by failing; otherwise stop it once everything is answered.
-        answered = asyncio.create_task(all_answered.wait())
-        await asyncio.wait({answered, receiver}, return_when=asyncio.FIRST_COMPLETED)
-        if receiver.done():
-            receiver.result()  # raises what the receiver failed with
-        answered.cancel()
+            await connection.drain()
+        # Every slot back: every request answered (or failed).
+        for _ in range(window):
+            await slots.acquire()
+        if failures:
+            raise failures[0]
     finally:
-        sender.cancel()
-        receiver.cancel()
-        writer.close()
+        await connection.close()
     return stats
 
 

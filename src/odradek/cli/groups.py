@@ -11,7 +11,7 @@ from typing import TextIO
 
 from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options
 from odradek.client.admin import GroupAdmin, GroupInfo, ListedGroup
-from odradek.client.connection import ClientError
+from odradek.client.core import ClientError
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

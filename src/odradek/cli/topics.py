@@ -11,37 +11,28 @@ directory, counted.  Otherwise it is an estimate, shown as ``~N``: the size divi
 topic's ``segment.bytes``, rounded up (a lower bound for logs that roll by size; logs rolled
 by time or compacted can have more).
 
-The requests go over a small blocking client of this module (Kafka's wire protocol through
-kio), to the broker given and to the brokers its metadata names.
+The requests go over the project's blocking client (:mod:`odradek.client.blocking`), to the broker
+given and to the brokers its metadata names.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import re
-import socket
-import struct
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options
+from odradek.client.blocking import BlockingConnection
+from odradek.client.core import ClientError
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import (
-    RequestHeader,
-    build,
-    decode_response,
-    encode_request,
-    request_schema,
-    response_schema,
-)
 
 TIMEOUT_S = 30.0
 
-API_VERSIONS, METADATA, LIST_OFFSETS, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS = 18, 3, 2, 32, 35
+METADATA, LIST_OFFSETS, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS = 3, 2, 32, 35
 # The newest version of each API this client speaks; the broker's ApiVersions may lower it.
 _OUR_MAX = {METADATA: 12, LIST_OFFSETS: 8, DESCRIBE_CONFIGS: 4, DESCRIBE_LOG_DIRS: 4}
 _EARLIEST, _LATEST = -2, -1
@@ -58,52 +49,32 @@ class _Broker:
     """One blocking connection to a broker, with the API versions both sides speak."""
 
     def __init__(self, address: str, timeout: float) -> None:
-        host, _, port = address.rpartition(":")
+        _, _, port = address.rpartition(":")
         if not port.isdigit():
             raise CommandError(f"{address!r} is not HOST:PORT")
         self.address = address
         try:
-            self._socket = socket.create_connection((host.strip("[]"), int(port)), timeout)
-        except OSError as e:
+            self._connection = BlockingConnection.open(
+                address,
+                client_id="odradek-cli",
+                timeout_s=timeout,
+                client_versions={key: (0, highest) for key, highest in _OUR_MAX.items()},
+            )
+        except ClientError as e:
             raise CommandError(f"cannot reach the broker at {address}: {e}") from e
-        self._correlation = itertools.count(1)
-        self._versions: dict[int, int] = {}
-        response = self._send(API_VERSIONS, 0)
-        for api in response.api_keys:
-            if int(api.api_key) in _OUR_MAX:
-                ours = _OUR_MAX[int(api.api_key)]
-                if int(api.min_version) <= ours:
-                    self._versions[int(api.api_key)] = min(ours, int(api.max_version))
 
     def request(self, api_key: int, **fields: Any) -> Any:
-        version = self._versions.get(api_key)
-        if version is None:
-            raise CommandError(f"the broker at {self.address} does not serve API {api_key}")
-        return self._send(api_key, version, **fields)
-
-    def _send(self, api_key: int, version: int, **fields: Any) -> Any:
-        header = RequestHeader(api_key, version, next(self._correlation), "odradek-cli")
-        body = build(request_schema(api_key, version), fields)
         try:
-            self._socket.sendall(encode_request(header, body))
-            (size,) = struct.unpack(">i", self._receive(4))
-            frame = self._receive(size)
-        except OSError as e:
+            version = self._connection.version_for(api_key)
+        except ClientError as e:
+            raise CommandError(f"the broker at {self.address} does not serve API {api_key}") from e
+        try:
+            return self._connection.request(api_key, fields, version=version)
+        except ClientError as e:
             raise CommandError(f"the broker at {self.address} failed: {e}") from e
-        _, response = decode_response(response_schema(api_key, version), frame)
-        return response
-
-    def _receive(self, size: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < size:
-            chunk = self._socket.recv(size - len(chunks))
-            if not chunk:
-                raise OSError("connection closed")
-            chunks += chunk
-        return bytes(chunks)
 
     def close(self) -> None:
-        self._socket.close()
+        self._connection.close()
 
 
 class _Cluster:

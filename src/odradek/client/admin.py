@@ -26,7 +26,8 @@ from kio.schema.consumer_protocol_assignment.v3.data import (
 )
 from kio.serial import entity_reader
 
-from odradek.client.connection import BrokerConnection, ClientError, parse_address
+from odradek.client.aio import AsyncConnection
+from odradek.client.core import ClientError, parse_address
 from odradek.protocol.errors import ErrorCode
 
 FIND_COORDINATOR, LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_FETCH = 10, 16, 15, 9
@@ -100,20 +101,18 @@ def decode_assignment(data: bytes) -> tuple[TopicPartition, ...]:
 class GroupAdmin:
     """Group administration against the cluster at ``bootstrap`` (``host:port``)."""
 
-    def __init__(self, bootstrap: BrokerConnection, client_id: str, timeout_s: float) -> None:
+    def __init__(self, bootstrap: AsyncConnection, client_id: str, timeout_s: float) -> None:
         self._bootstrap = bootstrap
         self._client_id = client_id
         self._timeout_s = timeout_s
-        self._connections: dict[tuple[str, int], BrokerConnection] = {}
+        self._connections: dict[tuple[str, int], AsyncConnection] = {}
 
     @classmethod
     async def connect(
         cls, bootstrap: str, *, client_id: str = "odradek-groups", timeout_s: float = 30.0
     ) -> GroupAdmin:
         host, port = parse_address(bootstrap)
-        connection = await BrokerConnection.open(
-            host, port, client_id=client_id, timeout_s=timeout_s
-        )
+        connection = await AsyncConnection.open(bootstrap, client_id=client_id, timeout_s=timeout_s)
         admin = cls(connection, client_id, timeout_s)
         admin._connections[(host, port)] = connection
         return admin
@@ -129,11 +128,11 @@ class GroupAdmin:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _broker(self, host: str, port: int) -> BrokerConnection:
+    async def _broker(self, host: str, port: int) -> AsyncConnection:
         connection = self._connections.get((host, port))
         if connection is None:
-            connection = await BrokerConnection.open(
-                host, port, client_id=self._client_id, timeout_s=self._timeout_s
+            connection = await AsyncConnection.open(
+                f"{host}:{port}", client_id=self._client_id, timeout_s=self._timeout_s
             )
             self._connections[(host, port)] = connection
         return connection
@@ -144,7 +143,7 @@ class GroupAdmin:
         )
         return [(int(b.node_id), b.host, int(b.port)) for b in response.brokers]
 
-    async def _coordinator(self, group_id: str) -> BrokerConnection:
+    async def _coordinator(self, group_id: str) -> AsyncConnection:
         response = await self._bootstrap.request(
             FIND_COORDINATOR, {"key": group_id, "key_type": 0}, highest=3
         )
@@ -209,7 +208,7 @@ class GroupAdmin:
         )
 
     async def _committed(
-        self, coordinator: BrokerConnection, group_id: str
+        self, coordinator: AsyncConnection, group_id: str
     ) -> dict[TopicPartition, int]:
         response = await coordinator.request(
             OFFSET_FETCH, {"group_id": group_id, "topics": None, "require_stable": False}, highest=7

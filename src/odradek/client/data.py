@@ -3,7 +3,8 @@
 What a connector needs and a general Kafka client hides: :class:`DataClient` hands back the
 record batches a Fetch returns as bytes (decoding them is the caller's business, e.g. straight
 into Arrow), and takes already-encoded batches to Produce. It routes each partition to its
-leader from Metadata, keeps one :class:`~odradek.client.wire.WireConnection` per broker, and
+leader from Metadata, keeps one :class:`~odradek.client.blocking.BlockingConnection` per broker,
+and
 repeats a request that is safe to repeat (Metadata, ListOffsets, Fetch) once on a fresh
 connection when a connection breaks — a cached client outlives broker restarts that way.
 
@@ -19,15 +20,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from odradek.client.connection import ClientError
-from odradek.client.wire import (
+from odradek.client.blocking import BlockingConnection
+from odradek.client.core import (
     FETCH,
     LIST_OFFSETS,
     METADATA,
     PRODUCE,
-    Pending,
-    WireConnection,
-    WireError,
+    ClientError,
+    ConnectionFailed,
+    ProtocolError,
+    Request,
+    read_uvarint,
+    skip_tagged_fields,
 )
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import decode_response, response_schema
@@ -40,6 +44,15 @@ LATEST = -1
 
 DEFAULT_PARTITION_MAX_BYTES = 8 << 20
 DEFAULT_FETCH_MAX_BYTES = 64 << 20
+
+# The versions this client's requests are written for: (lowest, highest) per API key. Fetch stops
+# at 12, the last version that names topics rather than topic ids.
+CLIENT_VERSIONS: Mapping[int, tuple[int, int]] = {
+    PRODUCE: (3, 9),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 8),
+    METADATA: (1, 12),
+}
 
 # Errors after which fresh metadata (a new leader) may help; Kafka's clients retry these.
 _STALE_METADATA = frozenset(
@@ -135,62 +148,39 @@ class _FetchPartition:
     records: bytes | memoryview | None
 
 
-_FETCH_HEAD = struct.Struct(">iihi")  # correlation id; throttle, error, session (after a tag)
 _PARTITION_HEAD = struct.Struct(">ihqqq")
 
 
-def _uvarint(buf: memoryview, position: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        b = buf[position]
-        position += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, position
-        shift += 7
-        if shift > 35:
-            raise ValueError("unsigned varint longer than 5 bytes")
-
-
-def _skip_tags(buf: memoryview, position: int) -> int:
-    count, position = _uvarint(buf, position)
-    for _ in range(count):
-        _, position = _uvarint(buf, position)
-        size, position = _uvarint(buf, position)
-        position += size
-    return position
-
-
-def _parse_fetch_v12(frame: memoryview) -> _FetchPartition | None:
+def _parse_fetch_v12(frame: bytes | memoryview) -> _FetchPartition | None:
     """A Fetch v12 response for one partition, read in place: its records stay a view of the
     frame instead of a copy (kio copies them, which costs as much as decoding them). None for
     anything else, which kio then decodes."""
+    frame = memoryview(frame)
     try:
         (correlation_id,) = struct.unpack_from(">i", frame, 0)
-        position = _skip_tags(frame, 4)
+        position = skip_tagged_fields(frame, 4)
         _, top_error, _ = struct.unpack_from(">ihi", frame, position)
         position += 10
-        topics, position = _uvarint(frame, position)
+        topics, position = read_uvarint(frame, position)
         if topics != 2:  # compact arrays count one more than they hold
             return None
-        name_size, position = _uvarint(frame, position)
+        name_size, position = read_uvarint(frame, position)
         position += name_size - 1
-        partitions, position = _uvarint(frame, position)
+        partitions, position = read_uvarint(frame, position)
         if partitions != 2:
             return None
         _, error, high_watermark, _, log_start = _PARTITION_HEAD.unpack_from(frame, position)
         position += _PARTITION_HEAD.size
-        aborted, position = _uvarint(frame, position)
+        aborted, position = read_uvarint(frame, position)
         for _ in range(max(aborted - 1, 0)):
-            position = _skip_tags(frame, position + 16)
+            position = skip_tagged_fields(frame, position + 16)
         position += 4  # preferred read replica
-        size, position = _uvarint(frame, position)
+        size, position = read_uvarint(frame, position)
         records = frame[position : position + size - 1] if size else None
         position += max(size - 1, 0)
-        position = _skip_tags(frame, position)  # partition
-        position = _skip_tags(frame, position)  # topic
-        position = _skip_tags(frame, position)  # response
+        position = skip_tagged_fields(frame, position)  # partition
+        position = skip_tagged_fields(frame, position)  # topic
+        position = skip_tagged_fields(frame, position)  # response
     except (IndexError, struct.error, ValueError):
         return None
     if position != len(frame):
@@ -213,32 +203,35 @@ class DataClient:
             raise ValueError("no bootstrap servers given")
         self.client_id = client_id
         self.timeout_s = timeout_s
-        self._bootstrap_connection: WireConnection | None = None
+        self._bootstrap_connection: BlockingConnection | None = None
         self._brokers: dict[int, str] = {}
-        self._connections: dict[str, WireConnection] = {}
+        self._connections: dict[str, BlockingConnection] = {}
         self._leaders: dict[TopicPartition, int] = {}
 
     # -- connections -------------------------------------------------------------------------
 
-    def _connect(self, address: str) -> WireConnection:
+    def _connect(self, address: str) -> BlockingConnection:
         connection = self._connections.get(address)
         if connection is None or connection.closed:
-            connection = WireConnection.open(
-                address, client_id=self.client_id, timeout_s=self.timeout_s
+            connection = BlockingConnection.open(
+                address,
+                client_id=self.client_id,
+                timeout_s=self.timeout_s,
+                client_versions=CLIENT_VERSIONS,
             )
             self._connections[address] = connection
         return connection
 
-    def _any_connection(self) -> WireConnection:
+    def _any_connection(self) -> BlockingConnection:
         errors = []
         for address in [*self.bootstrap, *self._brokers.values()]:
             try:
                 return self._connect(address)
-            except WireError as e:
+            except ConnectionFailed as e:
                 errors.append(str(e))
-        raise WireError("no broker reachable: " + "; ".join(errors))
+        raise ConnectionFailed("no broker reachable: " + "; ".join(errors))
 
-    def _leader_connection(self, partition: TopicPartition) -> WireConnection:
+    def _leader_connection(self, partition: TopicPartition) -> BlockingConnection:
         leader = self._leaders.get(partition)
         if leader is None:
             self.describe([partition.topic])
@@ -252,7 +245,7 @@ class DataClient:
         """Run ``call``; on a broken connection, once more on fresh connections."""
         try:
             return call()
-        except WireError:
+        except ConnectionFailed:
             self._drop_connections()
             return call()
 
@@ -366,8 +359,8 @@ class DataClient:
     # -- fetch -------------------------------------------------------------------------------
 
     def _send_fetch(
-        self, connection: WireConnection, partition: TopicPartition, offset: int, max_bytes: int
-    ) -> Pending:
+        self, connection: BlockingConnection, partition: TopicPartition, offset: int, max_bytes: int
+    ) -> Request:
         return connection.send(
             FETCH,
             {
@@ -396,12 +389,19 @@ class DataClient:
                 "forgotten_topics_data": [],
                 "rack_id": "",
             },
+            raw=True,
         )
 
     def _receive_fetch(
-        self, connection: WireConnection, pending: Pending, partition: TopicPartition, offset: int
+        self,
+        connection: BlockingConnection,
+        pending: Request,
+        partition: TopicPartition,
+        offset: int,
     ) -> FetchedRecords:
-        frame = connection.receive_frame(pending)
+        answer = connection.receive(pending)
+        assert answer is not None
+        frame = answer.frame
         parsed = _parse_fetch_v12(frame) if pending.version == 12 else None
         if parsed is None:
             response: Any
@@ -411,8 +411,7 @@ class DataClient:
                 )
             except Exception as e:
                 connection.close()
-                raise WireError(f"cannot decode a Fetch response: {e}") from e
-            connection.check_correlation(pending, correlation_id)
+                raise ProtocolError(f"cannot decode a Fetch response: {e}") from e
             (topic,) = response.responses
             (p,) = topic.partitions
             parsed = _FetchPartition(
@@ -423,8 +422,6 @@ class DataClient:
                 int(p.log_start_offset),
                 p.records,
             )
-        else:
-            connection.check_correlation(pending, parsed.correlation_id)
         if parsed.top_error != ErrorCode.none:
             raise KafkaClientError(ErrorCode(parsed.top_error), f"fetching {partition}")
         if parsed.error == ErrorCode.offset_out_of_range:
@@ -481,8 +478,8 @@ class DataClient:
         reached on the way) is below the log start offset.
         """
         offset = start
-        connection: WireConnection | None = None
-        pending: Pending | None = None
+        connection: BlockingConnection | None = None
+        pending: Request | None = None
         retried = False
         try:
             while offset < end:
@@ -491,7 +488,7 @@ class DataClient:
                         connection = self._leader_connection(partition)
                         pending = self._send_fetch(connection, partition, offset, max_bytes)
                     fetched = self._receive_fetch(connection, pending, partition, offset)
-                except WireError:
+                except ConnectionFailed:
                     if retried:
                         raise
                     retried = True
@@ -505,7 +502,7 @@ class DataClient:
                 if more:
                     try:
                         pending = self._send_fetch(connection, partition, next_offset, max_bytes)
-                    except WireError:
+                    except ConnectionFailed:
                         connection = pending = None  # reconnect on the next round
                 yield fetched
                 if not more:
@@ -542,7 +539,7 @@ class DataClient:
         *,
         acks: int = -1,
         timeout_ms: int = 30_000,
-    ) -> list[tuple[WireConnection, Pending]]:
+    ) -> list[tuple[BlockingConnection, Request]]:
         """Send Produce requests (one per leader) without waiting; see :meth:`receive_produce`."""
         by_leader: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for tp, records in batches.items():
@@ -561,15 +558,17 @@ class DataClient:
                     {"name": topic, "partition_data": data} for topic, data in topics.items()
                 ],
             }
-            pending = connection.send(PRODUCE, fields, expects_response=acks != 0)
-            if acks != 0:
+            pending = connection.send(PRODUCE, fields)
+            if pending.expects_response:
                 sent.append((connection, pending))
         return sent
 
     def receive_produce(
-        self, connection: WireConnection, pending: Pending
+        self, connection: BlockingConnection, pending: Request
     ) -> dict[TopicPartition, int]:
-        response = connection.receive(pending)
+        answer = connection.receive(pending)
+        assert answer is not None
+        response = answer.body
         result = {}
         for topic in response.responses:
             for p in topic.partition_responses:

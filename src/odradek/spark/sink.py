@@ -41,8 +41,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from odradek.client.blocking import BlockingConnection
+from odradek.client.core import Request
 from odradek.client.data import DataClient, TopicPartition
-from odradek.client.wire import Pending, WireConnection
 from odradek.protocol import compression as codecs
 from odradek.protocol.record_batch import CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC
 from odradek.spark.options import OptionError, WriteOptions
@@ -381,7 +382,7 @@ class _Producer:
         self.client = client
         self.partition_counts: dict[str, int] = {}
         self.sticky: dict[str, int] = {}
-        self.in_flight: deque[tuple[WireConnection, Pending]] = deque()
+        self.in_flight: deque[tuple[BlockingConnection, Request]] = deque()
         self.ready: dict[TopicPartition, list[bytes]] = {}
         self.ready_bytes = 0
         self.records = 0

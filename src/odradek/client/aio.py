@@ -1,0 +1,286 @@
+"""The asyncio shell around :class:`~odradek.client.core.ClientCore`: one connection to one broker.
+
+For the CLI, the admin client, the console and the follower fetcher. Many requests can be in
+flight at once on the connection (pipelined): each :meth:`AsyncConnection.request` writes its
+frame at once and waits on a future that the response completes, whatever order the awaiting
+tasks run in. A request that times out is abandoned (its late answer is dropped) and the
+connection goes on; a lost connection, or a broker that breaks the protocol, fails every request
+in flight with :class:`~odradek.client.core.ConnectionFailed`.
+
+The connection is an :class:`asyncio.BufferedProtocol`: the event loop reads straight into the
+core's buffer (a large response into a buffer of its own), so nothing is copied on the way in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from odradek.client.core import (
+    DEFAULT_TIMEOUT_S,
+    ClientCore,
+    ClientError,
+    ConnectionFailed,
+    CoreShell,
+    ProtocolError,
+    Request,
+    RequestTimeout,
+    Response,
+    parse_address,
+)
+
+ResponseCallback = Callable[[Response | ClientError], None]
+
+
+class AsyncConnection(CoreShell, asyncio.BufferedProtocol):
+    """A connection to one broker. Open with :meth:`open`, close with :meth:`close`.
+
+    The protocol callbacks (``connection_made``, ``get_buffer``, …) are the event loop's; the
+    rest is the client's API.
+    """
+
+    def __init__(self, core: ClientCore, address: str, timeout_s: float) -> None:
+        self.core = core
+        self.address = address
+        self.timeout_s = timeout_s
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        # By correlation id: the future of each request in flight, or the callback of one sent
+        # with :meth:`send_frame_then`.
+        self._waiting: dict[int, asyncio.Future[Response | None] | ResponseCallback] = {}
+        self._error: ClientError | None = None
+        self._lost = self._loop.create_future()
+        self._writable: asyncio.Future[None] | None = None  # set while the transport is full
+
+    @classmethod
+    async def open(
+        cls,
+        address: str,
+        *,
+        client_id: str = "odradek-client",
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        client_versions: Mapping[int, tuple[int, int]] | None = None,
+        negotiate: bool = True,
+    ) -> AsyncConnection:
+        """Connect to ``host:port`` and (unless ``negotiate`` is false) learn the broker's API
+        versions with ApiVersions."""
+        host, port = parse_address(address)
+        core = ClientCore(client_id, client_versions=client_versions)
+        connection = cls(core, f"{host}:{port}", timeout_s)
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(
+                loop.create_connection(lambda: connection, host, port), timeout_s
+            )
+        except (OSError, TimeoutError) as e:
+            raise ConnectionFailed(f"cannot connect to {host}:{port}: {e!r}") from e
+        if negotiate:
+            try:
+                await connection.negotiate()
+            except BaseException:
+                await connection.close()
+                raise
+        return connection
+
+    async def negotiate(self) -> None:
+        request, data = self.core.versions_request()
+        response = await self._wait(request, self._write(request, data), self.timeout_s)
+        assert response is not None
+        self.core.accept_versions(response.body)
+
+    @property
+    def closed(self) -> bool:
+        return self._error is not None
+
+    # -- requests ------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        api_key: int,
+        fields: Mapping[str, Any],
+        *,
+        version: int | None = None,
+        highest: int | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Send a request (in ``version``, or the best common one up to ``highest``) and wait
+        for its decoded response; None for a Produce with acks=0."""
+        response = await self.exchange(
+            api_key, fields, version=version, highest=highest, timeout_s=timeout_s
+        )
+        return None if response is None else response.body
+
+    async def exchange(
+        self,
+        api_key: int,
+        fields: Mapping[str, Any],
+        *,
+        version: int | None = None,
+        highest: int | None = None,
+        raw: bool = False,
+        timeout_s: float | None = None,
+    ) -> Response | None:
+        """Like :meth:`request`, but the whole response: with ``raw``, only its frame."""
+        request, future = self.send(api_key, fields, version=version, highest=highest, raw=raw)
+        await self.drain()
+        return await self._wait(request, future, timeout_s)
+
+    def send(
+        self,
+        api_key: int,
+        fields: Mapping[str, Any],
+        *,
+        version: int | None = None,
+        highest: int | None = None,
+        lowest: int | None = None,
+        raw: bool = False,
+    ) -> tuple[Request, asyncio.Future[Response | None]]:
+        """Write a request without waiting: the request and the future of its response
+        (already None for a Produce with acks=0). Await :meth:`drain` between many sends."""
+        self._check_open()
+        request, data = self.core.send(
+            api_key, fields, version=version, highest=highest, lowest=lowest, raw=raw
+        )
+        return request, self._write(request, data)
+
+    def send_frame(
+        self, frame: bytes | bytearray, *, raw: bool = False
+    ) -> tuple[Request, asyncio.Future[Response | None]]:
+        """Write an already-encoded request frame (see
+        :meth:`~odradek.client.core.ClientCore.send_frame`) without waiting."""
+        if self._error is not None:
+            raise self._error
+        request, data = self.core.send_frame(frame, raw=raw)
+        return request, self._write(request, data)
+
+    def send_frame_then(self, frame: bytes | bytearray, callback: ResponseCallback) -> Request:
+        """Write an already-encoded request frame without waiting; ``callback`` gets its
+        response, or the error that ended the connection, as soon as it is read. No future and
+        no task: for a load generator, where one per request shows in the profile. A Produce
+        with acks=0 gets no callback."""
+        if self._error is not None:
+            raise self._error
+        request, data = self.core.send_frame(frame)
+        if request.expects_response:
+            self._waiting[request.correlation_id] = callback
+        assert self._transport is not None
+        self._transport.write(data)
+        return request
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is full."""
+        if self._writable is not None:
+            await asyncio.shield(self._writable)
+        self._check_open()
+
+    def _write(self, request: Request, data: bytes) -> asyncio.Future[Response | None]:
+        future: asyncio.Future[Response | None] = self._loop.create_future()
+        if request.expects_response:
+            self._waiting[request.correlation_id] = future
+        else:
+            future.set_result(None)
+        assert self._transport is not None
+        self._transport.write(data)
+        return future
+
+    async def _wait(
+        self,
+        request: Request,
+        future: asyncio.Future[Response | None],
+        timeout_s: float | None,
+    ) -> Response | None:
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise RequestTimeout(
+                f"no answer from {self.address} to API key {request.api_key} "
+                f"v{request.version} within {timeout:g} s"
+            ) from None
+        finally:
+            if not future.done() or future.cancelled():
+                self.abandon(request)
+
+    def abandon(self, request: Request) -> None:
+        """Give up on ``request``: its future is cancelled and its answer dropped."""
+        waiter = self._waiting.pop(request.correlation_id, None)
+        if isinstance(waiter, asyncio.Future) and not waiter.done():
+            waiter.cancel()
+        self.core.abandon(request)
+
+    def _check_open(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    # -- closing -------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the connection; requests still in flight fail."""
+        self._fail(ConnectionFailed(f"the connection to {self.address} was closed"))
+        if self._transport is not None:
+            self._transport.close()
+            await asyncio.shield(self._lost)
+
+    def _fail(self, error: ClientError) -> None:
+        if self._error is None:
+            self._error = error
+        self.core.close(self._error)
+        waiting, self._waiting = self._waiting, {}
+        for waiter in waiting.values():
+            if not isinstance(waiter, asyncio.Future):
+                waiter(self._error)
+            elif not waiter.done():
+                waiter.set_exception(self._error)
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    async def __aenter__(self) -> AsyncConnection:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- the event loop's protocol callbacks ---------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.core.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            self.core.buffer_updated(nbytes)
+            while (response := self.core.next_event()) is not None:
+                waiter = self._waiting.pop(response.request.correlation_id, None)
+                if waiter is None:
+                    continue
+                if not isinstance(waiter, asyncio.Future):
+                    waiter(response)
+                elif not waiter.done():
+                    waiter.set_result(response)
+        except ProtocolError as e:
+            self._fail(ProtocolError(f"{self.address}: {e}"))
+            assert self._transport is not None
+            self._transport.close()
+
+    def eof_received(self) -> bool:
+        self._fail(ConnectionFailed(f"{self.address} closed the connection"))
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = f": {exc!r}" if exc is not None else ""
+        self._fail(ConnectionFailed(f"the connection to {self.address} was lost{reason}"))
+        if not self._lost.done():
+            self._lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        if self._writable is None or self._writable.done():
+            self._writable = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
