@@ -126,6 +126,18 @@ class AsyncConnection(CoreShell, asyncio.BufferedProtocol):
         await self.drain()
         return await self._wait(request, future, timeout_s)
 
+    async def exchange_frame(
+        self, frame: bytes | bytearray, *, timeout_s: float | None = None
+    ) -> bytes | memoryview:
+        """Send an already-encoded request frame (for APIs kio has no schema of, such as
+        ControlledShutdown) and wait for its response frame (header and body, no size prefix)."""
+        request, future = self.send_frame(frame, raw=True)
+        await self.drain()
+        response = await self._wait(request, future, timeout_s)
+        if response is None:
+            raise ClientError("this request gets no response")
+        return response.frame
+
     def send(
         self,
         api_key: int,

@@ -189,17 +189,17 @@ class LeaderFetcher:
         asked: dict[TopicPartition, Partition] = {}
         topics: dict[str, list[dict[str, int]]] = {}
         for tp in tps:
-            partition = self._partitions[tp]
-            latest = partition.log.latest_epoch
+            hosted = self._partitions[tp]
+            latest = hosted.log.latest_epoch
             if latest is None:
                 # No epoch known (an empty log): nothing to compare, nothing to cut.
                 self._truncating.discard(tp)
                 continue
-            asked[tp] = partition
+            asked[tp] = hosted
             topics.setdefault(tp[0], []).append(
                 {
                     "partition": tp[1],
-                    "current_leader_epoch": partition.leader_epoch,
+                    "current_leader_epoch": hosted.leader_epoch,
                     "leader_epoch": latest,
                 }
             )
@@ -217,9 +217,10 @@ class LeaderFetcher:
         for topic in response.topics:
             for answer in topic.partitions:
                 tp = (topic.topic, int(answer.partition))
-                partition = asked.get(tp)
-                if partition is None or self._partitions.get(tp) is not partition:
+                asked_of = asked.get(tp)
+                if asked_of is None or self._partitions.get(tp) is not asked_of:
                     continue  # removed meanwhile
+                partition = asked_of
                 if answer.error_code != ErrorCode.none:
                     self._back_off(tp, f"OffsetForLeaderEpoch: {ErrorCode(answer.error_code).name}")
                     continue
@@ -346,7 +347,9 @@ class LeaderFetcher:
                         "partitions": [
                             {
                                 "partition_index": index,
-                                "current_leader_epoch": self._partitions[(topic, index)].leader_epoch,
+                                "current_leader_epoch": self._partitions[
+                                    (topic, index)
+                                ].leader_epoch,
                                 "timestamp": _EARLIEST,
                             }
                             for t, index in tps

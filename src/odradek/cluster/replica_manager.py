@@ -217,7 +217,11 @@ class ReplicaManager:
         known = self._states.get(tp)
         controller_epoch = known.controller_epoch if known is not None else 0
         state = PartitionState(
-            self.local_id, proposal.leader_epoch, proposal.isr, controller_epoch, proposal.zk_version
+            self.local_id,
+            proposal.leader_epoch,
+            proposal.isr,
+            controller_epoch,
+            proposal.zk_version,
         )
         try:
             written = self.store.write_partition_state(*tp, state, proposal.zk_version)

@@ -166,8 +166,7 @@ class TopicManager:
             missing = [
                 i
                 for i in range(topic.partitions)
-                if (topic.name, i) not in self.partitions
-                and node in self._replicas_of(topic, i)
+                if (topic.name, i) not in self.partitions and node in self._replicas_of(topic, i)
             ]
             if missing:
                 self._open_partitions(topic, missing)

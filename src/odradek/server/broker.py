@@ -9,9 +9,10 @@ from pathlib import Path
 
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.metadata_store import LocalMetadataStore, MetadataStore
+from odradek.cluster.node import ClusterNode
 from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.cluster.topics import TopicManager
-from odradek.cluster.view import BrokerEndpoint, LocalClusterView
+from odradek.cluster.view import BrokerEndpoint, ClusterView, LocalClusterView
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.server.connection import Connection
@@ -26,6 +27,8 @@ log = logging.getLogger("odradek.broker")
 
 _HOUSEKEEPING_INTERVAL_S = 0.5
 _FIRST_RETENTION_CHECK_MS = 30_000  # after start, as Kafka's first retention check
+# Kafka retries a controlled shutdown controlled.shutdown.max.retries (3) times; about as long.
+_CONTROLLED_SHUTDOWN_TIMEOUT_S = 15
 
 
 class Broker:
@@ -38,6 +41,8 @@ class Broker:
         self.log_dirs: list[Path] = config.log_dirs
         self.logs = LogManager(self.log_dirs, self.clock)
         self.store: MetadataStore | None = None
+        # With zookeeper.connect: this broker's part in a cluster; None for a lone broker.
+        self.node: ClusterNode | None = None
         self._topics: TopicManager | None = None
         self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinatorRuntime | None = None
@@ -84,9 +89,15 @@ class Broker:
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
         cluster_id = self.config.raw("cluster.id")
-        self.store = LocalMetadataStore(self.log_dirs[0], cluster_id, self.node_id)
+        if self.config.raw("zookeeper.connect"):
+            self.node = ClusterNode(self.config, self.clock)
+            self.store = self.node.open_store()
+        else:
+            self.store = LocalMetadataStore(self.log_dirs[0], cluster_id, self.node_id)
         self._producer_ids = ProducerIdManager(self.store)
-        self._topics = TopicManager(self.config, self.store, self.logs, self.clock)
+        self._topics = TopicManager(
+            self.config, self.store, self.logs, self.clock, leads_alone=self.node is None
+        )
         self._topics.open()
         self._groups = GroupCoordinatorRuntime(self.config, self._topics, self.clock)
         self._groups.start()
@@ -104,12 +115,19 @@ class Broker:
         sockname = self._server.sockets[0].getsockname()
         self.bound = (sockname[0], sockname[1])
         self.advertised = self.config.advertised(self.bound)
-        cluster = LocalClusterView(
-            BrokerEndpoint(self.node_id, *self.advertised),
-            self.store.cluster_id,
-            self._topics,
-            self._groups.coordinator.partition_for,
-        )
+        cluster: ClusterView
+        if self.node is not None:
+            self.node.join(
+                self._topics, self.logs, self.advertised, self._groups.coordinator.partition_for
+            )
+            cluster = self.node.view
+        else:
+            cluster = LocalClusterView(
+                BrokerEndpoint(self.node_id, *self.advertised),
+                self.store.cluster_id,
+                self._topics,
+                self._groups.coordinator.partition_for,
+            )
         self._topics.cluster = cluster
         self._services = BrokerServices(
             config=self.config,
@@ -120,6 +138,8 @@ class Broker:
             cluster=cluster,
             logs=self.logs,
             purgatory=self.purgatory,
+            replicas=self.node.replicas if self.node is not None else None,
+            controller=self.node.controller if self.node is not None else None,
         )
         await self._server.start_serving()
         self._housekeeping = asyncio.create_task(self._housekeep())
@@ -204,7 +224,11 @@ class Broker:
             await self._server.serve_forever()
 
     async def stop(self) -> None:
-        """Stop listening, end connections, flush and checkpoint: a clean shutdown."""
+        """Stop listening, end connections, flush and checkpoint: a clean shutdown. In a
+        cluster, first the controlled shutdown: the controller moves this broker's leaderships
+        away while it still serves (clients are told NOT_LEADER_OR_FOLLOWER and move)."""
+        if self.node is not None and self.config.get_bool("controlled.shutdown.enable"):
+            await self.node.controlled_shutdown(_CONTROLLED_SHUTDOWN_TIMEOUT_S)
         if self._server is not None:
             self._server.close()
         if self._groups is not None:
@@ -221,6 +245,8 @@ class Broker:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
+        if self.node is not None:
+            await self.node.stop()
         if self.cleaner is not None:
             await self.cleaner.stop()
             self.cleaner = None

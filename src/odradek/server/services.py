@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.clock import Clock
+from odradek.cluster.controller_runtime import ControllerRuntime
 from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.cluster.replica_manager import ReplicaManager
 from odradek.cluster.topics import TopicManager
@@ -40,8 +41,10 @@ class BrokerServices:
     logs: LogManager
     # Where Fetch long-polls and acks=all produces wait.
     purgatory: Purgatory
-    # The roles of partitions in a cluster (None for a broker that is the whole cluster).
+    # The roles of partitions in a cluster, and the controller this broker may be (None for a
+    # broker that is the whole cluster).
     replicas: ReplicaManager | None = None
+    controller: ControllerRuntime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,247 @@
+"""A broker's part in a ZooKeeper cluster: its session, registration, view of the cluster, the
+roles of its partitions, and the controller it may become.
+
+:class:`ClusterNode` puts together what ``zookeeper.connect`` turns on:
+:class:`~odradek.cluster.zookeeper.ZooKeeperMetadataStore` (topics, partition states),
+:class:`~odradek.cluster.membership.BrokerMembership` (``/brokers/ids/<id>``, controller
+election), :class:`~odradek.cluster.zk_view.ZooKeeperClusterView` (what Metadata answers),
+:class:`~odradek.cluster.replica_manager.ReplicaManager` (leader and follower roles, the
+fetchers, ISR writes) and :class:`~odradek.cluster.controller_runtime.ControllerRuntime`. It
+routes the watches' notifications, which arrive on the broker's event loop, to each of them.
+
+Start-up order matters: the store is opened before the logs (the broker opens the partitions it
+is assigned), the registration is made only once the listener is bound (it names the advertised
+port), and roles are applied before the listener serves. A duplicate ``broker.id`` or an
+unreachable ZooKeeper stops the start with the store's error. Stopping: the controlled shutdown
+(the controller moves this broker's leaderships away, the broker answers NOT_LEADER_OR_FOLLOWER
+meanwhile), then the fetchers stop, then the session closes, which removes the registration.
+
+Crash: nothing here is on disk; a broker killed leaves its ephemeral znodes until ZooKeeper's
+session timeout, after which the controller elects new leaders. Runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from odradek.client.aio import AsyncConnection
+from odradek.client.core import ClientError
+from odradek.clock import Clock
+from odradek.cluster.controller_runtime import ControllerRuntime
+from odradek.cluster.fetcher import FetcherConfig
+from odradek.cluster.membership import BrokerMembership, BrokerRegistration, MembershipChange
+from odradek.cluster.metadata_store import MetadataChange
+from odradek.cluster.replica_manager import ReplicaManager
+from odradek.cluster.topics import TopicManager
+from odradek.cluster.zk_view import ZooKeeperClusterView
+from odradek.cluster.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
+from odradek.config import BrokerConfig
+from odradek.protocol import controlled_shutdown as shutdown_protocol
+from odradek.storage import LogManager
+
+log = logging.getLogger(__name__)
+
+CONTROLLED_SHUTDOWN_VERSION = 3
+
+
+class ClusterNode:
+    """This broker in a ZooKeeper cluster (see the module doc)."""
+
+    def __init__(self, config: BrokerConfig, clock: Clock) -> None:
+        self.config = config
+        self.clock = clock
+        self.node_id = config.node_id
+        self.session = ZooKeeperSession.from_config(config)
+        self._store: ZooKeeperMetadataStore | None = None
+        self._membership: BrokerMembership | None = None
+        self._view: ZooKeeperClusterView | None = None
+        self._replicas: ReplicaManager | None = None
+        self._controller: ControllerRuntime | None = None
+        self._topics: TopicManager | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def store(self) -> ZooKeeperMetadataStore:
+        assert self._store is not None, "cluster node not opened"
+        return self._store
+
+    @property
+    def view(self) -> ZooKeeperClusterView:
+        assert self._view is not None, "cluster node not joined"
+        return self._view
+
+    @property
+    def replicas(self) -> ReplicaManager:
+        assert self._replicas is not None, "cluster node not joined"
+        return self._replicas
+
+    @property
+    def controller(self) -> ControllerRuntime:
+        assert self._controller is not None, "cluster node not joined"
+        return self._controller
+
+    def open_store(self) -> ZooKeeperMetadataStore:
+        """Connect to ZooKeeper (retrying up to ``zookeeper.connection.timeout.ms``) and open
+        the metadata store in it."""
+        self.session.start()
+        self._store = ZooKeeperMetadataStore(
+            self.session, self.node_id, self.config.raw("cluster.id")
+        )
+        return self._store
+
+    def join(
+        self,
+        topics: TopicManager,
+        logs: LogManager,
+        advertised: tuple[str, int],
+        group_partition: Callable[[str], int],
+    ) -> None:
+        """Register this broker (refused for a duplicate id), start watching, and put every
+        hosted partition in the role its state names. On the event loop, before serving."""
+        loop = asyncio.get_running_loop()
+        store = self.store
+        self._topics = topics
+        rack = self.config.raw("broker.rack")
+        membership = BrokerMembership(
+            self.session, BrokerRegistration(self.node_id, *advertised, rack), self.clock
+        )
+        self._membership = membership
+        view = ZooKeeperClusterView(self.node_id, store, membership, self.session, group_partition)
+        self._view = view
+        config = self.config
+        self._replicas = ReplicaManager(
+            self.node_id,
+            store,
+            topics.partition,
+            view.partition_state,
+            view.state_written,
+            view.address_of,
+            logs.checkpoint,
+            FetcherConfig(
+                local_id=self.node_id,
+                max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
+                min_bytes=config.get_int("replica.fetch.min.bytes"),
+                max_bytes=config.get_int("replica.fetch.response.max.bytes"),
+                partition_max_bytes=config.get_int("replica.fetch.max.bytes"),
+                backoff_ms=config.get_int("replica.fetch.backoff.ms"),
+                socket_timeout_ms=config.get_int("replica.socket.timeout.ms"),
+            ),
+            self.clock,
+            config.get_int("replica.lag.time.max.ms"),
+        )
+        self._controller = ControllerRuntime(store, membership, config, self.clock)
+        self._controller.start()
+        store.add_listener(loop, self._metadata_changed)
+        membership.start(loop, self._membership_changed)
+        view.membership_changed(membership.brokers)
+        self._replicas.start()
+        for topic, index in list(topics.partitions):
+            self._replicas.refresh(topic, index)
+
+    def _membership_changed(self, change: MembershipChange) -> None:
+        self.view.membership_changed(change.brokers)
+        self.controller.membership_changed(change)
+        self._spawn(self.replicas.brokers_changed())
+
+    def _metadata_changed(self, change: MetadataChange) -> None:
+        topics = self._topics
+        if topics is None or self._replicas is None:
+            return
+        if change.kind == "topics":
+            opened, removed = topics.sync()
+            if change.topic is not None:
+                self.view.topic_changed(change.topic)
+            else:
+                for name in {t for t, _ in removed}:
+                    self.view.topic_changed(name)
+            for topic, index in removed:
+                self.replicas.forget(topic, index)
+            for partition in opened:
+                self.replicas.refresh(partition.topic, partition.index)
+        elif change.kind == "partition_state" and change.topic is not None:
+            assert change.partition is not None
+            state = self.view.partition_state_changed(change.topic, change.partition)
+            hosted = topics.partition(change.topic, change.partition)
+            if hosted is not None and state is not None:
+                self.replicas.apply(hosted, state)
+
+    def _spawn(self, coroutine: object) -> None:
+        task = asyncio.ensure_future(coroutine)  # type: ignore[call-overload]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask the controller to move this broker's leaderships away (ControlledShutdown, as
+        Kafka's brokers do), until none is left or ``timeout_s`` passed. Returns whether it
+        finished."""
+        if self._membership is None:
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            controller_id = self._membership.controller_id
+            address = None if controller_id is None else self.view.address_of(controller_id)
+            if address is None:
+                await asyncio.sleep(0.2)
+                continue
+            try:
+                remaining = await self._ask_controller(address, deadline - loop.time())
+            except (ClientError, OSError, TimeoutError) as e:
+                log.info("controlled shutdown: controller %s unreachable: %s", controller_id, e)
+                await asyncio.sleep(0.2)
+                continue
+            if remaining is None:
+                await asyncio.sleep(0.2)  # NOT_CONTROLLER or similar: ask again
+                continue
+            if not remaining:
+                log.info("controlled shutdown of broker %d succeeded", self.node_id)
+                return True
+            log.info("controlled shutdown: %d partitions still led here", len(remaining))
+            await asyncio.sleep(0.2)
+        log.warning("controlled shutdown of broker %d did not finish in time", self.node_id)
+        return False
+
+    async def _ask_controller(
+        self, address: str, timeout_s: float
+    ) -> list[shutdown_protocol.RemainingPartition] | None:
+        assert self._membership is not None
+        connection = await AsyncConnection.open(
+            address,
+            client_id=f"broker-{self.node_id}-shutdown",
+            timeout_s=max(timeout_s, 0.1),
+            negotiate=False,
+        )
+        try:
+            frame = shutdown_protocol.encode_request(
+                CONTROLLED_SHUTDOWN_VERSION,
+                0,
+                f"broker-{self.node_id}",
+                shutdown_protocol.ControlledShutdownRequest(
+                    self.node_id, self._membership.broker_epoch
+                ),
+            )
+            response = await connection.exchange_frame(frame, timeout_s=max(timeout_s, 0.1))
+        finally:
+            await connection.close()
+        _, answer = shutdown_protocol.decode_response(CONTROLLED_SHUTDOWN_VERSION, response)
+        if answer.error_code != 0:
+            log.info("controlled shutdown answered %s", answer.error_code)
+            return None
+        return list(answer.remaining_partitions)
+
+    async def stop(self) -> None:
+        if self._controller is not None:
+            await self._controller.stop()
+        if self._replicas is not None:
+            await self._replicas.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._membership is not None:
+            self._membership.close()
+        if self._store is not None:
+            self._store.close()
+        self.session.close()

@@ -1,0 +1,61 @@
+"""ElectLeaders (43): preferred leader election on the controller (KIP-460's unclean election
+is refused: the controller elects unclean leaders only by topic config)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.client.data import TopicPartition
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+
+PREFERRED = 0
+
+
+def _result(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    return {"partition_id": index, "error_code": code, "error_message": message}
+
+
+@handles(api_key=43, min_version=0, max_version=2)
+async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Response:
+    asked = (
+        None
+        if request.topic_partitions is None
+        else [
+            TopicPartition(t.topic, int(p)) for t in request.topic_partitions for p in t.partitions
+        ]
+    )
+    election_type = int(getattr(request, "election_type", PREFERRED))
+    controller = ctx.services.controller
+    error = ErrorCode.none
+    results: dict[TopicPartition, dict[str, Any]] = {}
+    if election_type != PREFERRED:
+        error = ErrorCode.invalid_request
+    elif controller is None:
+        # One broker leads every partition it has: every preferred leader already leads.
+        for tp in asked or []:
+            known = ctx.services.topics.partition(tp.topic, tp.partition) is not None
+            results[tp] = _result(
+                tp.partition,
+                ErrorCode.election_not_needed if known else ErrorCode.unknown_topic_or_partition,
+            )
+    else:
+        try:
+            elected = await controller.elect_preferred(asked)
+        except KafkaError as e:
+            error = e.code
+        else:
+            for tp, outcome in elected.items():
+                results[tp] = _result(tp.partition, outcome.error, outcome.message)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp in sorted(results):
+        by_topic.setdefault(tp.topic, []).append(results[tp])
+    return ctx.respond(
+        throttle_time=0,
+        error_code=error,
+        replica_election_results=[
+            {"topic": topic, "partition_result": partitions}
+            for topic, partitions in by_topic.items()
+        ],
+    )
