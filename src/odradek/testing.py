@@ -343,3 +343,138 @@ def zookeeper() -> Iterator[ZooKeeperServer]:
 def zookeeper_connect(zookeeper: ZooKeeperServer) -> str:
     """``zookeeper.connect`` with a chroot no other test uses."""
     return zookeeper.connect_string(f"/odradek-test-{uuid.uuid4().hex[:12]}")
+
+
+class RunningCluster:
+    """A cluster on one machine: a ZooKeeper of its own (or a chroot of a given one) and
+    ``size`` brokers as ``odradek serve`` processes (ids 1..size), each on a free port of
+    127.0.0.1 with its own data directory under ``directory``.
+
+    Brokers keep their port and data across :meth:`kill` / :meth:`restart`, as a restarted
+    machine would. ``settings`` are broker configs given to every broker (``-o key=value``);
+    the defaults shorten ZooKeeper's session timeout so that a killed broker is noticed in
+    seconds, and give ``__consumer_offsets`` few partitions.
+    """
+
+    DEFAULTS = {
+        "zookeeper.session.timeout.ms": "6000",
+        "offsets.topic.num.partitions": "3",
+        "group.initial.rebalance.delay.ms": "0",
+    }
+
+    def __init__(
+        self,
+        directory: Path,
+        size: int = 3,
+        *,
+        zookeeper: ZooKeeperServer | None = None,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        self.directory = directory
+        self.size = size
+        self._own_zookeeper = zookeeper is None
+        self.zookeeper = zookeeper or ZooKeeperServer(directory / "zookeeper")
+        self.chroot = f"/odradek-{uuid.uuid4().hex[:8]}"
+        self.settings = {**self.DEFAULTS, **(settings or {})}
+        self.brokers: dict[int, BrokerProcess] = {}
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self.zookeeper.connect_string(self.chroot)
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's address, comma-separated (clients need only one live)."""
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def start(self) -> RunningCluster:
+        if self._own_zookeeper:
+            self.zookeeper.start()
+        for broker_id in range(1, self.size + 1):
+            self.start_broker(broker_id)
+        return self
+
+    def start_broker(self, broker_id: int, **settings: str) -> BrokerProcess:
+        """Start broker ``broker_id`` (again, on its port and data, if it ran before)."""
+        overrides = {
+            **self.settings,
+            **settings,
+            "zookeeper.connect": self.zookeeper_connect,
+            "broker.id": str(broker_id),
+        }
+        args = [arg for key, value in overrides.items() for arg in ("-o", f"{key}={value}")]
+        previous = self.brokers.get(broker_id)
+        broker = BrokerProcess(
+            self.directory / f"broker-{broker_id}",
+            *args,
+            port=previous.port if previous is not None else 0,
+        )
+        self.brokers[broker_id] = broker.start()
+        return broker
+
+    def kill(self, broker_id: int) -> None:
+        """kill -9 of one broker."""
+        self.brokers[broker_id].kill()
+
+    def terminate(self, broker_id: int, timeout: float = 60) -> int:
+        """SIGTERM (a controlled shutdown) of one broker; its exit code."""
+        return self.brokers[broker_id].terminate(timeout)
+
+    def pause(self, broker_id: int) -> None:
+        """SIGSTOP: the process stays, answers nothing, and its ZooKeeper session lapses."""
+        process = self.brokers[broker_id].process
+        assert process is not None
+        process.send_signal(signal.SIGSTOP)
+
+    def resume(self, broker_id: int) -> None:
+        process = self.brokers[broker_id].process
+        assert process is not None
+        process.send_signal(signal.SIGCONT)
+
+    def is_running(self, broker_id: int) -> bool:
+        process = self.brokers[broker_id].process
+        return process is not None and process.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM every broker still running (SIGKILL one that does not stop), then ZooKeeper."""
+        for broker_id in self.brokers:
+            if self.is_running(broker_id):
+                self.resume(broker_id)
+                try:
+                    self.terminate(broker_id, timeout=30)
+                except subprocess.TimeoutExpired:
+                    self.kill(broker_id)
+        if self._own_zookeeper:
+            self.zookeeper.stop()
+
+    def output(self, broker_id: int) -> str:
+        """What broker ``broker_id`` logged (across its restarts: the latest run only)."""
+        return "".join(self.brokers[broker_id].output)
+
+    def __enter__(self) -> RunningCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def wait_until(
+    condition: Any, timeout_s: float = 30, interval_s: float = 0.1, what: str = "condition"
+) -> Any:
+    """Poll ``condition()`` until it returns something true (returned) or ``timeout_s`` passes
+    (AssertionError): for states other processes reach, never to let time pass."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = condition()
+        if last:
+            return last
+        time.sleep(interval_s)
+    raise AssertionError(f"{what} not reached within {timeout_s} s (last: {last!r})")
+
+
+@pytest.fixture
+def odradek_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningCluster]:
+    """Three brokers on a ZooKeeper of their own, stopped after the test."""
+    with RunningCluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster

@@ -130,6 +130,14 @@ class LeaderFetcher:
         backoff_s = self.config.backoff_ms / 1000
         while not self._stopping:
             try:
+                if not self._partitions:
+                    # Nothing to follow from this leader (its partitions moved): no connection
+                    # and no reconnecting to a leader that may be gone.
+                    if self._connection is not None:
+                        await self._connection.close()
+                        self._connection = None
+                    await self._idle()
+                    continue
                 if self._connection is None or self._connection.closed:
                     self._connection = await AsyncConnection.open(
                         self.address,

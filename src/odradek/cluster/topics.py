@@ -287,6 +287,9 @@ class TopicManager:
         placed = assign_replicas(self._live_brokers(), partitions, replication_factor, self._random)
         return tuple(tuple(placed[p]) for p in range(partitions))
 
+    def live_broker_count(self) -> int:
+        return len(self._live_broker_ids())
+
     def _live_broker_ids(self) -> list[int]:
         assert self.cluster is not None, "topic manager has no cluster view"
         return sorted(b.node_id for b in self.cluster.live_brokers())

@@ -64,10 +64,16 @@ class OffsetsTopic:
     def ensure(self) -> None:
         if self.topics.topic(OFFSETS_TOPIC) is not None:
             return
+        # offsets.topic.replication.factor, or fewer while fewer brokers are live (as Kafka's
+        # tests run it; Kafka itself refuses until enough brokers are up).
+        replication = min(
+            self.config.get_int("offsets.topic.replication.factor"),
+            self.topics.live_broker_count(),
+        )
         self.topics.create_topic(
             OFFSETS_TOPIC,
             self.config.get_int("offsets.topic.num.partitions"),
-            1,
+            replication,
             {
                 "cleanup.policy": "compact",
                 "segment.bytes": str(self.config.get_int("offsets.topic.segment.bytes")),
