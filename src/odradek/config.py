@@ -464,6 +464,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _at_least(1),
         ),
         ConfigDef(
+            "offsets.commit.timeout.ms",
+            ConfigType.INT,
+            "5000",
+            "how long a group coordinator's answer waits for its records to be replicated",
+            _at_least(1),
+        ),
+        ConfigDef(
             "offset.metadata.max.bytes",
             ConfigType.INT,
             "4096",

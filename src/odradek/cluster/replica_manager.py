@@ -8,6 +8,9 @@ the partition follows it, fetched by that leader's :class:`~odradek.cluster.fetc
 no leader → it follows nobody until one is elected. A state older than the one applied (a lower
 leader epoch) changes nothing.
 
+After each state applied, the leadership listeners hear the partition and whether it now leads
+(the group coordinator loads or unloads the groups of a ``__consumer_offsets`` partition).
+
 As leader, the partition's ISR changes are this broker's to write (as Kafka's ZooKeeper-era
 leaders did): a follower caught up joins after its fetch, followers lagging past
 ``replica.lag.time.max.ms`` leave at the periodic check (every half of it, as Kafka), each by a
@@ -64,6 +67,9 @@ class ReplicaManager:
         self._fetchers: dict[int, LeaderFetcher] = {}
         self._following: dict[tuple[str, int], int] = {}  # partition → leader fetched from
         self._isr_task: asyncio.Task[None] | None = None
+        # Called with a partition and whether it leads, after each state applied to it (so
+        # also again for the same role: listeners must be idempotent).
+        self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
 
     def start(self) -> None:
         self._isr_task = asyncio.create_task(self._check_isr_periodically(), name="isr-check")
@@ -106,13 +112,22 @@ class ReplicaManager:
                 log.info(
                     "%s: leader in epoch %d, ISR %s", partition.name, state.leader_epoch, state.isr
                 )
+                self._leadership_changed(partition)
             return
         changed = partition.make_follower(state.leader, state.leader_epoch, replicas, state.isr)
+        self._leadership_changed(partition)
         if state.leader == NO_LEADER:
             self._unfollow(tp)
             return
         if changed or self._following.get(tp) != state.leader:
             self._follow(partition, state.leader)
+
+    def _leadership_changed(self, partition: Partition) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(partition, partition.is_leader)
+            except Exception:
+                log.exception("%s: a leadership listener failed", partition.name)
 
     def _replicas(self, partition: Partition, state: PartitionState) -> tuple[int, ...]:
         topic = self.store.topics.get(partition.topic)

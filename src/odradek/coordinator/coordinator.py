@@ -11,6 +11,15 @@ offset expiry) are deadlines in :attr:`GroupCoordinator.timers`; nothing happens
 until someone calls :meth:`GroupCoordinator.tick` — the broker's event loop at
 :meth:`next_deadline`, a test after moving its ``ManualClock``.
 
+Ownership: the coordinator of a group is the leader of the group's partition of
+``__consumer_offsets`` (:meth:`partition_for`). Only the groups of partitions this coordinator
+owns are in memory. :meth:`begin_loading` starts taking a partition on (its records are then
+replayed), :meth:`finish_loading` makes its groups active, :meth:`unload` drops them (leadership
+moved away: waiting JoinGroup and SyncGroup requests are answered NOT_COORDINATOR and their
+timers cancelled). A request for a group of a partition being loaded gets
+COORDINATOR_LOAD_IN_PROGRESS, for one of a partition not owned NOT_COORDINATOR, as Kafka's
+``validateGroupStatus``. A lone broker owns every partition (``finish_loading()``).
+
 The coordinator does no I/O of its own and is called from one thread (the broker's event loop).
 """
 
@@ -86,17 +95,23 @@ _COMMIT_WRITE_ERRORS = {
 }
 
 
-def _write_error(code: ErrorCode) -> ErrorCode:
-    """A failed group metadata write, as Kafka reports it to the group's members."""
+def write_error(code: ErrorCode) -> ErrorCode:
+    """A failed group metadata write (refused by the log, or not replicated in time), as
+    Kafka reports it to the group's members."""
     if code in (
         ErrorCode.message_too_large,
         ErrorCode.record_list_too_large,
         ErrorCode.invalid_fetch_size,
     ):
         return ErrorCode.unknown_server_error
-    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas):
+    if code in (
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+    ):
         return ErrorCode.coordinator_not_available
-    if code == ErrorCode.not_leader_or_follower:
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
         return ErrorCode.not_coordinator
     return code
 
@@ -108,6 +123,10 @@ class GroupCoordinator:
         self.clock = clock
         self.timers = Timers()
         self.groups: dict[str, Group] = {}
+        # Partitions of __consumer_offsets whose groups this coordinator serves, and those
+        # whose records are being replayed.
+        self.owned: set[int] = set()
+        self.loading: set[int] = set()
 
     # -- time ----------------------------------------------------------------------------------
 
@@ -185,16 +204,72 @@ class GroupCoordinator:
             group.leader_id = decoded.leader
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
 
-    def finish_loading(self) -> None:
-        """After :meth:`replay` of every record: forget what was deleted, start sessions."""
+    def begin_loading(self, partition: int) -> None:
+        """This broker now leads ``partition``: its records follow (:meth:`replay`), and until
+        :meth:`finish_loading` its groups' requests get COORDINATOR_LOAD_IN_PROGRESS."""
+        self.unload(partition)
+        self.loading.add(partition)
+
+    def finish_loading(self, partitions: Iterable[int] | None = None) -> None:
+        """After :meth:`replay` of every record of ``partitions`` (None: every partition, as a
+        lone broker owns them all): forget what was deleted, start sessions, serve the groups."""
+        every = range(self.config.offsets_partitions)
+        done = set(every if partitions is None else partitions)
+        loaded = 0
         for group_id, group in list(self.groups.items()):
+            if self.partition_for(group_id) not in done:
+                continue
             if self._is_forgettable(group):
                 del self.groups[group_id]
                 continue
+            loaded += 1
             for member in group.members.values():
                 self._schedule_session(group, member)
-        self._schedule_offset_expiry()
-        log.info("group coordinator loaded %d groups", len(self.groups))
+        self.loading -= done
+        self.owned |= done
+        if ("expire-offsets",) not in self.timers:
+            self._schedule_offset_expiry()
+        log.info("group coordinator loaded %d groups of partitions %s", loaded, sorted(done))
+
+    def unload(self, partition: int) -> int:
+        """This broker no longer leads ``partition``: its groups leave memory, their waiting
+        JoinGroup and SyncGroup requests are answered NOT_COORDINATOR (the members find the new
+        coordinator) and their timers are cancelled. Returns how many groups were dropped."""
+        self.owned.discard(partition)
+        self.loading.discard(partition)
+        doomed = {g for g in self.groups if self.partition_for(g) == partition}
+        if not doomed:
+            return 0
+        for group_id in doomed:
+            group = self.groups.pop(group_id)
+            self._answer_waiting(group, ErrorCode.not_coordinator)
+            group.transition(GroupState.DEAD, self._wall())
+        self.timers.cancel_where(
+            lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] in doomed
+        )
+        log.info("unloaded %d groups of partition %d", len(doomed), partition)
+        return len(doomed)
+
+    def is_active(self, partition: int) -> bool:
+        """Whether this coordinator serves the groups of ``partition`` (owned and loaded)."""
+        return partition in self.owned
+
+    @property
+    def loading_in_progress(self) -> bool:
+        return bool(self.loading)
+
+    def _status(self, group_id: str) -> ErrorCode:
+        """COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR unless this coordinator serves the
+        group (Kafka's validateGroupStatus)."""
+        partition = self.partition_for(group_id)
+        if partition in self.loading:
+            return ErrorCode.coordinator_load_in_progress
+        if partition not in self.owned:
+            return ErrorCode.not_coordinator
+        return ErrorCode.none
+
+    def _active_groups(self) -> list[Group]:
+        return [g for g in self.groups.values() if self.partition_for(g.group_id) in self.owned]
 
     def _is_forgettable(self, group: Group) -> bool:
         return (
@@ -305,6 +380,9 @@ class GroupCoordinator:
 
         if not request.group_id:
             return fail(ErrorCode.invalid_group_id)
+        status = self._status(request.group_id)
+        if status is not ErrorCode.none:
+            return fail(status)
         if not (
             self.config.min_session_timeout_ms
             <= request.session_timeout_ms
@@ -515,7 +593,7 @@ class GroupCoordinator:
                 group.replace_static_member(old.group_instance_id or "", new_id, old_id)
                 member.protocols = old_protocols
                 self._schedule_session(group, member)
-                return reply(JoinResult(_write_error(e.code), member_id=UNKNOWN_MEMBER_ID))
+                return reply(JoinResult(write_error(e.code), member_id=UNKNOWN_MEMBER_ID))
             # The current leader keeps leading; answering with the old leader id keeps a
             # restarted leader from computing an assignment a Stable group would not use.
             return reply(
@@ -708,6 +786,9 @@ class GroupCoordinator:
         when the leader's assignment arrives."""
         if not request.group_id:
             return reply(SyncResult(ErrorCode.invalid_group_id))
+        status = self._status(request.group_id)
+        if status is not ErrorCode.none:
+            return reply(SyncResult(status))
         group = self.groups.get(request.group_id)
         if group is None:
             return reply(SyncResult(ErrorCode.unknown_member_id))
@@ -745,7 +826,7 @@ class GroupCoordinator:
             log.warning(
                 "group %s: could not store generation %d: %s", group.group_id, group.generation, e
             )
-            self._reset_and_propagate_assignment_error(group, _write_error(e.code))
+            self._reset_and_propagate_assignment_error(group, write_error(e.code))
             self._maybe_prepare_rebalance(group, "storing the assignment failed")
             return
         for m in group.members.values():
@@ -770,6 +851,9 @@ class GroupCoordinator:
     def heartbeat(self, request: HeartbeatRequest) -> ErrorCode:
         if not request.group_id:
             return ErrorCode.invalid_group_id
+        status = self._status(request.group_id)
+        if status is not ErrorCode.none:
+            return status
         group = self.groups.get(request.group_id)
         if group is None or group.is_in(GroupState.EMPTY):
             return ErrorCode.unknown_member_id
@@ -788,6 +872,9 @@ class GroupCoordinator:
     def leave_group(self, group_id: str, members: Sequence[MemberIdentity]) -> LeaveResult:
         if not group_id:
             return LeaveResult(ErrorCode.invalid_group_id)
+        status = self._status(group_id)
+        if status is not ErrorCode.none:
+            return LeaveResult(status)
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return LeaveResult(ErrorCode.unknown_member_id)
@@ -827,6 +914,9 @@ class GroupCoordinator:
 
     def commit_offsets(self, request: CommitRequest) -> dict[TopicPartition, ErrorCode]:
         """Each partition's result. Partitions the handler found unknown never get here."""
+        status = self._status(request.group_id)
+        if status is not ErrorCode.none:
+            return self._all(request, status)
         group = self.groups.get(request.group_id)
         created = False
         if group is None:
@@ -863,7 +953,7 @@ class GroupCoordinator:
         try:
             self._write(request.group_id, records)
         except KafkaError as e:
-            code = _COMMIT_WRITE_ERRORS.get(e.code, _write_error(e.code))
+            code = _COMMIT_WRITE_ERRORS.get(e.code, write_error(e.code))
             log.warning("group %s: could not store offsets: %s", request.group_id, e)
             for tp in accepted:
                 results[tp] = code
@@ -907,6 +997,9 @@ class GroupCoordinator:
     ) -> FetchedOffsets:
         """Committed offsets of ``partitions`` (None: every partition with one); a partition
         without a commit comes back with None."""
+        status = self._status(group_id)
+        if status is not ErrorCode.none:
+            return FetchedOffsets(status)
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None else {}
         if partitions is None:
@@ -918,6 +1011,9 @@ class GroupCoordinator:
         self, group_id: str, partitions: Sequence[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """OffsetDelete: a group-level error, or each partition's."""
+        status = self._status(group_id)
+        if status is not ErrorCode.none:
+            return status, {}
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return ErrorCode.group_id_not_found, {}
@@ -939,7 +1035,7 @@ class GroupCoordinator:
         try:
             self._write(group_id, [self._offset_tombstone(group_id, tp) for tp in doomed])
         except KafkaError as e:
-            return _write_error(e.code), {}
+            return write_error(e.code), {}
         for tp in doomed:
             group.offsets.pop(tp, None)
         self._maybe_forget(group)
@@ -950,7 +1046,7 @@ class GroupCoordinator:
 
     def remove_offsets_of_topics(self, topics: set[str]) -> None:
         """Deleted topics take their committed offsets with them."""
-        for group in list(self.groups.values()):
+        for group in self._active_groups():
             doomed = [tp for tp in group.offsets if tp[0] in topics]
             if not doomed:
                 continue
@@ -976,7 +1072,7 @@ class GroupCoordinator:
         now = self._wall()
         retention = self.config.offsets_retention_ms
         expired_total = 0
-        for group in list(self.groups.values()):
+        for group in self._active_groups():
             expired: list[TopicPartition] = []
             if group.is_in(GroupState.EMPTY):
                 if group.protocol_type is not None:
@@ -1030,11 +1126,14 @@ class GroupCoordinator:
             return []
         return [
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-            for g in self.groups.values()
+            for g in self._active_groups()
             if not wanted_states or g.state.value.lower() in wanted_states
         ]
 
     def describe_group(self, group_id: str) -> GroupDescription:
+        status = self._status(group_id)
+        if status is not ErrorCode.none:
+            return GroupDescription(status, group_id, "")
         group = self.groups.get(group_id)
         if group is None:
             return GroupDescription(ErrorCode.group_id_not_found, group_id, GroupState.DEAD.value)
@@ -1061,6 +1160,10 @@ class GroupCoordinator:
     def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         results: dict[str, ErrorCode] = {}
         for group_id in group_ids:
+            status = self._status(group_id)
+            if status is not ErrorCode.none:
+                results[group_id] = status
+                continue
             group = self.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
                 results[group_id] = ErrorCode.group_id_not_found
@@ -1073,7 +1176,7 @@ class GroupCoordinator:
             try:
                 self._write(group_id, records)
             except KafkaError as e:
-                results[group_id] = _write_error(e.code)
+                results[group_id] = write_error(e.code)
                 continue
             group.transition(GroupState.DEAD, self._wall())
             del self.groups[group_id]
@@ -1093,10 +1196,13 @@ class GroupCoordinator:
     def shutdown(self) -> None:
         """Answer every waiting JoinGroup and SyncGroup: this coordinator is going away."""
         for group in self.groups.values():
-            for member in group.members.values():
-                if member.join_reply is not None:
-                    reply, member.join_reply = member.join_reply, None
-                    reply(JoinResult(ErrorCode.not_coordinator, member_id=member.member_id))
-                if member.sync_reply is not None:
-                    sync_reply, member.sync_reply = member.sync_reply, None
-                    sync_reply(SyncResult(ErrorCode.not_coordinator))
+            self._answer_waiting(group, ErrorCode.not_coordinator)
+
+    def _answer_waiting(self, group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            if member.join_reply is not None:
+                reply, member.join_reply = member.join_reply, None
+                reply(JoinResult(error, member_id=member.member_id))
+            if member.sync_reply is not None:
+                sync_reply, member.sync_reply = member.sync_reply, None
+                sync_reply(SyncResult(error))

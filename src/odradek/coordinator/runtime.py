@@ -1,14 +1,37 @@
 """The group coordinator inside a broker: its records in ``__consumer_offsets``, its timers on the
-event loop.
+event loop, the partitions it owns, and when its answers may be sent.
 
 :class:`OffsetsTopic` is the coordinator's :class:`~odradek.coordinator.coordinator.OffsetsLog`:
 records become one RecordBatch v2 per write, appended through the broker's own append path
-(``Partition.append``), and are read back in order at start. The topic is created on first need
-(FindCoordinator or a first write), compacted, as Kafka creates it.
+(``Partition.append``, on the leader, synchronously as Kafka's ``appendRecords``), and are read
+back in order when a partition is loaded. The topic is created on first need (FindCoordinator or
+a first write), compacted, as Kafka creates it.
 
-:class:`GroupCoordinatorRuntime` loads the coordinator from the topic, then runs a task that sleeps
-until the coordinator's next deadline and calls :meth:`GroupCoordinator.tick`. Everything runs on
-the broker's event loop thread.
+:class:`GroupCoordinatorRuntime` owns partitions as Kafka's ``GroupMetadataManager`` does: a lone
+broker owns them all and replays the whole topic at start. In a cluster the coordinator of a
+group is the leader of its partition: :meth:`~GroupCoordinatorRuntime.follow` loads what this
+broker leads when it starts, and the replica manager's leadership listeners load a partition
+whose leadership arrives (from its log start to its log end — a new leader's high watermark may
+lag behind records it already has) and unload one whose leadership leaves.
+
+Answers wait for replication. Choice: rather than Kafka's ``CoordinatorResult`` (each operation
+returning its records and the response to send once they are written), the state machine keeps
+writing synchronously and changing state at once, and the runtime holds *every* answer about a
+group until the high watermark of the group's partition reaches that partition's log end offset
+as of the moment the answer was made (:class:`CommitPoint`). This is exact: the coordinator's
+state is always the replay of the leader's log (a write the log refused changes nothing; one it
+took stays in the log, so stays true once replicated), so an answer can depend only on records
+below that log end, and it is released only once all of them are committed — the rule of
+Kafka's newer ``CoordinatorRuntime`` (its deferred event queue, where even an answer that wrote
+nothing waits for the writes pending before it). It kept the 1,100-line state machine unchanged
+and covers the answers sent from callbacks (JoinGroup and SyncGroup completing for the whole
+group, from a request or a timer) the same way as returned ones. An answer not replicated within
+``offsets.commit.timeout.ms`` becomes COORDINATOR_NOT_AVAILABLE, one whose partition lost its
+leadership NOT_COORDINATOR (:func:`~odradek.coordinator.coordinator.write_error`). A lone
+broker's high watermark follows every append, so nothing waits there. The waiting itself is the
+server's (``odradek.server.group_commits``: the purgatory).
+
+Everything runs on the broker's event loop thread.
 """
 
 from __future__ import annotations
@@ -16,12 +39,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from odradek.clock import Clock
+from odradek.cluster.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator
+from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator, write_error
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import InvalidBatch, validate_batches
 from odradek.protocol.records import NewRecord, RecordDecodeError, encode_batch, iter_records
@@ -108,37 +133,52 @@ class OffsetsTopic:
         except OSError as e:
             raise KafkaError(ErrorCode.kafka_storage_error, str(e)) from e
 
-    def read_all(self) -> Iterator[tuple[bytes | None, bytes | None]]:
-        """Every record of every partition, in offset order within a partition."""
-        if self.topics.topic(OFFSETS_TOPIC) is None:
-            return
-        for index in range(self.partitions):
-            partition = self.topics.partition(OFFSETS_TOPIC, index)
-            if partition is None:
-                continue
-            partition_log = partition.log
-            offset = partition_log.log_start_offset
-            while offset < partition_log.log_end_offset:
-                piece = partition_log.read(offset, _READ_BYTES)
-                if piece is None:
-                    break
-                data = piece.read_bytes()
-                moved = False
-                try:
-                    for header, batch_records in iter_records(data):
-                        moved = True
-                        offset = header.next_offset
-                        if header.is_control:
-                            continue
-                        for record in batch_records:
-                            yield record.key, record.value
-                except RecordDecodeError as e:
-                    log.error(
-                        "%s-%d is unreadable at offset %d: %s", OFFSETS_TOPIC, index, offset, e
-                    )
-                    break
-                if not moved:
-                    break
+    def partition(self, index: int) -> Partition | None:
+        return self.topics.partition(OFFSETS_TOPIC, index)
+
+    def read_from(
+        self, partition: Partition, offset: int
+    ) -> tuple[list[tuple[bytes | None, bytes | None]], int | None]:
+        """The records of one read (about 1 MiB of batches) from ``offset`` on, and the offset
+        of the next read: None once the log end is reached (a leader's log end: records not
+        yet replicated included, as Kafka loads them) or the rest is unreadable."""
+        partition_log = partition.log
+        if offset >= partition_log.log_end_offset:
+            return [], None
+        piece = partition_log.read(offset, _READ_BYTES)
+        if piece is None:
+            return [], None
+        records: list[tuple[bytes | None, bytes | None]] = []
+        moved = False
+        try:
+            for header, batch_records in iter_records(piece.read_bytes()):
+                moved = True
+                offset = header.next_offset
+                if not header.is_control:
+                    records.extend((record.key, record.value) for record in batch_records)
+        except RecordDecodeError as e:
+            log.error("%s is unreadable at offset %d: %s", partition.name, offset, e)
+            return records, None
+        return records, (offset if moved else None)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPoint:
+    """Where an answer of the coordinator stands in its group's partition: the log end offset
+    when the answer was made (``partition`` None: nothing to wait for — the group is not
+    served here, or a lone broker has no such partition yet)."""
+
+    partition: Partition | None
+    offset: int
+
+    def outcome(self) -> ErrorCode | None:
+        """None while the high watermark is below ``offset``; then NONE, or the error to
+        answer with instead (NOT_COORDINATOR once leadership moved, COORDINATOR_NOT_AVAILABLE
+        when the ISR fell below ``min.insync.replicas``)."""
+        if self.partition is None:
+            return ErrorCode.none
+        result = self.partition.replicated(self.offset)
+        return None if result is None else write_error(result)
 
 
 class GroupCoordinatorRuntime:
@@ -150,25 +190,125 @@ class GroupCoordinatorRuntime:
         self.coordinator = GroupCoordinator(
             group_config(config, self.offsets_topic.partitions), self.offsets_topic, clock
         )
+        # offsets.commit.timeout.ms: how long an answer waits for its records' replication.
+        self.commit_timeout_ms = config.get_int("offsets.commit.timeout.ms")
+        self._loads: dict[int, asyncio.Task[None]] = {}
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
     def load(self) -> None:
-        """Replay ``__consumer_offsets`` (synchronously: the broker is not serving yet)."""
+        """A lone broker: replay all of ``__consumer_offsets`` (synchronously: the broker is not
+        serving yet) and own every partition, those of a topic still to be created too."""
         count = 0
-        for key, value in self.offsets_topic.read_all():
-            self.coordinator.replay(key, value)
-            count += 1
+        for index in range(self.offsets_topic.partitions):
+            partition = self.offsets_topic.partition(index)
+            if partition is not None:
+                count += self._replay_all(partition)
         self.coordinator.finish_loading()
         if count:
             log.info("replayed %d records of %s", count, OFFSETS_TOPIC)
 
     def start(self) -> None:
-        self.load()
+        """Start the timers; a lone broker loads everything first. In a cluster nothing is
+        owned until :meth:`follow`."""
+        if self.offsets_topic.topics.leads_alone:
+            self.load()
         self._wake = asyncio.Event()
         self.coordinator.timers.on_earlier_deadline = self._wake.set
         self._task = asyncio.create_task(self._run_timers(), name="group-coordinator-timers")
+
+    # -- ownership -----------------------------------------------------------------------------
+
+    def follow(self, leadership_listeners: list[Callable[[Partition, bool], None]]) -> None:
+        """In a cluster: serve the groups of the ``__consumer_offsets`` partitions this broker
+        leads, loading those it leads now at once (before the broker serves), and the others
+        as leadership moves here (``leadership_listeners``: the replica manager's)."""
+        leadership_listeners.append(self.leadership_changed)
+        for index in range(self.offsets_topic.partitions):
+            partition = self.offsets_topic.partition(index)
+            if partition is None or not partition.is_leader:
+                continue
+            self.coordinator.begin_loading(index)
+            count = self._replay_all(partition)
+            self.coordinator.finish_loading([index])
+            log.info("%s: replayed %d records", partition.name, count)
+
+    def leadership_changed(self, partition: Partition, leader: bool) -> None:
+        """A partition state was applied (called again for the same role: idempotent). A new
+        leadership of an offsets partition loads its groups in a task that yields to the event
+        loop between reads (their requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile); a lost
+        one unloads them."""
+        if partition.topic != OFFSETS_TOPIC or self._stopping:
+            return
+        index = partition.index
+        coordinator = self.coordinator
+        if leader:
+            if index in coordinator.owned or index in coordinator.loading:
+                return
+            coordinator.begin_loading(index)
+            self._loads[index] = asyncio.create_task(
+                self._load(partition), name=f"load-{partition.name}"
+            )
+            return
+        task = self._loads.pop(index, None)
+        if task is not None:
+            task.cancel()
+        if index in coordinator.owned or index in coordinator.loading:
+            coordinator.unload(index)
+
+    async def _load(self, partition: Partition) -> None:
+        index = partition.index
+        offset: int | None = partition.log.log_start_offset
+        count = 0
+        try:
+            while offset is not None:
+                records, offset = self.offsets_topic.read_from(partition, offset)
+                for key, value in records:
+                    self.coordinator.replay(key, value)
+                count += len(records)
+                if offset is not None:
+                    await asyncio.sleep(0)
+            self.coordinator.finish_loading([index])
+            log.info("%s: loaded as its leader, %d records replayed", partition.name, count)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("loading the groups of %s failed", partition.name)
+            self.coordinator.unload(index)
+        finally:
+            if self._loads.get(index) is asyncio.current_task():
+                del self._loads[index]
+
+    def _replay_all(self, partition: Partition) -> int:
+        offset: int | None = partition.log.log_start_offset
+        count = 0
+        while offset is not None:
+            records, offset = self.offsets_topic.read_from(partition, offset)
+            for key, value in records:
+                self.coordinator.replay(key, value)
+            count += len(records)
+        return count
+
+    # -- answers -------------------------------------------------------------------------------
+
+    def commit_point(self, group_id: str) -> CommitPoint:
+        """Where an answer about ``group_id`` made now must wait until: its partition's log end
+        (every record the coordinator's state of the group may come from)."""
+        index = self.coordinator.partition_for(group_id)
+        partition = self.offsets_topic.partition(index)
+        if partition is None or not self.coordinator.is_active(index):
+            return CommitPoint(None, 0)
+        return CommitPoint(partition, partition.log.log_end_offset)
+
+    def commit_points(self) -> list[CommitPoint]:
+        """The points of every partition served here (for an answer about all groups)."""
+        points = []
+        for index in sorted(self.coordinator.owned):
+            partition = self.offsets_topic.partition(index)
+            if partition is not None:
+                points.append(CommitPoint(partition, partition.log.log_end_offset))
+        return points
 
     async def _run_timers(self) -> None:
         """Sleep until the next deadline (or an earlier one appears), then tick."""
@@ -201,9 +341,12 @@ class GroupCoordinatorRuntime:
             self.coordinator.remove_offsets_of_topics({topic})
 
     async def stop(self) -> None:
-        """Answer waiting JoinGroup/SyncGroup requests and stop the timers."""
+        """Answer waiting JoinGroup/SyncGroup requests and stop the timers and loads."""
         self.coordinator.shutdown()
         self._stopping = True
+        for task in self._loads.values():
+            task.cancel()
+        self._loads.clear()
         if self._wake is not None:
             self._wake.set()
         if self._task is not None:

@@ -32,6 +32,11 @@ class Timers:
     def cancel(self, key: Hashable) -> None:
         self._entries.pop(key, None)
 
+    def cancel_where(self, matches: Callable[[Hashable], bool]) -> None:
+        """Cancel every deadline whose name ``matches`` (e.g. all of one group's)."""
+        for key in [k for k in self._entries if matches(k)]:
+            del self._entries[key]
+
     def deadline_of(self, key: Hashable) -> int | None:
         entry = self._entries.get(key)
         return entry[0] if entry else None

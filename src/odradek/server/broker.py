@@ -120,6 +120,8 @@ class Broker:
             self.node.join(
                 self._topics, self.logs, self.advertised, self._groups.coordinator.partition_for
             )
+            # The groups of the offsets partitions led here now, then as leadership moves.
+            self._groups.follow(self.node.replicas.leadership_listeners)
             cluster = self.node.view
         else:
             cluster = LocalClusterView(

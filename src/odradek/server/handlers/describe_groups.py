@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.coordinator.messages import GroupDescription
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_commits import committed
 from odradek.server.registry import handles
 
 _NO_OPERATIONS = -(2**31)
@@ -13,8 +15,10 @@ _NO_OPERATIONS = -(2**31)
 _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND = 6
 
 
-def _describe(ctx: RequestContext, group_id: str) -> dict[str, Any]:
+def _describe(ctx: RequestContext, group_id: str, failure: ErrorCode) -> dict[str, Any]:
     described = ctx.services.groups.coordinator.describe_group(group_id)
+    if failure != ErrorCode.none:
+        described = GroupDescription(failure, group_id, "")
     error = described.error
     message = None
     if error == ErrorCode.group_id_not_found:
@@ -46,4 +50,12 @@ def _describe(ctx: RequestContext, group_id: str) -> dict[str, Any]:
 
 @handles(api_key=15, min_version=0, max_version=6)
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Response:
-    return ctx.respond(throttle_time=0, groups=[_describe(ctx, g) for g in request.groups])
+    groups = ctx.services.groups
+    # Described as they are once the records behind them are replicated.
+    outcomes = await committed(ctx, [groups.commit_point(g) for g in request.groups])
+    return ctx.respond(
+        throttle_time=0,
+        groups=[
+            _describe(ctx, g, failure) for g, failure in zip(request.groups, outcomes, strict=True)
+        ],
+    )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.coordinator.messages import HeartbeatRequest
+from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_commits import group_committed
 from odradek.server.registry import handles
 
 
@@ -19,4 +21,7 @@ async def handle_heartbeat(ctx: RequestContext, request: Any) -> Response:
             getattr(request, "group_instance_id", None),
         )
     )
+    failure = await group_committed(ctx, request.group_id)
+    if failure != ErrorCode.none:
+        error = failure
     return ctx.respond(throttle_time=0, error_code=error)

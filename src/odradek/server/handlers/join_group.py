@@ -1,4 +1,5 @@
-"""JoinGroup (11): become a member of a group's next generation; the answer waits for the group."""
+"""JoinGroup (11): become a member of a group's next generation; the answer waits for the group,
+then for the records behind it to be replicated."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import datetime
 from typing import Any
 
 from odradek.coordinator.messages import JoinRequest, JoinResult, Protocol
+from odradek.coordinator.runtime import CommitPoint
+from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_commits import committed
 from odradek.server.registry import handles
 
 _MS = datetime.timedelta(milliseconds=1)
@@ -36,14 +40,20 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Response:
         require_known_member_id=ctx.version >= 4,
         reason=getattr(request, "reason", None),
     )
-    future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+    groups = ctx.services.groups
+    future: asyncio.Future[tuple[JoinResult, CommitPoint]] = (
+        asyncio.get_running_loop().create_future()
+    )
 
     def reply(result: JoinResult) -> None:
         if not future.done():
-            future.set_result(result)
+            future.set_result((result, groups.commit_point(join.group_id)))
 
-    ctx.services.groups.coordinator.join_group(join, reply)
-    result = await future
+    groups.coordinator.join_group(join, reply)
+    result, point = await future
+    (failure,) = await committed(ctx, [point])
+    if failure != ErrorCode.none:
+        result = JoinResult(failure, member_id=join.member_id)
     # Before v7 the protocol name is not nullable.
     protocol_name = result.protocol_name
     if protocol_name is None and ctx.version < 7:

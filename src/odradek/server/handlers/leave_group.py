@@ -7,6 +7,7 @@ from typing import Any
 from odradek.coordinator.messages import MemberIdentity
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_commits import group_committed
 from odradek.server.registry import handles
 
 
@@ -18,12 +19,18 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Response:
         error = result.error
         if error == ErrorCode.none and result.members:
             error = result.members[0][1]
+        failure = await group_committed(ctx, request.group_id)
+        if failure != ErrorCode.none:
+            error = failure
         return ctx.respond(throttle_time=0, error_code=error)
     identities = [
         MemberIdentity(m.member_id, m.group_instance_id, getattr(m, "reason", None))
         for m in request.members
     ]
     result = coordinator.leave_group(request.group_id, identities)
+    failure = await group_committed(ctx, request.group_id)
+    if failure != ErrorCode.none:
+        return ctx.respond(throttle_time=0, error_code=failure, members=[])
     return ctx.respond(
         throttle_time=0,
         error_code=result.error,

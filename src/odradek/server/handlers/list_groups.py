@@ -1,4 +1,5 @@
-"""ListGroups (16): every group of this coordinator, filtered by state (v4+) and type (v5+)."""
+"""ListGroups (16): every group of this coordinator, filtered by state (v4+) and type (v5+);
+COORDINATOR_LOAD_IN_PROGRESS while partitions of ``__consumer_offsets`` are being loaded here."""
 
 from __future__ import annotations
 
@@ -6,17 +7,29 @@ from typing import Any
 
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_commits import committed
 from odradek.server.registry import handles
 
 
 @handles(api_key=16, min_version=0, max_version=5)
 async def handle_list_groups(ctx: RequestContext, request: Any) -> Response:
-    groups = ctx.services.groups.coordinator.list_groups(
+    runtime = ctx.services.groups
+    coordinator = runtime.coordinator
+    error = (
+        ErrorCode.coordinator_load_in_progress
+        if coordinator.loading_in_progress
+        else ErrorCode.none
+    )
+    points = runtime.commit_points()
+    groups = coordinator.list_groups(
         getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
     )
+    failure = next((f for f in await committed(ctx, points) if f != ErrorCode.none), None)
+    if failure is not None:
+        error, groups = failure, []
     return ctx.respond(
         throttle_time=0,
-        error_code=ErrorCode.none,
+        error_code=error,
         groups=[
             {
                 "group_id": g.group_id,

@@ -1,7 +1,8 @@
 """OffsetCommit (8): store a group's consumed positions in ``__consumer_offsets``.
 
 v10 names topics by id and is not served. Partitions of topics this broker does not have are
-refused here with UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator together.
+refused here with UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator together, and their
+answer waits until the commit is replicated.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from odradek.coordinator.messages import CommitRequest, OffsetCommit
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_commits import group_committed
 from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
 
@@ -48,6 +50,9 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
                 offsets=tuple(commits),
             )
         )
+        failure = await group_committed(ctx, request.group_id)
+        if failure != ErrorCode.none:
+            committed = dict.fromkeys(committed, failure)
         if ctx.version < _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND:
             committed = {
                 tp: ErrorCode.illegal_generation if code == ErrorCode.group_id_not_found else code

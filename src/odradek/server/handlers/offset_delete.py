@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_commits import group_committed
 from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
 
@@ -23,6 +24,9 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Response:
             else:
                 known.append(tp)
     error, deleted = ctx.services.groups.coordinator.delete_offsets(request.group_id, known)
+    failure = await group_committed(ctx, request.group_id)
+    if failure != ErrorCode.none:
+        error = failure
     if error != ErrorCode.none:
         return ctx.respond(throttle_time=0, error_code=error, topics=[])
     results.update(deleted)

@@ -1,6 +1,9 @@
 """OffsetFetch (9): a group's committed offsets, -1 where there is none.
 
-v8+ asks for several groups at once; v10 names topics by id and is not served.
+v8+ asks for several groups at once; v10 names topics by id and is not served. The answer waits
+until the commits behind it are replicated. A group-level error (NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS, …) goes in the group's (v8+) or the response's (v2+) error code;
+v1 has neither, so each asked partition carries it.
 """
 
 from __future__ import annotations
@@ -11,10 +14,23 @@ from typing import Any
 from odradek.coordinator.messages import NO_LEADER_EPOCH, NO_OFFSET
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_commits import committed
 from odradek.server.registry import handles
 
 
-def _group_offsets(ctx: RequestContext, group_id: str, topics: Iterable[Any] | None) -> list[Any]:
+def _partition(index: int, offset: int, epoch: int, metadata: str, error: ErrorCode) -> Any:
+    return {
+        "partition_index": index,
+        "committed_offset": offset,
+        "committed_leader_epoch": epoch,
+        "metadata": metadata,
+        "error_code": error,
+    }
+
+
+def _group_offsets(
+    ctx: RequestContext, group_id: str, topics: Iterable[Any] | None
+) -> tuple[ErrorCode, list[Any]]:
     wanted = (
         None
         if topics is None
@@ -22,35 +38,48 @@ def _group_offsets(ctx: RequestContext, group_id: str, topics: Iterable[Any] | N
     )
     fetched = ctx.services.groups.coordinator.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for (topic, partition), committed in fetched.offsets:
+    for (topic, partition), c in fetched.offsets:
         by_topic.setdefault(topic, []).append(
-            {
-                "partition_index": partition,
-                "committed_offset": committed.offset if committed else NO_OFFSET,
-                "committed_leader_epoch": committed.leader_epoch if committed else NO_LEADER_EPOCH,
-                "metadata": committed.metadata if committed else "",
-                "error_code": ErrorCode.none,
-            }
+            _partition(partition, c.offset, c.leader_epoch, c.metadata, ErrorCode.none)
+            if c
+            else _partition(partition, NO_OFFSET, NO_LEADER_EPOCH, "", ErrorCode.none)
         )
-    return [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
+    return fetched.error, [
+        {"name": name, "partitions": partitions} for name, partitions in by_topic.items()
+    ]
+
+
+def _failed_partitions(topics: Iterable[Any] | None, error: ErrorCode) -> list[Any]:
+    return [
+        {
+            "name": t.name,
+            "partitions": [
+                _partition(int(i), NO_OFFSET, NO_LEADER_EPOCH, "", error)
+                for i in t.partition_indexes
+            ],
+        }
+        for t in topics or ()
+    ]
 
 
 @handles(api_key=9, min_version=1, max_version=9)
 async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Response:
+    groups = ctx.services.groups
     if ctx.version >= 8:
-        return ctx.respond(
-            throttle_time=0,
-            groups=[
-                {
-                    "group_id": group.group_id,
-                    "topics": _group_offsets(ctx, group.group_id, group.topics),
-                    "error_code": ErrorCode.none,
-                }
-                for group in request.groups
-            ],
-        )
-    return ctx.respond(
-        throttle_time=0,
-        topics=_group_offsets(ctx, request.group_id, request.topics),
-        error_code=ErrorCode.none,
-    )
+        answers = []
+        points = []
+        for group in request.groups:
+            error, topics = _group_offsets(ctx, group.group_id, group.topics)
+            answers.append({"group_id": group.group_id, "topics": topics, "error_code": error})
+            points.append(groups.commit_point(group.group_id))
+        for answer, failure in zip(answers, await committed(ctx, points), strict=True):
+            if failure != ErrorCode.none:
+                answer.update(topics=[], error_code=failure)
+        return ctx.respond(throttle_time=0, groups=answers)
+    error, topics = _group_offsets(ctx, request.group_id, request.topics)
+    (failure,) = await committed(ctx, [groups.commit_point(request.group_id)])
+    if failure != ErrorCode.none:
+        error = failure
+    if error != ErrorCode.none:
+        topics = _failed_partitions(request.topics, error) if ctx.version < 2 else []
+    return ctx.respond(throttle_time=0, topics=topics, error_code=error)

@@ -1,4 +1,5 @@
-"""SyncGroup (14): the leader hands out assignments; every member gets its own."""
+"""SyncGroup (14): the leader hands out assignments; every member gets its own once the group's
+record holding them is replicated."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import asyncio
 from typing import Any
 
 from odradek.coordinator.messages import SyncRequest, SyncResult
+from odradek.coordinator.runtime import CommitPoint
+from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_commits import committed
 from odradek.server.registry import handles
 
 
@@ -21,14 +25,20 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Response:
         protocol_type=getattr(request, "protocol_type", None),
         protocol_name=getattr(request, "protocol_name", None),
     )
-    future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+    groups = ctx.services.groups
+    future: asyncio.Future[tuple[SyncResult, CommitPoint]] = (
+        asyncio.get_running_loop().create_future()
+    )
 
     def reply(result: SyncResult) -> None:
         if not future.done():
-            future.set_result(result)
+            future.set_result((result, groups.commit_point(sync.group_id)))
 
-    ctx.services.groups.coordinator.sync_group(sync, reply)
-    result = await future
+    groups.coordinator.sync_group(sync, reply)
+    result, point = await future
+    (failure,) = await committed(ctx, [point])
+    if failure != ErrorCode.none:
+        result = SyncResult(failure)
     return ctx.respond(
         throttle_time=0,
         error_code=result.error,

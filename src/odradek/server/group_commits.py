@@ -1,0 +1,42 @@
+"""The group handlers' wait for replication: an answer of the group coordinator is sent once the
+records it may depend on are committed in ``__consumer_offsets`` (see
+:mod:`odradek.coordinator.runtime` for why every answer waits on its
+:class:`~odradek.coordinator.runtime.CommitPoint`).
+
+Waits are parked in the broker's purgatory on the partitions, as acks=all produces are, for at
+most ``offsets.commit.timeout.ms``; then Kafka's mapping applies (REQUEST_TIMED_OUT →
+COORDINATOR_NOT_AVAILABLE). Runs on the broker's event loop, called from handlers only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from odradek.coordinator.coordinator import write_error
+from odradek.coordinator.runtime import CommitPoint
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext
+
+
+async def committed(ctx: RequestContext, points: Sequence[CommitPoint]) -> list[ErrorCode]:
+    """Wait until every point is committed (or the timeout); each point's outcome: NONE, or the
+    error to answer with instead."""
+    pending = [p.partition for p in points if p.partition is not None]
+
+    def settled() -> bool:
+        return all(p.outcome() is not None for p in points)
+
+    if pending and not settled():
+        timeout_s = ctx.services.groups.commit_timeout_ms / 1000
+        await ctx.services.purgatory.park(pending, settled, timeout_s)
+    outcomes = []
+    for point in points:
+        outcome = point.outcome()
+        outcomes.append(write_error(ErrorCode.request_timed_out) if outcome is None else outcome)
+    return outcomes
+
+
+async def group_committed(ctx: RequestContext, group_id: str) -> ErrorCode:
+    """Wait for an answer about ``group_id`` made just now."""
+    (outcome,) = await committed(ctx, [ctx.services.groups.commit_point(group_id)])
+    return outcome
