@@ -13,6 +13,7 @@ with the broker, see ``tests/e2e/groups_support.py``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections import Counter
@@ -22,6 +23,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.testing import RunningCluster, wait_until
+
 from ..groups_support import close_all
 
 PARTITIONS = 4
@@ -122,10 +124,10 @@ def test_group_survives_the_loss_of_its_coordinator(tmp_path: Path) -> None:
         def all_committed() -> bool:
             poll_once()
             for c in consumers:
-                try:  # a position whose commit failed, the last of its partition
+                # Again a position whose commit failed, the last of its partition (KafkaException:
+                # nothing to commit, or the coordinator still moving).
+                with contextlib.suppress(KafkaException):
                     c.commit(asynchronous=False)
-                except KafkaException:
-                    pass  # nothing to commit, or the coordinator still moving
             committed = consumers[0].committed(ends, timeout=10)
             return all(tp.offset == PER_PARTITION * 2 for tp in committed)
 

@@ -1,0 +1,181 @@
+"""The coordinator inside a cluster broker: offsets partitions loaded and unloaded as leadership
+moves, and answers held until the high watermark covers them — on real logs, no sockets."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from odradek.clock import ManualClock
+from odradek.cluster.metadata_store import LocalMetadataStore
+from odradek.cluster.partition import Partition
+from odradek.cluster.topics import TopicManager
+from odradek.cluster.view import BrokerEndpoint, LocalClusterView
+from odradek.config import BrokerConfig
+from odradek.coordinator import records as rec
+from odradek.coordinator.messages import CommitRequest, OffsetCommit
+from odradek.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime
+from odradek.protocol.errors import ErrorCode
+from odradek.storage import LogManager
+
+LOCAL, FOLLOWER = 1, 2
+PARTITIONS = 2
+GROUP = "g"  # in partition 1 of 2
+OTHER = "h"  # in partition 0 of 2
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Iterator[GroupCoordinatorRuntime]:
+    """A cluster broker's runtime (it leads nothing by itself) with ``__consumer_offsets``
+    hosted here, not yet led."""
+    clock = ManualClock(1_700_000_000_000)
+    config = BrokerConfig(
+        {
+            "log.dirs": str(tmp_path),
+            "node.id": str(LOCAL),
+            "offsets.topic.num.partitions": str(PARTITIONS),
+        }
+    )
+    logs = LogManager(config.log_dirs, clock)
+    store = LocalMetadataStore(config.log_dirs[0], node_id=LOCAL)
+    topics = TopicManager(config, store, logs, clock, leads_alone=False)
+    topics.open()
+    runtime = GroupCoordinatorRuntime(config, topics, clock)
+    topics.cluster = LocalClusterView(
+        BrokerEndpoint(LOCAL, "localhost", 9092),
+        store.cluster_id,
+        topics,
+        runtime.coordinator.partition_for,
+    )
+    runtime.offsets_topic.ensure()
+    yield runtime
+    runtime.coordinator.shutdown()
+    logs.close()
+
+
+def offsets_partition(runtime: GroupCoordinatorRuntime, index: int) -> Partition:
+    partition = runtime.offsets_topic.partition(index)
+    assert partition is not None
+    return partition
+
+
+def commit(runtime: GroupCoordinatorRuntime, group: str, offset: int) -> ErrorCode:
+    request = CommitRequest(group, -1, "", None, (OffsetCommit("t", 0, offset),))
+    return runtime.coordinator.commit_offsets(request)[("t", 0)]
+
+
+def committed_offset(runtime: GroupCoordinatorRuntime, group: str) -> int | None:
+    fetched = runtime.coordinator.fetch_offsets(group, [("t", 0)])
+    assert fetched.error == ErrorCode.none, fetched
+    ((_, found),) = fetched.offsets
+    return None if found is None else found.offset
+
+
+def lead(runtime: GroupCoordinatorRuntime, partition: Partition, epoch: int) -> None:
+    partition.make_leader(epoch, (LOCAL, FOLLOWER), (LOCAL, FOLLOWER), epoch)
+    runtime.leadership_changed(partition, True)
+
+
+async def loaded(runtime: GroupCoordinatorRuntime) -> None:
+    for _ in range(100):
+        if not runtime.coordinator.loading_in_progress:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the load did not finish")
+
+
+def test_groups_follow_the_leadership_of_their_partition(
+    runtime: GroupCoordinatorRuntime,
+) -> None:
+    assert rec.partition_for(GROUP, PARTITIONS) == 1
+    assert rec.partition_for(OTHER, PARTITIONS) == 0
+    p1 = offsets_partition(runtime, 1)
+
+    async def scenario() -> None:
+        # Nothing is led yet: every group belongs to another coordinator.
+        assert commit(runtime, GROUP, 1) == ErrorCode.not_coordinator
+        lead(runtime, p1, 1)
+        assert commit(runtime, GROUP, 1) == ErrorCode.coordinator_load_in_progress
+        await loaded(runtime)
+        assert commit(runtime, GROUP, 5) == ErrorCode.none
+        assert commit(runtime, OTHER, 5) == ErrorCode.not_coordinator
+
+        # The answer waits for the follower to have the commit.
+        point = runtime.commit_point(GROUP)
+        assert point.partition is p1 and point.offset == p1.log.log_end_offset == 1
+        assert point.outcome() is None
+        p1.follower_fetched(FOLLOWER, 1)
+        assert p1.high_watermark == 1
+        assert point.outcome() == ErrorCode.none
+
+        # A commit not replicated when leadership moves: its answer is NOT_COORDINATOR, and
+        # the group is no longer served here.
+        assert commit(runtime, GROUP, 9) == ErrorCode.none
+        waiting = runtime.commit_point(GROUP)
+        lead_again_epoch = 3
+        p1.make_follower(FOLLOWER, 2, (LOCAL, FOLLOWER), (LOCAL, FOLLOWER))
+        runtime.leadership_changed(p1, False)
+        assert waiting.outcome() == ErrorCode.not_coordinator
+        assert commit(runtime, GROUP, 10) == ErrorCode.not_coordinator
+        assert runtime.commit_point(GROUP).partition is None
+
+        # Leading again: loaded up to the log end, past the high watermark (as Kafka).
+        assert p1.high_watermark == 1 < p1.log.log_end_offset == 2
+        lead(runtime, p1, lead_again_epoch)
+        runtime.leadership_changed(p1, True)  # told twice: loaded once
+        await loaded(runtime)
+        assert committed_offset(runtime, GROUP) == 9
+
+    asyncio.run(scenario())
+
+
+def test_partitions_led_at_start_are_loaded_at_once(runtime: GroupCoordinatorRuntime) -> None:
+    p0, p1 = offsets_partition(runtime, 0), offsets_partition(runtime, 1)
+
+    async def scenario() -> None:
+        lead(runtime, p0, 1)
+        await loaded(runtime)
+        assert commit(runtime, OTHER, 4) == ErrorCode.none
+        runtime.leadership_changed(p0, False)
+        p0.make_leader(2, (LOCAL,), (LOCAL,), 2)
+        listeners: list[object] = []
+        runtime.follow(listeners)  # type: ignore[arg-type]
+        assert listeners == [runtime.leadership_changed]
+        # No wait: the broker is not serving yet.
+        assert not runtime.coordinator.loading_in_progress
+        assert committed_offset(runtime, OTHER) == 4
+        assert runtime.coordinator.owned == {0}
+        assert p1.is_leader is False
+        assert commit(runtime, GROUP, 1) == ErrorCode.not_coordinator
+
+    asyncio.run(scenario())
+
+
+def test_a_lone_broker_serves_every_group_without_waiting(tmp_path: Path) -> None:
+    clock = ManualClock(1_700_000_000_000)
+    config = BrokerConfig({"log.dirs": str(tmp_path), "node.id": str(LOCAL)})
+    logs = LogManager(config.log_dirs, clock)
+    store = LocalMetadataStore(config.log_dirs[0], node_id=LOCAL)
+    topics = TopicManager(config, store, logs, clock)
+    topics.open()
+    runtime = GroupCoordinatorRuntime(config, topics, clock)
+    topics.cluster = LocalClusterView(
+        BrokerEndpoint(LOCAL, "localhost", 9092),
+        store.cluster_id,
+        topics,
+        runtime.coordinator.partition_for,
+    )
+    runtime.load()
+    try:
+        # The topic does not exist yet: the first write creates it.
+        assert topics.topic(OFFSETS_TOPIC) is None
+        assert commit(runtime, GROUP, 3) == ErrorCode.none
+        point = runtime.commit_point(GROUP)
+        assert point.partition is not None and point.offset == 1
+        assert point.outcome() == ErrorCode.none
+    finally:
+        runtime.coordinator.shutdown()
+        logs.close()
