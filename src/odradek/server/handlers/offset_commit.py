@@ -1,7 +1,8 @@
 """OffsetCommit (8): store a group's consumed positions in ``__consumer_offsets``.
 
-v10 names topics by id and is not served. Partitions of topics this broker does not have are
-refused here with UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator together, and their
+v10 names topics by id and is not served. Partitions the cluster does not have (as Kafka's
+metadata cache; in a cluster the coordinator need not host them) are refused here with
+UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator together, and their
 answer waits until the commit is replicated.
 """
 
@@ -22,13 +23,13 @@ _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND = 9
 
 @handles(api_key=8, min_version=2, max_version=9)
 async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
-    topics = ctx.services.topics
+    cluster = ctx.services.cluster
     results: dict[tuple[str, int], ErrorCode] = {}
     commits = []
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, int(p.partition_index))
-            if topics.partition(*tp) is None:
+            if cluster.partition_info(*tp) is None:
                 results[tp] = ErrorCode.unknown_topic_or_partition
                 continue
             commits.append(

@@ -13,13 +13,13 @@ from odradek.server.registry import handles
 
 @handles(api_key=47, min_version=0, max_version=0)
 async def handle_offset_delete(ctx: RequestContext, request: Any) -> Response:
-    topics = ctx.services.topics
+    cluster = ctx.services.cluster
     results: dict[tuple[str, int], ErrorCode] = {}
     known = []
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, int(p.partition_index))
-            if topics.partition(*tp) is None:
+            if cluster.partition_info(*tp) is None:
                 results[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 known.append(tp)
