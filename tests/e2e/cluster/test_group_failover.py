@@ -150,4 +150,3 @@ def test_group_survives_the_loss_of_its_coordinator(tmp_path: Path) -> None:
     twice = {key for key, count in seen.items() if count > 1}
     assert twice <= failed, f"records read again after their commit succeeded: {twice - failed}"
     print(f"failover: {len(seen)} records, {len(twice)} read twice, {took:.1f} s after the kill")
-
