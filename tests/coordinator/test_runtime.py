@@ -179,3 +179,19 @@ def test_a_lone_broker_serves_every_group_without_waiting(tmp_path: Path) -> Non
     finally:
         runtime.coordinator.shutdown()
         logs.close()
+
+
+def test_deleting_the_offsets_topic_unloads_its_groups(runtime: GroupCoordinatorRuntime) -> None:
+    p1 = offsets_partition(runtime, 1)
+
+    async def scenario() -> None:
+        lead(runtime, p1, 1)
+        await loaded(runtime)
+        assert commit(runtime, GROUP, 2) == ErrorCode.none
+        runtime.offsets_topic.topics.delete_topic(OFFSETS_TOPIC)
+        runtime.on_topic_deleted(OFFSETS_TOPIC)
+        assert runtime.coordinator.owned == set()
+        assert runtime.coordinator.groups == {}
+        assert commit(runtime, GROUP, 3) == ErrorCode.not_coordinator
+
+    asyncio.run(scenario())

@@ -339,6 +339,14 @@ class GroupCoordinatorRuntime:
     def on_topic_deleted(self, topic: str) -> None:
         if topic != OFFSETS_TOPIC:
             self.coordinator.remove_offsets_of_topics({topic})
+        elif not self.offsets_topic.topics.leads_alone:
+            # Its partitions are no longer led here (a lone broker keeps serving and creates
+            # the topic again on the next write, as before).
+            for task in self._loads.values():
+                task.cancel()
+            self._loads.clear()
+            for index in self.coordinator.owned | self.coordinator.loading:
+                self.coordinator.unload(index)
 
     async def stop(self) -> None:
         """Answer waiting JoinGroup/SyncGroup requests and stop the timers and loads."""
