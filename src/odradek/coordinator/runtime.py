@@ -23,13 +23,14 @@ state is always the replay of the leader's log (a write the log refused changes 
 took stays in the log, so stays true once replicated), so an answer can depend only on records
 below that log end, and it is released only once all of them are committed — the rule of
 Kafka's newer ``CoordinatorRuntime`` (its deferred event queue, where even an answer that wrote
-nothing waits for the writes pending before it). It kept the 1,100-line state machine unchanged
-and covers the answers sent from callbacks (JoinGroup and SyncGroup completing for the whole
-group, from a request or a timer) the same way as returned ones. An answer not replicated within
-``offsets.commit.timeout.ms`` becomes COORDINATOR_NOT_AVAILABLE, one whose partition lost its
-leadership NOT_COORDINATOR (:func:`~odradek.coordinator.coordinator.write_error`). A lone
-broker's high watermark follows every append, so nothing waits there. The waiting itself is the
-server's (``odradek.server.group_commits``: the purgatory).
+nothing waits for the writes pending before it). It leaves the state machine's write-then-change
+code as it was, and covers the answers sent from callbacks (JoinGroup and SyncGroup completing
+for the whole group, from a request or a timer) the same way as returned ones. An answer not
+replicated within ``offsets.commit.timeout.ms`` becomes COORDINATOR_NOT_AVAILABLE, one whose
+partition lost its leadership NOT_COORDINATOR
+(:func:`~odradek.coordinator.coordinator.write_error`). A lone broker's high watermark follows
+every append, so nothing waits there. The waiting itself is the server's
+(``odradek.server.group_commits``: the purgatory).
 
 Everything runs on the broker's event loop thread.
 """
@@ -263,10 +264,8 @@ class GroupCoordinatorRuntime:
         count = 0
         try:
             while offset is not None:
-                records, offset = self.offsets_topic.read_from(partition, offset)
-                for key, value in records:
-                    self.coordinator.replay(key, value)
-                count += len(records)
+                replayed, offset = self._replay_from(partition, offset)
+                count += replayed
                 if offset is not None:
                     await asyncio.sleep(0)
             self.coordinator.finish_loading([index])
@@ -284,11 +283,16 @@ class GroupCoordinatorRuntime:
         offset: int | None = partition.log.log_start_offset
         count = 0
         while offset is not None:
-            records, offset = self.offsets_topic.read_from(partition, offset)
-            for key, value in records:
-                self.coordinator.replay(key, value)
-            count += len(records)
+            replayed, offset = self._replay_from(partition, offset)
+            count += replayed
         return count
+
+    def _replay_from(self, partition: Partition, offset: int) -> tuple[int, int | None]:
+        """Replay one read's records; how many, and where the next read starts (None: done)."""
+        records, next_offset = self.offsets_topic.read_from(partition, offset)
+        for key, value in records:
+            self.coordinator.replay(key, value)
+        return len(records), next_offset
 
     # -- answers -------------------------------------------------------------------------------
 
