@@ -15,10 +15,8 @@ _NO_OPERATIONS = -(2**31)
 _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND = 6
 
 
-def _describe(ctx: RequestContext, group_id: str, failure: ErrorCode) -> dict[str, Any]:
-    described = ctx.services.groups.coordinator.describe_group(group_id)
-    if failure != ErrorCode.none:
-        described = GroupDescription(failure, group_id, "")
+def _describe(ctx: RequestContext, described: GroupDescription) -> dict[str, Any]:
+    group_id = described.group_id
     error = described.error
     message = None
     if error == ErrorCode.group_id_not_found:
@@ -51,11 +49,13 @@ def _describe(ctx: RequestContext, group_id: str, failure: ErrorCode) -> dict[st
 @handles(api_key=15, min_version=0, max_version=6)
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Response:
     groups = ctx.services.groups
-    # Described as they are once the records behind them are replicated.
+    described = [groups.coordinator.describe_group(g) for g in request.groups]
+    # Sent as they are now once the records behind them are replicated.
     outcomes = await committed(ctx, [groups.commit_point(g) for g in request.groups])
     return ctx.respond(
         throttle_time=0,
         groups=[
-            _describe(ctx, g, failure) for g, failure in zip(request.groups, outcomes, strict=True)
+            _describe(ctx, d if failure == ErrorCode.none else GroupDescription(failure, g, ""))
+            for g, d, failure in zip(request.groups, described, outcomes, strict=True)
         ],
     )
