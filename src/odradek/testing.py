@@ -369,8 +369,10 @@ class RunningCluster:
         *,
         zookeeper: ZooKeeperServer | None = None,
         settings: dict[str, str] | None = None,
+        racks: dict[int, str] | None = None,
     ) -> None:
         self.directory = directory
+        self.racks = racks or {}
         self.size = size
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper or ZooKeeperServer(directory / "zookeeper")
@@ -402,6 +404,8 @@ class RunningCluster:
             "zookeeper.connect": self.zookeeper_connect,
             "broker.id": str(broker_id),
         }
+        if broker_id in self.racks:
+            overrides["broker.rack"] = self.racks[broker_id]
         args = [arg for key, value in overrides.items() for arg in ("-o", f"{key}={value}")]
         previous = self.brokers.get(broker_id)
         broker = BrokerProcess(

@@ -141,15 +141,16 @@ def test_a_follower_refuses_produce_and_the_epochs_are_checked(tmp_path: Path) -
 def test_a_lagging_follower_is_proposed_out_of_the_isr_and_back_in(tmp_path: Path) -> None:
     leader, follower, clock = replicated_pair(tmp_path)
     leader.append_as_leader(records(1), 1, NOW)
-    assert leader.propose_isr_change() is None
+    assert leader.propose_isr_shrink() is None
     clock.advance(10_001)
-    proposal = leader.propose_isr_change()
+    assert leader.propose_isr_expand() is None
+    proposal = leader.propose_isr_shrink()
     assert proposal is not None and proposal.isr == (1,)
     leader.isr_written(proposal.isr, proposal.leader_epoch, proposal.zk_version + 1)
     assert leader.high_watermark == 1  # the leader alone is the ISR now
     copy_to(follower, leader)
     copy_to(follower, leader)
-    proposal = leader.propose_isr_change()
+    proposal = leader.propose_isr_expand()
     assert proposal is not None and proposal.isr == (1, 2)
 
 

@@ -250,13 +250,16 @@ class Partition:
             self.log.update_high_watermark(tracker.high_watermark)
             self._wake()
 
-    def propose_isr_change(self) -> IsrProposal | None:
-        """An ISR shrink (followers lagging past ``replica.lag.time.max.ms``) or expansion
-        (followers caught up) for the caller to write with compare-and-set; None if neither is
-        due or one is in flight."""
-        if self._tracker is None:
-            return None
-        return self._tracker.propose_shrink() or self._tracker.propose_expand()
+    def propose_isr_shrink(self) -> IsrProposal | None:
+        """The ISR without the followers lagging past ``replica.lag.time.max.ms``, for the
+        caller to write with compare-and-set; None if none lags or a change is in flight."""
+        return None if self._tracker is None else self._tracker.propose_shrink()
+
+    def propose_isr_expand(self) -> IsrProposal | None:
+        """The ISR with the followers that caught up. Asked only after a follower's fetch, as
+        Kafka does: a follower's log end offset known from before (a dead broker's) must not
+        bring it back."""
+        return None if self._tracker is None else self._tracker.propose_expand()
 
     def isr_written(self, isr: Iterable[int], leader_epoch: int, zk_version: int) -> None:
         """The partition state now holds ``isr`` (a write of ours or of the controller)."""

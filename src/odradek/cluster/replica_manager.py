@@ -107,11 +107,16 @@ class ReplicaManager:
         self._states[tp] = state
         replicas = self._replicas(partition, state)
         if state.leader == self.local_id:
+            was_leading = partition.is_leader and partition.leader_epoch == state.leader_epoch
             if partition.make_leader(state.leader_epoch, replicas, state.isr, state.version):
                 self._unfollow(tp)
-                log.info(
-                    "%s: leader in epoch %d, ISR %s", partition.name, state.leader_epoch, state.isr
-                )
+                if not was_leading:
+                    log.info(
+                        "%s: leader in epoch %d, ISR %s",
+                        partition.name,
+                        state.leader_epoch,
+                        state.isr,
+                    )
                 self._leadership_changed(partition)
             return
         changed = partition.make_follower(state.leader, state.leader_epoch, replicas, state.isr)
@@ -204,7 +209,9 @@ class ReplicaManager:
         caught up joins the ISR."""
         partition.follower_fetched(replica_id, fetch_offset)
         if replica_id not in partition.isr:
-            self._maybe_change_isr(partition)
+            proposal = partition.propose_isr_expand()
+            if proposal is not None:
+                self._write_isr(partition, proposal)
 
     async def _check_isr_periodically(self) -> None:
         interval = max(self.replica_lag_time_max_ms / 2, 1) / 1000
@@ -216,16 +223,13 @@ class ReplicaManager:
                 log.exception("ISR check failed")
 
     def check_isr(self) -> None:
-        """Shrink (or grow) the ISR of every led partition whose followers call for it."""
+        """Shrink the ISR of every led partition with followers lagging too long."""
         for tp in list(self._states):
             partition = self._hosted(*tp)
             if partition is not None and partition.is_leader:
-                self._maybe_change_isr(partition)
-
-    def _maybe_change_isr(self, partition: Partition) -> None:
-        proposal = partition.propose_isr_change()
-        if proposal is not None:
-            self._write_isr(partition, proposal)
+                proposal = partition.propose_isr_shrink()
+                if proposal is not None:
+                    self._write_isr(partition, proposal)
 
     def _write_isr(self, partition: Partition, proposal: IsrProposal) -> None:
         tp = (partition.topic, partition.index)

@@ -16,7 +16,8 @@ from typing import Generic, TypeVar
 S = TypeVar("S")
 
 MAX_VERSION = 12
-_PARTITION_HEAD = struct.Struct(">ihqqq")  # index, error, high watermark, last stable, log start
+_PARTITION_HEAD = struct.Struct(">ihqqq")
+_NO_REPLICA = b"\xff\xff\xff\xff"  # index, error, high watermark, last stable, log start
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,7 @@ class PartitionData(Generic[S]):
     log_start_offset: int
     records: S | None  # an opaque slice the writer sends, or None for no records
     records_size: int
+    preferred_read_replica: int = -1  # KIP-392 (v11+): fetch from this replica instead
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +83,8 @@ def encode(
                 del head[-8:]  # logStartOffset arrived in v5
             head += b"\x01" if flexible else b"\0\0\0\0"  # no aborted transactions
             if version >= 11:
-                head += b"\xff\xff\xff\xff"  # preferred read replica: none
+                replica = p.preferred_read_replica
+                head += _NO_REPLICA if replica < 0 else struct.pack(">i", replica)
             if flexible:
                 head += uvarint(p.records_size + 1)
             else:

@@ -16,12 +16,21 @@ from odradek.storage import OffsetOutOfRange, ReadSlice
 PartitionData = fetch_response.PartitionData
 
 
+RACK_AWARE_SELECTORS = frozenset(
+    {"org.apache.kafka.common.replica.RackAwareReplicaSelector", "RackAwareReplicaSelector"}
+)
+
+
 def _refused(
-    partition: Partition, p: Any, errors: dict[tuple[str, int], ErrorCode] | None
+    partition: Partition,
+    p: Any,
+    errors: dict[tuple[str, int], ErrorCode] | None,
+    followers_serve: bool,
 ) -> ErrorCode:
-    """Why this broker does not serve the partition to this fetcher (NONE if it does): only
-    its leader serves, and only in the epoch the fetcher knows (KIP-320)."""
-    if not partition.is_leader:
+    """Why this broker does not serve the partition to this fetcher (NONE if it does): its
+    leader serves, a follower only consumers that may read from followers (KIP-392), and only
+    in the epoch the fetcher knows (KIP-320)."""
+    if not partition.is_leader and not (followers_serve and partition.leader_id >= 0):
         return ErrorCode.not_leader_or_follower
     code = partition.check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
     if code == ErrorCode.none and errors:
@@ -52,14 +61,37 @@ def _follower_fetched(
     return errors
 
 
+def _rack_aware(ctx: RequestContext, request: Any, replica: bool) -> str | None:
+    """The consumer's rack when it may read from a replica in it (KIP-392: Fetch v11+ with a
+    rack, and ``replica.selector.class`` RackAwareReplicaSelector on the broker)."""
+    if replica or ctx.version < 11 or not request.rack_id:
+        return None
+    if ctx.services.config.raw("replica.selector.class") not in RACK_AWARE_SELECTORS:
+        return None
+    return str(request.rack_id)
+
+
+def _preferred_replica(ctx: RequestContext, partition: Partition, rack: str) -> int:
+    """An in-sync replica in the consumer's rack other than this leader, or -1 (read here):
+    the leader's own rack, when it matches, wins, as Kafka's RackAwareReplicaSelector."""
+    in_rack = {b.node_id for b in ctx.services.cluster.live_brokers() if b.rack == rack} & set(
+        partition.isr
+    )
+    if not in_rack or partition.local_id in in_rack:
+        return -1
+    return min(in_rack)
+
+
 def _read_all(
     ctx: RequestContext,
     request: Any,
     replica: bool = False,
     errors: dict[tuple[str, int], ErrorCode] | None = None,
+    rack: str | None = None,
 ) -> tuple[list[fetch_response.TopicData[ReadSlice]], int, bool]:
     """One pass over the requested partitions: (topics, bytes found, any error). A consumer
-    reads below the high watermark, a follower (``replica``) up to the log end."""
+    reads below the high watermark, a follower (``replica``) up to the log end; a consumer in
+    ``rack`` is sent to an in-sync replica there (KIP-392)."""
     topics = ctx.services.topics
     budget = int(request.max_bytes) if ctx.version >= 3 else 2**31 - 1
     total = 0
@@ -76,13 +108,21 @@ def _read_all(
                     PartitionData(index, ErrorCode.unknown_topic_or_partition, -1, -1, -1, None, 0)
                 )
                 continue
-            refused = _refused(partition, p, errors)
+            refused = _refused(partition, p, errors, rack is not None)
             if refused != ErrorCode.none:
                 any_error = True
                 partitions.append(PartitionData(index, refused, -1, -1, -1, None, 0))
                 continue
             log = partition.log
             hw = partition.high_watermark
+            if rack is not None and partition.is_leader:
+                preferred = _preferred_replica(ctx, partition, rack)
+                if preferred >= 0:
+                    any_error = True  # answer now: the consumer goes elsewhere
+                    partitions.append(
+                        PartitionData(index, 0, hw, hw, log.log_start_offset, None, 0, preferred)
+                    )
+                    continue
             slice_: ReadSlice | None = None
             error = ErrorCode.none
             limit = min(int(p.partition_max_bytes), budget - total)
@@ -118,11 +158,12 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
     replica_id = int(request.replica_id)
     replica = replica_id >= 0
     errors = _follower_fetched(ctx, request, replica_id) if replica else None
-    found = _read_all(ctx, request, replica, errors)
+    rack = _rack_aware(ctx, request, replica)
+    found = _read_all(ctx, request, replica, errors, rack)
 
     def enough() -> bool:
         nonlocal found
-        found = _read_all(ctx, request, replica, errors)
+        found = _read_all(ctx, request, replica, errors, rack)
         return found[1] >= min_bytes or found[2]
 
     _, total, any_error = found
