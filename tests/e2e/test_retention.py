@@ -81,16 +81,11 @@ def describe(bootstrap: str, topic: str) -> list[str]:
     )
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"Topic: {topic}\tPartitionCount: 1")
-    assert lines[1].split() == [
-        "PARTITION",
-        "LEADER",
-        "LOG-START",
-        "LOG-END",
-        "SEGMENTS",
-        "SIZE-BYTES",
-        "LOG-DIR",
-    ]
-    return lines[2].split()
+    columns = ["PARTITION", "LEADER", "LOG-START", "LOG-END", "SEGMENTS", "SIZE-BYTES", "LOG-DIR"]
+    header = lines[1].split()
+    assert set(columns) <= set(header), header
+    row = dict(zip(header, lines[2].split(), strict=True))
+    return [row[c] for c in columns]
 
 
 def test_time_retention_and_a_consumer_reset_to_the_new_log_start(

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options
+from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, print_table
 from odradek.client.admin import GroupAdmin, GroupInfo, ListedGroup
 from odradek.client.core import ClientError
 
@@ -30,20 +30,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)
 
 
-def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-        out.write("\n")
-
-
 def format_list(groups: Sequence[ListedGroup], out: TextIO) -> None:
     if not groups:
         out.write("No consumer groups.\n")
         return
     rows: list[tuple[str, ...]] = [("GROUP", "STATE", "PROTOCOL-TYPE")]
     rows += [(g.group_id, g.state, g.protocol_type or "-") for g in groups]
-    _table(rows, out)
+    print_table(rows, out)
 
 
 def _text(value: object) -> str:
@@ -87,7 +80,7 @@ def format_describe(group: GroupInfo, out: TextIO) -> None:
                     p.member.client_id if p.member else "-",
                 )
             )
-        _table(rows, out)
+        print_table(rows, out)
     else:
         out.write("No committed offsets and no assigned partitions.\n")
     out.write("\n")
@@ -115,7 +108,7 @@ def format_describe(group: GroupInfo, out: TextIO) -> None:
                 assignment,
             )
         )
-    _table(members, out)
+    print_table(members, out)
 
 
 async def _list(args: argparse.Namespace) -> list[ListedGroup]:

@@ -12,6 +12,8 @@ from pathlib import Path
 from odradek.bench.options import add_arguments as add_bench_arguments
 from odradek.config import BrokerConfig, ConfigError
 
+log = logging.getLogger("odradek.serve")
+
 
 def _serve(args: argparse.Namespace) -> int:
     overrides = list(args.override or [])
@@ -24,6 +26,8 @@ def _serve(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"odradek: bad configuration: {e}", file=sys.stderr)
         return 2
+    from odradek.cluster.membership import DuplicateBrokerIdError
+    from odradek.cluster.zookeeper import ZooKeeperUnreachableError
     from odradek.server.broker import Broker
 
     async def run() -> None:
@@ -38,6 +42,23 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(run())
+    except DuplicateBrokerIdError as e:
+        log.error(
+            "odradek broker %d cannot start: %s (if that broker was just killed, start this one "
+            "again once ZooKeeper has ended its session: zookeeper.session.timeout.ms=%d)",
+            config.node_id,
+            e,
+            config.get_int("zookeeper.session.timeout.ms"),
+        )
+        return 1
+    except ZooKeeperUnreachableError as e:
+        log.error(
+            "odradek broker %d cannot start: %s: start ZooKeeper, or set zookeeper.connect to "
+            "the HOST:PORT[/chroot] of a running one",
+            config.node_id,
+            e,
+        )
+        return 1
     except OSError as e:
         print(f"odradek: cannot start: {e}", file=sys.stderr)
         return 1
@@ -70,8 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmark a broker (a fresh one by default)")
     add_bench_arguments(bench)
     bench.set_defaults(run=_bench)
-    from odradek.cli import groups, topics
+    from odradek.cli import cluster, groups, topics
 
+    cluster.add_parser(commands)
     groups.add_parser(commands)
     topics.add_parser(commands)
     return parser

@@ -1,8 +1,14 @@
-"""``odradek topics list | describe TOPIC``: topics and their partitions' logs, from a broker.
+"""``odradek topics list | describe TOPIC``: topics, their partitions' replicas and logs.
 
-``describe`` shows per partition the log start and end offsets (ListOffsets earliest and latest,
-the range a consumer can read), the bytes the partition's segments take on disk
-(DescribeLogDirs, which Kafka's protocol reports per partition) and the number of segments.
+``describe`` shows per partition its replication as the broker asked answers Metadata (the
+leader, ``none`` when no live broker leads it; the replicas; the in-sync replicas; the replicas
+on brokers that are not live), the log start and end offsets (ListOffsets earliest and latest,
+from the leader: the range a consumer can read), and the bytes the partition's segments take on
+disk with the number of segments.
+
+Sizes come from DescribeLogDirs, which a broker answers only for the replicas it hosts: they are
+asked of the leader, or, for a partition without a live leader, of a live replica, and the
+``FROM`` column names the broker whose figures they are.
 
 Kafka's protocol has no segment count.  The log dir DescribeLogDirs names is an absolute path
 on the broker's host; when this command runs where that path is readable (the broker's own
@@ -11,8 +17,7 @@ directory, counted.  Otherwise it is an estimate, shown as ``~N``: the size divi
 topic's ``segment.bytes``, rounded up (a lower bound for logs that roll by size; logs rolled
 by time or compacted can have more).
 
-The requests go over the project's blocking client (:mod:`odradek.client.blocking`), to the broker
-given and to the brokers its metadata names.
+The requests go through :class:`~odradek.client.admin.ClusterAdmin`.
 """
 
 from __future__ import annotations
@@ -23,172 +28,44 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options
-from odradek.client.blocking import BlockingConnection
+from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, print_table, run_command
+from odradek.client.admin import (
+    ClusterAdmin,
+    ClusterDescription,
+    LogDirUsage,
+    PartitionReplicas,
+    TopicDescription,
+)
 from odradek.client.core import ClientError
-from odradek.protocol.errors import ErrorCode
 
 TIMEOUT_S = 30.0
 
-METADATA, LIST_OFFSETS, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS = 3, 2, 32, 35
-# The newest version of each API this client speaks; the broker's ApiVersions may lower it.
-_OUR_MAX = {METADATA: 12, LIST_OFFSETS: 8, DESCRIBE_CONFIGS: 4, DESCRIBE_LOG_DIRS: 4}
-_EARLIEST, _LATEST = -2, -1
-_TOPIC_RESOURCE = 2
 _SHOWN_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes")
 _SEGMENT_FILE = re.compile(r"^\d{20}\.log$")
+HEADER = (
+    "PARTITION",
+    "LEADER",
+    "REPLICAS",
+    "ISR",
+    "OFFLINE",
+    "LOG-START",
+    "LOG-END",
+    "SEGMENTS",
+    "SIZE-BYTES",
+    "FROM",
+    "LOG-DIR",
+)
 
 
-class CommandError(Exception):
-    """Something to tell the user, then exit with status 1."""
+def brokers_text(ids: Sequence[int]) -> str:
+    """Broker ids as Kafka's tools print them (``1,2,3``), ``-`` for none."""
+    return ",".join(str(i) for i in ids) or "-"
 
 
-class _Broker:
-    """One blocking connection to a broker, with the API versions both sides speak."""
-
-    def __init__(self, address: str, timeout: float) -> None:
-        _, _, port = address.rpartition(":")
-        if not port.isdigit():
-            raise CommandError(f"{address!r} is not HOST:PORT")
-        self.address = address
-        try:
-            self._connection = BlockingConnection.open(
-                address,
-                client_id="odradek-cli",
-                timeout_s=timeout,
-                client_versions={key: (0, highest) for key, highest in _OUR_MAX.items()},
-            )
-        except ClientError as e:
-            raise CommandError(f"cannot reach the broker at {address}: {e}") from e
-
-    def request(self, api_key: int, **fields: Any) -> Any:
-        try:
-            version = self._connection.version_for(api_key)
-        except ClientError as e:
-            raise CommandError(f"the broker at {self.address} does not serve API {api_key}") from e
-        try:
-            return self._connection.request(api_key, fields, version=version)
-        except ClientError as e:
-            raise CommandError(f"the broker at {self.address} failed: {e}") from e
-
-    def close(self) -> None:
-        self._connection.close()
-
-
-class _Cluster:
-    """The bootstrap broker, and connections to the others as they are needed."""
-
-    def __init__(self, bootstrap: str, timeout: float) -> None:
-        self.timeout = timeout
-        self.bootstrap = _Broker(bootstrap, timeout)
-        self._by_id: dict[int, _Broker] = {}
-        self.addresses: dict[int, str] = {}
-
-    def metadata(self, topics: list[str] | None) -> Any:
-        response = self.bootstrap.request(
-            METADATA,
-            topics=None if topics is None else [{"name": t} for t in topics],
-            allow_auto_topic_creation=False,
-        )
-        self.addresses = {int(b.node_id): f"{b.host}:{int(b.port)}" for b in response.brokers}
-        return response
-
-    def broker(self, node_id: int) -> _Broker:
-        if node_id not in self._by_id:
-            address = self.addresses.get(node_id)
-            self._by_id[node_id] = (
-                self.bootstrap
-                if address is None or address == self.bootstrap.address
-                else _Broker(address, self.timeout)
-            )
-        return self._by_id[node_id]
-
-    def close(self) -> None:
-        for broker in {id(b): b for b in [self.bootstrap, *self._by_id.values()]}.values():
-            broker.close()
-
-
-def _error(code: Any) -> str | None:
-    value = int(code)
-    if value == 0:
-        return None
-    try:
-        return ErrorCode(value).name
-    except ValueError:
-        return f"error {value}"
-
-
-def _list(args: argparse.Namespace, out: TextIO) -> int:
-    cluster = _Cluster(args.bootstrap_server, args.timeout)
-    try:
-        metadata = cluster.metadata(None)
-        for name in sorted(str(t.name) for t in metadata.topics if int(t.error_code) == 0):
-            print(name, file=out)
-    finally:
-        cluster.close()
-    return 0
-
-
-def _offsets(cluster: _Cluster, topic: str, leaders: dict[int, int]) -> dict[int, list[int]]:
-    """partition → [log start, log end], asking each partition's leader."""
-    found: dict[int, list[int]] = {p: [-1, -1] for p in leaders}
-    by_leader: dict[int, list[int]] = {}
-    for partition, leader in leaders.items():
-        by_leader.setdefault(leader, []).append(partition)
-    for leader, partitions in by_leader.items():
-        for slot, timestamp in enumerate((_EARLIEST, _LATEST)):
-            response = cluster.broker(leader).request(
-                LIST_OFFSETS,
-                replica_id=-1,
-                isolation_level=0,
-                topics=[
-                    {
-                        "name": topic,
-                        "partitions": [
-                            {"partition_index": p, "timestamp": timestamp} for p in partitions
-                        ],
-                    }
-                ],
-            )
-            for t in response.topics:
-                for p in t.partitions:
-                    if int(p.error_code) == 0:
-                        found[int(p.partition_index)][slot] = int(p.offset)
-    return found
-
-
-def _configs(cluster: _Cluster, topic: str) -> dict[str, str]:
-    response = cluster.bootstrap.request(
-        DESCRIBE_CONFIGS,
-        resources=[
-            {"resource_type": _TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": None}
-        ],
-        include_synonyms=False,
-        include_documentation=False,
-    )
-    configs: dict[str, str] = {}
-    for result in response.results:
-        if int(result.error_code) == 0:
-            configs.update({str(c.name): str(c.value) for c in result.configs})
-    return configs
-
-
-def _log_dirs(cluster: _Cluster, topic: str, leaders: dict[int, int]) -> dict[int, tuple[int, str]]:
-    """partition → (bytes on disk, its log dir), from each broker holding a replica."""
-    found: dict[int, tuple[int, str]] = {}
-    for node_id in sorted(set(leaders.values())):
-        response = cluster.broker(node_id).request(
-            DESCRIBE_LOG_DIRS, topics=[{"topic": topic, "partitions": sorted(leaders)}]
-        )
-        for result in response.results:
-            for t in result.topics:
-                if str(t.name) != topic:
-                    continue
-                for p in t.partitions:
-                    found[int(p.partition_index)] = (int(p.partition_size), str(result.log_dir))
-    return found
+def leader_text(partition: PartitionReplicas) -> str:
+    return "none" if partition.leader is None else str(partition.leader)
 
 
 def segment_count(log_dir: str, topic: str, partition: int) -> int | None:
@@ -204,101 +81,135 @@ def _names(directory: Path) -> Iterable[str]:
     return [entry.name for entry in directory.iterdir()]
 
 
-def _describe(args: argparse.Namespace, out: TextIO) -> int:
-    cluster = _Cluster(args.bootstrap_server, args.timeout)
-    try:
+def size_source(partition: PartitionReplicas, live: set[int]) -> int | None:
+    """The broker whose replica's size is shown: the leader, else a live in-sync replica, else
+    any live replica."""
+    if partition.leader is not None and partition.leader in live:
+        return partition.leader
+    for candidates in (partition.isr, partition.replicas):
+        for broker in candidates:
+            if broker in live:
+                return broker
+    return None
+
+
+async def _sizes(
+    admin: ClusterAdmin, cluster: ClusterDescription, topic: TopicDescription
+) -> dict[int, LogDirUsage]:
+    live = {b.node_id for b in cluster.brokers}
+    by_broker: dict[int, list[int]] = {}
+    for p in topic.partitions:
+        source = size_source(p, live)
+        if source is not None:
+            by_broker.setdefault(source, []).append(p.partition)
+    found: dict[int, LogDirUsage] = {}
+    for broker_id, partitions in sorted(by_broker.items()):
+        broker = cluster.broker(broker_id)
+        assert broker is not None
+        try:
+            found.update(await admin.log_dirs(broker, topic.name, partitions))
+        except ClientError:
+            continue  # a broker that just died: its figures are shown as unknown
+    return found
+
+
+async def _describe_topics(args: argparse.Namespace, out: TextIO) -> int:
+    async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
+        cluster = await admin.describe_cluster(args.topic)
+        by_name = {t.name: t for t in cluster.topics}
         status = 0
-        for topic in args.topic:
-            status = max(status, _describe_topic(cluster, topic, out))
+        for i, name in enumerate(args.topic):
+            topic = by_name.get(name)
+            if topic is None or topic.error is not None:
+                problem = topic.error if topic is not None else "not in the broker's answer"
+                print(f"odradek: topic {name!r}: {problem}", file=sys.stderr)
+                status = 1
+                continue
+            if i:
+                out.write("\n")
+            configs = (await admin.topic_configs([name])).get(name, {})
+            offsets = await admin.log_offsets((name, p.partition) for p in topic.partitions)
+            sizes = await _sizes(admin, cluster, topic)
+            format_topic(topic, configs, offsets, sizes, out)
         return status
-    finally:
-        cluster.close()
 
 
-def _describe_topic(cluster: _Cluster, topic: str, out: TextIO) -> int:
-    metadata = cluster.metadata([topic])
-    [described] = [t for t in metadata.topics if str(t.name) == topic]
-    problem = _error(described.error_code)
-    if problem is not None:
-        print(f"odradek: topic {topic!r}: {problem}", file=sys.stderr)
-        return 1
-    leaders = {int(p.partition_index): int(p.leader_id) for p in described.partitions}
-    replication = max((len(p.replica_nodes) for p in described.partitions), default=0)
-    configs = _configs(cluster, topic)
-    offsets = _offsets(cluster, topic, leaders)
-    sizes = _log_dirs(cluster, topic, leaders)
+def format_topic(
+    topic: TopicDescription,
+    configs: dict[str, str],
+    offsets: dict[tuple[str, int], tuple[int, int]],
+    sizes: dict[int, LogDirUsage],
+    out: TextIO,
+) -> None:
     shown = ",".join(f"{k}={configs[k]}" for k in _SHOWN_CONFIGS if k in configs)
-    print(
-        f"Topic: {topic}\tPartitionCount: {len(leaders)}\tReplicationFactor: {replication}\t"
-        f"Configs: {shown}",
-        file=out,
+    out.write(
+        f"Topic: {topic.name}\tPartitionCount: {len(topic.partitions)}\t"
+        f"ReplicationFactor: {topic.replication_factor}\tConfigs: {shown}\n"
     )
-    rows = [("PARTITION", "LEADER", "LOG-START", "LOG-END", "SEGMENTS", "SIZE-BYTES", "LOG-DIR")]
+    rows: list[tuple[str, ...]] = [HEADER]
     estimated = False
     segment_bytes = int(configs.get("segment.bytes", "0") or 0)
-    for partition in sorted(leaders):
-        start, end = offsets[partition]
-        size, log_dir = sizes.get(partition, (-1, ""))
-        count = segment_count(log_dir, topic, partition) if log_dir else None
+    for p in topic.partitions:
+        start, end = offsets.get((topic.name, p.partition), (None, None))
+        usage = sizes.get(p.partition)
+        count = segment_count(usage.log_dir, topic.name, p.partition) if usage else None
         if count is not None:
             segments = str(count)
-        elif size >= 0 and segment_bytes > 0:
-            segments = f"~{max(1, math.ceil(size / segment_bytes))}"
+        elif usage is not None and segment_bytes > 0:
+            segments = f"~{max(1, math.ceil(usage.size_bytes / segment_bytes))}"
             estimated = True
         else:
             segments = "?"
         rows.append(
             (
-                str(partition),
-                str(leaders[partition]),
-                str(start),
-                str(end),
+                str(p.partition),
+                leader_text(p),
+                brokers_text(p.replicas),
+                brokers_text(p.isr),
+                brokers_text(p.offline),
+                "?" if start is None else str(start),
+                "?" if end is None else str(end),
                 segments,
-                str(size) if size >= 0 else "?",
-                log_dir or "?",
+                "?" if usage is None else str(usage.size_bytes),
+                "?" if usage is None else str(usage.broker_id),
+                "?" if usage is None else usage.log_dir,
             )
         )
-    _table(rows, out)
+    print_table(rows, out)
+    out.write(
+        "LOG-START and LOG-END are the leader's; SEGMENTS, SIZE-BYTES and LOG-DIR are those of "
+        "the replica on broker FROM (the leader, when it is live)\n"
+    )
     if estimated:
-        print(
+        out.write(
             "~: estimated from the size and segment.bytes; the broker's log dir is not "
-            "readable here to count segment files",
-            file=out,
+            "readable here to count segment files\n"
         )
+
+
+async def _list_topics(args: argparse.Namespace, out: TextIO) -> int:
+    async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
+        cluster = await admin.describe_cluster()
+    for topic in cluster.topics:
+        if topic.error is None:
+            out.write(f"{topic.name}\n")
     return 0
 
 
-def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print(
-            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip(), file=out
-        )
-
-
-def _run(function: Any) -> Any:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            result: int = function(args, sys.stdout)
-            return result
-        except CommandError as e:
-            print(f"odradek: {e}", file=sys.stderr)
-            return 1
-
-    return run
-
-
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    topics = commands.add_parser("topics", help="list topics, describe their partitions' logs")
+    topics = commands.add_parser(
+        "topics", help="list topics, describe their partitions' replicas and logs"
+    )
     connection_options(topics, DEFAULT_BOOTSTRAP, TIMEOUT_S)
     actions = topics.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="the names of all topics")
-    listing.set_defaults(run=_run(_list))
+    listing.set_defaults(run=run_command(_list_topics))
     describe = actions.add_parser(
-        "describe", help="per partition: log start and end offsets, segments, size on disk"
+        "describe",
+        help="per partition: leader, replicas, ISR, log start and end offsets, segments, size",
     )
     describe.add_argument("topic", nargs="+", help="topic name(s)")
-    describe.set_defaults(run=_run(_describe))
+    describe.set_defaults(run=run_command(_describe_topics))
     for action in (listing, describe):
         # Also accepted after the action, as kafka-topics users write it.
         connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)

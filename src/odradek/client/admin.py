@@ -1,16 +1,25 @@
-"""Consumer group administration over the wire: what ``kafka-consumer-groups.sh`` shows.
+"""Administration over the wire: what ``kafka-consumer-groups.sh`` and ``kafka-topics.sh`` show.
 
 :class:`GroupAdmin` lists a cluster's groups and describes one: its state and protocol, its
 members with their assignments (decoded from the consumer protocol), and per partition the
 committed offset, the log end offset and the lag between them.
+
+:class:`ClusterAdmin` describes the cluster and its topics: the live brokers and the controller
+(Metadata), every partition's leader, replicas, in-sync replicas and offline replicas as the
+broker asked answers them, each topic's ``min.insync.replicas`` (DescribeConfigs), and per
+partition its log's start and end offsets (ListOffsets, from its leader) and its size on one
+broker's disk (DescribeLogDirs, which a broker answers only for the replicas it hosts).
+
+Both keep one connection per broker they talk to, made on first need, and close them all on
+:meth:`AdminClient.close`. Run on one asyncio event loop.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from kio.schema.consumer_protocol_assignment.v0.data import (
     ConsumerProtocolAssignment as AssignmentV0,
@@ -27,12 +36,15 @@ from kio.schema.consumer_protocol_assignment.v3.data import (
 from kio.serial import entity_reader
 
 from odradek.client.aio import AsyncConnection
-from odradek.client.core import ClientError, parse_address
+from odradek.client.core import ClientError, ConnectionFailed, parse_address
 from odradek.protocol.errors import ErrorCode
 
 FIND_COORDINATOR, LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_FETCH = 10, 16, 15, 9
-METADATA, LIST_OFFSETS = 3, 2
-LATEST = -1
+METADATA, LIST_OFFSETS, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS = 3, 2, 32, 35
+EARLIEST, LATEST = -2, -1
+NO_NODE = -1
+TOPIC_RESOURCE = 2
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 CONSUMER_PROTOCOL_TYPE = "consumer"
 _ASSIGNMENT_VERSIONS: tuple[Any, ...] = (AssignmentV0, AssignmentV1, AssignmentV2, AssignmentV3)
 
@@ -98,8 +110,11 @@ def decode_assignment(data: bytes) -> tuple[TopicPartition, ...]:
     return tuple((tp.topic, int(p)) for tp in assignment.assigned_partitions for p in tp.partitions)
 
 
-class GroupAdmin:
-    """Group administration against the cluster at ``bootstrap`` (``host:port``)."""
+class AdminClient:
+    """Connections to the brokers of the cluster at a bootstrap address, one per broker, made
+    on first need; the requests both admins send (Metadata, ListOffsets)."""
+
+    CLIENT_ID = "odradek-admin"
 
     def __init__(self, bootstrap: AsyncConnection, client_id: str, timeout_s: float) -> None:
         self._bootstrap = bootstrap
@@ -109,20 +124,34 @@ class GroupAdmin:
 
     @classmethod
     async def connect(
-        cls, bootstrap: str, *, client_id: str = "odradek-groups", timeout_s: float = 30.0
-    ) -> GroupAdmin:
-        host, port = parse_address(bootstrap)
-        connection = await AsyncConnection.open(bootstrap, client_id=client_id, timeout_s=timeout_s)
-        admin = cls(connection, client_id, timeout_s)
-        admin._connections[(host, port)] = connection
-        return admin
+        cls, bootstrap: str, *, client_id: str | None = None, timeout_s: float = 30.0
+    ) -> Self:
+        """Connect to the first broker of ``bootstrap`` (``host:port``, or several
+        comma-separated, as Kafka's ``bootstrap.servers``) that answers."""
+        client_id = client_id or cls.CLIENT_ID
+        addresses = [a.strip() for a in bootstrap.split(",") if a.strip()]
+        if not addresses:
+            raise ClientError("no bootstrap server given")
+        failures: list[str] = []
+        for address in addresses:
+            try:
+                connection = await AsyncConnection.open(
+                    address, client_id=client_id, timeout_s=timeout_s
+                )
+            except ClientError as e:
+                failures.append(str(e))
+                continue
+            admin = cls(connection, client_id, timeout_s)
+            admin._connections[parse_address(address)] = connection
+            return admin
+        raise ClientError("; ".join(failures))
 
     async def close(self) -> None:
         for connection in self._connections.values():
             await connection.close()
         self._connections.clear()
 
-    async def __aenter__(self) -> GroupAdmin:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -142,6 +171,76 @@ class GroupAdmin:
             METADATA, {"topics": [], "allow_auto_topic_creation": False}, highest=9
         )
         return [(int(b.node_id), b.host, int(b.port)) for b in response.brokers]
+
+    async def list_offsets(
+        self, partitions: Iterable[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, int]:
+        """The offsets ListOffsets answers for ``timestamp`` (:data:`EARLIEST`: the log start,
+        :data:`LATEST`: the high watermark), asked of each partition's leader; partitions that
+        do not exist or have no leader this client can reach are left out."""
+        wanted = sorted(set(partitions))
+        if not wanted:
+            return {}
+        topics = sorted({t for t, _ in wanted})
+        metadata = await self._bootstrap.request(
+            METADATA,
+            {"topics": [{"name": t} for t in topics], "allow_auto_topic_creation": False},
+            highest=9,
+        )
+        addresses = {int(b.node_id): (b.host, int(b.port)) for b in metadata.brokers}
+        leaders = {
+            (t.name, int(p.partition_index)): int(p.leader_id)
+            for t in metadata.topics
+            if t.error_code == ErrorCode.none
+            for p in t.partitions
+        }
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in wanted:
+            leader = leaders.get(tp)
+            if leader is not None and leader in addresses:
+                by_leader.setdefault(leader, []).append(tp)
+        found: dict[TopicPartition, int] = {}
+        for leader, tps in by_leader.items():
+            try:
+                connection = await self._broker(*addresses[leader])
+            except ConnectionFailed:
+                continue  # a leader that just died, still listed: its partitions are left out
+            by_topic: dict[str, list[int]] = {}
+            for t, p in tps:
+                by_topic.setdefault(t, []).append(p)
+            response = await connection.request(
+                LIST_OFFSETS,
+                {
+                    "replica_id": -1,
+                    "isolation_level": 0,
+                    "topics": [
+                        {
+                            "name": t,
+                            "partitions": [
+                                {
+                                    "partition_index": p,
+                                    "current_leader_epoch": -1,
+                                    "timestamp": timestamp,
+                                }
+                                for p in ps
+                            ],
+                        }
+                        for t, ps in by_topic.items()
+                    ],
+                },
+                highest=7,
+            )
+            for t in response.topics:
+                for p in t.partitions:
+                    if p.error_code == ErrorCode.none:
+                        found[(t.name, int(p.partition_index))] = int(p.offset)
+        return found
+
+
+class GroupAdmin(AdminClient):
+    """Group administration against the cluster at ``bootstrap`` (``host:port``)."""
+
+    CLIENT_ID = "odradek-groups"
 
     async def _coordinator(self, group_id: str) -> AsyncConnection:
         response = await self._bootstrap.request(
@@ -224,57 +323,235 @@ class GroupAdmin:
 
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The log end offsets (high watermarks) of ``partitions`` that exist."""
-        wanted = sorted(set(partitions))
-        if not wanted:
-            return {}
-        topics = sorted({t for t, _ in wanted})
-        metadata = await self._bootstrap.request(
+        return await self.list_offsets(partitions, LATEST)
+
+
+# -- the cluster and its topics -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerNode:
+    """A live broker, as Metadata lists it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReplicas:
+    """One partition's replication, as the broker asked sees it. ``leader`` is None when the
+    partition has no live leader (offline); ``offline`` are the replicas on brokers not live."""
+
+    topic: str
+    partition: int
+    leader: int | None
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...]
+    min_insync_replicas: int | None
+
+    @property
+    def is_offline(self) -> bool:
+        return self.leader is None
+
+    @property
+    def is_under_replicated(self) -> bool:
+        """Fewer in-sync replicas than replicas."""
+        return len(self.isr) < len(self.replicas)
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        """Writes with acks=all fail: no leader, or fewer in-sync replicas than the topic's
+        ``min.insync.replicas`` (Kafka's ``kafka-topics.sh --under-min-isr-partitions``)."""
+        if self.leader is None:
+            return True
+        return self.min_insync_replicas is not None and len(self.isr) < self.min_insync_replicas
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    """A topic's partitions; ``error`` names why the broker could not describe it (e.g.
+    ``unknown_topic_or_partition``), None when it could."""
+
+    name: str
+    error: str | None
+    internal: bool
+    partitions: tuple[PartitionReplicas, ...]
+
+    @property
+    def replication_factor(self) -> int:
+        return max((len(p.replicas) for p in self.partitions), default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    """The live brokers, the controller (None when there is none), and the topics described."""
+
+    cluster_id: str | None
+    controller_id: int | None
+    brokers: tuple[BrokerNode, ...]
+    topics: tuple[TopicDescription, ...]
+
+    def partitions(self) -> list[PartitionReplicas]:
+        return [p for t in self.topics for p in t.partitions]
+
+    def broker(self, node_id: int) -> BrokerNode | None:
+        return next((b for b in self.brokers if b.node_id == node_id), None)
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirUsage:
+    """A partition's replica on one broker: the bytes its segments take, in which log dir."""
+
+    broker_id: int
+    log_dir: str
+    size_bytes: int
+
+
+def _error_name(code: Any) -> str | None:
+    value = int(code)
+    if value == 0:
+        return None
+    try:
+        return ErrorCode(value).name
+    except ValueError:
+        return f"error {value}"
+
+
+class ClusterAdmin(AdminClient):
+    """The cluster's brokers, controller, partitions and their logs (see the module doc)."""
+
+    CLIENT_ID = "odradek-cli"
+
+    async def describe_cluster(self, topics: Sequence[str] | None = None) -> ClusterDescription:
+        """Brokers, controller, and ``topics`` (every topic when None) with their partitions'
+        replication and ``min.insync.replicas``."""
+        response = await self._bootstrap.request(
             METADATA,
-            {"topics": [{"name": t} for t in topics], "allow_auto_topic_creation": False},
-            highest=9,
+            {
+                "topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+            highest=12,
         )
-        addresses = {int(b.node_id): (b.host, int(b.port)) for b in metadata.brokers}
-        leaders = {
-            (t.name, int(p.partition_index)): int(p.leader_id)
-            for t in metadata.topics
-            if t.error_code == ErrorCode.none
-            for p in t.partitions
-        }
-        by_leader: dict[int, list[TopicPartition]] = {}
-        for tp in wanted:
-            leader = leaders.get(tp)
-            if leader is not None and leader in addresses:
-                by_leader.setdefault(leader, []).append(tp)
-        ends: dict[TopicPartition, int] = {}
-        for leader, tps in by_leader.items():
-            connection = await self._broker(*addresses[leader])
-            by_topic: dict[str, list[int]] = {}
-            for t, p in tps:
-                by_topic.setdefault(t, []).append(p)
-            response = await connection.request(
-                LIST_OFFSETS,
-                {
-                    "replica_id": -1,
-                    "isolation_level": 0,
-                    "topics": [
-                        {
-                            "name": t,
-                            "partitions": [
-                                {
-                                    "partition_index": p,
-                                    "current_leader_epoch": -1,
-                                    "timestamp": LATEST,
-                                }
-                                for p in ps
-                            ],
-                        }
-                        for t, ps in by_topic.items()
-                    ],
-                },
-                highest=7,
+        names = [str(t.name) for t in response.topics if t.error_code == ErrorCode.none]
+        min_isr = await self._min_insync_replicas(names)
+        described = []
+        for t in response.topics:
+            name = str(t.name)
+            partitions = tuple(
+                sorted(
+                    (
+                        PartitionReplicas(
+                            name,
+                            int(p.partition_index),
+                            None if int(p.leader_id) == NO_NODE else int(p.leader_id),
+                            int(p.leader_epoch),
+                            tuple(int(r) for r in p.replica_nodes),
+                            tuple(int(r) for r in p.isr_nodes),
+                            tuple(int(r) for r in p.offline_replicas),
+                            min_isr.get(name),
+                        )
+                        for p in t.partitions
+                    ),
+                    key=lambda p: p.partition,
+                )
             )
-            for t in response.topics:
+            described.append(
+                TopicDescription(name, _error_name(t.error_code), bool(t.is_internal), partitions)
+            )
+        controller = int(response.controller_id)
+        return ClusterDescription(
+            response.cluster_id,
+            None if controller == NO_NODE else controller,
+            tuple(
+                sorted(
+                    (
+                        BrokerNode(int(b.node_id), str(b.host), int(b.port), b.rack)
+                        for b in response.brokers
+                    ),
+                    key=lambda b: b.node_id,
+                )
+            ),
+            tuple(sorted(described, key=lambda t: t.name)),
+        )
+
+    async def topic_configs(
+        self, topics: Sequence[str], keys: Sequence[str] | None = None
+    ) -> dict[str, dict[str, str]]:
+        """topic → its configs (all, or only ``keys``), as DescribeConfigs answers them: the
+        topic's own values and the broker defaults it inherits. Topics the broker could not
+        describe are left out."""
+        if not topics:
+            return {}
+        response = await self._bootstrap.request(
+            DESCRIBE_CONFIGS,
+            {
+                "resources": [
+                    {
+                        "resource_type": TOPIC_RESOURCE,
+                        "resource_name": t,
+                        "configuration_keys": None if keys is None else list(keys),
+                    }
+                    for t in topics
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+            highest=4,
+        )
+        return {
+            str(r.resource_name): {str(c.name): str(c.value) for c in r.configs}
+            for r in response.results
+            if r.error_code == ErrorCode.none
+        }
+
+    async def _min_insync_replicas(self, topics: Sequence[str]) -> dict[str, int]:
+        configs = await self.topic_configs(topics, [MIN_INSYNC_REPLICAS])
+        found: dict[str, int] = {}
+        for topic, values in configs.items():
+            value = values.get(MIN_INSYNC_REPLICAS, "")
+            if value.isdigit():
+                found[topic] = int(value)
+        return found
+
+    async def log_dirs(
+        self, broker: BrokerNode, topic: str, partitions: Iterable[int]
+    ) -> dict[int, LogDirUsage]:
+        """partition → its replica's size on ``broker``'s disk (DescribeLogDirs, which a broker
+        answers only for the replicas it hosts)."""
+        wanted = sorted(set(partitions))
+        connection = await self._broker(broker.host, broker.port)
+        response = await connection.request(
+            DESCRIBE_LOG_DIRS, {"topics": [{"topic": topic, "partitions": wanted}]}, highest=4
+        )
+        found: dict[int, LogDirUsage] = {}
+        for result in response.results:
+            if result.error_code != ErrorCode.none:
+                continue
+            for t in result.topics:
+                if str(t.name) != topic:
+                    continue
                 for p in t.partitions:
-                    if p.error_code == ErrorCode.none:
-                        ends[(t.name, int(p.partition_index))] = int(p.offset)
-        return ends
+                    found[int(p.partition_index)] = LogDirUsage(
+                        broker.node_id, str(result.log_dir), int(p.partition_size)
+                    )
+        return found
+
+    async def log_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """partition → (log start offset, log end offset) from its leader; partitions with no
+        live leader are left out."""
+        wanted = sorted(set(partitions))
+        starts = await self.list_offsets(wanted, EARLIEST)
+        ends = await self.list_offsets(wanted, LATEST)
+        return {tp: (starts[tp], ends[tp]) for tp in wanted if tp in starts and tp in ends}

@@ -649,6 +649,8 @@ class ZooKeeperMetadataStore:
 
     def _start_watching(self) -> None:
         """On the loop: watch the topic list, and each topic's znodes."""
+        if self._loop is None:
+            return  # closed before the loop got here (a broker whose start failed)
         self._listed = set(self._topics)
         for name in self._listed:
             self._watch_topic(name)
@@ -664,6 +666,8 @@ class ZooKeeperMetadataStore:
 
     def _apply(self, change: MetadataChange) -> None:
         """On the loop: bring the cache up to date, then tell the listeners."""
+        if self._loop is None:
+            return  # closed since the watch fired: the session may be gone
         if change.kind == "topics":
             if change.topic is None:
                 listed = set(self._call(self.zk.get_children, TOPICS_PATH))

@@ -86,6 +86,19 @@ class Broker:
         return self._services
 
     async def start(self) -> tuple[str, int]:
+        try:
+            return await self._start()
+        except BaseException:
+            # A broker that failed to start (a duplicate broker.id, ZooKeeper unreachable) must
+            # not keep a ZooKeeper session open, nor its port, in a process that goes on.
+            if self.node is not None:
+                await self.node.stop()
+                self.node = None
+            if self._server is not None:
+                self._server.close()
+            raise
+
+    async def _start(self) -> tuple[str, int]:
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
         cluster_id = self.config.raw("cluster.id")
