@@ -121,7 +121,6 @@ def test_after_a_broker_is_killed_its_partitions_are_under_replicated(
     before = partitions(cluster, topic)
     victim = before[0][0]  # the leader of partition 0
     led = sorted(p for p, (leader, _, _) in before.items() if leader == victim)
-    followed = sorted(set(before) - set(led))
     cluster.kill(victim)
 
     def moved() -> bool:
@@ -159,12 +158,4 @@ def test_after_a_broker_is_killed_its_partitions_are_under_replicated(
         assert ids(row["OFFLINE"]) == [victim]
         assert int(row["FROM"]) == int(row["LEADER"]) != victim
 
-    if set(followed) - set(ours):
-        # The partitions the dead broker only followed: the controller takes it out of their ISR,
-        # but their leader (its tracker still holding the dead follower's log end offset, equal
-        # to the high watermark of an idle partition) puts it back at its next ISR check.
-        pytest.xfail(
-            f"cluster/isr.py puts dead broker {victim} back in the ISR of partitions "
-            f"{sorted(set(followed) - set(ours))} of {topic}:\n{output}"
-        )
     assert ours == list(range(PARTITIONS)), output
