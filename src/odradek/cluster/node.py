@@ -180,6 +180,11 @@ class ClusterNode:
         finished."""
         if self._membership is None:
             return False
+        if not self.session.connected:
+            # No controller can be told (Kafka gives up after its retries too): the others
+            # elect new leaders when this broker's session ends.
+            log.warning("controlled shutdown skipped: not connected to ZooKeeper")
+            return False
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while loop.time() < deadline:

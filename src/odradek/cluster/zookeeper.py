@@ -46,7 +46,13 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry, RetryFailedError
@@ -244,15 +250,29 @@ class ZooKeeperSession:
                 f"{self.connection_timeout_ms} ms (zookeeper.connection.timeout.ms)"
             ) from None
 
+    @property
+    def connected(self) -> bool:
+        return bool(self.client.connected)
+
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``, retried while the connection is down (a ZooKeeper restart, a
         network blip), for up to the connection timeout; then :class:`ZooKeeperUnreachableError`.
-        A retried write may have landed before the connection broke: callers of writes check."""
+        A retried write may have landed before the connection broke: callers of writes check.
+
+        A request made while kazoo has no connection would wait, unbounded, for one: such an
+        attempt is not made but counted as a lost connection, so that the deadline holds (the
+        caller is often the broker's event loop, which must not wait for ZooKeeper forever)."""
         retry = KazooRetry(
             max_tries=-1, delay=0.05, max_delay=1.0, deadline=self.connection_timeout_ms / 1000
         )
+
+        def attempt() -> T:
+            if not self.client.connected:
+                raise ConnectionLoss("not connected to ZooKeeper")
+            return fn(*args, **kwargs)
+
         try:
-            result: T = retry(fn, *args, **kwargs)
+            result: T = retry(attempt)
         except RetryFailedError as e:
             raise ZooKeeperUnreachableError(
                 f"ZooKeeper at {self.hosts} did not answer within "

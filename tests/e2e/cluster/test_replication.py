@@ -268,3 +268,16 @@ def _partition_response(response: Any) -> Any:
     (topic,) = response.responses
     (partition,) = topic.partition_responses
     return partition
+
+
+def test_brokers_stop_on_sigterm_while_zookeeper_is_down(tmp_path: Path) -> None:
+    """With ZooKeeper gone, no controller can move leaderships: a stopping broker gives up the
+    controlled shutdown and stops (ZooKeeper calls made on its loop are bounded by
+    zookeeper.connection.timeout.ms instead of waiting for a connection forever)."""
+    settings = {"zookeeper.connection.timeout.ms": "2000"}
+    with RunningCluster(tmp_path, settings=settings) as cluster:
+        create_topic(cluster.bootstrap, TOPIC, 3, 3)
+        cluster.zookeeper.kill()
+        for broker_id in sorted(cluster.brokers):
+            assert cluster.terminate(broker_id, timeout=45) == 0
+            assert "stopped cleanly" in cluster.output(broker_id)
