@@ -239,11 +239,15 @@ class ControllerState:
         return frozenset(tp for tp, s in self._states.items() if s.leader == broker)
 
     def replicated_partitions_led_by(self, broker: int) -> frozenset[TopicPartition]:
-        """What ``broker`` leads among the partitions that have another replica."""
+        """What ``broker`` leads among the partitions whose leadership could move: another
+        replica in the ISR is live and not shutting down. (Kafka also counts partitions whose
+        other replicas are all down, and a stopping broker retries for them in vain: when a
+        whole cluster stops, its last broker would wait out every retry.)"""
+        movable = self._live - self._shutting_down - {broker}
         return frozenset(
             tp
             for tp, s in self._states.items()
-            if s.leader == broker and len(self._replicas(tp)) > 1
+            if s.leader == broker and movable.intersection(s.isr)
         )
 
     def offline_partitions(self) -> frozenset[TopicPartition]:
