@@ -1,0 +1,206 @@
+"""Shared pieces of the cluster end-to-end tests that kill brokers, freeze ZooKeeper and send bad
+requests: a cluster that is torn down fast, partition metadata as each broker answers it, RF=3
+topics, and the waits for a new leader or a full ISR.
+
+Everything here asks the brokers over real sockets (Metadata v9 through the tests' raw
+:class:`~tests.server.conftest.KafkaConnection`), never ZooKeeper: what is checked is what clients
+are told. Waits poll with deadlines (:func:`odradek.testing.wait_until`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from odradek.client.core import ClientError
+from odradek.protocol.errors import ErrorCode
+from odradek.testing import RunningCluster, ZooKeeperServer, wait_until
+from tests.server.conftest import CREATE_TOPICS, METADATA, KafkaConnection
+
+# Short enough that a killed leader is replaced in seconds, long enough that a broker busy on
+# two shared cores does not lose its session.
+SESSION_TIMEOUT_MS = 4000
+FAILOVER_TIMEOUT_S = 45
+METADATA_VERSION = 9  # leader epochs and offline replicas, topics by name
+NO_NODE = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    """One partition as one broker's Metadata answer describes it."""
+
+    error_code: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...]
+
+
+def unique_name(prefix: str) -> str:
+    return f"{re.sub(r'[^a-zA-Z0-9._-]+', '-', prefix)[:40]}-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def started_cluster(
+    directory: Path,
+    size: int = 3,
+    *,
+    zookeeper: ZooKeeperServer | None = None,
+    settings: dict[str, str] | None = None,
+) -> Iterator[RunningCluster]:
+    """A running cluster for the block. Torn down with kill -9 (a controlled shutdown of each
+    broker in turn waits on a controller that is itself stopping); every broker's log is printed,
+    which pytest shows for a failed test."""
+    cluster = RunningCluster(
+        directory,
+        size,
+        zookeeper=zookeeper,
+        settings={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), **(settings or {})},
+    )
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        for broker_id in cluster.brokers:
+            if cluster.is_running(broker_id):
+                cluster.resume(broker_id)
+                cluster.kill(broker_id)
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            cluster.stop()
+        for broker_id in cluster.brokers:
+            lines = [
+                line
+                for line in cluster.output(broker_id).splitlines()
+                if "kazoo.client" not in line
+            ]
+            print(f"===== broker {broker_id} (last run) =====")
+            print("\n".join(lines[-80:]))
+
+
+def live_ids(cluster: RunningCluster) -> list[int]:
+    return [b for b in sorted(cluster.brokers) if cluster.is_running(b)]
+
+
+def address(cluster: RunningCluster, broker_id: int) -> str:
+    return cluster.brokers[broker_id].bootstrap
+
+
+def describe(address: str, topic: str) -> list[PartitionMetadata] | None:
+    """The topic's partitions as the broker at ``address`` answers Metadata; None when the broker
+    does not answer or does not know the topic."""
+    try:
+        with KafkaConnection(address, timeout=5) as connection:
+            response = connection.request(
+                METADATA, METADATA_VERSION, topics=[{"name": topic}], allow_auto_topic_creation=False
+            )
+    except (ClientError, OSError, TimeoutError):
+        return None
+    (found,) = response.topics
+    if found.error_code != ErrorCode.none:
+        return None
+    return [
+        PartitionMetadata(
+            int(p.error_code),
+            int(p.leader_id),
+            int(p.leader_epoch),
+            tuple(int(r) for r in p.replica_nodes),
+            tuple(int(r) for r in p.isr_nodes),
+            tuple(int(r) for r in p.offline_replicas),
+        )
+        for p in sorted(found.partitions, key=lambda p: int(p.partition_index))
+    ]
+
+
+def metadata_everywhere(
+    cluster: RunningCluster, topic: str, index: int = 0
+) -> dict[int, PartitionMetadata | None]:
+    """Partition ``index`` as every running broker describes it."""
+    answers: dict[int, PartitionMetadata | None] = {}
+    for broker_id in live_ids(cluster):
+        partitions = describe(address(cluster, broker_id), topic)
+        answers[broker_id] = (
+            partitions[index] if partitions is not None and index < len(partitions) else None
+        )
+    return answers
+
+
+def agreed(cluster: RunningCluster, topic: str, index: int = 0) -> PartitionMetadata | None:
+    """The partition's metadata if every running broker gives the same, else None."""
+    answers = metadata_everywhere(cluster, topic, index)
+    values = set(answers.values())
+    if len(values) != 1 or None in values:
+        return None
+    (value,) = values
+    return value
+
+
+def wait_for_leader(
+    cluster: RunningCluster,
+    topic: str,
+    index: int = 0,
+    *,
+    not_on: tuple[int, ...] = (),
+    isr_size: int | None = None,
+    timeout_s: float = FAILOVER_TIMEOUT_S,
+) -> PartitionMetadata:
+    """Wait until every running broker names the same live leader (not one of ``not_on``) and,
+    if given, an ISR of ``isr_size``; returns that metadata."""
+
+    def settled() -> PartitionMetadata | None:
+        found = agreed(cluster, topic, index)
+        if found is None or found.leader == NO_NODE or found.leader in not_on:
+            return None
+        if not cluster.is_running(found.leader):
+            return None
+        if isr_size is not None and len(found.isr) != isr_size:
+            return None
+        return found
+
+    result: PartitionMetadata = wait_until(
+        settled, timeout_s, interval_s=0.2, what=f"a leader of {topic}-{index}"
+    )
+    return result
+
+
+def create_topic(
+    cluster: RunningCluster,
+    topic: str,
+    partitions: int = 1,
+    replication_factor: int = 3,
+    **configs: str,
+) -> Any:
+    """Create the topic with CreateTopics v5 on a running broker; returns the topic's result
+    (the caller checks its error code when it expects one)."""
+    with KafkaConnection(address(cluster, live_ids(cluster)[0])) as connection:
+        response = connection.request(
+            CREATE_TOPICS,
+            5,
+            timeout=15_000,
+            topics=[
+                {
+                    "name": topic,
+                    "num_partitions": partitions,
+                    "replication_factor": replication_factor,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
+                }
+            ],
+        )
+    (result,) = response.topics
+    return result
+
+
+def create_replicated_topic(
+    cluster: RunningCluster, topic: str, partitions: int = 1, **configs: str
+) -> list[PartitionMetadata]:
+    """An RF=3 topic whose every partition has a leader and a full ISR on every broker."""
+    result = create_topic(cluster, topic, partitions, 3, **configs)
+    assert result.error_code == ErrorCode.none, result
+    return [wait_for_leader(cluster, topic, i, isr_size=3) for i in range(partitions)]
