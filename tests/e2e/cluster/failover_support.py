@@ -98,7 +98,10 @@ def describe(address: str, topic: str) -> list[PartitionMetadata] | None:
     try:
         with KafkaConnection(address, timeout=5) as connection:
             response = connection.request(
-                METADATA, METADATA_VERSION, topics=[{"name": topic}], allow_auto_topic_creation=False
+                METADATA,
+                METADATA_VERSION,
+                topics=[{"name": topic}],
+                allow_auto_topic_creation=False,
             )
     except (ClientError, OSError, TimeoutError):
         return None

@@ -125,9 +125,7 @@ def fetch_fields(
 
 
 def fetch_error(connection: KafkaConnection, topic: str, **fields: int) -> int:
-    response = connection.request(
-        FETCH, FETCH_VERSION, **fetch_fields(connection, topic, **fields)
-    )
+    response = connection.request(FETCH, FETCH_VERSION, **fetch_fields(connection, topic, **fields))
     assert response.error_code == ErrorCode.none
     (partition,) = response.responses[0].partitions
     return int(partition.error_code)
