@@ -1,6 +1,7 @@
 """Shared pieces of the cluster end-to-end tests that kill brokers, freeze ZooKeeper and send bad
 requests: a cluster that is torn down fast, partition metadata as each broker answers it, RF=3
-topics, and the waits for a new leader or a full ISR.
+topics, the waits for a new leader or a full ISR, and clients running under load on threads of
+their own (:class:`Load`) that note what was acknowledged and what was read (:class:`Ledger`).
 
 Everything here asks the brokers over real sockets (Metadata v9 through the tests' raw
 :class:`~tests.server.conftest.KafkaConnection`), never ZooKeeper: what is checked is what clients
@@ -12,11 +13,15 @@ from __future__ import annotations
 import contextlib
 import re
 import subprocess
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
 
 from odradek.client.core import ClientError
 from odradek.protocol.errors import ErrorCode
@@ -207,3 +212,159 @@ def create_replicated_topic(
     result = create_topic(cluster, topic, partitions, 3, **configs)
     assert result.error_code == ErrorCode.none, result
     return [wait_for_leader(cluster, topic, i, isr_size=3) for i in range(partitions)]
+
+
+# -- clients under load ---------------------------------------------------------------------
+
+# Enough records at each stage to show the client moving, few enough to keep the test short.
+STEP = 40
+# A produce waits out the failover (about the ZooKeeper session timeout) and then some.
+DELIVERY_TIMEOUT_MS = 90_000
+PACE_S = 0.005  # between sends: a few hundred records a second
+READ_BACK_TIMEOUT_S = 60
+
+
+class Ledger:
+    """What one client saw: the records acknowledged (offset → value), the records it consumed
+    (offset → value), and anything that went wrong on the client's threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.acked: dict[int, bytes] = {}
+        self.consumed: dict[int, bytes] = {}
+        self.failures: list[str] = []
+        self.conflicts: list[tuple[int, bytes, bytes]] = []
+
+    def ack(self, offset: int, value: bytes) -> None:
+        with self._lock:
+            if offset in self.acked and self.acked[offset] != value:
+                self.conflicts.append((offset, self.acked[offset], value))
+            self.acked[offset] = value
+
+    def consume(self, offset: int, value: bytes) -> None:
+        with self._lock:
+            if offset in self.consumed and self.consumed[offset] != value:
+                self.conflicts.append((offset, self.consumed[offset], value))
+            self.consumed[offset] = value
+
+    def fail(self, what: str) -> None:
+        with self._lock:
+            self.failures.append(what)
+
+    def acks(self) -> int:
+        with self._lock:
+            return len(self.acked)
+
+    def reads(self) -> int:
+        with self._lock:
+            return len(self.consumed)
+
+    def unread(self) -> list[int]:
+        with self._lock:
+            return sorted(o for o in self.acked if o not in self.consumed)
+
+
+class Load:
+    """A client's producing or consuming loop on a thread of its own, until :meth:`stop`."""
+
+    def __init__(self, name: str, ledger: Ledger, loop: Callable[[threading.Event], None]) -> None:
+        self.stopping = threading.Event()
+        self.ledger = ledger
+        self.thread = threading.Thread(target=self._run, args=(loop,), name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self, loop: Callable[[threading.Event], None]) -> None:
+        try:
+            loop(self.stopping)
+        except BaseException as e:
+            self.ledger.fail(f"{self.thread.name}: {e!r}")
+            raise
+
+    def stop(self, timeout_s: float = DELIVERY_TIMEOUT_MS / 1000 + 30) -> None:
+        self.stopping.set()
+        self.thread.join(timeout_s)
+        assert not self.thread.is_alive(), f"{self.thread.name} did not stop"
+
+
+def wait_for_progress(count: Callable[[], int], more: int, what: str) -> None:
+    mark = count()
+    wait_until(lambda: count() >= mark + more, FAILOVER_TIMEOUT_S, 0.05, what)
+
+
+def assert_read_back(ledger: Ledger) -> None:
+    """Every acknowledged record was consumed at its acknowledged offset."""
+    wait_until(
+        lambda: not ledger.unread(), READ_BACK_TIMEOUT_S, 0.1, "every acknowledged record read"
+    )
+    print(f"{len(ledger.acked)} acknowledged, {len(ledger.consumed)} consumed")
+    assert ledger.failures == []
+    assert ledger.conflicts == []
+    assert len(ledger.acked) >= 3 * STEP
+    for offset, value in ledger.acked.items():
+        assert ledger.consumed[offset] == value, f"offset {offset}"
+    # Idempotence: no record was written twice.
+    values = list(ledger.consumed.values())
+    assert len(values) == len(set(values))
+
+
+def confluent_producer(
+    bootstrap: str, topic: str, ledger: Ledger
+) -> Callable[[threading.Event], None]:
+    """A loop for :class:`Load`: an idempotent acks=all confluent-kafka producer sending to
+    partition 0 until stopped, then flushing; acknowledgements go to ``ledger``."""
+
+    def produce(stopping: threading.Event) -> None:
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": DELIVERY_TIMEOUT_MS,
+            }
+        )
+
+        def delivered(err: KafkaError | None, message: Any) -> None:
+            if err is not None:
+                ledger.fail(f"delivery: {err}")
+            else:
+                ledger.ack(message.offset(), message.value())
+
+        i = 0
+        while not stopping.is_set():
+            producer.produce(topic, value=b"c%d" % i, partition=0, on_delivery=delivered)
+            i += 1
+            producer.poll(PACE_S)
+        assert producer.flush(DELIVERY_TIMEOUT_MS / 1000) == 0
+
+    return produce
+
+
+def confluent_consumer(
+    bootstrap: str, topic: str, ledger: Ledger
+) -> Callable[[threading.Event], None]:
+    """A loop for :class:`Load`: a confluent-kafka consumer assigned partition 0 from the
+    beginning (no group), putting what it reads in ``ledger`` until stopped."""
+
+    def consume(stopping: threading.Event) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                # librdkafka wants a group id even for assign(); no group API is used with it.
+                "group.id": "odradek-e2e-unused",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "fetch.wait.max.ms": 100,
+            }
+        )
+        consumer.assign([ConfluentTopicPartition(topic, 0, OFFSET_BEGINNING)])
+        try:
+            while not stopping.is_set():
+                message = consumer.poll(0.2)
+                if message is None or message.error() is not None:
+                    continue  # transport errors while a leader moves are retried
+                ledger.consume(message.offset(), message.value())
+        finally:
+            consumer.close()
+
+    return consume

@@ -23,95 +23,29 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition as AioTopicPartition
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
-from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaPythonTopicPartition
 
 from odradek.testing import RunningCluster, ZooKeeperServer, wait_until
 
 from .failover_support import (
-    FAILOVER_TIMEOUT_S,
+    DELIVERY_TIMEOUT_MS,
+    PACE_S,
+    READ_BACK_TIMEOUT_S,
+    STEP,
+    Ledger,
+    Load,
+    assert_read_back,
+    confluent_consumer,
+    confluent_producer,
     create_replicated_topic,
     started_cluster,
     unique_name,
     wait_for_leader,
+    wait_for_progress,
 )
 
 KCAT = shutil.which("kcat")
-# Enough records at each stage to show the client moving, few enough to keep the test short.
-STEP = 40
-# A produce waits out the failover (about the ZooKeeper session timeout) and then some.
-DELIVERY_TIMEOUT_MS = 90_000
-PACE_S = 0.005  # between sends: a few hundred records a second
-READ_BACK_TIMEOUT_S = 60
-
-
-class Ledger:
-    """What one client saw: the records acknowledged (offset → value), the records it consumed
-    (offset → value), and anything that went wrong on the client's threads."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.acked: dict[int, bytes] = {}
-        self.consumed: dict[int, bytes] = {}
-        self.failures: list[str] = []
-        self.conflicts: list[tuple[int, bytes, bytes]] = []
-
-    def ack(self, offset: int, value: bytes) -> None:
-        with self._lock:
-            if offset in self.acked and self.acked[offset] != value:
-                self.conflicts.append((offset, self.acked[offset], value))
-            self.acked[offset] = value
-
-    def consume(self, offset: int, value: bytes) -> None:
-        with self._lock:
-            if offset in self.consumed and self.consumed[offset] != value:
-                self.conflicts.append((offset, self.consumed[offset], value))
-            self.consumed[offset] = value
-
-    def fail(self, what: str) -> None:
-        with self._lock:
-            self.failures.append(what)
-
-    def acks(self) -> int:
-        with self._lock:
-            return len(self.acked)
-
-    def reads(self) -> int:
-        with self._lock:
-            return len(self.consumed)
-
-    def unread(self) -> list[int]:
-        with self._lock:
-            return sorted(o for o in self.acked if o not in self.consumed)
-
-
-class Load:
-    """A client's producing or consuming loop on a thread of its own, until :meth:`stop`."""
-
-    def __init__(self, name: str, ledger: Ledger, loop: Callable[[threading.Event], None]) -> None:
-        self.stopping = threading.Event()
-        self.ledger = ledger
-        self.thread = threading.Thread(target=self._run, args=(loop,), name=name, daemon=True)
-        self.thread.start()
-
-    def _run(self, loop: Callable[[threading.Event], None]) -> None:
-        try:
-            loop(self.stopping)
-        except BaseException as e:
-            self.ledger.fail(f"{self.thread.name}: {e!r}")
-            raise
-
-    def stop(self, timeout_s: float = DELIVERY_TIMEOUT_MS / 1000 + 30) -> None:
-        self.stopping.set()
-        self.thread.join(timeout_s)
-        assert not self.thread.is_alive(), f"{self.thread.name} did not stop"
-
-
-def wait_for_progress(count: Callable[[], int], more: int, what: str) -> None:
-    mark = count()
-    wait_until(lambda: count() >= mark + more, FAILOVER_TIMEOUT_S, 0.05, what)
 
 
 def kill_leader_under_load(cluster: RunningCluster, topic: str, progress: Callable[[], int]):
@@ -130,22 +64,6 @@ def kill_leader_under_load(cluster: RunningCluster, topic: str, progress: Callab
     return before.leader, during.leader
 
 
-def assert_read_back(ledger: Ledger) -> None:
-    """Every acknowledged record was consumed at its acknowledged offset."""
-    wait_until(
-        lambda: not ledger.unread(), READ_BACK_TIMEOUT_S, 0.1, "every acknowledged record read"
-    )
-    print(f"{len(ledger.acked)} acknowledged, {len(ledger.consumed)} consumed")
-    assert ledger.failures == []
-    assert ledger.conflicts == []
-    assert len(ledger.acked) >= 3 * STEP
-    for offset, value in ledger.acked.items():
-        assert ledger.consumed[offset] == value, f"offset {offset}"
-    # Idempotence: no record was written twice.
-    values = list(ledger.consumed.values())
-    assert len(values) == len(set(values))
-
-
 @pytest.fixture
 def cluster(zookeeper: ZooKeeperServer, tmp_path) -> Iterator[RunningCluster]:
     with started_cluster(tmp_path, zookeeper=zookeeper) as running:
@@ -161,53 +79,9 @@ def topic(cluster: RunningCluster, request: pytest.FixtureRequest) -> str:
 
 def test_confluent_kafka_through_a_leader_change(cluster, topic):
     ledger = Ledger()
-
-    def produce(stopping: threading.Event) -> None:
-        producer = Producer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "message.timeout.ms": DELIVERY_TIMEOUT_MS,
-            }
-        )
-
-        def delivered(err: KafkaError | None, message: Any) -> None:
-            if err is not None:
-                ledger.fail(f"delivery: {err}")
-            else:
-                ledger.ack(message.offset(), message.value())
-
-        i = 0
-        while not stopping.is_set():
-            producer.produce(topic, value=b"c%d" % i, partition=0, on_delivery=delivered)
-            i += 1
-            producer.poll(PACE_S)
-        assert producer.flush(DELIVERY_TIMEOUT_MS / 1000) == 0
-
-    def consume(stopping: threading.Event) -> None:
-        consumer = Consumer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "group.id": "odradek-e2e-unused",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "fetch.wait.max.ms": 100,
-            }
-        )
-        consumer.assign([ConfluentTopicPartition(topic, 0, OFFSET_BEGINNING)])
-        try:
-            while not stopping.is_set():
-                message = consumer.poll(0.2)
-                if message is None or message.error() is not None:
-                    continue  # transport errors while the leader moves are retried
-                ledger.consume(message.offset(), message.value())
-        finally:
-            consumer.close()
-
-    consumer = Load("confluent-consumer", ledger, consume)
-    producer = Load("confluent-producer", ledger, produce)
+    bootstrap = cluster.bootstrap
+    consumer = Load("confluent-consumer", ledger, confluent_consumer(bootstrap, topic, ledger))
+    producer = Load("confluent-producer", ledger, confluent_producer(bootstrap, topic, ledger))
     try:
         kill_leader_under_load(cluster, topic, ledger.acks)
     finally:
