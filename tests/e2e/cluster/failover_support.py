@@ -291,11 +291,21 @@ def wait_for_progress(count: Callable[[], int], more: int, what: str) -> None:
     wait_until(lambda: count() >= mark + more, FAILOVER_TIMEOUT_S, 0.05, what)
 
 
-def assert_read_back(ledger: Ledger) -> None:
-    """Every acknowledged record was consumed at its acknowledged offset."""
-    wait_until(
-        lambda: not ledger.unread(), READ_BACK_TIMEOUT_S, 0.1, "every acknowledged record read"
-    )
+def assert_read_back(ledger: Ledger, cluster: RunningCluster, topic: str) -> None:
+    """Every acknowledged record was consumed at its acknowledged offset. If the client does not
+    get there, the partition is read from its leader to tell a stuck client from lost records."""
+    try:
+        wait_until(
+            lambda: not ledger.unread(), READ_BACK_TIMEOUT_S, 0.1, "every acknowledged record read"
+        )
+    except AssertionError as e:
+        unread = ledger.unread()
+        raise AssertionError(
+            f"{len(unread)} of {len(ledger.acked)} acknowledged records not consumed "
+            f"(offsets {unread[:5]}...{unread[-5:]}, consumed up to "
+            f"{max(ledger.consumed, default=-1)}); the leader's log: "
+            f"{log_against_acks(ledger, cluster, topic)}"
+        ) from e
     print(f"{len(ledger.acked)} acknowledged, {len(ledger.consumed)} consumed")
     assert ledger.failures == []
     assert ledger.conflicts == []
@@ -305,6 +315,21 @@ def assert_read_back(ledger: Ledger) -> None:
     # Idempotence: no record was written twice.
     values = list(ledger.consumed.values())
     assert len(values) == len(set(values))
+
+
+def log_against_acks(ledger: Ledger, cluster: RunningCluster, topic: str) -> str:
+    """How partition 0 as its leader serves it compares with the acknowledgements."""
+    state = agreed(cluster, topic)
+    if state is None or state.leader == NO_NODE:
+        return f"no agreed leader ({metadata_everywhere(cluster, topic)})"
+    with KafkaConnection(address(cluster, state.leader)) as connection:
+        records = {r.offset: r.value for r in connection.read_all(topic, 0)}
+    missing = sorted(o for o, v in ledger.acked.items() if records.get(o) != v)
+    return (
+        f"leader {state.leader} epoch {state.leader_epoch} ISR {state.isr} serves "
+        f"{len(records)} records; {len(missing)} acknowledged ones differ or are missing "
+        f"({missing[:10]})"
+    )
 
 
 def confluent_producer(

@@ -87,7 +87,7 @@ def test_confluent_kafka_through_a_leader_change(cluster, topic):
     finally:
         producer.stop()
     try:
-        assert_read_back(ledger)
+        assert_read_back(ledger, cluster, topic)
     finally:
         consumer.stop()
 
@@ -144,7 +144,7 @@ def test_kafka_python_through_a_leader_change(cluster, topic):
     finally:
         producer.stop()
     try:
-        assert_read_back(ledger)
+        assert_read_back(ledger, cluster, topic)
     finally:
         consumer.stop()
 
@@ -209,7 +209,7 @@ def test_aiokafka_through_a_leader_change(cluster, topic):
     finally:
         producer.stop()
     try:
-        assert_read_back(ledger)
+        assert_read_back(ledger, cluster, topic)
     finally:
         consumer.stop()
 
