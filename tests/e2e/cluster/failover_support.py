@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import socket
 import subprocess
 import threading
 import uuid
@@ -57,7 +58,7 @@ def started_cluster(
     directory: Path,
     size: int = 3,
     *,
-    zookeeper: ZooKeeperServer | None = None,
+    zookeeper: ZooKeeperServer | ZooKeeperProxy | None = None,
     settings: dict[str, str] | None = None,
 ) -> Iterator[RunningCluster]:
     """A running cluster for the block. Torn down with kill -9 (a controlled shutdown of each
@@ -66,7 +67,7 @@ def started_cluster(
     cluster = RunningCluster(
         directory,
         size,
-        zookeeper=zookeeper,
+        zookeeper=zookeeper,  # type: ignore[arg-type]  # a proxy serves as well
         settings={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS), **(settings or {})},
     )
     cluster.start()
@@ -83,7 +84,7 @@ def started_cluster(
             lines = [
                 line
                 for line in cluster.output(broker_id).splitlines()
-                if "kazoo.client" not in line
+                if "kazoo.client: Connecting" not in line and "Connection dropped" not in line
             ]
             print(f"===== broker {broker_id} (last run) =====")
             print("\n".join(lines[-80:]))
@@ -393,3 +394,82 @@ def confluent_consumer(
             consumer.close()
 
     return consume
+
+
+class ZooKeeperProxy:
+    """A TCP forwarder in front of a :class:`ZooKeeperServer` that a test can :meth:`cut` (every
+    connection closed, new ones closed as they come) and :meth:`restore`: the brokers, which
+    connect through it, lose ZooKeeper for exactly as long as the test says, while ZooKeeper runs
+    on and expires their sessions on its own clock. Give it to :class:`RunningCluster` as its
+    ``zookeeper``: the cluster only asks it for ``connect_string``."""
+
+    def __init__(self, target: ZooKeeperServer) -> None:
+        self.target = target
+        self._listener: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        self._cut = False
+        self.port = 0
+
+    def connect_string(self, chroot: str = "") -> str:
+        return f"127.0.0.1:{self.port}{chroot}"
+
+    def start(self) -> ZooKeeperProxy:
+        listener = socket.create_server(("127.0.0.1", 0))
+        self.port = listener.getsockname()[1]
+        self._listener = listener
+        threading.Thread(target=self._accept, name="zk-proxy", daemon=True).start()
+        return self
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # stopped
+            if self._cut:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target.port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._sockets.update((client, upstream))
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._close(source, sink)
+
+    def _close(self, *sockets: socket.socket) -> None:
+        with self._lock:
+            for s in sockets:
+                self._sockets.discard(s)
+        for s in sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def cut(self) -> None:
+        self._cut = True
+        with self._lock:
+            open_sockets = list(self._sockets)
+        self._close(*open_sockets)
+
+    def restore(self) -> None:
+        self._cut = False
+
+    def stop(self) -> None:
+        self.cut()
+        if self._listener is not None:
+            self._listener.close()

@@ -5,13 +5,12 @@ Two outages, each with a ZooKeeper of the test's own:
 
 - ZooKeeper killed and restarted, shorter than the brokers' session timeout: the sessions survive
   (their ephemeral registrations keep their owners), the controller stays.
-- ZooKeeper frozen (SIGSTOP) for longer than the session timeout. A killed and restarted ZooKeeper
-  cannot show this, however long it stays down: it reloads its sessions from its data directory
-  and gives each a fresh timeout, so its clients reconnect in time. A frozen one finds on waking
-  that its sessions' time ran out while it slept: every broker's session expires, every broker
-  registers again and a controller is elected again. (ZooKeeper may still keep a session whose
-  client's reconnect it reads before its expiry check, so "every" is every broker whose session
-  it expired.)
+- ZooKeeper restarted while the brokers cannot reach it, and kept from them until it has expired
+  their sessions: every broker registers again and a controller is elected again. Down alone is
+  not enough, however long: a restarted ZooKeeper reloads its sessions and gives each a fresh
+  timeout, so its clients reconnect in time; and a frozen one (SIGSTOP) races its expiry against
+  the reconnects queued while it slept, keeping some sessions and not others. So the brokers
+  reach ZooKeeper through a :class:`ZooKeeperProxy` that the test cuts.
 
 After either, a topic created afterwards gets leaders and a full ISR (the watches work again), and
 every broker tells the same story about the loaded partition.
@@ -21,22 +20,25 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
+import re
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import pytest
 from kazoo.client import KazooClient
 
-from odradek.testing import RunningCluster, wait_until
+from odradek.testing import (
+    RunningCluster,
+    ZooKeeperServer,
+    wait_until,
+    zookeeper_four_letter_word,
+)
 
 from .failover_support import (
     FAILOVER_TIMEOUT_S,
-    SESSION_TIMEOUT_MS,
     STEP,
     Ledger,
     Load,
+    ZooKeeperProxy,
     assert_read_back,
     confluent_consumer,
     confluent_producer,
@@ -61,9 +63,10 @@ class Registrations:
     controller_epoch: int
 
 
-def registrations(cluster: RunningCluster) -> Registrations | None:
-    """Read from ZooKeeper directly (a client of the test's own); None while it does not answer."""
-    client = KazooClient(hosts=cluster.zookeeper_connect, timeout=5)
+def registrations(connect: str) -> Registrations | None:
+    """Read from ZooKeeper at ``connect`` (a client of the test's own); None while it does not
+    answer."""
+    client = KazooClient(hosts=connect, timeout=5)
     try:
         client.start(timeout=5)
     except Exception:
@@ -85,32 +88,17 @@ def registrations(cluster: RunningCluster) -> Registrations | None:
         client.close()
 
 
-def all_registered(cluster: RunningCluster) -> Registrations | None:
-    found = registrations(cluster)
+def connected_sessions(zookeeper: ZooKeeperServer) -> set[int]:
+    """The sessions with a client connected right now (ZooKeeper's ``cons``)."""
+    answer = zookeeper_four_letter_word("127.0.0.1", zookeeper.port, "cons")
+    return {int(sid, 16) for sid in re.findall(r"sid=0x([0-9a-f]+)", answer)}
+
+
+def all_registered(connect: str) -> Registrations | None:
+    found = registrations(connect)
     if found is None or sorted(found.owners) != [1, 2, 3] or found.controller is None:
         return None
     return found
-
-
-@pytest.fixture
-def loaded(tmp_path, request) -> Iterator[Callable[[int], tuple[RunningCluster, str, Ledger]]]:
-    """``loaded(session_timeout_ms)``: a cluster, an RF=3 topic, and a confluent-kafka consumer
-    reading it until the test ends; the test runs the producer."""
-    with contextlib.ExitStack() as stack:
-
-        def start(session_timeout_ms: int) -> tuple[RunningCluster, str, Ledger]:
-            settings = {"zookeeper.session.timeout.ms": str(session_timeout_ms)}
-            cluster = stack.enter_context(started_cluster(tmp_path, settings=settings))
-            topic = unique_name(request.node.name)
-            create_replicated_topic(cluster, topic)
-            ledger = Ledger()
-            consumer = Load(
-                "confluent-consumer", ledger, confluent_consumer(cluster.bootstrap, topic, ledger)
-            )
-            stack.callback(consumer.stop)
-            return cluster, topic, ledger
-
-        yield start
 
 
 def assert_cluster_recovered(cluster: RunningCluster, topic: str) -> None:
@@ -121,21 +109,41 @@ def assert_cluster_recovered(cluster: RunningCluster, topic: str) -> None:
     create_replicated_topic(cluster, fresh, 2)
 
 
-def test_a_zookeeper_restart_shorter_than_the_session_timeout_keeps_the_sessions(loaded):
-    cluster, topic, ledger = loaded(LONG_SESSION_TIMEOUT_MS)
+def test_a_zookeeper_restart_shorter_than_the_session_timeout_keeps_the_sessions(tmp_path):
+    settings = {"zookeeper.session.timeout.ms": str(LONG_SESSION_TIMEOUT_MS)}
+    with contextlib.ExitStack() as stack:
+        cluster = stack.enter_context(started_cluster(tmp_path, settings=settings))
+        topic = unique_name("short-outage")
+        create_replicated_topic(cluster, topic)
+        ledger = Ledger()
+        consumer = Load(
+            "confluent-consumer", ledger, confluent_consumer(cluster.bootstrap, topic, ledger)
+        )
+        stack.callback(consumer.stop)
+        restart_under_load(cluster, topic, ledger)
+
+
+def restart_under_load(cluster: RunningCluster, topic: str, ledger: Ledger) -> None:
     producer = Load("producer", ledger, confluent_producer(cluster.bootstrap, topic, ledger))
     try:
         wait_for_progress(ledger.acks, STEP, "progress before the outage")
-        before = all_registered(cluster)
+        before = all_registered(cluster.zookeeper_connect)
         assert before is not None
         started = time.monotonic()
+        print(f"restarting ZooKeeper at {time.strftime('%H:%M:%S')}")
         cluster.zookeeper.restart()
         outage_s = time.monotonic() - started
+        print(f"ZooKeeper back at {time.strftime('%H:%M:%S')} after {outage_s:.1f} s")
         assert outage_s < LONG_SESSION_TIMEOUT_MS / 1000, "the restart outlasted the sessions"
-        after = wait_until(
-            lambda: all_registered(cluster), FAILOVER_TIMEOUT_S, 0.2, "registrations"
+        # ZooKeeper reloads the sessions and their registrations from its data directory: the
+        # brokers are back when their clients are connected to those same sessions again.
+        wait_until(
+            lambda: set(before.owners.values()) <= connected_sessions(cluster.zookeeper),
+            FAILOVER_TIMEOUT_S,
+            0.2,
+            "the brokers connected to their sessions again",
         )
-        assert after == before  # the same sessions, controller and epoch
+        assert all_registered(cluster.zookeeper_connect) == before  # controller and epoch too
         wait_for_progress(ledger.acks, STEP, "progress after the outage")
         assert_cluster_recovered(cluster, topic)
         wait_for_progress(ledger.acks, STEP, "progress after the recovery")
@@ -145,46 +153,52 @@ def test_a_zookeeper_restart_shorter_than_the_session_timeout_keeps_the_sessions
     assert all(cluster.is_running(b) for b in cluster.brokers)
 
 
-def test_a_zookeeper_outage_longer_than_the_session_timeout_re_registers_the_brokers(loaded):
-    cluster, topic, ledger = loaded(SESSION_TIMEOUT_MS)
-    producer = Load("producer", ledger, confluent_producer(cluster.bootstrap, topic, ledger))
-    try:
-        wait_for_progress(ledger.acks, STEP, "progress before the outage")
-        before = all_registered(cluster)
-        assert before is not None
-        process = cluster.zookeeper.process
-        assert process is not None
-        process.send_signal(signal.SIGSTOP)
+def test_a_zookeeper_outage_longer_than_the_session_timeout_re_registers_every_broker(tmp_path):
+    with contextlib.ExitStack() as stack:
+        zookeeper = stack.enter_context(ZooKeeperServer(tmp_path / "zookeeper"))
+        proxy = ZooKeeperProxy(zookeeper).start()
+        stack.callback(proxy.stop)
+        cluster = stack.enter_context(started_cluster(tmp_path / "cluster", zookeeper=proxy))
+        direct = zookeeper.connect_string(cluster.chroot)
+        topic = unique_name("long-outage")
+        create_replicated_topic(cluster, topic)
+        ledger = Ledger()
+        consumer = Load(
+            "confluent-consumer", ledger, confluent_consumer(cluster.bootstrap, topic, ledger)
+        )
+        stack.callback(consumer.stop)
+        producer = Load("producer", ledger, confluent_producer(cluster.bootstrap, topic, ledger))
         try:
-            # The outage's length is what is under test: real time on ZooKeeper's own clock.
-            time.sleep(2 * SESSION_TIMEOUT_MS / 1000)
+            wait_for_progress(ledger.acks, STEP, "progress before the outage")
+            before = all_registered(direct)
+            assert before is not None
+            proxy.cut()
+            zookeeper.restart()
+
+            def sessions_expired() -> bool:
+                found = registrations(direct)
+                return found is not None and not found.owners and found.controller is None
+
+            # ZooKeeper expires the brokers' sessions on its own clock, a session timeout after
+            # it came back: their registrations and /controller go.
+            wait_until(sessions_expired, FAILOVER_TIMEOUT_S, 0.2, "the brokers' sessions expired")
+            proxy.restore()
+
+            def re_registered() -> Registrations | None:
+                found = all_registered(direct)
+                if found is None or set(found.owners.values()) & set(before.owners.values()):
+                    return None
+                return found
+
+            after = wait_until(
+                re_registered, FAILOVER_TIMEOUT_S, 0.2, "every broker registered again"
+            )
+            assert after.controller_epoch > before.controller_epoch
+            assert set(after.owners.values()) <= connected_sessions(zookeeper)
+            wait_for_progress(ledger.acks, STEP, "progress after the outage")
+            assert_cluster_recovered(cluster, topic)
+            wait_for_progress(ledger.acks, STEP, "progress after the recovery")
         finally:
-            process.send_signal(signal.SIGCONT)
-
-        def re_registered() -> tuple[Registrations, set[int]] | None:
-            """All three registered, those whose session expired under new sessions, and a
-            controller elected again if its session was among them."""
-            found = all_registered(cluster)
-            if found is None:
-                return None
-            expired = {b for b, owner in found.owners.items() if owner != before.owners[b]}
-            if not expired:
-                return None
-            if before.controller in expired and found.controller_epoch <= before.controller_epoch:
-                return None
-            return found, expired
-
-        after, expired = wait_until(
-            re_registered, FAILOVER_TIMEOUT_S, 0.2, "brokers registered again"
-        )
-        print(f"sessions expired: {sorted(expired)}; controller epoch {after.controller_epoch}")
-        # Each expired session is a new registration of a live broker, none of the old ones.
-        assert not set(after.owners.values()) & {before.owners[b] for b in expired}
-        assert after.controller in after.owners
-        wait_for_progress(ledger.acks, STEP, "progress after the outage")
-        assert_cluster_recovered(cluster, topic)
-        wait_for_progress(ledger.acks, STEP, "progress after the recovery")
-    finally:
-        producer.stop()
-    assert_read_back(ledger, cluster, topic)
-    assert all(cluster.is_running(b) for b in cluster.brokers)
+            producer.stop()
+        assert_read_back(ledger, cluster, topic)
+        assert all(cluster.is_running(b) for b in cluster.brokers)
