@@ -26,12 +26,14 @@ from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 
+from odradek.protocol.errors import ErrorCode
 from odradek.testing import (
     RunningCluster,
     ZooKeeperServer,
     wait_until,
     zookeeper_four_letter_word,
 )
+from tests.server.conftest import API_VERSIONS, CREATE_TOPICS, KafkaConnection
 
 from .failover_support import (
     FAILOVER_TIMEOUT_S,
@@ -39,6 +41,7 @@ from .failover_support import (
     Ledger,
     Load,
     ZooKeeperProxy,
+    address,
     assert_read_back,
     confluent_consumer,
     confluent_producer,
@@ -202,3 +205,56 @@ def test_a_zookeeper_outage_longer_than_the_session_timeout_re_registers_every_b
             producer.stop()
         assert_read_back(ledger, cluster, topic)
         assert all(cluster.is_running(b) for b in cluster.brokers)
+
+
+def test_create_topics_that_outlasts_the_session_fails_the_topic_not_the_connection(tmp_path):
+    """CreateTopics reaching a broker cut off from ZooKeeper waits for ZooKeeper (the broker's
+    store calls block until kazoo reconnects); when the session expired meanwhile and the
+    ``zookeeper.connection.timeout.ms`` is spent, the topic fails with UNKNOWN_SERVER_ERROR
+    (Kafka's answer to a ZooKeeper client timeout) and the connection stays open."""
+    settings = {"zookeeper.connection.timeout.ms": "1500"}
+    with contextlib.ExitStack() as stack:
+        zookeeper = stack.enter_context(ZooKeeperServer(tmp_path / "zookeeper"))
+        proxy = ZooKeeperProxy(zookeeper).start()
+        stack.callback(proxy.stop)
+        cluster = stack.enter_context(
+            started_cluster(tmp_path / "cluster", zookeeper=proxy, settings=settings)
+        )
+        direct = zookeeper.connect_string(cluster.chroot)
+        before = all_registered(direct)
+        assert before is not None
+        connection = stack.enter_context(KafkaConnection(address(cluster, 1)))
+        proxy.cut()
+        try:
+            correlation_id = connection.send(
+                CREATE_TOPICS,
+                5,
+                timeout=15_000,
+                topics=[
+                    {
+                        "name": unique_name("no-zookeeper"),
+                        "num_partitions": 1,
+                        "replication_factor": 3,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+            )
+
+            def sessions_expired() -> bool:
+                found = registrations(direct)
+                return found is not None and not found.owners
+
+            wait_until(sessions_expired, FAILOVER_TIMEOUT_S, 0.2, "the brokers' sessions expired")
+        finally:
+            proxy.restore()
+        response = connection.receive(CREATE_TOPICS, 5, correlation_id)
+        (result,) = response.topics
+        assert result.error_code == ErrorCode.unknown_server_error, result
+        assert "ZooKeeper" in result.error_message
+        answer = connection.request(
+            API_VERSIONS, 3, client_software_name="t", client_software_version="1"
+        )
+        assert answer.error_code == ErrorCode.none
+        wait_until(lambda: all_registered(direct), FAILOVER_TIMEOUT_S, 0.2, "registered again")
+        create_replicated_topic(cluster, unique_name("zookeeper-back"))
