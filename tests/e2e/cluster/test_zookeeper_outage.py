@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
 
 from odradek.protocol.errors import ErrorCode
 from odradek.testing import (
@@ -78,14 +79,18 @@ def registrations(connect: str) -> Registrations | None:
     try:
         owners = {}
         for child in client.get_children("/brokers/ids"):
-            _, stat = client.get(f"/brokers/ids/{child}")
-            owners[int(child)] = stat.ephemeralOwner
+            # A node can go between the listing and the read (its session expiring right then).
+            with contextlib.suppress(NoNodeError):
+                _, stat = client.get(f"/brokers/ids/{child}")
+                owners[int(child)] = stat.ephemeralOwner
         controller = None
-        if client.exists("/controller"):
+        with contextlib.suppress(NoNodeError):
             data, _ = client.get("/controller")
             controller = int(json.loads(data)["brokerid"])
         epoch, _ = client.get("/controller_epoch")
         return Registrations(owners, controller, int(epoch))
+    except (ConnectionLoss, SessionExpiredError):
+        return None
     finally:
         client.stop()
         client.close()
