@@ -127,6 +127,15 @@ def describe(address: str, topic: str) -> list[PartitionMetadata] | None:
     ]
 
 
+def advertised_brokers(cluster: RunningCluster, broker_id: int) -> set[int]:
+    """The brokers that broker ``broker_id`` names in its Metadata answer."""
+    with KafkaConnection(address(cluster, broker_id)) as connection:
+        response = connection.request(
+            METADATA, METADATA_VERSION, topics=[], allow_auto_topic_creation=False
+        )
+    return {int(b.node_id) for b in response.brokers}
+
+
 def metadata_everywhere(
     cluster: RunningCluster, topic: str, index: int = 0
 ) -> dict[int, PartitionMetadata | None]:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from odradek.protocol.errors import ErrorCode
 from odradek.testing import wait_until
-from tests.server.conftest import METADATA, KafkaConnection
 
 from .failover_support import (
     FAILOVER_TIMEOUT_S,
     PartitionMetadata,
     address,
+    advertised_brokers,
     create_replicated_topic,
     describe,
     live_ids,
@@ -30,12 +30,6 @@ def everyone_agrees(cluster, topic) -> list[PartitionMetadata] | None:
     if first is None or any(a != first for a in answers[1:]):
         return None
     return first
-
-
-def advertised_brokers(cluster, broker_id: int) -> set[int]:
-    with KafkaConnection(address(cluster, broker_id)) as connection:
-        response = connection.request(METADATA, 9, topics=[], allow_auto_topic_creation=False)
-    return {int(b.node_id) for b in response.brokers}
 
 
 def test_every_broker_describes_partitions_alike_and_names_a_killed_one_offline(tmp_path):

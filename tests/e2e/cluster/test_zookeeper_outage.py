@@ -43,6 +43,7 @@ from .failover_support import (
     Load,
     ZooKeeperProxy,
     address,
+    advertised_brokers,
     assert_read_back,
     confluent_consumer,
     confluent_producer,
@@ -269,5 +270,10 @@ def test_create_topics_that_outlasts_the_session_fails_the_topic_not_the_connect
             API_VERSIONS, 3, client_software_name="t", client_software_version="1"
         )
         assert answer.error_code == ErrorCode.none
-        wait_until(lambda: all_registered(direct), FAILOVER_TIMEOUT_S, 0.2, "registered again")
+        wait_until(
+            lambda: all(advertised_brokers(cluster, b) == {1, 2, 3} for b in cluster.brokers),
+            FAILOVER_TIMEOUT_S,
+            0.2,
+            "every broker sees the three registered again",
+        )
         create_replicated_topic(cluster, unique_name("zookeeper-back"))
