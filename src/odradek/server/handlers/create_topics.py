@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.cluster.metadata_store import MetadataStoreError
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
@@ -20,6 +21,18 @@ def _replication_factor(ctx: RequestContext, item: Any, assignments: dict[int, l
     )
 
 
+def _failed(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "error_code": code,
+        "error_message": message,
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "configs": [],
+        "topic_config_error_code": 0,
+    }
+
+
 def _create(ctx: RequestContext, item: Any, validate_only: bool) -> dict[str, Any]:
     topics = ctx.services.topics
     assignments = {int(a.partition_index): [int(b) for b in a.broker_ids] for a in item.assignments}
@@ -34,15 +47,11 @@ def _create(ctx: RequestContext, item: Any, validate_only: bool) -> dict[str, An
             validate_only=validate_only,
         )
     except KafkaError as e:
-        return {
-            "name": item.name,
-            "error_code": e.code,
-            "error_message": e.message,
-            "num_partitions": -1,
-            "replication_factor": -1,
-            "configs": [],
-            "topic_config_error_code": 0,
-        }
+        return _failed(item.name, e.code, e.message)
+    except MetadataStoreError as e:
+        # The store is unreachable (ZooKeeper down) or refused the write: as Kafka's brokers
+        # answer a ZooKeeper client timeout, the topic fails and the connection stays.
+        return _failed(item.name, ErrorCode.unknown_server_error, str(e))
     return {
         "name": topic.name,
         "topic_id": topic.topic_id,
