@@ -67,6 +67,7 @@ class ReplicaManager:
         self._fetchers: dict[int, LeaderFetcher] = {}
         self._following: dict[tuple[str, int], int] = {}  # partition → leader fetched from
         self._isr_task: asyncio.Task[None] | None = None
+        self._brokers_changing = asyncio.Lock()
         # Called with a partition and whether it leads, after each state applied to it (so
         # also again for the same role: listeners must be idempotent).
         self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
@@ -180,27 +181,31 @@ class ReplicaManager:
 
     async def brokers_changed(self) -> None:
         """Broker registrations changed: a leader may have come back at another address, or a
-        partition may wait for a leader whose address was unknown."""
-        for leader_id, fetcher in list(self._fetchers.items()):
-            address = self._address_of(leader_id)
-            if address is not None and address != fetcher.address:
+        partition may wait for a leader whose address was unknown. Calls run one at a time,
+        and a fetcher leaves ``_fetchers`` before it is stopped, so that no partition is handed
+        to a fetcher on its way out."""
+        async with self._brokers_changing:
+            stopping: list[LeaderFetcher] = []
+            for leader_id, fetcher in list(self._fetchers.items()):
+                address = self._address_of(leader_id)
+                if address is not None and address != fetcher.address:
+                    stopping.append(self._fetchers.pop(leader_id))
+                    for tp, followed in list(self._following.items()):
+                        if followed == leader_id:
+                            del self._following[tp]
+            for tp, state in list(self._states.items()):
+                partition = self._hosted(*tp)
+                if (
+                    partition is not None
+                    and state.leader not in (NO_LEADER, self.local_id)
+                    and tp not in self._following
+                ):
+                    self._follow(partition, state.leader)
+            for leader_id, fetcher in list(self._fetchers.items()):
+                if not fetcher.partitions:
+                    stopping.append(self._fetchers.pop(leader_id))
+            for fetcher in stopping:
                 await fetcher.stop()
-                del self._fetchers[leader_id]
-                for tp, followed in list(self._following.items()):
-                    if followed == leader_id:
-                        del self._following[tp]
-        for tp, state in list(self._states.items()):
-            partition = self._hosted(*tp)
-            if (
-                partition is not None
-                and state.leader not in (NO_LEADER, self.local_id)
-                and tp not in self._following
-            ):
-                self._follow(partition, state.leader)
-        for leader_id, fetcher in list(self._fetchers.items()):
-            if not fetcher.partitions:
-                await fetcher.stop()
-                del self._fetchers[leader_id]
 
     # -- the leader's ISR ----------------------------------------------------------------------
 

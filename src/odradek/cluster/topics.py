@@ -6,11 +6,12 @@ way Kafka's controller validates it and refused with the error code a Kafka clie
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from odradek.clock import Clock
 from odradek.cluster.assignment import (
@@ -20,7 +21,7 @@ from odradek.cluster.assignment import (
     check_added_assignment,
     check_assignment,
 )
-from odradek.cluster.metadata_store import MetadataStore, TopicMetadata
+from odradek.cluster.metadata_store import MetadataStore, MetadataStoreError, TopicMetadata
 from odradek.cluster.partition import Partition
 from odradek.cluster.view import ClusterView
 from odradek.config import (
@@ -93,6 +94,17 @@ def log_config_of(topic: TopicConfig) -> LogConfig:
         timestamp_after_max_ms=topic.get_int("message.timestamp.after.max.ms"),
         timestamp_before_max_ms=topic.get_int("message.timestamp.before.max.ms"),
     )
+
+
+@contextlib.contextmanager
+def _store_errors() -> Iterator[None]:
+    """A metadata store that cannot write (ZooKeeper unreachable past
+    ``zookeeper.connection.timeout.ms``, a session lost mid-write) fails the request with
+    UNKNOWN_SERVER_ERROR, as Kafka answers a ZooKeeper client error, and nothing else."""
+    try:
+        yield
+    except MetadataStoreError as e:
+        raise KafkaError(ErrorCode.unknown_server_error, f"metadata store: {e}") from e
 
 
 class TopicManager:
@@ -271,7 +283,8 @@ class TopicManager:
         topic = TopicMetadata(name, uuid.uuid4(), num_partitions, valid, replicas)
         if validate_only:
             return topic
-        self.store.put(topic)
+        with _store_errors():
+            self.store.put(topic)
         self._topic_configs.pop(name, None)
         self._open_partitions(topic, range(num_partitions))
         log.info("created topic %s with %d partitions", name, num_partitions)
@@ -313,7 +326,8 @@ class TopicManager:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
         if not self.config.get_bool("delete.topic.enable"):
             raise KafkaError(ErrorCode.topic_deletion_disabled, "delete.topic.enable is false")
-        self.store.remove(name)
+        with _store_errors():
+            self.store.remove(name)
         self._topic_configs.pop(name, None)
         for index in range(topic.partitions):
             partition = self.partitions.pop((name, index), None)
@@ -375,7 +389,8 @@ class TopicManager:
             )
             assignments = [list(placed[p]) for p in range(topic.partitions, count)]
         new_replicas = assignments
-        updated = self.store.set_partitions(name, count, new_replicas)
+        with _store_errors():
+            updated = self.store.set_partitions(name, count, new_replicas)
         self._open_partitions(updated, range(topic.partitions, count))
 
     def set_topic_configs(
@@ -390,7 +405,8 @@ class TopicManager:
             raise KafkaError(ErrorCode.invalid_config, str(e)) from e
         if validate_only:
             return
-        self.store.set_configs(name, valid)
+        with _store_errors():
+            self.store.set_configs(name, valid)
         self._topic_configs.pop(name, None)
         self._apply_config(name)
 
