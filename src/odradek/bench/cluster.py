@@ -135,6 +135,11 @@ _CPU_NOTE = (
 )
 
 
+def _tail(cluster: RunningCluster, broker_id: int, lines: int = 40) -> str:
+    """The last lines broker ``broker_id`` logged: the evidence when it misbehaves."""
+    return "".join(cluster.brokers[broker_id].output[-lines:])
+
+
 def _address(cluster: RunningCluster, broker_id: int) -> str:
     return cluster.brokers[broker_id].bootstrap
 
@@ -461,13 +466,10 @@ class _Load:
         return self._result
 
 
-def _first_ack_after(
-    load: AckTimesResult, partition: int, moment: float, epoch: int
-) -> float | None:
-    """When the load's first record on ``partition`` was acknowledged by a leader newer than
-    ``epoch`` after ``moment`` (by time alone if librdkafka did not say the epoch)."""
-    for at, written_by in load.acks.get(partition, []):
-        if at > moment and (written_by > epoch or written_by < 0):
+def _first_ack_after(load: AckTimesResult, partition: int, moment: float) -> float | None:
+    """When the load's first record on ``partition`` was acknowledged after ``moment``."""
+    for at, _ in load.acks.get(partition, []):
+        if at > moment:
             return at
     return None
 
@@ -533,8 +535,27 @@ def cluster_failover(ctx: BenchContext) -> ScenarioResult:
             acked = load.stop()
         observer = _address(cluster, shutdown["observer"])
         in_log = ctx.end_offsets(topic, observer)
-    _client_view(kill, acked)
+        _client_view(kill, acked)
+        stalled = (kill.get("client_first_ack_s") or float("inf")) > session_ms / 1000 + 5
+        if stalled:
+            # what the client and the brokers said while the load waited, kept in the JSON
+            killed_at = kill["killed_at"]
+            kill["evidence"] = {
+                "client_log": [
+                    f"+{at - killed_at:.3f} s {line}"
+                    for at, line in acked.client_log
+                    if killed_at - 1 <= at <= killed_at + (kill["client_gap_s"] or 60) + 1
+                ][:60],
+                "broker_output": {b: _tail(cluster, b, 60) for b in sorted(cluster.brokers)},
+            }
     result.rows += [kill, shutdown]
+    if stalled:
+        result.notes.append(
+            f"librdkafka's load waited {kill.get('client_first_ack_s') or 0:.1f} s for an ack on "
+            f"the killed leader's partitions, though the harness's own acks=all produce "
+            f"succeeded after {kill['first_ack_s']:.1f} s: its log and the brokers' output are "
+            "in the JSON row's 'evidence'"
+        )
     # The harness's own probe wrote one record to each partition the killed broker led.
     expected = acked.acked + kill["partitions_led"]
     if in_log < expected:
@@ -580,7 +601,8 @@ def cluster_failover(ctx: BenchContext) -> ScenarioResult:
     result.notes.append(
         "first acks=all ack: the harness's own one-record Produce (acks=all, 2 s timeout) to the "
         "new leader, retried every 10 ms from the kill; librdkafka's: the load's first record "
-        "acknowledged by the new leader epoch (its metadata refresh included); longest ack gap "
+        "acknowledged after the harness saw the new leader (librdkafka's metadata refresh "
+        "included); longest ack gap "
         f"on the killed leader's partitions: {kill.get('client_gap_s') or 0:.2f} s"
     )
     return result
@@ -607,7 +629,8 @@ def _kill_leader(
             raise RuntimeError(
                 f"after kill -9 of broker {victim}: partitions {led} of {topic} had no "
                 f"acks=all produce acknowledged within {limit_s:.0f} s (elected: {elected}, "
-                f"last errors: {last_error}, metadata: {_state(address, topic)})"
+                f"last errors: {last_error}, metadata: {_state(address, topic)}); the "
+                f"observer's last output:\n{_tail(cluster, observer)}"
             )
         now_state = _state(address, topic)
         for partition in led:
@@ -640,7 +663,8 @@ def _kill_leader(
         "was_controller": victim == state.controller,
         "partitions_led": len(led),
         "led": led,
-        "old_epochs": epochs,
+        "elected_at": elected,
+        "new_leaders": {p: now_state.partitions[p].leader for p in led if now_state is not None},
         "observer": observer,
         "killed_at": killed_at,
         "metadata_s": max(elected.values()) - killed_at,
@@ -651,13 +675,16 @@ def _kill_leader(
 def _client_view(kill: dict[str, Any], load: AckTimesResult) -> None:
     """The load's own view of the kill: when each of the killed leader's partitions had a
     record acknowledged by a newer leader, and the longest wait between two acks there."""
+    # Acks between the kill and the election are responses the dead leader sent before it died
+    # (librdkafka's leader epoch of a delivery is its metadata's, not the broker's, so it
+    # cannot tell them apart): the new leader acknowledges nothing before it is elected.
     killed_at = kill["killed_at"]
-    firsts = [_first_ack_after(load, p, killed_at, kill["old_epochs"][p]) for p in kill["led"]]
+    firsts = [_first_ack_after(load, p, kill["elected_at"][p]) for p in kill["led"]]
     known = [f for f in firsts if f is not None]
     kill["client_first_ack_s"] = max(known) - killed_at if len(known) == len(firsts) else None
     gaps = [_longest_gap(load, p, killed_at - 1, killed_at + 60) for p in kill["led"]]
     kill["client_gap_s"] = max((g for g in gaps if g is not None), default=None)
-    del kill["old_epochs"]
+    del kill["elected_at"]
 
 
 def _controlled_shutdown(
@@ -682,7 +709,8 @@ def _controlled_shutdown(
                 f"SIGTERM of broker {target}: leaderships moved after "
                 f"{'-' if moved is None else f'{moved - signalled:.2f}'} s, exited after "
                 f"{'-' if exited is None else f'{exited - signalled:.2f}'} s; still running "
-                f"after {limit_s:.0f} s (metadata: {_state(address, topic)})"
+                f"after {limit_s:.0f} s (metadata: {_state(address, topic)}); its last output:\n"
+                + _tail(cluster, target)
             )
         if exited is None and process.poll() is not None:
             exited = time.monotonic()

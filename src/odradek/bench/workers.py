@@ -11,6 +11,7 @@ system-wide clock on Linux). Results are small picklable dataclasses.
 from __future__ import annotations
 
 import gc
+import logging
 import multiprocessing
 import os
 import queue
@@ -607,9 +608,27 @@ class AckTimesResult:
     acked: int
     failed: int
     first_error: str | None
-    # partition → (time.monotonic() of the delivery report, the leader epoch that wrote it,
+    # partition → (time.monotonic() of the delivery report, the leader epoch librdkafka knew,
     # -1 if unknown), in delivery order
     acks: dict[int, list[tuple[float, int]]]
+    # librdkafka's warnings and errors: (time.monotonic(), message), the first CLIENT_LOG_LINES
+    client_log: list[tuple[float, str]]
+
+
+CLIENT_LOG_LINES = 400
+
+
+class _KeptLog(logging.Handler):
+    """librdkafka's log lines (through confluent-kafka's ``logger``), kept with the monotonic
+    time they arrived."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[tuple[float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.lines) < CLIENT_LOG_LINES:
+            self.lines.append((time.monotonic(), record.getMessage()))
 
 
 def acked_load_worker(
@@ -631,6 +650,10 @@ def acked_load_worker(
 
     acks: dict[int, list[tuple[float, int]]] = {p: [] for p in range(partitions)}
     failures: list[str] = []
+    kept = _KeptLog()
+    client_logger = logging.getLogger(f"odradek.bench.librdkafka.{uuid.uuid4().hex[:6]}")
+    client_logger.propagate = False
+    client_logger.addHandler(kept)
 
     def delivered(err: KafkaError | None, message: Message) -> None:
         if err is not None:
@@ -652,8 +675,8 @@ def acked_load_worker(
             # find the new leader soon after the old one goes (librdkafka's default is 100 ms
             # at first, backing off to 10 s)
             "topic.metadata.refresh.fast.interval.ms": 50,
-            # the killed broker's refused connections are expected: keep them off the table
-            "log_level": 2,
+            # kept, not printed: the killed broker's refused connections are expected
+            "logger": client_logger,
             "on_delivery": delivered,
         }
     )
@@ -682,6 +705,7 @@ def acked_load_worker(
         failed=len(failures),
         first_error=failures[0] if failures else None,
         acks=acks,
+        client_log=kept.lines,
     )
 
 
