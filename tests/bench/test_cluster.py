@@ -123,8 +123,9 @@ def rows(report: dict[str, Any], scenario: str) -> list[dict[str, Any]]:
 
 def assert_cpu_of_three_brokers(row: dict[str, Any]) -> None:
     assert sorted(row["broker_cpu_s"]) == ["1", "2", "3"]  # JSON keys
+    # /proc counts in 10 ms ticks: a tiny run's window may show none
     assert all(v is not None and v >= 0 for v in row["broker_cpu_s_per_m"].values())
-    assert row["broker_cores"] > 0
+    assert row["broker_cores"] >= 0
 
 
 @pytest.mark.slow
