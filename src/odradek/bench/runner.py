@@ -58,7 +58,7 @@ def run(options: BenchOptions) -> int:
             broker.start()
             bootstrap = broker.bootstrap
         else:
-            bootstrap = "clusters started by the harness"
+            bootstrap = "a cluster per scenario (ZooKeeper + 3 brokers)"
         ctx = BenchContext(options, bootstrap, broker, work_dir)
         try:
             for name in options.scenarios:
