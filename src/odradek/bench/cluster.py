@@ -531,8 +531,12 @@ def cluster_failover(ctx: BenchContext) -> ScenarioResult:
             leaders = sorted({p.leader for p in state.partitions.values()})
             target = next((b for b in leaders if b != state.controller), leaders[0])
             shutdown = _controlled_shutdown(cluster, topic, state, target, limit_s)
-        finally:
-            acked = load.stop()
+        except BaseException:
+            # the scenario's own failure is the one to report, not the load's after it
+            with contextlib.suppress(Exception):
+                load.stop()
+            raise
+        acked = load.stop()
         observer = _address(cluster, shutdown["observer"])
         in_log = ctx.end_offsets(topic, observer)
         _client_view(kill, acked)
