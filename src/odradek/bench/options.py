@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 SCENARIOS = ("produce", "consume", "latency", "fanout", "partitions", "recovery", "raw")
+# On a cluster the harness starts (ZooKeeper and three broker processes): run with --cluster or
+# by name, never by default, since they need Debian's zookeeper package.
+CLUSTER_SCENARIOS = ("cluster-produce", "cluster-latency", "cluster-failover", "cluster-catchup")
 DEFAULT_JSON = Path("benchmarks/results/latest.json")
 PRODUCE_APIS = ("batch", "record")  # the client calls produce_worker knows
 
@@ -34,6 +37,7 @@ class Sizes:
     raw_batch_records: int
     repeats: int
     produce_apis: tuple[str, ...]
+    catchup_mb: int  # produced while a follower is paused, in 'cluster-catchup'
 
 
 FULL = Sizes(
@@ -51,6 +55,7 @@ FULL = Sizes(
     raw_batch_records=1000,
     repeats=3,
     produce_apis=PRODUCE_APIS,
+    catchup_mb=600,
 )
 
 QUICK = Sizes(
@@ -68,6 +73,7 @@ QUICK = Sizes(
     raw_batch_records=1000,
     repeats=1,
     produce_apis=PRODUCE_APIS,
+    catchup_mb=40,
 )
 
 
@@ -104,11 +110,14 @@ def _scenario_list(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
     if names == ("all",):
         return SCENARIOS
-    unknown = [n for n in names if n not in SCENARIOS]
+    if names == ("cluster",):
+        return CLUSTER_SCENARIOS
+    known = (*SCENARIOS, *CLUSTER_SCENARIOS)
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
             f"unknown scenario(s) {', '.join(unknown) or '(none)'}; "
-            f"choose from {', '.join(SCENARIOS)}"
+            f"choose from {', '.join(known)} (or all, cluster)"
         )
     return names
 
@@ -131,8 +140,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenarios",
         type=_scenario_list,
-        default=SCENARIOS,
-        help=f"comma-separated, from {','.join(SCENARIOS)} (default: all)",
+        default=None,
+        help=f"comma-separated, from {','.join(SCENARIOS)} (default: all of these) and the "
+        f"cluster scenarios {','.join(CLUSTER_SCENARIOS)}",
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="run only the cluster scenarios (a ZooKeeper and three brokers the harness starts)",
     )
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument(
@@ -177,6 +192,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="records per raw batch (default 1000; fewer if the values pass 1 MB)",
     )
     parser.add_argument(
+        "--catchup-mb",
+        type=int,
+        help="MB produced while a follower is paused in 'cluster-catchup' (default 600, "
+        "--quick 40)",
+    )
+    parser.add_argument(
         "--json", type=Path, default=DEFAULT_JSON, help=f"results file (default {DEFAULT_JSON})"
     )
     parser.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
@@ -213,15 +234,20 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         raw_batch_records=pick(args.raw_batch_records, preset.raw_batch_records),
         repeats=pick(args.repeat, preset.repeats),
         produce_apis=pick(args.produce_api, preset.produce_apis),
+        catchup_mb=pick(args.catchup_mb, preset.catchup_mb),
     )
     positive = ("records", "producers", "topic_partitions", "fanout_groups", "latency_rate")
-    for name in (*positive, "raw_connections", "raw_window", "raw_batch_records", "repeats"):
+    counts = ("raw_connections", "raw_window", "raw_batch_records", "repeats", "catchup_mb")
+    for name in (*positive, *counts):
         if getattr(sizes, name) <= 0:
             raise SystemExit(f"odradek bench: --{name.replace('_', '-')} must be positive")
     if sizes.duration_s <= 0:
         raise SystemExit("odradek bench: --duration must be positive")
+    if args.cluster and args.scenarios is not None:
+        raise SystemExit("odradek bench: --cluster and --scenarios do not go together")
+    scenarios = CLUSTER_SCENARIOS if args.cluster else args.scenarios or SCENARIOS
     return BenchOptions(
-        scenarios=tuple(args.scenarios),
+        scenarios=tuple(scenarios),
         sizes=sizes,
         bootstrap=args.bootstrap_server,
         json_path=args.json,

@@ -2,8 +2,10 @@
 
 Without ``--bootstrap-server`` the harness starts a broker of its own (a child process over a
 temporary data directory) for the scenarios that share one, and fresh ones for those that need
-their own (partition scaling, recovery). A failing scenario is reported and the run goes on; the
-exit status is 1 if any failed.
+their own (partition scaling, recovery). The cluster scenarios (:mod:`odradek.bench.cluster`)
+start a cluster each, over one ZooKeeper the run shares; the single broker is not started when
+only they run. A failing scenario is reported and the run goes on; the exit status is 1 if any
+failed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from odradek.bench.broker import ChildBroker
-from odradek.bench.options import BenchOptions
+from odradek.bench.cluster import CLUSTER_SCENARIO_FUNCTIONS
+from odradek.bench.options import SCENARIOS, BenchOptions
 from odradek.bench.report import FORMAT, environment, format_report, write_json
 from odradek.bench.scenarios import (
     SCENARIO_FUNCTIONS,
@@ -31,7 +34,7 @@ def run_scenario(name: str, ctx: BenchContext) -> ScenarioResult:
     settle_page_cache()
     started = time.monotonic()
     try:
-        result = SCENARIO_FUNCTIONS[name](ctx)
+        result = {**SCENARIO_FUNCTIONS, **CLUSTER_SCENARIO_FUNCTIONS}[name](ctx)
     except Exception:
         result = ScenarioResult(name, name, status="failed", error=traceback.format_exc())
     result.seconds = time.monotonic() - started
@@ -50,14 +53,19 @@ def run(options: BenchOptions) -> int:
     try:
         if options.bootstrap:
             bootstrap = options.bootstrap
-        else:
+        elif any(name in SCENARIOS for name in options.scenarios):
             broker = ChildBroker(work_dir / "broker", options.broker_overrides)
             broker.start()
             bootstrap = broker.bootstrap
+        else:
+            bootstrap = "a cluster per scenario (ZooKeeper + 3 brokers)"
         ctx = BenchContext(options, bootstrap, broker, work_dir)
-        for name in options.scenarios:
-            print(f"running {name} …", flush=True)
-            results.append(run_scenario(name, ctx))
+        try:
+            for name in options.scenarios:
+                print(f"running {name} …", flush=True)
+                results.append(run_scenario(name, ctx))
+        finally:
+            ctx.close()
     finally:
         if broker is not None:
             broker.stop()
@@ -70,7 +78,7 @@ def run(options: BenchOptions) -> int:
         "environment": env,
         "load_average_at_end": environment().get("load_average"),
         "options": options.to_json(),
-        "broker": {"bootstrap": bootstrap, "started_by_harness": broker is not None},
+        "broker": {"bootstrap": bootstrap, "started_by_harness": not options.bootstrap},
         "scenarios": {r.name: r.to_json() for r in results},
     }
     print()

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.bench.broker import ChildBroker
 from odradek.bench.options import BenchOptions
@@ -44,6 +44,9 @@ from odradek.bench.workers import (
 from odradek.client.core import ClientError
 from odradek.storage.checkpoint import read_checkpoint
 from odradek.storage.formats import RECOVERY_POINT_CHECKPOINT
+
+if TYPE_CHECKING:  # odradek.testing imports pytest: only the cluster scenarios need it
+    from odradek.testing import RunningCluster, ZooKeeperServer
 
 MB = 1_000_000
 TOPIC_TIMEOUT_S = 120.0
@@ -186,9 +189,14 @@ class CpuSampler:
 
     def cores(self, start: float, end: float) -> float | None:
         """CPU used between two ``time.monotonic`` moments, in cores (1.0 = one busy core)."""
+        used = self.seconds(start, end)
+        return None if used is None else used / (end - start)
+
+    def seconds(self, start: float, end: float) -> float | None:
+        """CPU seconds (user + system) used between two ``time.monotonic`` moments."""
         if len(self.samples) < 2 or end <= start:
             return None
-        return (self._at(end) - self._at(start)) / (end - start)
+        return self._at(end) - self._at(start)
 
 
 class HiccupMeter:
@@ -244,9 +252,17 @@ class BenchContext:
         self.bootstrap = bootstrap
         self.broker = broker
         self.work_dir = work_dir
+        self._zookeeper: ZooKeeperServer | None = None
 
-    def new_topic(self, prefix: str, partitions: int, bootstrap: str | None = None) -> str:
-        """Create a topic of this run alone and wait until every partition has a leader."""
+    def new_topic(
+        self,
+        prefix: str,
+        partitions: int,
+        bootstrap: str | None = None,
+        replication_factor: int = 1,
+    ) -> str:
+        """Create a topic of this run alone and wait until every partition has a leader
+        (``bootstrap``: one broker's address)."""
         from confluent_kafka.admin import AdminClient
         from confluent_kafka.cimpl import NewTopic
 
@@ -254,7 +270,7 @@ class BenchContext:
         name = f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
         admin = AdminClient({"bootstrap.servers": address})
         futures = admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+            [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor)],
             operation_timeout=TOPIC_TIMEOUT_S,
             request_timeout=TOPIC_TIMEOUT_S,
         )
@@ -328,6 +344,29 @@ class BenchContext:
         finally:
             broker.stop()
             shutil.rmtree(directory, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def cluster(self, size: int = 3) -> Iterator[RunningCluster]:
+        """A fresh cluster of ``size`` broker processes (``--broker-option`` given to each) on
+        the run's ZooKeeper, under a chroot of its own; stopped and removed afterwards."""
+        from odradek.testing import RunningCluster, ZooKeeperServer
+
+        if self._zookeeper is None:
+            self._zookeeper = ZooKeeperServer(Path(tempfile.mkdtemp(dir=self.work_dir))).start()
+        settings = dict(o.split("=", 1) for o in self.options.broker_overrides if "=" in o)
+        directory = Path(tempfile.mkdtemp(prefix="cluster-", dir=self.work_dir))
+        cluster = RunningCluster(directory, size, zookeeper=self._zookeeper, settings=settings)
+        try:
+            yield cluster.start()
+        finally:
+            cluster.stop()
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def close(self) -> None:
+        """Stop what the scenarios left running for each other (the clusters' ZooKeeper)."""
+        if self._zookeeper is not None:
+            self._zookeeper.kill()
+            self._zookeeper = None
 
     def cpu_sampler(self, broker: ChildBroker | None = None) -> CpuSampler:
         """Samples the broker's CPU (``broker``, else the shared one; nothing if not ours)."""

@@ -28,6 +28,8 @@ from odradek.protocol.records import NewRecord, encode_batch
 
 PRODUCE_VERSION = 9  # within odradek's 3..11 and Kafka 4's floor
 METADATA_VERSION = 12
+DESCRIBE_LOG_DIRS = 35
+DESCRIBE_LOG_DIRS_VERSION = 1
 CLIENT_ID = "odradek-bench"
 
 
@@ -39,9 +41,31 @@ class TopicLayout:
     leaders: dict[int, tuple[str, int]]
 
 
-def topic_layout(bootstrap: str, topic: str, timeout: float = 10.0) -> TopicLayout | None:
-    """The topic's partition leaders by a Metadata request; None if the topic is not (yet)
-    served with a leader for every partition."""
+@dataclass(frozen=True, slots=True)
+class PartitionReplicas:
+    """One partition as Metadata describes it: its leader (-1 for none), replicas and ISR."""
+
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    """A topic's partitions as one broker's Metadata answer has them, with the live brokers."""
+
+    topic: str
+    controller: int
+    brokers: dict[int, tuple[str, int]]
+    partitions: dict[int, PartitionReplicas]
+
+    def led_by(self, broker: int) -> list[int]:
+        return sorted(p for p, r in self.partitions.items() if r.leader == broker)
+
+
+def topic_state(bootstrap: str, topic: str, timeout: float = 10.0) -> TopicState | None:
+    """``topic`` by a Metadata request to ``bootstrap``; None if that broker does not know it."""
     with BlockingConnection.open(
         bootstrap, client_id=CLIENT_ID, timeout_s=timeout, negotiate=False
     ) as connection:
@@ -58,14 +82,76 @@ def topic_layout(bootstrap: str, topic: str, timeout: float = 10.0) -> TopicLayo
     for entry in body.topics:
         if entry.name != topic or entry.error_code != ErrorCode.none:
             continue
-        leaders: dict[int, tuple[str, int]] = {}
-        for partition in entry.partitions:
-            leader = brokers.get(int(partition.leader_id))
-            if partition.error_code != ErrorCode.none or leader is None:
-                return None
-            leaders[int(partition.partition_index)] = leader
-        return TopicLayout(topic, leaders) if leaders else None
+        partitions = {
+            int(p.partition_index): PartitionReplicas(
+                leader=int(p.leader_id) if p.error_code == ErrorCode.none else -1,
+                leader_epoch=int(p.leader_epoch),
+                replicas=tuple(int(r) for r in p.replica_nodes),
+                isr=tuple(int(r) for r in p.isr_nodes),
+            )
+            for p in entry.partitions
+        }
+        return TopicState(topic, int(body.controller_id), brokers, partitions)
     return None
+
+
+def topic_layout(bootstrap: str, topic: str, timeout: float = 10.0) -> TopicLayout | None:
+    """The topic's partition leaders by a Metadata request; None if the topic is not (yet)
+    served with a leader for every partition."""
+    state = topic_state(bootstrap, topic, timeout)
+    if state is None or not state.partitions:
+        return None
+    leaders: dict[int, tuple[str, int]] = {}
+    for index, partition in state.partitions.items():
+        leader = state.brokers.get(partition.leader)
+        if leader is None:
+            return None
+        leaders[index] = leader
+    return TopicLayout(topic, leaders)
+
+
+def log_sizes(address: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
+    """The bytes of each of ``topic``'s partitions in the logs of the broker at ``address``
+    (DescribeLogDirs: the sum of its segment files)."""
+    with BlockingConnection.open(
+        address, client_id=CLIENT_ID, timeout_s=timeout, negotiate=False
+    ) as connection:
+        response = connection.request(
+            DESCRIBE_LOG_DIRS, {"topics": None}, version=DESCRIBE_LOG_DIRS_VERSION
+        )
+    body: Any = response
+    sizes: dict[int, int] = {}
+    for log_dir in body.results:
+        for entry in log_dir.topics:
+            if entry.name == topic:
+                for partition in entry.partitions:
+                    index = int(partition.partition_index)
+                    sizes[index] = sizes.get(index, 0) + int(partition.partition_size)
+    return sizes
+
+
+def produce_once(
+    address: str, topic: str, partition: int, batch: bytes, acks: int, timeout_s: float
+) -> ErrorCode:
+    """One Produce of ``batch`` to ``partition`` at the broker at ``address``: its error code
+    (``ErrorCode.none`` once acknowledged). A connection error propagates (ClientError)."""
+    with BlockingConnection.open(
+        address, client_id=CLIENT_ID, timeout_s=timeout_s + 5, negotiate=False
+    ) as connection:
+        response = connection.request(
+            PRODUCE,
+            {
+                "transactional_id": None,
+                "acks": acks,
+                "timeout": int(timeout_s * 1000),
+                "topic_data": [
+                    {"name": topic, "partition_data": [{"index": partition, "records": batch}]}
+                ],
+            },
+            version=PRODUCE_VERSION,
+        )
+    body: Any = response
+    return ErrorCode(body.responses[0].partition_responses[0].error_code)
 
 
 def produce_frame(topic: str, partition: int, batch: bytes, acks: int, timeout_ms: int) -> bytes:

@@ -11,6 +11,7 @@ system-wide clock on Linux). Results are small picklable dataclasses.
 from __future__ import annotations
 
 import gc
+import logging
 import multiprocessing
 import os
 import queue
@@ -477,12 +478,13 @@ def paced_producer_worker(
     duration_s: float,
     record_size: int,
     linger_ms: int = 1,
+    acks: int = 1,
 ) -> PacedProduceResult:
     """Produce at ``rate`` records/s for ``duration_s``, each value starting with its send time
     (``time.monotonic_ns``, 8 bytes), then one end-of-run marker record."""
     from confluent_kafka import KafkaError, Message, Producer
 
-    acks: list[float] = []
+    ack_ms: list[float] = []
     failures = 0
 
     def delivered(err: KafkaError | None, message: Message) -> None:
@@ -492,12 +494,12 @@ def paced_producer_worker(
             return
         latency = message.latency()
         if latency is not None:
-            acks.append(latency * 1000)
+            ack_ms.append(latency * 1000)
 
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
-            "acks": 1,
+            "acks": acks,
             "linger.ms": linger_ms,
             "compression.type": "none",
             "message.timeout.ms": int(CLIENT_TIMEOUT_S * 1000),
@@ -536,7 +538,7 @@ def paced_producer_worker(
         failed=failures,
         seconds=seconds,
         achieved_rate=sent / seconds if seconds > 0 else 0.0,
-        ack_latency=LatencySummary.of(acks),
+        ack_latency=LatencySummary.of(ack_ms),
     )
 
 
@@ -595,6 +597,116 @@ def latency_consumer_worker(
         )
     finally:
         consumer.close()
+
+
+# -- load through a failover ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AckTimesResult:
+    sent: int
+    acked: int
+    failed: int
+    first_error: str | None
+    # partition → (time.monotonic() of the delivery report, the leader epoch librdkafka knew,
+    # -1 if unknown), in delivery order
+    acks: dict[int, list[tuple[float, int]]]
+    # librdkafka's warnings and errors: (time.monotonic(), message), the first CLIENT_LOG_LINES
+    client_log: list[tuple[float, str]]
+
+
+CLIENT_LOG_LINES = 400
+
+
+class _KeptLog(logging.Handler):
+    """librdkafka's log lines (through confluent-kafka's ``logger``), kept with the monotonic
+    time they arrived."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[tuple[float, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.lines) < CLIENT_LOG_LINES:
+            self.lines.append((time.monotonic(), record.getMessage()))
+
+
+def acked_load_worker(
+    start: Start,
+    *,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    rate: int,
+    record_size: int,
+    stop: Any,
+    max_s: float,
+) -> AckTimesResult:
+    """An idempotent acks=all producer at ``rate`` records/s, records round robin over the
+    partitions, until ``stop`` (a multiprocessing Event) is set or ``max_s`` pass, then every
+    delivery waited for. Keeps when each record was acknowledged and by which leader epoch, so
+    that the harness can tell when a new leader took over."""
+    from confluent_kafka import KafkaError, Message, Producer
+
+    acks: dict[int, list[tuple[float, int]]] = {p: [] for p in range(partitions)}
+    failures: list[str] = []
+    kept = _KeptLog()
+    client_logger = logging.getLogger(f"odradek.bench.librdkafka.{uuid.uuid4().hex[:6]}")
+    client_logger.propagate = False
+    client_logger.addHandler(kept)
+
+    def delivered(err: KafkaError | None, message: Message) -> None:
+        if err is not None:
+            failures.append(str(err))
+            return
+        epoch = message.leader_epoch()
+        partition = message.partition()
+        if partition is not None:
+            acks[partition].append((time.monotonic(), -1 if epoch is None else epoch))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 1,
+            "compression.type": "none",
+            "message.timeout.ms": int(CLIENT_TIMEOUT_S * 1000),
+            # find the new leader soon after the old one goes (librdkafka's default is 100 ms
+            # at first, backing off to 10 s)
+            "topic.metadata.refresh.fast.interval.ms": 50,
+            # kept, not printed: the killed broker's refused connections are expected
+            "logger": client_logger,
+            "on_delivery": delivered,
+        }
+    )
+    producer.list_topics(topic, timeout=CLIENT_TIMEOUT_S)
+    value = os.urandom(record_size)
+    interval = 1.0 / rate
+    start()
+    started = time.monotonic()
+    sent = 0
+    while not stop.is_set() and time.monotonic() - started < max_s:
+        ahead = started + sent * interval - time.monotonic()
+        if ahead >= PACING_MIN_SLEEP_S:
+            producer.poll(0)
+            time.sleep(ahead)
+            continue
+        try:
+            producer.produce(topic, value, partition=sent % partitions)
+        except BufferError:
+            producer.poll(0.001)
+            continue
+        sent += 1
+    producer.flush(CLIENT_TIMEOUT_S)
+    return AckTimesResult(
+        sent=sent,
+        acked=sum(len(times) for times in acks.values()),
+        failed=len(failures),
+        first_error=failures[0] if failures else None,
+        acks=acks,
+        client_log=kept.lines,
+    )
 
 
 # -- raw -------------------------------------------------------------------------------------------
