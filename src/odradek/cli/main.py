@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import logging
 import signal
 import sys
@@ -13,6 +14,8 @@ from odradek.bench.options import add_arguments as add_bench_arguments
 from odradek.config import BrokerConfig, ConfigError
 
 log = logging.getLogger("odradek.serve")
+
+_STOP_WATCHDOG_S = 90
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -38,7 +41,12 @@ def _serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
+        # A stop that hangs (a bug) must neither keep the process, nor its ZooKeeper session and
+        # leaderships, forever: past the watchdog every thread's stack is written to stderr (the
+        # evidence) and the process exits; the next start recovers the logs as after a crash.
+        faulthandler.dump_traceback_later(_STOP_WATCHDOG_S, exit=True)
         await broker.stop()
+        faulthandler.cancel_dump_traceback_later()
 
     try:
         asyncio.run(run())
