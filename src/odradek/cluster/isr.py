@@ -203,6 +203,13 @@ class IsrTracker:
         """The leader's log now ends at ``log_end_offset``.  Returns whether the high watermark
         moved (it does when the leader is alone in the ISR)."""
         self._leader_log_end_offset = max(self._leader_log_end_offset, log_end_offset)
+        if not self._followers:
+            # One replica (every partition of a lone broker): the log end is the high
+            # watermark, without the clock or the loop below (this runs on every produce).
+            if log_end_offset > self._high_watermark:
+                self._high_watermark = log_end_offset
+                return True
+            return False
         return self._advance_high_watermark()
 
     def isr_updated(self, isr: Iterable[int], *, leader_epoch: int, zk_version: int) -> bool:
