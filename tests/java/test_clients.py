@@ -1,0 +1,46 @@
+"""Kafka's Java producer and consumer (kafka-clients 4.x, as in pom.xml) against one broker."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from odradek.spark.sink import murmur2
+
+from .support import consume, create_topic, produce
+
+PARTITIONS = 3
+
+
+def java_partition(key: str, partitions: int) -> int:
+    """Where Kafka's default partitioner puts a keyed record: murmur2 of the key, positive."""
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+
+
+def test_java_producer_and_group_consumer_round_trip_then_resume(bootstrap):
+    topic, group = "java-round-trip", "java-round-trip-group"
+    create_topic(bootstrap, topic, PARTITIONS)
+
+    first = produce(bootstrap, topic, 40, "a")
+    assert len(first.acked) == 40
+    for partition in range(PARTITIONS):  # offsets of each partition are 0, 1, 2, … in send order
+        values = sorted((o, v) for v, (p, o) in first.acked.items() if p == partition)
+        assert [o for o, _ in values] == list(range(len(values)))
+
+    consumed = consume(bootstrap, topic, group, 40)
+    expected = {
+        (p, o, f"ak{int(v[2:]) % 5}", v, f"n={v[2:]}") for v, (p, o) in first.acked.items()
+    }
+    got = [(r.partition, r.offset, r.key, r.value, r.headers) for r in consumed.records]
+    assert len(got) == len(set(got)) == 40
+    assert set(got) == expected
+    for partition, _, key, _, _ in got:  # the Java partitioner agrees with odradek's murmur2
+        assert partition == java_partition(key, PARTITIONS)
+    assert consumed.committed == Counter(r.partition for r in consumed.records)
+
+    second = produce(bootstrap, topic, 15, "b")
+    resumed = consume(bootstrap, topic, group, 15)
+    assert {r.value for r in resumed.records} == set(second.acked) == {f"bv{i}" for i in range(15)}
+    assert len(resumed.records) == 15
+    for record in resumed.records:
+        assert (record.partition, record.offset) == second.acked[record.value]
+        assert record.offset >= consumed.committed.get(record.partition, 0)
