@@ -36,7 +36,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * one {@code name value...} line per fact for the test to check: the cluster, the topic created
  * with three partitions and a config, its configs described and altered, ten records written to
  * partition 0 and their offsets listed, records deleted, the group (a Java consumer that read and
- * committed) listed and described while its member is live, and the topic deleted.
+ * committed) listed and described while its member is live, and a second topic, TOPIC-doomed,
+ * created and deleted (TOPIC stays, for the test to look at with another client).
  *
  * <p>Usage: JavaAdmin BOOTSTRAP TOPIC GROUP
  */
@@ -68,8 +69,10 @@ public final class JavaAdmin {
 
             NewTopic created = new NewTopic(topic, 3, (short) 1)
                     .configs(Map.of("retention.ms", "3600000"));
-            admin.createTopics(List.of(created)).all().get();
-            print("listed", admin.listTopics().names().get().contains(topic));
+            String doomed = topic + "-doomed";
+            admin.createTopics(List.of(created, new NewTopic(doomed, 1, (short) 1))).all().get();
+            Set<String> listed = admin.listTopics().names().get();
+            print("listed", listed.contains(topic), listed.contains(doomed));
             TopicDescription description = admin.describeTopics(List.of(topic))
                     .allTopicNames().get().get(topic);
             for (TopicPartitionInfo partition : description.partitions()) {
@@ -143,9 +146,9 @@ public final class JavaAdmin {
                 }
             }
 
-            admin.deleteTopics(List.of(topic)).all().get();
+            admin.deleteTopics(List.of(doomed)).all().get();
             Set<String> after = admin.listTopics().names().get();
-            print("deleted.listed", after.contains(topic));
+            print("deleted.listed", after.contains(doomed), after.contains(topic));
         }
         print("done");
     }
