@@ -66,8 +66,15 @@ def fetch_jars() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     build = Path(tempfile.mkdtemp(prefix="lib-", dir=target.parent))
     subprocess.run(
-        [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-         f"-DoutputDirectory={build}"],
+        [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(POM),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={build}",
+        ],
         check=True,
     )
     _publish(build, target)

@@ -27,9 +27,7 @@ def test_java_producer_and_group_consumer_round_trip_then_resume(bootstrap):
         assert [o for o, _ in values] == list(range(len(values)))
 
     consumed = consume(bootstrap, topic, group, 40)
-    expected = {
-        (p, o, f"ak{int(v[2:]) % 5}", v, f"n={v[2:]}") for v, (p, o) in first.acked.items()
-    }
+    expected = {(p, o, f"ak{int(v[2:]) % 5}", v, f"n={v[2:]}") for v, (p, o) in first.acked.items()}
     got = [(r.partition, r.offset, r.key, r.value, r.headers) for r in consumed.records]
     assert len(got) == len(set(got)) == 40
     assert set(got) == expected
