@@ -65,7 +65,7 @@ def fetch_jars() -> Path:
         raise RuntimeError("mvn is not installed (scripts/setup.sh --test installs it)")
     target.parent.mkdir(parents=True, exist_ok=True)
     build = Path(tempfile.mkdtemp(prefix="lib-", dir=target.parent))
-    subprocess.run(
+    done = subprocess.run(
         [
             mvn,
             "-q",
@@ -75,8 +75,13 @@ def fetch_jars() -> Path:
             "dependency:copy-dependencies",
             f"-DoutputDirectory={build}",
         ],
-        check=True,
+        capture_output=True,
+        text=True,
+        check=False,
     )
+    if done.returncode != 0:  # Maven prints its errors on stdout
+        shutil.rmtree(build, ignore_errors=True)
+        raise RuntimeError(f"mvn could not fetch the jars of {POM}:\n{done.stdout}{done.stderr}")
     _publish(build, target)
     return target
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from odradek.spark.sink import murmur2
 
 from .support import consume, create_topic, produce
@@ -42,3 +44,18 @@ def test_java_producer_and_group_consumer_round_trip_then_resume(bootstrap):
     for record in resumed.records:
         assert (record.partition, record.offset) == second.acked[record.value]
         assert record.offset >= consumed.committed.get(record.partition, 0)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="KIP-848 is not served yet: odradek does not advertise ConsumerGroupHeartbeat (API 68), "
+    "so the Java consumer with group.protocol=consumer stops with UnsupportedVersionException "
+    "('The cluster does not support the new CONSUMER group protocol')",
+)
+def test_java_consumer_with_the_kip_848_group_protocol(bootstrap):
+    topic = "java-kip-848"
+    create_topic(bootstrap, topic, PARTITIONS)
+    produced = produce(bootstrap, topic, 10, "c")
+    consumed = consume(bootstrap, topic, "java-kip-848-group", 10, "group.protocol=consumer")
+    assert {r.value: (r.partition, r.offset) for r in consumed.records} == produced.acked
