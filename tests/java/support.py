@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cache
@@ -22,13 +23,15 @@ from . import jars
 TIMEOUT_S = 60
 
 # A JVM that starts fast: these programs run for seconds, so the C2 compiler and a parallel
-# collector cost more than they give.
+# collector cost more than they give. The clients log to stderr at ODRADEK_JAVA_LOG_LEVEL
+# (default warn; debug shows every request and response).
 JVM_FLAGS = (
     "-XX:TieredStopAtLevel=1",
     "-XX:+UseSerialGC",
     "-Xmx256m",
-    "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+    "-Dorg.slf4j.simpleLogger.defaultLogLevel=" + os.environ.get("ODRADEK_JAVA_LOG_LEVEL", "warn"),
     "-Dorg.slf4j.simpleLogger.logFile=System.err",
+    "-Dorg.slf4j.simpleLogger.showDateTime=true",
 )
 
 TOPICS_TOOL = "org.apache.kafka.tools.TopicCommand"
@@ -67,6 +70,7 @@ def run_java(
         timeout=timeout,
         check=False,
     )
+    sys.stderr.write(done.stderr)  # the JVM's log, shown by pytest when the test fails
     assert done.returncode == 0, (
         f"{main_class} {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     )
@@ -96,6 +100,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 
 
 @dataclass(frozen=True)
 class Record:
+    topic: str
     partition: int
     offset: int
     key: str
@@ -129,11 +134,12 @@ def parse_produced(lines: list[str]) -> Produced:
     return Produced(acked, failed, done)
 
 
-def produce(bootstrap: str, topic: str, count: int, prefix: str, keys: int = 5) -> Produced:
-    """JavaProducer with its defaults, to completion."""
-    produced = parse_produced(
-        run_java("JavaProducer", bootstrap, topic, str(count), prefix, str(keys), "0").splitlines()
-    )
+def produce(
+    bootstrap: str, topic: str, count: int, prefix: str, keys: int = 5, *configs: str
+) -> Produced:
+    """JavaProducer with its defaults (and ``configs``, ``name=value``), to completion."""
+    out = run_java("JavaProducer", bootstrap, topic, str(count), prefix, str(keys), "0", *configs)
+    produced = parse_produced(out.splitlines())
     assert produced.done and not produced.failed, produced.failed
     return produced
 
@@ -141,21 +147,24 @@ def produce(bootstrap: str, topic: str, count: int, prefix: str, keys: int = 5) 
 @dataclass
 class Consumed:
     records: list[Record]
-    committed: dict[int, int]
+    committed: dict[tuple[str, int], int]  # next offset by (topic, partition)
 
 
-def consume(bootstrap: str, topic: str, group: str, expected: int, *configs: str) -> Consumed:
-    """JavaConsumer in ``group`` until ``expected`` records (30 s at most), then a commit."""
-    out = run_java("JavaConsumer", bootstrap, topic, group, str(expected), "30000", *configs)
+def consume(bootstrap: str, topics: str, group: str, expected: int, *configs: str) -> Consumed:
+    """JavaConsumer in ``group`` on ``topics`` (comma-separated) until ``expected`` records
+    (30 s at most), then a commit."""
+    out = run_java("JavaConsumer", bootstrap, topics, group, str(expected), "30000", *configs)
     records: list[Record] = []
-    committed: dict[int, int] = {}
+    committed: dict[tuple[str, int], int] = {}
     for line in out.splitlines():
         word, *rest = line.split(" ")
         if word == "record":
-            partition, offset, key, value, *headers = rest
-            records.append(Record(int(partition), int(offset), key, value, " ".join(headers)))
+            topic, partition, offset, key, value, *headers = rest
+            records.append(
+                Record(topic, int(partition), int(offset), key, value, " ".join(headers))
+            )
         elif word == "committed":
-            committed[int(rest[0])] = int(rest[1])
+            committed[(rest[0], int(rest[1]))] = int(rest[2])
     return Consumed(records, committed)
 
 

@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 
 from odradek.spark.sink import murmur2
+from tests.e2e.conftest import stored_codecs
 
 from .support import consume, create_topic, produce
 
@@ -35,7 +36,7 @@ def test_java_producer_and_group_consumer_round_trip_then_resume(bootstrap):
     assert set(got) == expected
     for partition, _, key, _, _ in got:  # the Java partitioner agrees with odradek's murmur2
         assert partition == java_partition(key, PARTITIONS)
-    assert consumed.committed == Counter(r.partition for r in consumed.records)
+    assert consumed.committed == Counter((topic, r.partition) for r in consumed.records)
 
     second = produce(bootstrap, topic, 15, "b")
     resumed = consume(bootstrap, topic, group, 15)
@@ -43,7 +44,31 @@ def test_java_producer_and_group_consumer_round_trip_then_resume(bootstrap):
     assert len(resumed.records) == 15
     for record in resumed.records:
         assert (record.partition, record.offset) == second.acked[record.value]
-        assert record.offset >= consumed.committed.get(record.partition, 0)
+        assert record.offset >= consumed.committed.get((topic, record.partition), 0)
+
+
+def test_compressed_batches_of_the_java_producer(broker, bootstrap):
+    """Each codec of the Java producer: stored as sent (compressed), read back by a
+    read_committed consumer of all four topics at once."""
+    codecs = ("gzip", "snappy", "lz4", "zstd")
+    acked = {}
+    for codec in codecs:
+        topic = f"java-{codec}"
+        create_topic(bootstrap, topic, 1)
+        produced = produce(
+            bootstrap, topic, 30, codec, 3, f"compression.type={codec}", "linger.ms=100"
+        )
+        acked.update({value: (topic, 0, offset) for value, (_, offset) in produced.acked.items()})
+        assert stored_codecs(broker, topic) == {codec}
+    consumed = consume(
+        bootstrap,
+        ",".join(f"java-{c}" for c in codecs),
+        "java-codecs",
+        len(acked),
+        "isolation.level=read_committed",
+    )
+    assert {r.value: (r.topic, r.partition, r.offset) for r in consumed.records} == acked
+    assert len(consumed.records) == len(acked) == 4 * 30
 
 
 @pytest.mark.xfail(

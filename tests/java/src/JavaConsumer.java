@@ -1,5 +1,6 @@
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -14,14 +15,17 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 
 /**
  * Kafka's Java consumer in a group (classic protocol unless a config says otherwise) reading
- * {@code TOPIC} until it has {@code EXPECTED} records or {@code TIMEOUT_MS} passed, then one more
+ * {@code TOPICS} (comma-separated) until it has {@code EXPECTED} records or {@code TIMEOUT_MS} passed, then one more
  * short poll (to see a record too many), a synchronous commit and close. Prints
- * {@code record <partition> <offset> <key> <value> <header>=<value>,...} per record, then
- * {@code committed <partition> <offset>} per partition it committed.
+ * {@code record <topic> <partition> <offset> <key> <value> <header>=<value>,...} per record, then
+ * {@code committed <topic> <partition> <offset>} per partition it committed.
  *
- * <p>Usage: JavaConsumer BOOTSTRAP TOPIC GROUP EXPECTED TIMEOUT_MS [config=value ...]
+ * <p>Usage: JavaConsumer BOOTSTRAP TOPICS GROUP EXPECTED TIMEOUT_MS [config=value ...]
  */
 public final class JavaConsumer {
+    private static final Comparator<TopicPartition> BY_NAME =
+            Comparator.comparing(TopicPartition::topic).thenComparing(TopicPartition::partition);
+
     public static void main(String[] args) {
         Properties config = new Properties();
         config.put("bootstrap.servers", args[0]);
@@ -39,9 +43,8 @@ public final class JavaConsumer {
         long deadline = System.currentTimeMillis() + Long.parseLong(args[4]);
         int seen = 0;
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(config)) {
-            consumer.subscribe(List.of(args[1]));
-            Map<TopicPartition, Long> next = new TreeMap<>(
-                    (a, b) -> Integer.compare(a.partition(), b.partition()));
+            consumer.subscribe(List.of(args[1].split(",")));
+            Map<TopicPartition, Long> next = new TreeMap<>(BY_NAME);
             boolean extraPoll = false;
             while (true) {
                 boolean done = seen >= expected || System.currentTimeMillis() >= deadline;
@@ -59,19 +62,18 @@ public final class JavaConsumer {
                         headers.append(header.key()).append('=')
                                 .append(new String(header.value(), StandardCharsets.UTF_8));
                     }
-                    System.out.println("record " + record.partition() + " " + record.offset()
+                    System.out.println("record " + record.topic() + " " + record.partition() + " " + record.offset()
                             + " " + record.key() + " " + record.value() + " " + headers);
                     next.put(new TopicPartition(record.topic(), record.partition()),
                             record.offset() + 1);
                     seen++;
                 }
             }
-            Map<TopicPartition, OffsetAndMetadata> commit = new TreeMap<>(
-                    (a, b) -> Integer.compare(a.partition(), b.partition()));
+            Map<TopicPartition, OffsetAndMetadata> commit = new TreeMap<>(BY_NAME);
             next.forEach((partition, offset) -> commit.put(partition, new OffsetAndMetadata(offset)));
             consumer.commitSync(commit);
             commit.forEach((partition, offset) ->
-                    System.out.println("committed " + partition.partition() + " " + offset.offset()));
+                    System.out.println("committed " + partition.topic() + " " + partition.partition() + " " + offset.offset()));
         }
     }
 }
