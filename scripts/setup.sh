@@ -28,7 +28,7 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
-  .venv/bin/python tests/java/jars.py
+  .venv/bin/python tests/java/jars.py >/dev/null
 else
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
 fi

@@ -7,8 +7,10 @@ of what made them (``pom.xml``; ``pom.xml`` and the sources), so a changed pin o
 fresh directory and an unchanged one is reused. Each is made in a temporary directory and
 renamed into place, so an interrupted fetch or compile leaves nothing that looks finished.
 
-``scripts/setup.sh --test`` runs this file (``python tests/java/jars.py``) to fetch the jars;
-it uses only the standard library so that it runs before anything is installed.
+``scripts/setup.sh --test`` runs this file (``python3 tests/java/jars.py``) to fetch the jars;
+it uses only the standard library so that it runs before anything is installed. It prints the
+classpath of the jars, for running Kafka's tools by hand:
+``java -cp "$(python3 tests/java/jars.py)" org.apache.kafka.tools.TopicCommand ...``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -106,4 +107,4 @@ def classes_dir() -> Path:
 
 
 if __name__ == "__main__":
-    print(f"Kafka's jars for the Java tests: {fetch_jars()}", file=sys.stderr)
+    print(fetch_jars() / "*")
