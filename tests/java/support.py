@@ -14,6 +14,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -77,15 +78,17 @@ def run_java(
     return done.stdout
 
 
-def start_java(main_class: str, *args: str) -> subprocess.Popen[str]:
-    """Start ``main_class`` with its stdout readable line by line as it runs."""
-    return subprocess.Popen(
-        java_command(main_class, *args),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        bufsize=1,
-    )
+def start_java(main_class: str, *args: str, log: Path) -> subprocess.Popen[str]:
+    """Start ``main_class`` with its stdout readable line by line as it runs and its log (stderr)
+    written to ``log`` (a pipe left unread could fill and stop it)."""
+    with log.open("w") as stderr:
+        return subprocess.Popen(
+            java_command(main_class, *args),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            bufsize=1,
+        )
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:

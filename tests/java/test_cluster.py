@@ -40,7 +40,10 @@ def test_every_acknowledged_record_survives_a_leader_kill(tmp_path):
         create_topic(
             cluster.bootstrap, TOPIC, PARTITIONS, replication=3, **{"min.insync.replicas": "2"}
         )
-        producer = start_java("JavaProducer", cluster.bootstrap, TOPIC, str(COUNT), "r", "12", "10")
+        log = tmp_path / "producer.log"
+        producer = start_java(
+            "JavaProducer", cluster.bootstrap, TOPIC, str(COUNT), "r", "12", "10", log=log
+        )
         lines: list[str] = []
         assert producer.stdout is not None
         reader = threading.Thread(target=lambda: lines.extend(producer.stdout), daemon=True)
@@ -51,22 +54,22 @@ def test_every_acknowledged_record_survives_a_leader_kill(tmp_path):
             assert victim > 0
             acked_before = len(lines)
             cluster.kill(victim)
-            assert producer.wait(120) == 0, producer.stderr.read() if producer.stderr else ""
+            assert producer.wait(120) == 0, log.read_text()
         finally:
             if producer.poll() is None:
                 producer.kill()
         reader.join(10)
 
         produced = parse_produced(lines)
-        assert produced.done and not produced.failed, produced.failed[:5]
+        assert produced.done and not produced.failed, (produced.failed[:5], log.read_text())
         assert len(produced.acked) == COUNT > acked_before
         assert leader_of(cluster.bootstrap, TOPIC, 0) not in (victim, -1)
 
         # Every acknowledged record where it was acknowledged, read without a group.
         for partition in range(PARTITIONS):
             acked = {o: v for v, (p, o) in produced.acked.items() if p == partition}
-            log = read_partition(cluster.bootstrap, TOPIC, max(acked) + 1, partition)
-            assert {o: log.get(o, b"").decode() for o in acked} == acked
+            stored = read_partition(cluster.bootstrap, TOPIC, max(acked) + 1, partition)
+            assert {o: stored.get(o, b"").decode() for o in acked} == acked
 
         # The same through the Java consumer in a group.
         consumed = consume(cluster.bootstrap, TOPIC, "java-replicated-group", COUNT)
