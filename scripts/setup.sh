@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make .venv with odradek installed (editable). With --test, also the test tools and the system
-# packages the tests drive (Debian's kcat; a headless Java 17 for PySpark; Debian's zookeeper), installed with apt-get
-# where missing.
+# packages the tests drive (Debian's kcat; a headless JDK 17 for PySpark and the Java tests; Maven;
+# Debian's zookeeper), installed with apt-get where missing, and Kafka's jars for the Java tests
+# (fetched once per machine into ~/.cache/odradek/java, see tests/java/jars.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,8 +16,10 @@ if [ "${1:-}" = "--test" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
   missing=()
   command -v kcat >/dev/null 2>&1 || missing+=(kcat)
-  # PySpark (the Spark data source's tests) runs a JVM: Java 17 or newer.
-  command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+  # PySpark (the Spark data source's tests) runs a JVM: Java 17 or newer. The Java tests compile
+  # their programs (javac) and fetch Kafka's jars with Maven.
+  command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+  command -v mvn >/dev/null 2>&1 || missing+=(maven)
   # The cluster tests start a real ZooKeeper (Debian's, run from its jars with that Java).
   [ -x /usr/share/zookeeper/bin/zkServer.sh ] || missing+=(zookeeper)
   if [ ${#missing[@]} -gt 0 ]; then
@@ -25,6 +28,7 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
+  .venv/bin/python tests/java/jars.py >/dev/null
 else
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
 fi

@@ -1,0 +1,110 @@
+"""The Java side of the tests: Kafka's jars (the Java client, ``kafka-tools``, ``kafka_2.13``)
+fetched once per machine, and the programs of ``src/`` compiled against them.
+
+Both live in a cache outside the repository (``$ODRADEK_JAVA_CACHE``, else
+``$XDG_CACHE_HOME/odradek/java``, else ``~/.cache/odradek/java``), in directories named by a hash
+of what made them (``pom.xml``; ``pom.xml`` and the sources), so a changed pin or source gets a
+fresh directory and an unchanged one is reused. Each is made in a temporary directory and
+renamed into place, so an interrupted fetch or compile leaves nothing that looks finished.
+
+``scripts/setup.sh --test`` runs this file (``python3 tests/java/jars.py``) to fetch the jars;
+it uses only the standard library so that it runs before anything is installed. It prints the
+classpath of the jars, for running Kafka's tools by hand:
+``java -cp "$(python3 tests/java/jars.py)" org.apache.kafka.tools.TopicCommand ...``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+POM = HERE / "pom.xml"
+SOURCES = HERE / "src"
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("ODRADEK_JAVA_CACHE")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "odradek" / "java"
+
+
+def _digest(*paths: Path) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def jar_dir() -> Path:
+    """Where the jars of ``pom.xml`` are (or will be)."""
+    return cache_root() / f"lib-{_digest(POM)}"
+
+
+def _publish(build: Path, target: Path) -> None:
+    try:
+        build.rename(target)
+    except OSError:  # another process published the same content first
+        if not target.is_dir():
+            raise
+        shutil.rmtree(build, ignore_errors=True)
+
+
+def fetch_jars() -> Path:
+    """The jar directory, fetched with Maven (``dependency:copy-dependencies``) if absent."""
+    target = jar_dir()
+    if target.is_dir():
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError("mvn is not installed (scripts/setup.sh --test installs it)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix="lib-", dir=target.parent))
+    done = subprocess.run(
+        [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(POM),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={build}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:  # Maven prints its errors on stdout
+        shutil.rmtree(build, ignore_errors=True)
+        raise RuntimeError(f"mvn could not fetch the jars of {POM}:\n{done.stdout}{done.stderr}")
+    _publish(build, target)
+    return target
+
+
+def classes_dir() -> Path:
+    """The classes of ``src/*.java``, compiled with ``javac`` against the jars if absent."""
+    sources = sorted(SOURCES.glob("*.java"))
+    target = cache_root() / f"classes-{_digest(POM, *sources)}"
+    if target.is_dir():
+        return target
+    jars = fetch_jars()
+    javac = shutil.which("javac")
+    if javac is None:
+        raise RuntimeError("javac is not installed (scripts/setup.sh --test installs a JDK)")
+    build = Path(tempfile.mkdtemp(prefix="classes-", dir=target.parent))
+    subprocess.run(
+        [javac, "-nowarn", "-d", str(build), "-cp", str(jars / "*"), *map(str, sources)],
+        check=True,
+    )
+    _publish(build, target)
+    return target
+
+
+if __name__ == "__main__":
+    print(fetch_jars() / "*")

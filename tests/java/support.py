@@ -1,0 +1,180 @@
+"""Running Java programs against odradek: the test programs of ``src/`` and Kafka's tools by
+their main classes, on the classpath :mod:`tests.java.jars` makes.
+
+Without a JDK or Maven the Java tests are skipped, except under CI (``CI`` set), where
+``scripts/setup.sh --test`` must have installed both and a skip would hide that it did not.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from . import jars
+
+TIMEOUT_S = 60
+
+# A JVM that starts fast: these programs run for seconds, so the C2 compiler and a parallel
+# collector cost more than they give. The clients log to stderr at ODRADEK_JAVA_LOG_LEVEL
+# (default warn; debug shows every request and response).
+JVM_FLAGS = (
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
+    "-Xmx256m",
+    "-Dorg.slf4j.simpleLogger.defaultLogLevel=" + os.environ.get("ODRADEK_JAVA_LOG_LEVEL", "warn"),
+    "-Dorg.slf4j.simpleLogger.logFile=System.err",
+    "-Dorg.slf4j.simpleLogger.showDateTime=true",
+)
+
+TOPICS_TOOL = "org.apache.kafka.tools.TopicCommand"
+CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
+CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
+CONSUMER_GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+CONFIGS_TOOL = "kafka.admin.ConfigCommand"
+
+
+@cache
+def classpath() -> str:
+    """The compiled test programs and Kafka's jars; skips (fails under CI) without Java."""
+    try:
+        if shutil.which("java") is None:
+            raise RuntimeError("java is not installed")
+        return f"{jars.classes_dir()}{os.pathsep}{jars.jar_dir() / '*'}"
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"the Java tests cannot run: {error}")
+        pytest.skip(f"the Java tests need a JDK and Maven: {error}")
+
+
+def java_command(main_class: str, *args: str) -> list[str]:
+    return ["java", *JVM_FLAGS, "-cp", classpath(), main_class, *args]
+
+
+def run_java(
+    main_class: str, *args: str, stdin: str | None = None, timeout: float = TIMEOUT_S
+) -> str:
+    """Run ``main_class`` to completion and return its stdout; it must exit 0."""
+    done = subprocess.run(
+        java_command(main_class, *args),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    sys.stderr.write(done.stderr)  # the JVM's log, shown by pytest when the test fails
+    assert done.returncode == 0, (
+        f"{main_class} {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    )
+    return done.stdout
+
+
+def start_java(main_class: str, *args: str, log: Path) -> subprocess.Popen[str]:
+    """Start ``main_class`` with its stdout readable line by line as it runs and its log (stderr)
+    written to ``log`` (a pipe left unread could fill and stop it)."""
+    with log.open("w") as stderr:
+        return subprocess.Popen(
+            java_command(main_class, *args),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            bufsize=1,
+        )
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
+    """Create a topic with another client than the one under test (confluent-kafka's)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, partitions, replication)], operation_timeout=30, request_timeout=30
+    )
+    for future in futures.values():
+        future.result(30)
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: str
+    value: str
+    headers: str
+
+
+@dataclass
+class Produced:
+    """What JavaProducer printed: acknowledged (partition, offset) by value, and failures."""
+
+    acked: dict[str, tuple[int, int]]
+    failed: list[str]
+    done: bool
+
+
+def parse_produced(lines: list[str]) -> Produced:
+    acked: dict[str, tuple[int, int]] = {}
+    failed: list[str] = []
+    done = False
+    for line in lines:
+        word, *rest = line.split()
+        if word == "acked":
+            partition, offset, value = rest
+            assert value not in acked, f"{value} acknowledged twice"
+            acked[value] = (int(partition), int(offset))
+        elif word == "failed":
+            failed.append(line)
+        elif word == "done":
+            done = True
+    return Produced(acked, failed, done)
+
+
+def produce(
+    bootstrap: str, topic: str, count: int, prefix: str, keys: int = 5, *configs: str
+) -> Produced:
+    """JavaProducer with its defaults (and ``configs``, ``name=value``), to completion."""
+    out = run_java("JavaProducer", bootstrap, topic, str(count), prefix, str(keys), "0", *configs)
+    produced = parse_produced(out.splitlines())
+    assert produced.done and not produced.failed, produced.failed
+    return produced
+
+
+@dataclass
+class Consumed:
+    records: list[Record]
+    committed: dict[tuple[str, int], int]  # next offset by (topic, partition)
+
+
+def consume(bootstrap: str, topics: str, group: str, expected: int, *configs: str) -> Consumed:
+    """JavaConsumer in ``group`` on ``topics`` (comma-separated) until ``expected`` records
+    (30 s at most), then a commit."""
+    out = run_java("JavaConsumer", bootstrap, topics, group, str(expected), "30000", *configs)
+    records: list[Record] = []
+    committed: dict[tuple[str, int], int] = {}
+    for line in out.splitlines():
+        word, *rest = line.split(" ")
+        if word == "record":
+            topic, partition, offset, key, value, *headers = rest
+            records.append(
+                Record(topic, int(partition), int(offset), key, value, " ".join(headers))
+            )
+        elif word == "committed":
+            committed[(rest[0], int(rest[1]))] = int(rest[2])
+    return Consumed(records, committed)
+
+
+def facts(output: str) -> dict[str, list[list[str]]]:
+    """``name value ...`` lines (as JavaAdmin prints them) → {name: [values of each line]}."""
+    found: dict[str, list[list[str]]] = defaultdict(list)
+    for line in output.splitlines():
+        name, *values = line.split(" ")
+        found[name].append(values)
+    return dict(found)

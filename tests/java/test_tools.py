@@ -1,0 +1,171 @@
+"""Kafka's own command-line tools (kafka-tools and kafka_2.13 4.x, run through the main classes
+their ``bin/`` scripts call) against one broker; what they did is checked with confluent-kafka."""
+
+from __future__ import annotations
+
+import re
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from .support import (
+    CONFIGS_TOOL,
+    CONSOLE_CONSUMER,
+    CONSOLE_PRODUCER,
+    CONSUMER_GROUPS_TOOL,
+    TOPICS_TOOL,
+    run_java,
+)
+
+
+def test_kafka_topics_create_list_describe(bootstrap):
+    topic = "tools-topics"
+    out = run_java(
+        TOPICS_TOOL,
+        "--bootstrap-server",
+        bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--partitions",
+        "4",
+        "--replication-factor",
+        "1",
+        "--config",
+        "retention.ms=86400000",
+    )
+    assert f"Created topic {topic}." in out
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    assert len(metadata.topics[topic].partitions) == 4
+
+    listed = run_java(TOPICS_TOOL, "--bootstrap-server", bootstrap, "--list").splitlines()
+    assert topic in listed
+
+    described = run_java(
+        TOPICS_TOOL, "--bootstrap-server", bootstrap, "--describe", "--topic", topic
+    )
+    header, *partitions = described.strip().splitlines()
+    assert re.search(rf"Topic: {topic}\s.*PartitionCount: 4\s+ReplicationFactor: 1", header)
+    assert "retention.ms=86400000" in header
+    assert [
+        re.search(r"Partition: (\d+)\s+Leader: (\d+)", line).groups() for line in partitions
+    ] == [(str(p), str(metadata.controller_id)) for p in range(4)]
+
+
+def test_console_producer_and_consumer_lines_round_trip(bootstrap):
+    topic = "tools-console"
+    lines = [f"line {i} of the console producer" for i in range(25)]
+    run_java(
+        CONSOLE_PRODUCER,
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        stdin="".join(f"{line}\n" for line in lines),
+    )
+    out = run_java(
+        CONSOLE_CONSUMER,
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--max-messages",
+        str(len(lines)),
+        "--timeout-ms",
+        "20000",
+    )
+    assert out.splitlines() == lines  # auto-created with one partition: in order
+
+
+def consumer_groups(bootstrap: str, *args: str) -> list[list[str]]:
+    """kafka-consumer-groups' table rows (after its header line), split on whitespace."""
+    out = run_java(CONSUMER_GROUPS_TOOL, "--bootstrap-server", bootstrap, *args)
+    rows = [line.split() for line in out.splitlines() if line.strip()]
+    return [row for row in rows if row and row[0] not in ("GROUP", "Consumer")]
+
+
+def test_kafka_consumer_groups_describe_and_reset_to_earliest(bootstrap):
+    topic, group = "tools-groups", "tools-groups-group"
+    run_java(
+        CONSOLE_PRODUCER,
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        stdin="".join(f"{i}\n" for i in range(10)),
+    )
+    run_java(
+        CONSOLE_CONSUMER,
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--from-beginning",
+        "--max-messages",
+        "10",
+        "--timeout-ms",
+        "20000",
+    )
+    listed = run_java(CONSUMER_GROUPS_TOOL, "--bootstrap-server", bootstrap, "--list")
+    assert group in listed.split()
+
+    # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
+    described = consumer_groups(bootstrap, "--describe", "--group", group)
+    assert [row[:6] for row in described] == [[group, topic, "0", "10", "10", "0"]]
+
+    reset = consumer_groups(
+        bootstrap,
+        "--reset-offsets",
+        "--to-earliest",
+        "--execute",
+        "--group",
+        group,
+        "--topic",
+        topic,
+    )
+    assert reset == [[group, topic, "0", "0"]]
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        [committed] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+        assert committed.offset == 0
+    finally:
+        consumer.close()
+    described = consumer_groups(bootstrap, "--describe", "--group", group)
+    assert [row[:6] for row in described] == [[group, topic, "0", "0", "10", "10"]]
+
+
+def test_kafka_configs_describe_and_alter_a_topic(bootstrap):
+    topic = "tools-configs"
+    run_java(
+        TOPICS_TOOL,
+        "--bootstrap-server",
+        bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--config",
+        "retention.ms=86400000",
+    )
+    entity = ("--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", topic)
+
+    described = run_java(CONFIGS_TOOL, *entity, "--describe")
+    assert re.search(r"^\s*retention\.ms=86400000 .*DYNAMIC_TOPIC_CONFIG", described, re.M)
+
+    altered = run_java(
+        CONFIGS_TOOL, *entity, "--alter", "--add-config", "retention.ms=1000,cleanup.policy=compact"
+    )
+    assert "Completed updating config" in altered
+    run_java(CONFIGS_TOOL, *entity, "--alter", "--delete-config", "retention.ms")
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    configs = admin.describe_configs([resource])[resource].result(10)
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["retention.ms"].value == "604800000"  # back to log.retention.ms's default
+    assert configs["retention.ms"].is_default
+
+    described = run_java(CONFIGS_TOOL, *entity, "--describe")
+    dynamic = re.findall(r"^\s*([a-z.]+)=(\S+) sensitive", described, re.M)
+    assert dynamic == [("cleanup.policy", "compact")]
