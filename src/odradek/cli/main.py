@@ -15,7 +15,7 @@ from odradek.config import BrokerConfig, ConfigError
 
 log = logging.getLogger("odradek.serve")
 
-_STOP_WATCHDOG_S = 90
+_STOP_WATCHDOG_S = 45
 
 
 def _serve(args: argparse.Namespace) -> int:

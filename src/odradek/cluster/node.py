@@ -160,6 +160,14 @@ class ClusterNode:
                 self.replicas.forget(topic, index)
             for partition in opened:
                 self.replicas.refresh(partition.topic, partition.index)
+            if change.topic is not None:
+                fresh = {(p.topic, p.index) for p in opened}
+                for name, index in list(topics.partitions):
+                    if name == change.topic and (name, index) not in fresh:
+                        state = self.view.partition_state_changed(name, index)
+                        hosted = topics.partition(name, index)
+                        if hosted is not None and state is not None:
+                            self.replicas.apply(hosted, state)
         elif change.kind == "partition_state" and change.topic is not None:
             assert change.partition is not None
             state = self.view.partition_state_changed(change.topic, change.partition)

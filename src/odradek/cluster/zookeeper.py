@@ -719,7 +719,7 @@ class ZooKeeperMetadataStore:
         topic = self._topics.get(name)
         self._watched_partitions[name] = topic.partitions if topic else 0
 
-        def watch(path: str, change: MetadataChange) -> None:
+        def watch(path: str, change: MetadataChange, report_first: bool = False) -> None:
             first = True
 
             def changed(data: bytes | None, stat: Any) -> bool | None:
@@ -728,6 +728,10 @@ class ZooKeeperMetadataStore:
                     return False  # the topic is gone (or made anew, with watches of its own)
                 if first:
                     first = False
+                    # A partition state may have been written before its watch was set (the
+                    # controller is quick): nobody has read it yet, so it is news.
+                    if report_first and data is not None:
+                        self._to_loop(change)
                 else:
                     self._to_loop(change)
                 return None
@@ -740,6 +744,7 @@ class ZooKeeperMetadataStore:
             watch(
                 partition_state_path(name, partition),
                 MetadataChange("partition_state", name, partition),
+                report_first=True,
             )
 
     def close(self) -> None:
