@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -73,6 +74,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
+from kio.schema.index import api_key_map, schema_name_map
+from kio.static.constants import EntityType
 from prometheus_client import start_http_server
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -86,8 +89,6 @@ from odradek.cluster.view import NO_NODE
 from odradek.coordinator.group import GroupState
 from odradek.counters import BrokerCounters, Histogram, TopicCounters
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import load_request_schema
-from odradek.server.registry import HANDLERS
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -218,14 +219,15 @@ def _copy_topic(counters: TopicCounters) -> TopicCounters:
     return copy
 
 
+@functools.cache
 def api_name(api_key: int) -> str:
     """Kafka's name of an API (``Produce``, ``Fetch``, …), as RequestMetrics labels it."""
-    handler = HANDLERS.get(api_key)
     try:
-        schema = load_request_schema(api_key, handler.max_version if handler else 0)
-    except Exception:
+        versions = schema_name_map[api_key_map[api_key]]
+        path = next(iter(versions.values()))[EntityType.request]
+    except (KeyError, StopIteration):
         return str(api_key)
-    return schema.__name__.removesuffix("Request")
+    return path.rpartition(":")[2].removesuffix("Request")
 
 
 def error_name(code: int) -> str:
