@@ -3,10 +3,16 @@ tests/e2e/test_metrics.py and tests/e2e/cluster/test_metrics.py scrape real brok
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 from prometheus_client.core import Metric
 
 from odradek.counters import FLUSH_BUCKETS_S, Histogram, RequestCounters, TopicCounters
 from odradek.metrics import GroupFigures, PartitionFigures, Snapshot, api_name, families
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _snapshot(**changes: object) -> Snapshot:
@@ -131,3 +137,27 @@ def test_group_lag_is_the_high_watermark_minus_the_commit_where_it_is_known() ->
     prefix = "kafka_coordinator_group_groupmetadatamanager_"
     assert samples[(prefix + "numgroupsstable", ())] == 1
     assert samples[(prefix + "numgroupsempty", ())] == 0
+
+
+def test_the_grafana_dashboard_asks_only_for_metrics_the_broker_exports() -> None:
+    exported: set[str] = set()
+    for metric in families(_snapshot()):
+        suffixes = {
+            "counter": ("_total",),
+            "histogram": ("_bucket", "_count", "_sum"),
+        }.get(metric.type, ("",))
+        exported.update(metric.name + suffix for suffix in suffixes)
+    dashboard = json.loads((ROOT / "contrib" / "grafana" / "odradek.json").read_text())
+    asked = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+        for name in re.findall(r"\bkafka_[a-z_]+", target["expr"])
+    }
+    asked.update(
+        name
+        for variable in dashboard["templating"]["list"]
+        for name in re.findall(r"\bkafka_[a-z_]+", variable.get("definition", ""))
+    )
+    assert asked, "the dashboard asks for nothing"
+    assert asked <= exported, sorted(asked - exported)
