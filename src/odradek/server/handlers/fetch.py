@@ -176,12 +176,15 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
         )
     counters = ctx.services.counters
     if counters is not None:
-        _count(counters, found[0], replica)
+        _count(counters, ctx.header.api_key, found[0], replica)
     return _frame(ctx, found[0])
 
 
 def _count(
-    counters: BrokerCounters, topics: list[fetch_response.TopicData[ReadSlice]], replica: bool
+    counters: BrokerCounters,
+    api_key: int,
+    topics: list[fetch_response.TopicData[ReadSlice]],
+    replica: bool,
 ) -> None:
     """Kafka's BytesOut and Total-/FailedFetchRequests per topic for a consumer's fetch (per
     partition read), ReplicationBytesOut for a follower's; the partitions' error codes."""
@@ -194,7 +197,7 @@ def _count(
             size += p.records_size
             if p.error_code:
                 stats.failed_fetch_requests += 1
-                requests.error(1, p.error_code)
+                requests.error(api_key, p.error_code)
         if replica:
             counters.replication_bytes_out += size
         else:
