@@ -3,8 +3,10 @@
 ``metrics.listener`` unset (off) and set (on, ``/metrics`` scraped every ``--scrape-every``
 seconds meanwhile), run after run in alternating order, since the machine's load drifts.
 
-Optionally a third broker, ``--baseline-src DIR`` (the ``src`` of a checkout without metrics),
-measures the code before the hooks. Each run reports records/s and records per second of broker
+Optionally a third broker, ``--baseline-src DIR``, runs the code in DIR with metrics off: the
+``src`` of a checkout from before the hooks, or this checkout's own ``src`` as an A/A control
+(two identical configurations differ by this machine's noise, which a gap between off and on
+must exceed to mean anything). Each run reports records/s and records per second of broker
 CPU (the broker process's user + system time over the run), the second less sensitive to other
 processes taking the cores. Prints each run, then the median and range per configuration.
 
@@ -142,7 +144,7 @@ def main() -> None:
     args = parser.parse_args()
     configs = {"off": SRC, "on": SRC}
     if args.baseline_src is not None:
-        configs["before"] = args.baseline_src
+        configs["baseline"] = args.baseline_src
     names = list(configs)
     runs: list[Run] = []
     for round_ in range(args.rounds):
