@@ -68,3 +68,10 @@ def test_topic_config_validation() -> None:
         validate_topic_configs({"cleanup.policy": "shred"})
     with pytest.raises(ConfigError, match=r"message\.timestamp\.type"):
         validate_topic_configs({"message.timestamp.type": "Now"})
+
+
+def test_metrics_listener_is_off_unless_set_and_must_be_host_port() -> None:
+    assert BrokerConfig().metrics_listener is None
+    assert BrokerConfig({"metrics.listener": "0.0.0.0:9404"}).metrics_listener == ("0.0.0.0", 9404)
+    with pytest.raises(ConfigError, match=r"metrics\.listener"):
+        BrokerConfig({"metrics.listener": "9404"})

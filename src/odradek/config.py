@@ -97,6 +97,11 @@ def _ratio(value: object) -> str | None:
     return None if isinstance(value, float) and 0.0 <= value <= 1.0 else "must be in [0, 1]"
 
 
+def _host_port_check(value: object) -> str | None:
+    host, _, port = str(value).rpartition(":")
+    return None if host and port.isdigit() and int(port) < 65536 else "must be HOST:PORT"
+
+
 # Topic configs, each with its broker-level synonym (None where Kafka has none).
 TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
     d.name: (d, synonym)
@@ -401,6 +406,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _at_least(1),
         ),
         ConfigDef("cluster.id", ConfigType.STRING, None, "cluster id (made on first start)"),
+        # The Prometheus endpoint (odradek.metrics); unset: no metrics are counted or served.
+        ConfigDef(
+            "metrics.listener",
+            ConfigType.STRING,
+            None,
+            "HOST:PORT of the Prometheus endpoint /metrics (port 0: any free port)",
+            _host_port_check,
+            True,
+        ),
         # A cluster's metadata store (odradek.cluster.zookeeper); unset: the single broker's file.
         ConfigDef(
             "zookeeper.connect",
@@ -682,6 +696,12 @@ class BrokerConfig:
         listeners = self.get("listeners")
         assert isinstance(listeners, list) and listeners, "listeners is empty"
         return _host_port(listeners[0])
+
+    @property
+    def metrics_listener(self) -> tuple[str, int] | None:
+        """Where ``/metrics`` is served, or None when metrics are off."""
+        raw = self.raw("metrics.listener")
+        return _host_port(raw) if raw else None
 
     def advertised(self, bound: tuple[str, int]) -> tuple[str, int]:
         """The address clients are told to use; ``bound`` is where the socket really listens."""

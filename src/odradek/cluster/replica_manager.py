@@ -71,6 +71,10 @@ class ReplicaManager:
         # Called with a partition and whether it leads, after each state applied to it (so
         # also again for the same role: listeners must be idempotent).
         self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
+        # ISR changes this broker wrote as leader (Kafka's IsrShrinksPerSec, IsrExpandsPerSec),
+        # for the metrics endpoint.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def start(self) -> None:
         self._isr_task = asyncio.create_task(self._check_isr_periodically(), name="isr-check")
@@ -265,6 +269,11 @@ class ReplicaManager:
             written.isr,
             written.leader_epoch,
         )
+        before = set(known.isr) if known is not None else set()
+        if before - set(written.isr):
+            self.isr_shrinks += 1
+        if set(written.isr) - before:
+            self.isr_expands += 1
         self._states[tp] = written
         self._state_written(*tp, written)
         partition.isr_written(written.isr, written.leader_epoch, written.version)

@@ -15,6 +15,8 @@ from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import BrokerEndpoint, ClusterView, LocalClusterView
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
+from odradek.counters import BrokerCounters
+from odradek.metrics import MetricsServer
 from odradek.server.connection import Connection
 from odradek.server.purgatory import Purgatory
 from odradek.server.registry import load_handlers
@@ -46,7 +48,10 @@ class Broker:
         self._topics: TopicManager | None = None
         self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinatorRuntime | None = None
-        self.purgatory = Purgatory()
+        # Counted only while metrics are served (metrics.listener).
+        self.counters = BrokerCounters() if config.metrics_listener is not None else None
+        self.metrics: MetricsServer | None = None
+        self.purgatory = Purgatory(self.counters.requests if self.counters is not None else None)
         self._services: BrokerServices | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -96,6 +101,8 @@ class Broker:
                 self.node = None
             if self._server is not None:
                 self._server.close()
+            if self.metrics is not None:
+                await self.metrics.stop()
             raise
 
     async def _start(self) -> tuple[str, int]:
@@ -155,7 +162,9 @@ class Broker:
             purgatory=self.purgatory,
             replicas=self.node.replicas if self.node is not None else None,
             controller=self.node.controller if self.node is not None else None,
+            counters=self.counters,
         )
+        self._start_metrics()
         await self._server.start_serving()
         self._housekeeping = asyncio.create_task(self._housekeep())
         log.info(
@@ -167,16 +176,34 @@ class Broker:
         )
         return self.bound
 
+    def _start_metrics(self) -> None:
+        listener = self.config.metrics_listener
+        if listener is None or self.counters is None:
+            return
+        self.metrics = MetricsServer(self, self.counters)
+        host, port = self.metrics.start(*listener)
+        self.topics.deletion_listeners.append(self.counters.topic_deleted)
+        log.info("odradek broker %d metrics on http://%s:%d/metrics", self.node_id, host, port)
+
+    @property
+    def connection_count(self) -> int:
+        """Client connections open now."""
+        return len(self._open)
+
     async def _accept(self, connection: Connection) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         self._open.add(connection)
+        if self.counters is not None:
+            self.counters.connections_created += 1
         try:
             await connection.serve()
         finally:
             self._connections.discard(task)
             self._open.discard(connection)
+            if self.counters is not None:
+                self.counters.connections_closed += 1
 
     def _start_log_maintenance(self) -> None:
         """Retention checks (in :meth:`housekeeping_tick`) and the log cleaner."""
@@ -244,6 +271,9 @@ class Broker:
         away while it still serves (clients are told NOT_LEADER_OR_FOLLOWER and move)."""
         if self.node is not None and self.config.get_bool("controlled.shutdown.enable"):
             await self.node.controlled_shutdown(_CONTROLLED_SHUTDOWN_TIMEOUT_S)
+        if self.metrics is not None:
+            await self.metrics.stop()
+            self.metrics = None
         if self._server is not None:
             self._server.close()
         if self._groups is not None:

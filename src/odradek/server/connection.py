@@ -16,6 +16,7 @@ import asyncio
 import collections
 import logging
 import struct
+import time
 import typing
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 # Below this, a pread and one write cost fewer syscalls and event-loop turns than sendfile,
 # which must first drain the transport's buffer.
 SENDFILE_MIN_BYTES = 64 * 1024
@@ -103,6 +105,7 @@ class Connection(asyncio.BufferedProtocol):
         self.sendfile_ok = False
         self.last_active_ms = services.clock.monotonic_ms()
         self.busy = False
+        self._counters = services.counters.requests if services.counters is not None else None
         self._task: asyncio.Task[None] | None = None
         # Received bytes: [_start, _end) of _buffer is not yet split into frames, and the frame
         # being received ends at _frame_end (or its size prefix does, while that is incomplete).
@@ -294,12 +297,20 @@ class Connection(asyncio.BufferedProtocol):
                 if frame is None:
                     return
                 self.busy = True
+                counters = self._counters
+                if counters is not None:
+                    started = time.perf_counter_ns()
+                    (api_key,) = _INT16.unpack_from(frame)
                 try:
                     response = await self.dispatch(frame)
                     # A live view would keep the receive buffer from being reused.
                     del frame
                     if response is not None:
                         await self.write(response)
+                    if counters is not None:
+                        # Kafka's TotalTimeMs ends when the response is sent; here, when the
+                        # transport has it (or, corked, when it will go at this loop turn).
+                        counters.handled(api_key, time.perf_counter_ns() - started)
                     self._shed_big_buffer()
                 finally:
                     self.busy = False

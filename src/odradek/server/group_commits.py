@@ -28,7 +28,7 @@ async def committed(ctx: RequestContext, points: Sequence[CommitPoint]) -> list[
 
     if pending and not settled():
         timeout_s = ctx.services.groups.commit_timeout_ms / 1000
-        await ctx.services.purgatory.park(pending, settled, timeout_s)
+        await ctx.services.purgatory.park(pending, settled, timeout_s, ctx.header.api_key)
     outcomes = []
     for point in points:
         outcome = point.outcome()

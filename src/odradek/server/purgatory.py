@@ -11,8 +11,11 @@ Runs on the broker's event loop only.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
+
+from odradek.counters import RequestCounters
 
 
 class Watchable(Protocol):
@@ -22,21 +25,28 @@ class Watchable(Protocol):
 
 
 class Purgatory:
-    """The broker's delayed operations; ``parked`` counts those waiting now."""
+    """The broker's delayed operations; ``parked`` counts those waiting now. With
+    ``counters``, each wait's length is counted under the API key its caller names."""
 
-    def __init__(self) -> None:
+    def __init__(self, counters: RequestCounters | None = None) -> None:
         self.parked = 0
+        self._counters = counters
 
     async def park(
-        self, watched: Iterable[Watchable], ready: Callable[[], bool], timeout_s: float
+        self,
+        watched: Iterable[Watchable],
+        ready: Callable[[], bool],
+        timeout_s: float,
+        api_key: int = -1,
     ) -> bool:
         """Wait, after the caller found ``ready()`` false, until it is true (checked whenever a
         watched partition changes, and once more at the end) or ``timeout_s`` passed; returns
-        ``ready()``'s last answer."""
+        ``ready()``'s last answer. ``api_key``: the request that waits (Kafka's RemoteTime)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_s, 0.0)
         watched = list(watched)
         self.parked += 1
+        started = time.perf_counter_ns()
         try:
             while True:
                 remaining = deadline - loop.time()
@@ -61,3 +71,5 @@ class Purgatory:
                     return True
         finally:
             self.parked -= 1
+            if self._counters is not None and api_key >= 0:
+                self._counters.parked(api_key, time.perf_counter_ns() - started)

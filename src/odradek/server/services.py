@@ -20,6 +20,7 @@ from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import ClusterView
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
+from odradek.counters import BrokerCounters
 from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager
 
@@ -45,6 +46,9 @@ class BrokerServices:
     # broker that is the whole cluster).
     replicas: ReplicaManager | None = None
     controller: ControllerRuntime | None = None
+    # What the metrics endpoint reports (None unless ``metrics.listener`` is set): handlers
+    # count their topics' traffic in it.
+    counters: BrokerCounters | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
+
+from odradek.counters import FLUSH_BUCKETS_S, Histogram
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,9 @@ class LogFlusher:
         self._idle = threading.Condition(self._lock)
         self._queue: deque[BackgroundJob] = deque()
         self._thread: threading.Thread | None = None
+        # How long each fsync job took (Kafka's LogFlushRateAndTimeMs), written by this
+        # flusher's thread only.
+        self.flush_time = Histogram(FLUSH_BUCKETS_S)
 
     def submit(self, job: BackgroundJob) -> BackgroundJob:
         with self._lock:
@@ -114,8 +120,10 @@ class LogFlusher:
         owned = list(fds)
 
         def work() -> None:
+            started = time.perf_counter_ns()
             for fd in owned:
                 os.fsync(fd)
+            self.flush_time.observe_ns(time.perf_counter_ns() - started)
 
         def cleanup() -> None:
             for fd in owned:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.cluster.partition import Partition
+from odradek.counters import BrokerCounters
 from odradek.protocol import fetch_response
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.context import FrameParts, RequestContext, Response
@@ -170,8 +171,37 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
     max_wait_s = request.max_wait.total_seconds()
     if total < min_bytes and not any_error and max_wait_s > 0:
         # Parked until appends to the requested partitions bring min.bytes, or max.wait.ms.
-        await ctx.services.purgatory.park(_watched(ctx, request), enough, max_wait_s)
+        await ctx.services.purgatory.park(
+            _watched(ctx, request), enough, max_wait_s, ctx.header.api_key
+        )
+    counters = ctx.services.counters
+    if counters is not None:
+        _count(counters, ctx.header.api_key, found[0], replica)
     return _frame(ctx, found[0])
+
+
+def _count(
+    counters: BrokerCounters,
+    api_key: int,
+    topics: list[fetch_response.TopicData[ReadSlice]],
+    replica: bool,
+) -> None:
+    """Kafka's BytesOut and Total-/FailedFetchRequests per topic for a consumer's fetch (per
+    partition read), ReplicationBytesOut for a follower's; the partitions' error codes."""
+    requests = counters.requests
+    for topic in topics:
+        stats = counters.topic(topic.name)
+        stats.fetch_requests += len(topic.partitions)
+        size = 0
+        for p in topic.partitions:
+            size += p.records_size
+            if p.error_code:
+                stats.failed_fetch_requests += 1
+                requests.error(api_key, p.error_code)
+        if replica:
+            counters.replication_bytes_out += size
+        else:
+            stats.bytes_out += size
 
 
 def _watched(ctx: RequestContext, request: Any) -> list[Partition]:

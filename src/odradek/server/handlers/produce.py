@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from odradek.cluster.partition import Partition
+from odradek.counters import BrokerCounters
 from odradek.protocol import produce_request, produce_response
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.context import RequestContext, Response
@@ -51,6 +52,13 @@ def produce_to_partition(
         return failed, None, 0
     except KafkaError as e:
         return _failed(index, e.code, e.message), None, 0
+    counters = services.counters
+    if counters is not None:
+        # Kafka's BytesIn and MessagesIn: what the log took, whether or not acks=all then waits
+        # in vain for the followers.
+        stats = counters.topic(topic)
+        stats.bytes_in += len(records) if records is not None else 0
+        stats.messages_in += info.last_offset - info.first_offset + 1
     answer = {
         "index": index,
         "error_code": ErrorCode.none,
@@ -73,7 +81,9 @@ async def _await_replication(
         return all(p.replicated(offset) is not None for _, p, offset in pending)
 
     if not settled():
-        await ctx.services.purgatory.park([p for _, p, _ in pending], settled, timeout_ms / 1000)
+        await ctx.services.purgatory.park(
+            [p for _, p, _ in pending], settled, timeout_ms / 1000, ctx.header.api_key
+        )
     for answer, partition, offset in pending:
         outcome = partition.replicated(offset)
         if outcome is None:
@@ -103,8 +113,25 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
             if waits_on is not None:
                 pending.append((answer, waits_on, offset))
         topics.append((topic.name, answers))
-    if acks == 0:
-        return None
     if pending:
         await _await_replication(ctx, pending, int(request.timeout_ms))
+    counters = ctx.services.counters
+    if counters is not None:
+        _count(counters, topics)
+    if acks == 0:
+        return None
     return produce_response.encode(ctx.version, ctx.header.correlation_id, topics)
+
+
+def _count(counters: BrokerCounters, topics: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    """Kafka's Total- and FailedProduceRequests per topic (per partition written to), and the
+    partitions' error codes once the answer is final."""
+    requests = counters.requests
+    for name, answers in topics:
+        stats = counters.topic(name)
+        stats.produce_requests += len(answers)
+        for answer in answers:
+            code = answer["error_code"]
+            if code:
+                stats.failed_produce_requests += 1
+                requests.error(produce_request.API_KEY, int(code))

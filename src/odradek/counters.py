@@ -1,0 +1,148 @@
+"""Plain counters the broker bumps as it works, for :mod:`odradek.metrics` to read at scrape time.
+
+Kafka updates a Yammer meter per request and per topic; here the hot path only adds to Python
+ints on objects it already holds, and the Prometheus collector turns them into metric families
+when ``/metrics`` is scraped. Calling ``prometheus_client``'s ``labels(...).inc()`` per request
+would take a lock and a label lookup each time; an ``int +=`` on a slotted object takes neither.
+
+Who writes: the broker's event loop (connections, handlers, the purgatory, the replica manager),
+except :attr:`odradek.storage.flusher.LogFlusher.flush_time`, written by the flusher's thread.
+Each counter has one writing thread, so no lock is needed; a reader on another thread may see a
+histogram's buckets one observation apart from its sum, which a scrape tolerates (the collector
+derives the count from the buckets, so that those two always agree).
+
+Latencies are durations on ``time.perf_counter_ns``, not the injected clock: they are measured,
+and nothing in the broker decides anything by them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+
+# Upper bounds, in seconds, of the request latency buckets: from a pipelined Produce on an idle
+# broker (~100 µs) to a Fetch long-poll that waits out max.wait.ms (500 ms by default) and a
+# produce that waits out its timeout (30 s).
+REQUEST_BUCKETS_S = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
+)  # fmt: skip
+# An fsync: tens of µs for a file with nothing unwritten, up to seconds on a busy disk.
+FLUSH_BUCKETS_S = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+)  # fmt: skip
+# API keys below this have a slot in RequestCounters (Kafka's keys go to 90 or so).
+_API_KEY_SLOTS = 128
+
+
+class Histogram:
+    """Observations counted into fixed buckets (``counts[i]``: those ≤ ``bounds_s[i]`` and above
+    the bound before; the last slot: above every bound), and their sum in nanoseconds."""
+
+    __slots__ = ("_bounds_ns", "bounds_s", "counts", "sum_ns")
+
+    def __init__(self, bounds_s: Sequence[float]) -> None:
+        self.bounds_s = tuple(bounds_s)
+        self._bounds_ns = [round(b * 1e9) for b in self.bounds_s]
+        self.counts = [0] * (len(self.bounds_s) + 1)
+        self.sum_ns = 0
+
+    def observe_ns(self, elapsed_ns: int) -> None:
+        self.counts[bisect_left(self._bounds_ns, elapsed_ns)] += 1
+        self.sum_ns += elapsed_ns
+
+    def copy(self) -> Histogram:
+        other = Histogram.__new__(Histogram)
+        other.bounds_s = self.bounds_s
+        other._bounds_ns = self._bounds_ns
+        other.counts = list(self.counts)
+        other.sum_ns = self.sum_ns
+        return other
+
+
+class TopicCounters:
+    """One topic's share of Kafka's ``BrokerTopicMetrics``, counted by the Produce and Fetch
+    handlers: client traffic only (a follower's fetch counts in
+    :attr:`BrokerCounters.replication_bytes_out`, as Kafka's ``ReplicationBytesOutPerSec``)."""
+
+    __slots__ = (
+        "bytes_in",
+        "bytes_out",
+        "failed_fetch_requests",
+        "failed_produce_requests",
+        "fetch_requests",
+        "messages_in",
+        "produce_requests",
+    )
+
+    def __init__(self) -> None:
+        self.bytes_in = 0
+        self.messages_in = 0
+        self.bytes_out = 0
+        # Per partition asked for, as Kafka's TotalProduceRequestsPerSec and its kin count.
+        self.produce_requests = 0
+        self.failed_produce_requests = 0
+        self.fetch_requests = 0
+        self.failed_fetch_requests = 0
+
+
+class RequestCounters:
+    """Per API key: requests handled, their total time (received → response written), the time
+    they spent parked in the purgatory (Kafka's RemoteTime), and the error codes of their
+    partitions (Produce and Fetch)."""
+
+    __slots__ = ("errors", "remote_time", "requests", "total_time")
+
+    def __init__(self) -> None:
+        self.requests = [0] * _API_KEY_SLOTS
+        self.total_time: list[Histogram | None] = [None] * _API_KEY_SLOTS
+        self.remote_time: list[Histogram | None] = [None] * _API_KEY_SLOTS
+        self.errors: dict[tuple[int, int], int] = {}  # (api key, error code) → partitions
+
+    def handled(self, api_key: int, elapsed_ns: int) -> None:
+        histogram = self.total_time[api_key]
+        if histogram is None:
+            histogram = self.total_time[api_key] = Histogram(REQUEST_BUCKETS_S)
+        histogram.observe_ns(elapsed_ns)
+        self.requests[api_key] += 1
+
+    def parked(self, api_key: int, elapsed_ns: int) -> None:
+        histogram = self.remote_time[api_key]
+        if histogram is None:
+            histogram = self.remote_time[api_key] = Histogram(REQUEST_BUCKETS_S)
+        histogram.observe_ns(elapsed_ns)
+
+    def error(self, api_key: int, code: int) -> None:
+        key = (api_key, code)
+        self.errors[key] = self.errors.get(key, 0) + 1
+
+
+class BrokerCounters:
+    """Everything the event loop counts for the metrics endpoint; exists only while
+    ``metrics.listener`` is set (the hot path checks for None and counts nothing otherwise)."""
+
+    __slots__ = (
+        "connections_closed",
+        "connections_created",
+        "replication_bytes_out",
+        "requests",
+        "topics",
+    )
+
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicCounters] = {}
+        self.requests = RequestCounters()
+        self.replication_bytes_out = 0
+        self.connections_created = 0
+        self.connections_closed = 0
+
+    def topic(self, name: str) -> TopicCounters:
+        counters = self.topics.get(name)
+        if counters is None:
+            counters = self.topics[name] = TopicCounters()
+        return counters
+
+    def topic_deleted(self, name: str) -> None:
+        """A deleted topic's series end, as Kafka removes its topic metrics."""
+        self.topics.pop(name, None)

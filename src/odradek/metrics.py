@@ -1,0 +1,514 @@
+"""The broker's Prometheus endpoint: ``metrics.listener=HOST:PORT`` serves ``/metrics``.
+
+The figures are Kafka's, under the names the Prometheus JMX exporter gives Kafka's MBeans with
+the usual rules (those of Strimzi's and Confluent's examples: ``kafka_<domain>_<type>_<name>``,
+lower case, ``_total`` on counters), so that queries and dashboards written for Kafka read them.
+Where Kafka has a Yammer timer in milliseconds (percentiles only), odradek has a Prometheus
+histogram in seconds under the same stem. Consumer lag has no broker MBean in Kafka; it uses the
+names of the common exporter (kafka_exporter).
+
+Prometheus name ← Kafka MBean (``kafka.<domain>:type=<type>,name=<name>``); ``…`` repeats the
+prefix of the line above::
+
+    kafka_server_brokertopicmetrics_bytesin_total{topic}     ← server:BrokerTopicMetrics,BytesIn…
+      …_messagesin_total{topic}, …_bytesout_total{topic}     ← MessagesInPerSec, BytesOutPerSec
+      …_totalproducerequests_total{topic}                    ← TotalProduceRequestsPerSec
+      …_failedproducerequests_total{topic}                   ← FailedProduceRequestsPerSec
+      …_totalfetchrequests_total{topic}                      ← TotalFetchRequestsPerSec
+      …_failedfetchrequests_total{topic}                     ← FailedFetchRequestsPerSec
+      …_replicationbytesout_total                            ← ReplicationBytesOutPerSec
+    kafka_network_requestmetrics_requests_total{request}     ← network:RequestMetrics,RequestsPerSec
+      …_errors_total{request,error}                          ← ErrorsPerSec
+      …_totaltime_seconds{request} (histogram)               ← TotalTimeMs
+      …_remotetime_seconds{request} (histogram)              ← RemoteTimeMs
+    kafka_server_delayedoperationpurgatory_purgatorysize     ← server:DelayedOperationPurgatory
+    kafka_server_replicamanager_underreplicatedpartitions    ← server:ReplicaManager,…
+      …_underminisrpartitioncount, …_atminisrpartitioncount  ← UnderMinIsr/AtMinIsrPartitionCount
+      …_partitioncount, …_leadercount                        ← PartitionCount, LeaderCount
+      …_isrshrinks_total, …_isrexpands_total                 ← IsrShrinksPerSec, IsrExpandsPerSec
+    kafka_cluster_partition_underreplicated{topic,partition} ← cluster:Partition,UnderReplicated
+    kafka_controller_kafkacontroller_offlinepartitionscount  ← controller:KafkaController,…
+      …_activecontrollercount                                ← ActiveControllerCount
+    kafka_log_log_size{topic,partition}                      ← log:Log,Size
+      …_numlogsegments, …_logstartoffset, …_logendoffset     ← NumLogSegments, LogStart/EndOffset
+    kafka_log_logflushstats_logflush_seconds (histogram)     ← log:LogFlushStats,LogFlushRate…
+    kafka_server_socket_server_metrics_connection_count{listener}  ← server:socket-server-metrics
+      …_connection_creation_total, …_connection_close_total  ← connection-creation/close-total
+    kafka_coordinator_group_groupmetadatamanager_numgroups   ← coordinator.group:GroupMetadataMan…
+      …_numgroupsstable, …preparingrebalance, …completingrebalance, …empty, …dead
+    kafka_consumergroup_lag{consumergroup,topic,partition}   ← (kafka_exporter)
+      kafka_consumergroup_current_offset{…}, kafka_consumergroup_members{consumergroup},
+      kafka_consumergroup_state{consumergroup,state} (1 for the current state)
+
+Semantics follow Kafka's: per-topic traffic counts clients only (a follower's fetch is
+replication); bytes in are the record batches appended; a request counts once handled, and its
+total time runs from the start of handling to the response handed to the socket (a pipelined
+request's wait behind the earlier requests of its connection, Kafka's queue time, is not in
+it); the remote time is the wait in the purgatory (acks=all, a Fetch long-poll, a group
+commit); errors count the partitions answered with each error code (Produce and Fetch; NONE is
+not counted). Under-replicated and min-ISR counts are of the partitions this broker leads;
+offline partitions (no live leader) are counted by the controller only, as in Kafka, so a sum
+over brokers is the cluster's. Group metrics come from the group coordinator, for the groups
+this broker coordinates; a group's lag is reported for the partitions this broker hosts (their
+high watermark minus the committed offset), other partitions report only the committed offset.
+
+Costs: the hot path bumps plain ints (:mod:`odradek.counters`), and only while metrics are on;
+everything computed from state (partitions, logs, groups) is read when Prometheus scrapes.
+
+Threads: prometheus_client's own HTTP server, in its threads (one per scrape). Its handler asks
+the event loop for a :class:`Snapshot` (partitions, logs, groups and counters are the loop's:
+reading them from another thread could see a dict change size mid-iteration), then builds and
+encodes the metric families in its own thread, so the loop pays for the copy and not for the
+text. A scrape while the loop is stuck waits at most ``_SNAPSHOT_TIMEOUT_S`` and fails (500).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from wsgiref.simple_server import WSGIServer
+
+from kio.schema.index import api_key_map, schema_name_map
+from kio.static.constants import EntityType
+from prometheus_client import start_http_server
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from odradek.cluster.view import NO_NODE
+from odradek.coordinator.group import GroupState
+from odradek.counters import BrokerCounters, Histogram, TopicCounters
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+_SNAPSHOT_TIMEOUT_S = 10.0
+LISTENER_NAME = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFigures:
+    """One hosted partition at the time of a scrape."""
+
+    topic: str
+    index: int
+    leader: bool
+    replicas: int
+    isr: int
+    min_isr: int
+    size: int
+    segments: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupFigures:
+    """One group this broker coordinates: state, members, and per partition the committed
+    offset with the high watermark when the partition is hosted here (else None)."""
+
+    group_id: str
+    state: str
+    members: int
+    offsets: tuple[tuple[str, int, int, int | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a scrape reports, copied on the event loop."""
+
+    topics: dict[str, TopicCounters]
+    requests: list[int]
+    total_time: list[Histogram | None]
+    remote_time: list[Histogram | None]
+    errors: dict[tuple[int, int], int]
+    replication_bytes_out: int
+    connections: int
+    connections_created: int
+    connections_closed: int
+    parked: int
+    partitions: list[PartitionFigures]
+    isr_shrinks: int
+    isr_expands: int
+    is_controller: bool
+    offline_partitions: int
+    flush_time: Histogram
+    groups: list[GroupFigures]
+
+
+def take_snapshot(broker: Broker, counters: BrokerCounters) -> Snapshot:
+    """Copy what a scrape reports (on the broker's event loop)."""
+    topics = broker.topics
+    partitions = [
+        PartitionFigures(
+            p.topic,
+            p.index,
+            p.is_leader,
+            len(p.replicas),
+            len(p.isr),
+            p.min_insync_replicas,
+            p.log.size_bytes(),
+            p.log.segment_count(),
+            p.log.log_start_offset,
+            p.log.log_end_offset,
+        )
+        for p in topics.partitions.values()
+    ]
+    view = broker.services.cluster
+    is_controller = view.controller_id() == view.node_id
+    offline = 0
+    if is_controller:
+        for metadata in topics.topics():
+            for index in range(metadata.partitions):
+                info = view.partition_info(metadata.name, index)
+                if info is not None and info.leader == NO_NODE:
+                    offline += 1
+    coordinator = broker.groups.coordinator
+    groups = []
+    for group in coordinator.groups.values():
+        if not coordinator.is_active(coordinator.partition_for(group.group_id)):
+            continue
+        offsets = []
+        for (topic, index), committed in group.offsets.items():
+            hosted = topics.partition(topic, index)
+            end = hosted.high_watermark if hosted is not None else None
+            offsets.append((topic, index, committed.offset, end))
+        groups.append(
+            GroupFigures(group.group_id, group.state.value, len(group.members), tuple(offsets))
+        )
+    requests = counters.requests
+    replicas = broker.node.replicas if broker.node is not None else None
+    return Snapshot(
+        topics={name: _copy_topic(c) for name, c in counters.topics.items()},
+        requests=list(requests.requests),
+        total_time=[h.copy() if h is not None else None for h in requests.total_time],
+        remote_time=[h.copy() if h is not None else None for h in requests.remote_time],
+        errors=dict(requests.errors),
+        replication_bytes_out=counters.replication_bytes_out,
+        connections=broker.connection_count,
+        connections_created=counters.connections_created,
+        connections_closed=counters.connections_closed,
+        parked=broker.purgatory.parked,
+        partitions=partitions,
+        isr_shrinks=replicas.isr_shrinks if replicas is not None else 0,
+        isr_expands=replicas.isr_expands if replicas is not None else 0,
+        is_controller=is_controller,
+        offline_partitions=offline,
+        flush_time=broker.logs.flusher.flush_time.copy(),
+        groups=groups,
+    )
+
+
+def _copy_topic(counters: TopicCounters) -> TopicCounters:
+    copy = TopicCounters()
+    for name in TopicCounters.__slots__:
+        setattr(copy, name, getattr(counters, name))
+    return copy
+
+
+@functools.cache
+def api_name(api_key: int) -> str:
+    """Kafka's name of an API (``Produce``, ``Fetch``, …), as RequestMetrics labels it."""
+    try:
+        versions = schema_name_map[api_key_map[api_key]]
+        path = next(iter(versions.values()))[EntityType.request]
+    except (KeyError, StopIteration):
+        return str(api_key)
+    return path.rpartition(":")[2].removesuffix("Request")
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return str(code)
+
+
+def _histogram(family: HistogramMetricFamily, labels: list[str], histogram: Histogram) -> None:
+    buckets = []
+    cumulative = 0
+    for bound, count in zip(histogram.bounds_s, histogram.counts, strict=False):
+        cumulative += count
+        buckets.append((repr(bound), float(cumulative)))
+    cumulative += histogram.counts[-1]
+    buckets.append(("+Inf", float(cumulative)))
+    family.add_metric(labels, buckets, histogram.sum_ns / 1e9)
+
+
+def families(snapshot: Snapshot) -> Iterator[Metric]:
+    """The metric families of a snapshot (see the module doc for the names)."""
+    yield from _topic_families(snapshot)
+    yield from _request_families(snapshot)
+    yield from _replica_families(snapshot)
+    yield from _log_families(snapshot)
+    yield from _group_families(snapshot)
+    listener = [LISTENER_NAME]
+    prefix = "kafka_server_socket_server_metrics_"
+    connections = GaugeMetricFamily(
+        prefix + "connection_count", "Open client connections", labels=["listener"]
+    )
+    connections.add_metric(listener, snapshot.connections)
+    created = CounterMetricFamily(
+        prefix + "connection_creation", "Connections accepted", labels=["listener"]
+    )
+    created.add_metric(listener, snapshot.connections_created)
+    closed = CounterMetricFamily(
+        prefix + "connection_close", "Connections closed", labels=["listener"]
+    )
+    closed.add_metric(listener, snapshot.connections_closed)
+    yield from (connections, created, closed)
+
+
+def _topic_families(snapshot: Snapshot) -> Iterator[Metric]:
+    prefix = "kafka_server_brokertopicmetrics_"
+    fields = [
+        ("bytesin", "bytes_in", "Record batch bytes appended by producers"),
+        ("bytesout", "bytes_out", "Record bytes sent to consumers"),
+        ("messagesin", "messages_in", "Records appended by producers"),
+        ("totalproducerequests", "produce_requests", "Partitions written to by Produce"),
+        ("failedproducerequests", "failed_produce_requests", "Partitions Produce failed for"),
+        ("totalfetchrequests", "fetch_requests", "Partitions read by Fetch"),
+        ("failedfetchrequests", "failed_fetch_requests", "Partitions Fetch failed for"),
+    ]
+    for name, attribute, doc in fields:
+        family = CounterMetricFamily(prefix + name, doc, labels=["topic"])
+        for topic, counters in sorted(snapshot.topics.items()):
+            family.add_metric([topic], getattr(counters, attribute))
+        yield family
+    yield CounterMetricFamily(
+        prefix + "replicationbytesout",
+        "Record bytes sent to followers",
+        value=snapshot.replication_bytes_out,
+    )
+
+
+def _request_families(snapshot: Snapshot) -> Iterator[Metric]:
+    prefix = "kafka_network_requestmetrics_"
+    requests = CounterMetricFamily(
+        prefix + "requests", "Requests handled, by API", labels=["request"]
+    )
+    total = HistogramMetricFamily(
+        prefix + "totaltime_seconds",
+        "Time from handling a request to its response written",
+        labels=["request"],
+    )
+    remote = HistogramMetricFamily(
+        prefix + "remotetime_seconds",
+        "Time a request waited in the purgatory (acks=all, long polls, group commits)",
+        labels=["request"],
+    )
+    for api_key, count in enumerate(snapshot.requests):
+        if not count:
+            continue
+        name = [api_name(api_key)]
+        requests.add_metric(name, count)
+        histogram = snapshot.total_time[api_key]
+        if histogram is not None:
+            _histogram(total, name, histogram)
+    for api_key, histogram in enumerate(snapshot.remote_time):
+        if histogram is not None:
+            _histogram(remote, [api_name(api_key)], histogram)
+    errors = CounterMetricFamily(
+        prefix + "errors", "Partitions answered with an error code", labels=["request", "error"]
+    )
+    for (api_key, code), count in sorted(snapshot.errors.items()):
+        errors.add_metric([api_name(api_key), error_name(code)], count)
+    parked = GaugeMetricFamily(
+        "kafka_server_delayedoperationpurgatory_purgatorysize",
+        "Requests waiting in the purgatory",
+        value=snapshot.parked,
+    )
+    yield from (requests, total, remote, errors, parked)
+
+
+def _replica_families(snapshot: Snapshot) -> Iterator[Metric]:
+    prefix = "kafka_server_replicamanager_"
+    led = [p for p in snapshot.partitions if p.leader]
+    under = [p for p in led if p.isr < p.replicas]
+    per_partition = GaugeMetricFamily(
+        "kafka_cluster_partition_underreplicated",
+        "1 if this broker leads the partition and its ISR is smaller than its replicas",
+        labels=["topic", "partition"],
+    )
+    for p in led:
+        per_partition.add_metric([p.topic, str(p.index)], 1 if p.isr < p.replicas else 0)
+    gauges = [
+        ("underreplicatedpartitions", "Led partitions whose ISR is below their replicas", under),
+        (
+            "underminisrpartitioncount",
+            "Led partitions whose ISR is below min.insync.replicas",
+            [p for p in led if p.isr < p.min_isr],
+        ),
+        (
+            "atminisrpartitioncount",
+            "Led partitions whose ISR is exactly min.insync.replicas",
+            [p for p in led if p.isr == p.min_isr],
+        ),
+        ("partitioncount", "Partitions hosted by this broker", snapshot.partitions),
+        ("leadercount", "Partitions led by this broker", led),
+    ]
+    for name, doc, items in gauges:
+        yield GaugeMetricFamily(prefix + name, doc, value=len(items))
+    yield per_partition
+    yield CounterMetricFamily(
+        prefix + "isrshrinks", "ISR shrinks written by this leader", value=snapshot.isr_shrinks
+    )
+    yield CounterMetricFamily(
+        prefix + "isrexpands", "ISR expansions written by this leader", value=snapshot.isr_expands
+    )
+    prefix = "kafka_controller_kafkacontroller_"
+    yield GaugeMetricFamily(
+        prefix + "offlinepartitionscount",
+        "Partitions without a live leader (counted by the controller only)",
+        value=snapshot.offline_partitions,
+    )
+    yield GaugeMetricFamily(
+        prefix + "activecontrollercount",
+        "1 on the broker that is the controller",
+        value=1 if snapshot.is_controller else 0,
+    )
+
+
+def _log_families(snapshot: Snapshot) -> Iterator[Metric]:
+    labels = ["topic", "partition"]
+    fields: list[tuple[str, str, Callable[[PartitionFigures], int]]] = [
+        ("size", "Bytes of the partition's segment files", lambda p: p.size),
+        ("numlogsegments", "Segments of the partition", lambda p: p.segments),
+        ("logstartoffset", "First offset of the partition's log", lambda p: p.log_start_offset),
+        ("logendoffset", "Offset after the last record of the log", lambda p: p.log_end_offset),
+    ]
+    for name, doc, value in fields:
+        family = GaugeMetricFamily("kafka_log_log_" + name, doc, labels=labels)
+        for p in snapshot.partitions:
+            family.add_metric([p.topic, str(p.index)], value(p))
+        yield family
+    flush = HistogramMetricFamily(
+        "kafka_log_logflushstats_logflush_seconds",
+        "fsyncs of log segments by the log flusher",
+    )
+    _histogram(flush, [], snapshot.flush_time)
+    yield flush
+
+
+_GROUP_STATES = {
+    "numgroupsstable": GroupState.STABLE,
+    "numgroupspreparingrebalance": GroupState.PREPARING_REBALANCE,
+    "numgroupscompletingrebalance": GroupState.COMPLETING_REBALANCE,
+    "numgroupsempty": GroupState.EMPTY,
+    "numgroupsdead": GroupState.DEAD,
+}
+
+
+def _group_families(snapshot: Snapshot) -> Iterator[Metric]:
+    prefix = "kafka_coordinator_group_groupmetadatamanager_"
+    yield GaugeMetricFamily(
+        prefix + "numgroups", "Groups this broker coordinates", value=len(snapshot.groups)
+    )
+    for name, state in _GROUP_STATES.items():
+        count = sum(1 for g in snapshot.groups if g.state == state.value)
+        yield GaugeMetricFamily(prefix + name, f"Groups in state {state.value}", value=count)
+    group = ["consumergroup"]
+    partition = ["consumergroup", "topic", "partition"]
+    states = GaugeMetricFamily(
+        "kafka_consumergroup_state", "1 for the group's current state", labels=[*group, "state"]
+    )
+    members = GaugeMetricFamily("kafka_consumergroup_members", "Members of the group", labels=group)
+    current = GaugeMetricFamily(
+        "kafka_consumergroup_current_offset", "Committed offset", labels=partition
+    )
+    lag = GaugeMetricFamily(
+        "kafka_consumergroup_lag",
+        "High watermark minus committed offset (partitions hosted by this broker)",
+        labels=partition,
+    )
+    for g in sorted(snapshot.groups, key=lambda g: g.group_id):
+        states.add_metric([g.group_id, g.state], 1)
+        members.add_metric([g.group_id], g.members)
+        for topic, index, committed, end in sorted(g.offsets):
+            labels = [g.group_id, topic, str(index)]
+            current.add_metric(labels, committed)
+            if end is not None:
+                lag.add_metric(labels, max(end - committed, 0))
+    yield from (states, members, current, lag)
+
+
+class BrokerCollector(Collector):
+    """Reads the broker at scrape time (see the module doc); called on the HTTP threads."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        counters: BrokerCounters,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._broker = broker
+        self._counters = counters
+        self._loop = loop
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # registering must not collect: that would wait on the loop registering it
+
+    def collect(self) -> Iterable[Metric]:
+        return families(self.snapshot())
+
+    def snapshot(self) -> Snapshot:
+        future: concurrent.futures.Future[Snapshot] = concurrent.futures.Future()
+
+        def take() -> None:
+            try:
+                future.set_result(take_snapshot(self._broker, self._counters))
+            except BaseException as e:
+                future.set_exception(e)
+
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            take()
+        else:
+            self._loop.call_soon_threadsafe(take)
+        return future.result(_SNAPSHOT_TIMEOUT_S)
+
+
+class MetricsServer:
+    """``/metrics`` on prometheus_client's HTTP server (a thread of its own, a thread per
+    scrape). Start and stop it from the broker's event loop."""
+
+    def __init__(self, broker: Broker, counters: BrokerCounters) -> None:
+        self._broker = broker
+        self._counters = counters
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self.bound: tuple[str, int] = ("", 0)
+
+    def start(self, host: str, port: int) -> tuple[str, int]:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(BrokerCollector(self._broker, self._counters, asyncio.get_running_loop()))
+        self._server, self._thread = start_http_server(port, host, registry)
+        self.bound = (host, self._server.server_port)
+        return self.bound
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        # shutdown() waits for the serving thread's loop to end, and a scrape in progress may
+        # be waiting for this event loop: do it off the loop.
+        await asyncio.to_thread(server.shutdown)
+        server.server_close()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 5)

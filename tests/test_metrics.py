@@ -1,0 +1,163 @@
+"""The metric families a scrape reports, from a snapshot built by hand (no broker, no sockets);
+tests/e2e/test_metrics.py and tests/e2e/cluster/test_metrics.py scrape real brokers."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from prometheus_client.core import Metric
+
+from odradek.counters import FLUSH_BUCKETS_S, Histogram, RequestCounters, TopicCounters
+from odradek.metrics import GroupFigures, PartitionFigures, Snapshot, api_name, families
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _snapshot(**changes: object) -> Snapshot:
+    requests = RequestCounters()
+    fields: dict[str, object] = {
+        "topics": {},
+        "requests": list(requests.requests),
+        "total_time": list(requests.total_time),
+        "remote_time": list(requests.remote_time),
+        "errors": {},
+        "replication_bytes_out": 0,
+        "connections": 0,
+        "connections_created": 0,
+        "connections_closed": 0,
+        "parked": 0,
+        "partitions": [],
+        "isr_shrinks": 0,
+        "isr_expands": 0,
+        "is_controller": True,
+        "offline_partitions": 0,
+        "flush_time": Histogram(FLUSH_BUCKETS_S),
+        "groups": [],
+    }
+    fields.update(changes)
+    return Snapshot(**fields)  # type: ignore[arg-type]
+
+
+def _samples(snapshot: Snapshot) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    metric: Metric
+    for metric in families(snapshot):
+        for sample in metric.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def _partition(
+    topic: str, index: int, *, leader: bool, isr: int, min_isr: int = 1
+) -> PartitionFigures:
+    return PartitionFigures(topic, index, leader, 3, isr, min_isr, 1000, 2, 0, 10)
+
+
+def test_api_names_are_kafkas() -> None:
+    assert api_name(0) == "Produce"
+    assert api_name(1) == "Fetch"
+    assert api_name(18) == "ApiVersions"
+
+
+def test_topic_counters_become_counters_with_a_topic_label() -> None:
+    counters = TopicCounters()
+    counters.bytes_in = 1234
+    counters.messages_in = 10
+    samples = _samples(_snapshot(topics={"clicks": counters}))
+    labels = (("topic", "clicks"),)
+    assert samples[("kafka_server_brokertopicmetrics_bytesin_total", labels)] == 1234
+    assert samples[("kafka_server_brokertopicmetrics_messagesin_total", labels)] == 10
+    assert samples[("kafka_server_brokertopicmetrics_bytesout_total", labels)] == 0
+
+
+def test_latency_buckets_are_cumulative_and_agree_with_the_count() -> None:
+    requests = RequestCounters()
+    for elapsed_ns in (50_000, 200_000, 200_000, 60_000_000_000):
+        requests.handled(0, elapsed_ns)
+    requests.error(0, 6)  # NOT_LEADER_OR_FOLLOWER
+    samples = _samples(
+        _snapshot(
+            requests=requests.requests,
+            total_time=requests.total_time,
+            errors=requests.errors,
+        )
+    )
+    produce = (("request", "Produce"),)
+    name = "kafka_network_requestmetrics_totaltime_seconds"
+    assert samples[(name + "_bucket", (("le", "0.0001"), *produce))] == 1
+    assert samples[(name + "_bucket", (("le", "0.00025"), *produce))] == 3
+    assert samples[(name + "_bucket", (("le", "30.0"), *produce))] == 3
+    assert samples[(name + "_bucket", (("le", "+Inf"), *produce))] == 4
+    assert samples[(name + "_count", produce)] == 4
+    assert samples[("kafka_network_requestmetrics_requests_total", produce)] == 4
+    errors = (("error", "NOT_LEADER_OR_FOLLOWER"), ("request", "Produce"))
+    assert samples[("kafka_network_requestmetrics_errors_total", errors)] == 1
+
+
+def test_replica_counts_are_of_led_partitions() -> None:
+    partitions = [
+        _partition("a", 0, leader=True, isr=3, min_isr=2),
+        _partition("a", 1, leader=True, isr=2, min_isr=2),  # under-replicated, at min ISR
+        _partition("a", 2, leader=True, isr=1, min_isr=2),  # under min ISR
+        _partition("a", 3, leader=False, isr=1, min_isr=2),  # followed: its leader counts it
+    ]
+    samples = _samples(_snapshot(partitions=partitions, isr_shrinks=2))
+    prefix = "kafka_server_replicamanager_"
+    assert samples[(prefix + "underreplicatedpartitions", ())] == 2
+    assert samples[(prefix + "underminisrpartitioncount", ())] == 1
+    assert samples[(prefix + "atminisrpartitioncount", ())] == 1
+    assert samples[(prefix + "leadercount", ())] == 3
+    assert samples[(prefix + "partitioncount", ())] == 4
+    assert samples[(prefix + "isrshrinks_total", ())] == 2
+    under = "kafka_cluster_partition_underreplicated"
+    assert samples[(under, (("partition", "1"), ("topic", "a")))] == 1
+    assert samples[(under, (("partition", "0"), ("topic", "a")))] == 0
+    assert (under, (("partition", "3"), ("topic", "a"))) not in samples
+    size = samples[("kafka_log_log_size", (("partition", "3"), ("topic", "a")))]
+    assert size == 1000
+
+
+def test_group_lag_is_the_high_watermark_minus_the_commit_where_it_is_known() -> None:
+    group = GroupFigures(
+        "readers", "Stable", 2, (("a", 0, 40, 100), ("a", 1, 7, None), ("a", 2, 9, 5))
+    )
+    samples = _samples(_snapshot(groups=[group]))
+
+    def labels(partition: int) -> tuple[tuple[str, str], ...]:
+        return (("consumergroup", "readers"), ("partition", str(partition)), ("topic", "a"))
+
+    assert samples[("kafka_consumergroup_lag", labels(0))] == 60
+    assert ("kafka_consumergroup_lag", labels(1)) not in samples  # not hosted here
+    assert samples[("kafka_consumergroup_current_offset", labels(1))] == 7
+    assert samples[("kafka_consumergroup_lag", labels(2))] == 0  # a follower's stale watermark
+    state = (("consumergroup", "readers"), ("state", "Stable"))
+    assert samples[("kafka_consumergroup_state", state)] == 1
+    prefix = "kafka_coordinator_group_groupmetadatamanager_"
+    assert samples[(prefix + "numgroupsstable", ())] == 1
+    assert samples[(prefix + "numgroupsempty", ())] == 0
+
+
+def test_the_grafana_dashboard_asks_only_for_metrics_the_broker_exports() -> None:
+    exported: set[str] = set()
+    for metric in families(_snapshot()):
+        suffixes = {
+            "counter": ("_total",),
+            "histogram": ("_bucket", "_count", "_sum"),
+        }.get(metric.type, ("",))
+        exported.update(metric.name + suffix for suffix in suffixes)
+    dashboard = json.loads((ROOT / "contrib" / "grafana" / "odradek.json").read_text())
+    asked = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+        for name in re.findall(r"\bkafka_[a-z_]+", target["expr"])
+    }
+    asked.update(
+        name
+        for variable in dashboard["templating"]["list"]
+        for name in re.findall(r"\bkafka_[a-z_]+", variable.get("definition", ""))
+    )
+    assert asked, "the dashboard asks for nothing"
+    assert asked <= exported, sorted(asked - exported)
