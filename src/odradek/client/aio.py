@@ -32,6 +32,8 @@ from odradek.client.core import (
 
 ResponseCallback = Callable[[Response | ClientError], None]
 
+_CLOSE_TIMEOUT_S = 5.0
+
 
 class AsyncConnection(CoreShell, asyncio.BufferedProtocol):
     """A connection to one broker. Open with :meth:`open`, close with :meth:`close`.
@@ -228,11 +230,17 @@ class AsyncConnection(CoreShell, asyncio.BufferedProtocol):
     # -- closing -------------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Close the connection; requests still in flight fail."""
+        """Close the connection; requests still in flight fail. A close waits for the bytes
+        already written to leave; if they cannot (a peer that does not read), the connection is
+        aborted after ``_CLOSE_TIMEOUT_S`` rather than holding the caller (a stopping broker)."""
         self._fail(ConnectionFailed(f"the connection to {self.address} was closed"))
         if self._transport is not None:
             self._transport.close()
-            await asyncio.shield(self._lost)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._lost), _CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                self._transport.abort()
+                await asyncio.shield(self._lost)
 
     def _fail(self, error: ClientError) -> None:
         if self._error is None:
