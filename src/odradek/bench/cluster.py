@@ -726,7 +726,7 @@ def _controlled_shutdown(
                 if target not in leaders and -1 not in leaders:
                     moved = time.monotonic()
         time.sleep(POLL_S)
-    return {
+    row: dict[str, Any] = {
         "event": "SIGTERM",
         "broker": target,
         "was_controller": target == state.controller,
@@ -737,6 +737,10 @@ def _controlled_shutdown(
         "exit_code": process.returncode,
         "leaderless_answers": leaderless_seen,
     }
+    if process.returncode != 0:
+        # A stop that hung ends by the broker's watchdog, which writes every thread's stack.
+        row["evidence"] = {"broker_output": "".join(cluster.brokers[target].output[-400:])}
+    return row
 
 
 # -- follower catch-up -------------------------------------------------------------------------

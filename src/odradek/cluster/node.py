@@ -23,7 +23,9 @@ session timeout, after which the controller elects new leaders. Runs on the even
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 from collections.abc import Callable
 
 from odradek.client.aio import AsyncConnection
@@ -44,6 +46,12 @@ from odradek.storage import LogManager
 log = logging.getLogger(__name__)
 
 CONTROLLED_SHUTDOWN_VERSION = 3
+_SESSION_CLOSE_TIMEOUT_S = 10
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class ClusterNode:
@@ -257,4 +265,31 @@ class ClusterNode:
             self._membership.close()
         if self._store is not None:
             self._store.close()
-        self.session.close()
+        await self._close_session()
+
+    async def _close_session(self) -> None:
+        """Close the ZooKeeper session off the event loop, waiting at most
+        ``_SESSION_CLOSE_TIMEOUT_S``: kazoo's stop joins its callback threads, and one blocked
+        in a callback must not hold the broker's exit (the session then ends by its timeout).
+        A daemon thread, so that the interpreter does not wait for it either."""
+        loop = asyncio.get_running_loop()
+        closed: asyncio.Future[None] = loop.create_future()
+
+        def close() -> None:
+            try:
+                self.session.close()
+            except Exception:
+                log.exception("closing the ZooKeeper session failed")
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(_settle, closed)
+
+        threading.Thread(target=close, name="zookeeper-close", daemon=True).start()
+        try:
+            await asyncio.wait_for(closed, _SESSION_CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            log.warning(
+                "closing the ZooKeeper session took over %d s; stopping without waiting "
+                "(ZooKeeper ends the session at its timeout)",
+                _SESSION_CLOSE_TIMEOUT_S,
+            )
