@@ -23,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
+
+from odradek.storage.fileio import write_file_atomically
 
 FILE_NAME = "odradek-metadata.json"
 FORMAT_VERSION = 2
@@ -146,21 +147,6 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 class ChangeListeners:
     """Listeners registered with a store, each called on its own loop (shared by both engines)."""
 
@@ -253,7 +239,7 @@ class LocalMetadataStore:
                 for (topic, partition), s in self._states.items()
             },
         }
-        write_atomically(self.path, json.dumps(state, indent=1, sort_keys=True).encode())
+        write_file_atomically(self.path, json.dumps(state, indent=1, sort_keys=True).encode())
 
     def reserve_producer_ids(self, count: int) -> int:
         first = self.next_producer_id_block

@@ -171,10 +171,6 @@ class Partition:
 
     # -- leader --------------------------------------------------------------------------------
 
-    @property
-    def in_sync_replicas(self) -> int:
-        return len(self._tracker.isr) if self._tracker is not None else 0
-
     def append_as_leader(
         self, records: bytes | memoryview | None, required_acks: int, now_ms: int
     ) -> AppendInfo:
@@ -189,7 +185,7 @@ class Partition:
                 f"min.insync.replicas={tracker.min_insync_replicas}",
             )
         valid = validate_for_leader(records, self.log.config, now_ms, self.name)
-        return self.append(valid.buffer, valid.headers, valid.log_append_time)
+        return self._append(tracker, valid.buffer, valid.headers, valid.log_append_time)
 
     def replicated(self, required_offset: int) -> ErrorCode | None:
         """An acks=all produce's answer once the high watermark reached ``required_offset`` (the
@@ -213,7 +209,15 @@ class Partition:
         Raises :class:`KafkaError` for an idempotent producer's sequence gap or fenced epoch, or
         NOT_LEADER_OR_FOLLOWER on a follower.
         """
-        tracker = self._leader_tracker()
+        return self._append(self._leader_tracker(), records, headers, log_append_time)
+
+    def _append(
+        self,
+        tracker: IsrTracker,
+        records: bytearray | memoryview,
+        headers: list[BatchHeader],
+        log_append_time: int | None,
+    ) -> AppendInfo:
         producers = None
         if any(h.producer_id != NO_PRODUCER_ID for h in headers):
             producers = self._producer_state()

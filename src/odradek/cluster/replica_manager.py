@@ -277,8 +277,3 @@ class ReplicaManager:
         self._states[tp] = written
         self._state_written(*tp, written)
         partition.isr_written(written.isr, written.leader_epoch, written.version)
-
-    # -- views ---------------------------------------------------------------------------------
-
-    def state_of(self, topic: str, index: int) -> PartitionState | None:
-        return self._states.get((topic, index))

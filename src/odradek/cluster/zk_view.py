@@ -60,9 +60,6 @@ class ZooKeeperClusterView:
     def live_brokers(self) -> Sequence[BrokerEndpoint]:
         return [self._brokers[b] for b in sorted(self._brokers)]
 
-    def is_live(self, broker_id: int) -> bool:
-        return broker_id in self._brokers
-
     def address_of(self, broker_id: int) -> str | None:
         endpoint = self._brokers.get(broker_id)
         return None if endpoint is None else f"{endpoint.host}:{endpoint.port}"
