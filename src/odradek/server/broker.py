@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
 from pathlib import Path
 
 from odradek.clock import Clock, SystemClock
@@ -31,6 +32,7 @@ _HOUSEKEEPING_INTERVAL_S = 0.5
 _FIRST_RETENTION_CHECK_MS = 30_000  # after start, as Kafka's first retention check
 # Kafka retries a controlled shutdown controlled.shutdown.max.retries (3) times; about as long.
 _CONTROLLED_SHUTDOWN_TIMEOUT_S = 15
+_STOP_STEP_TIMEOUT_S = 10
 
 
 class Broker:
@@ -272,28 +274,30 @@ class Broker:
         if self.node is not None and self.config.get_bool("controlled.shutdown.enable"):
             await self.node.controlled_shutdown(_CONTROLLED_SHUTDOWN_TIMEOUT_S)
         if self.metrics is not None:
-            await self.metrics.stop()
+            await _stop_step("metrics", self.metrics.stop())
             self.metrics = None
         if self._server is not None:
             self._server.close()
         if self._groups is not None:
-            await self._groups.stop()
+            await _stop_step("group coordinator", self._groups.stop())
             self._groups = None
         for task in list(self._connections):
             task.cancel()
         if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+            await _stop_step(
+                "connections", asyncio.gather(*self._connections, return_exceptions=True)
+            )
         if self._housekeeping is not None:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._housekeeping
+                await _stop_step("housekeeping", self._housekeeping)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
         if self.node is not None:
-            await self.node.stop()
+            await _stop_step("cluster node", self.node.stop())
         if self.cleaner is not None:
-            await self.cleaner.stop()
+            await _stop_step("log cleaner", self.cleaner.stop())
             self.cleaner = None
         if self._topics is not None:
             # Flushes of rolled segments and checkpoints still queued end in the flusher's
@@ -304,6 +308,15 @@ class Broker:
             self.logs.close()
             self._topics = None
         log.info("odradek broker %d stopped cleanly", self.node_id)
+
+
+async def _stop_step(name: str, step: Awaitable[object]) -> None:
+    """One step of a clean stop, given ``_STOP_STEP_TIMEOUT_S``: a step that does not end is
+    named in the log and left behind, so that the stop goes on to flush and checkpoint."""
+    try:
+        await asyncio.wait_for(step, _STOP_STEP_TIMEOUT_S)
+    except TimeoutError:
+        log.warning("stopping: %s did not finish within %d s; going on", name, _STOP_STEP_TIMEOUT_S)
 
 
 def _close_segments(segments: list[LogSegment]) -> None:
