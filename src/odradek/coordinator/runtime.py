@@ -294,6 +294,14 @@ class GroupCoordinatorRuntime:
             self.coordinator.replay(key, value)
         return len(records), next_offset
 
+    # -- transactions --------------------------------------------------------------------------
+
+    def transaction_completed(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was appended to ``__consumer_offsets-<offsets_partition>`` for
+        ``producer_id``: its pending transactional offset commits there become committed
+        (``commit``) or are dropped. Called by the WriteTxnMarkers handler after the append."""
+        return None
+
     # -- answers -------------------------------------------------------------------------------
 
     def commit_point(self, group_id: str) -> CommitPoint:
