@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.storage.producer_state import ProducerStateManager
 from odradek.protocol import compression
 from odradek.protocol.errors import KafkaError
 from odradek.protocol.record_batch import read_header
 from odradek.protocol.records import encode_batch, iter_records
 from odradek.storage import LogConfig, LogManager, PartitionLog
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
+from odradek.storage.producer_state import ProducerStateManager
 
 from .conftest import append, keyed_batch, read_all, records_of
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from odradek.storage.producer_state import ProducerStateManager
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import read_header
 from odradek.protocol.records import encode_batch
+from odradek.storage.producer_state import ProducerStateManager
 
 
 def header(producer_id: int, epoch: int, sequence: int, count: int = 1):  # type: ignore[no-untyped-def]

@@ -711,7 +711,9 @@ class PartitionLog:
         read_committed consumers may read up to."""
         first_unstable = self.producers.first_unstable_offset
         hw = self._high_watermark
-        return hw if first_unstable is None else max(min(first_unstable, hw), self._log_start_offset)
+        return (
+            hw if first_unstable is None else max(min(first_unstable, hw), self._log_start_offset)
+        )
 
     def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """``(producer id, first offset)`` of the aborted transactions that may have records
