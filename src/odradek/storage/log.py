@@ -568,8 +568,13 @@ class PartitionLog:
             len(records), first_offset, first_offset + record_count - 1, incoming_max_timestamp
         )
         batches: list[AppendedBatch] = []
+        producer_batches: list[tuple[BatchHeader, int]] | None = None
         next_offset = first_offset
         for header in headers:
+            if header.producer_id != NO_PRODUCER_ID:
+                if producer_batches is None:
+                    producer_batches = []
+                producer_batches.append((header, next_offset))
             set_base_offset(records, header.position, next_offset)
             set_partition_leader_epoch(records, header.position, leader_epoch)
             max_timestamp = header.max_timestamp
@@ -584,11 +589,9 @@ class PartitionLog:
         # the log holds (one it holds too many, past a crash, opening drops).
         self._epochs.assign(leader_epoch, first_offset)
         self._write_batches(records, batches, headers)
-        offset = first_offset
-        for header in headers:
-            if header.producer_id != NO_PRODUCER_ID:
+        if producer_batches is not None:
+            for header, offset in producer_batches:
                 self._note_producer_batch(self._segments[-1], records, header, offset)
-            offset += header.last_offset_delta + 1
         return AppendInfo(first_offset, next_offset - 1, log_append_time, self._log_start_offset)
 
     def append_as_follower(
