@@ -116,3 +116,17 @@ def test_an_undecided_transaction_is_never_cleaned(manager: LogManager, clock: M
     log.update_high_watermark(log.log_end_offset)
     cleaner.clean_until_done()
     assert [value for _, key, value in records_of(log) if key == b"a"] == [b"newest"]
+
+
+def test_aborted_data_goes_when_its_marker_is_in_the_active_segment(
+    manager: LogManager, clock: ManualClock
+) -> None:
+    log = manager.create("table", 0, COMPACT)
+    append(log, keyed_batch([(b"a", b"committed before")], timestamp=clock.time_ms()))
+    append(log, txn(clock, 7, 0, b"a", b"aborted"))
+    roll_past(log, clock)
+    append(log, end(clock, 7, commit=False))  # in the active segment, never cleaned
+    log.update_high_watermark(log.log_end_offset)
+    LogCleaner(manager, clock).clean_until_done()
+    # The aborted value neither stays nor hides the committed one it would have replaced.
+    assert [value for _, key, value in records_of(log) if key == b"a"] == [b"committed before"]

@@ -371,7 +371,13 @@ class LogCleaner:
             limit_offset=segments[limit].base_offset,
             index_max_entries=max(1, config.segment_index_bytes // OffsetIndex.entry.size),
             clean_producers=None if state.clean_producers is None else dict(state.clean_producers),
-            aborted=[e for s in segments[first:limit] for e in s.txn_index.entries],
+            # Markers of transactions with data in the sources can lie in later segments.
+            aborted=[
+                e
+                for s in segments[first:]
+                for e in s.txn_index.entries
+                if e.first_offset < segments[limit].base_offset
+            ],
         )
 
     # -- cleaning (the cleaner thread) ---------------------------------------------------------
