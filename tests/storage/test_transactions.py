@@ -123,6 +123,14 @@ def test_markers_are_checked_for_stale_epochs(open_log: Callable[..., PartitionL
         log.producers.check_marker(7, 2, 4)
     assert raised.value.code == ErrorCode.transaction_coordinator_fenced
     log.producers.check_marker(7, 3, 5)  # a newer epoch and the same coordinator: fine
+    # Transaction version 2: the coordinator bumped the epoch for the marker; the same epoch is
+    # only a retry of a marker already written.
+    log.producers.check_marker(7, 2, 5, transaction_version=2)
+    append(log, txn_batch(7, 0, epoch=3))
+    with pytest.raises(KafkaError) as raised:
+        log.producers.check_marker(7, 3, 5, transaction_version=2)
+    assert raised.value.code == ErrorCode.invalid_producer_epoch
+    log.producers.check_marker(7, 4, 5, transaction_version=2)
     log.producers.check_marker(99, 0, 0)  # a producer never seen: fine (Kafka appends it)
 
 

@@ -205,13 +205,16 @@ class Partition:
         coordinator_epoch: int,
         commit: bool,
         now_ms: int,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         """Append a COMMIT or ABORT marker for the producer's transaction as leader (the
         coordinator's WriteTxnMarkers).  Raises NOT_LEADER_OR_FOLLOWER on a follower,
         INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED for a stale marker.  A marker
         for a producer with no transaction here is appended all the same, as Kafka does."""
         tracker = self._leader_tracker()
-        self.log.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        self.log.producers.check_marker(
+            producer_id, producer_epoch, coordinator_epoch, transaction_version
+        )
         batch = bytearray(
             encode_end_txn_marker(
                 producer_id, producer_epoch, coordinator_epoch, commit=commit, now_ms=now_ms

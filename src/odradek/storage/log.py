@@ -322,7 +322,8 @@ class PartitionLog:
         """Apply one appended batch of a producer to the producer state; an aborted
         transaction goes in the ``.txnindex`` of ``segment``, which holds its marker."""
         marker: EndTxnMarker | None = None
-        if header.is_control:
+        # A control batch without records is a marker whose transaction compaction removed.
+        if header.is_control and header.record_count:
             try:
                 marker = read_end_txn_marker(buffer, header)
             except InvalidControlBatch as e:

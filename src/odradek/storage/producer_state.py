@@ -189,15 +189,26 @@ class ProducerStateManager:
             )
         return None
 
-    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+    def check_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        transaction_version: int = 0,
+    ) -> None:
         """A leader's checks of a transaction marker (Kafka's ``appendEndTxnMarker``): an epoch
         older than the producer's is INVALID_PRODUCER_EPOCH (Kafka's InvalidProducerEpoch for
-        markers; PRODUCER_FENCED is for the producer's own requests), a coordinator epoch older
-        than the last marker's is TRANSACTION_COORDINATOR_FENCED."""
+        markers; PRODUCER_FENCED is for the producer's own requests), and from transaction
+        version 2 on (KIP-890: the coordinator bumps the epoch for every marker) the same
+        epoch too, unless it is a retry of a marker already written (no transaction ongoing);
+        a coordinator epoch older than the last marker's is TRANSACTION_COORDINATOR_FENCED."""
         producer = self._producers.get(producer_id)
         if producer is None:
             return
-        if producer_epoch < producer.epoch:
+        stale = producer_epoch < producer.epoch
+        if transaction_version >= 2 and producer_epoch == producer.epoch:
+            stale = producer.txn_first_offset != NO_OFFSET
+        if stale:
             raise KafkaError(
                 ErrorCode.invalid_producer_epoch,
                 f"marker for producer {producer_id} has epoch {producer_epoch}, older than "

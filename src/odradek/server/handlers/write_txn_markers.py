@@ -30,6 +30,7 @@ def _write(
             int(marker.coordinator_epoch),
             bool(marker.transaction_result),
             ctx.services.clock.time_ms(),
+            int(getattr(marker, "transaction_version", 0)),  # v2+
         )
     except KafkaError as e:
         return e.code, None, 0
