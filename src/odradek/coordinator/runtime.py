@@ -4,8 +4,10 @@ event loop, the partitions it owns, and when its answers may be sent.
 :class:`OffsetsTopic` is the coordinator's :class:`~odradek.coordinator.coordinator.OffsetsLog`:
 records become one RecordBatch v2 per write, appended through the broker's own append path
 (``Partition.append``, on the leader, synchronously as Kafka's ``appendRecords``), and are read
-back in order when a partition is loaded. The topic is created on first need (FindCoordinator or
-a first write), compacted, as Kafka creates it.
+back in order when a partition is loaded. A TxnOffsetCommit's batch is transactional (the
+producer's id and epoch); the transaction's COMMIT/ABORT control batch, appended by
+WriteTxnMarkers, is read back as a :class:`TransactionMarker`. The topic is created on first
+need (FindCoordinator or a first write), compacted, as Kafka creates it.
 
 :class:`GroupCoordinatorRuntime` owns partitions as Kafka's ``GroupMetadataManager`` does: a lone
 broker owns them all and replays the whole topic at start. In a cluster the coordinator of a
