@@ -51,21 +51,15 @@ from odradek.cluster.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator, write_error
+from odradek.coordinator.log_reader import read_batches
 from odradek.coordinator.messages import NO_PRODUCER_ID
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader, InvalidBatch, validate_batches
-from odradek.protocol.records import (
-    NewRecord,
-    Record,
-    RecordDecodeError,
-    encode_batch,
-    iter_records,
-)
+from odradek.protocol.records import NewRecord, Record, encode_batch
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_READ_BYTES = 1 << 20
 
 
 def group_config(config: BrokerConfig, partitions: int) -> GroupConfig:
@@ -164,33 +158,20 @@ class OffsetsTopic:
         return self.topics.partition(OFFSETS_TOPIC, index)
 
     def read_from(self, partition: Partition, offset: int) -> tuple[list[LogEntry], int | None]:
-        """The entries of one read (about 1 MiB of batches) from ``offset`` on, and the offset
-        of the next read: None once the log end is reached (a leader's log end: records not
-        yet replicated included, as Kafka loads them) or the rest is unreadable."""
-        partition_log = partition.log
-        if offset >= partition_log.log_end_offset:
-            return [], None
-        piece = partition_log.read(offset, _READ_BYTES)
-        if piece is None:
-            return [], None
+        """The entries of one read from ``offset`` on, and the offset of the next read (as
+        :func:`~odradek.coordinator.log_reader.read_batches`)."""
+        batches, next_offset = read_batches(partition, offset)
         entries: list[LogEntry] = []
-        moved = False
-        try:
-            for header, batch_records in iter_records(piece.read_bytes()):
-                moved = True
-                offset = header.next_offset
-                if header.is_control:
-                    entries.extend(_markers(header, batch_records))
-                    continue
-                producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
-                entries.extend(
-                    StoredRecord(record.offset, producer_id, record.key, record.value)
-                    for record in batch_records
-                )
-        except RecordDecodeError as e:
-            log.error("%s is unreadable at offset %d: %s", partition.name, offset, e)
-            return entries, None
-        return entries, (offset if moved else None)
+        for header, records in batches:
+            if header.is_control:
+                entries.extend(_markers(header, records))
+                continue
+            producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
+            entries.extend(
+                StoredRecord(record.offset, producer_id, record.key, record.value)
+                for record in records
+            )
+        return entries, next_offset
 
 
 @dataclass(frozen=True, slots=True)
