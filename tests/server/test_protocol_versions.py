@@ -133,21 +133,6 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
     60: lambda _: {},
     65: lambda name: {"transactional_ids": []},
     66: lambda _: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
-    # Outside group management (generation -1), a transactional commit needs no live group.
-    28: lambda _: {
-        "transactional_id": "versions-txn",
-        "group_id": "versions-txn-group",
-        "producer_id": 1,
-        "producer_epoch": 0,
-        "topics": [
-            {
-                "name": TOPIC,
-                "partitions": [
-                    {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}
-                ],
-            }
-        ],
-    },
 }
 DELETE_TOPICS = 20
 # The consumer group APIs answer without an error only inside a live group, so
@@ -158,8 +143,8 @@ CONTROLLED_SHUTDOWN = 7
 OWN_CODECS = frozenset({CONTROLLED_SHUTDOWN})
 # The transaction APIs answer without an error only for a producer in a transaction, so
 # test_transaction_apis_at_both_ends drives each through one.
-ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 24, 25, 26
-TXN_APIS = frozenset({ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN})
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+TXN_APIS = frozenset({ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT})
 
 
 def ends_of(handler: Handler) -> list[int]:
@@ -343,6 +328,26 @@ def test_transaction_apis_at_both_ends(client: KafkaConnection) -> None:
             group_id=f"{tid}-group",
         )
         assert response.error_code == ErrorCode.none, version
+        # Outside group management (generation -1), a transactional commit needs no live
+        # group, only the group's partition in the transaction.
+        committed = client.request(
+            TXN_OFFSET_COMMIT,
+            version,
+            transactional_id=tid,
+            group_id=f"{tid}-group",
+            producer_id=pid,
+            producer_epoch=epoch,
+            topics=[
+                {
+                    "name": TOPIC,
+                    "partitions": [
+                        {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}
+                    ],
+                }
+            ],
+        )
+        codes = [code for _, code in error_codes(committed)]
+        assert codes == [ErrorCode.none], (version, codes)
     for version in ends_of(HANDLERS[END_TXN]):
         tid = unique_topic(f"end{version}")
         pid, epoch = _in_transaction(client, tid)
