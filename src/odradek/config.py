@@ -508,6 +508,61 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef(
             "group.max.size", ConfigType.INT, "2147483647", "most members of a group", _at_least(1)
         ),
+        # The transaction coordinator's settings (odradek.coordinator.txn_runtime).
+        ConfigDef(
+            "transaction.state.log.num.partitions",
+            ConfigType.INT,
+            "50",
+            "partitions of __transaction_state",
+            _at_least(1),
+            True,
+        ),
+        ConfigDef(
+            "transaction.state.log.replication.factor",
+            ConfigType.SHORT,
+            "3",
+            "replication factor of __transaction_state (fewer while fewer brokers are live)",
+            _at_least(1),
+            True,
+        ),
+        ConfigDef(
+            "transaction.state.log.min.isr",
+            ConfigType.INT,
+            "2",
+            "min.insync.replicas of __transaction_state (at most its replication factor)",
+            _at_least(1),
+            True,
+        ),
+        ConfigDef(
+            "transaction.state.log.segment.bytes",
+            ConfigType.INT,
+            "104857600",
+            "segment size of __transaction_state",
+            _at_least(1),
+            True,
+        ),
+        ConfigDef(
+            "transaction.max.timeout.ms",
+            ConfigType.INT,
+            "900000",
+            "longest transaction.timeout.ms a producer may ask for",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            ConfigType.INT,
+            "10000",
+            "how often the coordinator aborts transactions past their timeout",
+            _at_least(1),
+            True,
+        ),
+        ConfigDef(
+            "transaction.partition.verification.enable",
+            ConfigType.BOOLEAN,
+            "true",
+            "check with the coordinator that a transactional produce goes to a partition added "
+            "to its transaction (KIP-890)",
+        ),
         # Replication (odradek.cluster: the ISR, the follower fetcher, the controller).
         ConfigDef(
             "offsets.topic.replication.factor",

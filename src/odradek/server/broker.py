@@ -16,6 +16,7 @@ from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import BrokerEndpoint, ClusterView, LocalClusterView
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer
 from odradek.server.connection import Connection
@@ -50,6 +51,7 @@ class Broker:
         self._topics: TopicManager | None = None
         self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinatorRuntime | None = None
+        self._txns: TransactionCoordinatorRuntime | None = None
         # Counted only while metrics are served (metrics.listener).
         self.counters = BrokerCounters() if config.metrics_listener is not None else None
         self.metrics: MetricsServer | None = None
@@ -124,6 +126,11 @@ class Broker:
         self._groups = GroupCoordinatorRuntime(self.config, self._topics, self.clock)
         self._groups.start()
         self._topics.deletion_listeners.append(self._groups.on_topic_deleted)
+        self._txns = TransactionCoordinatorRuntime(
+            self.config, self._topics, self.clock, self._producer_ids, self.purgatory.replicated
+        )
+        self._txns.start()
+        self._topics.deletion_listeners.append(self._txns.on_topic_deleted)
         self._start_log_maintenance()
         host, port = self.config.listener
         # Bound before serving: the cluster view advertises the port the OS picked.
@@ -144,6 +151,7 @@ class Broker:
             )
             # The groups of the offsets partitions led here now, then as leadership moves.
             self._groups.follow(self.node.replicas.leadership_listeners)
+            self._txns.follow(self.node.replicas.leadership_listeners)
             cluster = self.node.view
         else:
             cluster = LocalClusterView(
@@ -153,11 +161,13 @@ class Broker:
                 self._groups.coordinator.partition_for,
             )
         self._topics.cluster = cluster
+        self._txns.cluster = cluster
         self._services = BrokerServices(
             config=self.config,
             clock=self.clock,
             topics=self._topics,
             groups=self._groups,
+            transactions=self._txns,
             producer_ids=self._producer_ids,
             cluster=cluster,
             logs=self.logs,
@@ -281,6 +291,9 @@ class Broker:
         if self._groups is not None:
             await _stop_step("group coordinator", self._groups.stop())
             self._groups = None
+        if self._txns is not None:
+            await _stop_step("transaction coordinator", self._txns.stop())
+            self._txns = None
         for task in list(self._connections):
             task.cancel()
         if self._connections:

@@ -16,12 +16,17 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from odradek.counters import RequestCounters
+from odradek.protocol.errors import ErrorCode
 
 
 class Watchable(Protocol):
     def add_waiter(self, callback: Callable[[], None]) -> None: ...
 
     def remove_waiter(self, callback: Callable[[], None]) -> None: ...
+
+
+class Replicating(Watchable, Protocol):
+    def replicated(self, required_offset: int) -> ErrorCode | None: ...
 
 
 class Purgatory:
@@ -73,3 +78,18 @@ class Purgatory:
             self.parked -= 1
             if self._counters is not None and api_key >= 0:
                 self._counters.parked(api_key, time.perf_counter_ns() - started)
+
+    async def replicated(
+        self, partition: Replicating, required_offset: int, timeout_s: float, api_key: int = -1
+    ) -> ErrorCode:
+        """Wait until the partition's high watermark reaches ``required_offset`` (as an acks=all
+        produce does): NONE, the error that ended the wait (leadership lost, the ISR below
+        ``min.insync.replicas``), or REQUEST_TIMED_OUT."""
+
+        def settled() -> bool:
+            return partition.replicated(required_offset) is not None
+
+        if not settled():
+            await self.park([partition], settled, timeout_s, api_key)
+        outcome = partition.replicated(required_offset)
+        return ErrorCode.request_timed_out if outcome is None else outcome

@@ -20,6 +20,7 @@ from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import ClusterView
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager
@@ -35,6 +36,7 @@ class BrokerServices:
     clock: Clock
     topics: TopicManager
     groups: GroupCoordinatorRuntime
+    transactions: TransactionCoordinatorRuntime
     producer_ids: ProducerIdManager
     cluster: ClusterView
     # Only for what is about the storage itself (DescribeLogDirs, a checkpoint after

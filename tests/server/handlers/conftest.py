@@ -22,6 +22,7 @@ from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import BrokerEndpoint, LocalClusterView, PartitionInfo
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.protocol.messages import RequestHeader, build, encode_response, request_schema
 from odradek.server.context import FrameParts, RequestContext
 from odradek.server.purgatory import Purgatory
@@ -54,15 +55,23 @@ def services(tmp_path: Path, clock: ManualClock) -> Iterator[BrokerServices]:
     groups.load()  # no timer task: tests move the clock and tick
     cluster = LocalClusterView(ENDPOINT, store.cluster_id, topics, groups.coordinator.partition_for)
     topics.cluster = cluster
+    producer_ids = ProducerIdManager(store)
+    purgatory = Purgatory()
+    transactions = TransactionCoordinatorRuntime(
+        config, topics, clock, producer_ids, purgatory.replicated
+    )
+    transactions.load()  # no timer task and no markers sent: tests call the coordinator
+    transactions.cluster = cluster
     yield BrokerServices(
         config=config,
         clock=clock,
         topics=topics,
         groups=groups,
-        producer_ids=ProducerIdManager(store),
+        transactions=transactions,
+        producer_ids=producer_ids,
         cluster=cluster,
         logs=logs,
-        purgatory=Purgatory(),
+        purgatory=purgatory,
     )
     groups.coordinator.shutdown()
     logs.close()

@@ -1,11 +1,14 @@
 """FindCoordinator (10): a group's coordinator is the leader of its partition of
-``__consumer_offsets``, as the cluster view has it; transactions are not served yet."""
+``__consumer_offsets``, a transactional id's the leader of its partition of
+``__transaction_state``, as the cluster view has them. Each internal topic is created when the
+first key looks for its coordinator, as Kafka creates it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from odradek.cluster.view import CONSUMER_OFFSETS, NO_NODE
+from odradek.cluster.view import CONSUMER_OFFSETS, NO_NODE, leader_endpoint
+from odradek.coordinator.txn_runtime import TXN_TOPIC
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
@@ -16,29 +19,34 @@ TRANSACTION_KEY = 1
 
 def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     missing: dict[str, Any] = {"key": key, "node_id": NO_NODE, "host": "", "port": -1}
-    if key_type == TRANSACTION_KEY:
-        return missing | {
-            "error_code": ErrorCode.coordinator_not_available,
-            "error_message": "this broker has no transaction coordinator",
-        }
-    if key_type != GROUP_KEY:
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return missing | {
             "error_code": ErrorCode.invalid_request,
             "error_message": f"unknown coordinator key type {key_type}",
         }
+    services = ctx.services
+    transactions = services.transactions
     try:
-        # Kafka creates the offsets topic when the first group looks for its coordinator.
-        ctx.services.groups.offsets_topic.ensure()
+        if key_type == GROUP_KEY:
+            services.groups.offsets_topic.ensure()
+        else:
+            transactions.state_topic.ensure()
     except KafkaError as e:
         return missing | {
             "error_code": ErrorCode.coordinator_not_available,
             "error_message": e.message,
         }
-    coordinator = ctx.services.cluster.group_coordinator(key)
+    if key_type == GROUP_KEY:
+        topic = CONSUMER_OFFSETS
+        coordinator = services.cluster.group_coordinator(key)
+    else:
+        topic = TXN_TOPIC
+        index = transactions.coordinator.partition_for(key)
+        coordinator = leader_endpoint(services.cluster, TXN_TOPIC, index)
     if coordinator is None:
         return missing | {
             "error_code": ErrorCode.coordinator_not_available,
-            "error_message": f"the partition of {CONSUMER_OFFSETS} for group {key!r} has no leader",
+            "error_message": f"the partition of {topic} for {key!r} has no leader",
         }
     return {
         "key": key,

@@ -1,4 +1,9 @@
-"""InitProducerId (22): producer ids and epochs for idempotent producers."""
+"""InitProducerId (22): producer ids and epochs, for idempotent and transactional producers.
+
+Without a ``transactional.id`` any broker hands out a fresh id (KIP-360: or bumps the epoch of
+the id a producer already has). With one, the transaction coordinator of that id answers: the
+id's producer id with its epoch bumped, which fences every older producer of the id.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +12,26 @@ from typing import Any
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
+from odradek.server.txn_answers import for_version
+
+_FIRST_WITH_PRODUCER_FENCED = 4
 
 
 @handles(api_key=22, min_version=0, max_version=5)
 async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Response:
-    if request.transactional_id is not None:
-        # Transactions need a transaction coordinator, which this broker does not have yet.
-        return ctx.respond(
-            throttle_time=0,
-            error_code=ErrorCode.coordinator_not_available,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
     producer_id = int(getattr(request, "producer_id", -1))
     epoch = int(getattr(request, "producer_epoch", -1))
+    if request.transactional_id is not None:
+        timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
+        answer = await ctx.services.transactions.init_producer_id(
+            request.transactional_id, timeout_ms, producer_id, epoch
+        )
+        return ctx.respond(
+            throttle_time=0,
+            error_code=for_version(answer.error, ctx.version, _FIRST_WITH_PRODUCER_FENCED),
+            producer_id=answer.producer_id,
+            producer_epoch=answer.producer_epoch,
+        )
     if producer_id >= 0 and 0 <= epoch < 32767:
         # KIP-360: a producer recovering from an error bumps its own epoch and keeps its id.
         return ctx.respond(

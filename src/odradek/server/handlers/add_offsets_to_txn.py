@@ -1,0 +1,29 @@
+"""AddOffsetsToTxn (25): a group's offsets become part of a producer's transaction — the
+``__consumer_offsets`` partition of the group is added to it, so that its TxnOffsetCommit
+records get the transaction's marker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.cluster.view import CONSUMER_OFFSETS
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+from odradek.server.txn_answers import for_version
+
+_FIRST_WITH_PRODUCER_FENCED = 2
+
+
+@handles(api_key=25, min_version=0, max_version=4)
+async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Response:
+    index = ctx.services.groups.coordinator.partition_for(request.group_id)
+    answer = await ctx.services.transactions.add_partitions(
+        request.transactional_id,
+        int(request.producer_id),
+        int(request.producer_epoch),
+        [(CONSUMER_OFFSETS, index)],
+    )
+    return ctx.respond(
+        throttle_time=0,
+        error_code=for_version(answer.error, ctx.version, _FIRST_WITH_PRODUCER_FENCED),
+    )

@@ -1,0 +1,31 @@
+"""EndTxn (26): commit or abort a producer's transaction at its coordinator.
+
+The answer comes once the coordinator's PrepareCommit/PrepareAbort record is replicated; the
+markers follow in the background (a new transaction of the producer meanwhile gets
+CONCURRENT_TRANSACTIONS until they are written). Version 5 belongs to KIP-890's second part
+(transaction version 2), which is not served.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+from odradek.server.txn_answers import for_version
+
+_FIRST_WITH_PRODUCER_FENCED = 2
+
+
+@handles(api_key=26, min_version=0, max_version=4)
+async def handle_end_txn(ctx: RequestContext, request: Any) -> Response:
+    answer = await ctx.services.transactions.end_txn(
+        request.transactional_id,
+        int(request.producer_id),
+        int(request.producer_epoch),
+        bool(request.committed),
+    )
+    return ctx.respond(
+        throttle_time=0,
+        error_code=for_version(answer.error, ctx.version, _FIRST_WITH_PRODUCER_FENCED),
+    )
