@@ -40,6 +40,7 @@ CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 CONSUMER_GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 CONFIGS_TOOL = "kafka.admin.ConfigCommand"
+TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
 
 
 @cache
