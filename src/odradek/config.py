@@ -326,6 +326,121 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "addresses given to clients",
             read_only=True,
         ),
+        # Security (odradek.security): listener names and protocols, TLS, SASL. Each ssl.* and
+        # sasl.* setting can also be given per listener as listener.name.<name>.<setting>.
+        ConfigDef(
+            "listener.security.protocol.map",
+            ConfigType.STRING,
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+            "LISTENER_NAME:SECURITY_PROTOCOL pairs",
+            read_only=True,
+        ),
+        ConfigDef(
+            "inter.broker.listener.name",
+            ConfigType.STRING,
+            None,
+            "the listener brokers advertise to each other (unset: the first listener)",
+            read_only=True,
+        ),
+        ConfigDef(
+            "ssl.keystore.type",
+            ConfigType.STRING,
+            "PEM",
+            "format of the key store (only PEM)",
+            _one_of("PEM"),
+            True,
+        ),
+        ConfigDef(
+            "ssl.keystore.location",
+            ConfigType.STRING,
+            None,
+            "PEM file with the private key and the certificate chain",
+            read_only=True,
+        ),
+        ConfigDef(
+            "ssl.keystore.certificate.chain",
+            ConfigType.PASSWORD,
+            None,
+            "the certificate chain as inline PEM",
+            read_only=True,
+        ),
+        ConfigDef(
+            "ssl.keystore.key",
+            ConfigType.PASSWORD,
+            None,
+            "the private key as inline PEM",
+            None,
+            True,
+        ),
+        ConfigDef(
+            "ssl.key.password", ConfigType.PASSWORD, None, "password of the private key", None, True
+        ),
+        ConfigDef(
+            "ssl.truststore.type",
+            ConfigType.STRING,
+            "PEM",
+            "format of the trust store (only PEM)",
+            _one_of("PEM"),
+            True,
+        ),
+        ConfigDef(
+            "ssl.truststore.location",
+            ConfigType.STRING,
+            None,
+            "PEM file of the certificate authorities client certificates are checked against",
+            read_only=True,
+        ),
+        ConfigDef(
+            "ssl.truststore.certificates",
+            ConfigType.PASSWORD,
+            None,
+            "the trusted certificates as inline PEM",
+            read_only=True,
+        ),
+        ConfigDef(
+            "ssl.client.auth",
+            ConfigType.STRING,
+            "none",
+            "none, requested or required: whether clients present certificates",
+            _one_of("none", "requested", "required"),
+            True,
+        ),
+        ConfigDef(
+            "ssl.principal.mapping.rules",
+            ConfigType.STRING,
+            "DEFAULT",
+            "how a client certificate's subject becomes a principal (only DEFAULT)",
+            _one_of("DEFAULT"),
+            True,
+        ),
+        ConfigDef(
+            "sasl.enabled.mechanisms",
+            ConfigType.LIST,
+            "GSSAPI",
+            "SASL mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)",
+            read_only=True,
+        ),
+        ConfigDef(
+            "sasl.jaas.config",
+            ConfigType.PASSWORD,
+            None,
+            'JAAS login module options (PLAIN users as user_<name>="password")',
+            read_only=True,
+        ),
+        ConfigDef(
+            "connection.failed.authentication.delay.ms",
+            ConfigType.INT,
+            "100",
+            "wait before closing a connection whose authentication failed",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "connections.max.reauth.ms",
+            ConfigType.LONG,
+            "0",
+            "KIP-368: SASL sessions last this long, then the client re-authenticates (0: forever)",
+            _at_least(0),
+        ),
         ConfigDef(
             "num.partitions", ConfigType.INT, "1", "partitions of auto-created topics", _at_least(1)
         ),
@@ -687,6 +802,44 @@ def _host_port(listener: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSpec:
+    """One entry of ``listeners`` (or ``advertised.listeners``): ``NAME://host:port`` with the
+    security protocol ``listener.security.protocol.map`` gives the name."""
+
+    name: str
+    protocol: str
+    host: str
+    port: int
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _listener_specs(entries: list[str], protocols: Mapping[str, str]) -> list[ListenerSpec]:
+    specs: list[ListenerSpec] = []
+    for entry in entries:
+        # A bare host:port (the form of older odradek configs) is a PLAINTEXT listener.
+        name = entry.split("://", 1)[0].upper() if "://" in entry else "PLAINTEXT"
+        protocol = protocols.get(name)
+        if protocol is None:
+            raise ConfigError(
+                f"listener {name} has no security protocol in listener.security.protocol.map"
+            )
+        if any(s.name == name for s in specs):
+            raise ConfigError(f"listener name {name} appears twice")
+        specs.append(ListenerSpec(name, protocol, *_host_port(entry)))
+    return specs
+
+
 class BrokerConfig:
     """The broker's settings: the properties given, over Kafka's defaults."""
 
@@ -765,6 +918,60 @@ class BrokerConfig:
             return _host_port(advertised[0])
         host, port = bound
         return ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host), port
+
+    def security_protocol_map(self) -> dict[str, str]:
+        protocols: dict[str, str] = {}
+        for pair in str(self.get("listener.security.protocol.map")).split(","):
+            name, sep, protocol = pair.strip().partition(":")
+            protocol = protocol.strip().upper()
+            if not sep or protocol not in SECURITY_PROTOCOLS:
+                raise ConfigError(
+                    f"listener.security.protocol.map: {pair.strip()!r} is not "
+                    f"NAME:{'|'.join(SECURITY_PROTOCOLS)}"
+                )
+            protocols[name.strip().upper()] = protocol
+        return protocols
+
+    def listener_specs(self) -> list[ListenerSpec]:
+        """Every entry of ``listeners``, first the one the broker was started with first."""
+        listeners = self.get("listeners")
+        assert isinstance(listeners, list) and listeners, "listeners is empty"
+        return _listener_specs(listeners, self.security_protocol_map())
+
+    def advertised_specs(self) -> dict[str, tuple[str, int]]:
+        """``advertised.listeners`` by listener name (listeners not named advertise where they
+        are bound)."""
+        advertised = self.get("advertised.listeners")
+        if not isinstance(advertised, list):
+            return {}
+        known = {s.name for s in self.listener_specs()}
+        # An advertised name must be a listener (Kafka refuses the config otherwise); a bare
+        # host:port advertises the first listener.
+        first = self.listener_specs()[0].name
+        found: dict[str, tuple[str, int]] = {}
+        for entry in advertised:
+            name = entry.split("://", 1)[0].upper() if "://" in entry else first
+            if name not in known:
+                raise ConfigError(f"advertised.listeners names {name}, which is not a listener")
+            found[name] = _host_port(entry)
+        return found
+
+    def inter_broker_listener(self) -> str:
+        """The listener brokers of a cluster register as theirs (the first unless named)."""
+        specs = self.listener_specs()
+        name = self.raw("inter.broker.listener.name")
+        if name is None:
+            return specs[0].name
+        if not any(s.name == name.upper() for s in specs):
+            raise ConfigError(f"inter.broker.listener.name {name} is not a listener")
+        return name.upper()
+
+    def listener_setting(self, listener: str, name: str) -> str | None:
+        """A setting as ``listener.name.<listener>.<name>`` gives it, else as ``name`` does."""
+        prefixed = f"listener.name.{listener.lower()}.{name}"
+        if prefixed in self.props:
+            return self.props[prefixed]
+        return self.raw(name)
 
     def topic_default(self, name: str) -> str:
         """A topic config's value where the topic does not set it: its broker synonym's."""

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import datetime
 import os
 import re
 import shutil
@@ -101,6 +103,12 @@ class RunningBroker:
         self._loop.close()
         self._loop = None
         self.broker = None
+
+    def listener_bootstrap(self, name: str) -> str:
+        """``host:port`` of the listener ``name`` (its bound port: ``listeners`` may ask for 0)."""
+        assert self.broker is not None
+        host, port = self.broker.bound_listeners[name]
+        return f"{host}:{port}"
 
     def restart(self) -> RunningBroker:
         """Stop cleanly and start again on the same port and data."""
@@ -482,3 +490,163 @@ def odradek_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
     """Three brokers on a ZooKeeper of their own, stopped after the test."""
     with RunningCluster(tmp_path_factory.mktemp("cluster")) as cluster:
         yield cluster
+
+
+class TestCertificateAuthority:
+    """A certificate authority made for one test run (with the ``cryptography`` package): its
+    certificate in ``ca_file`` (a PEM trust store for brokers and clients), and :meth:`issue` for
+    server and client certificates signed by it. Keys are fresh and never leave ``directory``."""
+
+    __test__ = False  # not a pytest test class, despite its name
+
+    def __init__(self, directory: Path, name: str = "odradek test CA") -> None:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._key = ec.generate_private_key(ec.SECP256R1())
+        self.name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = datetime.datetime.now(datetime.UTC)
+        self.certificate = (
+            x509.CertificateBuilder()
+            .subject_name(self.name)
+            .issuer_name(self.name)
+            .public_key(self._key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .sign(self._key, hashes.SHA256())
+        )
+        self.ca_file = directory / "ca.pem"
+        self.ca_file.write_bytes(_pem_certificate(self.certificate))
+
+    def issue(
+        self,
+        file_stem: str,
+        subject: dict[str, str],
+        *,
+        server: bool = False,
+        expired: bool = False,
+        key_password: str | None = None,
+    ) -> IssuedCertificate:
+        """A certificate for ``subject`` (attribute name → value, most general first:
+        ``{"O": "odradek", "OU": "eng", "CN": "alice"}``), valid for localhost and 127.0.0.1 if
+        ``server``; ``expired`` makes one whose validity ended yesterday."""
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+        oids = {
+            "CN": NameOID.COMMON_NAME,
+            "OU": NameOID.ORGANIZATIONAL_UNIT_NAME,
+            "O": NameOID.ORGANIZATION_NAME,
+            "L": NameOID.LOCALITY_NAME,
+            "ST": NameOID.STATE_OR_PROVINCE_NAME,
+            "C": NameOID.COUNTRY_NAME,
+        }
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        start, end = (
+            (now - datetime.timedelta(days=10), now - datetime.timedelta(days=1))
+            if expired
+            else (now - datetime.timedelta(days=1), now + datetime.timedelta(days=30))
+        )
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(oids[k], v) for k, v in subject.items()]))
+            .issuer_name(self.name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start)
+            .not_valid_after(end)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(
+                x509.ExtendedKeyUsage(
+                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                ),
+                critical=False,
+            )
+        )
+        if server:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName(
+                    [
+                        x509.DNSName("localhost"),
+                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    ]
+                ),
+                critical=False,
+            )
+        certificate = builder.sign(self._key, hashes.SHA256())
+        encryption: serialization.KeySerializationEncryption = (
+            serialization.BestAvailableEncryption(key_password.encode())
+            if key_password
+            else serialization.NoEncryption()
+        )
+        key_pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+        )
+        cert_pem = _pem_certificate(certificate) + _pem_certificate(self.certificate)
+        issued = IssuedCertificate(
+            self.directory / f"{file_stem}.crt",
+            self.directory / f"{file_stem}.key",
+            self.directory / f"{file_stem}.keystore.pem",
+        )
+        issued.cert_file.write_bytes(cert_pem)
+        issued.key_file.write_bytes(key_pem)
+        issued.key_file.chmod(0o600)
+        # Kafka's PEM key store: the private key and the certificate chain in one file.
+        issued.keystore_file.write_bytes(key_pem + cert_pem)
+        issued.keystore_file.chmod(0o600)
+        return issued
+
+
+@dataclasses.dataclass(frozen=True)
+class IssuedCertificate:
+    """Files of one issued certificate: the chain (leaf first), the key, and both in one PEM
+    key store (``ssl.keystore.location``)."""
+
+    cert_file: Path
+    key_file: Path
+    keystore_file: Path
+
+
+def _pem_certificate(certificate: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    pem: bytes = certificate.public_bytes(serialization.Encoding.PEM)
+    return pem
+
+
+def tls_broker_settings(
+    ca: TestCertificateAuthority, server: IssuedCertificate, listener: str | None = None
+) -> dict[str, str]:
+    """Broker properties for a TLS listener with the test CA (``listener`` prefixes them as
+    ``listener.name.<listener>.``)."""
+    prefix = f"listener.name.{listener.lower()}." if listener else ""
+    return {
+        f"{prefix}ssl.keystore.type": "PEM",
+        f"{prefix}ssl.keystore.location": str(server.keystore_file),
+        f"{prefix}ssl.truststore.location": str(ca.ca_file),
+    }

@@ -2,7 +2,8 @@
 
 :class:`MetadataStore` is what the broker needs of cluster metadata: the cluster id; topics (name,
 topic id, partition count, each partition's replica assignment, config overrides) and their
-creation, deletion, growth and config changes; producer-id blocks (Kafka's
+creation, deletion, growth and config changes; user configs (Kafka's ``/config/users/<name>``:
+SCRAM credentials, never passwords); producer-id blocks (Kafka's
 ``/latest_producer_id_block``); each partition's state (leader, leader epoch, ISR, controller
 epoch) read and written with a versioned compare-and-set; and change notifications, delivered on
 the broker's event loop. Two engines implement it: :class:`LocalMetadataStore` here (one JSON
@@ -12,8 +13,10 @@ ZooKeeper layout, a cluster).
 File format of the local store: ``odradek-metadata.json`` in the first log dir, a JSON object
 ``{"version": 2, "cluster_id": str, "next_producer_id_block": int, "topics": {name: {"id": uuid,
 "partitions": n, "replicas": [[node], ...], "configs": {}}}, "partition_states": {"topic/p":
-{"leader", "leader_epoch", "isr", "controller_epoch", "version"}}}``. Version 1 files (no
-``replicas``, no ``partition_states``) load: every partition is then assigned to this node.
+{"leader", "leader_epoch", "isr", "controller_epoch", "version"}}, "users": {name: {config:
+value}}}`` (``users`` is absent from files written before SCRAM credentials existed). Version 1
+files (no ``replicas``, no ``partition_states``) load: every partition is then assigned to this
+node.
 It is rewritten whole (temp file, fsync, rename) on every change, so a crash leaves the old or the
 new state, never a mix. Called only from the broker's event loop.
 """
@@ -134,6 +137,18 @@ class MetadataStore(Protocol):
         no state yet). Returns it with its new version; raises :class:`StaleVersionError`."""
         ...
 
+    def user_configs(self, name: str) -> dict[str, str]:
+        """A user's configs (``SCRAM-SHA-512`` → Kafka's credential text, …); empty if none."""
+        ...
+
+    def user_names(self) -> list[str]:
+        """Every user with configs, sorted."""
+        ...
+
+    def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace a user's configs; empty configs remove the user."""
+        ...
+
     def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
         """Call ``listener`` on ``loop`` (via ``call_soon_threadsafe``) after each change, the
         store's own writes included."""
@@ -172,6 +187,7 @@ class LocalMetadataStore:
         self.node_id = node_id
         self._topics: dict[str, TopicMetadata] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
+        self._users: dict[str, dict[str, str]] = {}
         self._cluster_id = cluster_id or new_cluster_id()
         self.next_producer_id_block = 0
         self._listeners = ChangeListeners()
@@ -207,6 +223,7 @@ class LocalMetadataStore:
                 dict(t["configs"]),
                 tuple(tuple(r) for r in replicas) if replicas else self._own(count),
             )
+        self._users = {name: dict(c) for name, c in state.get("users", {}).items()}
         self._states = {}
         for key, s in state.get("partition_states", {}).items():
             topic, _, partition = key.rpartition("/")
@@ -238,6 +255,7 @@ class LocalMetadataStore:
                 }
                 for (topic, partition), s in self._states.items()
             },
+            "users": self._users,
         }
         write_file_atomically(self.path, json.dumps(state, indent=1, sort_keys=True).encode())
 
@@ -293,6 +311,19 @@ class LocalMetadataStore:
         self._save()
         self._listeners.notify(MetadataChange("partition_state", topic, partition))
         return written
+
+    def user_configs(self, name: str) -> dict[str, str]:
+        return dict(self._users.get(name, {}))
+
+    def user_names(self) -> list[str]:
+        return sorted(self._users)
+
+    def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        if configs:
+            self._users[name] = dict(configs)
+        else:
+            self._users.pop(name, None)
+        self._save()
 
     def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
         self._listeners.add(loop, listener)

@@ -37,6 +37,19 @@ class BrokerEndpoint:
     host: str
     port: int
     rack: str | None = None
+    # Every listener's advertised address, (listener name, host, port); host and port above are
+    # the inter-broker listener's. Empty: the broker has the one listener.
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def on_listener(self, name: str) -> BrokerEndpoint | None:
+        """This broker as clients of listener ``name`` reach it; None if it has no such listener
+        (Kafka leaves such a broker out of Metadata)."""
+        if not self.listeners:
+            return self
+        for listener, host, port in self.listeners:
+            if listener == name:
+                return BrokerEndpoint(self.node_id, host, port, self.rack, self.listeners)
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,11 @@ Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools r
     /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":1,"leader":1,"version":1,
                                                    "leader_epoch":0,"isr":[1,2,3]}
     /config/topics/<topic>                        {"version":1,"config":{"retention.ms":"1000"}}
+    /config/users/<user>                          {"version":1,"config":{"SCRAM-SHA-512":
+                                                   "salt=…,stored_key=…,server_key=…,
+                                                   iterations=4096"}}
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
+                                                  (or "users/<user>")
     /admin/delete_topics/<topic>                  (empty: the topic is being deleted)
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0",
                                                    "block_end":"999"}  (both ends inclusive)
@@ -76,6 +80,7 @@ T = TypeVar("T")
 CLUSTER_ID_PATH = "/cluster/id"
 TOPICS_PATH = "/brokers/topics"
 TOPIC_CONFIGS_PATH = "/config/topics"
+USER_CONFIGS_PATH = "/config/users"
 CONFIG_CHANGES_PATH = "/config/changes"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
@@ -660,6 +665,44 @@ class ZooKeeperMetadataStore:
         return bool(current == data and stat.version == expected + 1)
 
     # -- change notification ---------------------------------------------------------------------
+
+    # -- users -----------------------------------------------------------------------------------
+
+    def user_configs(self, name: str) -> dict[str, str]:
+        # Read at each use rather than cached: a login is rare, and another broker may have
+        # changed the credential a moment ago.
+        try:
+            data, _ = self._call(self.zk.get, f"{USER_CONFIGS_PATH}/{name}")
+        except NoNodeError:
+            return {}
+        return decode_topic_configs(data)
+
+    def user_names(self) -> list[str]:
+        try:
+            names = self._call(self.zk.get_children, USER_CONFIGS_PATH)
+        except NoNodeError:
+            return []
+        return sorted(n for n in names if self.user_configs(n))
+
+    def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        path = f"{USER_CONFIGS_PATH}/{name}"
+        if configs:
+            data = encode_topic_configs(configs)
+            try:
+                self._call(self.zk.set, path, data)
+            except NoNodeError:
+                self._call(self.zk.create, path, data, makepath=True)
+        else:
+            with contextlib.suppress(NoNodeError):
+                self._call(self.zk.delete, path)
+        # Kafka's brokers learn of a changed entity config from this sequential znode.
+        self._call(
+            self.zk.create,
+            f"{CONFIG_CHANGES_PATH}/config_change_",
+            _json({"version": 2, "entity_path": f"users/{name}"}),
+            sequence=True,
+            makepath=True,
+        )
 
     def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
         self._listeners.add(loop, listener)

@@ -1,14 +1,16 @@
-"""The broker process: storage, topics, and the listener that serves Kafka's protocol."""
+"""The broker process: storage, topics, and the listeners that serve Kafka's protocol."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from odradek.clock import Clock, SystemClock
+from odradek.cluster.listener_view import ListenerClusterView
 from odradek.cluster.metadata_store import LocalMetadataStore, MetadataStore
 from odradek.cluster.node import ClusterNode
 from odradek.cluster.producer_ids import ProducerIdManager
@@ -19,6 +21,8 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer
+from odradek.security.listeners import Listener
+from odradek.security.scram import ScramCredential
 from odradek.server.connection import Connection
 from odradek.server.purgatory import Purgatory
 from odradek.server.registry import load_handlers
@@ -58,13 +62,19 @@ class Broker:
         self.purgatory = Purgatory(self.counters.requests if self.counters is not None else None)
         self._services: BrokerServices | None = None
         self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        self._listener_services: dict[str, BrokerServices] = {}
         self._connections: set[asyncio.Task[None]] = set()
         self._open: set[Connection] = set()
         self._housekeeping: asyncio.Task[None] | None = None
         self.cleaner: LogCleaner | None = None
         self._next_retention_ms = 0
+        # The first listener's addresses, and the inter-broker listener's advertised address
+        # (what a cluster registers); every listener's, by name, in the dicts.
         self.bound: tuple[str, int] = ("", 0)
         self.advertised: tuple[str, int] = ("", 0)
+        self.bound_listeners: dict[str, tuple[str, int]] = {}
+        self.advertised_listeners: dict[str, tuple[str, int]] = {}
         load_handlers()
 
     @property
@@ -103,8 +113,8 @@ class Broker:
             if self.node is not None:
                 await self.node.stop()
                 self.node = None
-            if self._server is not None:
-                self._server.close()
+            for server in self._servers:
+                server.close()
             if self.metrics is not None:
                 await self.metrics.stop()
             raise
@@ -132,18 +142,7 @@ class Broker:
         self._txns.start()
         self._topics.deletion_listeners.append(self._txns.on_topic_deleted)
         self._start_log_maintenance()
-        host, port = self.config.listener
-        # Bound before serving: the cluster view advertises the port the OS picked.
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: Connection(self.services, self._accept),
-            host,
-            port,
-            reuse_address=True,
-            start_serving=False,
-        )
-        sockname = self._server.sockets[0].getsockname()
-        self.bound = (sockname[0], sockname[1])
-        self.advertised = self.config.advertised(self.bound)
+        listeners = await self._bind_listeners()
         cluster: ClusterView
         if self.node is not None:
             self.node.join(
@@ -155,7 +154,7 @@ class Broker:
             cluster = self.node.view
         else:
             cluster = LocalClusterView(
-                BrokerEndpoint(self.node_id, *self.advertised),
+                BrokerEndpoint(self.node_id, *self.advertised, listeners=self._endpoints()),
                 self.store.cluster_id,
                 self._topics,
                 self._groups.coordinator.partition_for,
@@ -177,16 +176,77 @@ class Broker:
             counters=self.counters,
         )
         self._start_metrics()
-        await self._server.start_serving()
+        for listener, server in zip(listeners, self._servers, strict=True):
+            services = self._services
+            if len(listeners) > 1:
+                # Metadata and FindCoordinator answer with the addresses of the listener asked.
+                services = dataclasses.replace(
+                    services, cluster=ListenerClusterView(cluster, listener.name)
+                )
+            self._listener_services[listener.name] = services
+            await server.start_serving()
         self._housekeeping = asyncio.create_task(self._housekeep())
         log.info(
-            "odradek broker %d listening on %s:%d (advertised %s:%d), data in %s",
+            "odradek broker %d listening on %s, data in %s",
             self.node_id,
-            *self.bound,
-            *self.advertised,
+            ", ".join(
+                f"{name} {host}:{port} (advertised {a_host}:{a_port})"
+                for (name, (host, port)), (a_host, a_port) in zip(
+                    self.bound_listeners.items(), self.advertised_listeners.values(), strict=True
+                )
+            ),
             ", ".join(str(d) for d in self.log_dirs),
         )
         return self.bound
+
+    async def _bind_listeners(self) -> list[Listener]:
+        """Bind every listener's socket (not serving yet: the cluster view advertises the ports
+        the OS picked, and connections need the services built after it)."""
+        assert self.store is not None
+        store = self.store
+
+        def scram_lookup(user: str, mechanism: str) -> ScramCredential | None:
+            text = store.user_configs(user).get(mechanism)
+            return None if text is None else ScramCredential.from_kafka(text)
+
+        listeners = [
+            Listener.from_config(self.config, spec, scram_lookup)
+            for spec in self.config.listener_specs()
+        ]
+        advertised = self.config.advertised_specs()
+        loop = asyncio.get_running_loop()
+        for listener in listeners:
+            server = await loop.create_server(
+                self._connection_factory(listener),
+                listener.spec.host,
+                listener.spec.port,
+                reuse_address=True,
+                start_serving=False,
+            )
+            self._servers.append(server)
+            sockname = server.sockets[0].getsockname()
+            bound = (sockname[0], sockname[1])
+            self.bound_listeners[listener.name] = bound
+            host, port = bound
+            self.advertised_listeners[listener.name] = advertised.get(listener.name) or (
+                ("127.0.0.1" if host in ("0.0.0.0", "", "::") else host),
+                port,
+            )
+        self._server = self._servers[0]
+        self.bound = self.bound_listeners[listeners[0].name]
+        self.advertised = self.advertised_listeners[self.config.inter_broker_listener()]
+        return listeners
+
+    def _connection_factory(self, listener: Listener) -> Callable[[], Connection]:
+        def make() -> Connection:
+            return Connection(self._listener_services[listener.name], self._accept, listener)
+
+        return make
+
+    def _endpoints(self) -> tuple[tuple[str, str, int], ...]:
+        if len(self.advertised_listeners) < 2:
+            return ()
+        return tuple((name, *address) for name, address in self.advertised_listeners.items())
 
     def _start_metrics(self) -> None:
         listener = self.config.metrics_listener
@@ -286,8 +346,8 @@ class Broker:
         if self.metrics is not None:
             await _stop_step("metrics", self.metrics.stop())
             self.metrics = None
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self._groups is not None:
             await _stop_step("group coordinator", self._groups.stop())
             self._groups = None
@@ -304,9 +364,9 @@ class Broker:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await _stop_step("housekeeping", self._housekeeping)
-        if self._server is not None:
+        for server in self._servers:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+                await asyncio.wait_for(server.wait_closed(), 2)
         if self.node is not None:
             await _stop_step("cluster node", self.node.stop())
         if self.cleaner is not None:

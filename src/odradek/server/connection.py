@@ -8,6 +8,13 @@ the connection owns, and each request reaches its handler as a ``memoryview`` of
 a Produce request's record batches are not copied between the socket and the segment file. A
 fast client cannot make the broker buffer without bound: reading pauses while
 ``_READ_AHEAD_BYTES`` of whole requests wait, as Kafka stops reading a muted channel.
+
+On an SSL or SASL_SSL listener the connection first completes a TLS handshake (``start_tls``,
+so a failed handshake is logged with its reason), and Fetch responses are copied rather than sent
+with ``sendfile``. On a SASL listener only ApiVersions, SaslHandshake and SaslAuthenticate are
+served until the client has authenticated; a failed authentication closes the connection after
+``connection.failed.authentication.delay.ms``, and a session past ``connections.max.reauth.ms``
+is closed at its next request unless it re-authenticates first (KIP-368).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import ssl
 import struct
 import time
 import typing
@@ -30,6 +38,9 @@ from odradek.protocol.messages import (
     peek_header,
     response_schema,
 )
+from odradek.security.listeners import Listener
+from odradek.security.sasl import SaslSession
+from odradek.security.tls import certificate_principal
 from odradek.server.context import FrameParts, RequestContext
 from odradek.server.registry import HANDLERS
 from odradek.server.services import BrokerServices, Session
@@ -38,6 +49,14 @@ from odradek.storage import ReadSlice
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY = 17
+SASL_AUTHENTICATE_KEY = 36
+# What a SASL listener serves before the client has authenticated (Kafka's
+# SaslServerAuthenticator; anything else closes the connection).
+_BEFORE_AUTHENTICATION = frozenset({API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
+# A TLS record's first bytes (handshake content type 22, major version 3), as a size prefix.
+_TLS_HELLO_PREFIX = b"\x16\x03"
+_TLS_HANDSHAKE_TIMEOUT_S = 10.0
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 # Below this, a pread and one write cost fewer syscalls and event-loop turns than sendfile,
@@ -96,9 +115,11 @@ class Connection(asyncio.BufferedProtocol):
         self,
         services: BrokerServices,
         on_open: Callable[[Connection], Coroutine[Any, Any, None]],
+        listener: Listener | None = None,
     ) -> None:
         self.services = services
         self._on_open = on_open
+        self.listener = listener if listener is not None else Listener.plaintext()
         self._max_request = services.config.get_int("socket.request.max.bytes")
         self.transport: asyncio.Transport | None = None
         self.session = Session("?")
@@ -136,9 +157,19 @@ class Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = typing.cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
-        self.session = Session(f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer))
-        self.sendfile_ok = transport.get_extra_info("sslcontext") is None
-        self.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        listener = self.listener
+        self.session = Session(
+            f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer),
+            listener=listener.name,
+            sasl=SaslSession(listener.sasl) if listener.sasl is not None else None,
+        )
+        self.sendfile_ok = listener.ssl_context is None
+        if listener.ssl_context is not None:
+            # The client's first bytes belong to the TLS handshake that serve() starts: none
+            # may be read as a request before then.
+            self.transport.pause_reading()
+        else:
+            self.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._task = asyncio.get_running_loop().create_task(self._on_open(self))
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -229,7 +260,14 @@ class Connection(asyncio.BufferedProtocol):
         while end - start >= 4:
             (size,) = _INT32.unpack_from(view, start)
             if size < 0 or size > self._max_request:
-                hint = " (an HTTP request?)" if bytes(view[start : start + 4]).isalpha() else ""
+                prefix = bytes(view[start : start + 4])
+                hint = (
+                    " (an HTTP request?)"
+                    if prefix.isalpha()
+                    else " (a TLS handshake on a plaintext listener?)"
+                    if prefix.startswith(_TLS_HELLO_PREFIX)
+                    else ""
+                )
                 self._stop_reading(
                     f"frame of {size} bytes is outside 0..socket.request.max.bytes "
                     f"({self._max_request}){hint}"
@@ -290,7 +328,57 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- requests ----------------------------------------------------------------------------------
 
+    async def _start_tls(self) -> bool:
+        """The server side of the TLS handshake; False (logged) if it failed."""
+        context = self.listener.ssl_context
+        assert context is not None and self.transport is not None
+        loop = asyncio.get_running_loop()
+        try:
+            transport = await loop.start_tls(
+                self.transport,
+                self,
+                context,
+                server_side=True,
+                ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S,
+            )
+        except (OSError, TimeoutError, ConnectionError) as e:
+            reason = getattr(e, "reason", None) or str(e) or type(e).__name__
+            if isinstance(e, ssl.SSLCertVerificationError):
+                reason = f"{reason}: {e.verify_message}"
+            hint = ""
+            if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNEXPECTED_RECORD"):
+                hint = " (a plaintext client on a TLS listener?)"
+            log.warning(
+                "closing connection from %s to listener %s: TLS handshake failed: %s%s",
+                self.peer,
+                self.listener.name,
+                reason,
+                hint,
+            )
+            if not self.transport.is_closing():
+                self.transport.abort()
+            return False
+        if transport is None:
+            return False
+        self.transport = transport
+        self.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        if self.session.sasl is None:
+            self.session.principal = certificate_principal(transport.get_extra_info("ssl_object"))
+        return True
+
+    async def _close_after_failed_authentication(self, reason: str) -> None:
+        # Kafka delays the close so that a client guessing passwords gets few tries a second;
+        # nothing more is read meanwhile.
+        assert self.transport is not None
+        self._framing_error = reason
+        self.transport.pause_reading()
+        self._uncork()
+        await asyncio.sleep(self.listener.failed_auth_delay_ms / 1000)
+        raise CloseConnection(reason)
+
     async def serve(self) -> None:
+        if self.listener.ssl_context is not None and not await self._start_tls():
+            return
         try:
             while True:
                 frame = await self._next_frame()
@@ -307,6 +395,9 @@ class Connection(asyncio.BufferedProtocol):
                     del frame
                     if response is not None:
                         await self.write(response)
+                    sasl = self.session.sasl
+                    if sasl is not None and sasl.failure is not None:
+                        await self._close_after_failed_authentication(sasl.failure)
                     if counters is not None:
                         # Kafka's TotalTimeMs ends when the response is sent; here, when the
                         # transport has it (or, corked, when it will go at this loop turn).
@@ -343,6 +434,16 @@ class Connection(asyncio.BufferedProtocol):
         handler = HANDLERS.get(api_key)
         if handler is None:
             raise CloseConnection(f"unknown API key {api_key}")
+        sasl = self.session.sasl
+        if sasl is not None and api_key not in _BEFORE_AUTHENTICATION:
+            if not sasl.authenticated:
+                raise CloseConnection(
+                    f"API key {api_key} before SASL authentication on listener {self.listener.name}"
+                )
+            if sasl.expired(self.services.clock.monotonic_ms()):
+                raise CloseConnection(
+                    "SASL session expired (connections.max.reauth.ms) without re-authentication"
+                )
         if not handler.min_version <= api_version <= handler.max_version:
             if api_key == API_VERSIONS_KEY:
                 # KIP-511: answer in v0's format so the client can retry with a version we have.

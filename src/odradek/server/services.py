@@ -22,6 +22,7 @@ from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
+from odradek.security.sasl import SaslSession
 from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager
 
@@ -53,11 +54,20 @@ class BrokerServices:
     counters: BrokerCounters | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Session:
-    """Facts about one client connection that outlive its requests."""
+    """Facts about one client connection that outlive its requests.
+
+    ``principal`` changes once, when the connection authenticates: the connection sets it from
+    the client's certificate after a TLS handshake with ``ssl.client.auth``, and the
+    SaslAuthenticate handler from ``sasl`` when a SASL exchange succeeds. Only the connection's
+    own requests, on the event loop, read or write it."""
 
     peer: str  # "host:port" of the client
-    # Kafka's principal, as the authorizer will see it: no authentication yet, so everyone is
-    # anonymous (SASL and TLS will set it when the connection authenticates).
+    # Kafka's principal, as the authorizer sees it ("User:<name>"); ANONYMOUS until (unless)
+    # the connection authenticates.
     principal: str = ANONYMOUS
+    # The name of the listener the connection came in on.
+    listener: str = "PLAINTEXT"
+    # The SASL state of a connection to a SASL_PLAINTEXT or SASL_SSL listener; None otherwise.
+    sasl: SaslSession | None = None

@@ -1,0 +1,1 @@
+"""Listeners' security: TLS (:mod:`.tls`), SASL (:mod:`.sasl`, :mod:`.scram`)."""

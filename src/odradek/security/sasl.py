@@ -1,0 +1,185 @@
+"""SASL authentication of a connection (KIP-152: SaslHandshake, then SaslAuthenticate rounds),
+with the PLAIN and SCRAM-SHA-256/512 mechanisms.
+
+:class:`SaslSettings` is one listener's SASL configuration, read once at start:
+``sasl.enabled.mechanisms`` (or ``listener.name.<l>.sasl.enabled.mechanisms``), PLAIN users
+from a JAAS ``PlainLoginModule`` entry's ``user_<name>="<password>"`` options (the listener's
+``listener.name.<l>.plain.sasl.jaas.config``, else ``sasl.jaas.config``), SCRAM credentials
+looked up in the metadata store at each authentication (so a credential added with
+AlterUserScramCredentials applies to the next login, on every broker).
+
+:class:`SaslSession` is one connection's state: which mechanism the handshake chose, the
+mechanism's exchange in progress, and once it succeeds the principal (``User:<name>``) and, with
+``connections.max.reauth.ms`` (KIP-368), when the session expires. Pure: no I/O; the connection
+and the two handlers drive it on the event loop.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from odradek.config import BrokerConfig, ConfigError
+from odradek.security.scram import (
+    MECHANISM_TYPES,
+    CredentialLookup,
+    ScramError,
+    ScramServer,
+)
+
+PLAIN = "PLAIN"
+SUPPORTED_MECHANISMS = (PLAIN, *MECHANISM_TYPES)
+
+
+class SaslFailure(Exception):
+    """Authentication failed (wrong password, unknown user, malformed message)."""
+
+
+_JAAS_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*("((?:[^"\\]|\\.)*)"|[^\s;]+)')
+
+
+def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
+    """One JAAS login module entry, ``<class> <flag> key="value" ...;``: its class and options."""
+    body = text.strip().rstrip(";").strip()
+    parts = body.split(None, 2)
+    if len(parts) < 2 or parts[1] not in ("required", "requisite", "sufficient", "optional"):
+        raise ConfigError(f"not a JAAS login module entry: {text[:60]!r}")
+    options: dict[str, str] = {}
+    rest = parts[2] if len(parts) > 2 else ""
+    position = 0
+    while position < len(rest.strip()):
+        match = _JAAS_OPTION.match(rest, position)
+        if match is None:
+            raise ConfigError(f"malformed JAAS option near {rest[position : position + 30]!r}")
+        value = match.group(3)
+        value = re.sub(r"\\(.)", r"\1", value) if value is not None else match.group(2)
+        options[match.group(1)] = value
+        position = match.end()
+    return parts[0], options
+
+
+@dataclass(frozen=True, slots=True)
+class SaslSettings:
+    """A SASL listener's configuration (see the module doc)."""
+
+    mechanisms: tuple[str, ...]
+    plain_users: Mapping[str, str]
+    scram_lookup: CredentialLookup
+    reauth_ms: int = 0
+
+    @classmethod
+    def from_config(
+        cls, config: BrokerConfig, listener: str, scram_lookup: CredentialLookup
+    ) -> SaslSettings:
+        raw = config.listener_setting(listener, "sasl.enabled.mechanisms") or ""
+        mechanisms = tuple(m.strip().upper() for m in raw.split(",") if m.strip())
+        usable = tuple(m for m in mechanisms if m in SUPPORTED_MECHANISMS)
+        if not usable:
+            raise ConfigError(
+                f"SASL listener {listener} enables no supported mechanism "
+                f"(sasl.enabled.mechanisms={raw!r}; supported: {', '.join(SUPPORTED_MECHANISMS)})"
+            )
+        plain_users: dict[str, str] = {}
+        if PLAIN in usable:
+            jaas = config.props.get(
+                f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
+            ) or config.listener_setting(listener, "sasl.jaas.config")
+            if jaas:
+                _, options = parse_jaas(jaas)
+                plain_users = {
+                    name.removeprefix("user_"): password
+                    for name, password in options.items()
+                    if name.startswith("user_")
+                }
+        reauth = config.listener_setting(listener, "connections.max.reauth.ms") or "0"
+        return cls(usable, plain_users, scram_lookup, int(reauth))
+
+
+def _plain(message: bytes, users: Mapping[str, str]) -> str:
+    """RFC 4616: ``[authzid] NUL authcid NUL passwd``; returns the user name."""
+    parts = message.split(b"\0")
+    if len(parts) != 3:
+        raise SaslFailure("malformed PLAIN message")
+    try:
+        authzid, user, password = (p.decode() for p in parts)
+    except UnicodeDecodeError as e:
+        raise SaslFailure("PLAIN message is not UTF-8") from e
+    if not user or not password:
+        raise SaslFailure("PLAIN message without user name or password")
+    if authzid and authzid != user:
+        raise SaslFailure("authorization id differs from the user name")
+    expected = users.get(user)
+    # compare_digest against a stand-in keeps an unknown user from answering faster.
+    if not hmac.compare_digest((expected or "\0" + password).encode(), password.encode()):
+        raise SaslFailure("Invalid username or password")
+    return user
+
+
+@dataclass(slots=True)
+class SaslSession:
+    """One connection's SASL state (see the module doc)."""
+
+    settings: SaslSettings
+    mechanism: str | None = None
+    principal: str | None = None
+    # Monotonic ms past which the session must re-authenticate before another request; None:
+    # never (connections.max.reauth.ms=0).
+    expires_at_ms: int | None = None
+    # Set when authentication failed: the connection closes, after the configured delay.
+    failure: str | None = None
+    _scram: ScramServer | None = field(default=None, repr=False)
+
+    @property
+    def authenticated(self) -> bool:
+        return self.principal is not None
+
+    def handshake(self, mechanism: str) -> bool:
+        """Choose ``mechanism`` (a new exchange; also how KIP-368 re-authentication starts);
+        False if the listener does not enable it."""
+        if mechanism not in self.settings.mechanisms:
+            return False
+        self.mechanism = mechanism
+        self._scram = None
+        return True
+
+    def authenticate(self, auth_bytes: bytes, now_ms: int) -> tuple[bytes, bool]:
+        """One SaslAuthenticate round: the bytes to answer and whether the exchange is complete.
+        Raises :class:`SaslFailure` (and records it in ``failure``)."""
+        mechanism = self.mechanism
+        if mechanism is None:
+            raise SaslFailure("SaslAuthenticate before SaslHandshake")
+        try:
+            if mechanism == PLAIN:
+                user = _plain(auth_bytes, self.settings.plain_users)
+                self._succeed(user, now_ms)
+                return b"", True
+            if self._scram is None:
+                self._scram = ScramServer(mechanism, self.settings.scram_lookup)
+            answer = self._scram.step(auth_bytes)
+            if self._scram.complete:
+                assert self._scram.username is not None
+                self._succeed(self._scram.username, now_ms)
+                return answer, True
+            return answer, False
+        except (SaslFailure, ScramError) as e:
+            self.failure = (
+                "Authentication failed during authentication due to invalid credentials with "
+                f"SASL mechanism {mechanism}: {e}"
+            )
+            raise SaslFailure(self.failure) from e
+
+    def _succeed(self, user: str, now_ms: int) -> None:
+        principal = f"User:{user}"
+        if self.principal is not None and self.principal != principal:
+            # KIP-368: re-authentication may not change who the connection is.
+            raise SaslFailure(f"re-authentication as {principal}, not {self.principal}")
+        self.principal = principal
+        self.mechanism = None
+        self._scram = None
+        reauth = self.settings.reauth_ms
+        self.expires_at_ms = now_ms + reauth if reauth > 0 else None
+
+    def expired(self, now_ms: int) -> bool:
+        return self.expires_at_ms is not None and now_ms >= self.expires_at_ms
