@@ -6,7 +6,7 @@ stored and server keys derived from ``SaltedPassword = PBKDF2(password, salt, it
 Its text form is Kafka's (the value of a ``SCRAM-SHA-512`` entry of ``/config/users/<name>`` in
 ZooKeeper mode): ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``.
 
-:class:`ScramServer` is pure: messages in, messages out, no I/O.
+:class:`ScramServer` and :class:`ScramClient` are pure: messages in, messages out, no I/O.
 """
 
 from __future__ import annotations
@@ -112,8 +112,12 @@ class ScramServer:
     the server-first message, then takes the client-final message and answers the server-final
     one. ``lookup(user, mechanism)`` finds the stored credential."""
 
-    def __init__(self, mechanism: str, lookup: CredentialLookup) -> None:
+    def __init__(
+        self, mechanism: str, lookup: CredentialLookup, nonce_suffix: str | None = None
+    ) -> None:
         self.mechanism = mechanism
+        # Fixed only by tests (RFC 7677's example); otherwise fresh per exchange.
+        self._nonce_suffix = nonce_suffix
         self._lookup = lookup
         self._state = "first"
         self._credential: ScramCredential | None = None
@@ -158,7 +162,7 @@ class ScramServer:
         self._credential = credential
         self._gs2_header = f"{flag},{authzid},"
         self._client_first_bare = bare
-        self._nonce = attributes["r"] + secrets.token_urlsafe(24)
+        self._nonce = attributes["r"] + (self._nonce_suffix or secrets.token_urlsafe(24))
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
         self._state = "final"
@@ -190,3 +194,45 @@ class ScramServer:
         self._state = "done"
         server_signature = _hmac(self.mechanism, credential.server_key, auth_message)
         return b"v=" + base64.b64encode(server_signature)
+
+
+def _escape(user: str) -> str:
+    return user.replace("=", "=3D").replace(",", "=2C")
+
+
+class ScramClient:
+    """The client side of one exchange: :attr:`first_message`, then :meth:`final_message` of the
+    server-first answer, then :meth:`verify` of the server-final answer (which proves the server
+    holds the credential too)."""
+
+    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None) -> None:
+        self.mechanism = mechanism
+        self._password = password
+        self._nonce = nonce or secrets.token_urlsafe(24)
+        self._bare = f"n={_escape(user)},r={self._nonce}"
+        self.first_message = f"n,,{self._bare}".encode()
+        self._server_signature = b""
+
+    def final_message(self, server_first: bytes) -> bytes:
+        text = server_first.decode()
+        attributes = _attributes(text)
+        nonce, salt, iterations = attributes["r"], attributes["s"], int(attributes["i"])
+        if not nonce.startswith(self._nonce):
+            raise ScramError("server nonce does not extend the client's")
+        salted = salted_password(self.mechanism, self._password, base64.b64decode(salt), iterations)
+        client_key = _hmac(self.mechanism, salted, b"Client Key")
+        stored_key = hashlib.new(_HASHES[self.mechanism], client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._bare},{text},{without_proof}".encode()
+        signature = _hmac(self.mechanism, stored_key, auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = _hmac(self.mechanism, salted, b"Server Key")
+        self._server_signature = _hmac(self.mechanism, server_key, auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        attributes = _attributes(server_final.decode())
+        if "e" in attributes:
+            raise ScramError(f"server refused: {attributes['e']}")
+        if base64.b64decode(attributes.get("v", "")) != self._server_signature:
+            raise ScramError("server signature does not match")

@@ -1,0 +1,88 @@
+"""SCRAM (RFC 5802/7677): RFC 7677's worked example byte for byte, both mechanisms end to end,
+Kafka's credential text, and refusals of wrong proofs and malformed messages."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from odradek.security.scram import (
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
+    ScramClient,
+    ScramCredential,
+    ScramError,
+    ScramServer,
+    make_credential,
+)
+
+# RFC 7677, section 3.
+RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+RFC_CLIENT_NONCE = "rOprNGfwEbeRWgbNEkqO"
+RFC_SERVER_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+
+
+def test_rfc_7677_example() -> None:
+    credential = make_credential(SCRAM_SHA_256, "pencil", 4096, RFC_SALT)
+    server = ScramServer(SCRAM_SHA_256, lambda user, _m: credential, RFC_SERVER_NONCE)
+    server_first = server.step(f"n,,n=user,r={RFC_CLIENT_NONCE}".encode())
+    assert server_first == (
+        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+    )
+    server_final = server.step(
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+        b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
+    assert server_final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    assert server.complete and server.username == "user"
+
+
+@pytest.mark.parametrize("mechanism", [SCRAM_SHA_256, SCRAM_SHA_512])
+def test_client_and_server_agree(mechanism: str) -> None:
+    stored = {"a,b=c": make_credential(mechanism, "secret")}
+    server = ScramServer(mechanism, lambda user, _m: stored.get(user))
+    client = ScramClient(mechanism, "a,b=c", "secret")
+    final = client.final_message(server.step(client.first_message))
+    client.verify(server.step(final))
+    assert server.username == "a,b=c"
+
+
+@pytest.mark.parametrize("mechanism", [SCRAM_SHA_256, SCRAM_SHA_512])
+def test_wrong_password_is_refused(mechanism: str) -> None:
+    credential = make_credential(mechanism, "secret")
+    server = ScramServer(mechanism, lambda user, _m: credential)
+    client = ScramClient(mechanism, "carol", "guess")
+    final = client.final_message(server.step(client.first_message))
+    with pytest.raises(ScramError, match="invalid credentials"):
+        server.step(final)
+    assert not server.complete
+
+
+def test_unknown_user_and_malformed_messages_are_refused() -> None:
+    with pytest.raises(ScramError, match="no SCRAM-SHA-512 credential"):
+        ScramServer(SCRAM_SHA_512, lambda user, _m: None).step(b"n,,n=ghost,r=abc")
+    credential = make_credential(SCRAM_SHA_512, "x")
+    for message in (b"p=tls-unique,,n=u,r=a", b"n,,r=abc", b"garbage", b"\xff"):
+        with pytest.raises(ScramError):
+            ScramServer(SCRAM_SHA_512, lambda user, _m: credential).step(message)
+    server = ScramServer(SCRAM_SHA_512, lambda user, _m: credential)
+    server.step(b"n,,n=u,r=abc")
+    with pytest.raises(ScramError, match="nonce"):
+        server.step(b"c=biws,r=other,p=AAAA")
+
+
+def test_credential_text_is_kafkas_and_holds_no_password() -> None:
+    credential = make_credential(SCRAM_SHA_512, "hunter2", 8192)
+    text = credential.to_kafka()
+    assert [part.split("=", 1)[0] for part in text.split(",")] == [
+        "salt",
+        "stored_key",
+        "server_key",
+        "iterations",
+    ]
+    assert text.endswith(",iterations=8192")
+    assert "hunter2" not in text
+    assert ScramCredential.from_kafka(text) == credential
+    # Same password, new salt: a different credential.
+    assert make_credential(SCRAM_SHA_512, "hunter2", 8192).to_kafka() != text
