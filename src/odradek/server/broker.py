@@ -26,7 +26,7 @@ from odradek.security.scram import ScramCredential
 from odradek.server.connection import Connection
 from odradek.server.purgatory import Purgatory
 from odradek.server.registry import load_handlers
-from odradek.server.services import BrokerServices
+from odradek.server.services import BrokerServices, Session
 from odradek.storage import LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.segment import LogSegment
@@ -261,6 +261,10 @@ class Broker:
     def connection_count(self) -> int:
         """Client connections open now."""
         return len(self._open)
+
+    def sessions(self) -> list[Session]:
+        """The sessions of the client connections open now (who is connected, as whom)."""
+        return [connection.session for connection in self._open]
 
     async def _accept(self, connection: Connection) -> None:
         task = asyncio.current_task()
