@@ -54,6 +54,13 @@ def test_scram_login_sets_the_principal(secure: SecureBroker) -> None:
         assert sessions["SASL_PLAINTEXT"] == "User:carol"
 
 
+@pytest.mark.parametrize("version", [0, 2])
+def test_sasl_authenticate_at_both_ends_of_its_range(secure: SecureBroker, version: int) -> None:
+    with KafkaConnection(secure.bootstrap("SASL_PLAINTEXT")) as connection:
+        assert scram_login(connection, version=version) == (ErrorCode.none, 0)
+        assert connection.request(METADATA, 12, topics=None).brokers
+
+
 def test_requests_before_authentication_close_the_connection(secure: SecureBroker) -> None:
     with KafkaConnection(secure.bootstrap("SASL_PLAINTEXT")) as connection:
         connection.send(METADATA, 12, topics=None)
