@@ -190,7 +190,7 @@ class Broker:
             "odradek broker %d listening on %s, data in %s",
             self.node_id,
             ", ".join(
-                f"{name} {host}:{port} (advertised {a_host}:{a_port})"
+                f"{host}:{port} ({name}, advertised {a_host}:{a_port})"
                 for (name, (host, port)), (a_host, a_port) in zip(
                     self.bound_listeners.items(), self.advertised_listeners.values(), strict=True
                 )
