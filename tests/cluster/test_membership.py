@@ -159,3 +159,17 @@ def test_registration_comes_back_after_session_expiry(cluster: Cluster) -> None:
     assert member.session.session_id != old_session
     wait_for(lambda: member.controller_epoch == 2)
     assert member.is_controller
+
+
+def test_every_listener_is_registered_inter_broker_first() -> None:
+    registration = BrokerRegistration(
+        4,
+        "10.0.0.4",
+        9092,
+        listener_name="INTERNAL",
+        other_endpoints=(("SSL", "SSL", "kafka-4.example", 9093),),
+    )
+    info = json.loads(registration.to_json(0))
+    assert info["endpoints"] == ["INTERNAL://10.0.0.4:9092", "SSL://kafka-4.example:9093"]
+    assert info["listener_security_protocol_map"] == {"INTERNAL": "PLAINTEXT", "SSL": "SSL"}
+    assert BrokerRegistration.from_json(4, registration.to_json(0)) == registration

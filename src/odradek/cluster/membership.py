@@ -65,13 +65,21 @@ class BrokerRegistration:
     security_protocol: str = "PLAINTEXT"
     jmx_port: int = -1
     features: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # The broker's other listeners, (name, security protocol, host, port); the one above is the
+    # inter-broker listener, written first.
+    other_endpoints: tuple[tuple[str, str, str, int], ...] = ()
 
     def to_json(self, timestamp_ms: int) -> bytes:
         plaintext = self.security_protocol == "PLAINTEXT"
+        protocols = {self.listener_name: self.security_protocol}
+        endpoints = [f"{self.listener_name}://{self.host}:{self.port}"]
+        for name, protocol, host, port in self.other_endpoints:
+            protocols[name] = protocol
+            endpoints.append(f"{name}://{host}:{port}")
         info: dict[str, object] = {
             "features": {k: dict(v) for k, v in self.features.items()},
-            "listener_security_protocol_map": {self.listener_name: self.security_protocol},
-            "endpoints": [f"{self.listener_name}://{self.host}:{self.port}"],
+            "listener_security_protocol_map": protocols,
+            "endpoints": endpoints,
             "jmx_port": self.jmx_port,
             # Kafka's top-level host and port are its first PLAINTEXT endpoint's, for old
             # clients; without one, null and -1.
@@ -88,18 +96,22 @@ class BrokerRegistration:
     def from_json(cls, broker_id: int, data: bytes) -> BrokerRegistration:
         info = json.loads(data)
         protocols: dict[str, str] = info.get("listener_security_protocol_map") or {}
-        endpoint: str = info["endpoints"][0]
-        listener, _, address = endpoint.partition("://")
-        host, _, port = address.rpartition(":")
+        parsed = []
+        for endpoint in info["endpoints"]:
+            name, _, address = endpoint.partition("://")
+            host, _, port = address.rpartition(":")
+            parsed.append((name, protocols.get(name, name), host.strip("[]"), int(port)))
+        listener, _, host, port = parsed[0]
         return cls(
             broker_id,
-            host.strip("[]"),
-            int(port),
+            host,
+            port,
             info.get("rack"),
             listener,
             protocols.get(listener, listener),
             int(info.get("jmx_port", -1)),
             info.get("features") or {},
+            tuple(parsed[1:]),
         )
 
 

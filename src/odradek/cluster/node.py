@@ -105,16 +105,21 @@ class ClusterNode:
         logs: LogManager,
         advertised: tuple[str, int],
         group_partition: Callable[[str], int],
+        listeners: tuple[tuple[str, str, str, int], ...] = (),
     ) -> None:
         """Register this broker (refused for a duplicate id), start watching, and put every
-        hosted partition in the role its state names. On the event loop, before serving."""
+        hosted partition in the role its state names. On the event loop, before serving.
+        ``listeners`` are every listener's (name, security protocol, advertised host, port),
+        the inter-broker one (at ``advertised``) first."""
         loop = asyncio.get_running_loop()
         store = self.store
         self._topics = topics
         rack = self.config.raw("broker.rack")
-        membership = BrokerMembership(
-            self.session, BrokerRegistration(self.node_id, *advertised, rack), self.clock
+        name, protocol = (listeners[0][0], listeners[0][1]) if listeners else ("PLAINTEXT",) * 2
+        registration = BrokerRegistration(
+            self.node_id, *advertised, rack, name, protocol, other_endpoints=listeners[1:]
         )
+        membership = BrokerMembership(self.session, registration, self.clock)
         self._membership = membership
         view = ZooKeeperClusterView(self.node_id, store, membership, self.session, group_partition)
         self._view = view

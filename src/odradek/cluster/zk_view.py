@@ -99,8 +99,18 @@ class ZooKeeperClusterView:
             except NoNodeError:
                 continue  # gone again already
             registration = BrokerRegistration.from_json(broker_id, data)
+            others = registration.other_endpoints
             self._brokers[broker_id] = BrokerEndpoint(
-                broker_id, registration.host, registration.port, registration.rack
+                broker_id,
+                registration.host,
+                registration.port,
+                registration.rack,
+                (
+                    (registration.listener_name, registration.host, registration.port),
+                    *((name, host, port) for name, _, host, port in others),
+                )
+                if others
+                else (),
             )
 
     def partition_state_changed(self, topic: str, index: int) -> PartitionState | None:

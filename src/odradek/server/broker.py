@@ -16,7 +16,7 @@ from odradek.cluster.node import ClusterNode
 from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import BrokerEndpoint, ClusterView, LocalClusterView
-from odradek.config import BrokerConfig
+from odradek.config import BrokerConfig, ConfigError
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
@@ -146,7 +146,11 @@ class Broker:
         cluster: ClusterView
         if self.node is not None:
             self.node.join(
-                self._topics, self.logs, self.advertised, self._groups.coordinator.partition_for
+                self._topics,
+                self.logs,
+                self.advertised,
+                self._groups.coordinator.partition_for,
+                self._registered_listeners(listeners),
             )
             # The groups of the offsets partitions led here now, then as leadership moves.
             self._groups.follow(self.node.replicas.leadership_listeners)
@@ -236,6 +240,24 @@ class Broker:
         self.bound = self.bound_listeners[listeners[0].name]
         self.advertised = self.advertised_listeners[self.config.inter_broker_listener()]
         return listeners
+
+    def _registered_listeners(
+        self, listeners: list[Listener]
+    ) -> tuple[tuple[str, str, str, int], ...]:
+        """What a cluster's registration lists: every listener, the inter-broker one first."""
+        inter_broker = self.config.inter_broker_listener()
+        protocol = next(lst.spec.protocol for lst in listeners if lst.name == inter_broker)
+        if protocol != "PLAINTEXT":
+            # Followers and the transaction coordinator connect with the project's own client,
+            # which speaks neither TLS nor SASL yet.
+            raise ConfigError(
+                f"inter.broker.listener.name {inter_broker} is {protocol}: brokers of a cluster "
+                "talk PLAINTEXT only for now; name a PLAINTEXT listener"
+            )
+        ordered = sorted(listeners, key=lambda lst: lst.name != inter_broker)
+        return tuple(
+            (lst.name, lst.spec.protocol, *self.advertised_listeners[lst.name]) for lst in ordered
+        )
 
     def _connection_factory(self, listener: Listener) -> Callable[[], Connection]:
         def make() -> Connection:

@@ -1,0 +1,97 @@
+"""Listeners in a ZooKeeper cluster: every broker registers all its listeners (Kafka's
+``endpoints`` list), Metadata over one listener names every broker at that listener's address,
+and replication runs over the PLAINTEXT inter-broker listener while clients use SSL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.config import ConfigError
+from odradek.testing import (
+    RunningBroker,
+    TestCertificateAuthority,
+    tls_broker_settings,
+    wait_until,
+)
+
+TIMEOUT_S = 20
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, zookeeper_connect: str) -> Iterator[list[RunningBroker]]:
+    ca = TestCertificateAuthority(tmp_path / "certs")
+    server = ca.issue("broker", {"CN": "localhost"}, server=True)
+    brokers: list[RunningBroker] = []
+    try:
+        for broker_id in (1, 2):
+            settings = {
+                "broker.id": str(broker_id),
+                "zookeeper.connect": zookeeper_connect,
+                "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "offsets.topic.replication.factor": "2",
+                **tls_broker_settings(ca, server),
+            }
+            brokers.append(RunningBroker(tmp_path / f"b{broker_id}", settings).start())
+        brokers[0].ca_file = ca.ca_file  # type: ignore[attr-defined]
+        yield brokers
+    finally:
+        for broker in brokers:
+            broker.stop()
+
+
+def test_clients_get_the_addresses_of_their_listener(cluster: list[RunningBroker]) -> None:
+    ca_file = str(cluster[0].ca_file)  # type: ignore[attr-defined]
+    ssl_config = {
+        "bootstrap.servers": cluster[0].listener_bootstrap("SSL"),
+        "security.protocol": "SSL",
+        "ssl.ca.location": ca_file,
+    }
+    for listener, config in (
+        ("SSL", ssl_config),
+        ("PLAINTEXT", {"bootstrap.servers": cluster[1].bootstrap}),
+    ):
+        expected = {b.listener_bootstrap(listener) for b in cluster}
+
+        def addresses(config: dict[str, str] = config) -> set[str] | None:
+            brokers = AdminClient(config).list_topics(timeout=TIMEOUT_S).brokers.values()
+            found = {f"{b.host}:{b.port}" for b in brokers}
+            return found if len(found) == 2 else None
+
+        assert wait_until(addresses, what="both brokers registered") == expected
+
+    topic = f"replicated-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(ssl_config)
+    admin.create_topics([NewTopic(topic, 1, 2)])[topic].result(TIMEOUT_S)
+    producer = Producer({**ssl_config, "acks": "all", "message.timeout.ms": TIMEOUT_S * 1000})
+    for i in range(20):
+        producer.produce(topic, value=b"%d" % i)
+    assert producer.flush(TIMEOUT_S) == 0
+    consumer = Consumer({**ssl_config, "group.id": "g", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = []
+    while len(got) < 20:
+        message = consumer.poll(TIMEOUT_S)
+        assert message is not None and message.error() is None
+        got.append(message.value())
+    consumer.close()
+    assert got == [b"%d" % i for i in range(20)]
+
+
+def test_a_tls_inter_broker_listener_is_refused(tmp_path: Path, zookeeper_connect: str) -> None:
+    ca = TestCertificateAuthority(tmp_path / "certs")
+    server = ca.issue("broker", {"CN": "localhost"}, server=True)
+    settings = {
+        "zookeeper.connect": zookeeper_connect,
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "inter.broker.listener.name": "SSL",
+        **tls_broker_settings(ca, server),
+    }
+    with pytest.raises(ConfigError, match="talk PLAINTEXT only"):
+        RunningBroker(tmp_path / "b", settings).start()
