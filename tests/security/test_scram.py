@@ -4,6 +4,8 @@ Kafka's credential text, and refusals of wrong proofs and malformed messages."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 
 import pytest
 
@@ -86,3 +88,35 @@ def test_credential_text_is_kafkas_and_holds_no_password() -> None:
     assert ScramCredential.from_kafka(text) == credential
     # Same password, new salt: a different credential.
     assert make_credential(SCRAM_SHA_512, "hunter2", 8192).to_kafka() != text
+
+
+def _final_with_nonce(server_first: str, nonce: str, password: str) -> bytes:
+    """A client-final message carrying ``nonce``, its proof computed the way librdkafka does
+    (over the client-first-bare, the server-first as received, and this message)."""
+    fields = dict(part.split("=", 1) for part in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac(
+        "sha512", password.encode(), base64.b64decode(fields["s"]), int(fields["i"])
+    )
+    client_key = hmac.new(salted, b"Client Key", "sha512").digest()
+    stored_key = hashlib.sha512(client_key).digest()
+    without_proof = f"c=biws,r={nonce}"
+    auth_message = f"n=u,r=cn,{server_first},{without_proof}".encode()
+    signature = hmac.new(stored_key, auth_message, "sha512").digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+def test_librdkafka_doubled_nonce_is_accepted_other_prefixes_are_not() -> None:
+    """librdkafka before 2.2 (Debian's kcat) sends r=<client nonce><combined nonce>."""
+    credential = make_credential(SCRAM_SHA_512, "pw")
+    for prefix, accepted in (("", True), ("cn", True), ("xx", False)):
+        server = ScramServer(SCRAM_SHA_512, lambda user, _m: credential)
+        server_first = server.step(b"n,,n=u,r=cn").decode()
+        combined = server_first.split(",")[0][2:]
+        final = _final_with_nonce(server_first, prefix + combined, "pw")
+        if accepted:
+            server.step(final)
+            assert server.complete
+        else:
+            with pytest.raises(ScramError, match="nonce"):
+                server.step(final)

@@ -129,6 +129,9 @@ class SaslSession:
     expires_at_ms: int | None = None
     # Set when authentication failed: the connection closes, after the configured delay.
     failure: str | None = None
+    # After a SaslHandshake v0 the SASL tokens come as bare size-prefixed frames, not
+    # SaslAuthenticate requests (Kafka before 1.0).
+    legacy_tokens: bool = False
     _scram: ScramServer | None = field(default=None, repr=False)
 
     @property
@@ -142,6 +145,7 @@ class SaslSession:
             return False
         self.mechanism = mechanism
         self._scram = None
+        self.legacy_tokens = False
         return True
 
     def authenticate(self, auth_bytes: bytes, now_ms: int) -> tuple[bytes, bool]:

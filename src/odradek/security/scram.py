@@ -124,6 +124,7 @@ class ScramServer:
         self._client_first_bare = ""
         self._server_first = ""
         self._nonce = ""
+        self._client_nonce = ""
         self._gs2_header = ""
         self.username: str | None = None
 
@@ -162,6 +163,7 @@ class ScramServer:
         self._credential = credential
         self._gs2_header = f"{flag},{authzid},"
         self._client_first_bare = bare
+        self._client_nonce = attributes["r"]
         self._nonce = attributes["r"] + (self._nonce_suffix or secrets.token_urlsafe(24))
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"
@@ -173,7 +175,10 @@ class ScramServer:
         if not sep:
             raise ScramError("SCRAM client-final message lacks p=")
         attributes = _attributes(without_proof)
-        if attributes.get("r") != self._nonce:
+        # librdkafka before 2.2 echoes its own nonce again in front of the combined one; older
+        # Kafka accepted any prefix (endsWith), newer only the exact nonce. Only that one quirk
+        # is let through here: the proof covers the message as sent either way.
+        if attributes.get("r") not in (self._nonce, self._client_nonce + self._nonce):
             raise ScramError("SCRAM nonce mismatch")
         if attributes.get("c") != base64.b64encode(self._gs2_header.encode()).decode():
             raise ScramError("SCRAM channel binding mismatch")

@@ -39,7 +39,7 @@ from odradek.protocol.messages import (
     response_schema,
 )
 from odradek.security.listeners import Listener
-from odradek.security.sasl import SaslSession
+from odradek.security.sasl import SaslFailure, SaslSession
 from odradek.security.tls import certificate_principal
 from odradek.server.context import FrameParts, RequestContext
 from odradek.server.registry import HANDLERS
@@ -389,6 +389,9 @@ class Connection(asyncio.BufferedProtocol):
                 if counters is not None:
                     started = time.perf_counter_ns()
                     (api_key,) = _INT16.unpack_from(frame)
+                    sasl = self.session.sasl
+                    if sasl is not None and sasl.legacy_tokens:
+                        api_key = SASL_AUTHENTICATE_KEY  # a bare token has no header
                 try:
                     response = await self.dispatch(frame)
                     # A live view would keep the receive buffer from being reused.
@@ -430,11 +433,13 @@ class Connection(asyncio.BufferedProtocol):
                 self.transport.close()
 
     async def dispatch(self, frame: memoryview) -> bytes | FrameParts | None:
+        sasl = self.session.sasl
+        if sasl is not None and sasl.legacy_tokens and sasl.mechanism is not None:
+            return self._legacy_sasl_token(sasl, bytes(frame))
         api_key, api_version, correlation_id = peek_header(frame)
         handler = HANDLERS.get(api_key)
         if handler is None:
             raise CloseConnection(f"unknown API key {api_key}")
-        sasl = self.session.sasl
         if sasl is not None and api_key not in _BEFORE_AUTHENTICATION:
             if not sasl.authenticated:
                 raise CloseConnection(
@@ -471,6 +476,19 @@ class Connection(asyncio.BufferedProtocol):
         if isinstance(response, FrameParts | bytes):
             return response
         return encode_response(correlation_id, response)
+
+    def _legacy_sasl_token(self, sasl: SaslSession, token: bytes) -> bytes | None:
+        """A SASL token after SaslHandshake v0: the answer goes back as a bare frame too; a
+        failure has no answer (Kafka just closes)."""
+        try:
+            answer, complete = sasl.authenticate(token, self.services.clock.monotonic_ms())
+        except SaslFailure:
+            return None  # serve() sees sasl.failure and closes after the delay
+        if complete:
+            assert sasl.principal is not None
+            self.session.principal = sasl.principal
+            sasl.legacy_tokens = False
+        return _INT32.pack(len(answer)) + answer
 
     def _unsupported_api_versions(self) -> Any:
         return build(

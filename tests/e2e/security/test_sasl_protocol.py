@@ -4,6 +4,7 @@ delayed close, the principal a connection gets, and re-authentication on a manua
 
 from __future__ import annotations
 
+import struct
 import time
 from pathlib import Path
 
@@ -138,3 +139,25 @@ def test_reauthentication(reauth_broker: RunningBroker) -> None:
             connection.assert_closed_by_broker()
     finally:
         reauth_broker.stop()
+
+
+def test_legacy_tokens_after_handshake_v0(secure: SecureBroker) -> None:
+    """Kafka before 1.0: after SaslHandshake v0 the SCRAM messages are bare size-prefixed
+    frames, answered the same way."""
+    with KafkaConnection(secure.bootstrap("SASL_PLAINTEXT")) as connection:
+        handshake = connection.request(SASL_HANDSHAKE, 0, mechanism=SCRAM_SHA_256)
+        assert handshake.error_code == ErrorCode.none
+        client = ScramClient(SCRAM_SHA_256, "carol", "carol-secret")
+        connection.send_raw(struct.pack(">i", len(client.first_message)) + client.first_message)
+        server_first = bytes(connection.read_frame())
+        final = client.final_message(server_first)
+        connection.send_raw(struct.pack(">i", len(final)) + final)
+        client.verify(bytes(connection.read_frame()))
+        assert connection.request(METADATA, 12, topics=None).brokers
+    with KafkaConnection(secure.bootstrap("SASL_PLAINTEXT")) as connection:
+        connection.request(SASL_HANDSHAKE, 0, mechanism=SCRAM_SHA_256)
+        client = ScramClient(SCRAM_SHA_256, "carol", "wrong")
+        connection.send_raw(struct.pack(">i", len(client.first_message)) + client.first_message)
+        final = client.final_message(bytes(connection.read_frame()))
+        connection.send_raw(struct.pack(">i", len(final)) + final)
+        connection.assert_closed_by_broker()
