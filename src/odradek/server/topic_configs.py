@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from odradek.config import BROKER_CONFIGS, TOPIC_CONFIGS
+from odradek.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigType
 
 if TYPE_CHECKING:
     from odradek.server.services import BrokerServices
@@ -71,7 +71,9 @@ def describe_broker_configs(
         definition = BROKER_CONFIGS.get(name)
         if definition is None:
             continue
-        value = services.config.raw(name)
+        # As Kafka: a password (a key's, a JAAS entry with PLAIN users) is never shown.
+        sensitive = definition.kind is ConfigType.PASSWORD
+        value = None if sensitive else services.config.raw(name)
         source = STATIC_BROKER_CONFIG if name in services.config.props else DEFAULT_CONFIG
         described.append(
             {
@@ -79,7 +81,7 @@ def describe_broker_configs(
                 "value": value,
                 "read_only": definition.read_only,
                 "config_source": source,
-                "is_sensitive": False,
+                "is_sensitive": sensitive,
                 "synonyms": [{"name": name, "value": value, "source": source}]
                 if include_synonyms
                 else [],

@@ -58,6 +58,9 @@ def secure_settings(ca: TestCertificateAuthority, server: IssuedCertificate) -> 
         "listener.name.mtls.ssl.client.auth": "required",
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+        # Unused (the listener's own entry wins) but set, so that DescribeConfigs has a secret
+        # to hide.
+        "sasl.jaas.config": JAAS,
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
         "connection.failed.authentication.delay.ms": "50",
         "num.partitions": "1",

@@ -128,3 +128,16 @@ def test_wrong_password_is_refused(
     admin.poll(1)  # error_cb runs from poll
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
     assert any("Authentication failed" in e.str() for e in errors), errors
+
+
+def test_passwords_are_not_described(secure: SecureBroker) -> None:
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": secure.bootstrap("PLAINTEXT")})
+    resource = ConfigResource(ResourceType.BROKER, "1")
+    configs = admin.describe_configs([resource])[resource].result(TIMEOUT_S)
+    assert configs["ssl.keystore.location"].value is not None
+    for name in ("ssl.key.password", "sasl.jaas.config", "ssl.keystore.key"):
+        assert configs[name].is_sensitive and configs[name].value is None
+    assert configs["sasl.jaas.config"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert not any("alice-secret" in (c.value or "") for c in configs.values())
