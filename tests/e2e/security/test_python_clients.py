@@ -75,10 +75,14 @@ def test_kafka_python(secure: SecureBroker, kind: str) -> None:
     assert got == _values(topic)
 
 
-def test_kafka_python_wrong_password(secure: SecureBroker) -> None:
+def test_kafka_python_wrong_password(
+    secure: SecureBroker, caplog: pytest.LogCaptureFixture
+) -> None:
     config = kafka_python_config(secure, "scram") | {"sasl_plain_password": "nope"}
+    # kafka-python retries a failed login until its bootstrap timeout.
     with pytest.raises(KafkaError):
-        KafkaProducer(**config, max_block_ms=3000)
+        KafkaProducer(**config, max_block_ms=3000, bootstrap_timeout_ms=3000)
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in caplog.text
 
 
 # -- aiokafka -------------------------------------------------------------------------------------
