@@ -16,6 +16,9 @@ from odradek.cluster.view import BrokerEndpoint, ClusterView, PartitionInfo
 
 
 class ListenerClusterView:
+    """A :class:`~odradek.cluster.view.ClusterView` for one listener's clients (see the module
+    doc): nothing of its own on disk, nothing to lose in a crash; event loop only."""
+
     __slots__ = ("_view", "listener")
 
     def __init__(self, view: ClusterView, listener: str) -> None:

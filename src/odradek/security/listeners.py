@@ -19,6 +19,8 @@ from odradek.security.tls import server_context
 
 @dataclass(frozen=True, slots=True)
 class Listener:
+    """One listener's security, shared by its connections (see the module doc)."""
+
     spec: ListenerSpec
     ssl_context: ssl.SSLContext | None = None
     sasl: SaslSettings | None = None

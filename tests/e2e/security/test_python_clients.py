@@ -19,6 +19,11 @@ from .conftest import SecureBroker
 
 TIMEOUT_S = 15
 COUNT = 30
+# Mechanism, user and password of each SASL case (users of the module's broker).
+LOGINS = {
+    "plain": ("PLAIN", "alice", "alice-secret"),
+    "scram": ("SCRAM-SHA-512", "carol", "carol-secret"),
+}
 
 
 def _values(topic: str) -> list[bytes]:
@@ -40,10 +45,7 @@ def kafka_python_config(secure: SecureBroker, kind: str) -> dict[str, Any]:
             "ssl_keyfile": str(secure.client.key_file),
             **tls,
         }
-    mechanism, user, password = {
-        "plain": ("PLAIN", "alice", "alice-secret"),
-        "scram": ("SCRAM-SHA-512", "carol", "carol-secret"),
-    }[kind]
+    mechanism, user, password = LOGINS[kind]
     return {
         "bootstrap_servers": secure.bootstrap("SASL_SSL"),
         "security_protocol": "SASL_SSL",
@@ -101,10 +103,7 @@ def aiokafka_config(secure: SecureBroker, kind: str) -> dict[str, Any]:
             "security_protocol": "SSL",
             "ssl_context": context,
         }
-    mechanism, user, password = {
-        "plain": ("PLAIN", "alice", "alice-secret"),
-        "scram": ("SCRAM-SHA-512", "carol", "carol-secret"),
-    }[kind]
+    mechanism, user, password = LOGINS[kind]
     return {
         "bootstrap_servers": secure.bootstrap("SASL_SSL"),
         "security_protocol": "SASL_SSL",
