@@ -400,16 +400,24 @@ class TransactionCoordinatorRuntime:
         """Write ``job``'s markers to every partition, then the Complete record."""
         try:
             await self._send_markers(job)
-            write = self.coordinator.markers_done(job)
-            if write is not None:
+            delay = _RETRY_FIRST_S
+            # A failed Complete write (too few in-sync replicas of __transaction_state while a
+            # broker is down, a timeout) leaves the transaction prepared, and its producer
+            # answered CONCURRENT_TRANSACTIONS, until it is written: retried while this broker
+            # still coordinates the transaction, as Kafka's marker channel retries its append.
+            while (write := self.coordinator.markers_done(job)) is not None:
                 error = await self._write(write)
-                if error != ErrorCode.none:
-                    log.warning(
-                        "completing transaction %s failed (%s); the next load of its "
-                        "partition completes it",
-                        job.transactional_id,
-                        error.name,
-                    )
+                if error == ErrorCode.none:
+                    break
+                log.info(
+                    "completing transaction %s failed (%s); retrying",
+                    job.transactional_id,
+                    error.name,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
+                if self._stopping:
+                    break
         except asyncio.CancelledError:
             raise
         except Exception:

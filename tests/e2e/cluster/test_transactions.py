@@ -57,10 +57,14 @@ def cluster(tmp_path: Path) -> Iterator[RunningCluster]:
 
 def create_spread_topic(cluster: RunningCluster, topic: str) -> None:
     """RF=3, partition i led by broker i+1 (each partition's leader a different broker)."""
-    assignments = [
-        {"partition_index": i, "broker_ids": [(i + k) % 3 + 1 for k in range(3)]}
-        for i in range(PARTITIONS)
-    ]
+    create_assigned_topic(
+        cluster, topic, [[(i + k) % 3 + 1 for k in range(3)] for i in range(PARTITIONS)]
+    )
+
+
+def create_assigned_topic(cluster: RunningCluster, topic: str, replicas: list[list[int]]) -> None:
+    """A topic whose partition i has the replicas ``replicas[i]``, the first its leader."""
+    assignments = [{"partition_index": i, "broker_ids": r} for i, r in enumerate(replicas)]
     with KafkaConnection(address(cluster, live_ids(cluster)[0])) as connection:
         response = connection.request(
             CREATE_TOPICS,
@@ -77,8 +81,8 @@ def create_spread_topic(cluster: RunningCluster, topic: str) -> None:
             ],
         )
     assert response.topics[0].error_code == ErrorCode.none, response
-    for i in range(PARTITIONS):
-        assert wait_for_leader(cluster, topic, i, isr_size=3).leader == i + 1
+    for i, r in enumerate(replicas):
+        assert wait_for_leader(cluster, topic, i, isr_size=len(r)).leader == r[0]
 
 
 def find_coordinator(cluster: RunningCluster, key: str, key_type: int) -> int:
@@ -397,6 +401,61 @@ def test_a_partition_leaders_death_leaves_no_half_transaction(cluster: RunningCl
     finally:
         loop.stop()
     check_end_state(cluster, topic, loop)
+
+
+def test_a_prepared_commit_is_completed_by_the_next_coordinator(cluster: RunningCluster) -> None:
+    """A transaction held in PrepareCommit (one of its partitions has no leader, so its marker
+    cannot be written) when its coordinator dies: the next coordinator loads it, and once the
+    partition is back writes the marker there and the Complete record."""
+    topic = f"prepared-{uuid.uuid4().hex[:8]}"
+    create_spread_topic(cluster, topic)
+    tid = f"tx-{topic}"
+    producer = txn_producer(cluster.bootstrap, tid)
+    coordinator = find_coordinator(cluster, tid, TRANSACTION_KEY)
+    lone, heir = (b for b in (1, 2, 3) if b != coordinator)
+    pinned = f"pinned-{topic}"
+    create_assigned_topic(cluster, pinned, [[lone]])  # RF=1: offline while ``lone`` is down
+    producer.begin_transaction()
+    for p in range(PARTITIONS):
+        producer.produce(topic, value=b"1:%d" % p, partition=p)
+    producer.produce(pinned, value=b"1:pinned")
+    producer.flush(TIMEOUT_S)
+
+    cluster.kill(lone)
+    wait_for_leader(cluster, topic, lone - 1, not_on=(lone,))
+    txn_partition = next(
+        i for i in range(3) if wait_for_leader(cluster, "__transaction_state", i).leader == coordinator
+    )
+    producer.commit_transaction(TIMEOUT_S)  # answered once PrepareCommit is replicated
+    survivors = ",".join(address(cluster, b) for b in live_ids(cluster))
+    assert describe_transaction(survivors, tid).state == "PrepareCommit"  # type: ignore[union-attr]
+
+    cluster.kill(coordinator)
+    wait_for_leader(cluster, "__transaction_state", txn_partition, not_on=(coordinator,))
+    assert find_coordinator(cluster, tid, TRANSACTION_KEY) == heir
+    loaded = wait_until(
+        lambda: describe_transaction(address(cluster, heir), tid), TIMEOUT_S, 0.2, "a load"
+    )
+    assert loaded.state == "PrepareCommit"
+    cluster.start_broker(lone)
+    done = wait_until(
+        lambda: (i := describe_transaction(address(cluster, heir), tid))
+        and i.state == "CompleteCommit"
+        and i,
+        TIMEOUT_S,
+        0.2,
+        "the transaction completed by the new coordinator",
+    )
+    assert done.coordinator_id == heir
+    bootstrap = ",".join(address(cluster, b) for b in live_ids(cluster))
+    wait_until(lambda: stable_everywhere(bootstrap, topic), TIMEOUT_S, 0.2, "LSO at the end")
+    assert sorted(read_all(bootstrap, topic, "read_committed")) == [b"1:0", b"1:1", b"1:2"]
+    assert read_all(bootstrap, pinned, "read_committed", partitions=1) == [b"1:pinned"]
+    # The producer carries on with the new coordinator.
+    producer.begin_transaction()
+    producer.produce(topic, value=b"2:0", partition=0)
+    producer.commit_transaction(TIMEOUT_S)
+    assert b"2:0" in read_all(bootstrap, topic, "read_committed")
 
 
 # -- 4: consume-transform-produce ---------------------------------------------------------------
