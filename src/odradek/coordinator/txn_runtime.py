@@ -256,6 +256,13 @@ class TransactionCoordinatorRuntime:
 
     def _resume(self, jobs: Iterable[MarkerJob]) -> None:
         for job in jobs:
+            log.info(
+                "transaction %s was found prepared to %s on loading (coordinator epoch %d): "
+                "sending its markers",
+                job.transactional_id,
+                "commit" if job.commit else "abort",
+                job.coordinator_epoch,
+            )
             self._spawn(self._complete(job), f"markers-{job.transactional_id}")
 
     def on_topic_deleted(self, topic: str) -> None:

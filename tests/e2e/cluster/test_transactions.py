@@ -19,7 +19,7 @@ import collections
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -233,8 +233,11 @@ def test_transactions_span_partitions_led_by_every_broker(cluster: RunningCluste
     assert stable_everywhere(cluster.bootstrap, topic)
 
     info = wait_until(
-        lambda: (i := describe_transaction(cluster.bootstrap, tid)) and i.state == "CompleteCommit"
-        and i,
+        lambda: (
+            (i := describe_transaction(cluster.bootstrap, tid))
+            and i.state == "CompleteCommit"
+            and i
+        ),
         TIMEOUT_S,
         what="the Complete record",
     )
@@ -242,8 +245,8 @@ def test_transactions_span_partitions_led_by_every_broker(cluster: RunningCluste
     for p in range(PARTITIONS):
         # Each leader (two of them not the coordinator) wrote the markers: the producer has no
         # open transaction there, and the marker's coordinator epoch is recorded.
-        (known,) = [x for x in describe_producers(cluster.bootstrap, topic, p)
-                    if x.producer_id == info.producer_id]  # fmt: skip
+        producers = describe_producers(cluster.bootstrap, topic, p)
+        (known,) = [x for x in producers if x.producer_id == info.producer_id]
         assert known.producer_epoch == info.producer_epoch
         assert known.current_txn_start_offset == -1
         assert known.coordinator_epoch >= 0
@@ -274,15 +277,13 @@ def test_transactions_span_partitions_led_by_every_broker(cluster: RunningCluste
             transactional_id=tid,
             acks=-1,
             timeout_ms=10_000,
-            topic_data=[
-                {"name": topic, "partition_data": [{"index": other, "records": batch}]}
-            ],
+            topic_data=[{"name": topic, "partition_data": [{"index": other, "records": batch}]}],
         )
     (answer,) = response.responses[0].partition_responses
     assert answer.error_code == ErrorCode.invalid_txn_state
     producer.commit_transaction(TIMEOUT_S)
     got = read_all(cluster.bootstrap, topic, "read_committed")
-    assert sorted(got) == sorted(expected + [b"open"])
+    assert sorted(got) == sorted([*expected, b"open"])
 
 
 # -- 2 and 3: kill -9 under a producer looping transactions ----------------------------------
@@ -299,6 +300,9 @@ class TransactionLoop:
         self.committed: set[int] = set()
         self.errors: list[str] = []
         self.producers = 0
+        # Run on the loop's thread right after the next commit is acknowledged: the coordinator
+        # has written PrepareCommit and is sending the markers.
+        self.after_commit: Callable[[], None] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="txn-loop", daemon=True)
         self._thread.start()
@@ -320,6 +324,9 @@ class TransactionLoop:
                     producer.produce(self.topic, value=b"%d:%d" % (txn, p), partition=p)
                 self._commit(producer)
                 self.committed.add(txn)
+                hook, self.after_commit = self.after_commit, None
+                if hook is not None:
+                    hook()
             except KafkaException as e:
                 error = e.args[0]
                 self.errors.append(str(error))
@@ -341,6 +348,18 @@ class TransactionLoop:
                 if not e.args[0].retriable() or time.monotonic() > deadline:
                     raise
                 self.errors.append(f"retried: {e.args[0]}")
+
+    def kill_after_next_commit(self, cluster: RunningCluster, broker_id: int) -> float:
+        """kill -9 of ``broker_id`` just after a commit is acknowledged; when it died."""
+        killed = threading.Event()
+
+        def kill() -> None:
+            cluster.kill(broker_id)
+            killed.set()
+
+        self.after_commit = kill
+        wait_until(killed.is_set, TIMEOUT_S, 0.01, f"broker {broker_id} killed after a commit")
+        return time.monotonic()
 
     def wait_for_more(self, count: int) -> None:
         target = len(self.committed) + count
@@ -371,13 +390,12 @@ def test_the_coordinators_death_leaves_no_half_transaction(cluster: RunningClust
     try:
         loop.wait_for_more(10)
         coordinator = find_coordinator(cluster, tid, TRANSACTION_KEY)
-        cluster.kill(coordinator)
-        killed_at = time.monotonic()
+        killed_at = loop.kill_after_next_commit(cluster, coordinator)
         new = find_coordinator(cluster, tid, TRANSACTION_KEY)
         assert new != coordinator
         loop.wait_for_more(10)
-        print(f"coordinator {coordinator} → {new}: commits again after "
-              f"{time.monotonic() - killed_at:.1f} s")  # fmt: skip
+        took = time.monotonic() - killed_at
+        print(f"coordinator {coordinator} → {new}: commits again after {took:.1f} s")
     finally:
         loop.stop()
     check_end_state(cluster, topic, loop)
@@ -395,7 +413,7 @@ def test_a_partition_leaders_death_leaves_no_half_transaction(cluster: RunningCl
         loop.wait_for_more(10)
         coordinator = find_coordinator(cluster, tid, TRANSACTION_KEY)
         victim = next(b for b in (1, 2, 3) if b != coordinator)  # leads partition victim-1
-        cluster.kill(victim)
+        loop.kill_after_next_commit(cluster, victim)
         wait_for_leader(cluster, topic, victim - 1, not_on=(victim,))
         loop.wait_for_more(10)
     finally:
@@ -424,7 +442,9 @@ def test_a_prepared_commit_is_completed_by_the_next_coordinator(cluster: Running
     cluster.kill(lone)
     wait_for_leader(cluster, topic, lone - 1, not_on=(lone,))
     txn_partition = next(
-        i for i in range(3) if wait_for_leader(cluster, "__transaction_state", i).leader == coordinator
+        i
+        for i in range(3)
+        if wait_for_leader(cluster, "__transaction_state", i).leader == coordinator
     )
     producer.commit_transaction(TIMEOUT_S)  # answered once PrepareCommit is replicated
     survivors = ",".join(address(cluster, b) for b in live_ids(cluster))
@@ -439,9 +459,11 @@ def test_a_prepared_commit_is_completed_by_the_next_coordinator(cluster: Running
     assert loaded.state == "PrepareCommit"
     cluster.start_broker(lone)
     done = wait_until(
-        lambda: (i := describe_transaction(address(cluster, heir), tid))
-        and i.state == "CompleteCommit"
-        and i,
+        lambda: (
+            (i := describe_transaction(address(cluster, heir), tid))
+            and i.state == "CompleteCommit"
+            and i
+        ),
         TIMEOUT_S,
         0.2,
         "the transaction completed by the new coordinator",
