@@ -14,7 +14,8 @@ retrying until every partition has its marker, then writing the Complete record.
 
 A crash anywhere in this leaves a Prepare record without its Complete one, or nothing: the next
 load finds the Prepare state and sends the markers again (a second marker for a transaction
-already ended is harmless to the partition).
+already ended is harmless to the partition). A Complete record that cannot be written yet (too
+few in-sync replicas) is retried for as long as this broker coordinates the transaction.
 
 Everything runs on the broker's event loop thread.
 """

@@ -5,7 +5,8 @@ partition; the partitions a transaction writes are led by other brokers, which g
 COMMIT/ABORT markers over WriteTxnMarkers and ask the coordinator (AddPartitionsToTxn v4
 ``verify_only``, KIP-890) whether a transactional producer's first batch belongs to its
 transaction. These tests drive a confluent-kafka transactional producer through that, then kill
--9 the coordinator and a partition leader under a producer looping transactions, and run a
+-9 the coordinator and a partition leader under a producer looping transactions, hold a
+transaction in PrepareCommit (a partition offline) while its coordinator dies, and run a
 consume-transform-produce loop whose group coordinator is another broker: every transaction is
 wholly there or wholly absent for read_committed readers, and every acknowledged commit is kept.
 
@@ -221,7 +222,7 @@ def test_transactions_span_partitions_led_by_every_broker(cluster: RunningCluste
     producer.flush(TIMEOUT_S)
     producer.abort_transaction(TIMEOUT_S)
     producer.begin_transaction()
-    producer.produce(topic, value=b"last", partition=coordinator % PARTITIONS)
+    producer.produce(topic, value=b"last", partition=coordinator - 1)  # led by it
     producer.commit_transaction(TIMEOUT_S)
 
     expected = sorted([b"c%d" % i for i in range(30)] + [b"last"])
@@ -254,14 +255,14 @@ def test_transactions_span_partitions_led_by_every_broker(cluster: RunningCluste
     # KIP-890 between brokers: a transactional batch to a partition not in the transaction,
     # at a leader that is not the coordinator, is refused after asking the coordinator.
     producer.begin_transaction()
-    producer.produce(topic, value=b"open", partition=coordinator % PARTITIONS)
+    producer.produce(topic, value=b"open", partition=coordinator - 1)
     producer.flush(TIMEOUT_S)
     ongoing = wait_until(
         lambda: (i := describe_transaction(cluster.bootstrap, tid)) and i.state == "Ongoing" and i,
         TIMEOUT_S,
         what="an ongoing transaction",
     )
-    other = next(p for p in range(PARTITIONS) if p + 1 != coordinator)
+    other = coordinator % PARTITIONS  # led by broker other + 1, not the coordinator
     batch = encode_batch(
         [NewRecord(None, b"sneaked")],
         producer_id=ongoing.producer_id,
