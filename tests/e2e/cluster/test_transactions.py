@@ -292,13 +292,15 @@ def test_transactions_span_partitions_led_by_every_broker(cluster: RunningCluste
 
 class TransactionLoop:
     """A confluent-kafka transactional producer on a thread: transaction after transaction of
-    one record ``<txn>:<p>`` per partition, noting each commit acknowledged. A retriable error
+    one record ``<txn>:<p>`` per partition, every fourth aborted, noting each commit and abort
+    acknowledged. A retriable error
     retries the commit, an abortable one aborts, a fatal one starts a new producer with the same
     transactional.id (which fences the old one and ends its transaction)."""
 
     def __init__(self, bootstrap: str, topic: str, tid: str) -> None:
         self.bootstrap, self.topic, self.tid = bootstrap, topic, tid
         self.committed: set[int] = set()
+        self.aborted: set[int] = set()
         self.errors: list[str] = []
         self.producers = 0
         # Run on the loop's thread right after the next commit is acknowledged: the coordinator
@@ -323,6 +325,11 @@ class TransactionLoop:
                 producer.begin_transaction()
                 for p in range(PARTITIONS):
                     producer.produce(self.topic, value=b"%d:%d" % (txn, p), partition=p)
+                if txn % 4 == 0:
+                    producer.flush(TIMEOUT_S)  # the records are in the logs before the abort
+                    producer.abort_transaction(TIMEOUT_S)
+                    self.aborted.add(txn)
+                    continue
                 self._commit(producer)
                 self.committed.add(txn)
                 hook, self.after_commit = self.after_commit, None
@@ -377,8 +384,11 @@ def check_end_state(cluster: RunningCluster, topic: str, loop: TransactionLoop) 
     wait_until(lambda: stable_everywhere(bootstrap, topic), TIMEOUT_S, 0.2, "LSO at the log end")
     seen = read_all(bootstrap, topic, "read_committed")
     assert_whole_transactions(seen, loop.committed, PARTITIONS)
+    read = {int(v.split(b":")[0]) for v in seen}
+    assert not read & loop.aborted, f"aborted transactions read: {read & loop.aborted}"
     print(
-        f"{len(loop.committed)} commits acknowledged, {len(seen) // PARTITIONS} read, "
+        f"{len(loop.committed)} commits and {len(loop.aborted)} aborts acknowledged, "
+        f"{len(read)} transactions read, "
         f"{loop.producers} producers, errors: {loop.errors[:5]}"
     )
 
