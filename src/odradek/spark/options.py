@@ -13,7 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.client.data import EARLIEST, LATEST, TopicPartition
+from odradek.client.data import (
+    EARLIEST,
+    LATEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    TopicPartition,
+)
 
 _DURATION_UNITS = {
     "ms": 1,
@@ -201,6 +207,21 @@ def _bootstrap(options: Mapping[str, str]) -> str:
     return servers.strip()
 
 
+_ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+
+
+def _isolation_level(options: Mapping[str, str]) -> int:
+    """``kafka.isolation.level`` as a Kafka consumer takes it: read_committed reads up to the
+    last stable offset and never sees aborted transactions; read_uncommitted (the default)
+    reads up to the high watermark, aborted and open transactions included."""
+    raw = (_get(options, "kafka.isolation.level") or "read_uncommitted").strip().lower()
+    if raw not in _ISOLATION_LEVELS:
+        raise OptionError(
+            f"option kafka.isolation.level must be read_uncommitted or read_committed, not {raw!r}"
+        )
+    return _ISOLATION_LEVELS[raw]
+
+
 # -- read and write options ------------------------------------------------------------------
 
 
@@ -219,6 +240,7 @@ class ReadOptions:
     min_offsets_per_trigger: int | None
     max_trigger_delay_ms: int
     fetch_max_bytes: int
+    isolation_level: int = READ_UNCOMMITTED  # kafka.isolation.level
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -270,6 +292,7 @@ class ReadOptions:
             max_trigger_delay_ms=parse_duration_ms(delay) if delay is not None else 15 * 60_000,
             fetch_max_bytes=_int(options, "kafka.max.partition.fetch.bytes", minimum=1024)
             or 8 << 20,
+            isolation_level=_isolation_level(options),
         )
 
 
