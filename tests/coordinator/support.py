@@ -52,12 +52,31 @@ class MemoryLog:
 
     def __init__(self) -> None:
         self.records: list[tuple[int, bytes, bytes | None]] = []
+        # The producer id of each record's batch (-1: not transactional).
+        self.producers: list[int] = []
+        # (records before it, partition, producer id, commit)
+        self.markers: list[tuple[int, int, int, bool]] = []
         self.fail_with: ErrorCode | None = None
 
-    def write(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    def write(
+        self,
+        partition: int,
+        records: list[tuple[bytes, bytes | None]],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+    ) -> int:
         if self.fail_with is not None:
             raise KafkaError(self.fail_with, "write refused by the test")
+        first = len(self.records)
         self.records.extend((partition, key, value) for key, value in records)
+        self.producers.extend([producer_id] * len(records))
+        return first
+
+    def mark(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` in ``partition``, after the records so
+        far (in a real log: a control batch, written by WriteTxnMarkers)."""
+        self.markers.append((len(self.records), partition, producer_id, commit))
 
     def decoded(self) -> list[tuple[rec.Key, rec.Value | None]]:
         out = []
@@ -128,9 +147,18 @@ class Harness:
         other.clock = self.clock
         other.log = MemoryLog()
         other.log.records = list(self.log.records)
+        other.log.producers = list(self.log.producers)
+        other.log.markers = list(self.log.markers)
         other.coordinator = GroupCoordinator(self.config, other.log, self.clock)
-        for _, key, value in self.log.records:
-            other.coordinator.replay(key, value)
+        markers = sorted(self.log.markers)
+        for offset, (_, key, value) in enumerate([*self.log.records, (0, b"", None)]):
+            while markers and markers[0][0] == offset:
+                _, partition, producer_id, commit = markers.pop(0)
+                other.coordinator.complete_transaction(partition, producer_id, commit)
+            if offset < len(self.log.records):
+                other.coordinator.replay(
+                    key, value, offset=offset, producer_id=self.log.producers[offset]
+                )
         other.coordinator.finish_loading()
         return other
 

@@ -131,6 +131,21 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
     },
     43: lambda _: {"election_type": 0, "topic_partitions": None, "timeout": 5000},
     60: lambda _: {},
+    # Outside group management (generation -1), a transactional commit needs no live group.
+    28: lambda _: {
+        "transactional_id": "versions-txn",
+        "group_id": "versions-txn-group",
+        "producer_id": 1,
+        "producer_epoch": 0,
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}
+                ],
+            }
+        ],
+    },
 }
 DELETE_TOPICS = 20
 # The consumer group APIs answer without an error only inside a live group, so

@@ -99,11 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmark a broker (a fresh one by default)")
     add_bench_arguments(bench)
     bench.set_defaults(run=_bench)
-    from odradek.cli import cluster, groups, topics
+    from odradek.cli import cluster, groups, topics, transactions
 
     cluster.add_parser(commands)
     groups.add_parser(commands)
     topics.add_parser(commands)
+    transactions.add_parser(commands)
     return parser
 
 

@@ -555,3 +555,178 @@ class ClusterAdmin(AdminClient):
         starts = await self.list_offsets(wanted, EARLIEST)
         ends = await self.list_offsets(wanted, LATEST)
         return {tp: (starts[tp], ends[tp]) for tp in wanted if tp in starts and tp in ends}
+
+
+# -- transactions --------------------------------------------------------------------------------
+
+DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS, WRITE_TXN_MARKERS = 61, 65, 66, 27
+TRANSACTION_KEY = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTransaction:
+    transactional_id: str
+    producer_id: int
+    state: str
+    coordinator_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionInfo:
+    transactional_id: str
+    coordinator_id: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_ms: int  # -1: no transaction running
+    partitions: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerInfo:
+    """A producer as a partition's leader knows it (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no open transaction in the partition
+
+
+class TransactionAdmin(AdminClient):
+    """What ``kafka-transactions.sh`` does: list and describe transactions at their coordinators,
+    describe a partition's producers at its leader, and abort a hanging transaction by writing
+    its ABORT marker to the partition (WriteTxnMarkers, as Kafka's admin client does)."""
+
+    CLIENT_ID = "odradek-transactions"
+
+    async def list_transactions(
+        self,
+        states: Sequence[str] = (),
+        producer_ids: Sequence[int] = (),
+        min_duration_ms: int = -1,
+    ) -> list[ListedTransaction]:
+        """Every broker's transactions (each coordinates its own), sorted by id."""
+        found: list[ListedTransaction] = []
+        for node_id, host, port in await self._brokers():
+            connection = await self._broker(host, port)
+            response = await connection.request(
+                LIST_TRANSACTIONS,
+                {
+                    "state_filters": list(states),
+                    "producer_id_filters": list(producer_ids),
+                    "duration_filter": min_duration_ms,
+                },
+                highest=1,
+            )
+            if response.error_code != ErrorCode.none:
+                raise ClientError(f"ListTransactions failed: {response.error_code.name}")
+            found += [
+                ListedTransaction(
+                    t.transactional_id, int(t.producer_id), t.transaction_state, node_id
+                )
+                for t in response.transaction_states
+            ]
+        return sorted(found, key=lambda t: t.transactional_id)
+
+    async def _txn_coordinator(self, transactional_id: str) -> tuple[int, AsyncConnection]:
+        response = await self._bootstrap.request(
+            FIND_COORDINATOR, {"key": transactional_id, "key_type": TRANSACTION_KEY}, highest=3
+        )
+        if response.error_code != ErrorCode.none:
+            raise ClientError(
+                f"no coordinator for transactional id {transactional_id!r}: "
+                f"{response.error_code.name}"
+            )
+        return int(response.node_id), await self._broker(response.host, int(response.port))
+
+    async def describe_transaction(self, transactional_id: str) -> TransactionInfo | None:
+        """The transactional id's state at its coordinator; None if it does not know the id."""
+        node_id, coordinator = await self._txn_coordinator(transactional_id)
+        response = await coordinator.request(
+            DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]}, highest=0
+        )
+        (state,) = response.transaction_states
+        if state.error_code == ErrorCode.transactional_id_not_found:
+            return None
+        if state.error_code != ErrorCode.none:
+            raise ClientError(f"DescribeTransactions failed: {state.error_code.name}")
+        start = state.transaction_start_time
+        return TransactionInfo(
+            transactional_id,
+            node_id,
+            state.transaction_state,
+            int(state.producer_id),
+            int(state.producer_epoch),
+            int(state.transaction_timeout.total_seconds() * 1000),
+            int(start.timestamp() * 1000) if state.transaction_state == "Ongoing" else -1,
+            tuple((t.topic, int(p)) for t in state.topics for p in t.partitions),
+        )
+
+    async def _leader(self, topic: str, partition: int) -> AsyncConnection:
+        metadata = await self._bootstrap.request(
+            METADATA, {"topics": [{"name": topic}], "allow_auto_topic_creation": False}, highest=9
+        )
+        addresses = {int(b.node_id): (b.host, int(b.port)) for b in metadata.brokers}
+        for t in metadata.topics:
+            for p in t.partitions:
+                if int(p.partition_index) == partition and int(p.leader_id) in addresses:
+                    return await self._broker(*addresses[int(p.leader_id)])
+        raise ClientError(f"{topic}-{partition} does not exist or has no leader")
+
+    async def describe_producers(self, topic: str, partition: int) -> list[ProducerInfo]:
+        leader = await self._leader(topic, partition)
+        response = await leader.request(
+            DESCRIBE_PRODUCERS,
+            {"topics": [{"name": topic, "partition_indexes": [partition]}]},
+            highest=0,
+        )
+        (p,) = response.topics[0].partitions
+        if p.error_code != ErrorCode.none:
+            raise ClientError(f"DescribeProducers of {topic}-{partition}: {p.error_code.name}")
+        return [
+            ProducerInfo(
+                int(a.producer_id),
+                int(a.producer_epoch),
+                int(a.last_sequence),
+                int(a.last_timestamp),
+                int(a.coordinator_epoch),
+                int(a.current_txn_start_offset),
+            )
+            for a in p.active_producers
+        ]
+
+    async def abort_transaction(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+    ) -> None:
+        """Write the ABORT marker of ``producer_id``'s open transaction to the partition."""
+        leader = await self._leader(topic, partition)
+        response = await leader.request(
+            WRITE_TXN_MARKERS,
+            {
+                "markers": [
+                    {
+                        "producer_id": producer_id,
+                        "producer_epoch": producer_epoch,
+                        "transaction_result": False,
+                        "topics": [{"name": topic, "partition_indexes": [partition]}],
+                        "coordinator_epoch": coordinator_epoch,
+                    }
+                ]
+            },
+        )
+        for marker in response.markers:
+            for t in marker.topics:
+                for p in t.partitions:
+                    if p.error_code != ErrorCode.none:
+                        raise ClientError(
+                            f"aborting producer {producer_id}'s transaction in "
+                            f"{topic}-{partition}: {ErrorCode(p.error_code).name}"
+                        )

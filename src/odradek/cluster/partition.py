@@ -203,13 +203,16 @@ class Partition:
         headers: list[BatchHeader],
         log_append_time: int | None,
     ) -> AppendInfo:
-        """Append batches already validated (by :meth:`append_as_leader`, or by the coordinator
-        that wrote them) as leader; a retried idempotent batch gets its first offsets back.
-
-        Raises :class:`KafkaError` for an idempotent producer's sequence gap or fenced epoch, or
+        """Append batches a coordinator wrote (already validated) as leader. Raises
         NOT_LEADER_OR_FOLLOWER on a follower.
+
+        A coordinator's transactional batch (a TxnOffsetCommit) carries base sequence 0 every
+        time, as Kafka's coordinator writes it: like Kafka's ``AppendOrigin.COORDINATOR`` its
+        sequence is not checked (nor taken for a retry). Kafka still checks its epoch.
         """
-        return self._append(self._leader_tracker(), records, headers, log_append_time)
+        return self._append(
+            self._leader_tracker(), records, headers, log_append_time, from_coordinator=True
+        )
 
     def _append(
         self,
@@ -217,11 +220,13 @@ class Partition:
         records: bytearray | memoryview,
         headers: list[BatchHeader],
         log_append_time: int | None,
+        *,
+        from_coordinator: bool = False,
     ) -> AppendInfo:
         producers = None
         if any(h.producer_id != NO_PRODUCER_ID for h in headers):
             producers = self._producer_state()
-            earlier = [producers.check(h) for h in headers]
+            earlier = [None if from_coordinator else producers.check(h) for h in headers]
             if earlier[0] is not None and all(e is not None for e in earlier):
                 last = earlier[-1]
                 assert last is not None

@@ -20,6 +20,13 @@ timers cancelled). A request for a group of a partition being loaded gets
 COORDINATOR_LOAD_IN_PROGRESS, for one of a partition not owned NOT_COORDINATOR, as Kafka's
 ``validateGroupStatus``. A lone broker owns every partition (``finish_loading()``).
 
+Transactional offset commits (TxnOffsetCommit, KIP-98) are written as a transactional batch of
+the committing producer and kept pending per producer in the group
+(:attr:`~odradek.coordinator.group.Group.pending_offsets`); the producer's COMMIT or ABORT
+marker in the group's partition — appended by WriteTxnMarkers, or met on replay — applies or
+drops them (:meth:`GroupCoordinator.complete_transaction`), as Kafka's
+``OffsetMetadataManager``.
+
 The coordinator does no I/O of its own and is called from one thread (the broker's event loop).
 """
 
@@ -28,13 +35,14 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol as TypingProtocol
 
 from odradek.clock import Clock
 from odradek.coordinator import records as rec
 from odradek.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
 from odradek.coordinator.messages import (
+    NO_PRODUCER_ID,
     CommitRequest,
     CommittedOffset,
     DescribedMember,
@@ -48,11 +56,13 @@ from odradek.coordinator.messages import (
     LeaveResult,
     ListedGroup,
     MemberIdentity,
+    OffsetCommit,
     Protocol,
     SyncReply,
     SyncRequest,
     SyncResult,
     TopicPartition,
+    TxnCommitRequest,
 )
 from odradek.coordinator.timers import Timers
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -65,9 +75,18 @@ UNKNOWN_MEMBER_ID = ""
 class OffsetsLog(TypingProtocol):
     """Where the coordinator's records go: one partition of ``__consumer_offsets`` per group."""
 
-    def write(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+    def write(
+        self,
+        partition: int,
+        records: Sequence[tuple[bytes, bytes | None]],
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+    ) -> int:
         """Append ``(key, value)`` records (``None`` value: a tombstone) to ``partition``, all
-        or none; raise :class:`KafkaError` when they cannot be written."""
+        or none, as one batch: a transactional one of ``producer_id`` when given. Returns the
+        log offset of the first record (the others follow it); raises :class:`KafkaError`
+        when they cannot be written."""
         ...
 
 
@@ -127,6 +146,9 @@ class GroupCoordinator:
         # whose records are being replayed.
         self.owned: set[int] = set()
         self.loading: set[int] = set()
+        # (offsets partition, producer id) -> groups with commits pending in that producer's
+        # transaction: where its COMMIT or ABORT marker in that partition applies.
+        self.open_transactions: dict[tuple[int, int], set[str]] = {}
 
     # -- time ----------------------------------------------------------------------------------
 
@@ -151,8 +173,18 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return rec.partition_for(group_id, self.config.offsets_partitions)
 
-    def replay(self, key: bytes | None, value: bytes | None) -> None:
-        """Apply one record of ``__consumer_offsets``, read back in log order at start."""
+    def replay(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        offset: int = -1,
+        producer_id: int = NO_PRODUCER_ID,
+    ) -> None:
+        """Apply one record of ``__consumer_offsets``, read back in log order at start:
+        ``offset`` is its place in the log, ``producer_id`` that of its batch when the batch is
+        transactional (the commit is then pending until the producer's marker,
+        :meth:`complete_transaction`)."""
         if key is None:
             log.warning("skipping a record without a key in __consumer_offsets")
             return
@@ -169,15 +201,25 @@ class GroupCoordinator:
             tp = (decoded_key.topic, decoded_key.partition)
             if decoded is None:
                 group.offsets.pop(tp, None)
+                group.drop_pending_offset(tp)
+                return
+            assert isinstance(decoded, rec.OffsetValue)
+            committed = CommittedOffset(
+                decoded.offset,
+                decoded.leader_epoch,
+                decoded.metadata,
+                decoded.commit_timestamp,
+                offset,
+            )
+            if producer_id == NO_PRODUCER_ID:
+                group.offsets[tp] = committed
             else:
-                assert isinstance(decoded, rec.OffsetValue)
-                group.offsets[tp] = CommittedOffset(
-                    decoded.offset, decoded.leader_epoch, decoded.metadata, decoded.commit_timestamp
-                )
+                self._add_pending(group, producer_id, {tp: committed})
             return
-        offsets = group.offsets
+        previous = group
         group = self.groups[decoded_key.group] = Group(decoded_key.group, self._wall())
-        group.offsets = offsets
+        group.offsets = previous.offsets
+        group.pending_offsets = previous.pending_offsets
         if decoded is None:
             return
         assert isinstance(decoded, rec.GroupValue)
@@ -237,6 +279,8 @@ class GroupCoordinator:
         coordinator) and their timers are cancelled. Returns how many groups were dropped."""
         self.owned.discard(partition)
         self.loading.discard(partition)
+        for key in [k for k in self.open_transactions if k[0] == partition]:
+            del self.open_transactions[key]
         doomed = {g for g in self.groups if self.partition_for(g) == partition}
         if not doomed:
             return 0
@@ -277,6 +321,7 @@ class GroupCoordinator:
             and group.generation == 0
             and group.protocol_type is None
             and not group.offsets
+            and not group.pending_offsets
             and not group.pending_members
         )
 
@@ -927,31 +972,18 @@ class GroupCoordinator:
             # "simple" group of its own.
             group = Group(request.group_id, self._wall())
             created = True
-        error = self._check_commit(group, request)
+        error = self._check_commit(
+            group,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id,
+            transactional=False,
+        )
         if error is not ErrorCode.none:
             return self._all(request, error)
-        results: dict[TopicPartition, ErrorCode] = {}
-        accepted: dict[TopicPartition, CommittedOffset] = {}
-        now = self._wall()
-        for commit in request.offsets:
-            tp = (commit.topic, commit.partition)
-            metadata = commit.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[tp] = ErrorCode.offset_metadata_too_large
-                continue
-            accepted[tp] = CommittedOffset(commit.offset, commit.leader_epoch, metadata, now)
-            results[tp] = ErrorCode.none
-        records = [
-            (
-                rec.encode_key(rec.OffsetKey(request.group_id, topic, partition)),
-                rec.encode_offset_value(
-                    rec.OffsetValue(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp)
-                ),
-            )
-            for (topic, partition), c in accepted.items()
-        ]
+        results, accepted = self._accept_offsets(request.offsets)
         try:
-            self._write(request.group_id, records)
+            accepted = self._store_offsets(request.group_id, accepted)
         except KafkaError as e:
             code = _COMMIT_WRITE_ERRORS.get(e.code, write_error(e.code))
             log.warning("group %s: could not store offsets: %s", request.group_id, e)
@@ -966,46 +998,186 @@ class GroupCoordinator:
             self._schedule_session(group, member)
         return results
 
-    def _all(self, request: CommitRequest, error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+    def commit_transactional_offsets(
+        self, request: TxnCommitRequest
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: each partition's result. The accepted offsets are written as one
+        transactional batch of the request's producer and stay pending — invisible to
+        OffsetFetch — until that producer's marker reaches the group's partition
+        (:meth:`complete_transaction`). Checks as Kafka's: a group that does not exist is
+        created (a simple group) only for a commit without a generation, and neither an
+        active group without member id nor a rebalance refuses a transactional commit."""
+        status = self._status(request.group_id)
+        if status is not ErrorCode.none:
+            return self._all(request, status)
+        group = self.groups.get(request.group_id)
+        created = False
+        if group is None:
+            if request.generation_id >= 0:
+                return self._all(request, ErrorCode.illegal_generation)
+            group = Group(request.group_id, self._wall())
+            created = True
+        error = self._check_commit(
+            group,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id,
+            transactional=True,
+        )
+        if error is not ErrorCode.none:
+            return self._all(request, error)
+        results, accepted = self._accept_offsets(request.offsets)
+        try:
+            accepted = self._store_offsets(
+                request.group_id, accepted, request.producer_id, request.producer_epoch
+            )
+        except KafkaError as e:
+            code = write_error(e.code)
+            log.warning("group %s: could not store transactional offsets: %s", request.group_id, e)
+            for tp in accepted:
+                results[tp] = code
+            return results
+        if created:
+            self.groups[request.group_id] = group
+        self._add_pending(group, request.producer_id, accepted)
+        return results
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The COMMIT (``commit``) or ABORT marker of ``producer_id`` is in ``partition`` of
+        ``__consumer_offsets`` (just appended, or replayed): the producer's pending commits to
+        the groups there become committed offsets — unless a later plain commit to the same
+        partition is already there — or are dropped. Nothing is written: the marker is the
+        record of it."""
+        for group_id in self.open_transactions.pop((partition, producer_id), set()):
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            pending = group.pending_offsets.pop(producer_id, {})
+            if commit:
+                for tp, offset in pending.items():
+                    existing = group.offsets.get(tp)
+                    if existing is None or offset.record_offset > existing.record_offset:
+                        group.offsets[tp] = offset
+            self._maybe_forget(group)
+
+    def _add_pending(
+        self, group: Group, producer_id: int, offsets: dict[TopicPartition, CommittedOffset]
+    ) -> None:
+        group.pending_offsets.setdefault(producer_id, {}).update(offsets)
+        key = (self.partition_for(group.group_id), producer_id)
+        self.open_transactions.setdefault(key, set()).add(group.group_id)
+
+    def _accept_offsets(
+        self, commits: Iterable[OffsetCommit]
+    ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, CommittedOffset]]:
+        """Each partition's result so far, and the offsets to store (metadata within
+        ``offset.metadata.max.bytes``), stamped now."""
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, CommittedOffset] = {}
+        now = self._wall()
+        for commit in commits:
+            tp = (commit.topic, commit.partition)
+            metadata = commit.metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.offset_metadata_too_large
+                continue
+            accepted[tp] = CommittedOffset(commit.offset, commit.leader_epoch, metadata, now)
+            results[tp] = ErrorCode.none
+        return results, accepted
+
+    def _store_offsets(
+        self,
+        group_id: str,
+        offsets: dict[TopicPartition, CommittedOffset],
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+    ) -> dict[TopicPartition, CommittedOffset]:
+        """Write ``offsets`` as one batch; the same offsets with their records' log offsets."""
+        if not offsets:
+            return offsets
+        records = [
+            (
+                rec.encode_key(rec.OffsetKey(group_id, topic, partition)),
+                rec.encode_offset_value(
+                    rec.OffsetValue(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp)
+                ),
+            )
+            for (topic, partition), c in offsets.items()
+        ]
+        first = self.offsets_log.write(
+            self.partition_for(group_id),
+            records,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+        )
+        return {
+            tp: replace(c, record_offset=first + i) for i, (tp, c) in enumerate(offsets.items())
+        }
+
+    def _all(
+        self, request: CommitRequest | TxnCommitRequest, error: ErrorCode
+    ) -> dict[TopicPartition, ErrorCode]:
         return {(c.topic, c.partition): error for c in request.offsets}
 
-    def _check_commit(self, group: Group, request: CommitRequest) -> ErrorCode:
+    def _check_commit(
+        self,
+        group: Group,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        *,
+        transactional: bool,
+    ) -> ErrorCode:
         if group.is_in(GroupState.DEAD):
             return ErrorCode.coordinator_not_available
-        if request.generation_id < 0 and group.is_in(GroupState.EMPTY):
+        if generation_id < 0 and group.is_in(GroupState.EMPTY):
             return ErrorCode.none  # a commit from outside group management
-        if (
-            request.generation_id >= 0
-            or request.member_id != UNKNOWN_MEMBER_ID
-            or request.group_instance_id is not None
-        ):
-            error = self._check_member(group, request.member_id, request.group_instance_id)
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            error = self._check_member(group, member_id, group_instance_id)
             if error is not ErrorCode.none:
                 return error
-            if request.generation_id != group.generation:
+            if generation_id != group.generation:
                 return ErrorCode.illegal_generation
-        elif not group.is_in(GroupState.EMPTY):
+        elif not transactional and not group.is_in(GroupState.EMPTY):
             # Without member id and generation, commits are accepted only from outside an
-            # active group.
+            # active group; TxnOffsetCommit before v3 carries neither, so is exempt.
             return ErrorCode.unknown_member_id
-        if group.is_in(GroupState.COMPLETING_REBALANCE):
+        # A transactional commit is not tied to the group's state (as Kafka).
+        if not transactional and group.is_in(GroupState.COMPLETING_REBALANCE):
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None,
+        *,
+        require_stable: bool = False,
     ) -> FetchedOffsets:
         """Committed offsets of ``partitions`` (None: every partition with one); a partition
-        without a commit comes back with None."""
+        without a commit comes back with None. With ``require_stable`` (OffsetFetch v7+), a
+        partition with a transactional commit pending is named in ``unstable`` instead."""
         status = self._status(group_id)
         if status is not ErrorCode.none:
             return FetchedOffsets(status)
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None else {}
+        unstable: frozenset[TopicPartition] = frozenset()
+        if require_stable and group is not None and group.pending_offsets:
+            unstable = frozenset(group.pending_partitions())
         if partitions is None:
             found = tuple(sorted(offsets.items()))
-            return FetchedOffsets(ErrorCode.none, tuple((tp, c) for tp, c in found))
-        return FetchedOffsets(ErrorCode.none, tuple((tp, offsets.get(tp)) for tp in partitions))
+            return FetchedOffsets(
+                ErrorCode.none,
+                tuple((tp, c) for tp, c in found),
+                unstable.intersection(offsets),
+            )
+        asked = tuple(partitions)
+        return FetchedOffsets(
+            ErrorCode.none,
+            tuple((tp, offsets.get(tp)) for tp in asked),
+            unstable.intersection(asked),
+        )
 
     def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]
@@ -1030,7 +1202,9 @@ class GroupCoordinator:
                 results[tp] = ErrorCode.group_subscribed_to_topic
                 continue
             results[tp] = ErrorCode.none
-            if tp in group.offsets:
+            # A pending transactional commit is deleted too (as Kafka: its tombstone removes
+            # it on replay).
+            if tp in group.offsets or group.has_pending_offset(tp):
                 doomed.append(tp)
         try:
             self._write(group_id, [self._offset_tombstone(group_id, tp) for tp in doomed])
@@ -1038,6 +1212,7 @@ class GroupCoordinator:
             return write_error(e.code), {}
         for tp in doomed:
             group.offsets.pop(tp, None)
+            group.drop_pending_offset(tp)
         self._maybe_forget(group)
         return ErrorCode.none, results
 
@@ -1047,7 +1222,9 @@ class GroupCoordinator:
     def remove_offsets_of_topics(self, topics: set[str]) -> None:
         """Deleted topics take their committed offsets with them."""
         for group in self._active_groups():
-            doomed = [tp for tp in group.offsets if tp[0] in topics]
+            doomed = [
+                tp for tp in group.offsets.keys() | group.pending_partitions() if tp[0] in topics
+            ]
             if not doomed:
                 continue
             try:
@@ -1060,15 +1237,17 @@ class GroupCoordinator:
                 )
                 continue
             for tp in doomed:
-                del group.offsets[tp]
+                group.offsets.pop(tp, None)
+                group.drop_pending_offset(tp)
             self._maybe_forget(group)
 
     def expire_offsets(self) -> int:
         """Drop offsets older than ``offsets.retention.minutes``, as Kafka does: in an empty
         group, counted from when it became empty; in a group outside group management, from
         each commit; in an active consumer group, only for topics no member subscribes to,
-        from each commit. An empty group left without offsets is deleted. Returns how many
-        offsets expired."""
+        from each commit. An offset with a transactional commit pending does not expire, and a
+        group with an open transaction is not deleted (as Kafka). An empty group left
+        without offsets is deleted. Returns how many offsets expired."""
         now = self._wall()
         retention = self.config.offsets_retention_ms
         expired_total = 0
@@ -1092,11 +1271,14 @@ class GroupCoordinator:
                         for tp, c in group.offsets.items()
                         if tp[0] not in subscribed and c.commit_timestamp + retention <= now
                     ]
+            if group.pending_offsets:
+                expired = [tp for tp in expired if not group.has_pending_offset(tp)]
             records = [self._offset_tombstone(group.group_id, tp) for tp in expired]
             remove_group = (
                 group.is_in(GroupState.EMPTY)
                 and len(expired) == len(group.offsets)
                 and not group.pending_members
+                and not group.pending_offsets
             )
             if remove_group and group.generation > 0:
                 records.append((rec.encode_key(rec.GroupKey(group.group_id)), None))
@@ -1171,7 +1353,10 @@ class GroupCoordinator:
             if not group.is_in(GroupState.EMPTY) or group.pending_members:
                 results[group_id] = ErrorCode.non_empty_group
                 continue
-            records = [self._offset_tombstone(group_id, tp) for tp in group.offsets]
+            # Open transactions do not keep a group from deletion; their pending commits go
+            # with it (as Kafka: a tombstone for each, which removes it on replay).
+            pending = group.pending_partitions().difference(group.offsets)
+            records = [self._offset_tombstone(group_id, tp) for tp in [*group.offsets, *pending]]
             records.append((rec.encode_key(rec.GroupKey(group_id)), None))
             try:
                 self._write(group_id, records)

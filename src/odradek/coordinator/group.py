@@ -92,6 +92,9 @@ class Group:
     pending_members: set[str] = field(default_factory=set)  # told MEMBER_ID_REQUIRED
     pending_sync: set[str] = field(default_factory=set)  # joined, not yet synced
     offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
+    # Transactional commits not yet committed or aborted, by producer id: invisible to
+    # OffsetFetch until the transaction's COMMIT marker moves them into ``offsets``.
+    pending_offsets: dict[int, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     # group.initial.rebalance.delay.ms: a new group waits for more members before its first
     # generation, extending the wait while members keep arriving.
     in_initial_delay: bool = False
@@ -113,6 +116,17 @@ class Group:
 
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
+
+    def has_pending_offset(self, tp: TopicPartition) -> bool:
+        return any(tp in pending for pending in self.pending_offsets.values())
+
+    def pending_partitions(self) -> set[TopicPartition]:
+        return {tp for pending in self.pending_offsets.values() for tp in pending}
+
+    def drop_pending_offset(self, tp: TopicPartition) -> None:
+        """A tombstone for ``tp`` removes the open transactions' commits to it too."""
+        for pending in self.pending_offsets.values():
+            pending.pop(tp, None)
 
     # -- members -------------------------------------------------------------------------------
 

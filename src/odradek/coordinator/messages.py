@@ -7,13 +7,14 @@ the negotiated version. Timeouts are milliseconds; an ``ErrorCode`` of ``none`` 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from odradek.protocol.errors import ErrorCode
 
 NO_GENERATION = -1
 NO_LEADER_EPOCH = -1
 NO_OFFSET = -1
+NO_PRODUCER_ID = -1
 
 TopicPartition = tuple[str, int]
 
@@ -127,17 +128,40 @@ class CommitRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnCommitRequest:
+    """TxnOffsetCommit: offsets committed inside the transaction of ``producer_id``; the
+    generation, member and instance ids come with v3+ (defaults: a client outside group
+    management, or an older version)."""
+
+    group_id: str
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: tuple[OffsetCommit, ...]
+    generation_id: int = NO_GENERATION
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CommittedOffset:
     offset: int
     leader_epoch: int
     metadata: str
     commit_timestamp: int
+    # Where the commit's record is in __consumer_offsets: of a transactional commit and a plain
+    # one to the same partition, the later record wins when the transaction commits (as Kafka,
+    # so that replaying a compacted log materialises the same offset).
+    record_offset: int = field(default=-1, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class FetchedOffsets:
     error: ErrorCode
     offsets: tuple[tuple[TopicPartition, CommittedOffset | None], ...] = ()
+    # Partitions asked for with require_stable that have a transactional commit pending: they
+    # answer UNSTABLE_OFFSET_COMMIT.
+    unstable: frozenset[TopicPartition] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,10 @@ event loop, the partitions it owns, and when its answers may be sent.
 :class:`OffsetsTopic` is the coordinator's :class:`~odradek.coordinator.coordinator.OffsetsLog`:
 records become one RecordBatch v2 per write, appended through the broker's own append path
 (``Partition.append``, on the leader, synchronously as Kafka's ``appendRecords``), and are read
-back in order when a partition is loaded. The topic is created on first need (FindCoordinator or
-a first write), compacted, as Kafka creates it.
+back in order when a partition is loaded. A TxnOffsetCommit's batch is transactional (the
+producer's id and epoch); the transaction's COMMIT/ABORT control batch, appended by
+WriteTxnMarkers, is read back as a :class:`TransactionMarker`. The topic is created on first
+need (FindCoordinator or a first write), compacted, as Kafka creates it.
 
 :class:`GroupCoordinatorRuntime` owns partitions as Kafka's ``GroupMetadataManager`` does: a lone
 broker owns them all and replays the whole topic at start. In a cluster the coordinator of a
@@ -40,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -48,14 +51,15 @@ from odradek.cluster.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator, write_error
+from odradek.coordinator.log_reader import read_batches
+from odradek.coordinator.messages import NO_PRODUCER_ID
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import InvalidBatch, validate_batches
-from odradek.protocol.records import NewRecord, RecordDecodeError, encode_batch, iter_records
+from odradek.protocol.record_batch import BatchHeader, InvalidBatch, validate_batches
+from odradek.protocol.records import NewRecord, Record, encode_batch
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_READ_BYTES = 1 << 20
 
 
 def group_config(config: BrokerConfig, partitions: int) -> GroupConfig:
@@ -107,16 +111,32 @@ class OffsetsTopic:
             },
         )
 
-    def write(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+    def write(
+        self,
+        partition: int,
+        records: Sequence[tuple[bytes, bytes | None]],
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+    ) -> int:
         self.ensure()
         target = self.topics.partition(OFFSETS_TOPIC, partition)
         if target is None:
             raise KafkaError(
                 ErrorCode.unknown_topic_or_partition, f"{OFFSETS_TOPIC}-{partition} is missing"
             )
+        transactional = producer_id != NO_PRODUCER_ID
+        # A transactional commit's batch is the one Kafka's coordinator writes: the producer's
+        # id and epoch, the transactional bit, and base sequence 0 — a coordinator's append is
+        # checked for the producer's epoch only, never for its sequence.
         batch = bytearray(
             encode_batch(
-                [NewRecord(key, value) for key, value in records], now_ms=self.clock.time_ms()
+                [NewRecord(key, value) for key, value in records],
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=0 if transactional else -1,
+                transactional=transactional,
+                now_ms=self.clock.time_ms(),
             )
         )
         max_bytes = self.topics.topic_config(OFFSETS_TOPIC).get_int("max.message.bytes")
@@ -130,37 +150,66 @@ class OffsetsTopic:
             )
             raise KafkaError(code, str(e)) from e
         try:
-            target.append(batch, headers, None)
+            return target.append(batch, headers, None).first_offset
         except OSError as e:
             raise KafkaError(ErrorCode.kafka_storage_error, str(e)) from e
 
     def partition(self, index: int) -> Partition | None:
         return self.topics.partition(OFFSETS_TOPIC, index)
 
-    def read_from(
-        self, partition: Partition, offset: int
-    ) -> tuple[list[tuple[bytes | None, bytes | None]], int | None]:
-        """The records of one read (about 1 MiB of batches) from ``offset`` on, and the offset
-        of the next read: None once the log end is reached (a leader's log end: records not
-        yet replicated included, as Kafka loads them) or the rest is unreadable."""
-        partition_log = partition.log
-        if offset >= partition_log.log_end_offset:
-            return [], None
-        piece = partition_log.read(offset, _READ_BYTES)
-        if piece is None:
-            return [], None
-        records: list[tuple[bytes | None, bytes | None]] = []
-        moved = False
-        try:
-            for header, batch_records in iter_records(piece.read_bytes()):
-                moved = True
-                offset = header.next_offset
-                if not header.is_control:
-                    records.extend((record.key, record.value) for record in batch_records)
-        except RecordDecodeError as e:
-            log.error("%s is unreadable at offset %d: %s", partition.name, offset, e)
-            return records, None
-        return records, (offset if moved else None)
+    def read_from(self, partition: Partition, offset: int) -> tuple[list[LogEntry], int | None]:
+        """The entries of one read from ``offset`` on, and the offset of the next read (as
+        :func:`~odradek.coordinator.log_reader.read_batches`)."""
+        batches, next_offset = read_batches(partition, offset)
+        entries: list[LogEntry] = []
+        for header, records in batches:
+            if header.is_control:
+                entries.extend(_markers(header, records))
+                continue
+            producer_id = header.producer_id if header.is_transactional else NO_PRODUCER_ID
+            entries.extend(
+                StoredRecord(record.offset, producer_id, record.key, record.value)
+                for record in records
+            )
+        return entries, next_offset
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """A record of ``__consumer_offsets`` as read back: ``producer_id`` is its batch's when
+    the batch is transactional, else -1."""
+
+    offset: int
+    producer_id: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionMarker:
+    """A COMMIT (``commit``) or ABORT control record of ``producer_id``."""
+
+    producer_id: int
+    commit: bool
+
+
+LogEntry = StoredRecord | TransactionMarker
+
+# A control record's key: int16 version (0), int16 type (0 ABORT, 1 COMMIT; others are not
+# transaction markers).
+_CONTROL_KEY = struct.Struct(">hh")
+_ABORT, _COMMIT = 0, 1
+
+
+def _markers(header: BatchHeader, records: Sequence[Record]) -> list[TransactionMarker]:
+    markers = []
+    for record in records:
+        if record.key is None or len(record.key) < _CONTROL_KEY.size:
+            continue
+        _, kind = _CONTROL_KEY.unpack_from(record.key)
+        if kind in (_ABORT, _COMMIT):
+            markers.append(TransactionMarker(header.producer_id, kind == _COMMIT))
+    return markers
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,18 +338,29 @@ class GroupCoordinatorRuntime:
 
     def _replay_from(self, partition: Partition, offset: int) -> tuple[int, int | None]:
         """Replay one read's records; how many, and where the next read starts (None: done)."""
-        records, next_offset = self.offsets_topic.read_from(partition, offset)
-        for key, value in records:
-            self.coordinator.replay(key, value)
-        return len(records), next_offset
+        entries, next_offset = self.offsets_topic.read_from(partition, offset)
+        for entry in entries:
+            if isinstance(entry, TransactionMarker):
+                self.coordinator.complete_transaction(
+                    partition.index, entry.producer_id, entry.commit
+                )
+            else:
+                self.coordinator.replay(
+                    entry.key, entry.value, offset=entry.offset, producer_id=entry.producer_id
+                )
+        return len(entries), next_offset
 
     # -- transactions --------------------------------------------------------------------------
 
     def transaction_completed(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker was appended to ``__consumer_offsets-<offsets_partition>`` for
         ``producer_id``: its pending transactional offset commits there become committed
-        (``commit``) or are dropped. Called by the WriteTxnMarkers handler after the append."""
-        return None
+        (``commit``) or are dropped. Called by the WriteTxnMarkers handler after the append.
+
+        A partition still loading needs nothing: its load reads on to the log end, so meets
+        the marker after the commits it applies to."""
+        if offsets_partition in self.coordinator.owned:
+            self.coordinator.complete_transaction(offsets_partition, producer_id, commit)
 
     # -- answers -------------------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
 """OffsetFetch (9): a group's committed offsets, -1 where there is none.
 
-v8+ asks for several groups at once; v10 names topics by id and is not served. The answer waits
-until the commits behind it are replicated. A group-level error (NOT_COORDINATOR,
-COORDINATOR_LOAD_IN_PROGRESS, …) goes in the group's (v8+) or the response's (v2+) error code;
-v1 has neither, so each asked partition carries it.
+v7+ may ``require_stable``: a partition with a transactional commit pending then answers
+UNSTABLE_OFFSET_COMMIT (the client retries until the transaction ends); without it the last
+committed offset is returned. v8+ asks for several groups at once; v10 names topics by id and
+is not served. The answer waits until the commits behind it are replicated. A group-level error
+(NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, …) goes in the group's (v8+) or the response's
+(v2+) error code; v1 has neither, so each asked partition carries it.
 """
 
 from __future__ import annotations
@@ -29,21 +31,27 @@ def _partition(index: int, offset: int, epoch: int, metadata: str, error: ErrorC
 
 
 def _group_offsets(
-    ctx: RequestContext, group_id: str, topics: Iterable[Any] | None
+    ctx: RequestContext, group_id: str, topics: Iterable[Any] | None, require_stable: bool
 ) -> tuple[ErrorCode, list[Any]]:
     wanted = (
         None
         if topics is None
         else [(t.name, int(index)) for t in topics for index in t.partition_indexes]
     )
-    fetched = ctx.services.groups.coordinator.fetch_offsets(group_id, wanted)
+    fetched = ctx.services.groups.coordinator.fetch_offsets(
+        group_id, wanted, require_stable=require_stable
+    )
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), c in fetched.offsets:
-        by_topic.setdefault(topic, []).append(
-            _partition(partition, c.offset, c.leader_epoch, c.metadata, ErrorCode.none)
-            if c
-            else _partition(partition, NO_OFFSET, NO_LEADER_EPOCH, "", ErrorCode.none)
-        )
+        if (topic, partition) in fetched.unstable:
+            answer = _partition(
+                partition, NO_OFFSET, NO_LEADER_EPOCH, "", ErrorCode.unstable_offset_commit
+            )
+        elif c is None:
+            answer = _partition(partition, NO_OFFSET, NO_LEADER_EPOCH, "", ErrorCode.none)
+        else:
+            answer = _partition(partition, c.offset, c.leader_epoch, c.metadata, ErrorCode.none)
+        by_topic.setdefault(topic, []).append(answer)
     return fetched.error, [
         {"name": name, "partitions": partitions} for name, partitions in by_topic.items()
     ]
@@ -69,14 +77,17 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Response:
         answers = []
         points = []
         for group in request.groups:
-            error, topics = _group_offsets(ctx, group.group_id, group.topics)
+            error, topics = _group_offsets(
+                ctx, group.group_id, group.topics, bool(request.require_stable)
+            )
             answers.append({"group_id": group.group_id, "topics": topics, "error_code": error})
             points.append(groups.commit_point(group.group_id))
         for answer, failure in zip(answers, await committed(ctx, points), strict=True):
             if failure != ErrorCode.none:
                 answer.update(topics=[], error_code=failure)
         return ctx.respond(throttle_time=0, groups=answers)
-    error, topics = _group_offsets(ctx, request.group_id, request.topics)
+    require_stable = bool(getattr(request, "require_stable", False))
+    error, topics = _group_offsets(ctx, request.group_id, request.topics, require_stable)
     (failure,) = await committed(ctx, [groups.commit_point(request.group_id)])
     if failure != ErrorCode.none:
         error = failure

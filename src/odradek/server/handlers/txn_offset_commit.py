@@ -1,0 +1,80 @@
+"""TxnOffsetCommit (28): a transactional producer commits a group's offsets inside its transaction.
+
+Sent to the group's coordinator after AddOffsetsToTxn. The offsets are written to the group's
+``__consumer_offsets`` partition as a transactional batch of the producer and stay pending until
+the transaction's marker lands there (WriteTxnMarkers). Versions 0-5, as Kafka 4 serves them: v2
+adds the leader epoch, v3 the generation, member and instance ids (and is flexible), v4 only
+allows TRANSACTION_ABORTABLE, v5 (KIP-890 part 2, transaction version 2) lets the commit add the
+group's partition to the transaction itself, without AddOffsetsToTxn.
+
+As Kafka: an empty group id is INVALID_GROUP_ID; partitions the cluster does not have
+UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator together, and their answer waits until
+the commit is replicated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.coordinator.messages import OffsetCommit, TxnCommitRequest
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext, Response
+from odradek.server.group_commits import group_committed
+from odradek.server.partition_errors import partition_errors
+from odradek.server.registry import handles
+
+
+@handles(api_key=28, min_version=0, max_version=5)
+async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Response:
+    requested = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
+    if not request.group_id:
+        refused = dict.fromkeys(requested, ErrorCode.invalid_group_id)
+        return ctx.respond(throttle_time=0, topics=partition_errors(request.topics, refused))
+
+    # -- KIP-890 transaction verification goes here ---------------------------------------------
+    # Kafka 3.6+ asks the transaction coordinator whether the group's __consumer_offsets
+    # partition is in the producer's ongoing transaction (AddPartitionsToTxn, verify only) before
+    # writing. A partition not added (or a transaction not ongoing) fails every partition with
+    # INVALID_TXN_STATE for v0-v3 and TRANSACTION_ABORTABLE for v4+; PRODUCER_FENCED becomes
+    # INVALID_PRODUCER_EPOCH; the verification failing to reach the coordinator becomes
+    # COORDINATOR_LOAD_IN_PROGRESS. For v5 with transaction version 2, the partition is added to
+    # the transaction instead of only verified. Not done yet: the transaction coordinator is the
+    # lead's; until then every commit is accepted as if verified.
+    # ---------------------------------------------------------------------------------------------
+
+    cluster = ctx.services.cluster
+    results: dict[tuple[str, int], ErrorCode] = {}
+    commits = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, int(p.partition_index))
+            if cluster.partition_info(*tp) is None:
+                results[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            commits.append(
+                OffsetCommit(
+                    topic.name,
+                    tp[1],
+                    int(p.committed_offset),
+                    int(getattr(p, "committed_leader_epoch", -1)),
+                    p.committed_metadata,
+                )
+            )
+    if commits:
+        committed = ctx.services.groups.coordinator.commit_transactional_offsets(
+            TxnCommitRequest(
+                group_id=request.group_id,
+                transactional_id=request.transactional_id,
+                producer_id=int(request.producer_id),
+                producer_epoch=int(request.producer_epoch),
+                offsets=tuple(commits),
+                generation_id=int(getattr(request, "generation_id", -1)),
+                member_id=getattr(request, "member_id", ""),
+                group_instance_id=getattr(request, "group_instance_id", None),
+            )
+        )
+        failure = await group_committed(ctx, request.group_id)
+        if failure != ErrorCode.none:
+            committed = dict.fromkeys(committed, failure)
+        results.update(committed)
+    return ctx.respond(throttle_time=0, topics=partition_errors(request.topics, results))
