@@ -306,6 +306,11 @@ class WriteOptions:
     acks: int
     compression: int
     batch_bytes: int
+    # exactlyOnce=true: each task writes its rows in one Kafka transaction, once per micro-batch
+    # (see odradek.spark.sink); transactional ids are transactionalIdPrefix-<query id>-<task>.
+    exactly_once: bool = False
+    transactional_id_prefix: str = "odradek-spark"
+    transaction_timeout_ms: int = 60_000  # kafka.transaction.timeout.ms
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -321,10 +326,20 @@ class WriteOptions:
                 f"not {codec!r}"
             )
         topic = _get(options, "topic")
+        exactly_once = _bool(options, "exactlyOnce", False)
+        if exactly_once and _ACKS[acks_raw] != -1:
+            raise OptionError("exactlyOnce=true needs kafka.acks=all, as Kafka's transactions do")
+        prefix = (_get(options, "transactionalIdPrefix") or "odradek-spark").strip()
+        if not prefix:
+            raise OptionError("option transactionalIdPrefix is empty")
         return cls(
             bootstrap=_bootstrap(options),
             topic=topic.strip() if topic and topic.strip() else None,
             acks=_ACKS[acks_raw],
             compression=CODEC_NAMES[codec],
             batch_bytes=_int(options, "kafka.batch.size", minimum=1024) or 512 * 1024,
+            exactly_once=exactly_once,
+            transactional_id_prefix=prefix,
+            transaction_timeout_ms=_int(options, "kafka.transaction.timeout.ms", minimum=1000)
+            or 60_000,
         )
