@@ -1,7 +1,7 @@
 """TxnOffsetCommit over a real socket: the commit stays pending (OffsetFetch with require_stable
 answers UNSTABLE_OFFSET_COMMIT, without it the last plain commit) and stays so across a broker
-restart, which replays the transactional batch from ``__consumer_offsets`` on disk. (Ending the
-transaction needs the transaction coordinator and WriteTxnMarkers: those tests come with them.)"""
+restart, which replays the transactional batch from ``__consumer_offsets`` on disk. (Clients
+ending their transactions are in test_transactions.py.)"""
 
 from __future__ import annotations
 
@@ -45,13 +45,30 @@ def test_a_pending_transactional_commit_survives_a_restart(tmp_path: Path) -> No
             topics=[{"name": TOPIC, "partitions": [partition(3)]}],
         )
         assert plain.topics[0].partitions[0].error_code == ErrorCode.none
+        init = client.request(
+            22,
+            5,
+            transactional_id="e2e-txn",
+            transaction_timeout=600_000,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        added = client.request(
+            25,
+            4,
+            transactional_id="e2e-txn",
+            producer_id=init.producer_id,
+            producer_epoch=init.producer_epoch,
+            group_id=GROUP,
+        )
+        assert (init.error_code, added.error_code) == (ErrorCode.none, ErrorCode.none)
         txn = client.request(
             TXN_OFFSET_COMMIT,
             4,
             transactional_id="e2e-txn",
             group_id=GROUP,
-            producer_id=77,
-            producer_epoch=0,
+            producer_id=init.producer_id,
+            producer_epoch=init.producer_epoch,
             topics=[{"name": TOPIC, "partitions": [partition(10)]}],
         )
         assert txn.topics[0].partitions[0].error_code == ErrorCode.none

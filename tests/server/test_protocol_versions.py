@@ -131,21 +131,8 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
     },
     43: lambda _: {"election_type": 0, "topic_partitions": None, "timeout": 5000},
     60: lambda _: {},
-    # Outside group management (generation -1), a transactional commit needs no live group.
-    28: lambda _: {
-        "transactional_id": "versions-txn",
-        "group_id": "versions-txn-group",
-        "producer_id": 1,
-        "producer_epoch": 0,
-        "topics": [
-            {
-                "name": TOPIC,
-                "partitions": [
-                    {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}
-                ],
-            }
-        ],
-    },
+    65: lambda name: {"transactional_ids": []},
+    66: lambda _: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
 }
 DELETE_TOPICS = 20
 # The consumer group APIs answer without an error only inside a live group, so
@@ -154,6 +141,10 @@ GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47})
 # APIs kio has no schema of, with codecs of our own (tested below and in tests/protocol).
 CONTROLLED_SHUTDOWN = 7
 OWN_CODECS = frozenset({CONTROLLED_SHUTDOWN})
+# The transaction APIs answer without an error only for a producer in a transaction, so
+# test_transaction_apis_at_both_ends drives each through one.
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+TXN_APIS = frozenset({ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT})
 
 
 def ends_of(handler: Handler) -> list[int]:
@@ -163,7 +154,7 @@ def ends_of(handler: Handler) -> list[int]:
 CASES = [
     pytest.param(h.api_key, v, id=f"api{h.api_key}-v{v}")
     for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
-    if h.api_key not in GROUP_APIS | OWN_CODECS
+    if h.api_key not in GROUP_APIS | OWN_CODECS | TXN_APIS
     for v in ends_of(h)
 ]
 
@@ -199,7 +190,7 @@ def error_codes(entity: Any) -> Iterator[tuple[str, ErrorCode]]:
 
 def test_every_api_has_a_request_here() -> None:
     """A newly registered handler must get a case here too."""
-    missing = set(HANDLERS) - GROUP_APIS - OWN_CODECS - set(REQUESTS)
+    missing = set(HANDLERS) - GROUP_APIS - OWN_CODECS - TXN_APIS - set(REQUESTS)
     assert not missing, missing
 
 
@@ -271,3 +262,101 @@ def test_controlled_shutdown_on_a_lone_broker_has_nothing_to_move(client: KafkaC
         assert correlation_id == 77
         assert response.error_code == ErrorCode.none
         assert response.remaining_partitions == ()
+
+
+def _in_transaction(client: KafkaConnection, tid: str) -> tuple[int, int]:
+    init = client.request(
+        22, 5, transactional_id=tid, transaction_timeout=60_000, producer_id=-1, producer_epoch=-1
+    )
+    assert init.error_code == ErrorCode.none
+    added = client.request(
+        ADD_PARTITIONS_TO_TXN,
+        3,
+        v3_and_below_transactional_id=tid,
+        v3_and_below_producer_id=init.producer_id,
+        v3_and_below_producer_epoch=init.producer_epoch,
+        v3_and_below_topics=[{"name": TOPIC, "partitions": [0]}],
+    )
+    (topic,) = added.results_by_topic_v3_and_below
+    assert [p.partition_error_code for p in topic.results_by_partition] == [ErrorCode.none]
+    return int(init.producer_id), int(init.producer_epoch)
+
+
+def test_transaction_apis_at_both_ends(client: KafkaConnection) -> None:
+    for version in ends_of(HANDLERS[ADD_PARTITIONS_TO_TXN]):
+        tid = unique_topic(f"apt{version}")
+        pid, epoch = _in_transaction(client, tid)
+        if version < 4:
+            fields: dict[str, Any] = {
+                "v3_and_below_transactional_id": tid,
+                "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": TOPIC, "partitions": [1]}],
+            }
+        else:  # the brokers' batched form, here a KIP-890 check of what was added
+            fields = {
+                "transactions": [
+                    {
+                        "transactional_id": tid,
+                        "producer_id": pid,
+                        "producer_epoch": epoch,
+                        "verify_only": True,
+                        "topics": [{"name": TOPIC, "partitions": [0]}],
+                    }
+                ]
+            }
+        response = client.request(ADD_PARTITIONS_TO_TXN, version, **fields)
+        codes = [code for _, code in error_codes(response)] + [
+            p.partition_error_code
+            for t in (
+                response.results_by_topic_v3_and_below
+                if version < 4
+                else response.results_by_transaction[0].topic_results
+            )
+            for p in t.results_by_partition
+        ]
+        assert codes and all(code == ErrorCode.none for code in codes), (version, codes)
+    for version in ends_of(HANDLERS[ADD_OFFSETS_TO_TXN]):
+        tid = unique_topic(f"aot{version}")
+        pid, epoch = _in_transaction(client, tid)
+        response = client.request(
+            ADD_OFFSETS_TO_TXN,
+            version,
+            transactional_id=tid,
+            producer_id=pid,
+            producer_epoch=epoch,
+            group_id=f"{tid}-group",
+        )
+        assert response.error_code == ErrorCode.none, version
+        # Outside group management (generation -1), a transactional commit needs no live
+        # group, only the group's partition in the transaction.
+        committed = client.request(
+            TXN_OFFSET_COMMIT,
+            version,
+            transactional_id=tid,
+            group_id=f"{tid}-group",
+            producer_id=pid,
+            producer_epoch=epoch,
+            topics=[
+                {
+                    "name": TOPIC,
+                    "partitions": [
+                        {"partition_index": 0, "committed_offset": 1, "committed_metadata": ""}
+                    ],
+                }
+            ],
+        )
+        codes = [code for _, code in error_codes(committed)]
+        assert codes == [ErrorCode.none], (version, codes)
+    for version in ends_of(HANDLERS[END_TXN]):
+        tid = unique_topic(f"end{version}")
+        pid, epoch = _in_transaction(client, tid)
+        response = client.request(
+            END_TXN,
+            version,
+            transactional_id=tid,
+            producer_id=pid,
+            producer_epoch=epoch,
+            committed=False,
+        )
+        assert response.error_code == ErrorCode.none, version

@@ -4,8 +4,12 @@ Sent to the group's coordinator after AddOffsetsToTxn. The offsets are written t
 ``__consumer_offsets`` partition as a transactional batch of the producer and stay pending until
 the transaction's marker lands there (WriteTxnMarkers). Versions 0-5, as Kafka 4 serves them: v2
 adds the leader epoch, v3 the generation, member and instance ids (and is flexible), v4 only
-allows TRANSACTION_ABORTABLE, v5 (KIP-890 part 2, transaction version 2) lets the commit add the
-group's partition to the transaction itself, without AddOffsetsToTxn.
+allows TRANSACTION_ABORTABLE. v5 (KIP-890 part 2, transaction version 2, where the commit adds
+the group's partition to the transaction itself) is not served.
+
+Before writing, the transaction coordinator is asked whether the group's partition is in the
+producer's ongoing transaction (KIP-890's verification, ``transaction.partition.verification.
+enable``): a commit for a group the producer never added is refused.
 
 As Kafka: an empty group id is INVALID_GROUP_ID; partitions the cluster does not have
 UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator together, and their answer waits until
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.cluster.view import CONSUMER_OFFSETS
 from odradek.coordinator.messages import OffsetCommit, TxnCommitRequest
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext, Response
@@ -23,24 +28,50 @@ from odradek.server.group_commits import group_committed
 from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
 
+_FIRST_WITH_TRANSACTION_ABORTABLE = 4
 
-@handles(api_key=28, min_version=0, max_version=5)
+
+async def _verify(ctx: RequestContext, request: Any) -> ErrorCode | None:
+    """KIP-890: the group's ``__consumer_offsets`` partition must be in the producer's ongoing
+    transaction (AddOffsetsToTxn added it), as the transaction coordinator says; the error for
+    every partition when it is not, as Kafka 3.6+ answers it."""
+    services = ctx.services
+    index = services.groups.coordinator.partition_for(request.group_id)
+    verdicts = await services.transactions.verify(
+        request.transactional_id,
+        int(request.producer_id),
+        int(request.producer_epoch),
+        [(CONSUMER_OFFSETS, index)],
+    )
+    code = next(iter(verdicts.values()), ErrorCode.none)
+    if code == ErrorCode.none:
+        return None
+    if code in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch):
+        return ErrorCode.invalid_producer_epoch
+    if code in (
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.concurrent_transactions,
+    ):
+        return ErrorCode.coordinator_load_in_progress  # retriable for every client
+    if ctx.version >= _FIRST_WITH_TRANSACTION_ABORTABLE:
+        return ErrorCode.transaction_abortable
+    return ErrorCode.invalid_txn_state
+
+
+@handles(api_key=28, min_version=0, max_version=4)
 async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Response:
     requested = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
     if not request.group_id:
         refused = dict.fromkeys(requested, ErrorCode.invalid_group_id)
         return ctx.respond(throttle_time=0, topics=partition_errors(request.topics, refused))
 
-    # -- KIP-890 transaction verification goes here ---------------------------------------------
-    # Kafka 3.6+ asks the transaction coordinator whether the group's __consumer_offsets
-    # partition is in the producer's ongoing transaction (AddPartitionsToTxn, verify only) before
-    # writing. A partition not added (or a transaction not ongoing) fails every partition with
-    # INVALID_TXN_STATE for v0-v3 and TRANSACTION_ABORTABLE for v4+; PRODUCER_FENCED becomes
-    # INVALID_PRODUCER_EPOCH; the verification failing to reach the coordinator becomes
-    # COORDINATOR_LOAD_IN_PROGRESS. For v5 with transaction version 2, the partition is added to
-    # the transaction instead of only verified. Not done yet: the transaction coordinator is the
-    # lead's; until then every commit is accepted as if verified.
-    # ---------------------------------------------------------------------------------------------
+    if ctx.services.config.get_bool("transaction.partition.verification.enable"):
+        refusal = await _verify(ctx, request)
+        if refusal is not None:
+            refused = dict.fromkeys(requested, refusal)
+            return ctx.respond(throttle_time=0, topics=partition_errors(request.topics, refused))
 
     cluster = ctx.services.cluster
     results: dict[tuple[str, int], ErrorCode] = {}
