@@ -56,6 +56,7 @@ def written(broker: RunningBroker, topic: str) -> Iterator[tuple[Any, set[str], 
         send(txn, topic, values)
         everything.update(values)
         if round_ % 3 == 1:
+            txn.flush(30)  # librdkafka drops what it has not sent when a transaction aborts
             txn.abort_transaction(30)
         else:
             txn.commit_transaction(30)
