@@ -306,6 +306,7 @@ class WriteOptions:
     acks: int
     compression: int
     batch_bytes: int
+    request_bytes: int  # kafka.max.request.size: a Produce request goes out when this is full
     # exactlyOnce=true: each task writes its rows in one Kafka transaction, once per micro-batch
     # (see odradek.spark.sink); transactional ids are transactionalIdPrefix-<query id>-<task>.
     exactly_once: bool = False
@@ -338,6 +339,7 @@ class WriteOptions:
             acks=_ACKS[acks_raw],
             compression=CODEC_NAMES[codec],
             batch_bytes=_int(options, "kafka.batch.size", minimum=1024) or 512 * 1024,
+            request_bytes=_int(options, "kafka.max.request.size", minimum=1024) or 4 << 20,
             exactly_once=exactly_once,
             transactional_id_prefix=prefix,
             transaction_timeout_ms=_int(options, "kafka.transaction.timeout.ms", minimum=1000)

@@ -84,7 +84,6 @@ from odradek.protocol.record_batch import (
 from odradek.spark.options import OptionError, WriteOptions
 
 _MAX_IN_FLIGHT = 5
-_REQUEST_BYTES = 4 << 20
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -598,7 +597,7 @@ class _Producer:
     def _queue(self, tp: TopicPartition, batch: bytes) -> None:
         self.ready.setdefault(tp, []).append(batch)
         self.ready_bytes += len(batch)
-        if self.ready_bytes >= _REQUEST_BYTES:
+        if self.ready_bytes >= self.options.request_bytes:
             self._send()
 
     def _send(self) -> None:
