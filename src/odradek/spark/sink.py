@@ -595,6 +595,10 @@ class _Producer:
             self._queue(tp, encoded)
 
     def _queue(self, tp: TopicPartition, batch: bytes) -> None:
+        if self.txn is not None and tp in self.ready:
+            # One batch per partition per request, as Kafka's own producers send sequenced
+            # batches (brokers check a request's sequences against what they hold).
+            self._send()
         self.ready.setdefault(tp, []).append(batch)
         self.ready_bytes += len(batch)
         if self.ready_bytes >= self.options.request_bytes:
