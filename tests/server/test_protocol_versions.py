@@ -133,6 +133,20 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
     60: lambda _: {},
     65: lambda name: {"transactional_ids": []},
     66: lambda _: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
+    # A marker for a producer with no transaction in the partition: Kafka appends it anyway.
+    27: lambda _: {
+        "markers": [
+            {
+                "producer_id": 1_000_000,
+                "producer_epoch": 0,
+                "transaction_result": True,
+                "topics": [{"name": TOPIC, "partition_indexes": [1]}],
+                "coordinator_epoch": 0,
+                "transaction_version": 0,
+            }
+        ]
+    },
+    61: lambda _: {"topics": [{"name": TOPIC, "partition_indexes": [0, 1]}]},
 }
 DELETE_TOPICS = 20
 # The consumer group APIs answer without an error only inside a live group, so

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.cluster.producer_state import ProducerStateTable
 from odradek.protocol import compression
 from odradek.protocol.errors import KafkaError
 from odradek.protocol.record_batch import read_header
 from odradek.protocol.records import encode_batch, iter_records
 from odradek.storage import LogConfig, LogManager, PartitionLog
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
+from odradek.storage.producer_state import ProducerStateManager
 
 from .conftest import append, keyed_batch, read_all, records_of
 
@@ -441,8 +441,9 @@ def test_an_idempotent_producers_last_batch_stays_for_its_sequence(
     assert producer_batches[0].base_sequence == 2
     assert [r for r in records_of(log) if r[0] < 4] == []
     # Rebuilt from the log, as after a restart, the producer's state expects sequence 4.
-    table = ProducerStateTable()
-    table.rebuild(headers)
+    table = ProducerStateManager(Path("unused-no-snapshots"))
+    for h in headers:
+        table.update(h, h.base_offset)
     with pytest.raises(KafkaError):
         table.check(read_header(idempotent([(b"c", b"1")], 3)))
     assert table.check(read_header(idempotent([(b"c", b"1")], 4))) is None

@@ -8,15 +8,18 @@ from collections.abc import Callable, Iterable
 
 from odradek.clock import Clock
 from odradek.cluster.isr import IsrProposal, IsrTracker
-from odradek.cluster.producer_state import NO_PRODUCER_ID, ProducerStateTable
+from odradek.protocol.control import encode_end_txn_marker
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import BatchHeader, InvalidBatch, validate_batches
+from odradek.protocol.record_batch import (
+    BatchHeader,
+    InvalidBatch,
+    iter_headers,
+    validate_batches,
+)
 from odradek.storage import AppendInfo, PartitionLog
+from odradek.storage.producer_state import NO_PRODUCER_ID
 from odradek.storage.validator import validate_for_leader
 
-# Producer state is rebuilt from this many newest segments; a producer whose last batch is older
-# is treated as new, as Kafka treats one whose state expired.
-_PRODUCER_STATE_SEGMENTS = 2
 NO_LEADER = -1
 
 
@@ -63,7 +66,6 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         self._tracker: IsrTracker | None = None
         self._waiters: list[Callable[[], None]] = []
-        self._producers: ProducerStateTable | None = None
 
     @property
     def name(self) -> str:
@@ -72,6 +74,15 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop (see :attr:`PartitionLog.last_stable_offset`)."""
+        return self.log.last_stable_offset
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer, in this epoch, has a transaction open in this partition."""
+        return self.log.producers.has_ongoing_transaction(producer_id, producer_epoch)
 
     @property
     def is_leader(self) -> bool:
@@ -187,6 +198,30 @@ class Partition:
         valid = validate_for_leader(records, self.log.config, now_ms, self.name)
         return self._append(tracker, valid.buffer, valid.headers, valid.log_append_time)
 
+    def write_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        now_ms: int,
+        transaction_version: int = 0,
+    ) -> AppendInfo:
+        """Append a COMMIT or ABORT marker for the producer's transaction as leader (the
+        coordinator's WriteTxnMarkers).  Raises NOT_LEADER_OR_FOLLOWER on a follower,
+        INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED for a stale marker.  A marker
+        for a producer with no transaction here is appended all the same, as Kafka does."""
+        tracker = self._leader_tracker()
+        self.log.producers.check_marker(
+            producer_id, producer_epoch, coordinator_epoch, transaction_version
+        )
+        batch = bytearray(
+            encode_end_txn_marker(
+                producer_id, producer_epoch, coordinator_epoch, commit=commit, now_ms=now_ms
+            )
+        )
+        return self._append(tracker, batch, list(iter_headers(batch)), None)
+
     def replicated(self, required_offset: int) -> ErrorCode | None:
         """An acks=all produce's answer once the high watermark reached ``required_offset`` (the
         offset after its last record), None while it has not. As Kafka's
@@ -223,9 +258,8 @@ class Partition:
         *,
         from_coordinator: bool = False,
     ) -> AppendInfo:
-        producers = None
         if any(h.producer_id != NO_PRODUCER_ID for h in headers):
-            producers = self._producer_state()
+            producers = self.log.producers
             earlier = [None if from_coordinator else producers.check(h) for h in headers]
             if earlier[0] is not None and all(e is not None for e in earlier):
                 last = earlier[-1]
@@ -236,11 +270,6 @@ class Partition:
         info = self.log.append(
             records, headers, log_append_time=log_append_time, leader_epoch=self.leader_epoch
         )
-        if producers is not None:
-            offset = info.first_offset
-            for header in headers:
-                producers.record(header, offset)
-                offset += header.last_offset_delta + 1
         if tracker.leader_appended(self.log.log_end_offset):
             self.log.update_high_watermark(tracker.high_watermark)
         self._wake()
@@ -300,10 +329,6 @@ class Partition:
         except InvalidBatch as e:
             raise KafkaError(ErrorCode.corrupt_message, f"{self.name}: {e}") from e
         info = self.log.append_as_follower(records, headers)
-        if self._producers is not None:
-            for header in headers:
-                if header.producer_id != NO_PRODUCER_ID:
-                    self._producers.record(header, header.base_offset)
         self._wake()
         return info
 
@@ -317,18 +342,9 @@ class Partition:
 
     # -- both ----------------------------------------------------------------------------------
 
-    def _producer_state(self) -> ProducerStateTable:
-        if self._producers is None:
-            # Built on the first idempotent append, so partitions without such producers
-            # open without reading their segments.
-            self._producers = ProducerStateTable()
-            self._producers.rebuild(self.log.recent_batch_headers(_PRODUCER_STATE_SEGMENTS))
-        return self._producers
-
     def truncated(self) -> None:
-        """The log was truncated (a follower diverging from its leader): producer state is
-        rebuilt from the log on next need."""
-        self._producers = None
+        """The log was truncated (a follower diverging from its leader).  Nothing to do here:
+        the log reloads its producer state itself when it truncates."""
 
     def add_waiter(self, callback: Callable[[], None]) -> None:
         self._waiters.append(callback)

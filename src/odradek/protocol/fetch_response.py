@@ -18,6 +18,7 @@ S = TypeVar("S")
 MAX_VERSION = 12
 _PARTITION_HEAD = struct.Struct(">ihqqq")
 _NO_REPLICA = b"\xff\xff\xff\xff"  # index, error, high watermark, last stable, log start
+_ABORTED = struct.Struct(">qq")  # producer id, first offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,8 @@ class PartitionData(Generic[S]):
     records: S | None  # an opaque slice the writer sends, or None for no records
     records_size: int
     preferred_read_replica: int = -1  # KIP-392 (v11+): fetch from this replica instead
+    # read_committed: (producer id, first offset) of aborted transactions in the records
+    aborted_transactions: Sequence[tuple[int, int]] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +84,15 @@ def encode(
             )
             if version < 5:
                 del head[-8:]  # logStartOffset arrived in v5
-            head += b"\x01" if flexible else b"\0\0\0\0"  # no aborted transactions
+            aborted = p.aborted_transactions
+            if flexible:
+                head += uvarint(len(aborted) + 1)
+                for entry in aborted:
+                    head += _ABORTED.pack(*entry) + b"\0"  # entry tagged fields
+            else:
+                head += struct.pack(">i", len(aborted))
+                for entry in aborted:
+                    head += _ABORTED.pack(*entry)
             if version >= 11:
                 replica = p.preferred_read_replica
                 head += _NO_REPLICA if replica < 0 else struct.pack(">i", replica)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.clock import Clock
+from odradek.protocol.control import InvalidControlBatch, read_end_txn_marker
 from odradek.protocol.record_batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header
 from odradek.protocol.records import (
     RecordDecodeError,
@@ -37,6 +38,7 @@ from odradek.storage.index import OffsetIndex
 from odradek.storage.log import LogConfig, PartitionLog
 from odradek.storage.manager import LogManager
 from odradek.storage.segment import AppendedBatch, LogSegment
+from odradek.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,8 @@ class _Plan:
     limit_offset: int  # base offset of the first segment not to clean
     index_max_entries: int
     clean_producers: dict[int, int] | None
+    # The aborted transactions of the sources' .txnindex files.
+    aborted: list[AbortedTxn] = dataclasses.field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -151,6 +155,62 @@ class _Built:
 
 class _Aborted(Exception):
     """The cleaner is stopping."""
+
+
+class _Transactions:
+    """Which batches of one traversal of a log, in offset order, belong to aborted
+    transactions, and which markers may go (Kafka's ``CleanedTransactionMetadata``).
+
+    An aborted transaction's data is removed; its ABORT marker stays as long as a pass still
+    meets data of the transaction (the marker then keeps its ``.txnindex`` entry, in
+    :attr:`kept`), a COMMIT marker as long as a pass meets data of its transaction.  A marker
+    that may go is given a delete horizon (``delete.retention.ms``) first and removed by a pass
+    after it, so that consumers reading meanwhile still see it."""
+
+    def __init__(self, aborted: list[AbortedTxn], start: int) -> None:
+        self._pending = sorted(
+            (e for e in aborted if e.last_offset >= start), key=lambda e: e.first_offset
+        )
+        self._next = 0
+        self._aborted: dict[int, tuple[AbortedTxn, list[bool]]] = {}
+        self._committed: set[int] = set()
+        self.kept: list[AbortedTxn] = []
+
+    def _reach(self, offset: int) -> None:
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next].first_offset <= offset:
+            entry = pending[self._next]
+            self._aborted[entry.producer_id] = (entry, [False])
+            self._next += 1
+
+    def is_aborted(self, header: BatchHeader) -> bool:
+        """Whether a data batch is part of an aborted transaction."""
+        self._reach(header.last_offset)
+        if not header.is_transactional:
+            return False
+        found = self._aborted.get(header.producer_id)
+        if found is not None:
+            found[1][0] = True
+            return True
+        self._committed.add(header.producer_id)
+        return False
+
+    def marker_may_go(self, header: BatchHeader, batch: memoryview) -> bool:
+        self._reach(header.last_offset)
+        try:
+            marker = read_end_txn_marker(batch, dataclasses.replace(header, position=0))
+        except InvalidControlBatch:
+            return False  # not a marker this cleaner understands: kept
+        if marker.commit:
+            if header.producer_id in self._committed:
+                self._committed.discard(header.producer_id)
+                return False
+            return True
+        found = self._aborted.pop(header.producer_id, None)
+        if found is not None and found[1][0]:
+            self.kept.append(found[0])
+            return False
+        return True
 
 
 class LogCleaner:
@@ -263,6 +323,11 @@ class LogCleaner:
         first = max(0, bisect_right(bases, partition_log.log_start_offset) - 1)
         dirty = max(first, bisect_right(bases, state.first_dirty) - 1)
         limit = len(segments) - 1  # the active segment is never cleaned
+        # Nor the segment holding the first unstable offset or any after it: a transaction not
+        # decided (or whose marker is not replicated) is cleaned once it is known what it was.
+        first_unstable = partition_log.first_unstable_offset
+        if first_unstable is not None:
+            limit = min(limit, max(0, bisect_right(bases, first_unstable) - 1))
         lag = partition_log.config.min_compaction_lag_ms
         if lag > 0:
             for j in range(dirty, limit):
@@ -306,6 +371,13 @@ class LogCleaner:
             limit_offset=segments[limit].base_offset,
             index_max_entries=max(1, config.segment_index_bytes // OffsetIndex.entry.size),
             clean_producers=None if state.clean_producers is None else dict(state.clean_producers),
+            # Markers of transactions with data in the sources can lie in later segments.
+            aborted=[
+                e
+                for s in segments[first:]
+                for e in s.txn_index.entries
+                if e.first_offset < segments[limit].base_offset
+            ],
         )
 
     # -- cleaning (the cleaner thread) ---------------------------------------------------------
@@ -335,8 +407,12 @@ class LogCleaner:
             if not to_clean:
                 return None
             replacements: list[tuple[LogSegment, list[LogSegment], list[int]]] = []
+            txns = _Transactions(plan.aborted, plan.sources[0].base_offset)
             for group in self._groups(plan, to_clean, end_offset):
-                new = self._clean_group(plan, group, offsets, stats)
+                kept_before = len(txns.kept)
+                new = self._clean_group(plan, group, offsets, stats, txns)
+                for entry in txns.kept[kept_before:]:
+                    new.txn_index.append(entry)
                 new_segments.append(new)
                 replacements.append((new, [s.segment for s in group], [s.size for s in group]))
                 swap.crash_point("cleaned-group")
@@ -375,6 +451,11 @@ class LogCleaner:
         budget = self.config.dedupe_buffer_bytes
         first_dirty = plan.first_dirty
         index = plan.first_dirty_index
+        txns = (
+            _Transactions(plan.aborted, plan.sources[index].base_offset)
+            if index < len(plan.sources)
+            else None
+        )
         while index < len(plan.sources):
             if index > plan.first_dirty_index:
                 mean_key = sampled_bytes / sampled_keys if sampled_keys else 0
@@ -388,8 +469,12 @@ class LogCleaner:
                     continue
                 if header.producer_id >= 0:
                     stats.last_batches[header.producer_id] = header.base_offset
+                assert txns is not None
                 if header.is_control:
+                    txns.marker_may_go(header, batch)
                     continue
+                if txns.is_aborted(header):
+                    continue  # its records are removed: they supersede nothing
                 base = header.base_offset
                 spans = scan_records(records_section(batch, header), header.record_count)
                 if spans and spans[0][2] is not None:
@@ -432,7 +517,12 @@ class LogCleaner:
             yield group
 
     def _clean_group(
-        self, plan: _Plan, group: list[_Source], offsets: dict[bytes, int], stats: _Stats
+        self,
+        plan: _Plan,
+        group: list[_Source],
+        offsets: dict[bytes, int],
+        stats: _Stats,
+        txns: _Transactions,
     ) -> LogSegment:
         config = plan.config
         segment = LogSegment.create(
@@ -449,7 +539,7 @@ class LogCleaner:
                 for header, batch in _batches(source.fd, source.size):
                     self._check(stats)
                     stats.bytes_read += header.size
-                    kept = self._clean_batch(plan, header, batch, offsets, stats)
+                    kept = self._clean_batch(plan, header, batch, offsets, stats, txns)
                     if kept is None:
                         continue
                     kept_header = read_header(kept) if kept is not batch else header
@@ -480,16 +570,21 @@ class LogCleaner:
         batch: memoryview,
         offsets: dict[bytes, int],
         stats: _Stats,
+        txns: _Transactions,
     ) -> memoryview | bytes | None:
         """The batch as the cleaned log holds it: itself, rebuilt with fewer records, or None."""
         if header.last_offset < plan.log_start:
             stats.records_read += header.record_count
             return None
         if header.is_control:
-            self._note_written(header, stats)
-            return batch  # transaction markers are not compacted here
+            return self._clean_marker(plan, header, batch, stats, txns)
         stats.records_read += header.record_count
         section = records_section(batch, header)
+        if txns.is_aborted(header):
+            if stats.last_batches.get(header.producer_id) != header.base_offset:
+                return None
+            self._note_written(header, stats)
+            return batch if header.record_count == 0 else rebuild_batch(header, section, [])
         spans = scan_records(section, header.record_count)
         base = header.base_offset
         log_start = plan.log_start
@@ -531,6 +626,34 @@ class LogCleaner:
         return rebuild_batch(
             header, section, kept, compression=plan.config.compression, delete_horizon_ms=horizon
         )
+
+    def _clean_marker(
+        self,
+        plan: _Plan,
+        header: BatchHeader,
+        batch: memoryview,
+        stats: _Stats,
+        txns: _Transactions,
+    ) -> memoryview | bytes | None:
+        if not txns.marker_may_go(header, batch):
+            self._note_written(header, stats)
+            return batch
+        horizon = header.delete_horizon
+        if horizon is not None and horizon <= plan.now_ms:
+            return None
+        self._note_written(header, stats)
+        if horizon is None:
+            horizon = min(plan.now_ms + plan.config.delete_retention_ms, _LONG_MAX)
+            section = records_section(batch, header)
+            spans = scan_records(section, header.record_count)
+            batch_out: memoryview | bytes = rebuild_batch(
+                header, section, spans, delete_horizon_ms=horizon
+            )
+        else:
+            batch_out = batch
+        if stats.min_horizon is None or horizon < stats.min_horizon:
+            stats.min_horizon = horizon
+        return batch_out
 
     @staticmethod
     def _note_written(header: BatchHeader, stats: _Stats) -> None:

@@ -25,6 +25,13 @@ it may hold) written as 20 zero-padded decimal digits, and has three files:
     offset, the largest timestamp seen is this one"; one is written only when that largest
     timestamp grows, so timestamps grow strictly too.
 
+``<base>.txnindex``
+    The aborted transactions whose ABORT marker is in the segment (Kafka's TransactionIndex, see
+    :mod:`odradek.storage.txn_index`); only there once the segment has one.
+
+Beside the segments, ``<20-digit offset>.snapshot`` files hold the producer state as of that
+offset (see :mod:`odradek.storage.producer_state`).
+
 Checkpoint files are text, as Kafka writes them: a version line (``0``), a line with the number
 of entries, then one ``<topic> <partition> <offset>`` line per entry, each line ending in
 ``\\n``.  Besides the recovery points and log start offsets, ``cleaner-offset-checkpoint`` holds
@@ -63,7 +70,11 @@ TIME_INDEX_ENTRY = struct.Struct(">qi")
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+TXN_INDEX_SUFFIX = ".txnindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+# Producer state snapshots, <20-digit offset>.snapshot (see odradek.storage.producer_state):
+# named by an offset, not a segment, so not a segment file.
+SNAPSHOT_SUFFIX = ".snapshot"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 TEMP_SUFFIX = ".tmp"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.clock import Clock
+from odradek.protocol.control import EndTxnMarker, InvalidControlBatch, read_end_txn_marker
 from odradek.protocol.record_batch import (
     NO_TIMESTAMP,
     BatchHeader,
@@ -39,7 +41,9 @@ from odradek.storage.leader_epoch import (
     EpochEntry,
     LeaderEpochCache,
 )
+from odradek.storage.producer_state import NO_PRODUCER_ID, ProducerStateManager
 from odradek.storage.segment import AppendedBatch, LogSegment
+from odradek.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +234,7 @@ class PartitionLog:
         self._flusher: LogFlusher | None = None
         self._pending_flushes: deque[_PendingFlush] = deque()
         self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        self.producers = ProducerStateManager(directory)
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -277,8 +282,62 @@ class PartitionLog:
         )
         self._delete_segments_below(self._log_start_offset, retire=False)
         self._epochs.truncate_from_start(self._log_start_offset)
+        # After a crash, a snapshot past the first segment recovery reread may describe batches
+        # the crash lost, or lack .txnindex entries it wrote: replay that segment on.
+        trusted = reread_from if needs_recovery and reread_from is not None else None
+        self._load_producer_state(trusted)
         self.update_high_watermark(high_watermark)
         return self
+
+    def _load_producer_state(self, at_most: int | None = None) -> None:
+        """Load the newest producer state snapshot at or below ``at_most`` (default: the log
+        end) and replay the batch headers after it, rebuilding the ``.txnindex`` entries of the
+        segments replayed.  Without any snapshot (a log from before snapshots, or whose
+        snapshots are gone) only the last two segments are replayed, Kafka's rule, so that
+        opening such a log does not read all of it."""
+        log_end = self.log_end_offset
+        limit = log_end if at_most is None else min(at_most, log_end)
+        self.producers.delete_snapshots(above=log_end)
+        loaded = self.producers.load_latest_snapshot(limit)
+        if loaded is None:
+            start = self._segments[max(0, len(self._segments) - 2)].base_offset
+        else:
+            start = max(loaded, self._segments[0].base_offset)
+        for segment in self._segments[self._segment_index(start) :]:
+            segment.txn_index.truncate_to(start)
+            for header in segment.iter_headers(segment.offset_index.lookup(start)):
+                if header.base_offset >= start and header.producer_id != NO_PRODUCER_ID:
+                    batch = segment.read(header.position, header.size) if header.is_control else b""
+                    self._note_producer_batch(
+                        segment, batch, dataclasses.replace(header, position=0), header.base_offset
+                    )
+
+    def _note_producer_batch(
+        self,
+        segment: LogSegment,
+        buffer: bytes | bytearray | memoryview,
+        header: BatchHeader,
+        first_offset: int,
+    ) -> None:
+        """Apply one appended batch of a producer to the producer state; an aborted
+        transaction goes in the ``.txnindex`` of ``segment``, which holds its marker."""
+        marker: EndTxnMarker | None = None
+        # A control batch without records is a marker whose transaction compaction removed.
+        if header.is_control and header.record_count:
+            try:
+                marker = read_end_txn_marker(buffer, header)
+            except InvalidControlBatch as e:
+                log.warning("%s: control batch at %d: %s", self.directory, first_offset, e)
+        completed = self.producers.update(header, first_offset, marker)
+        if completed is not None and completed.aborted:
+            segment.txn_index.append(
+                AbortedTxn(
+                    completed.producer_id,
+                    completed.first_offset,
+                    completed.last_offset,
+                    min(self.producers.stable_offset_after(completed), self.log_end_offset),
+                )
+            )
 
     def _load_epochs(self, reread_from: int | None) -> None:
         """Load the leader epoch cache and fit it to the segments as opened: rebuilt from every
@@ -510,8 +569,13 @@ class PartitionLog:
             len(records), first_offset, first_offset + record_count - 1, incoming_max_timestamp
         )
         batches: list[AppendedBatch] = []
+        producer_batches: list[tuple[BatchHeader, int]] | None = None
         next_offset = first_offset
         for header in headers:
+            if header.producer_id != NO_PRODUCER_ID:
+                if producer_batches is None:
+                    producer_batches = []
+                producer_batches.append((header, next_offset))
             set_base_offset(records, header.position, next_offset)
             set_partition_leader_epoch(records, header.position, leader_epoch)
             max_timestamp = header.max_timestamp
@@ -526,6 +590,9 @@ class PartitionLog:
         # the log holds (one it holds too many, past a crash, opening drops).
         self._epochs.assign(leader_epoch, first_offset)
         self._write_batches(records, batches, headers)
+        if producer_batches is not None:
+            for header, offset in producer_batches:
+                self._note_producer_batch(self._segments[-1], records, header, offset)
         return AppendInfo(first_offset, next_offset - 1, log_append_time, self._log_start_offset)
 
     def append_as_follower(
@@ -560,6 +627,9 @@ class PartitionLog:
             AppendedBatch(h.position, h.size, h.last_offset, h.max_timestamp) for h in headers
         ]
         self._write_batches(records, batches, headers)
+        for h in headers:
+            if h.producer_id != NO_PRODUCER_ID:
+                self._note_producer_batch(self._segments[-1], records, h, h.base_offset)
         return AppendInfo(first_offset, last_offset, None, self._log_start_offset)
 
     def _write_batches(
@@ -614,6 +684,11 @@ class PartitionLog:
                 self._clock.time_ms(),
             )
         )
+        # The new segment's base names the snapshot: state after every batch below it (past a
+        # gap in replicated offsets, the same as at the old log end).  Not fsynced here: see
+        # odradek.storage.producer_state.
+        self.producers.write_snapshot(base_offset, sync=False)
+        self._prune_snapshots()
         # Kafka's flush on roll (UnifiedLog.roll schedules flushUptoOffsetExclusive): the
         # segments now sealed will not change, so fsync them in the background and let the
         # recovery point follow, which bounds what recovery after a crash must reread to the
@@ -627,6 +702,36 @@ class PartitionLog:
         first: what producer state is rebuilt from when the partition opens."""
         for segment in self._segments[-segments:]:
             yield from segment.iter_headers(0)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction not decided, or decided but with its
+        marker not yet below the high watermark; None if there is none."""
+        return self.producers.first_unstable_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The offset below which every transaction is decided and replicated (the LSO): what
+        read_committed consumers may read up to."""
+        first_unstable = self.producers.first_unstable_offset
+        hw = self._high_watermark
+        return (
+            hw if first_unstable is None else max(min(first_unstable, hw), self._log_start_offset)
+        )
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """``(producer id, first offset)`` of the aborted transactions that may have records
+        in ``[start_offset, upper_bound)``, from the ``.txnindex`` of the segment holding
+        ``start_offset`` on (a marker is never before its transaction's data)."""
+        found: list[tuple[int, int]] = []
+        # Every later segment is read: the marker of a transaction with records below the
+        # bound can lie past it.
+        for segment in self._segments[self._segment_index(start_offset) :]:
+            found.extend(
+                (e.producer_id, e.first_offset)
+                for e in segment.txn_index.collect(start_offset, upper_bound)
+            )
+        return found
 
     def _check_offset(self, offset: int) -> None:
         if not self._log_start_offset <= offset <= self.log_end_offset:
@@ -733,7 +838,24 @@ class PartitionLog:
             self._high_watermark = max(self._high_watermark, offset)
             self._delete_segments_below(offset, retire=True)
             self._epochs.truncate_from_start(offset)
+            self._log_start_moved()
         return self._log_start_offset
+
+    def _log_start_moved(self) -> None:
+        self.producers.forget_before(self._log_start_offset)
+        self._prune_snapshots()
+
+    def _prune_snapshots(self) -> None:
+        """Keep the snapshots a reload can start from: at segment bases (taken on roll) and
+        in the active segment (taken on close); others are stale (below the log start, or of
+        segments compaction merged), so their number stays bounded by the segments'."""
+        from odradek.storage.producer_state import snapshot_offsets, snapshot_path
+
+        bases = set(self._bases)
+        active = self._bases[-1]
+        for offset in snapshot_offsets(self.directory):
+            if offset < active and offset not in bases:
+                snapshot_path(self.directory, offset).unlink(missing_ok=True)
 
     def _delete_segments_below(self, offset: int, *, retire: bool) -> None:
         while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
@@ -804,6 +926,7 @@ class PartitionLog:
         if deleted:
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
             self._epochs.truncate_from_start(self._log_start_offset)
+            self._log_start_moved()
             log.info(
                 "%s-%d: retention deleted %d segments; the log now starts at offset %d",
                 self.topic,
@@ -850,6 +973,7 @@ class PartitionLog:
             for segment in old:
                 self._retire(segment)
         self._directory_changes += 1
+        self._prune_snapshots()
         return True
 
     @property
@@ -861,6 +985,7 @@ class PartitionLog:
         """Set the high watermark, kept within ``[log start offset, log end offset]``; returns
         it."""
         self._high_watermark = min(max(offset, self._log_start_offset), self.log_end_offset)
+        self.producers.high_watermark_moved(self._high_watermark)
         return self._high_watermark
 
     def truncate_to(self, offset: int) -> None:
@@ -883,6 +1008,7 @@ class PartitionLog:
             active.truncate_to(offset)
             active.active = True
             self._epochs.truncate_from_end(self.log_end_offset)
+            self._load_producer_state()
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
 
@@ -906,6 +1032,8 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, offset)
         self._high_watermark = offset
         self._epochs.clear()
+        self.producers.delete_snapshots()
+        self.producers.reset()
 
     # -- durability and lifetime ---------------------------------------------------------------
 
@@ -963,10 +1091,14 @@ class PartitionLog:
                 # cleaner meanwhile leaves the flush nothing stale: the fsync reaches the same
                 # inode, or a deleted file (which costs nothing), and never a recycled fd.
                 fds.append(os.dup(segment.fd))
-                for index in (segment.offset_index, segment.time_index):
+                for path in (
+                    segment.offset_index.path,
+                    segment.time_index.path,
+                    segment.txn_index.path,
+                ):
                     # Not there only if never written; loading rebuilds a missing index.
                     with contextlib.suppress(FileNotFoundError):
-                        fds.append(os.open(index.path, os.O_RDONLY))
+                        fds.append(os.open(path, os.O_RDONLY))
             if epochs:
                 fds.append(os.open(self._epochs.path, os.O_RDONLY))
             if epochs or directory_changes != self._directory_synced:
@@ -1014,6 +1146,12 @@ class PartitionLog:
             return
         self._closed = True
         self._discard_pending_flushes()
+        if self._segments and self.directory.exists():
+            # Kafka's snapshot on close: the next open replays nothing.
+            try:
+                self.producers.write_snapshot(self.log_end_offset, sync=True)
+            except OSError:
+                log.exception("%s: cannot write the producer state snapshot", self.directory)
         if self._segments:
             self._segments[-1].seal()
         for segment in self._segments:

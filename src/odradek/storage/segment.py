@@ -23,9 +23,11 @@ from odradek.storage.formats import (
     LOG_SUFFIX,
     MAX_RELATIVE_OFFSET,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     segment_file_name,
 )
 from odradek.storage.index import OffsetIndex, TimeIndex
+from odradek.storage.txn_index import TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,8 @@ class AppendedBatch:
 
 
 class LogSegment:
-    """A contiguous run of offsets of one partition: ``<base>.log``, ``.index``, ``.timeindex``.
+    """A contiguous run of offsets of one partition: ``<base>.log``, ``.index``, ``.timeindex``,
+    and ``.txnindex`` once it holds an ABORT marker.
 
     Format: see :mod:`odradek.storage.formats`.  The log file is written only at its end, with
     ``os.pwrite`` on a raw fd, and read with ``os.pread``; the fd stays open for the segment's
@@ -90,6 +93,9 @@ class LogSegment:
             directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
             base_offset,
             index_max_bytes,
+        )
+        self.txn_index = TransactionIndex(
+            directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix)
         )
         self.fd = fd
         self.size = os.fstat(fd).st_size
@@ -327,6 +333,7 @@ class LogSegment:
         self.dirty = True
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         self._bytes_since_index_entry = 0
         self._first_batch_timestamp = None
         if not self._scan_tail():
@@ -346,6 +353,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
         if not self.active:
             self.offset_index.release()
             self.time_index.release()
@@ -361,6 +369,7 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.unlink()
 
     def rename(self, suffix: str = "") -> None:
         """Give the files their names plus ``suffix`` (none: the segment's own names), the log
@@ -384,6 +393,9 @@ class LogSegment:
         for source, target in targets:
             if source.exists() or source is self.log_path:
                 os.replace(source, target)
+        self.txn_index.rename(
+            self.directory / (segment_file_name(self.base_offset, TXN_INDEX_SUFFIX) + suffix)
+        )
         self.log_path = targets[0][1]
         self.offset_index.path = targets[1][1]
         self.time_index.path = targets[2][1]

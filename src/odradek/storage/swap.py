@@ -58,6 +58,7 @@ from odradek.storage.formats import (
     SWAP_SUFFIX,
     TEMP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     format_swap_manifest,
     parse_swap_manifest,
     segment_file_name,
@@ -150,7 +151,7 @@ def recover(directory: Path) -> None:
                     if base != new:
                         for suffix in SEGMENT_SUFFIXES:
                             _file(directory, base, suffix).unlink(missing_ok=True)
-            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 cleaned = _file(directory, new, suffix, CLEANED_SUFFIX)
                 if cleaned.exists():
                     os.replace(cleaned, _file(directory, new, suffix))

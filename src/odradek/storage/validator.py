@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import (
+    CONTROL_BIT,
     BatchHeader,
     InvalidBatch,
     iter_headers,
@@ -70,6 +71,10 @@ def validate_for_leader(
         headers = validate_batches(buffer, config.max_message_bytes)
     except InvalidBatch as e:
         raise RecordsRejected(_BATCH_ERRORS[e.error], str(e)) from e
+    for header in headers:
+        if header.attributes & CONTROL_BIT:
+            # Markers are the transaction coordinator's to write (WriteTxnMarkers), as in Kafka.
+            raise RecordsRejected(ErrorCode.invalid_record, "clients may not write control batches")
     if config.compact:
         _refuse_keyless(buffer, headers, name)
     target = config.compression

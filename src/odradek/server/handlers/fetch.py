@@ -17,6 +17,8 @@ from odradek.storage import OffsetOutOfRange, ReadSlice
 PartitionData = fetch_response.PartitionData
 
 
+READ_COMMITTED = 1
+
 RACK_AWARE_SELECTORS = frozenset(
     {"org.apache.kafka.common.replica.RackAwareReplicaSelector", "RackAwareReplicaSelector"}
 )
@@ -91,9 +93,11 @@ def _read_all(
     rack: str | None = None,
 ) -> tuple[list[fetch_response.TopicData[ReadSlice]], int, bool]:
     """One pass over the requested partitions: (topics, bytes found, any error). A consumer
-    reads below the high watermark, a follower (``replica``) up to the log end; a consumer in
-    ``rack`` is sent to an in-sync replica there (KIP-392)."""
+    reads below the high watermark (read_committed: below the last stable offset, with the
+    aborted transactions in what it reads), a follower (``replica``) up to the log end; a
+    consumer in ``rack`` is sent to an in-sync replica there (KIP-392)."""
     topics = ctx.services.topics
+    read_committed = not replica and int(request.isolation_level) == READ_COMMITTED
     budget = int(request.max_bytes) if ctx.version >= 3 else 2**31 - 1
     total = 0
     any_error = False
@@ -116,23 +120,25 @@ def _read_all(
                 continue
             log = partition.log
             hw = partition.high_watermark
+            lso = log.last_stable_offset
             if rack is not None and partition.is_leader:
                 preferred = _preferred_replica(ctx, partition, rack)
                 if preferred >= 0:
                     any_error = True  # answer now: the consumer goes elsewhere
                     partitions.append(
-                        PartitionData(index, 0, hw, hw, log.log_start_offset, None, 0, preferred)
+                        PartitionData(index, 0, hw, lso, log.log_start_offset, None, 0, preferred)
                     )
                     continue
             slice_: ReadSlice | None = None
             error = ErrorCode.none
             limit = min(int(p.partition_max_bytes), budget - total)
+            fetch_offset = int(p.fetch_offset)
             if limit > 0 or total == 0:
                 try:
                     slice_ = log.read(
-                        int(p.fetch_offset),
+                        fetch_offset,
                         max(limit, 0),
-                        max_offset=None if replica else hw,
+                        max_offset=None if replica else lso if read_committed else hw,
                         min_one_batch=total == 0,
                     )
                 except OffsetOutOfRange:
@@ -140,9 +146,21 @@ def _read_all(
                     any_error = True
             size = slice_.size if slice_ is not None else 0
             total += size
+            aborted: list[tuple[int, int]] = []
+            if read_committed and size:
+                # Bounded by the LSO rather than the slice's end: entries past what the
+                # consumer reads are never matched against a batch, as Kafka's clients use them.
+                aborted = log.aborted_transactions(fetch_offset, lso)
             partitions.append(
                 PartitionData(
-                    index, error, hw, hw, log.log_start_offset, slice_ if size else None, size
+                    index,
+                    error,
+                    hw,
+                    lso,
+                    log.log_start_offset,
+                    slice_ if size else None,
+                    size,
+                    aborted_transactions=aborted,
                 )
             )
         result.append(fetch_response.TopicData(topic.topic, partitions))

@@ -12,10 +12,16 @@ LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
+READ_COMMITTED = 1  # isolation_level, ListOffsets v2+
 
 
 def _lookup(
-    ctx: RequestContext, topic: str, index: int, timestamp: int, current_leader_epoch: int
+    ctx: RequestContext,
+    topic: str,
+    index: int,
+    timestamp: int,
+    current_leader_epoch: int,
+    read_committed: bool,
 ) -> dict[str, Any]:
     partition = ctx.services.topics.partition(topic, index)
     if partition is None:
@@ -40,9 +46,11 @@ def _lookup(
             "leader_epoch": -1,
         }
     log = partition.log
+    # read_committed clients see the log up to the last stable offset, as in Fetch.
+    visible = partition.last_stable_offset if read_committed else partition.high_watermark
     found: tuple[int, int] | None
     if timestamp == LATEST:
-        found = (partition.high_watermark, -1)
+        found = (visible, -1)
     elif timestamp in (EARLIEST, EARLIEST_LOCAL):
         found = (log.log_start_offset, -1)
     elif timestamp == MAX_TIMESTAMP:
@@ -57,7 +65,7 @@ def _lookup(
         }
     else:
         found = log.offset_for_timestamp(timestamp)
-        if found is not None and found[0] >= partition.high_watermark:
+        if found is not None and found[0] >= visible:
             found = None
     offset, found_timestamp = found if found is not None else (-1, -1)
     return {
@@ -71,6 +79,7 @@ def _lookup(
 
 @handles(api_key=2, min_version=1, max_version=8)
 async def handle_list_offsets(ctx: RequestContext, request: Any) -> Response:
+    read_committed = int(getattr(request, "isolation_level", 0)) == READ_COMMITTED
     return ctx.respond(
         throttle_time=0,
         topics=[
@@ -83,6 +92,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Any) -> Response:
                         int(p.partition_index),
                         int(p.timestamp),
                         int(getattr(p, "current_leader_epoch", -1)),
+                        read_committed,
                     )
                     for p in topic.partitions
                 ],

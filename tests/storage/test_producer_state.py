@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from odradek.cluster.producer_state import ProducerStateTable
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import read_header
 from odradek.protocol.records import encode_batch
+from odradek.storage.producer_state import ProducerStateManager
 
 
 def header(producer_id: int, epoch: int, sequence: int, count: int = 1):  # type: ignore[no-untyped-def]
@@ -22,13 +24,13 @@ def header(producer_id: int, epoch: int, sequence: int, count: int = 1):  # type
 
 
 def test_sequences_follow_on_and_retries_return_the_first_offsets() -> None:
-    table = ProducerStateTable()
+    table = ProducerStateManager(Path("unused-no-snapshots"))
     first = header(7, 0, 0, count=3)
     assert table.check(first) is None
-    table.record(first, first_offset=10)
+    table.update(first, 10)
     second = header(7, 0, 3, count=2)
     assert table.check(second) is None
-    table.record(second, first_offset=13)
+    table.update(second, 13)
 
     retry = table.check(header(7, 0, 0, count=3))
     assert retry is not None and (retry.first_offset, retry.last_offset) == (10, 12)
@@ -37,16 +39,16 @@ def test_sequences_follow_on_and_retries_return_the_first_offsets() -> None:
 
 
 def test_a_gap_is_out_of_order() -> None:
-    table = ProducerStateTable()
-    table.record(header(7, 0, 0), first_offset=0)
+    table = ProducerStateManager(Path("unused-no-snapshots"))
+    table.update(header(7, 0, 0), 0)
     with pytest.raises(KafkaError) as raised:
         table.check(header(7, 0, 5))
     assert raised.value.code == ErrorCode.out_of_order_sequence_number
 
 
 def test_old_epochs_are_fenced_and_new_ones_restart_at_zero() -> None:
-    table = ProducerStateTable()
-    table.record(header(7, 2, 0), first_offset=0)
+    table = ProducerStateManager(Path("unused-no-snapshots"))
+    table.update(header(7, 2, 0), 0)
     with pytest.raises(KafkaError) as raised:
         table.check(header(7, 1, 1))
     assert raised.value.code == ErrorCode.invalid_producer_epoch
@@ -57,19 +59,19 @@ def test_old_epochs_are_fenced_and_new_ones_restart_at_zero() -> None:
 
 
 def test_only_the_last_five_batches_are_remembered() -> None:
-    table = ProducerStateTable()
+    table = ProducerStateManager(Path("unused-no-snapshots"))
     for i in range(6):
-        table.record(header(7, 0, i), first_offset=i)
+        table.update(header(7, 0, i), i)
     assert table.check(header(7, 0, 1)) is not None
     with pytest.raises(KafkaError):
         table.check(header(7, 0, 0))
 
 
 def test_non_idempotent_batches_are_not_checked() -> None:
-    table = ProducerStateTable()
+    table = ProducerStateManager(Path("unused-no-snapshots"))
     plain = header(-1, -1, -1)
     assert table.check(plain) is None
-    table.record(plain, first_offset=0)
+    table.update(plain, 0)
     assert table.check(plain) is None
 
 
@@ -82,7 +84,7 @@ def test_rebuild_from_headers_recognises_retries() -> None:
         base_offset=40,
         now_ms=1,
     )
-    table = ProducerStateTable()
-    table.rebuild([read_header(appended)])
+    table = ProducerStateManager(Path("unused-no-snapshots"))
+    table.update(read_header(appended), 40)
     retry = table.check(header(9, 0, 0, count=2))
     assert retry is not None and retry.first_offset == 40

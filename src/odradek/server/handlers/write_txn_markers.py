@@ -1,0 +1,91 @@
+"""WriteTxnMarkers (27): the transaction coordinator's COMMIT/ABORT markers, written to each
+partition of a transaction this broker leads, answered once they are replicated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.cluster.partition import Partition
+from odradek.cluster.view import CONSUMER_OFFSETS
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+
+# Kafka waits for a marker's replication as long as request.timeout.ms (its default here).
+REPLICATION_TIMEOUT_MS = 30_000
+
+
+def _write(
+    ctx: RequestContext, marker: Any, topic: str, index: int
+) -> tuple[ErrorCode, Partition | None, int]:
+    """One partition's marker: its error, or the partition and the offset after the marker
+    that the high watermark must reach."""
+    partition = ctx.services.topics.partition(topic, index)
+    if partition is None:
+        return ErrorCode.unknown_topic_or_partition, None, 0
+    try:
+        info = partition.write_txn_marker(
+            int(marker.producer_id),
+            int(marker.producer_epoch),
+            int(marker.coordinator_epoch),
+            bool(marker.transaction_result),
+            ctx.services.clock.time_ms(),
+            int(getattr(marker, "transaction_version", 0)),  # v2+
+        )
+    except KafkaError as e:
+        return e.code, None, 0
+    return ErrorCode.none, partition, info.last_offset + 1
+
+
+@handles(api_key=27, min_version=1, max_version=2)
+async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Response:
+    # (marker index, topic, partition index) → error code; the pending ones wait below.
+    codes: dict[tuple[int, str, int], ErrorCode] = {}
+    pending: list[tuple[tuple[int, str, int], Partition, int]] = []
+    for m, marker in enumerate(request.markers):
+        for topic in marker.topics:
+            for index in topic.partition_indexes:
+                key = (m, topic.name, int(index))
+                code, partition, offset = _write(ctx, marker, topic.name, int(index))
+                codes[key] = code
+                if partition is not None:
+                    pending.append((key, partition, offset))
+
+    def settled() -> bool:
+        return all(p.replicated(offset) is not None for _, p, offset in pending)
+
+    if pending and not settled():
+        await ctx.services.purgatory.park(
+            [p for _, p, _ in pending], settled, REPLICATION_TIMEOUT_MS / 1000, ctx.header.api_key
+        )
+    for key, partition, offset in pending:
+        outcome = partition.replicated(offset)
+        codes[key] = ErrorCode.request_timed_out if outcome is None else outcome
+        m, topic, index = key
+        if topic == CONSUMER_OFFSETS and codes[key] == ErrorCode.none:
+            # As Kafka: the group coordinator learns the outcome once the marker is committed.
+            marker = request.markers[m]
+            ctx.services.groups.transaction_completed(
+                index, int(marker.producer_id), bool(marker.transaction_result)
+            )
+    return ctx.respond(
+        markers=[
+            {
+                "producer_id": int(marker.producer_id),
+                "topics": [
+                    {
+                        "name": topic.name,
+                        "partitions": [
+                            {
+                                "partition_index": int(index),
+                                "error_code": codes[(m, topic.name, int(index))],
+                            }
+                            for index in topic.partition_indexes
+                        ],
+                    }
+                    for topic in marker.topics
+                ],
+            }
+            for m, marker in enumerate(request.markers)
+        ]
+    )
