@@ -4,9 +4,10 @@ in CHECKPOINT, until it is killed.
 
     python eos_query.py BOOTSTRAP SOURCE OUTPUT CHECKPOINT
 
-Slow on purpose: a pass-through step pauses before each Arrow batch of 40 rows, and the sink
-sends a Produce request per ~16 KiB, so each task sends data into its open transaction well
-before it commits it — the window the test kills in.
+Slow on purpose: a pass-through step hands rows on 40 at a time with a pause before each
+slice (standing for real per-row work), and the sink sends a Produce request per ~16 KiB
+(``kafka.max.request.size``), so each task sends data into its open transaction for a good
+fraction of a second before it commits: the window the test kills in.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-PAUSE_S = 0.03
+SLICE_ROWS = 40
+PAUSE_S = 0.02
 
 
 def slow(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
-        time.sleep(PAUSE_S)  # stands for real work per batch of rows
-        yield batch
+        for start in range(0, batch.num_rows, SLICE_ROWS):
+            time.sleep(PAUSE_S)
+            yield batch.slice(start, SLICE_ROWS)
 
 
 def main(bootstrap: str, source: str, output: str, checkpoint: str) -> None:
@@ -41,7 +44,8 @@ def main(bootstrap: str, source: str, output: str, checkpoint: str) -> None:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.codegen.wholeStage", "false")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "40")
+        # The sink's input comes in Arrow batches of this many rows, as the slow step makes them.
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(SLICE_ROWS))
         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .getOrCreate()
     )
@@ -52,7 +56,7 @@ def main(bootstrap: str, source: str, output: str, checkpoint: str) -> None:
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "800")
+        .option("maxOffsetsPerTrigger", "2000")
         .load()
         .selectExpr("key", "value")
     )

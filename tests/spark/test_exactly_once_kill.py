@@ -7,6 +7,7 @@ land mid-batch)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -27,18 +28,40 @@ from .conftest import create_topic, produce
 from .test_exactly_once import output_values
 
 KILLS = 3
-ROWS_PER_PARTITION = 2000
+ROWS_PER_PARTITION = 3000
 DRIVER = Path(__file__).with_name("eos_query.py")
 
 
-def ends(bootstrap: str, topic: str) -> tuple[int, int]:
-    """(high watermarks, last stable offsets) of the two partitions of ``topic``, summed."""
-    tps = [TopicPartition(topic, p) for p in range(2)]
-    with (
-        DataClient(bootstrap) as plain,
-        DataClient(bootstrap, isolation_level=READ_COMMITTED) as committed,
-    ):
-        return sum(plain.latest(tps).values()), sum(committed.latest(tps).values())
+class OutputEnds:
+    """Polls the output's high watermarks and last stable offsets (summed over partitions)
+    over two open connections, so a poll takes a couple of milliseconds."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.tps = [TopicPartition(topic, p) for p in range(2)]
+        self.plain = DataClient(bootstrap)
+        self.committed = DataClient(bootstrap, isolation_level=READ_COMMITTED)
+
+    def __call__(self) -> tuple[int, int]:
+        high = sum(self.plain.latest(self.tps).values())
+        return high, sum(self.committed.latest(self.tps).values())
+
+    def close(self) -> None:
+        self.plain.close()
+        self.committed.close()
+
+
+def uncommitted_batches(checkpoint: Path) -> set[int]:
+    """Micro-batches in the checkpoint's offset log but not (yet) in its commit log."""
+
+    def ids(log: str) -> set[int]:
+        folder = checkpoint / log
+        return (
+            {int(p.name) for p in folder.iterdir() if p.name.isdigit()}
+            if folder.exists()
+            else set()
+        )
+
+    return ids("offsets") - ids("commits")
 
 
 def start_driver(
@@ -50,19 +73,44 @@ def start_driver(
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group: the JVM and workers die with it
     )
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, from /proc: the JVM, and pyspark's worker daemon with its
+    workers, which put themselves in a process group of their own."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
 def kill(driver: subprocess.Popen[bytes]) -> None:
-    os.killpg(driver.pid, signal.SIGKILL)
+    """kill -9 of the driver and everything it started, at once (local mode: the executors
+    too), so no task goes on writing after the kill."""
+    for pid in [driver.pid, *descendants(driver.pid)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     driver.wait(30)
 
 
 def wait_for(condition: Callable[[], bool], what: str, deadline: float) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
+        time.sleep(0.001)
 
 
 def test_killed_and_restarted_query_writes_each_row_once(
@@ -84,33 +132,39 @@ def test_killed_and_restarted_query_writes_each_row_once(
         sent.extend(r.value or b"" for r in produce(bootstrap, source, p, rows))
     checkpoint = tmp_path / "checkpoint"
     deadline = time.monotonic() + 150
-    stable_before = 0
-    kills = 0
+    ends = OutputEnds(bootstrap, output)
+    written_before = 0
     driver = start_driver(bootstrap, source, output, checkpoint)
     try:
-        while kills < KILLS:
-            # Kill once this run has made progress past what the killed one left, and a
-            # transaction holds data again: a task is writing, its micro-batch not committed.
-            def open_transaction(since: int = stable_before) -> bool:
-                high, stable = ends(bootstrap, output)
-                return stable > since and high > stable
+        for kill_number in range(1, KILLS + 1):
+            # Kill as soon as this run has written data into a transaction it has not ended.
+            def open_transaction(since: int = written_before) -> bool:
+                high, stable = ends()
+                return high > since and high > stable
 
-            wait_for(open_transaction, f"an open transaction before kill {kills + 1}", deadline)
+            wait_for(open_transaction, f"an open transaction before kill {kill_number}", deadline)
             kill(driver)
-            kills += 1
-            stable_before = ends(bootstrap, output)[0]  # all the killed run wrote
+            # Mid-batch: Spark had planned a micro-batch and not committed it.
+            assert uncommitted_batches(checkpoint), f"kill {kill_number} fell between batches"
+            written_before = ends()[0]
             driver = start_driver(bootstrap, source, output, checkpoint)
 
         def all_committed() -> bool:
-            return len(output_values(bootstrap, output, 2, READ_COMMITTED)) >= len(sent)
+            high, stable = ends()
+            return (
+                high == stable
+                and not uncommitted_batches(checkpoint)
+                and (len(output_values(bootstrap, output, 2, READ_COMMITTED)) >= len(sent))
+            )
 
         wait_for(all_committed, "the output to hold every row", deadline)
     finally:
         kill(driver)
+        ends.close()
 
     committed = Counter(output_values(bootstrap, output, 2, READ_COMMITTED))
     assert committed == Counter(sent)  # every input row once, nothing else
     uncommitted = Counter(output_values(bootstrap, output, 2, 0))
     aborted = uncommitted - committed
-    assert aborted, "no kill landed while a transaction held data"
+    assert sum(aborted.values()) > 0, "no kill landed while a transaction held data"
     assert set(aborted) <= set(sent)
