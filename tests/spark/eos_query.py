@@ -4,30 +4,19 @@ in CHECKPOINT, until it is killed.
 
     python eos_query.py BOOTSTRAP SOURCE OUTPUT CHECKPOINT
 
-Slow on purpose: a pass-through step hands rows on 40 at a time with a pause before each
-slice (standing for real per-row work), and the sink sends a Produce request per ~16 KiB
-(``kafka.max.request.size``), so each task sends data into its open transaction for a good
-fraction of a second before it commits: the window the test kills in.
+Slow on purpose, so that each task sends data into its open transaction for a good fraction
+of a second before it commits (the window the test kills in): the source topic holds batches
+of a few records and the source fetches one at a time (``kafka.max.partition.fetch.bytes``),
+the sink gets rows 40 at a time and sends a Produce request per ~16 KiB
+(``kafka.max.request.size``).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
-from collections.abc import Iterator
 
-import pyarrow as pa
-
-SLICE_ROWS = 40
-PAUSE_S = 0.02
-
-
-def slow(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        for start in range(0, batch.num_rows, SLICE_ROWS):
-            time.sleep(PAUSE_S)
-            yield batch.slice(start, SLICE_ROWS)
+SINK_BATCH_ROWS = 40
 
 
 def main(bootstrap: str, source: str, output: str, checkpoint: str) -> None:
@@ -44,8 +33,8 @@ def main(bootstrap: str, source: str, output: str, checkpoint: str) -> None:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.codegen.wholeStage", "false")
-        # The sink's input comes in Arrow batches of this many rows, as the slow step makes them.
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(SLICE_ROWS))
+        # The sink's input comes in Arrow batches of this many rows, as the source reads them.
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(SINK_BATCH_ROWS))
         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .getOrCreate()
     )
@@ -57,12 +46,12 @@ def main(bootstrap: str, source: str, output: str, checkpoint: str) -> None:
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", "2000")
+        .option("kafka.max.partition.fetch.bytes", "1024")
         .load()
         .selectExpr("key", "value")
     )
     query = (
-        df.mapInArrow(slow, df.schema)
-        .writeStream.format("odradek")
+        df.writeStream.format("odradek")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", output)
         .option("exactlyOnce", "true")

@@ -129,7 +129,8 @@ def test_killed_and_restarted_query_writes_each_row_once(
             NewRecord(f"k{p}-{i}".encode(), f"{p}/{i}/".encode() + b"x" * 200, timestamp=i)
             for i in range(ROWS_PER_PARTITION)
         ]
-        sent.extend(r.value or b"" for r in produce(bootstrap, source, p, rows))
+        # Small batches: the driver's source fetches one at a time (see eos_query.py).
+        sent.extend(r.value or b"" for r in produce(bootstrap, source, p, rows, per_batch=4))
     checkpoint = tmp_path / "checkpoint"
     deadline = time.monotonic() + 150
     ends = OutputEnds(bootstrap, output)
