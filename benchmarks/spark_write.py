@@ -105,30 +105,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     with broker(args.bootstrap) as bootstrap:
         topic = f"bench-write-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, args.partitions)
-        ours = timed(
-            "odradek sink (acks=all)",
-            args.runs,
-            args.records,
-            lambda: (
-                df.write.format("odradek")
-                .option("kafka.bootstrap.servers", bootstrap)
-                .option("topic", topic)
-                .mode("append")
-                .save()
-            ),
-        )
+
+        def write(**options: str) -> None:
+            writer = df.write.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+            for name, value in {"topic": topic, **options}.items():
+                writer = writer.option(name, value)
+            writer.mode("append").save()
+
+        ours = timed("odradek sink (acks=all)", args.runs, args.records, write)
         exactly_once = timed(
             "odradek sink (exactlyOnce)",
             args.runs,
             args.records,
-            lambda: (
-                df.write.format("odradek")
-                .option("kafka.bootstrap.servers", bootstrap)
-                .option("topic", topic)
-                .option("exactlyOnce", "true")
-                .mode("append")
-                .save()
-            ),
+            lambda: write(exactlyOnce="true"),
         )
         ceiling = timed(
             "discarding Arrow sink",

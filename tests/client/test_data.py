@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
 import pytest
 
 from odradek.client.data import (
@@ -16,28 +13,9 @@ from odradek.client.data import (
 )
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import NewRecord, encode_batch, iter_records
-from odradek.testing import RunningBroker, running_broker
+from odradek.testing import RunningBroker
 
 T0 = 1_700_000_000_000
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    with running_broker(tmp_path_factory.mktemp("client"), num_partitions="2") as running:
-        yield running
-
-
-@pytest.fixture
-def client(broker: RunningBroker) -> Iterator[DataClient]:
-    with DataClient(broker.bootstrap) as c:
-        yield c
-
-
-@pytest.fixture
-def topic(client: DataClient) -> str:
-    name = f"data-{uuid.uuid4().hex[:10]}"
-    client.describe([name], auto_create=True)
-    return name
 
 
 def batch(count: int, first: int = 0, ts: int = T0) -> bytes:
@@ -223,7 +201,12 @@ def _marker(producer_id: int, offset: int, *, commit: bool) -> bytes:
 
 
 def test_aborted_batches_follow_kafkas_consumer_rule() -> None:
-    from odradek.client.data import AbortedTransaction, aborted_batches
+    from odradek.client.data import (
+        AbortedTransaction,
+        FetchedRecords,
+        aborted_batches,
+        data_batches,
+    )
     from odradek.protocol.record_batch import iter_headers
 
     # Producer 1 aborts, producer 2 commits meanwhile, a plain batch sits between them, then
@@ -248,3 +231,9 @@ def test_aborted_batches_follow_kafkas_consumer_rule() -> None:
     assert aborted_batches(tail, [AbortedTransaction(1, 0)]) == {0}
     # An aborted transaction that begins later takes effect only from its first offset.
     assert aborted_batches(data, [AbortedTransaction(1, 7)]) == {positions[3]}
+    # What a read_committed reader keeps: no aborted batch, no marker.
+    fetched = FetchedRecords(
+        TopicPartition("t", 0), 0, data, 14, 0, 14, 14, (AbortedTransaction(1, 0),)
+    )
+    kept = [bytes(b) for b in data_batches(fetched)]
+    assert kept == [parts[1], parts[2], parts[6]]

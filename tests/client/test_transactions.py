@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,33 +14,14 @@ from odradek.client.data import (
     KafkaClientError,
     ProduceError,
     TopicPartition,
+    data_batches,
 )
 from odradek.client.transactions import TransactionalProducer
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import NewRecord, encode_batch, iter_records
-from odradek.testing import RunningBroker, running_broker
+from odradek.protocol.records import NewRecord, decode_batch, encode_batch
 
 T0 = 1_700_000_000_000
 FENCED = {ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch}
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    with running_broker(tmp_path_factory.mktemp("txn-client"), num_partitions="2") as running:
-        yield running
-
-
-@pytest.fixture
-def client(broker: RunningBroker) -> Iterator[DataClient]:
-    with DataClient(broker.bootstrap) as c:
-        yield c
-
-
-@pytest.fixture
-def topic(client: DataClient) -> str:
-    name = f"txn-{uuid.uuid4().hex[:10]}"
-    client.describe([name], auto_create=True)
-    return name
 
 
 def produce(
@@ -75,21 +55,14 @@ def stable(client: DataClient, tp: TopicPartition, deadline_s: float = 20.0) -> 
 
 
 def read_values(bootstrap: str, tp: TopicPartition, isolation_level: int) -> list[bytes | None]:
-    from odradek.client.data import aborted_batches
-    from odradek.protocol.record_batch import iter_headers
-
     with DataClient(bootstrap, isolation_level=isolation_level) as reader:
         end = reader.latest([tp])[tp]
-        found: list[bytes | None] = []
-        for fetched in reader.fetch_range(tp, 0, end):
-            skip = aborted_batches(fetched.records, fetched.aborted)
-            data = bytes(fetched.records)
-            for header in iter_headers(data):
-                if header.is_control or header.position in skip:
-                    continue
-                whole = data[header.position : header.position + header.size]
-                found.extend(r.value for _, rs in iter_records(whole) for r in rs)
-        return found
+        return [
+            r.value
+            for fetched in reader.fetch_range(tp, 0, end)
+            for batch in data_batches(fetched)
+            for r in decode_batch(batch)
+        ]
 
 
 def new_producer(client: DataClient, transactional_id: str) -> TransactionalProducer:

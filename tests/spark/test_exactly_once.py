@@ -7,10 +7,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from odradek.client.data import READ_COMMITTED, DataClient, TopicPartition
-from odradek.client.data import aborted_batches as aborted_positions
-from odradek.protocol.record_batch import iter_headers
-from odradek.protocol.records import iter_records
+from odradek.client.data import READ_COMMITTED, DataClient, TopicPartition, data_batches
+from odradek.protocol.records import decode_batch
 from odradek.testing import RunningBroker
 
 from .conftest import create_topic, produce, values
@@ -24,13 +22,8 @@ def output_values(bootstrap: str, topic: str, partitions: int, isolation: int) -
             tp = TopicPartition(topic, p)
             end = client.latest([tp])[tp]
             for fetched in client.fetch_range(tp, 0, end):
-                data = bytes(fetched.records)
-                skip = aborted_positions(data, fetched.aborted)
-                for header in iter_headers(data):
-                    if header.is_control or header.position in skip:
-                        continue
-                    whole = data[header.position : header.position + header.size]
-                    found.extend(r.value or b"" for _, rs in iter_records(whole) for r in rs)
+                for batch in data_batches(fetched):
+                    found.extend(r.value or b"" for r in decode_batch(batch))
     return found
 
 

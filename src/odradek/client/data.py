@@ -185,6 +185,16 @@ def aborted_batches(
     return frozenset(skipped)
 
 
+def data_batches(fetched: FetchedRecords) -> Iterator[memoryview]:
+    """The whole batches of ``fetched`` that hold data for its reader: control batches and
+    (for a read_committed fetch, which names them) aborted transactions' batches left out."""
+    view = memoryview(fetched.records)
+    skipped = aborted_batches(fetched.records, fetched.aborted)
+    for header in iter_headers(view):
+        if not header.is_control and header.position not in skipped:
+            yield view[header.position : header.position + header.size]
+
+
 _CONTROL_KEY = struct.Struct(">hh")  # version, type (0 abort, 1 commit)
 
 
