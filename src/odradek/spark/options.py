@@ -3,6 +3,19 @@
 Names, defaults and meanings follow Spark's built-in ``kafka`` format so a pipeline ports by
 changing the format name. Parsing is pure (no I/O, no Spark), happens where the reader or writer
 is made, and raises :class:`OptionError` with a message naming the option.
+
+Options of odradek's own, beyond Spark's (which has no exactly-once Kafka sink):
+
+- ``exactlyOnce`` (sink, default false): write each task's rows of a micro-batch (or of a batch
+  write) in one Kafka transaction, once, however often Spark runs the task — see
+  :mod:`odradek.spark.sink`. Needs ``kafka.acks=all``.
+- ``transactionalIdPrefix`` (sink, default ``odradek-spark``): the transactional ids are
+  ``<prefix>-<query id>-<task partition>``; give queries that share a cluster prefixes that tell
+  them apart in ``odradek transactions`` listings.
+- ``kafka.transaction.timeout.ms`` (sink, default 60000): after this long the coordinator aborts
+  a transaction whose task died without a successor.
+- ``kafka.max.request.size`` (sink, default 4 MiB): bytes a Produce request gathers before it is
+  sent.
 """
 
 from __future__ import annotations
