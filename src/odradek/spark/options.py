@@ -10,8 +10,8 @@ Options of odradek's own, beyond Spark's (which has no exactly-once Kafka sink):
   write) in one Kafka transaction, once, however often Spark runs the task — see
   :mod:`odradek.spark.sink`. Needs ``kafka.acks=all``.
 - ``transactionalIdPrefix`` (sink, default ``odradek-spark``): the transactional ids are
-  ``<prefix>-<query id>-<task partition>``; give queries that share a cluster prefixes that tell
-  them apart in ``odradek transactions`` listings.
+  ``<prefix>-<query id>-<task partition>``, which is how the query's transactions show in
+  ListTransactions / DescribeTransactions.
 - ``kafka.transaction.timeout.ms`` (sink, default 60000): after this long the coordinator aborts
   a transaction whose task died without a successor.
 - ``kafka.max.request.size`` (sink, default 4 MiB): bytes a Produce request gathers before it is
