@@ -113,6 +113,9 @@ def test_java_string_hash() -> None:
 def test_partition_for_is_in_range() -> None:
     assert rec.partition_for("polygenelubricants", 50) == 0  # abs(MIN_VALUE) is 0, as in Kafka
     assert rec.partition_for("hello", 50) == 99162322 % 50
+    # A negative hash: Kafka's Utils.abs (|-421004483| % 50), not a mask of the sign bit.
+    assert rec.java_string_hash("consumers") == -421004483
+    assert rec.partition_for("consumers", 50) == 33
 
 
 texts = st.text(max_size=40)

@@ -9,7 +9,7 @@ import pytest
 from odradek.spark.sink import murmur2
 from tests.e2e.conftest import stored_codecs
 
-from .support import consume, create_topic, produce
+from .support import consume, create_topic, produce, run_java
 
 PARTITIONS = 3
 
@@ -84,3 +84,32 @@ def test_java_consumer_with_the_kip_848_group_protocol(bootstrap):
     produced = produce(bootstrap, topic, 10, "c")
     consumed = consume(bootstrap, topic, "java-kip-848-group", 10, "group.protocol=consumer")
     assert {r.value: (r.partition, r.offset) for r in consumed.records} == produced.acked
+
+
+def test_java_transactions_commit_abort_and_fencing(bootstrap):
+    topic = "java-transactions"
+    create_topic(bootstrap, topic, PARTITIONS)
+    out = run_java("JavaTransactions", bootstrap, topic, "java-txn", "commit-abort", "20")
+    assert out.split() == ["committed", "aborted", "committed", "fenced", "done"]
+    committed = consume(bootstrap, topic, "java-txn-rc", 21, "isolation.level=read_committed")
+    assert sorted(r.value for r in committed.records) == sorted(
+        [f"c{i}" for i in range(20)] + ["last"]
+    )
+    everything = consume(bootstrap, topic, "java-txn-ru", 42, "isolation.level=read_uncommitted")
+    assert sorted(r.value for r in everything.records) == sorted(
+        [f"c{i}" for i in range(20)] + [f"a{i}" for i in range(20)] + ["last", "zombie"]
+    )
+
+
+def test_java_consume_transform_produce(bootstrap):
+    source, sink, group = "java-ctp-source", "java-ctp-sink", "java-ctp"
+    create_topic(bootstrap, source, PARTITIONS)
+    create_topic(bootstrap, sink, 1)
+    produce(bootstrap, source, 30, "s")
+    out = run_java("JavaTransactions", bootstrap, sink, "java-ctp-txn", "copy", "30", source, group)
+    assert out.split()[-1] == "done" and "copied 30" in out
+    copied = consume(bootstrap, sink, "java-ctp-check", 30, "isolation.level=read_committed")
+    assert sorted(r.value for r in copied.records) == sorted(f"xsv{i}" for i in range(30))
+    # The source offsets were committed in the transactions: the group has nothing left.
+    rest = consume(bootstrap, source, group, 0)
+    assert rest.records == []

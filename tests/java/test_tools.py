@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from .support import (
     CONFIGS_TOOL,
@@ -14,6 +14,7 @@ from .support import (
     CONSOLE_PRODUCER,
     CONSUMER_GROUPS_TOOL,
     TOPICS_TOOL,
+    TRANSACTIONS_TOOL,
     run_java,
 )
 
@@ -169,3 +170,45 @@ def test_kafka_configs_describe_and_alter_a_topic(bootstrap):
     described = run_java(CONFIGS_TOOL, *entity, "--describe")
     dynamic = re.findall(r"^\s*([a-z.]+)=(\S+) sensitive", described, re.M)
     assert dynamic == [("cleanup.policy", "compact")]
+
+
+def test_kafka_transactions_list_describe_and_abort(bootstrap):
+    topic, tid = "tools-transactions", "tools-txn"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"open")
+    producer.flush(30)
+
+    def tool(*args: str) -> list[list[str]]:
+        out = run_java(TRANSACTIONS_TOOL, "--bootstrap-server", bootstrap, *args)
+        return [line.split() for line in out.strip().splitlines()]
+
+    header, *rows = tool("list")
+    assert header[:4] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert [tid, "Ongoing"] in [[r[0], r[3]] for r in rows]
+    header, row = tool("describe", "--transactional-id", tid)
+    assert dict(zip(header, row, strict=False))["TransactionState"] == "Ongoing"
+    assert f"{topic}-0" in row[-1]
+    header, producer_row = tool("describe-producers", "--topic", topic, "--partition", "0")
+    described = dict(zip(header, producer_row, strict=True))
+    assert described["CurrentTransactionStartOffset"] == "0"
+
+    # The hanging-transaction remedy: the ABORT marker written into the partition directly.
+    tool("abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "tools-txn",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        assert (low, high) == (0, 2)  # the record and the marker, and nothing unstable
+    finally:
+        consumer.close()
+    header, producer_row = tool("describe-producers", "--topic", topic, "--partition", "0")
+    assert dict(zip(header, producer_row, strict=True))["CurrentTransactionStartOffset"] == "None"

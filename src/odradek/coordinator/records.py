@@ -332,7 +332,13 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+def kafka_abs(value: int) -> int:
+    """Kafka's ``Utils.abs``: ``Math.abs``, with Integer.MIN_VALUE mapped to 0 (not a mask of
+    the sign bit, which would place a negative hash elsewhere)."""
+    return 0 if value == -(2**31) else abs(value)
+
+
 def partition_for(group: str, partitions: int) -> int:
     """The ``__consumer_offsets`` partition of ``group``, as Kafka picks it (so a data directory
     moved between odradek and Kafka keeps each group where the other looks for it)."""
-    return (java_string_hash(group) & 0x7FFFFFFF) % partitions
+    return kafka_abs(java_string_hash(group)) % partitions

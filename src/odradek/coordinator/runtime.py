@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -53,6 +52,7 @@ from odradek.config import BrokerConfig
 from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator, write_error
 from odradek.coordinator.log_reader import read_batches
 from odradek.coordinator.messages import NO_PRODUCER_ID
+from odradek.protocol.control import marker_commits
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader, InvalidBatch, validate_batches
 from odradek.protocol.records import NewRecord, Record, encode_batch
@@ -195,20 +195,13 @@ class TransactionMarker:
 
 LogEntry = StoredRecord | TransactionMarker
 
-# A control record's key: int16 version (0), int16 type (0 ABORT, 1 COMMIT; others are not
-# transaction markers).
-_CONTROL_KEY = struct.Struct(">hh")
-_ABORT, _COMMIT = 0, 1
-
 
 def _markers(header: BatchHeader, records: Sequence[Record]) -> list[TransactionMarker]:
     markers = []
     for record in records:
-        if record.key is None or len(record.key) < _CONTROL_KEY.size:
-            continue
-        _, kind = _CONTROL_KEY.unpack_from(record.key)
-        if kind in (_ABORT, _COMMIT):
-            markers.append(TransactionMarker(header.producer_id, kind == _COMMIT))
+        commit = marker_commits(record.key)
+        if commit is not None:
+            markers.append(TransactionMarker(header.producer_id, commit))
     return markers
 
 

@@ -30,7 +30,7 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from odradek.coordinator.records import RecordFormatError, java_string_hash
+from odradek.coordinator.records import RecordFormatError, java_string_hash, kafka_abs
 
 TXN_KEY_VERSION = 0
 TXN_VALUE_VERSION = 0
@@ -214,11 +214,6 @@ def decode_txn_value(data: bytes) -> TxnValue:
     return TxnValue(
         producer_id, epoch, timeout_ms, state, frozenset(partitions), last_update_ms, start_ms
     )
-
-
-def kafka_abs(value: int) -> int:
-    """Kafka's ``Utils.abs``: ``Math.abs``, with Integer.MIN_VALUE mapped to 0."""
-    return 0 if value == -(2**31) else abs(value)
 
 
 def txn_partition_for(transactional_id: str, partitions: int) -> int:

@@ -56,6 +56,15 @@ def encode_end_txn_marker(
     )
 
 
+def marker_commits(key: bytes | None) -> bool | None:
+    """Whether a control record's ``key`` is a COMMIT (True) or ABORT (False) marker; None for
+    any other control record."""
+    if key is None or len(key) < _KEY.size:
+        return None
+    _, kind = _KEY.unpack_from(key)
+    return None if kind not in (ABORT, COMMIT) else kind == COMMIT
+
+
 def read_end_txn_marker(batch: bytes | bytearray | memoryview, header: BatchHeader) -> EndTxnMarker:
     """The marker in the control batch at ``header`` in ``batch``; raises
     :class:`InvalidControlBatch` for anything else."""
@@ -67,12 +76,10 @@ def read_end_txn_marker(batch: bytes | bytearray | memoryview, header: BatchHead
     if len(records) != 1:
         raise InvalidControlBatch(f"a control batch holds {len(records)} records, not 1")
     key, value = records[0].key, records[0].value
-    if key is None or len(key) < _KEY.size:
-        raise InvalidControlBatch("a control record without a type")
-    _, kind = _KEY.unpack_from(key)
-    if kind not in (ABORT, COMMIT):
-        raise InvalidControlBatch(f"control record type {kind} is no transaction marker")
+    commit = marker_commits(key)
+    if commit is None:
+        raise InvalidControlBatch(f"control record key {key!r} is no transaction marker")
     if value is None or len(value) < _VALUE.size:
         raise InvalidControlBatch("a transaction marker without a coordinator epoch")
     _, coordinator_epoch = _VALUE.unpack_from(value)
-    return EndTxnMarker(kind == COMMIT, coordinator_epoch)
+    return EndTxnMarker(commit, coordinator_epoch)

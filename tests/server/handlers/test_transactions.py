@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import encode_batch
 from odradek.server.services import BrokerServices
+from tests.server.conftest import PRODUCE, PRODUCE_VERSION, now_ms
 
 from .conftest import HandlerCaller
 
@@ -150,3 +152,49 @@ def test_bad_requests_get_kafkas_errors_and_change_nothing(
     (state,) = handlers.call(DESCRIBE_TXNS, 0, transactional_ids=["bystander"]).transaction_states
     assert (state.transaction_state, state.producer_epoch) == ("Ongoing", bystander.producer_epoch)
     assert _add(handlers, "tx", pid, epoch + 1, {"orders": [0]}) == {("orders", 0): ErrorCode.none}
+
+
+def _txn_produce(
+    handlers: HandlerCaller, tid: str, pid: int, epoch: int, partitions: list[int]
+) -> dict[int, ErrorCode]:
+    batch = encode_batch(
+        [(None, b"v", (), None)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=0,
+        transactional=True,
+        now_ms=now_ms(),
+    )
+    response = handlers.call(
+        PRODUCE,
+        PRODUCE_VERSION,
+        transactional_id=tid,
+        acks=1,
+        timeout=5_000,
+        topic_data=[
+            {
+                "name": "orders",
+                "partition_data": [{"index": p, "records": batch} for p in partitions],
+            }
+        ],
+    )
+    return {int(p.index): p.error_code for p in response.responses[0].partition_responses}
+
+
+def test_transactional_produce_only_to_partitions_of_the_transaction(
+    handlers: HandlerCaller, services: BrokerServices
+) -> None:
+    # KIP-890: a partition the producer never added is refused before anything is written.
+    services.topics.create_topic("orders", 2)
+    init = _init(handlers, "tx")
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert _txn_produce(handlers, "tx", pid, epoch, [0]) == {0: ErrorCode.invalid_txn_state}
+    _add(handlers, "tx", pid, epoch, {"orders": [0]})
+    assert _txn_produce(handlers, "tx", pid, epoch, [0, 1]) == {
+        0: ErrorCode.none,
+        1: ErrorCode.invalid_txn_state,
+    }
+    partition = services.topics.partition("orders", 1)
+    assert partition is not None and partition.log.log_end_offset == 0
+    # The transaction goes on in the partition it added.
+    assert services.topics.partition("orders", 0).has_ongoing_transaction(pid, epoch)  # type: ignore[union-attr]

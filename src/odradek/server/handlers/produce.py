@@ -1,4 +1,10 @@
-"""Produce (0): hand each partition's record set to its leader's append, acknowledge by acks."""
+"""Produce (0): hand each partition's record set to its leader's append, acknowledge by acks.
+
+A transactional producer's first batch to a partition in a transaction is checked first with
+the transaction coordinator (KIP-890's verification, ``transaction.partition.verification.
+enable``): a partition the producer never added to its transaction is refused with
+INVALID_TXN_STATE, so a hanging transaction cannot start there.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from odradek.cluster.partition import Partition
 from odradek.counters import BrokerCounters
 from odradek.protocol import produce_request, produce_response
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.record_batch import HEADER_SIZE, read_header
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 from odradek.storage.validator import RecordsRejected
@@ -71,6 +78,54 @@ def produce_to_partition(
     return answer, (partition if acks == -1 else None), info.last_offset + 1
 
 
+# The coordinator's answers a producer may retry (it cannot act on them itself): Kafka hands
+# them to the producer as NOT_ENOUGH_REPLICAS, which every client retries.
+_RETRIABLE_VERIFICATION = frozenset(
+    {
+        ErrorCode.coordinator_not_available,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.not_coordinator,
+        ErrorCode.concurrent_transactions,
+    }
+)
+
+
+async def _unverified(ctx: RequestContext, request: Any) -> dict[tuple[str, int], ErrorCode]:
+    """The partitions a transactional produce may not write to, by the coordinator's answer:
+    those where the producer has no transaction open yet and that its coordinator does not
+    list in the producer's ongoing transaction."""
+    services = ctx.services
+    if request.transactional_id is None or not services.config.get_bool(
+        "transaction.partition.verification.enable"
+    ):
+        return {}
+    first: tuple[int, int] | None = None
+    wanted: list[tuple[str, int]] = []
+    for topic in request.topic_data:
+        for p in topic.partition_data:
+            records = p.records
+            if records is None or len(records) < HEADER_SIZE:
+                continue
+            header = read_header(records)
+            if not header.is_transactional:
+                continue
+            partition = services.topics.partition(topic.name, int(p.index))
+            if partition is None or not partition.is_leader:
+                continue
+            if partition.has_ongoing_transaction(header.producer_id, header.producer_epoch):
+                continue
+            first = (header.producer_id, header.producer_epoch)
+            wanted.append((topic.name, int(p.index)))
+    if first is None:
+        return {}
+    verdicts = await services.transactions.verify(request.transactional_id, *first, wanted)
+    return {
+        tp: ErrorCode.not_enough_replicas if code in _RETRIABLE_VERIFICATION else code
+        for tp, code in verdicts.items()
+        if code != ErrorCode.none
+    }
+
+
 async def _await_replication(
     ctx: RequestContext, pending: list[tuple[dict[str, Any], Partition, int]], timeout_ms: int
 ) -> None:
@@ -103,9 +158,16 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
     acks = int(request.acks)
     pending: list[tuple[dict[str, Any], Partition, int]] = []
     topics = []
+    refused = await _unverified(ctx, request)
     for topic in request.topic_data:
         answers = []
         for p in topic.partition_data:
+            code = refused.get((topic.name, int(p.index))) if refused else None
+            if code is not None:
+                answers.append(
+                    _failed(int(p.index), code, "the partition is not in the transaction")
+                )
+                continue
             answer, waits_on, offset = produce_to_partition(
                 ctx, topic.name, int(p.index), p.records, acks
             )
