@@ -33,8 +33,11 @@ restarts from the checkpoint; a fresh id per batch write), batch ``B`` and Spark
 A read_committed reader of the output therefore sees each input row once however often tasks
 or the driver died. A task that fails aborts its transaction when it still can; otherwise the
 next attempt's InitProducerId, or the transaction timeout (``kafka.transaction.timeout.ms``,
-default 60 s) aborts it. Costs: two round trips to the coordinators per task and micro-batch,
-and one group per transactional id (empty groups holding one offset, expired by the broker's
+default 60 s) aborts it. Costs, per task and micro-batch and not per row: about eight requests
+to the coordinators (finding them, InitProducerId, OffsetFetch, AddPartitionsToTxn,
+AddOffsetsToTxn, TxnOffsetCommit, EndTxn), and one request per partition per Produce round,
+since a request carries one sequenced batch per partition as Kafka's producers send them; and one
+group per transactional id (an empty group holding one offset, expired by the broker's
 ``offsets.retention.minutes`` once the query stops). Tasks with no rows open no transaction.
 """
 
