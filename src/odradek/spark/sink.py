@@ -35,10 +35,10 @@ or the driver died. A task that fails aborts its transaction when it still can; 
 next attempt's InitProducerId, or the transaction timeout (``kafka.transaction.timeout.ms``,
 default 60 s) aborts it. Costs, per task and micro-batch and not per row: about eight requests
 to the coordinators (finding them, InitProducerId, OffsetFetch, AddPartitionsToTxn,
-AddOffsetsToTxn, TxnOffsetCommit, EndTxn), and one request per partition per Produce round,
-since a request carries one sequenced batch per partition as Kafka's producers send them; and one
-group per transactional id (an empty group holding one offset, expired by the broker's
-``offsets.retention.minutes`` once the query stops). Tasks with no rows open no transaction.
+AddOffsetsToTxn, TxnOffsetCommit, EndTxn); Produce requests that carry at most one batch per
+partition, as Kafka's producers send sequenced batches; and one group per transactional id (an
+empty group holding one offset, expired by the broker's ``offsets.retention.minutes`` once the
+query stops). Tasks with no rows open no transaction.
 """
 
 from __future__ import annotations
