@@ -563,6 +563,22 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "check with the coordinator that a transactional produce goes to a partition added "
             "to its transaction (KIP-890)",
         ),
+        ConfigDef(
+            "max.incremental.fetch.session.cache.slots",
+            ConfigType.INT,
+            "1000",
+            "most incremental fetch sessions (KIP-227) the broker keeps",
+            _at_least(0),
+            True,
+        ),
+        ConfigDef(
+            "min.incremental.fetch.session.eviction.ms",
+            ConfigType.INT,
+            "120000",
+            "how long a fetch session must be idle before a new one may take its slot",
+            _at_least(0),
+            True,
+        ),
         # Replication (odradek.cluster: the ISR, the follower fetcher, the controller).
         ConfigDef(
             "offsets.topic.replication.factor",

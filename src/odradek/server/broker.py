@@ -20,6 +20,7 @@ from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer
 from odradek.server.connection import Connection
+from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.purgatory import Purgatory
 from odradek.server.registry import load_handlers
 from odradek.server.services import BrokerServices
@@ -175,6 +176,11 @@ class Broker:
             replicas=self.node.replicas if self.node is not None else None,
             controller=self.node.controller if self.node is not None else None,
             counters=self.counters,
+            fetch_sessions=FetchSessionCache(
+                self.clock,
+                self.config.get_int("max.incremental.fetch.session.cache.slots"),
+                self.config.get_int("min.incremental.fetch.session.eviction.ms"),
+            ),
         )
         self._start_metrics()
         await self._server.start_serving()

@@ -22,6 +22,7 @@ from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
+from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager
 
@@ -51,6 +52,8 @@ class BrokerServices:
     # What the metrics endpoint reports (None unless ``metrics.listener`` is set): handlers
     # count their topics' traffic in it.
     counters: BrokerCounters | None = None
+    # Incremental fetch sessions (KIP-227); None: every Fetch is answered without a session.
+    fetch_sessions: FetchSessionCache | None = None
 
 
 @dataclass(frozen=True, slots=True)
