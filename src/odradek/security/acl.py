@@ -322,3 +322,37 @@ def _covers(deny: ResourcePattern, allowed: ResourcePattern) -> bool:
             allowed.pattern_type is PatternType.LITERAL and deny.name == allowed.name
         )
     return allowed.name.startswith(deny.name) and allowed.name != WILDCARD
+
+
+def encode_entries(entries: Iterable[AccessControlEntry]) -> dict[str, object]:
+    """A resource's entries as Kafka's ``/kafka-acl`` znodes hold them (JSON-ready)."""
+    return {
+        "version": 1,
+        "acls": [
+            {
+                "principal": e.principal,
+                "permissionType": zk_name(e.permission),
+                "operation": zk_name(e.operation),
+                "host": e.host,
+            }
+            for e in sorted(entries)
+        ],
+    }
+
+
+def decode_entries(document: Mapping[str, object]) -> frozenset[AccessControlEntry]:
+    """The inverse of :func:`encode_entries`; ValueError for another version or bad names."""
+    if document.get("version") != 1:
+        raise ValueError(f"unsupported ACL document version {document.get('version')!r}")
+    items = document.get("acls")
+    if not isinstance(items, list):
+        raise ValueError("ACL document without an acls list")
+    return frozenset(
+        AccessControlEntry(
+            str(item["principal"]),
+            str(item["host"]),
+            parse_enum(AclOperation, str(item["operation"])),
+            parse_enum(AclPermissionType, str(item["permissionType"])),
+        )
+        for item in items
+    )
