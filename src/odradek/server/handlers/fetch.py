@@ -8,6 +8,7 @@ from odradek.cluster.partition import Partition
 from odradek.counters import BrokerCounters
 from odradek.protocol import fetch_response
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorize import fetch_denials
 from odradek.server.context import FrameParts, RequestContext, Response
 from odradek.server.registry import handles
 from odradek.storage import OffsetOutOfRange, ReadSlice
@@ -91,6 +92,7 @@ def _read_all(
     replica: bool = False,
     errors: dict[tuple[str, int], ErrorCode] | None = None,
     rack: str | None = None,
+    denied: frozenset[str] = frozenset(),
 ) -> tuple[list[fetch_response.TopicData[ReadSlice]], int, bool]:
     """One pass over the requested partitions: (topics, bytes found, any error). A consumer
     reads below the high watermark (read_committed: below the last stable offset, with the
@@ -106,12 +108,15 @@ def _read_all(
         partitions: list[PartitionData[ReadSlice]] = []
         for p in topic.partitions:
             index = int(p.partition)
-            partition = topics.partition(topic.topic, index)
+            partition = None if topic.topic in denied else topics.partition(topic.topic, index)
             if partition is None:
                 any_error = True
-                partitions.append(
-                    PartitionData(index, ErrorCode.unknown_topic_or_partition, -1, -1, -1, None, 0)
+                code = (
+                    ErrorCode.topic_authorization_failed
+                    if topic.topic in denied
+                    else ErrorCode.unknown_topic_or_partition
                 )
+                partitions.append(PartitionData(index, code, -1, -1, -1, None, 0))
                 continue
             refused = _refused(partition, p, errors, rack is not None)
             if refused != ErrorCode.none:
@@ -176,13 +181,14 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
     min_bytes = int(request.min_bytes)
     replica_id = int(request.replica_id)
     replica = replica_id >= 0
-    errors = _follower_fetched(ctx, request, replica_id) if replica else None
+    denied = fetch_denials(ctx, request, replica)
+    errors = _follower_fetched(ctx, request, replica_id) if replica and not denied else None
     rack = _rack_aware(ctx, request, replica)
-    found = _read_all(ctx, request, replica, errors, rack)
+    found = _read_all(ctx, request, replica, errors, rack, denied)
 
     def enough() -> bool:
         nonlocal found
-        found = _read_all(ctx, request, replica, errors, rack)
+        found = _read_all(ctx, request, replica, errors, rack, denied)
         return found[1] >= min_bytes or found[2]
 
     _, total, any_error = found
