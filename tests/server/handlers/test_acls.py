@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from odradek.protocol.errors import ErrorCode
-from odradek.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from odradek.security.acl import AclOperation, AclPermissionType, ResourceType
 from odradek.security.authorizer import Authorizer
 from odradek.server.services import BrokerServices, Session
 
