@@ -153,6 +153,22 @@ class AclBinding:
     entry: AccessControlEntry
 
 
+def binding_of(
+    resource_type: int,
+    name: str,
+    pattern_type: int,
+    principal: str,
+    host: str,
+    operation: int,
+    permission: int,
+) -> AclBinding:
+    """A binding from its wire values; ValueError for a value Kafka has no name for."""
+    return AclBinding(
+        ResourcePattern(ResourceType(resource_type), name, PatternType(pattern_type)),
+        AccessControlEntry(principal, host, AclOperation(operation), AclPermissionType(permission)),
+    )
+
+
 class InvalidAclError(ValueError):
     """A binding Kafka refuses to store (INVALID_REQUEST)."""
 

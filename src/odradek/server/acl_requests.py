@@ -6,15 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.security.acl import (
-    AccessControlEntry,
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     InvalidAclError,
     PatternType,
-    ResourcePattern,
     ResourceType,
+    binding_of,
 )
 
 # Kafka's message with SECURITY_DISABLED when no authorizer is configured.
@@ -24,18 +23,14 @@ NO_AUTHORIZER = "No Authorizer is configured."
 def creation_binding(creation: Any) -> AclBinding:
     """The binding a creation asks for; InvalidAclError for values Kafka has no name for."""
     try:
-        return AclBinding(
-            ResourcePattern(
-                ResourceType(int(creation.resource_type)),
-                creation.resource_name,
-                PatternType(int(creation.resource_pattern_type)),
-            ),
-            AccessControlEntry(
-                creation.principal,
-                creation.host,
-                AclOperation(int(creation.operation)),
-                AclPermissionType(int(creation.permission_type)),
-            ),
+        return binding_of(
+            creation.resource_type,
+            creation.resource_name,
+            creation.resource_pattern_type,
+            creation.principal,
+            creation.host,
+            creation.operation,
+            creation.permission_type,
         )
     except ValueError as e:
         raise InvalidAclError(str(e)) from e
