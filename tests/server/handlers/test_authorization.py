@@ -208,10 +208,10 @@ def test_topic_admin_apis(alice: HandlerCaller, secured: BrokerServices) -> None
 
 
 def test_groups_need_group_acls(alice: HandlerCaller, secured: BrokerServices) -> None:
-    def join() -> Any:
+    def join(version: int = 9) -> Any:
         return alice.call(
             JOIN_GROUP,
-            9,
+            version,
             group_id="g",
             session_timeout=6000,
             rebalance_timeout=6000,
@@ -222,7 +222,8 @@ def test_groups_need_group_acls(alice: HandlerCaller, secured: BrokerServices) -
             reason=None,
         ).error_code
 
-    assert join() == ErrorCode.group_authorization_failed
+    for version in (0, 6, 9):
+        assert join(version) == ErrorCode.group_authorization_failed
     found = alice.call(FIND_COORDINATOR, 4, key_type=0, coordinator_keys=["g"]).coordinators
     assert found[0].error_code == ErrorCode.group_authorization_failed
 

@@ -21,7 +21,9 @@ _MS = datetime.timedelta(milliseconds=1)
 @handles(api_key=11, min_version=0, max_version=9)
 async def handle_join_group(ctx: RequestContext, request: Any) -> Response:
     if not permits(ctx, Op.READ, GROUP, request.group_id):
-        return refusal(ctx, GROUP, member_id=request.member_id, protocol_name=None)
+        # Before v7 the protocol name is not nullable.
+        protocol_name = None if ctx.version >= 7 else ""
+        return refusal(ctx, GROUP, member_id=request.member_id, protocol_name=protocol_name)
     session_ms = int(request.session_timeout / _MS)
     rebalance = getattr(request, "rebalance_timeout", None)  # v1+; v0 uses the session timeout
     join = JoinRequest(
