@@ -82,10 +82,12 @@ def run_java(
 
 def start_java(main_class: str, *args: str, log: Path) -> subprocess.Popen[str]:
     """Start ``main_class`` with its stdout readable line by line as it runs and its log (stderr)
-    written to ``log`` (a pipe left unread could fill and stop it)."""
+    written to ``log`` (a pipe left unread could fill and stop it); its stdin is a pipe, which a
+    program may take the closing of as its signal to stop."""
     with log.open("w") as stderr:
         return subprocess.Popen(
             java_command(main_class, *args),
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
