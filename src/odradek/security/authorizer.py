@@ -73,8 +73,11 @@ class Authorizer:
         if name not in AUTHORIZER_CLASSES:
             known = ", ".join(sorted(AUTHORIZER_CLASSES))
             raise UnknownAuthorizerError(f"authorizer.class.name={name} is not one of {known}")
-        allow = (config.raw("allow.everyone.if.no.acl.found") or "false").strip().lower()
-        return cls(store, parse_super_users(config.raw("super.users")), allow == "true")
+        return cls(
+            store,
+            parse_super_users(config.raw("super.users")),
+            config.get_bool("allow.everyone.if.no.acl.found"),
+        )
 
     def _rules(self) -> AclRules:
         return AclRules(self.store.acls, self.super_users, self.allow_if_no_acl)
