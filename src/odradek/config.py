@@ -669,6 +669,27 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "true",
             "move leaderships away before a broker stops",
         ),
+        ConfigDef(
+            "authorizer.class.name",
+            ConfigType.STRING,
+            "",
+            "Kafka's ACL authorizer (StandardAuthorizer or AclAuthorizer) to check requests with",
+            read_only=True,
+        ),
+        ConfigDef(
+            "super.users",
+            ConfigType.STRING,
+            "",
+            "principals (User:name) that may do anything, separated by semicolons",
+            read_only=True,
+        ),
+        ConfigDef(
+            "allow.everyone.if.no.acl.found",
+            ConfigType.BOOLEAN,
+            "false",
+            "allow a resource no ACL names to everyone",
+            read_only=True,
+        ),
     ]
 }
 for _d, _synonym in TOPIC_CONFIGS.values():
