@@ -652,6 +652,19 @@ class ConsumerProtocol:
 
     # -- offsets -------------------------------------------------------------------------------
 
+    def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """An OffsetFetch v9+ naming a member (Kafka's ``validateOffsetFetch``): only a
+        consumer group checks it — the member must be there, with its current epoch."""
+        group = self.coordinator.groups.get(group_id)
+        if group is None or group.consumer is None or (member_epoch < 0 and member_id is None):
+            return ErrorCode.none
+        member = group.consumer.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if member_epoch != member.member_epoch:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none
+
     def check_commit(self, cg: ConsumerGroup, member_id: str, member_epoch: int) -> ErrorCode:
         """An OffsetCommit to a consumer group (Kafka's ``ConsumerGroup.validateOffsetCommit``):
         a commit from outside the group (epoch < 0, no member id) is taken only while it is
