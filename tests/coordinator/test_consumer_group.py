@@ -19,7 +19,6 @@ def test_a_first_member_gets_every_partition_at_once() -> None:
     assert a.epoch == 1
     assert a.partitions(catalog.id("t")) == set(range(6))
     assert h.coordinator.consumer.describe("g").state == "Stable"
-    assert a.last is not None and a.last.heartbeat_interval_ms == 5_000
 
 
 def test_partitions_move_only_after_their_owner_revoked_them() -> None:
@@ -208,3 +207,22 @@ def test_an_empty_classic_group_converts_and_back() -> None:
     after = restarted(h, catalog)
     assert after.coordinator.groups["g"].consumer is None
     assert after.state() == "Stable"
+
+
+def test_heartbeats_come_sooner_while_the_assignment_moves() -> None:
+    h, _ = consumer_harness(t=4)
+    a, b = Member(h), Member(h)
+    a.heartbeat()
+    # Stable, but just formed: others may be on their way.
+    assert a.last is not None and a.last.heartbeat_interval_ms == 200
+    h.run_for(5_000)
+    a.heartbeat()
+    assert a.last.heartbeat_interval_ms == 5_000
+    b.heartbeat()
+    assert b.last is not None and b.last.heartbeat_interval_ms == 200  # waits for a's
+    a.heartbeat()
+    assert a.last.heartbeat_interval_ms == 200  # must revoke
+    settle(a, b)
+    h.run_for(5_000)
+    settle(a, b)
+    assert a.last.heartbeat_interval_ms == b.last.heartbeat_interval_ms == 5_000

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-
 from odradek.spark.sink import murmur2
 from tests.e2e.conftest import stored_codecs
 

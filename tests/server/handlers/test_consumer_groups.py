@@ -36,7 +36,7 @@ def test_join_heartbeat_describe_and_leave(
     joined = join(handlers, "m-1")
     assert joined.error_code == ErrorCode.none
     assert (joined.member_id, joined.member_epoch) == ("m-1", 1)
-    assert joined.heartbeat_interval == 5_000 * MS
+    assert joined.heartbeat_interval == 200 * MS  # a group just formed (see _interval)
     (tp,) = joined.assignment.topic_partitions
     assert (tp.topic_id, sorted(tp.partitions)) == (topic_id, [0, 1, 2])
     # A plain heartbeat: nothing changed, no assignment in the answer.
