@@ -4,7 +4,10 @@ static members, the conversion of an empty classic group, and offsets with membe
 
 from __future__ import annotations
 
+import uuid
+
 from odradek.coordinator import consumer_records as crec
+from odradek.coordinator.assignors import TopicInfo
 from odradek.coordinator.messages import CommitRequest, ConsumerHeartbeatRequest, OffsetCommit
 from odradek.protocol.errors import ErrorCode
 
@@ -226,3 +229,49 @@ def test_heartbeats_come_sooner_while_the_assignment_moves() -> None:
     h.run_for(5_000)
     settle(a, b)
     assert a.last.heartbeat_interval_ms == b.last.heartbeat_interval_ms == 5_000
+
+
+def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
+    h, catalog = consumer_harness(t=4)
+    a, b = Member(h), Member(h)
+    a.heartbeat()
+    b.heartbeat()
+    a.heartbeat(full=True)  # told to revoke two partitions; it never acknowledges
+    assert h.coordinator.consumer.describe("g").state == "Reconciling"
+    for _ in range(4):
+        h.run_for(10_000)  # b keeps heartbeating; a goes on holding what it must give up
+        b.heartbeat()
+    assert a.heartbeat() is ErrorCode.unknown_member_id  # 30 s rebalance timeout passed
+    settle(b)
+    assert b.partitions(catalog.id("t")) == set(range(4))
+
+
+def test_a_regex_subscription_follows_new_topics() -> None:
+    h, catalog = consumer_harness(**{"orders-eu": 2, "billing": 1})
+    coordinator = h.coordinator.consumer
+    result = coordinator.heartbeat(
+        ConsumerHeartbeatRequest(
+            "g", "m", 0, rebalance_timeout_ms=1000, subscribed_topic_regex="orders-.*", owned=()
+        )
+    )
+    assert result.error is ErrorCode.none and result.assignment is not None
+    assert set(result.assignment) == {catalog.id("orders-eu")}
+    catalog.topics["orders-us"] = TopicInfo(uuid.uuid4(), 3)
+    again = coordinator.heartbeat(ConsumerHeartbeatRequest("g", "m", result.member_epoch, owned=()))
+    assert again.member_epoch == result.member_epoch + 1
+    assert again.assignment is not None and len(again.assignment[catalog.id("orders-us")]) == 3
+
+
+def test_an_empty_consumer_group_is_deleted_with_its_offsets() -> None:
+    h, catalog = consumer_harness(t=1)
+    a = Member(h)
+    a.heartbeat()
+    h.coordinator.commit_offsets(
+        CommitRequest("g", a.epoch, a.member_id, None, (OffsetCommit("t", 0, 3),))
+    )
+    assert h.coordinator.delete_groups(["g"]) == {"g": ErrorCode.non_empty_group}
+    a.leave()
+    assert h.coordinator.delete_groups(["g"]) == {"g": ErrorCode.none}
+    after = restarted(h, catalog)
+    assert "g" not in after.coordinator.groups
+    assert after.coordinator.consumer.describe("g").error is ErrorCode.group_id_not_found
