@@ -453,6 +453,10 @@ class ConsumerProtocol:
             if not name.startswith("__") and any(p.fullmatch(name) for p in patterns)
         }
 
+    def subscribed_topics(self, cg: ConsumerGroup) -> set[str]:
+        """The topics some member of ``cg`` subscribes to (by name or regex)."""
+        return {t for m in cg.members.values() for t in self.member_topics(m)}
+
     def member_topics(self, member: ConsumerMember) -> set[str]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:

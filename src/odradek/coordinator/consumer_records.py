@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from odradek.coordinator import records as rec
 from odradek.coordinator.records import RecordFormatError
 
 CONSUMER_GROUP_METADATA_KEY = 3
@@ -50,8 +51,6 @@ CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY = 8
 CONSUMER_GROUP_KEY_TYPES = range(3, 9)
 
 _VALUE_VERSION = 0
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
 
 # Partitions by topic id: the unit of every assignment in the consumer protocol.
 Assignment = Mapping[uuid.UUID, frozenset[int]]
@@ -141,30 +140,17 @@ _PER_MEMBER = {
 # -- writing -----------------------------------------------------------------------------------
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.out = bytearray()
+class _Writer(rec._Writer):
+    """The non-flexible writer of the classic records, plus the flexible encodings."""
 
     def int8(self, value: int) -> None:
         self.out += struct.pack(">b", value)
-
-    def int16(self, value: int) -> None:
-        self.out += _INT16.pack(value)
-
-    def int32(self, value: int) -> None:
-        self.out += _INT32.pack(value)
 
     def uvarint(self, value: int) -> None:
         while value >= 0x80:
             self.out.append((value & 0x7F) | 0x80)
             value >>= 7
         self.out.append(value)
-
-    def string(self, value: str) -> None:
-        """A non-flexible (key) string: int16 length."""
-        data = value.encode()
-        self.int16(len(data))
-        self.out += data
 
     def compact_string(self, value: str | None) -> None:
         if value is None:
@@ -244,27 +230,16 @@ def encode_value(value: ConsumerGroupValue) -> bytes:
 # -- reading -----------------------------------------------------------------------------------
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.position = 0
+class _Reader(rec._Reader):
+    """The non-flexible reader of the classic records, plus the flexible encodings."""
 
     def _raw(self, length: int) -> bytes:
-        end = self.position + length
-        if length < 0 or end > len(self.data):
-            raise RecordFormatError("record ends inside a field")
-        raw = self.data[self.position : end]
-        self.position = end
-        return raw
+        if length < 0:
+            raise RecordFormatError("negative length")
+        return super()._raw(length)
 
     def int8(self) -> int:
         return int(struct.unpack(">b", self._raw(1))[0])
-
-    def int16(self) -> int:
-        return int(_INT16.unpack(self._raw(2))[0])
-
-    def int32(self) -> int:
-        return int(_INT32.unpack(self._raw(4))[0])
 
     def uvarint(self) -> int:
         value = shift = 0
@@ -279,9 +254,6 @@ class _Reader:
 
     def topic_id(self) -> uuid.UUID:
         return uuid.UUID(bytes=self._raw(16))
-
-    def string(self) -> str:
-        return self._decode(self._raw(self.int16()))
 
     def compact_string(self) -> str | None:
         length = self.uvarint()

@@ -1018,18 +1018,13 @@ class GroupCoordinator:
             # "simple" group of its own.
             group = Group(request.group_id, self._wall())
             created = True
-        if group.consumer is not None:
-            error = self.consumer.check_commit(
-                group.consumer, request.member_id, request.generation_id
-            )
-        else:
-            error = self._check_commit(
-                group,
-                request.generation_id,
-                request.member_id,
-                request.group_instance_id,
-                transactional=False,
-            )
+        error = self._check_commit(
+            group,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id,
+            transactional=False,
+        )
         if error is not ErrorCode.none:
             return self._all(request, error)
         results, accepted = self._accept_offsets(request.offsets)
@@ -1068,20 +1063,13 @@ class GroupCoordinator:
                 return self._all(request, ErrorCode.illegal_generation)
             group = Group(request.group_id, self._wall())
             created = True
-        if group.consumer is not None:
-            error = self.consumer.check_commit(
-                group.consumer, request.member_id, request.generation_id
-            )
-            if error is ErrorCode.stale_member_epoch:
-                error = ErrorCode.illegal_generation
-        else:
-            error = self._check_commit(
-                group,
-                request.generation_id,
-                request.member_id,
-                request.group_instance_id,
-                transactional=True,
-            )
+        error = self._check_commit(
+            group,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id,
+            transactional=True,
+        )
         if error is not ErrorCode.none:
             return self._all(request, error)
         results, accepted = self._accept_offsets(request.offsets)
@@ -1186,6 +1174,12 @@ class GroupCoordinator:
         *,
         transactional: bool,
     ) -> ErrorCode:
+        if group.consumer is not None:
+            # A consumer group's commits carry the member epoch (generation_id holds it).
+            error = self.consumer.check_commit(group.consumer, member_id, generation_id)
+            if transactional and error is ErrorCode.stale_member_epoch:
+                return ErrorCode.illegal_generation
+            return error
         if group.is_in(GroupState.DEAD):
             return ErrorCode.coordinator_not_available
         if generation_id < 0 and group.is_in(GroupState.EMPTY):
@@ -1249,9 +1243,7 @@ class GroupCoordinator:
             return ErrorCode.group_id_not_found, {}
         subscribed: set[str] = set()
         if group.consumer is not None:
-            subscribed = {
-                t for m in group.consumer.members.values() for t in self.consumer.member_topics(m)
-            }
+            subscribed = self.consumer.subscribed_topics(group.consumer)
         elif not group.is_in(GroupState.EMPTY):
             topics = group.subscribed_topics()
             if topics is None:
@@ -1318,11 +1310,7 @@ class GroupCoordinator:
             if group.consumer is not None:
                 # As Kafka's consumer groups: from each commit, for topics no member
                 # subscribes to.
-                consumer_topics = {
-                    t
-                    for m in group.consumer.members.values()
-                    for t in self.consumer.member_topics(m)
-                }
+                consumer_topics = self.consumer.subscribed_topics(group.consumer)
                 expired = [
                     tp
                     for tp, c in group.offsets.items()
