@@ -10,7 +10,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupType,
+    Message,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
 
 from odradek.testing import BrokerProcess
 
@@ -109,6 +116,16 @@ def test_three_members_share_six_partitions_and_one_leaves(
     stable_s = time.monotonic() - started
     print(f"KIP-848 group of three stable in {stable_s:.2f} s")
     assert [len(m.owned()) for m in members] == [2, 2, 2]
+    # The admin client describes it with ConsumerGroupDescribe.
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: the future needs it alive
+    described = admin.describe_consumer_groups([group])[group].result(TIMEOUT_S)
+    assert (described.type, described.state) == (
+        ConsumerGroupType.CONSUMER,
+        ConsumerGroupState.STABLE,
+    )
+    assert sorted(
+        sorted(p.partition for p in m.assignment.topic_partitions) for m in described.members
+    ) == sorted(sorted(m.owned()) for m in members)
 
     got: dict[str, list[Message]] = {m.name: [] for m in members}
     sent = produce_everywhere(bootstrap, topic, 5, prefix="first")
