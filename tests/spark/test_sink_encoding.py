@@ -8,14 +8,9 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2  # type: ignore[import-untyped]
 
 from odradek.protocol import compression as codecs
+from odradek.protocol.partitioner import key_partition, murmur2
 from odradek.protocol.records import decode_batch
-from odradek.spark.sink import (
-    encode_arrow_records,
-    encode_records,
-    key_partition,
-    murmur2,
-    murmur2_many,
-)
+from odradek.spark.sink import encode_arrow_records, encode_records, murmur2_many
 
 maybe_bytes = st.one_of(st.none(), st.binary(max_size=300))
 

@@ -299,32 +299,6 @@ def _batch(
     return b"".join((header, body))
 
 
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 hash (``Utils.murmur2``), as a signed 32-bit int."""
-    m = 0x5BD1E995
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = ((h * m) & 0xFFFFFFFF) ^ k
-    rest = length % 4
-    if rest:
-        if rest == 3:
-            h ^= data[whole + 2] << 16
-        if rest >= 2:
-            h ^= data[whole + 1] << 8
-        h ^= data[whole]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def murmur2_many(keys: pa.Array) -> npt.NDArray[np.int32]:
     """:func:`murmur2` of every key of a binary array without nulls, vectorised per key length
     (keys of one length form a matrix, hashed a 4-byte column at a time)."""
@@ -369,11 +343,6 @@ def murmur2_many(keys: pa.Array) -> npt.NDArray[np.int32]:
             h ^= h >> np.uint32(15)
             out[rows] = h
     return out.view(np.int32)
-
-
-def key_partition(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner gives a keyed record."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 # -- schema ------------------------------------------------------------------------------------
