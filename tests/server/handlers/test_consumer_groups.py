@@ -3,12 +3,19 @@ and KIP-848 consumer groups meet: bytes a client would receive, decoded."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acl import AclOperation as Op
+from odradek.security.acl import ResourceType
+from odradek.security.authorizer import Authorizer
 from odradek.server.services import BrokerServices
 
 from .conftest import HandlerCaller
+from .test_authorization import ALICE, grant
+
+GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 
 HEARTBEAT, DESCRIBE = 68, 69
 OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, DESCRIBE_GROUPS, API_VERSIONS = 8, 9, 16, 15, 18
@@ -116,3 +123,29 @@ def test_api_versions_advertises_both(handlers: HandlerCaller) -> None:
         k.api_key: (k.min_version, k.max_version) for k in handlers.call(API_VERSIONS, 3).api_keys
     }
     assert keys[HEARTBEAT] == (0, 1) and keys[DESCRIBE] == (0, 1)
+
+
+def test_acls_read_on_the_group_and_describe_on_its_topics(services: BrokerServices) -> None:
+    services.topics.create_topic("t", 1, 1)
+    secured = dataclasses.replace(
+        services, authorizer=Authorizer(services.topics.store, frozenset({"User:admin"}))
+    )
+    alice = HandlerCaller(secured, ALICE)
+    try:
+
+        def describe() -> object:
+            (group,) = alice.call(
+                DESCRIBE, 1, group_ids=["g"], include_authorized_operations=False
+            ).groups
+            return group
+
+        assert join(alice, "m-1").error_code == ErrorCode.group_authorization_failed
+        assert describe().error_code == ErrorCode.group_authorization_failed  # type: ignore[attr-defined]
+        grant(secured, GROUP, "g", Op.READ)
+        assert join(alice, "m-1").error_code == ErrorCode.topic_authorization_failed
+        grant(secured, TOPIC, "t", Op.DESCRIBE)
+        assert join(alice, "m-1").error_code == ErrorCode.none
+        # READ on the group implies DESCRIBE, as in Kafka.
+        assert len(describe().members) == 1  # type: ignore[attr-defined]
+    finally:
+        alice.close()

@@ -7,6 +7,7 @@ from typing import Any
 
 from odradek.coordinator.messages import ConsumerGroupDescription
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import GROUP, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import committed
 from odradek.server.registry import handles
@@ -58,6 +59,10 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> R
     groups = ctx.services.groups
     described = [groups.coordinator.consumer.describe(g) for g in request.group_ids]
     outcomes = await committed(ctx, [groups.commit_point(g) for g in request.group_ids])
+    outcomes = [
+        failure if permits(ctx, Op.DESCRIBE, GROUP, g) else ErrorCode.group_authorization_failed
+        for g, failure in zip(request.group_ids, outcomes, strict=True)
+    ]
     return ctx.respond(
         throttle_time=0,
         groups=[

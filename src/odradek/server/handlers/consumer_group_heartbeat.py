@@ -9,9 +9,9 @@ from typing import Any
 
 from odradek.coordinator.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import GROUP, TOPIC, Op, client_host, denied, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import group_committed
-from odradek.server.handlers.join_group import client_host
 from odradek.server.registry import handles
 
 _MS = datetime.timedelta(milliseconds=1)
@@ -36,14 +36,23 @@ def _request(ctx: RequestContext, request: Any) -> ConsumerHeartbeatRequest:
             else tuple((t.topic_id, int(p)) for t in owned for p in t.partitions)
         ),
         client_id=ctx.header.client_id or "",
-        client_host=client_host(ctx),
+        client_host="/" + client_host(ctx),  # as Kafka reports it
     )
 
 
 @handles(api_key=68, min_version=0, max_version=1)
 async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Response:
+    if not permits(ctx, Op.READ, GROUP, request.group_id):
+        return refusal(ctx, GROUP, member_epoch=-1)
     heartbeat = _request(ctx, request)
-    if ctx.version >= 1 and not heartbeat.member_id:
+    # As Kafka: the subscribed topics must be ones the member may describe.
+    hidden = denied(ctx, Op.DESCRIBE, TOPIC, heartbeat.subscribed_topic_names or ())
+    if hidden:
+        result = ConsumerHeartbeatResult(
+            ErrorCode.topic_authorization_failed,
+            f"not authorized to describe {', '.join(sorted(hidden))}",
+        )
+    elif ctx.version >= 1 and not heartbeat.member_id:
         # From v1 the consumer makes its member id itself (KIP-1082).
         result = ConsumerHeartbeatResult(ErrorCode.invalid_request, "MemberId can't be empty.")
     else:
