@@ -275,3 +275,14 @@ def test_an_empty_consumer_group_is_deleted_with_its_offsets() -> None:
     after = restarted(h, catalog)
     assert "g" not in after.coordinator.groups
     assert after.coordinator.consumer.describe("g").error is ErrorCode.group_id_not_found
+
+
+def test_added_partitions_are_assigned_at_the_next_heartbeat() -> None:
+    h, catalog = consumer_harness(t=2)
+    a, b = Member(h), Member(h)
+    settle(a, b)
+    epoch = h.coordinator.consumer.describe("g").group_epoch
+    catalog.topics["t"] = TopicInfo(catalog.id("t"), 6)  # CreatePartitions
+    settle(a, b)
+    assert h.coordinator.consumer.describe("g").group_epoch == epoch + 1
+    assert sorted(len(m.partitions(catalog.id("t"))) for m in (a, b)) == [3, 3]
