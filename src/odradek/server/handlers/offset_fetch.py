@@ -88,9 +88,18 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Response:
         answers = []
         points = []
         for group in request.groups:
-            error, topics = _group_offsets(
-                ctx, group.group_id, group.topics, bool(request.require_stable)
+            # v9: a consumer group's member names itself and its epoch (KIP-848).
+            error = groups.coordinator.consumer.check_fetch(
+                group.group_id,
+                getattr(group, "member_id", None),
+                int(getattr(group, "member_epoch", -1)),
             )
+            if error == ErrorCode.none:
+                error, topics = _group_offsets(
+                    ctx, group.group_id, group.topics, bool(request.require_stable)
+                )
+            else:
+                topics = []
             answers.append({"group_id": group.group_id, "topics": topics, "error_code": error})
             points.append(groups.commit_point(group.group_id))
         for answer, failure in zip(answers, await committed(ctx, points), strict=True):
