@@ -140,6 +140,7 @@ def write_peer_chart(report: dict[str, Any], json_path: Path) -> Path:
     where odradek is ahead (for a figure where lower is better, a ratio under 1), red where it
     is behind. Written as ``<stem>.png``; raises ImportError without matplotlib."""
     import matplotlib
+    import matplotlib.ticker
 
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
     matplotlib.use("Agg")
@@ -167,8 +168,9 @@ def write_peer_chart(report: dict[str, Any], json_path: Path) -> Path:
             textcoords="offset points",
             fontsize="x-small",
         )
+    axes.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
     axes.set_xlabel(f"odradek / {peer} (log scale; green: odradek ahead, red: behind)")
-    axes.set_title(f"odradek vs {report['peer']['description']}", fontsize="medium")
+    axes.set_title(f"odradek / {peer}\n{report['peer']['description']}", fontsize="small")
     axes.grid(True, axis="x", which="both", alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
