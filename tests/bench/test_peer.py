@@ -5,7 +5,6 @@ up to their first Metadata answer — not a timed run: nothing here compares spe
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -30,11 +29,7 @@ from odradek.bench.peer import (
 from odradek.bench.scenarios import ScenarioResult
 from odradek.bench.wire import live_brokers
 
-
-def parse(*argv: str) -> bench_options.BenchOptions:
-    parser = argparse.ArgumentParser()
-    bench_options.add_arguments(parser)
-    return bench_options.options_from_args(parser.parse_args(list(argv)))
+from .support import parse
 
 
 def test_peer_flags() -> None:
