@@ -557,7 +557,8 @@ def run_peer(options: BenchOptions) -> int:
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     table = figures(options.sizes.record_sizes, options.sizes.latency_rate)
-    notes = [f"{r.side}: {note}" for r in rounds for note in r.notes]
+    # a failure that repeats every round is said once
+    notes = list(dict.fromkeys(f"{r.side}: {note}" for r in rounds for note in r.notes))
     notes.append(
         f"recovery: {recovery_mb(options)} MB of {RECOVERY_RECORD_SIZE} B records in one "
         "partition, unflushed, then kill -9; start-up and recovery from the process's spawn"
