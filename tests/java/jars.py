@@ -11,7 +11,9 @@ renamed into place, so an interrupted fetch or compile leaves nothing that looks
 ``scripts/setup.sh --test`` runs this file (``python3 tests/java/jars.py``) to fetch both sets;
 it uses only the standard library so that it runs before anything is installed. It prints the
 classpath of the jars, for running Kafka's tools by hand:
-``java -cp "$(python3 tests/java/jars.py)" org.apache.kafka.tools.TopicCommand ...``.
+``java -cp "$(python3 tests/java/jars.py)" org.apache.kafka.tools.TopicCommand ...``, and with
+``--spark-kafka`` the Spark connector's jars: ``pyspark --jars "$(python3 tests/java/jars.py
+--spark-kafka)"``.
 """
 
 from __future__ import annotations
@@ -109,6 +111,14 @@ def classes_dir() -> Path:
     return target
 
 
+def spark_kafka_jars() -> str:
+    """Spark's Kafka connector and its dependencies, comma-separated as ``spark.jars`` and
+    ``pyspark --jars`` take them; fetched if absent."""
+    return ",".join(str(jar) for jar in sorted(fetch_jars(SPARK_KAFKA_POM).glob("*.jar")))
+
+
 if __name__ == "__main__":
-    fetch_jars(SPARK_KAFKA_POM)
-    print(fetch_jars() / "*")
+    import sys
+
+    connector = spark_kafka_jars()
+    print(connector if sys.argv[1:] == ["--spark-kafka"] else fetch_jars() / "*")

@@ -45,7 +45,7 @@ def spark() -> Iterator[Any]:
     if SparkContext._active_spark_context is not None:
         pytest.skip("a Spark context without the Kafka connector's jars already runs here")
     try:
-        connector = sorted(jars.fetch_jars(jars.SPARK_KAFKA_POM).glob("*.jar"))
+        connector = jars.spark_kafka_jars()
     except RuntimeError as error:
         if os.environ.get("CI"):
             pytest.fail(f"Spark's Kafka connector cannot be fetched: {error}")
@@ -54,7 +54,7 @@ def spark() -> Iterator[Any]:
     session = (
         SparkSession.builder.master("local[2]")
         .appName("odradek-spark-kafka-tests")
-        .config("spark.jars", ",".join(str(j) for j in connector))
+        .config("spark.jars", connector)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
