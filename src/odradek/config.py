@@ -563,6 +563,22 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "check with the coordinator that a transactional produce goes to a partition added "
             "to its transaction (KIP-890)",
         ),
+        ConfigDef(
+            "max.incremental.fetch.session.cache.slots",
+            ConfigType.INT,
+            "1000",
+            "most incremental fetch sessions (KIP-227) the broker keeps",
+            _at_least(0),
+            True,
+        ),
+        ConfigDef(
+            "min.incremental.fetch.session.eviction.ms",
+            ConfigType.INT,
+            "120000",
+            "how long a fetch session must be idle before a new one may take its slot",
+            _at_least(0),
+            True,
+        ),
         # Replication (odradek.cluster: the ISR, the follower fetcher, the controller).
         ConfigDef(
             "offsets.topic.replication.factor",
@@ -652,6 +668,27 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             ConfigType.BOOLEAN,
             "true",
             "move leaderships away before a broker stops",
+        ),
+        ConfigDef(
+            "authorizer.class.name",
+            ConfigType.STRING,
+            "",
+            "Kafka's ACL authorizer (StandardAuthorizer or AclAuthorizer) to check requests with",
+            read_only=True,
+        ),
+        ConfigDef(
+            "super.users",
+            ConfigType.STRING,
+            "",
+            "principals (User:name) that may do anything, separated by semicolons",
+            read_only=True,
+        ),
+        ConfigDef(
+            "allow.everyone.if.no.acl.found",
+            ConfigType.BOOLEAN,
+            "false",
+            "allow a resource no ACL names to everyone",
+            read_only=True,
         ),
     ]
 }

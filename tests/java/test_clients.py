@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from odradek.spark.sink import murmur2
+from odradek.protocol.partitioner import key_partition
 from tests.e2e.conftest import stored_codecs
 
 from .support import consume, create_topic, produce, run_java
@@ -16,7 +16,7 @@ PARTITIONS = 3
 
 def java_partition(key: str, partitions: int) -> int:
     """Where Kafka's default partitioner puts a keyed record: murmur2 of the key, positive."""
-    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+    return key_partition(key.encode(), partitions)
 
 
 def test_java_producer_and_group_consumer_round_trip_then_resume(bootstrap):
