@@ -29,7 +29,8 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from odradek.security.scram import SCRAM_SHA_512, ScramClient
+from odradek.client.security import ScramClient
+from odradek.security.scram import SCRAM_SHA_512
 from odradek.testing import TestCertificateAuthority, free_port, tls_broker_settings
 
 
@@ -140,7 +141,7 @@ def scram_login_ms(port: int, ca_file: Path) -> float:
         answer = _request(sock, 17, 1, struct.pack(">h", len(mechanism)) + mechanism, 1)
         assert struct.unpack_from(">h", answer, 4)[0] == 0, answer
         client = ScramClient(SCRAM_SHA_512, "bench", "bench-secret")
-        token = client.first_message
+        token = client.first()
         for cid in (2, 3):
             answer = _request(sock, 36, 1, struct.pack(">i", len(token)) + token, cid)
             (error,) = struct.unpack_from(">h", answer, 4)
@@ -150,9 +151,9 @@ def scram_login_ms(port: int, ca_file: Path) -> float:
             (auth_len,) = struct.unpack_from(">i", answer, offset)
             auth = answer[offset + 4 : offset + 4 + auth_len]
             if cid == 2:
-                token = client.final_message(auth)
+                token = client.step(auth)
             else:
-                client.verify(auth)
+                assert client.step(auth) is None
         return (time.perf_counter() - started) * 1000
 
 

@@ -5,7 +5,9 @@ Not a test — numbers to compare. It starts ``odradek serve`` as a child proces
 (``--value-bytes`` bytes of value, a 12-byte key) made by ``spark.range``:
 
 1. **odradek**: ``write.format("odradek")`` to a topic of ``--partitions`` partitions, acks=all;
-2. **ceiling**: the same rows to a Python Arrow sink that only counts them — what Spark's Python
+2. **odradek exactly-once**: the same with ``exactlyOnce=true`` — each task's rows in one
+   transaction, with its done-marker committed in it (see :mod:`odradek.spark.sink`);
+3. **ceiling**: the same rows to a Python Arrow sink that only counts them — what Spark's Python
    data source write path itself costs, with no encoding and no broker.
 
 One warm-up run each, then the best of ``--runs``.
@@ -103,17 +105,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     with broker(args.bootstrap) as bootstrap:
         topic = f"bench-write-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, args.partitions)
-        ours = timed(
-            "odradek sink (acks=all)",
+
+        def write(**options: str) -> None:
+            writer = df.write.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+            for name, value in {"topic": topic, **options}.items():
+                writer = writer.option(name, value)
+            writer.mode("append").save()
+
+        ours = timed("odradek sink (acks=all)", args.runs, args.records, write)
+        exactly_once = timed(
+            "odradek sink (exactlyOnce)",
             args.runs,
             args.records,
-            lambda: (
-                df.write.format("odradek")
-                .option("kafka.bootstrap.servers", bootstrap)
-                .option("topic", topic)
-                .mode("append")
-                .save()
-            ),
+            lambda: write(exactlyOnce="true"),
         )
         ceiling = timed(
             "discarding Arrow sink",
@@ -122,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             lambda: df.write.format("odradek_bench_discard").mode("append").save(),
         )
         print(f"the odradek sink writes at {ours / ceiling:.0%} of the ceiling")
+        print(f"exactly-once writes at {exactly_once / ours:.0%} of at-least-once")
     spark.stop()
 
 

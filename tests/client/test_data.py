@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
 import pytest
 
 from odradek.client.data import (
@@ -16,28 +13,9 @@ from odradek.client.data import (
 )
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import NewRecord, encode_batch, iter_records
-from odradek.testing import RunningBroker, running_broker
+from odradek.testing import RunningBroker
 
 T0 = 1_700_000_000_000
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    with running_broker(tmp_path_factory.mktemp("client"), num_partitions="2") as running:
-        yield running
-
-
-@pytest.fixture
-def client(broker: RunningBroker) -> Iterator[DataClient]:
-    with DataClient(broker.bootstrap) as c:
-        yield c
-
-
-@pytest.fixture
-def topic(client: DataClient) -> str:
-    name = f"data-{uuid.uuid4().hex[:10]}"
-    client.describe([name], auto_create=True)
-    return name
 
 
 def batch(count: int, first: int = 0, ts: int = T0) -> bytes:
@@ -153,3 +131,109 @@ def test_fetch_responses_read_in_place_match_kio(records: bytes | None, error: i
     # Two partitions are not the single-partition fetch this path reads: kio takes those.
     two, _ = fetch_response.encode(12, 1, [fetch_response.TopicData("t", [partition, partition])])
     assert _parse_fetch_v12(memoryview(b"".join(bytes(p) for p in two)[4:])) is None
+
+
+def test_fetch_responses_read_in_place_name_aborted_transactions() -> None:
+    from odradek.client.data import AbortedTransaction, _parse_fetch_v12
+    from odradek.protocol.messages import build, encode_response, response_schema
+
+    schema = response_schema(1, 12)
+    response = build(
+        schema,
+        {
+            "throttle_time": 0,
+            "error_code": 0,
+            "session_id": 0,
+            "responses": [
+                {
+                    "topic": "t",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "error_code": 0,
+                            "high_watermark": 50,
+                            "last_stable_offset": 40,
+                            "log_start_offset": 0,
+                            "aborted_transactions": [
+                                {"producer_id": 7, "first_offset": 3},
+                                {"producer_id": 9, "first_offset": 12},
+                            ],
+                            "preferred_read_replica": -1,
+                            "records": batch(4),
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    frame = memoryview(encode_response(5, response)[4:])
+    parsed = _parse_fetch_v12(frame)
+    assert parsed is not None
+    assert (parsed.high_watermark, parsed.last_stable_offset) == (50, 40)
+    assert parsed.aborted == (AbortedTransaction(7, 3), AbortedTransaction(9, 12))
+    assert bytes(parsed.records or b"") == batch(4)
+
+
+def _txn_batch(producer_id: int, base_offset: int, count: int) -> bytes:
+    return encode_batch(
+        [NewRecord(None, b"p%d-%d" % (producer_id, base_offset + i)) for i in range(count)],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=base_offset,
+        transactional=True,
+        now_ms=T0,
+    )
+
+
+def _marker(producer_id: int, offset: int, *, commit: bool) -> bytes:
+    import struct
+
+    return encode_batch(
+        [NewRecord(struct.pack(">hh", 0, 1 if commit else 0), struct.pack(">hi", 0, 0))],
+        base_offset=offset,
+        producer_id=producer_id,
+        producer_epoch=0,
+        transactional=True,
+        control=True,
+        now_ms=T0,
+    )
+
+
+def test_aborted_batches_follow_kafkas_consumer_rule() -> None:
+    from odradek.client.data import (
+        AbortedTransaction,
+        FetchedRecords,
+        aborted_batches,
+        data_batches,
+    )
+    from odradek.protocol.record_batch import iter_headers
+
+    # Producer 1 aborts, producer 2 commits meanwhile, a plain batch sits between them, then
+    # producer 1 commits a second transaction: only producer 1's first transaction is aborted.
+    parts = [
+        _txn_batch(1, 0, 3),  # aborted
+        _txn_batch(2, 3, 2),  # committed
+        batch(2, first=5),  # not transactional
+        _txn_batch(1, 7, 1),  # aborted
+        _marker(1, 8, commit=False),
+        _marker(2, 9, commit=True),
+        _txn_batch(1, 10, 2),  # producer 1's next transaction: committed
+        _marker(1, 12, commit=True),
+    ]
+    data = b"".join(parts)
+    positions = [h.position for h in iter_headers(data)]
+    skipped = aborted_batches(data, [AbortedTransaction(1, 0)])
+    assert skipped == {positions[0], positions[3]}
+    assert aborted_batches(data, []) == frozenset()
+    # A fetch starting inside the aborted transaction is told of it all the same.
+    tail = b"".join(parts[3:])
+    assert aborted_batches(tail, [AbortedTransaction(1, 0)]) == {0}
+    # An aborted transaction that begins later takes effect only from its first offset.
+    assert aborted_batches(data, [AbortedTransaction(1, 7)]) == {positions[3]}
+    # What a read_committed reader keeps: no aborted batch, no marker.
+    fetched = FetchedRecords(
+        TopicPartition("t", 0), 0, data, 14, 0, 14, 14, (AbortedTransaction(1, 0),)
+    )
+    kept = [bytes(b) for b in data_batches(fetched)]
+    assert kept == [parts[1], parts[2], parts[6]]

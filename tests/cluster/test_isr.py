@@ -233,6 +233,9 @@ def test_a_reelected_leader_keeps_follower_offsets(clock: ManualClock) -> None:
     assert isr.follower(F1).last_caught_up_ms == clock.monotonic_ms()
     assert isr.follower(F2).last_caught_up_ms is None  # must fetch again to count
     assert isr.leader_epoch == 6
+    # Its old log end offset does not bring it into the ISR: it may be dead by now.
+    assert isr.propose_expand() is None
+    isr.follower_fetched(F2, 10, 10)
     assert isr.propose_expand() == IsrProposal((LEADER, F1, F2), leader_epoch=6, zk_version=12)
 
 

@@ -149,6 +149,13 @@ def active_base(broker: RunningBroker, topic: str) -> int:
     return broker.call(look())
 
 
+def partition_log_end(broker: RunningBroker, topic: str) -> int:
+    async def look() -> int:
+        return partition_log(broker, topic).log_end_offset
+
+    return broker.call(look())
+
+
 def is_compacted(records: list[Record], below: int) -> bool:
     keys = [key for offset, key, _ in records if offset < below]
     return len(keys) == len(set(keys))
@@ -340,3 +347,80 @@ def test_clients_read_past_an_idempotent_producers_emptied_batch(
     finally:
         reader.close()
     assert read == records  # and so does kafka-python
+
+
+def test_compaction_removes_aborted_transactions_then_their_markers(
+    broker: RunningBroker,
+    bootstrap: str,
+    clock: ManualClock,
+    make_topic: Callable[..., str],
+    topic_name: str,
+) -> None:
+    compacted_topic(make_topic, topic_name)
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": topic_name, "linger.ms": 0}
+    )
+    producer.init_transactions(TIMEOUT_S)
+    filler = b"f" * 100
+
+    def transaction(values: dict[int, bytes], commit: bool) -> int:
+        """The offset of the transaction's marker, once it is in the log (the coordinator
+        writes it after answering the producer)."""
+        start = partition_log_end(broker, topic_name)
+        producer.begin_transaction()
+        for k, value in values.items():
+            producer.produce(topic_name, value + filler, key=f"key-{k}".encode())
+            producer.flush(TIMEOUT_S)  # a batch per record: segments roll (segment.bytes=1000)
+        if commit:
+            producer.commit_transaction(TIMEOUT_S)
+        else:
+            producer.abort_transaction(TIMEOUT_S)
+        marker = start + len(values)
+        wait_until(lambda: partition_log_end(broker, topic_name) > marker, what="the marker")
+        return marker
+
+    transaction({k: b"committed-%d" % k for k in range(6)}, commit=True)
+    abort_marker = transaction({k: b"aborted-%d" % k for k in range(6)}, commit=False)
+    transaction({k: b"later-%d" % k for k in range(6, 12)}, commit=True)
+    end = active_base(broker, topic_name)
+
+    def aborted_gone() -> bool:
+        values = [v for offset, _, v in read_all(bootstrap, topic_name) if offset < end]
+        return not any(v is not None and v.startswith(b"aborted") for v in values)
+
+    wait_until(aborted_gone, what="the cleaner removing the aborted transaction")
+    records = read_all(bootstrap, topic_name)
+    latest = {key: value for _, key, value in records if value is not None}
+    # Compaction kept the committed value of every key, not the newer aborted one.
+    assert {k: v[: -len(filler)] for k, v in latest.items()} == {
+        **{f"key-{k}".encode(): b"committed-%d" % k for k in range(6)},
+        **{f"key-{k}".encode(): b"later-%d" % k for k in range(6, 12)},
+    }
+
+    def control_batches() -> list[int]:
+        async def look() -> list[int]:
+            headers = partition_log(broker, topic_name).recent_batch_headers(1000)
+            return [h.base_offset for h in headers if h.is_control and h.base_offset < end]
+
+        return broker.call(look())
+
+    assert abort_marker in control_batches(), "a marker stays until delete.retention.ms passed"
+    # Kafka's rule: a pass that finds an ABORT marker's transaction gone stamps the marker's
+    # batch with a delete horizon (now + delete.retention.ms); a pass after the horizon removes
+    # it. (A COMMIT marker whose transaction still has data is kept.) Each round gives the
+    # cleaner dirty data to run on, then lets the horizon pass.
+    for round_ in range(4):
+        clock.advance(DAY_MS + 1)
+        transaction({k: b"again-%d" % k for k in range(12 + round_, 13 + round_)}, commit=True)
+        try:
+            wait_until(lambda: abort_marker not in control_batches(), timeout=4)
+            break
+        except AssertionError:
+            continue
+    assert abort_marker not in control_batches(), "the ABORT marker outlived its horizon"
+    committed = {
+        key: value
+        for _, key, value in read_all(bootstrap, topic_name)
+        if value is not None and key in latest
+    }
+    assert committed == latest

@@ -41,6 +41,9 @@ CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 CONSUMER_GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 CONFIGS_TOOL = "kafka.admin.ConfigCommand"
 TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
+PRODUCER_PERF_TEST = "org.apache.kafka.tools.ProducerPerformance"
+CONSUMER_PERF_TEST = "org.apache.kafka.tools.ConsumerPerformance"
+ACLS_TOOL = "org.apache.kafka.tools.AclCommand"  # kafka.admin.AclCommand before Kafka 4
 
 
 @cache
@@ -81,10 +84,12 @@ def run_java(
 
 def start_java(main_class: str, *args: str, log: Path) -> subprocess.Popen[str]:
     """Start ``main_class`` with its stdout readable line by line as it runs and its log (stderr)
-    written to ``log`` (a pipe left unread could fill and stop it)."""
+    written to ``log`` (a pipe left unread could fill and stop it); its stdin is a pipe, which a
+    program may take the closing of as its signal to stop."""
     with log.open("w") as stderr:
         return subprocess.Popen(
             java_command(main_class, *args),
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,

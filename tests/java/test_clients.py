@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-
-from odradek.spark.sink import murmur2
+from odradek.protocol.partitioner import key_partition
 from tests.e2e.conftest import stored_codecs
 
 from .support import consume, create_topic, produce, run_java
@@ -16,7 +14,7 @@ PARTITIONS = 3
 
 def java_partition(key: str, partitions: int) -> int:
     """Where Kafka's default partitioner puts a keyed record: murmur2 of the key, positive."""
-    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+    return key_partition(key.encode(), partitions)
 
 
 def test_java_producer_and_group_consumer_round_trip_then_resume(bootstrap):
@@ -71,13 +69,6 @@ def test_compressed_batches_of_the_java_producer(broker, bootstrap):
     assert len(consumed.records) == len(acked) == 4 * 30
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="KIP-848 is not served yet: odradek does not advertise ConsumerGroupHeartbeat (API 68), "
-    "so the Java consumer with group.protocol=consumer stops with UnsupportedVersionException "
-    "('The cluster does not support the new CONSUMER group protocol')",
-)
 def test_java_consumer_with_the_kip_848_group_protocol(bootstrap):
     topic = "java-kip-848"
     create_topic(bootstrap, topic, PARTITIONS)

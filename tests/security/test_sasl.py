@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from odradek.client.security import ScramClient
 from odradek.config import BrokerConfig, ConfigError
 from odradek.security.sasl import SaslFailure, SaslSession, SaslSettings, parse_jaas
-from odradek.security.scram import SCRAM_SHA_256, ScramClient, make_credential
+from odradek.security.scram import SCRAM_SHA_256, make_credential
 
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required\n"
@@ -85,11 +86,11 @@ def test_scram_session_and_reauthentication() -> None:
     for now in (5_000, 5_900):
         assert session.handshake(SCRAM_SHA_256)
         client = ScramClient(SCRAM_SHA_256, "carol", "carol-secret")
-        first, done = session.authenticate(client.first_message, now)
+        first, done = session.authenticate(client.first(), now)
         assert not done
-        final, done = session.authenticate(client.final_message(first), now)
+        final, done = session.authenticate(client.step(first), now)
         assert done
-        client.verify(final)
+        assert client.step(final) is None
         assert session.principal == "User:carol"
         assert session.expires_at_ms == now + 1000
         assert not session.expired(now + 999) and session.expired(now + 1000)

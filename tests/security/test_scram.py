@@ -9,10 +9,10 @@ import hmac
 
 import pytest
 
+from odradek.client.security import ScramClient
 from odradek.security.scram import (
     SCRAM_SHA_256,
     SCRAM_SHA_512,
-    ScramClient,
     ScramCredential,
     ScramError,
     ScramServer,
@@ -45,8 +45,8 @@ def test_client_and_server_agree(mechanism: str) -> None:
     stored = {"a,b=c": make_credential(mechanism, "secret")}
     server = ScramServer(mechanism, lambda user, _m: stored.get(user))
     client = ScramClient(mechanism, "a,b=c", "secret")
-    final = client.final_message(server.step(client.first_message))
-    client.verify(server.step(final))
+    final = client.step(server.step(client.first()))
+    assert client.step(server.step(final)) is None
     assert server.username == "a,b=c"
 
 
@@ -55,7 +55,7 @@ def test_wrong_password_is_refused(mechanism: str) -> None:
     credential = make_credential(mechanism, "secret")
     server = ScramServer(mechanism, lambda user, _m: credential)
     client = ScramClient(mechanism, "carol", "guess")
-    final = client.final_message(server.step(client.first_message))
+    final = client.step(server.step(client.first()))
     with pytest.raises(ScramError, match="invalid credentials"):
         server.step(final)
     assert not server.complete

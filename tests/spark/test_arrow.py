@@ -163,3 +163,12 @@ def test_a_record_length_that_overruns_its_batch_is_refused() -> None:
     struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
     with pytest.raises(RecordDecodeError):
         records_to_arrow(bytes(raw), "t", 0)
+
+
+def test_batches_at_skipped_positions_give_no_rows() -> None:
+    first = bytearray(encode_batch([NewRecord(None, b"aborted", (), NOW)] * 2, now_ms=NOW))
+    second = bytearray(encode_batch([NewRecord(None, b"kept", (), NOW)], now_ms=NOW))
+    set_base_offset(second, 0, 2)
+    batch = records_to_arrow(bytes(first + second), "t", 0, skip={0})
+    assert batch.column("value").to_pylist() == [b"kept"]
+    assert batch.column("offset").to_pylist() == [2]

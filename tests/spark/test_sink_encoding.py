@@ -8,14 +8,9 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2  # type: ignore[import-untyped]
 
 from odradek.protocol import compression as codecs
+from odradek.protocol.partitioner import key_partition, murmur2
 from odradek.protocol.records import decode_batch
-from odradek.spark.sink import (
-    encode_arrow_records,
-    encode_records,
-    key_partition,
-    murmur2,
-    murmur2_many,
-)
+from odradek.spark.sink import encode_arrow_records, encode_records, murmur2_many
 
 maybe_bytes = st.one_of(st.none(), st.binary(max_size=300))
 
@@ -74,3 +69,22 @@ def test_murmur2_gives_the_java_clients_values() -> None:
     assert {k: murmur2(k) for k in java} == java
     assert murmur2_many(pa.array(list(java), pa.binary())).tolist() == list(java.values())
     assert key_partition(b"21", 7) == (-973932308 & 0x7FFFFFFF) % 7
+
+
+def test_transactional_batches_carry_the_producer_and_a_valid_crc() -> None:
+    from odradek.protocol.record_batch import read_header, validate_batches
+    from odradek.spark.sink import ProducerStamp
+
+    stamp = ProducerStamp(producer_id=4242, producer_epoch=3, base_sequence=17)
+    values = pa.array([b"a", b"bb", None], pa.binary())
+    column_wise = encode_arrow_records(None, values, timestamp_ms=5, producer=stamp)
+    record_wise = encode_records(
+        [None] * 3, values.to_pylist(), None, timestamp_ms=5, producer=stamp
+    )
+    assert column_wise == record_wise
+    (header,) = validate_batches(column_wise, 1 << 20)  # the CRC covers the producer fields
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (4242, 3, 17)
+    assert header.is_transactional and not header.is_control
+    assert [r.value for r in decode_batch(column_wise)] == [b"a", b"bb", None]
+    plain = read_header(encode_arrow_records(None, values, timestamp_ms=5))
+    assert (plain.producer_id, plain.is_transactional) == (-1, False)

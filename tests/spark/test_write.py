@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from odradek.client.data import DataClient, TopicPartition
+from odradek.protocol.partitioner import key_partition
 from odradek.protocol.records import iter_records
-from odradek.spark.sink import key_partition
 from odradek.testing import RunningBroker
 
 from .conftest import create_topic, produce, values

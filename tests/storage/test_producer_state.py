@@ -88,3 +88,17 @@ def test_rebuild_from_headers_recognises_retries() -> None:
     table.update(read_header(appended), 40)
     retry = table.check(header(9, 0, 0, count=2))
     assert retry is not None and retry.first_offset == 40
+
+
+def test_batches_of_one_request_follow_each_other() -> None:
+    # Two batches of a known producer in one Produce request: the second follows the first,
+    # which the table does not hold until both are appended (Kafka's per-request append info).
+    table = ProducerStateManager(Path("unused-no-snapshots"))
+    table.update(header(7, 0, 0, count=3), 0)
+    assert table.check_request([header(7, 0, 3, count=3), header(7, 0, 6, count=3)]) == [
+        None,
+        None,
+    ]
+    with pytest.raises(KafkaError) as raised:
+        table.check_request([header(7, 0, 3, count=3), header(7, 0, 7)])
+    assert raised.value.code == ErrorCode.out_of_order_sequence_number

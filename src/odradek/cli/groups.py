@@ -1,16 +1,25 @@
-"""``odradek groups list | describe GROUP``: consumer groups as ``kafka-consumer-groups.sh`` shows
-them."""
+"""``odradek groups list | describe | delete | reset-offsets``: consumer groups as
+``kafka-consumer-groups.sh`` shows and changes them."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, print_table
-from odradek.client.admin import GroupAdmin, GroupInfo, ListedGroup
+from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, print_table, run_command
+from odradek.client.admin import (
+    EARLIEST,
+    LATEST,
+    ClusterAdmin,
+    GroupAdmin,
+    GroupInfo,
+    ListedGroup,
+    TopicPartition,
+)
 from odradek.client.core import ClientError
 
 
@@ -25,7 +34,31 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     describe.add_argument("group", nargs="+", help="group id(s)")
     describe.set_defaults(run=_run_describe)
-    for action in (listing, describe):
+    delete = actions.add_parser("delete", help="delete groups without members, and their offsets")
+    delete.add_argument("group", nargs="+", help="group id(s)")
+    delete.set_defaults(run=run_command(_delete, "odradek groups"))
+    reset = actions.add_parser(
+        "reset-offsets", help="move an inactive group's committed offsets (--dry-run by default)"
+    )
+    reset.add_argument("--group", required=True)
+    which = reset.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--topic", action="append", metavar="TOPIC[:P,P]", help="a topic, or some partitions"
+    )
+    which.add_argument(
+        "--all-topics", action="store_true", help="every topic the group has offsets for"
+    )
+    to = reset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=int)
+    to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS[.sss][+HH:MM]")
+    to.add_argument("--shift-by", type=int)
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="only show the new offsets")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    reset.set_defaults(run=run_command(_reset, "odradek groups"))
+    for action in (listing, describe, delete, reset):
         # Also accepted after the action, as kafka-consumer-groups users write it.
         connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)
 
@@ -142,3 +175,85 @@ def _run_describe(args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
         format_describe(group, sys.stdout)
     return 0 if all(g.exists for g in described) else 2
+
+
+async def _delete(args: argparse.Namespace, out: TextIO) -> int:
+    async with await GroupAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
+        results = await admin.delete_groups(args.group)
+    failed = 0
+    for group, code in results.items():
+        if code:
+            failed += 1
+            out.write(f"Group '{group}' could not be deleted: {code.name}\n")
+        else:
+            out.write(f"Deleted group '{group}'.\n")
+    return 2 if failed else 0
+
+
+def _datetime_ms(text: str) -> int:
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError as e:
+        raise ClientError(f"--to-datetime {text!r}: {e}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+async def _partitions(
+    admin: GroupAdmin, args: argparse.Namespace, committed: dict[TopicPartition, int]
+) -> list[TopicPartition]:
+    if args.all_topics:
+        return sorted(committed)
+    wanted: list[TopicPartition] = []
+    topics_only = []
+    for item in args.topic:
+        topic, _, listed = item.partition(":")
+        if listed:
+            wanted += [(topic, int(p)) for p in listed.split(",") if p.strip()]
+        else:
+            topics_only.append(topic)
+    if topics_only:
+        async with await ClusterAdmin.connect(
+            args.bootstrap_server, timeout_s=args.timeout
+        ) as cluster:
+            described = await cluster.describe_cluster(topics_only)
+        for topic in described.topics:
+            if topic.error:
+                raise ClientError(f"topic {topic.name!r}: {topic.error}")
+            wanted += [(topic.name, p.partition) for p in topic.partitions]
+    return sorted(set(wanted))
+
+
+async def _reset(args: argparse.Namespace, out: TextIO) -> int:
+    async with await GroupAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
+        committed = await admin.committed(args.group)
+        partitions = await _partitions(admin, args, committed)
+        if not partitions:
+            raise ClientError(f"group {args.group!r} has no offsets for those topics")
+        earliest = await admin.list_offsets(partitions, EARLIEST)
+        latest = await admin.list_offsets(partitions, LATEST)
+        if args.to_earliest:
+            target = earliest
+        elif args.to_latest:
+            target = latest
+        elif args.to_offset is not None:
+            target = dict.fromkeys(partitions, args.to_offset)
+        elif args.to_datetime is not None:
+            target = await admin.offsets_for_times(partitions, _datetime_ms(args.to_datetime))
+        else:
+            target = {tp: committed.get(tp, latest.get(tp, 0)) + args.shift_by for tp in partitions}
+        # As Kafka's tool: an offset outside the log is moved to its nearest end.
+        new = {
+            tp: min(max(target[tp], earliest.get(tp, 0)), latest.get(tp, target[tp]))
+            for tp in partitions
+            if tp in target
+        }
+        if args.execute:
+            await admin.reset_offsets(args.group, new)
+    rows: list[tuple[str, ...]] = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
+    rows += [(args.group, t, str(p), str(o)) for (t, p), o in sorted(new.items())]
+    print_table(rows, out)
+    if not args.execute:
+        out.write("(dry run: --execute commits these offsets)\n")
+    return 0

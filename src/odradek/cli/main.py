@@ -18,6 +18,28 @@ log = logging.getLogger("odradek.serve")
 _STOP_WATCHDOG_S = 45
 
 
+# Settings odradek takes under a name it does not list itself: per-listener overrides (Kafka's
+# ``listener.name.<listener>.<setting>``) and the options of client-side libraries.
+_PASSED_THROUGH_PREFIXES = ("listener.name.",)
+
+
+def unknown_setting_warnings(props: dict[str, str]) -> list[str]:
+    """A warning per setting that is not one of the broker's (a typo, or a Kafka setting
+    odradek does not have), naming the closest known setting, as Kafka logs unused configs."""
+    import difflib
+
+    from odradek.config import BROKER_CONFIGS
+
+    warnings = []
+    for name in sorted(props):
+        if name in BROKER_CONFIGS or name.startswith(_PASSED_THROUGH_PREFIXES):
+            continue
+        close = difflib.get_close_matches(name, list(BROKER_CONFIGS), n=1, cutoff=0.8)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        warnings.append(f"unknown setting {name!r} is ignored{hint}")
+    return warnings
+
+
 def _serve(args: argparse.Namespace) -> int:
     overrides = list(args.override or [])
     if args.data_dir:
@@ -29,6 +51,8 @@ def _serve(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"odradek: bad configuration: {e}", file=sys.stderr)
         return 2
+    for warning in unknown_setting_warnings(config.props):
+        log.warning("%s", warning)
     from odradek.cluster.membership import DuplicateBrokerIdError
     from odradek.cluster.zookeeper import ZooKeeperUnreachableError
     from odradek.server.broker import Broker
@@ -99,12 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmark a broker (a fresh one by default)")
     add_bench_arguments(bench)
     bench.set_defaults(run=_bench)
-    from odradek.cli import cluster, groups, topics, transactions, users
+    from odradek.cli import acls, cluster, configs, groups, records, topics, transactions, users
 
+    acls.add_parser(commands)
     cluster.add_parser(commands)
     groups.add_parser(commands)
     topics.add_parser(commands)
     transactions.add_parser(commands)
+    configs.add_parser(commands)
+    records.add_parser(commands)
     users.add_parser(commands)
     return parser
 

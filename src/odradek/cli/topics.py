@@ -1,4 +1,6 @@
-"""``odradek topics list | describe TOPIC``: topics, their partitions' replicas and logs.
+"""``odradek topics list | describe | create | delete | alter``: topics, their partitions'
+replicas and logs, and the changes ``kafka-topics.sh`` makes (CreateTopics, DeleteTopics,
+CreatePartitions; configs are ``odradek configs``).
 
 ``describe`` shows per partition its replication as the broker asked answers Metadata (the
 leader, ``none`` when no live broker leads it; the replicas; the in-sync replicas; the replicas
@@ -210,6 +212,60 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     describe.add_argument("topic", nargs="+", help="topic name(s)")
     describe.set_defaults(run=run_command(_describe_topics))
-    for action in (listing, describe):
+    create = actions.add_parser("create", help="a new topic")
+    create.add_argument("topic")
+    create.add_argument("--partitions", type=int, default=-1, help="default: num.partitions")
+    create.add_argument(
+        "--replication-factor", type=int, default=-1, help="default: default.replication.factor"
+    )
+    create.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="a topic config"
+    )
+    create.set_defaults(run=run_command(_create_topic))
+    delete = actions.add_parser("delete", help="delete topics and their data")
+    delete.add_argument("topic", nargs="+")
+    delete.set_defaults(run=run_command(_delete_topics))
+    alter = actions.add_parser("alter", help="add partitions to a topic")
+    alter.add_argument("topic")
+    alter.add_argument("--partitions", type=int, required=True, help="the new partition count")
+    alter.set_defaults(run=run_command(_alter_topic))
+    for action in (listing, describe, create, delete, alter):
         # Also accepted after the action, as kafka-topics users write it.
         connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)
+
+
+def key_values(items: Iterable[str]) -> dict[str, str]:
+    """``KEY=VALUE`` items (also comma-separated, as Kafka's tools take them) as a dict."""
+    found: dict[str, str] = {}
+    for item in items:
+        for part in item.split(","):
+            if not part.strip():
+                continue
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise ClientError(f"{part!r} is not KEY=VALUE")
+            found[key.strip()] = value.strip()
+    return found
+
+
+async def _create_topic(args: argparse.Namespace, out: TextIO) -> int:
+    async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
+        await admin.create_topic(
+            args.topic, args.partitions, args.replication_factor, key_values(args.config)
+        )
+    out.write(f"Created topic {args.topic}.\n")
+    return 0
+
+
+async def _delete_topics(args: argparse.Namespace, out: TextIO) -> int:
+    async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
+        await admin.delete_topics(args.topic)
+    out.write(f"Deleted topic(s) {', '.join(args.topic)}.\n")
+    return 0
+
+
+async def _alter_topic(args: argparse.Namespace, out: TextIO) -> int:
+    async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
+        await admin.create_partitions(args.topic, args.partitions)
+    out.write(f"Topic {args.topic} now has {args.partitions} partitions.\n")
+    return 0

@@ -40,6 +40,9 @@ from odradek.client.core import ClientError, ConnectionFailed, parse_address
 from odradek.protocol.errors import ErrorCode
 
 FIND_COORDINATOR, LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_FETCH = 10, 16, 15, 9
+OFFSET_COMMIT, DELETE_GROUPS, DELETE_RECORDS = 8, 42, 21
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 37, 44
+BROKER_RESOURCE = 4
 METADATA, LIST_OFFSETS, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS = 3, 2, 32, 35
 EARLIEST, LATEST = -2, -1
 NO_NODE = -1
@@ -325,6 +328,73 @@ class GroupAdmin(AdminClient):
         """The log end offsets (high watermarks) of ``partitions`` that exist."""
         return await self.list_offsets(partitions, LATEST)
 
+    async def committed(self, group_id: str) -> dict[TopicPartition, int]:
+        """The group's committed offsets."""
+        return await self._committed(await self._coordinator(group_id), group_id)
+
+    async def offsets_for_times(
+        self, partitions: Iterable[TopicPartition], timestamp_ms: int
+    ) -> dict[TopicPartition, int]:
+        """The first offset at or after ``timestamp_ms`` per partition (the log end where
+        every record is older)."""
+        wanted = list(partitions)
+        found = await self.list_offsets(wanted, timestamp_ms)
+        missing = [tp for tp in wanted if tp not in found or found[tp] < 0]
+        if missing:
+            found.update(await self.list_offsets(missing, LATEST))
+        return found
+
+    async def reset_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+        """Commit ``offsets`` for an inactive group (as ``kafka-consumer-groups.sh
+        --reset-offsets --execute``: outside any generation; a group with members refuses)."""
+        coordinator = await self._coordinator(group_id)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append(
+                {
+                    "partition_index": partition,
+                    "committed_offset": offset,
+                    "committed_leader_epoch": -1,
+                    "committed_metadata": "",
+                }
+            )
+        response = await coordinator.request(
+            OFFSET_COMMIT,
+            {
+                "group_id": group_id,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            },
+            highest=8,
+        )
+        for t in response.topics:
+            for p in t.partitions:
+                if p.error_code != ErrorCode.none:
+                    hint = (
+                        " (the group has active members: stop them first)"
+                        if p.error_code
+                        in (ErrorCode.unknown_member_id, ErrorCode.illegal_generation)
+                        else ""
+                    )
+                    raise ClientError(
+                        f"committing {t.name}-{p.partition_index} for group {group_id!r}: "
+                        f"{ErrorCode(p.error_code).name}{hint}"
+                    )
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
+        """DeleteGroups at each group's coordinator: per group NONE or why not."""
+        results: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            coordinator = await self._coordinator(group_id)
+            response = await coordinator.request(
+                DELETE_GROUPS, {"groups_names": [group_id]}, highest=2
+            )
+            for r in response.results:
+                results[str(r.group_id)] = ErrorCode(r.error_code)
+        return results
+
 
 # -- the cluster and its topics -------------------------------------------------------------------
 
@@ -555,6 +625,180 @@ class ClusterAdmin(AdminClient):
         starts = await self.list_offsets(wanted, EARLIEST)
         ends = await self.list_offsets(wanted, LATEST)
         return {tp: (starts[tp], ends[tp]) for tp in wanted if tp in starts and tp in ends}
+
+    # -- changes -------------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: dict[str, str] | None = None,
+    ) -> None:
+        """CreateTopics (-1: the broker's ``num.partitions`` / ``default.replication.factor``)."""
+        response = await self._bootstrap.request(
+            CREATE_TOPICS,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": replication_factor,
+                        "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                    }
+                ],
+                "timeout": 30_000,
+                "validate_only": False,
+            },
+            highest=7,
+        )
+        _raise_for(response.topics, f"creating topic {name!r}")
+
+    async def delete_topics(self, names: Sequence[str]) -> None:
+        response = await self._bootstrap.request(
+            DELETE_TOPICS,
+            {"topic_names": list(names), "topics": [{"name": n} for n in names], "timeout": 30_000},
+            highest=6,
+        )
+        _raise_for(response.responses, "deleting topics")
+
+    async def create_partitions(self, name: str, count: int) -> None:
+        """Grow ``name`` to ``count`` partitions (CreatePartitions)."""
+        response = await self._bootstrap.request(
+            CREATE_PARTITIONS,
+            {
+                "topics": [{"name": name, "count": count, "assignments": None}],
+                "timeout": 30_000,
+                "validate_only": False,
+            },
+            highest=3,
+        )
+        _raise_for(response.results, f"adding partitions to {name!r}")
+
+    async def describe_configs(
+        self, resource_type: int, name: str
+    ) -> list[tuple[str, str | None, str, bool]]:
+        """(name, value, source, read only) of every config of a topic or broker, sorted by
+        name; sensitive values are None."""
+        response = await self._bootstrap.request(
+            DESCRIBE_CONFIGS,
+            {
+                "resources": [
+                    {
+                        "resource_type": resource_type,
+                        "resource_name": name,
+                        "configuration_keys": None,
+                    }
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+            highest=4,
+        )
+        (result,) = response.results
+        if result.error_code != ErrorCode.none:
+            raise ClientError(
+                f"describing {name!r}: {ErrorCode(result.error_code).name}"
+                + (f": {result.error_message}" if result.error_message else "")
+            )
+        return sorted(
+            (
+                str(c.name),
+                None if c.is_sensitive else c.value,
+                _CONFIG_SOURCES.get(int(getattr(c, "config_source", -1)), "UNKNOWN"),
+                bool(c.read_only),
+            )
+            for c in result.configs
+        )
+
+    async def alter_configs(
+        self,
+        resource_type: int,
+        name: str,
+        set_values: dict[str, str],
+        delete: Sequence[str] = (),
+    ) -> None:
+        """IncrementalAlterConfigs: set ``set_values``, return ``delete`` to their defaults."""
+        configs = [{"name": k, "config_operation": 0, "value": v} for k, v in set_values.items()]
+        configs += [{"name": k, "config_operation": 1, "value": None} for k in delete]
+        response = await self._bootstrap.request(
+            INCREMENTAL_ALTER_CONFIGS,
+            {
+                "resources": [
+                    {"resource_type": resource_type, "resource_name": name, "configs": configs}
+                ],
+                "validate_only": False,
+            },
+            highest=1,
+        )
+        (result,) = response.responses
+        if result.error_code != ErrorCode.none:
+            raise ClientError(
+                f"altering {name!r}: {ErrorCode(result.error_code).name}"
+                + (f": {result.error_message}" if result.error_message else "")
+            )
+
+    async def delete_records(self, topic: str, partition: int, before: int) -> int:
+        """DeleteRecords at the partition's leader: records below ``before`` (-1: all) go; the
+        new log start offset."""
+        metadata = await self._bootstrap.request(
+            METADATA, {"topics": [{"name": topic}], "allow_auto_topic_creation": False}, highest=9
+        )
+        addresses = {int(b.node_id): (b.host, int(b.port)) for b in metadata.brokers}
+        leader = next(
+            (
+                int(p.leader_id)
+                for t in metadata.topics
+                for p in t.partitions
+                if int(p.partition_index) == partition
+            ),
+            None,
+        )
+        if leader is None or leader not in addresses:
+            raise ClientError(f"{topic}-{partition} does not exist or has no leader")
+        connection = await self._broker(*addresses[leader])
+        response = await connection.request(
+            DELETE_RECORDS,
+            {
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [{"partition_index": partition, "offset": before}],
+                    }
+                ],
+                "timeout": 30_000,
+            },
+            highest=2,
+        )
+        (result,) = response.topics[0].partitions
+        if result.error_code != ErrorCode.none:
+            raise ClientError(
+                f"deleting records of {topic}-{partition}: {ErrorCode(result.error_code).name}"
+            )
+        return int(result.low_watermark)
+
+
+# DescribeConfigs' config_source ids (KIP-226), as kafka-configs.sh names them.
+_CONFIG_SOURCES = {
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG",
+    8: "GROUP_CONFIG",
+}
+
+
+def _raise_for(results: Iterable[Any], what: str) -> None:
+    for r in results:
+        if r.error_code != ErrorCode.none:
+            message = getattr(r, "error_message", None)
+            raise ClientError(
+                f"{what}: {ErrorCode(r.error_code).name}" + (f": {message}" if message else "")
+            )
 
 
 # -- transactions --------------------------------------------------------------------------------

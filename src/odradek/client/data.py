@@ -8,6 +8,12 @@ and
 repeats a request that is safe to repeat (Metadata, ListOffsets, Fetch) once on a fresh
 connection when a connection breaks — a cached client outlives broker restarts that way.
 
+Reads are ``read_uncommitted`` or ``read_committed`` (the client's ``isolation_level``, as a Kafka
+consumer's ``isolation.level``). A read_committed client asks ListOffsets for the last stable
+offset where others get the high watermark, and Fetch for data up to it with the list of aborted
+transactions; :func:`aborted_batches` applies that list as Kafka's consumer does. Control
+batches are never data in either mode.
+
 Produce is not repeated: a failed delivery raises :class:`ProduceError`, and the caller (a Spark
 task) fails, so the data is written at least once, never silently dropped.
 """
@@ -33,14 +39,19 @@ from odradek.client.core import (
     read_uvarint,
     skip_tagged_fields,
 )
+from odradek.client.security import ClientSecurity
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import decode_response, response_schema
-from odradek.protocol.record_batch import iter_headers
+from odradek.protocol.record_batch import BatchHeader, iter_headers
+from odradek.protocol.records import decode_batch
 
 T = TypeVar("T")
 
 EARLIEST = -2
 LATEST = -1
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 DEFAULT_PARTITION_MAX_BYTES = 8 << 20
 DEFAULT_FETCH_MAX_BYTES = 64 << 20
@@ -115,12 +126,22 @@ class TopicInfo:
     internal: bool
 
 
+class AbortedTransaction(NamedTuple):
+    """An aborted transaction a read_committed Fetch response names: its producer and the
+    offset of its first batch in the partition."""
+
+    producer_id: int
+    first_offset: int
+
+
 @dataclass(frozen=True, slots=True)
 class FetchedRecords:
     """One partition's part of a Fetch response: whole record batches as the broker stores them.
 
     ``records`` may end with a cut-off batch, which readers skip; ``next_offset`` is the offset
-    after the last whole batch (``offset`` itself when there is none).
+    after the last whole batch (``offset`` itself when there is none). A read_committed fetch
+    stops at ``last_stable_offset`` and names the ``aborted`` transactions its batches may
+    belong to (see :func:`aborted_batches`).
     """
 
     partition: TopicPartition
@@ -129,6 +150,64 @@ class FetchedRecords:
     high_watermark: int
     log_start_offset: int
     next_offset: int
+    last_stable_offset: int = -1
+    aborted: tuple[AbortedTransaction, ...] = ()
+
+
+def aborted_batches(
+    records: bytes | memoryview, aborted: Sequence[AbortedTransaction]
+) -> frozenset[int]:
+    """Positions in ``records`` of the batches a read_committed reader must skip.
+
+    Kafka's consumer rule (its ``CompletedFetch``): walking the batches in offset order, an
+    aborted transaction becomes active for its producer once a batch reaches its first offset;
+    while active, that producer's transactional batches are aborted data, until its ABORT
+    control batch ends it. (Control batches are skipped anyway; they are not listed here.)
+    """
+    if not aborted:
+        return frozenset()
+    pending = sorted(aborted, key=lambda a: a.first_offset)
+    next_pending = 0
+    active: set[int] = set()
+    skipped = []
+    for header in iter_headers(records):
+        if header.producer_id < 0:
+            continue
+        while (
+            next_pending < len(pending) and pending[next_pending].first_offset <= header.last_offset
+        ):
+            active.add(pending[next_pending].producer_id)
+            next_pending += 1
+        if header.is_control:
+            if header.producer_id in active and _is_abort_marker(records, header):
+                active.discard(header.producer_id)
+        elif header.is_transactional and header.producer_id in active:
+            skipped.append(header.position)
+    return frozenset(skipped)
+
+
+def data_batches(fetched: FetchedRecords) -> Iterator[memoryview]:
+    """The whole batches of ``fetched`` that hold data for its reader: control batches and
+    (for a read_committed fetch, which names them) aborted transactions' batches left out."""
+    view = memoryview(fetched.records)
+    skipped = aborted_batches(fetched.records, fetched.aborted)
+    for header in iter_headers(view):
+        if not header.is_control and header.position not in skipped:
+            yield view[header.position : header.position + header.size]
+
+
+_CONTROL_KEY = struct.Struct(">hh")  # version, type (0 abort, 1 commit)
+
+
+def _is_abort_marker(records: bytes | memoryview, header: BatchHeader) -> bool:
+    """Whether a control batch is an ABORT marker: its record's key is (version, type 0)."""
+    batch = bytes(memoryview(records)[header.position : header.position + header.size])
+    try:
+        (marker, *_) = decode_batch(batch, verify_crc=False)
+    except ValueError:  # RecordDecodeError included: not a marker Kafka would write
+        return False
+    key = marker.key or b""
+    return len(key) >= _CONTROL_KEY.size and _CONTROL_KEY.unpack_from(key)[1] == 0
 
 
 def _offset_after_batches(records: bytes | memoryview, offset: int) -> int:
@@ -144,11 +223,14 @@ class _FetchPartition:
     top_error: int
     error: int
     high_watermark: int
+    last_stable_offset: int
     log_start_offset: int
+    aborted: tuple[AbortedTransaction, ...]
     records: bytes | memoryview | None
 
 
 _PARTITION_HEAD = struct.Struct(">ihqqq")
+_ABORTED = struct.Struct(">qq")
 
 
 def _parse_fetch_v12(frame: bytes | memoryview) -> _FetchPartition | None:
@@ -169,11 +251,13 @@ def _parse_fetch_v12(frame: bytes | memoryview) -> _FetchPartition | None:
         partitions, position = read_uvarint(frame, position)
         if partitions != 2:
             return None
-        _, error, high_watermark, _, log_start = _PARTITION_HEAD.unpack_from(frame, position)
+        _, error, high_watermark, stable, log_start = _PARTITION_HEAD.unpack_from(frame, position)
         position += _PARTITION_HEAD.size
-        aborted, position = read_uvarint(frame, position)
-        for _ in range(max(aborted - 1, 0)):
-            position = skip_tagged_fields(frame, position + 16)
+        count, position = read_uvarint(frame, position)
+        aborted = []
+        for _ in range(max(count - 1, 0)):
+            aborted.append(AbortedTransaction(*_ABORTED.unpack_from(frame, position)))
+            position = skip_tagged_fields(frame, position + _ABORTED.size)
         position += 4  # preferred read replica
         size, position = read_uvarint(frame, position)
         records = frame[position : position + size - 1] if size else None
@@ -185,7 +269,16 @@ def _parse_fetch_v12(frame: bytes | memoryview) -> _FetchPartition | None:
         return None
     if position != len(frame):
         return None
-    return _FetchPartition(correlation_id, top_error, error, high_watermark, log_start, records)
+    return _FetchPartition(
+        correlation_id,
+        top_error,
+        error,
+        high_watermark,
+        stable,
+        log_start,
+        tuple(aborted),
+        records,
+    )
 
 
 class DataClient:
@@ -196,13 +289,23 @@ class DataClient:
     """
 
     def __init__(
-        self, bootstrap: str, *, client_id: str = "odradek-data", timeout_s: float = 30.0
+        self,
+        bootstrap: str,
+        *,
+        client_id: str = "odradek-data",
+        timeout_s: float = 30.0,
+        isolation_level: int = READ_UNCOMMITTED,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security
         self.bootstrap = [a.strip() for a in bootstrap.split(",") if a.strip()]
         if not self.bootstrap:
             raise ValueError("no bootstrap servers given")
+        if isolation_level not in (READ_UNCOMMITTED, READ_COMMITTED):
+            raise ValueError(f"isolation level {isolation_level} is not 0 or 1")
         self.client_id = client_id
         self.timeout_s = timeout_s
+        self.isolation_level = isolation_level
         self._bootstrap_connection: BlockingConnection | None = None
         self._brokers: dict[int, str] = {}
         self._connections: dict[str, BlockingConnection] = {}
@@ -218,9 +321,15 @@ class DataClient:
                 client_id=self.client_id,
                 timeout_s=self.timeout_s,
                 client_versions=CLIENT_VERSIONS,
+                security=self.security,
             )
             self._connections[address] = connection
         return connection
+
+    def connection_to(self, address: str) -> BlockingConnection:
+        """The (cached) connection to the broker at ``host:port``, for requests this client
+        does not make itself (a transaction's coordinator, say)."""
+        return self._connect(address)
 
     def _any_connection(self) -> BlockingConnection:
         errors = []
@@ -240,6 +349,10 @@ class DataClient:
         if address is None:
             return self._any_connection()
         return self._connect(address)
+
+    def any_connection(self) -> BlockingConnection:
+        """A connection to some broker of the cluster."""
+        return self._any_connection()
 
     def _retrying(self, call: Callable[[], T]) -> T:
         """Run ``call``; on a broken connection, once more on fresh connections."""
@@ -305,8 +418,9 @@ class DataClient:
         self, partitions: Iterable[TopicPartition], spec: int | Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, int]:
         """Offsets by ListOffsets: ``spec`` is :data:`EARLIEST`, :data:`LATEST` (the high
-        watermark) or a timestamp in ms — the first offset whose timestamp is at least it, or -1
-        when no record is that recent — for every partition, or a mapping of one per partition.
+        watermark, or for a read_committed client the last stable offset) or a timestamp in ms
+        — the first offset whose timestamp is at least it, or -1 when no record is that recent
+        — for every partition, or a mapping of one per partition.
         """
         wanted = sorted(set(partitions))
         by_leader: dict[str, list[TopicPartition]] = {}
@@ -337,7 +451,7 @@ class DataClient:
             LIST_OFFSETS,
             {
                 "replica_id": -1,
-                "isolation_level": 0,
+                "isolation_level": self.isolation_level,
                 "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
             },
         )
@@ -368,7 +482,7 @@ class DataClient:
                 "max_wait": 0,
                 "min_bytes": 0,
                 "max_bytes": max(max_bytes, DEFAULT_FETCH_MAX_BYTES),
-                "isolation_level": 0,
+                "isolation_level": self.isolation_level,
                 "session_id": 0,
                 "session_epoch": -1,
                 "topics": [
@@ -419,7 +533,12 @@ class DataClient:
                 int(response.error_code),
                 int(p.error_code),
                 int(p.high_watermark),
+                int(p.last_stable_offset),
                 int(p.log_start_offset),
+                tuple(
+                    AbortedTransaction(int(a.producer_id), int(a.first_offset))
+                    for a in p.aborted_transactions or ()
+                ),
                 p.records,
             )
         if parsed.top_error != ErrorCode.none:
@@ -441,6 +560,8 @@ class DataClient:
             parsed.high_watermark,
             parsed.log_start_offset,
             _offset_after_batches(records, offset),
+            parsed.last_stable_offset,
+            parsed.aborted,
         )
 
     def fetch(
@@ -460,6 +581,12 @@ class DataClient:
 
         return self._retrying(call)
 
+    def _readable_end(self, fetched: FetchedRecords) -> int:
+        """Where this client's fetches stop: the last stable offset when read_committed."""
+        if self.isolation_level == READ_COMMITTED and fetched.last_stable_offset >= 0:
+            return fetched.last_stable_offset
+        return fetched.high_watermark
+
     def fetch_range(
         self,
         partition: TopicPartition,
@@ -473,9 +600,10 @@ class DataClient:
         The next request is on the wire before a response is yielded, so the broker reads while
         the caller decodes. The first batch may begin before ``start`` and the last may reach
         past ``end``; offsets a compaction removed are simply absent. Iteration also stops at the
-        high watermark: when that is below ``end`` the last item's ``next_offset`` tells how far
-        the partition reaches. Raises :class:`OffsetOutOfRange` when ``start`` (or an offset
-        reached on the way) is below the log start offset.
+        high watermark (the last stable offset when read_committed): when that is below ``end``
+        the last item's ``next_offset`` tells how far the partition reaches. Raises
+        :class:`OffsetOutOfRange` when ``start`` (or an offset reached on the way) is below the
+        log start offset.
         """
         offset = start
         connection: BlockingConnection | None = None
@@ -498,7 +626,7 @@ class DataClient:
                 pending = None
                 next_offset = fetched.next_offset
                 # No whole batch past ``offset`` means nothing more to read (never ask twice).
-                more = offset < next_offset < min(end, fetched.high_watermark)
+                more = offset < next_offset < min(end, self._readable_end(fetched))
                 if more:
                     try:
                         pending = self._send_fetch(connection, partition, next_offset, max_bytes)
@@ -521,13 +649,16 @@ class DataClient:
         *,
         acks: int = -1,
         timeout_ms: int = 30_000,
+        transactional_id: str | None = None,
     ) -> dict[TopicPartition, int]:
         """Write one encoded batch (or several, concatenated) per partition; the base offsets.
 
         With ``acks=0`` nothing is confirmed and the result is empty. Raises
         :class:`ProduceError` for the first partition that failed.
         """
-        pendings = self.send_produce(batches, acks=acks, timeout_ms=timeout_ms)
+        pendings = self.send_produce(
+            batches, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id
+        )
         result: dict[TopicPartition, int] = {}
         for connection, pending in pendings:
             result.update(self.receive_produce(connection, pending))
@@ -539,8 +670,10 @@ class DataClient:
         *,
         acks: int = -1,
         timeout_ms: int = 30_000,
+        transactional_id: str | None = None,
     ) -> list[tuple[BlockingConnection, Request]]:
-        """Send Produce requests (one per leader) without waiting; see :meth:`receive_produce`."""
+        """Send Produce requests (one per leader) without waiting; see :meth:`receive_produce`.
+        Transactional batches name their ``transactional_id``."""
         by_leader: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for tp, records in batches.items():
             address = self._leader_connection(tp).address
@@ -551,7 +684,7 @@ class DataClient:
         for address, topics in by_leader.items():
             connection = self._connect(address)
             fields = {
-                "transactional_id": None,
+                "transactional_id": transactional_id,
                 "acks": acks,
                 "timeout": timeout_ms,
                 "topic_data": [

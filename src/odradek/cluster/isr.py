@@ -12,9 +12,9 @@ appended and when it is committed).  It follows Kafka 3.x's ``Partition`` and ``
   right behind a busy leader stays caught up.)
 - A follower is caught up while its log end equals the leader's or its last caught-up time is
   at most ``replica.lag.time.max.ms`` ago.  An ISR member that is not is a shrink candidate.
-- A follower outside the ISR whose log end offset has reached both the high watermark and the
-  start of the leader's current epoch is an expand candidate (before that epoch, it could miss
-  committed data if it became leader).
+- A follower outside the ISR that has fetched in this leadership, and whose log end offset has
+  reached both the high watermark and the start of the leader's current epoch, is an expand
+  candidate (before that epoch, it could miss committed data if it became leader).
 - The high watermark is the smallest log end offset among the leader and the followers in the
   *maximal* ISR (the ISR, plus a follower whose joining is proposed but not yet confirmed,
   KIP-497), and among the caught-up followers not yet in it (so one about to join is not left
@@ -295,15 +295,20 @@ class IsrTracker:
         )
 
     def expand_candidates(self) -> frozenset[int]:
-        """Followers outside the ISR whose log end offset has reached the high watermark and
-        the start of the leader's epoch (none while a change is in flight)."""
+        """Followers outside the ISR that have fetched since this leadership began and whose
+        log end offset has reached the high watermark and the start of the leader's epoch (none
+        while a change is in flight)."""
         if self._pending is not None:
             return frozenset()
         floor = max(self._high_watermark, self._leader_epoch_start_offset)
+        # A log end offset known from an earlier leadership is no sign of life: the follower
+        # may have died since (Kafka adds a follower only on a fetch of its own).
         return frozenset(
             replica
             for replica, state in self._followers.items()
-            if replica not in self._isr and state.log_end_offset >= floor
+            if replica not in self._isr
+            and state.last_fetch_ms is not None
+            and state.log_end_offset >= floor
         )
 
     def propose_shrink(self) -> IsrProposal | None:

@@ -17,7 +17,7 @@ from odradek.protocol.record_batch import (
     validate_batches,
 )
 from odradek.storage import AppendInfo, PartitionLog
-from odradek.storage.producer_state import NO_PRODUCER_ID
+from odradek.storage.producer_state import NO_PRODUCER_ID, AppendedSequence
 from odradek.storage.validator import validate_for_leader
 
 NO_LEADER = -1
@@ -260,7 +260,9 @@ class Partition:
     ) -> AppendInfo:
         if any(h.producer_id != NO_PRODUCER_ID for h in headers):
             producers = self.log.producers
-            earlier = [None if from_coordinator else producers.check(h) for h in headers]
+            earlier: list[AppendedSequence | None] = (
+                [None] * len(headers) if from_coordinator else producers.check_request(headers)
+            )
             if earlier[0] is not None and all(e is not None for e in earlier):
                 last = earlier[-1]
                 assert last is not None

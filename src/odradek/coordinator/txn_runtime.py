@@ -14,7 +14,8 @@ retrying until every partition has its marker, then writing the Complete record.
 
 A crash anywhere in this leaves a Prepare record without its Complete one, or nothing: the next
 load finds the Prepare state and sends the markers again (a second marker for a transaction
-already ended is harmless to the partition).
+already ended is harmless to the partition). A Complete record that cannot be written yet (too
+few in-sync replicas) is retried for as long as this broker coordinates the transaction.
 
 Everything runs on the broker's event loop thread.
 """
@@ -256,6 +257,13 @@ class TransactionCoordinatorRuntime:
 
     def _resume(self, jobs: Iterable[MarkerJob]) -> None:
         for job in jobs:
+            log.info(
+                "transaction %s was found prepared to %s on loading (coordinator epoch %d): "
+                "sending its markers",
+                job.transactional_id,
+                "commit" if job.commit else "abort",
+                job.coordinator_epoch,
+            )
             self._spawn(self._complete(job), f"markers-{job.transactional_id}")
 
     def on_topic_deleted(self, topic: str) -> None:
@@ -400,16 +408,24 @@ class TransactionCoordinatorRuntime:
         """Write ``job``'s markers to every partition, then the Complete record."""
         try:
             await self._send_markers(job)
-            write = self.coordinator.markers_done(job)
-            if write is not None:
+            delay = _RETRY_FIRST_S
+            # A failed Complete write (too few in-sync replicas of __transaction_state while a
+            # broker is down, a timeout) leaves the transaction prepared, and its producer
+            # answered CONCURRENT_TRANSACTIONS, until it is written: retried while this broker
+            # still coordinates the transaction, as Kafka's marker channel retries its append.
+            while (write := self.coordinator.markers_done(job)) is not None:
                 error = await self._write(write)
-                if error != ErrorCode.none:
-                    log.warning(
-                        "completing transaction %s failed (%s); the next load of its "
-                        "partition completes it",
-                        job.transactional_id,
-                        error.name,
-                    )
+                if error == ErrorCode.none:
+                    break
+                log.info(
+                    "completing transaction %s failed (%s); retrying",
+                    job.transactional_id,
+                    error.name,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
+                if self._stopping:
+                    break
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -1,1 +1,3 @@
-"""Listeners' security: TLS (:mod:`.tls`), SASL (:mod:`.sasl`, :mod:`.scram`)."""
+"""Security: listeners' TLS (:mod:`.tls`, :mod:`.listeners`), SASL authentication (:mod:`.sasl`,
+:mod:`.scram`), and authorisation: ACLs and the authorizer consulted by the handlers (:mod:`.acl`,
+:mod:`.authorizer`)."""

@@ -6,7 +6,8 @@ stored and server keys derived from ``SaltedPassword = PBKDF2(password, salt, it
 Its text form is Kafka's (the value of a ``SCRAM-SHA-512`` entry of ``/config/users/<name>`` in
 ZooKeeper mode): ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``.
 
-:class:`ScramServer` and :class:`ScramClient` are pure: messages in, messages out, no I/O.
+:class:`ScramServer` is pure: messages in, messages out, no I/O (the client side is
+``odradek.client.security.ScramClient``).
 """
 
 from __future__ import annotations
@@ -199,45 +200,3 @@ class ScramServer:
         self._state = "done"
         server_signature = _hmac(self.mechanism, credential.server_key, auth_message)
         return b"v=" + base64.b64encode(server_signature)
-
-
-def _escape(user: str) -> str:
-    return user.replace("=", "=3D").replace(",", "=2C")
-
-
-class ScramClient:
-    """The client side of one exchange: :attr:`first_message`, then :meth:`final_message` of the
-    server-first answer, then :meth:`verify` of the server-final answer (which proves the server
-    holds the credential too)."""
-
-    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None) -> None:
-        self.mechanism = mechanism
-        self._password = password
-        self._nonce = nonce or secrets.token_urlsafe(24)
-        self._bare = f"n={_escape(user)},r={self._nonce}"
-        self.first_message = f"n,,{self._bare}".encode()
-        self._server_signature = b""
-
-    def final_message(self, server_first: bytes) -> bytes:
-        text = server_first.decode()
-        attributes = _attributes(text)
-        nonce, salt, iterations = attributes["r"], attributes["s"], int(attributes["i"])
-        if not nonce.startswith(self._nonce):
-            raise ScramError("server nonce does not extend the client's")
-        salted = salted_password(self.mechanism, self._password, base64.b64decode(salt), iterations)
-        client_key = _hmac(self.mechanism, salted, b"Client Key")
-        stored_key = hashlib.new(_HASHES[self.mechanism], client_key).digest()
-        without_proof = f"c=biws,r={nonce}"
-        auth_message = f"{self._bare},{text},{without_proof}".encode()
-        signature = _hmac(self.mechanism, stored_key, auth_message)
-        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-        server_key = _hmac(self.mechanism, salted, b"Server Key")
-        self._server_signature = _hmac(self.mechanism, server_key, auth_message)
-        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
-
-    def verify(self, server_final: bytes) -> None:
-        attributes = _attributes(server_final.decode())
-        if "e" in attributes:
-            raise ScramError(f"server refused: {attributes['e']}")
-        if base64.b64decode(attributes.get("v", "")) != self._server_signature:
-            raise ScramError("server signature does not match")

@@ -21,9 +21,11 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer
+from odradek.security.authorizer import Authorizer
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
 from odradek.server.connection import Connection
+from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.purgatory import Purgatory
 from odradek.server.registry import load_handlers
 from odradek.server.services import BrokerServices, Session
@@ -178,6 +180,12 @@ class Broker:
             replicas=self.node.replicas if self.node is not None else None,
             controller=self.node.controller if self.node is not None else None,
             counters=self.counters,
+            fetch_sessions=FetchSessionCache(
+                self.clock,
+                self.config.get_int("max.incremental.fetch.session.cache.slots"),
+                self.config.get_int("min.incremental.fetch.session.eviction.ms"),
+            ),
+            authorizer=self._authorizer(self.store),
         )
         self._start_metrics()
         for listener, server in zip(listeners, self._servers, strict=True):
@@ -269,6 +277,14 @@ class Broker:
         if len(self.advertised_listeners) < 2:
             return ()
         return tuple((name, *address) for name, address in self.advertised_listeners.items())
+
+    def _authorizer(self, store: MetadataStore) -> Authorizer | None:
+        """Kafka's ACL authorizer when ``authorizer.class.name`` asks for one, following the
+        store's ACL changes (those of other brokers too)."""
+        authorizer = Authorizer.from_config(self.config, store)
+        if authorizer is not None:
+            store.add_listener(asyncio.get_running_loop(), authorizer.on_change)
+        return authorizer
 
     def _start_metrics(self) -> None:
         listener = self.config.metrics_listener

@@ -22,7 +22,9 @@ from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
+from odradek.security.authorizer import Authorizer
 from odradek.security.sasl import SaslSession
+from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager
 
@@ -52,6 +54,11 @@ class BrokerServices:
     # What the metrics endpoint reports (None unless ``metrics.listener`` is set): handlers
     # count their topics' traffic in it.
     counters: BrokerCounters | None = None
+    # Incremental fetch sessions (KIP-227); None: every Fetch is answered without a session.
+    fetch_sessions: FetchSessionCache | None = None
+    # Consulted by every handler's checks (server/authorize.py); None, without
+    # ``authorizer.class.name``, allows everything.
+    authorizer: Authorizer | None = None
 
 
 @dataclass(slots=True)

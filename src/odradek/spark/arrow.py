@@ -26,6 +26,7 @@ without converting rows.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,7 +80,13 @@ class _Batches:
     log_append_time: npt.NDArray[np.bool_]
 
 
-def _collect(records: bytes | memoryview, start: int, end: int, verify_crc: bool) -> _Batches:
+def _collect(
+    records: bytes | memoryview,
+    start: int,
+    end: int,
+    verify_crc: bool,
+    skip: Collection[int] = (),
+) -> _Batches:
     pieces: list[bytes | memoryview] = []
     starts: list[int] = []
     ends: list[int] = []
@@ -88,6 +95,8 @@ def _collect(records: bytes | memoryview, start: int, end: int, verify_crc: bool
     compressed = False
     for header in iter_headers(records):
         if header.is_control or header.next_offset <= start or header.base_offset >= end:
+            continue
+        if header.position in skip:
             continue
         if header.magic != MAGIC:
             raise RecordDecodeError(f"record batch magic {header.magic} is not 2")
@@ -361,13 +370,16 @@ def records_to_arrow(
     *,
     include_headers: bool = False,
     verify_crc: bool = True,
+    skip: Collection[int] = (),
 ) -> pa.RecordBatch:
     """The records with offsets in ``start``..``end - 1`` of the whole batches in ``records``
-    (a cut-off batch at the end is ignored; control batches are skipped) as one Arrow batch in
-    :func:`kafka_schema` order. Raises :class:`RecordDecodeError` for malformed bytes.
+    (a cut-off batch at the end is ignored; control batches are skipped, and so are the batches
+    at the positions in ``skip``: aborted transactions, for a read_committed reader) as one
+    Arrow batch in :func:`kafka_schema` order. Raises :class:`RecordDecodeError` for malformed
+    bytes.
     """
     schema = kafka_schema(include_headers)
-    batches = _collect(records, start, end, verify_crc)
+    batches = _collect(records, start, end, verify_crc, skip)
     if not batches.starts:
         return _empty(schema)
     pool = batches.pool

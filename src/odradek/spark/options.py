@@ -3,6 +3,19 @@
 Names, defaults and meanings follow Spark's built-in ``kafka`` format so a pipeline ports by
 changing the format name. Parsing is pure (no I/O, no Spark), happens where the reader or writer
 is made, and raises :class:`OptionError` with a message naming the option.
+
+Options of odradek's own, beyond Spark's (which has no exactly-once Kafka sink):
+
+- ``exactlyOnce`` (sink, default false): write each task's rows of a micro-batch (or of a batch
+  write) in one Kafka transaction, once, however often Spark runs the task — see
+  :mod:`odradek.spark.sink`. Needs ``kafka.acks=all``.
+- ``transactionalIdPrefix`` (sink, default ``odradek-spark``): the transactional ids are
+  ``<prefix>-<query id>-<task partition>``, which is how the query's transactions show in
+  ListTransactions / DescribeTransactions.
+- ``kafka.transaction.timeout.ms`` (sink, default 60000): after this long the coordinator aborts
+  a transaction whose task died without a successor.
+- ``kafka.max.request.size`` (sink, default 4 MiB): bytes a Produce request gathers before it is
+  sent.
 """
 
 from __future__ import annotations
@@ -13,7 +26,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.client.data import EARLIEST, LATEST, TopicPartition
+from odradek.client.core import ClientError
+from odradek.client.data import (
+    EARLIEST,
+    LATEST,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    TopicPartition,
+)
+from odradek.client.security import ClientSecurity
 
 _DURATION_UNITS = {
     "ms": 1,
@@ -201,6 +222,35 @@ def _bootstrap(options: Mapping[str, str]) -> str:
     return servers.strip()
 
 
+_ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+
+
+def _security(options: Mapping[str, str]) -> ClientSecurity:
+    """``kafka.security.protocol``, ``kafka.ssl.*`` and ``kafka.sasl.*``, as Spark's kafka
+    source passes them to its Kafka client: the same names, for the project's client."""
+    settings = {
+        name[len("kafka.") :]: value
+        for name, value in options.items()
+        if name.lower().startswith(("kafka.security.", "kafka.ssl.", "kafka.sasl."))
+    }
+    try:
+        return ClientSecurity.from_config(settings)
+    except ClientError as e:
+        raise OptionError(str(e)) from e
+
+
+def _isolation_level(options: Mapping[str, str]) -> int:
+    """``kafka.isolation.level`` as a Kafka consumer takes it: read_committed reads up to the
+    last stable offset and never sees aborted transactions; read_uncommitted (the default)
+    reads up to the high watermark, aborted and open transactions included."""
+    raw = (_get(options, "kafka.isolation.level") or "read_uncommitted").strip().lower()
+    if raw not in _ISOLATION_LEVELS:
+        raise OptionError(
+            f"option kafka.isolation.level must be read_uncommitted or read_committed, not {raw!r}"
+        )
+    return _ISOLATION_LEVELS[raw]
+
+
 # -- read and write options ------------------------------------------------------------------
 
 
@@ -219,6 +269,8 @@ class ReadOptions:
     min_offsets_per_trigger: int | None
     max_trigger_delay_ms: int
     fetch_max_bytes: int
+    isolation_level: int = READ_UNCOMMITTED  # kafka.isolation.level
+    security: ClientSecurity = field(default_factory=ClientSecurity)  # kafka.security.*, ssl, sasl
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -268,8 +320,10 @@ class ReadOptions:
             max_offsets_per_trigger=max_offsets,
             min_offsets_per_trigger=min_offsets,
             max_trigger_delay_ms=parse_duration_ms(delay) if delay is not None else 15 * 60_000,
+            security=_security(options),
             fetch_max_bytes=_int(options, "kafka.max.partition.fetch.bytes", minimum=1024)
             or 8 << 20,
+            isolation_level=_isolation_level(options),
         )
 
 
@@ -283,6 +337,13 @@ class WriteOptions:
     acks: int
     compression: int
     batch_bytes: int
+    request_bytes: int  # kafka.max.request.size: a Produce request goes out when this is full
+    # exactlyOnce=true: each task writes its rows in one Kafka transaction, once per micro-batch
+    # (see odradek.spark.sink); transactional ids are transactionalIdPrefix-<query id>-<task>.
+    exactly_once: bool = False
+    transactional_id_prefix: str = "odradek-spark"
+    transaction_timeout_ms: int = 60_000  # kafka.transaction.timeout.ms
+    security: ClientSecurity = field(default_factory=ClientSecurity)  # kafka.security.*, ssl, sasl
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -298,10 +359,22 @@ class WriteOptions:
                 f"not {codec!r}"
             )
         topic = _get(options, "topic")
+        exactly_once = _bool(options, "exactlyOnce", False)
+        if exactly_once and _ACKS[acks_raw] != -1:
+            raise OptionError("exactlyOnce=true needs kafka.acks=all, as Kafka's transactions do")
+        prefix = (_get(options, "transactionalIdPrefix") or "odradek-spark").strip()
+        if not prefix:
+            raise OptionError("option transactionalIdPrefix is empty")
         return cls(
             bootstrap=_bootstrap(options),
             topic=topic.strip() if topic and topic.strip() else None,
             acks=_ACKS[acks_raw],
             compression=CODEC_NAMES[codec],
             batch_bytes=_int(options, "kafka.batch.size", minimum=1024) or 512 * 1024,
+            request_bytes=_int(options, "kafka.max.request.size", minimum=1024) or 4 << 20,
+            exactly_once=exactly_once,
+            transactional_id_prefix=prefix,
+            transaction_timeout_ms=_int(options, "kafka.transaction.timeout.ms", minimum=1000)
+            or 60_000,
+            security=_security(options),
         )

@@ -10,14 +10,45 @@ Each task encodes its rows into RecordBatch v2 batches and produces them with up
 requests in flight, waiting for the acknowledgements (``kafka.acks``, default all) before it
 reports success. A failed delivery raises, the task fails and Spark retries it: records can be
 written twice, never lost — at-least-once, like Spark's own Kafka sink.
+
+**Exactly once** (option ``exactlyOnce=true``): each task writes its rows in one Kafka
+transaction and records, in the same transaction, that it did. Spark may run a task again (a
+retried task, a speculative copy) and, after the driver died, a whole micro-batch again — the
+same batch id over the same input, since the batch's source offsets were in the checkpoint's
+offset log before it ran. So a task of write ``W`` (the streaming query's id, which survives
+restarts from the checkpoint; a fresh id per batch write), batch ``B`` and Spark partition ``P``:
+
+1. takes the transactional id ``<transactionalIdPrefix>-W-P``; InitProducerId bumps its epoch,
+   which fences any earlier attempt still running (its produce and EndTxn then fail) and aborts
+   the transaction such an attempt left open, waiting until that abort is complete;
+2. reads the offset its "done" marker has (OffsetFetch with require_stable): group
+   ``<transactional id>``, partition 0 of the first row's topic (TxnOffsetCommit needs a
+   partition that exists). An offset of at least ``B`` means an earlier attempt committed this
+   batch: the task writes nothing;
+3. otherwise begins a transaction, produces its rows as transactional batches (producer id,
+   epoch and per-partition sequence numbers; AddPartitionsToTxn before a partition's first
+   request), commits offset ``B`` for the marker (AddOffsetsToTxn, TxnOffsetCommit) and ends
+   the transaction with EndTxn commit. Rows and marker become visible together or not at all.
+
+A read_committed reader of the output therefore sees each input row once however often tasks
+or the driver died. A task that fails aborts its transaction when it still can; otherwise the
+next attempt's InitProducerId, or the transaction timeout (``kafka.transaction.timeout.ms``,
+default 60 s) aborts it. Costs, per task and micro-batch and not per row: about eight requests
+to the coordinators (finding them, InitProducerId, OffsetFetch, AddPartitionsToTxn,
+AddOffsetsToTxn, TxnOffsetCommit, EndTxn); Produce requests that carry at most one batch per
+partition, as Kafka's producers send sequenced batches; and one group per transactional id (an
+empty group holding one offset, expired by the broker's ``offsets.retention.minutes`` once the
+query stops). Tasks with no rows open no transaction.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import struct
 import time
+import uuid
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,14 +73,21 @@ from pyspark.sql.types import (
 )
 
 from odradek.client.blocking import BlockingConnection
-from odradek.client.core import Request
+from odradek.client.core import ClientError, Request
 from odradek.client.data import DataClient, TopicPartition
+from odradek.client.security import ClientSecurity
+from odradek.client.transactions import TransactionalProducer
 from odradek.protocol import compression as codecs
-from odradek.protocol.record_batch import CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from odradek.protocol.record_batch import (
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    TRANSACTIONAL_BIT,
+)
 from odradek.spark.options import OptionError, WriteOptions
 
 _MAX_IN_FLIGHT = 5
-_REQUEST_BYTES = 4 << 20
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -76,6 +114,15 @@ def _varint(value: int) -> bytes:
 Headers = Sequence[tuple[str, bytes | None]]
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerStamp:
+    """The producer fields of a transactional batch's header."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+
 def encode_records(
     keys: Sequence[bytes | None],
     values: Sequence[bytes | None],
@@ -84,9 +131,11 @@ def encode_records(
     timestamp_ms: int,
     timestamps: Sequence[int] | None = None,
     compression: int = codecs.NONE,
+    producer: ProducerStamp | None = None,
 ) -> bytes:
     """One RecordBatch v2 holding the records, offsets from 0, each stamped with its entry in
-    ``timestamps`` or, without them, all with ``timestamp_ms``."""
+    ``timestamps`` or, without them, all with ``timestamp_ms``; transactional when ``producer``
+    is given."""
     count = len(values)
     parts: list[bytes] = []
     append = parts.append
@@ -119,7 +168,7 @@ def encode_records(
         )
         append(_varint(len(record)))
         append(record)
-    return _batch(b"".join(parts), count, base_timestamp, max_timestamp, compression)
+    return _batch(b"".join(parts), count, base_timestamp, max_timestamp, compression, producer)
 
 
 def _varint_bytes(
@@ -163,6 +212,7 @@ def encode_arrow_records(
     *,
     timestamp_ms: int,
     compression: int = codecs.NONE,
+    producer: ProducerStamp | None = None,
 ) -> bytes:
     """One RecordBatch v2 of binary ``keys`` (or none) and ``values``, without headers — as
     :func:`encode_records` makes it, but column-wise: each record's few bytes of lengths and
@@ -205,7 +255,7 @@ def encode_arrow_records(
         joined.buffers()[1], dtype=np.int32, count=n + 1, offset=joined.offset * 4
     )
     records = memoryview(joined.buffers()[2])[offsets[0] : offsets[n]]
-    return _batch(records, n, timestamp_ms, timestamp_ms, compression)
+    return _batch(records, n, timestamp_ms, timestamp_ms, compression, producer)
 
 
 def _batch(
@@ -214,10 +264,19 @@ def _batch(
     base_timestamp: int,
     max_timestamp: int,
     compression: int,
+    producer: ProducerStamp | None = None,
 ) -> bytes:
-    """The 61-byte header (offsets from 0, no producer id) and ``body``, the records."""
+    """The 61-byte header (offsets from 0; no producer id, or ``producer``'s and the
+    transactional bit) and ``body``, the records."""
     if compression != codecs.NONE:
         body = codecs.compress(compression, body)
+    attributes = compression
+    producer_id, epoch, sequence = -1, -1, -1
+    if producer is not None:
+        attributes |= TRANSACTIONAL_BIT
+        producer_id = producer.producer_id
+        epoch = producer.producer_epoch
+        sequence = producer.base_sequence
     header = bytearray(HEADER_SIZE)
     _HEADER.pack_into(
         header,
@@ -227,44 +286,18 @@ def _batch(
         -1,  # partition leader epoch
         MAGIC,
         0,  # crc, below
-        compression,
+        attributes,
         count - 1,
         base_timestamp,
         max_timestamp,
-        -1,  # producer id: not idempotent
-        -1,
-        -1,
+        producer_id,
+        epoch,
+        sequence,
         count,
     )
     crc = crc32c.crc32c(body, crc32c.crc32c(bytes(header[CRC_START:])))
     struct.pack_into(">I", header, 17, crc)
     return b"".join((header, body))
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 hash (``Utils.murmur2``), as a signed 32-bit int."""
-    m = 0x5BD1E995
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    whole = length - length % 4
-    for i in range(0, whole, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> 24
-        k = (k * m) & 0xFFFFFFFF
-        h = ((h * m) & 0xFFFFFFFF) ^ k
-    rest = length % 4
-    if rest:
-        if rest == 3:
-            h ^= data[whole + 2] << 16
-        if rest >= 2:
-            h ^= data[whole + 1] << 8
-        h ^= data[whole]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def murmur2_many(keys: pa.Array) -> npt.NDArray[np.int32]:
@@ -311,11 +344,6 @@ def murmur2_many(keys: pa.Array) -> npt.NDArray[np.int32]:
             h ^= h >> np.uint32(15)
             out[rows] = h
     return out.view(np.int32)
-
-
-def key_partition(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner gives a keyed record."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 # -- schema ------------------------------------------------------------------------------------
@@ -375,11 +403,18 @@ def _columns(schema: StructType, options: WriteOptions) -> _Columns:
 
 
 class _Producer:
-    """Encodes rows into batches per partition and produces them, pipelined."""
+    """Encodes rows into batches per partition and produces them, pipelined; inside ``txn``'s
+    open transaction when given."""
 
-    def __init__(self, options: WriteOptions, client: DataClient) -> None:
+    def __init__(
+        self,
+        options: WriteOptions,
+        client: DataClient,
+        txn: TransactionalProducer | None = None,
+    ) -> None:
         self.options = options
         self.client = client
+        self.txn = txn
         self.partition_counts: dict[str, int] = {}
         self.sticky: dict[str, int] = {}
         self.in_flight: deque[tuple[BlockingConnection, Request]] = deque()
@@ -503,6 +538,13 @@ class _Producer:
             chunk_keys = None if keys is None else keys.slice(lo, hi - lo)
             chunk_values = values.slice(lo, hi - lo)
             chunk_headers = None if headers is None else headers.slice(lo, hi - lo)
+            stamp = None
+            if self.txn is not None:
+                stamp = ProducerStamp(
+                    self.txn.producer_id,
+                    self.txn.producer_epoch,
+                    self.txn.next_sequence(tp, hi - lo),
+                )
             if chunk_headers is not None and chunk_headers.null_count < hi - lo:
                 encoded = encode_records(
                     [None] * (hi - lo) if chunk_keys is None else chunk_keys.to_pylist(),
@@ -513,6 +555,7 @@ class _Producer:
                     ],
                     timestamp_ms=now_ms,
                     compression=self.options.compression,
+                    producer=stamp,
                 )
             else:
                 encoded = encode_arrow_records(
@@ -520,13 +563,18 @@ class _Producer:
                     chunk_values,
                     timestamp_ms=now_ms,
                     compression=self.options.compression,
+                    producer=stamp,
                 )
             self._queue(tp, encoded)
 
     def _queue(self, tp: TopicPartition, batch: bytes) -> None:
+        if self.txn is not None and tp in self.ready:
+            # One batch per partition per request, as Kafka's own producers send sequenced
+            # batches (brokers check a request's sequences against what they hold).
+            self._send()
         self.ready.setdefault(tp, []).append(batch)
         self.ready_bytes += len(batch)
-        if self.ready_bytes >= _REQUEST_BYTES:
+        if self.ready_bytes >= self.options.request_bytes:
             self._send()
 
     def _send(self) -> None:
@@ -539,7 +587,15 @@ class _Producer:
         self.ready_bytes = 0
         while len(self.in_flight) >= _MAX_IN_FLIGHT:
             self._receive_one()
-        self.in_flight.extend(self.client.send_produce(batches, acks=self.options.acks))
+        transactional_id = None
+        if self.txn is not None:
+            self.txn.add_partitions(batches)
+            transactional_id = self.txn.transactional_id
+        self.in_flight.extend(
+            self.client.send_produce(
+                batches, acks=self.options.acks, transactional_id=transactional_id
+            )
+        )
 
     def _receive_one(self) -> None:
         connection, pending = self.in_flight.popleft()
@@ -560,26 +616,29 @@ def _binary(array: pa.Array) -> pa.Array:
 
 @dataclass(frozen=True)
 class WriteResult(WriterCommitMessage):
-    """What one task wrote."""
+    """What one task wrote (``skipped``: an earlier attempt had committed its rows)."""
 
     records: int
+    skipped: bool = False
 
 
-_TASK_CLIENTS: dict[str, DataClient] = {}
+_TASK_CLIENTS: dict[tuple[str, ClientSecurity], DataClient] = {}
 
 
-def _client(bootstrap: str) -> DataClient:
+def _client(bootstrap: str, security: ClientSecurity) -> DataClient:
     # Python workers are reused across tasks; so is their client.
-    client = _TASK_CLIENTS.get(bootstrap)
+    client = _TASK_CLIENTS.get((bootstrap, security))
     if client is None:
-        client = _TASK_CLIENTS[bootstrap] = DataClient(bootstrap, client_id="odradek-spark-sink")
+        client = _TASK_CLIENTS[(bootstrap, security)] = DataClient(
+            bootstrap, client_id="odradek-spark-sink", security=security
+        )
     return client
 
 
 def write_batches(
     options: WriteOptions, columns: _Columns, batches: Iterator[pa.RecordBatch]
 ) -> WriteResult:
-    client = _client(options.bootstrap)
+    client = _client(options.bootstrap, options.security)
     producer = _Producer(options, client)
     try:
         for batch in batches:
@@ -592,14 +651,113 @@ def write_batches(
     return WriteResult(producer.records)
 
 
+@dataclass(frozen=True, slots=True)
+class WriteAttempt:
+    """Which write, micro-batch and Spark partition a task's rows belong to."""
+
+    write_id: str  # the streaming query's id, or one batch write's
+    batch_id: int
+    partition_id: int
+
+
+# Local properties Spark's MicroBatchExecution gives every task of a micro-batch.
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def _task_attempt(write_id: str | None) -> WriteAttempt:
+    """This task's :class:`WriteAttempt`, from Spark's task context (``write_id`` for batch
+    writes; a streaming task takes the query id and batch id Spark gave it)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        raise RuntimeError("the exactly-once odradek sink runs in Spark tasks only")
+    if write_id is not None:
+        return WriteAttempt(write_id, 0, context.partitionId())
+    query_id = context.getLocalProperty(_QUERY_ID_PROPERTY)
+    batch_id = context.getLocalProperty(_BATCH_ID_PROPERTY)
+    if query_id is None or batch_id is None:
+        raise RuntimeError(
+            "Spark did not tell this task its streaming query and batch ids; the exactly-once "
+            "odradek sink needs them"
+        )
+    return WriteAttempt(query_id, int(batch_id), context.partitionId())
+
+
+def _first_topic(options: WriteOptions, batch: pa.RecordBatch) -> str:
+    if options.topic is not None:
+        return options.topic
+    names = [name.lower() for name in batch.schema.names]
+    topic = batch.column(names.index("topic"))[0].as_py()
+    if topic is None:
+        raise OptionError("a row has a null topic; set the topic option or fill the topic column")
+    return str(topic)
+
+
+def write_exactly_once(
+    options: WriteOptions,
+    columns: _Columns,
+    batches: Iterator[pa.RecordBatch],
+    attempt: WriteAttempt,
+) -> WriteResult:
+    """Write the task's rows in one transaction with its done-marker, unless an earlier attempt
+    of this task committed them (see the module doc)."""
+    first = next((b for b in batches if b.num_rows), None)
+    if first is None:
+        return WriteResult(0)  # nothing to write, now or in any other attempt
+    client = _client(options.bootstrap, options.security)
+    transactional_id = (
+        f"{options.transactional_id_prefix}-{attempt.write_id}-{attempt.partition_id}"
+    )
+    txn = TransactionalProducer(
+        client, transactional_id, transaction_timeout_ms=options.transaction_timeout_ms
+    )
+    marker = TopicPartition(_first_topic(options, first), 0)
+    try:
+        txn.init()
+        done = txn.committed(transactional_id, [marker]).get(marker)
+        if done is not None and done.offset >= attempt.batch_id:
+            return WriteResult(0, skipped=True)
+        txn.begin()
+        producer = _Producer(options, client, txn)
+        producer.add(first, columns)
+        for batch in batches:
+            producer.add(batch, columns)
+        producer.flush()
+        txn.send_offsets(
+            transactional_id,
+            {marker: (attempt.batch_id, f"odradek-spark batch {attempt.batch_id}")},
+        )
+        txn.commit()
+    except BaseException:
+        client.close()  # unread responses would confuse the next task on this connection
+        if txn.in_transaction:
+            _abort_quietly(txn)
+        raise
+    return WriteResult(producer.records)
+
+
+def _abort_quietly(txn: TransactionalProducer) -> None:
+    """Abort now rather than leave read_committed readers waiting for the timeout; a fenced or
+    unreachable producer cannot, and the next attempt's InitProducerId will."""
+    with contextlib.suppress(ClientError, OSError):
+        txn.abort()
+
+
 class OdradekBatchWriter(DataSourceArrowWriter):
     """``df.write.format("odradek")``."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.options = WriteOptions.parse(options)
         self.columns = _columns(schema, self.options)
+        # Made on the driver, so every task (and every attempt of one) of this write shares it.
+        self.write_id = uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.options.exactly_once:
+            attempt = _task_attempt(self.write_id)
+            return write_exactly_once(self.options, self.columns, iterator, attempt)
         return write_batches(self.options, self.columns, iterator)
 
 
@@ -611,10 +769,13 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
         self.columns = _columns(schema, self.options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.options.exactly_once:
+            attempt = _task_attempt(None)
+            return write_exactly_once(self.options, self.columns, iterator, attempt)
         return write_batches(self.options, self.columns, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass  # every record was acknowledged before its task finished
+        pass  # every task acknowledged (or committed its transaction) before it finished
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass  # what was written stays written: at-least-once
+        pass  # at-least-once: written stays written; exactly-once: see the module doc

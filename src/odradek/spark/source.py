@@ -56,7 +56,9 @@ from odradek.client.data import (
     DataClient,
     OffsetOutOfRange,
     TopicPartition,
+    aborted_batches,
 )
+from odradek.client.security import ClientSecurity
 from odradek.spark.arrow import records_to_arrow
 from odradek.spark.offsets import (
     OffsetJson,
@@ -157,7 +159,12 @@ class _Planner:
     @property
     def client(self) -> DataClient:
         if self._client is None:
-            self._client = DataClient(self.options.bootstrap, client_id="odradek-spark-driver")
+            self._client = DataClient(
+                self.options.bootstrap,
+                client_id="odradek-spark-driver",
+                isolation_level=self.options.isolation_level,
+                security=self.options.security,
+            )
         return self._client
 
     def close(self) -> None:
@@ -259,22 +266,31 @@ def _input_partitions(ranges: Sequence[OffsetRange]) -> list[OffsetRangePartitio
     ]
 
 
-# Executors reuse their Python workers across tasks; a client per cluster per worker saves a
-# connection (and an ApiVersions round trip) per task.
-_EXECUTOR_CLIENTS: dict[str, DataClient] = {}
+# Executors reuse their Python workers across tasks; a client per cluster (and isolation level)
+# per worker saves a connection (and an ApiVersions round trip) per task.
+_EXECUTOR_CLIENTS: dict[tuple[str, int, ClientSecurity], DataClient] = {}
 
 
-def executor_client(bootstrap: str) -> DataClient:
-    client = _EXECUTOR_CLIENTS.get(bootstrap)
+def executor_client(
+    bootstrap: str, isolation_level: int = 0, security: ClientSecurity | None = None
+) -> DataClient:
+    key = (bootstrap, isolation_level, security or ClientSecurity())
+    client = _EXECUTOR_CLIENTS.get(key)
     if client is None:
-        client = DataClient(bootstrap, client_id="odradek-spark-executor")
-        _EXECUTOR_CLIENTS[bootstrap] = client
+        client = DataClient(
+            bootstrap,
+            client_id="odradek-spark-executor",
+            isolation_level=isolation_level,
+            security=security,
+        )
+        _EXECUTOR_CLIENTS[key] = client
     return client
 
 
 def read_range(options: ReadOptions, part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
-    """The records of one offset range as Arrow batches, one per Fetch response."""
-    client = executor_client(options.bootstrap)
+    """The records of one offset range as Arrow batches, one per Fetch response (for
+    read_committed: without the batches of aborted transactions)."""
+    client = executor_client(options.bootstrap, options.isolation_level, options.security)
     tp = TopicPartition(part.topic, part.partition)
     offset = part.start
     end = part.end
@@ -290,6 +306,7 @@ def read_range(options: ReadOptions, part: OffsetRangePartition) -> Iterator[pa.
                     offset,
                     end,
                     include_headers=options.include_headers,
+                    skip=aborted_batches(fetched.records, fetched.aborted),
                 )
                 reached = max(reached, fetched.next_offset)
                 high_watermark = fetched.high_watermark

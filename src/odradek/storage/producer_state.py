@@ -189,6 +189,33 @@ class ProducerStateManager:
             )
         return None
 
+    def check_request(self, headers: list[BatchHeader]) -> list[AppendedSequence | None]:
+        """:meth:`check` of a request's batches in order, as Kafka's per-request
+        ``ProducerAppendInfo`` does: a producer's later batch in the same request follows its
+        earlier one (which the table does not hold yet) rather than the table's last."""
+        results: list[AppendedSequence | None] = []
+        in_request: dict[int, tuple[int, int]] = {}  # producer id → (epoch, last sequence)
+        for header in headers:
+            earlier = in_request.get(header.producer_id)
+            if (
+                earlier is not None
+                and header.base_sequence != NO_SEQUENCE
+                and header.producer_epoch == earlier[0]
+            ):
+                expected = _next_sequence(earlier[1])
+                if header.base_sequence != expected:
+                    raise KafkaError(
+                        ErrorCode.out_of_order_sequence_number,
+                        f"producer {header.producer_id} sent sequence {header.base_sequence} "
+                        f"after {earlier[1]} in one request, expected {expected}",
+                    )
+                results.append(None)
+            else:
+                results.append(self.check(header))
+            if header.producer_id != NO_PRODUCER_ID and header.base_sequence != NO_SEQUENCE:
+                in_request[header.producer_id] = (header.producer_epoch, _last_sequence(header))
+        return results
+
     def check_marker(
         self,
         producer_id: int,

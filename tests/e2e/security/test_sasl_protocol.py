@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from odradek.client.security import ScramClient
 from odradek.clock import ManualClock
 from odradek.protocol.errors import ErrorCode
-from odradek.security.scram import SCRAM_SHA_256, ScramClient
+from odradek.security.scram import SCRAM_SHA_256
 from odradek.testing import RunningBroker
 from tests.server.conftest import KafkaConnection, assert_broker_serves
 
@@ -29,13 +30,11 @@ def scram_login(
     assert handshake.error_code == ErrorCode.none
     assert list(handshake.mechanisms) == [SCRAM_SHA_256]
     client = ScramClient(SCRAM_SHA_256, "carol", password)
-    first = connection.request(SASL_AUTHENTICATE, version, auth_bytes=client.first_message)
+    first = connection.request(SASL_AUTHENTICATE, version, auth_bytes=client.first())
     assert first.error_code == ErrorCode.none
-    final = connection.request(
-        SASL_AUTHENTICATE, version, auth_bytes=client.final_message(first.auth_bytes)
-    )
+    final = connection.request(SASL_AUTHENTICATE, version, auth_bytes=client.step(first.auth_bytes))
     if final.error_code == ErrorCode.none:
-        client.verify(final.auth_bytes)
+        assert client.step(final.auth_bytes) is None
     lifetime = final.session_lifetime if version >= 1 else None
     return final.error_code, int(lifetime.total_seconds() * 1000) if lifetime is not None else 0
 
@@ -148,16 +147,16 @@ def test_legacy_tokens_after_handshake_v0(secure: SecureBroker) -> None:
         handshake = connection.request(SASL_HANDSHAKE, 0, mechanism=SCRAM_SHA_256)
         assert handshake.error_code == ErrorCode.none
         client = ScramClient(SCRAM_SHA_256, "carol", "carol-secret")
-        connection.send_raw(struct.pack(">i", len(client.first_message)) + client.first_message)
+        connection.send_raw(struct.pack(">i", len(client.first())) + client.first())
         server_first = bytes(connection.read_frame())
-        final = client.final_message(server_first)
+        final = client.step(server_first)
         connection.send_raw(struct.pack(">i", len(final)) + final)
-        client.verify(bytes(connection.read_frame()))
+        assert client.step(bytes(connection.read_frame())) is None
         assert connection.request(METADATA, 12, topics=None).brokers
     with KafkaConnection(secure.bootstrap("SASL_PLAINTEXT")) as connection:
         connection.request(SASL_HANDSHAKE, 0, mechanism=SCRAM_SHA_256)
         client = ScramClient(SCRAM_SHA_256, "carol", "wrong")
-        connection.send_raw(struct.pack(">i", len(client.first_message)) + client.first_message)
-        final = client.final_message(bytes(connection.read_frame()))
+        connection.send_raw(struct.pack(">i", len(client.first())) + client.first())
+        final = client.step(bytes(connection.read_frame()))
         connection.send_raw(struct.pack(">i", len(final)) + final)
         connection.assert_closed_by_broker()

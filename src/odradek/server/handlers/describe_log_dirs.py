@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import CLUSTER, Op, permits_cluster, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 from odradek.storage import PartitionLog
@@ -64,6 +65,8 @@ def _describe_dir(
 
 @handles(api_key=35, min_version=1, max_version=4)
 async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Response:
+    if not permits_cluster(ctx, Op.DESCRIBE):
+        return refusal(ctx, CLUSTER, results=[])
     manager = ctx.services.logs
     wanted = _wanted(request)
     logs = manager.all_logs()

@@ -8,7 +8,16 @@ from odradek.cluster.partition import Partition
 from odradek.counters import BrokerCounters
 from odradek.protocol import fetch_response
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorize import fetch_denials
 from odradek.server.context import FrameParts, RequestContext, Response
+from odradek.server.fetch_sessions import (
+    INITIAL_EPOCH,
+    NO_SESSION,
+    SessionContext,
+    SessionPartition,
+    TopicPartitionKey,
+    changed,
+)
 from odradek.server.registry import handles
 from odradek.storage import OffsetOutOfRange, ReadSlice
 
@@ -85,12 +94,40 @@ def _preferred_replica(ctx: RequestContext, partition: Partition, rack: str) -> 
     return min(in_rack)
 
 
+def _wanted(request: Any) -> list[tuple[TopicPartitionKey, SessionPartition]]:
+    """The partitions a request names, with what it asks of each."""
+    return [
+        (
+            (topic.topic, int(p.partition)),
+            SessionPartition(
+                int(p.fetch_offset),
+                int(p.partition_max_bytes),
+                int(getattr(p, "current_leader_epoch", -1)),
+                int(getattr(p, "log_start_offset", -1)),
+            ),
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    ]
+
+
+def _forgotten(request: Any) -> list[TopicPartitionKey]:
+    return [
+        (topic.topic, int(index))
+        for topic in getattr(request, "forgotten_topics_data", ())
+        for index in topic.partitions
+    ]
+
+
 def _read_all(
     ctx: RequestContext,
     request: Any,
+    wanted: list[tuple[TopicPartitionKey, SessionPartition]],
     replica: bool = False,
     errors: dict[tuple[str, int], ErrorCode] | None = None,
     rack: str | None = None,
+    incremental: bool = False,
+    denied: frozenset[str] = frozenset(),
 ) -> tuple[list[fetch_response.TopicData[ReadSlice]], int, bool]:
     """One pass over the requested partitions: (topics, bytes found, any error). A consumer
     reads below the high watermark (read_committed: below the last stable offset, with the
@@ -101,88 +138,112 @@ def _read_all(
     budget = int(request.max_bytes) if ctx.version >= 3 else 2**31 - 1
     total = 0
     any_error = False
-    result = []
-    for topic in request.topics:
-        partitions: list[PartitionData[ReadSlice]] = []
-        for p in topic.partitions:
-            index = int(p.partition)
-            partition = topics.partition(topic.topic, index)
-            if partition is None:
-                any_error = True
-                partitions.append(
-                    PartitionData(index, ErrorCode.unknown_topic_or_partition, -1, -1, -1, None, 0)
-                )
-                continue
-            refused = _refused(partition, p, errors, rack is not None)
-            if refused != ErrorCode.none:
-                any_error = True
-                partitions.append(PartitionData(index, refused, -1, -1, -1, None, 0))
-                continue
-            log = partition.log
-            hw = partition.high_watermark
-            lso = log.last_stable_offset
-            if rack is not None and partition.is_leader:
-                preferred = _preferred_replica(ctx, partition, rack)
-                if preferred >= 0:
-                    any_error = True  # answer now: the consumer goes elsewhere
-                    partitions.append(
-                        PartitionData(index, 0, hw, lso, log.log_start_offset, None, 0, preferred)
-                    )
-                    continue
-            slice_: ReadSlice | None = None
-            error = ErrorCode.none
-            limit = min(int(p.partition_max_bytes), budget - total)
-            fetch_offset = int(p.fetch_offset)
-            if limit > 0 or total == 0:
-                try:
-                    slice_ = log.read(
-                        fetch_offset,
-                        max(limit, 0),
-                        max_offset=None if replica else lso if read_committed else hw,
-                        min_one_batch=total == 0,
-                    )
-                except OffsetOutOfRange:
-                    error = ErrorCode.offset_out_of_range
-                    any_error = True
-            size = slice_.size if slice_ is not None else 0
-            total += size
-            aborted: list[tuple[int, int]] = []
-            if read_committed and size:
-                # Bounded by the LSO rather than the slice's end: entries past what the
-                # consumer reads are never matched against a batch, as Kafka's clients use them.
-                aborted = log.aborted_transactions(fetch_offset, lso)
-            partitions.append(
-                PartitionData(
-                    index,
-                    error,
-                    hw,
-                    lso,
-                    log.log_start_offset,
-                    slice_ if size else None,
-                    size,
-                    aborted_transactions=aborted,
-                )
+    grouped: list[tuple[str, list[PartitionData[ReadSlice]]]] = []
+    for (name, index), p in wanted:
+        if not grouped or grouped[-1][0] != name:
+            grouped.append((name, []))
+        partitions = grouped[-1][1]
+        partition = None if name in denied else topics.partition(name, index)
+        if partition is None:
+            any_error = True
+            code = (
+                ErrorCode.topic_authorization_failed
+                if name in denied
+                else ErrorCode.unknown_topic_or_partition
             )
-        result.append(fetch_response.TopicData(topic.topic, partitions))
+            partitions.append(PartitionData(index, code, -1, -1, -1, None, 0))
+            continue
+        refused = _refused(partition, p, errors, rack is not None)
+        if refused != ErrorCode.none:
+            any_error = True
+            partitions.append(PartitionData(index, refused, -1, -1, -1, None, 0))
+            continue
+        log = partition.log
+        hw = partition.high_watermark
+        lso = log.last_stable_offset
+        if rack is not None and partition.is_leader:
+            preferred = _preferred_replica(ctx, partition, rack)
+            if preferred >= 0:
+                any_error = True  # answer now: the consumer goes elsewhere
+                partitions.append(
+                    PartitionData(index, 0, hw, lso, log.log_start_offset, None, 0, preferred)
+                )
+                continue
+        slice_: ReadSlice | None = None
+        error = ErrorCode.none
+        limit = min(p.max_bytes, budget - total)
+        fetch_offset = p.fetch_offset
+        upper = log.log_end_offset if replica else lso if read_committed else hw
+        if (
+            incremental
+            and fetch_offset == upper
+            and p.sent_high_watermark == hw
+            and p.sent_last_stable_offset == lso
+            and p.sent_log_start_offset == log.log_start_offset
+        ):
+            continue  # nothing new: an incremental response leaves it out
+        # A fetcher already at the end (the usual case for most partitions of an idle
+        # consumer's fetch) needs no look into the segments.
+        if fetch_offset != upper and (limit > 0 or total == 0):
+            try:
+                slice_ = log.read(
+                    fetch_offset,
+                    max(limit, 0),
+                    max_offset=None if replica else upper,
+                    min_one_batch=total == 0,
+                )
+            except OffsetOutOfRange:
+                error = ErrorCode.offset_out_of_range
+                any_error = True
+        size = slice_.size if slice_ is not None else 0
+        total += size
+        aborted: list[tuple[int, int]] = []
+        if read_committed and size:
+            # Bounded by the LSO rather than the slice's end: entries past what the
+            # consumer reads are never matched against a batch, as Kafka's clients use them.
+            aborted = log.aborted_transactions(fetch_offset, lso)
+        partitions.append(
+            PartitionData(
+                index,
+                error,
+                hw,
+                lso,
+                log.log_start_offset,
+                slice_ if size else None,
+                size,
+                aborted_transactions=aborted,
+            )
+        )
+    result = [fetch_response.TopicData(name, ps) for name, ps in grouped if ps]
     return result, total, any_error
 
 
 @handles(api_key=1, min_version=4, max_version=fetch_response.MAX_VERSION)
 async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
-    if ctx.version >= 7 and int(request.session_id) != 0:
-        # No incremental fetch sessions are created here (every response says session 0), so a
-        # client naming one is told it is gone and falls back to full fetches.
-        return _frame(ctx, [], error_code=ErrorCode.fetch_session_id_not_found)
     min_bytes = int(request.min_bytes)
     replica_id = int(request.replica_id)
     replica = replica_id >= 0
-    errors = _follower_fetched(ctx, request, replica_id) if replica else None
+    wanted = _wanted(request)
+    session: SessionContext | None = None
+    sessions = ctx.services.fetch_sessions
+    if ctx.version >= 7:
+        session_id, epoch = int(request.session_id), int(request.session_epoch)
+        if sessions is not None:
+            session = sessions.resolve(session_id, epoch, wanted, _forgotten(request))
+            if session.error != ErrorCode.none:
+                return _frame(ctx, [], error_code=session.error)
+            wanted = session.partitions
+        elif session_id != NO_SESSION or epoch > INITIAL_EPOCH:
+            return _frame(ctx, [], error_code=ErrorCode.fetch_session_id_not_found)
+    denied = fetch_denials(ctx, {name for (name, _), _ in wanted}, replica)
+    errors = _follower_fetched(ctx, request, replica_id) if replica and not denied else None
     rack = _rack_aware(ctx, request, replica)
-    found = _read_all(ctx, request, replica, errors, rack)
+    incremental = session is not None and session.incremental
+    found = _read_all(ctx, request, wanted, replica, errors, rack, incremental, denied)
 
     def enough() -> bool:
         nonlocal found
-        found = _read_all(ctx, request, replica, errors, rack)
+        found = _read_all(ctx, request, wanted, replica, errors, rack, incremental, denied)
         return found[1] >= min_bytes or found[2]
 
     _, total, any_error = found
@@ -190,12 +251,42 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
     if total < min_bytes and not any_error and max_wait_s > 0:
         # Parked until appends to the requested partitions bring min.bytes, or max.wait.ms.
         await ctx.services.purgatory.park(
-            _watched(ctx, request), enough, max_wait_s, ctx.header.api_key
+            _watched(ctx, wanted), enough, max_wait_s, ctx.header.api_key
         )
+    topics = found[0]
+    if session is not None and session.session is not None:
+        topics = _session_view(session, topics)
     counters = ctx.services.counters
     if counters is not None:
-        _count(counters, ctx.header.api_key, found[0], replica)
-    return _frame(ctx, found[0])
+        _count(counters, ctx.header.api_key, topics, replica)
+    return _frame(ctx, topics, session_id=session.session_id if session is not None else 0)
+
+
+def _session_view(
+    session: SessionContext, topics: list[fetch_response.TopicData[ReadSlice]]
+) -> list[fetch_response.TopicData[ReadSlice]]:
+    """What a session's response holds: every partition of a full request, only the changed
+    ones of an incremental one; the session notes what each partition was told."""
+    assert session.session is not None
+    known = session.session.partitions
+    view = []
+    for topic in topics:
+        kept = []
+        for p in topic.partitions:
+            cached = known.get((topic.name, p.index))
+            include = cached is None or changed(
+                cached,
+                p.high_watermark,
+                p.last_stable_offset,
+                p.log_start_offset,
+                p.records_size > 0,
+                p.error_code,
+            )
+            if include or not session.incremental:
+                kept.append(p)
+        if kept:
+            view.append(fetch_response.TopicData(topic.name, kept))
+    return view
 
 
 def _count(
@@ -222,14 +313,15 @@ def _count(
             stats.bytes_out += size
 
 
-def _watched(ctx: RequestContext, request: Any) -> list[Partition]:
+def _watched(
+    ctx: RequestContext, wanted: list[tuple[TopicPartitionKey, SessionPartition]]
+) -> list[Partition]:
     topics = ctx.services.topics
     watched = []
-    for topic in request.topics:
-        for p in topic.partitions:
-            partition = topics.partition(topic.topic, int(p.partition))
-            if partition is not None:
-                watched.append(partition)
+    for (name, index), _ in wanted:
+        partition = topics.partition(name, index)
+        if partition is not None:
+            watched.append(partition)
     return watched
 
 
@@ -237,8 +329,13 @@ def _frame(
     ctx: RequestContext,
     topics: list[fetch_response.TopicData[ReadSlice]],
     error_code: int = ErrorCode.none,
+    session_id: int = 0,
 ) -> FrameParts:
     parts, size = fetch_response.encode(
-        ctx.version, ctx.header.correlation_id, topics, error_code=error_code
+        ctx.version,
+        ctx.header.correlation_id,
+        topics,
+        error_code=error_code,
+        session_id=session_id,
     )
     return FrameParts(parts, size)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
@@ -13,7 +14,9 @@ from odradek.server.registry import handles
 def _end_of_epoch(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
     index = int(p.partition)
     partition = ctx.services.topics.partition(topic, index)
-    if partition is None:
+    if not permits(ctx, Op.DESCRIBE, TOPIC, topic):
+        partition, code = None, ErrorCode.topic_authorization_failed
+    elif partition is None:
         code = ErrorCode.unknown_topic_or_partition
     elif not partition.is_leader:
         code = ErrorCode.not_leader_or_follower

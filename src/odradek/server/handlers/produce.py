@@ -16,6 +16,7 @@ from odradek.counters import BrokerCounters
 from odradek.protocol import produce_request, produce_response
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import HEADER_SIZE, read_header
+from odradek.server.authorize import producer_denials
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 from odradek.storage.validator import RecordsRejected
@@ -158,15 +159,15 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
     acks = int(request.acks)
     pending: list[tuple[dict[str, Any], Partition, int]] = []
     topics = []
-    refused = await _unverified(ctx, request)
+    unauthorized = producer_denials(ctx, request)
+    refused = unauthorized or await _unverified(ctx, request)
     for topic in request.topic_data:
         answers = []
         for p in topic.partition_data:
             code = refused.get((topic.name, int(p.index))) if refused else None
             if code is not None:
-                answers.append(
-                    _failed(int(p.index), code, "the partition is not in the transaction")
-                )
+                message = None if unauthorized else "the partition is not in the transaction"
+                answers.append(_failed(int(p.index), code, message))
                 continue
             answer, waits_on, offset = produce_to_partition(
                 ctx, topic.name, int(p.index), p.records, acks
