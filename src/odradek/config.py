@@ -343,6 +343,21 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             read_only=True,
         ),
         ConfigDef(
+            "sasl.mechanism.inter.broker.protocol",
+            ConfigType.STRING,
+            None,
+            "SASL mechanism brokers log in to each other with (unset: the inter-broker "
+            "listener's first enabled one)",
+            read_only=True,
+        ),
+        ConfigDef(
+            "ssl.endpoint.identification.algorithm",
+            ConfigType.STRING,
+            "https",
+            "https: a broker checks the host name of the broker it connects to; empty: not",
+            read_only=True,
+        ),
+        ConfigDef(
             "ssl.keystore.type",
             ConfigType.STRING,
             "PEM",

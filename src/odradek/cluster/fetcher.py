@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError
+from odradek.client.security import ClientSecurity
 from odradek.cluster.partition import Partition
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage import UnexpectedAppendOffset
@@ -66,6 +67,8 @@ class FetcherConfig:
     partition_max_bytes: int = 1024 * 1024
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30_000
+    # TLS and SASL of the inter-broker listener (None: PLAINTEXT).
+    security: ClientSecurity | None = None
 
 
 class LeaderFetcher:
@@ -143,6 +146,7 @@ class LeaderFetcher:
                         self.address,
                         client_id=f"broker-{self.config.local_id}-fetcher-{self.leader_id}",
                         timeout_s=self.config.socket_timeout_ms / 1000,
+                        security=self.config.security,
                     )
                 await self._round(self._connection)
             except asyncio.CancelledError:

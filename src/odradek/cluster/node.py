@@ -41,6 +41,7 @@ from odradek.cluster.zk_view import ZooKeeperClusterView
 from odradek.cluster.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
 from odradek.config import BrokerConfig
 from odradek.protocol import controlled_shutdown as shutdown_protocol
+from odradek.security.inter_broker import inter_broker_security
 from odradek.storage import LogManager
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,7 @@ class ClusterNode:
                 partition_max_bytes=config.get_int("replica.fetch.max.bytes"),
                 backoff_ms=config.get_int("replica.fetch.backoff.ms"),
                 socket_timeout_ms=config.get_int("replica.socket.timeout.ms"),
+                security=inter_broker_security(config),
             ),
             self.clock,
             config.get_int("replica.lag.time.max.ms"),
@@ -240,6 +242,7 @@ class ClusterNode:
             client_id=f"broker-{self.node_id}-shutdown",
             timeout_s=max(timeout_s, 0.1),
             negotiate=False,
+            security=inter_broker_security(self.config),
         )
         try:
             frame = shutdown_protocol.encode_request(

@@ -16,7 +16,7 @@ from odradek.cluster.node import ClusterNode
 from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import BrokerEndpoint, ClusterView, LocalClusterView
-from odradek.config import BrokerConfig, ConfigError
+from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
@@ -254,14 +254,6 @@ class Broker:
     ) -> tuple[tuple[str, str, str, int], ...]:
         """What a cluster's registration lists: every listener, the inter-broker one first."""
         inter_broker = self.config.inter_broker_listener()
-        protocol = next(lst.spec.protocol for lst in listeners if lst.name == inter_broker)
-        if protocol != "PLAINTEXT":
-            # Followers and the transaction coordinator connect with the project's own client,
-            # which speaks neither TLS nor SASL yet.
-            raise ConfigError(
-                f"inter.broker.listener.name {inter_broker} is {protocol}: brokers of a cluster "
-                "talk PLAINTEXT only for now; name a PLAINTEXT listener"
-            )
         ordered = sorted(listeners, key=lambda lst: lst.name != inter_broker)
         return tuple(
             (lst.name, lst.spec.protocol, *self.advertised_listeners[lst.name]) for lst in ordered

@@ -1,6 +1,7 @@
 """Listeners in a ZooKeeper cluster: every broker registers all its listeners (Kafka's
 ``endpoints`` list), Metadata over one listener names every broker at that listener's address,
-and replication runs over the PLAINTEXT inter-broker listener while clients use SSL."""
+and replication runs over the inter-broker listener, PLAINTEXT or SASL_SSL, while clients use
+SSL."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.config import ConfigError
 from odradek.testing import (
     RunningBroker,
     TestCertificateAuthority,
@@ -84,14 +84,67 @@ def test_clients_get_the_addresses_of_their_listener(cluster: list[RunningBroker
     assert got == [b"%d" % i for i in range(20)]
 
 
-def test_a_tls_inter_broker_listener_is_refused(tmp_path: Path, zookeeper_connect: str) -> None:
+BROKER_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="broker" password="broker-secret" user_broker="broker-secret";'
+)
+
+
+def test_brokers_replicate_over_a_sasl_ssl_inter_broker_listener(
+    tmp_path: Path, zookeeper_connect: str
+) -> None:
     ca = TestCertificateAuthority(tmp_path / "certs")
     server = ca.issue("broker", {"CN": "localhost"}, server=True)
-    settings = {
-        "zookeeper.connect": zookeeper_connect,
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
-        "inter.broker.listener.name": "SSL",
-        **tls_broker_settings(ca, server),
-    }
-    with pytest.raises(ConfigError, match="talk PLAINTEXT only"):
-        RunningBroker(tmp_path / "b", settings).start()
+    brokers: list[RunningBroker] = []
+    try:
+        for broker_id in (1, 2):
+            settings = {
+                "broker.id": str(broker_id),
+                "zookeeper.connect": zookeeper_connect,
+                "listeners": "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
+                "listener.security.protocol.map": "INTERNAL:SASL_SSL,CLIENT:SSL",
+                "inter.broker.listener.name": "INTERNAL",
+                "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.internal.plain.sasl.jaas.config": BROKER_JAAS,
+                "offsets.topic.replication.factor": "2",
+                **tls_broker_settings(ca, server),
+            }
+            brokers.append(RunningBroker(tmp_path / f"b{broker_id}", settings).start())
+        client = {
+            "bootstrap.servers": brokers[0].listener_bootstrap("CLIENT"),
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(ca.ca_file),
+        }
+        admin = AdminClient(client)
+        wait_until(
+            lambda: len(admin.list_topics(timeout=TIMEOUT_S).brokers) == 2,
+            what="both brokers registered",
+        )
+        topic = f"internal-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(topic, 1, 2)])[topic].result(TIMEOUT_S)
+        producer = Producer({**client, "acks": "all", "message.timeout.ms": TIMEOUT_S * 1000})
+        for i in range(20):
+            producer.produce(topic, value=b"%d" % i)
+        assert producer.flush(TIMEOUT_S) == 0
+
+        # acks=all was answered, so the follower fetched every record over INTERNAL, logged in
+        # as User:broker.
+        def replicated() -> bool:
+            for broker in brokers:
+                assert broker.broker is not None
+                partition = broker.broker.topics.partition(topic, 0)
+                if partition is None or partition.log.log_end_offset != 20:
+                    return False
+            return True
+
+        assert wait_until(replicated, what="both replicas at offset 20")
+        principals = {
+            (s.listener, s.principal)
+            for broker in brokers
+            if broker.broker is not None
+            for s in broker.broker.sessions()
+        }
+        assert ("INTERNAL", "User:broker") in principals
+    finally:
+        for broker in brokers:
+            broker.stop()
