@@ -60,21 +60,11 @@ def test_keyed_messages_keep_their_order_within_a_key(bootstrap, make_topic, top
 
 
 # kcat's librdkafka (2.0.2) compresses with gzip, snappy or lz4 only for brokers that advertise
-# Produce v0 (and FindCoordinator for lz4); odradek starts Produce at v3 like Kafka 4, so kcat sends
-# those batches uncompressed. zstd needs only Produce v7 and Fetch v10, which odradek has.
-OLD_LIBRDKAFKA_SENDS_UNCOMPRESSED = pytest.mark.xfail(
-    strict=True, reason="librdkafka 2.0 sends gzip/snappy/lz4 uncompressed without Produce v0"
-)
-
-
+# Produce v0 (and FindCoordinator v0 for lz4); it then negotiates Produce v3+ and Fetch v4+ and
+# sends RecordBatch v2, which the broker stores as it came, in the codec it came in.
 @pytest.mark.parametrize(
     "codec",
-    [
-        pytest.param("gzip", marks=OLD_LIBRDKAFKA_SENDS_UNCOMPRESSED),
-        pytest.param("snappy", marks=OLD_LIBRDKAFKA_SENDS_UNCOMPRESSED),
-        pytest.param("lz4", marks=OLD_LIBRDKAFKA_SENDS_UNCOMPRESSED),
-        "zstd",
-    ],
+    ["gzip", "snappy", "lz4", "zstd"],
 )
 def test_compressed_batches_round_trip(broker, bootstrap, make_topic, topic_name, codec):
     topic = make_topic(topic_name)
