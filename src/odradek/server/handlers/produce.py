@@ -89,12 +89,16 @@ def _old_version_records(version: int, records: memoryview | None) -> memoryview
     """What an old Produce version's partition data is to the log: a v0/v1 message set (v0-v2)
     as one RecordBatch v2; a zstd batch below v7 refused as Kafka's ``validateRecords`` does.
     Raises :class:`~odradek.protocol.legacy.LegacyFormatError`."""
-    if records is None or len(records) < HEADER_SIZE:
+    if records is None:
         return records
     magic = legacy.magic_of(records)
-    if magic < MAGIC and version < produce_request.FIRST_RECORD_BATCH_VERSION:
+    if 0 <= magic < MAGIC and version < produce_request.FIRST_RECORD_BATCH_VERSION:
         return memoryview(legacy.to_record_batch(records))
-    if magic == MAGIC and records[_ATTRIBUTES_LOW_BYTE] & COMPRESSION_MASK == compression.ZSTD:
+    if (
+        magic == MAGIC
+        and len(records) >= HEADER_SIZE
+        and records[_ATTRIBUTES_LOW_BYTE] & COMPRESSION_MASK == compression.ZSTD
+    ):
         raise legacy.LegacyFormatError(
             ErrorCode.unsupported_compression_type,
             f"Produce v{version} may not carry zstd batches (v7 and later may)",
