@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
 
 from odradek.protocol import compression as codecs
 from odradek.protocol.errors import ErrorCode
@@ -47,7 +46,7 @@ from odradek.protocol.record_batch import (
     TIMESTAMP_TYPE_BIT,
     iter_headers,
 )
-from odradek.protocol.records import NewRecord, decode_batch, encode_batch
+from odradek.protocol.records import _write_varint, batch_around, decode_batch
 
 Bytes = bytes | bytearray | memoryview
 
@@ -157,97 +156,165 @@ def _compress(codec: int, magic: int, data: bytes) -> bytes:
 
 # -- reading -----------------------------------------------------------------------------------
 
-# (offset, magic, attributes, timestamp, key, value) of one message
-Message = tuple[int, int, int, int, bytes | None, bytes | None]
+
+def _small_varint(value: int) -> bytes:
+    out = bytearray()
+    _write_varint(out, value)
+    return bytes(out)
 
 
-def _iter_messages(buf: memoryview) -> Iterator[Message]:
-    """The messages of a message set, each CRC-checked; raises :class:`LegacyFormatError`."""
+# Zigzag varints of 0..16383 (the lengths and deltas of nearly every record), looked up rather
+# than computed: the conversion's cost is per record.
+_SMALL_VARINTS = tuple(_small_varint(v) for v in range(1 << 14))
+
+
+def _varint(out: bytearray, value: int) -> None:
+    if 0 <= value < 16384:
+        out += _SMALL_VARINTS[value]
+    else:
+        _write_varint(out, value)
+
+
+class _Section:
+    """The records section of the one v2 batch a message set becomes, as it is written."""
+
+    __slots__ = ("base_timestamp", "body", "codec", "count", "max_timestamp")
+
+    def __init__(self) -> None:
+        self.body = bytearray()
+        self.codec = codecs.NONE
+        self.count = 0
+        self.base_timestamp = NO_TIMESTAMP
+        self.max_timestamp = NO_TIMESTAMP
+
+
+def _convert_messages(buf: memoryview, out: _Section, wrapper: tuple[int, int] | None) -> None:
+    """Write the messages of ``buf`` to ``out`` as v2 records, each CRC-checked first; the
+    messages of a compressed one go in its place. ``wrapper``: the magic and LogAppendTime
+    timestamp (-1 if none) of the compressed message ``buf`` came from. Raises
+    :class:`LegacyFormatError`. One loop, no object per message: this is the cost per record of
+    an old producer."""
     position = 0
     end = len(buf)
+    crc32 = zlib.crc32
+    unpack_entry = _ENTRY.unpack_from
+    unpack_length = _LENGTH.unpack_from
+    unpack_timestamp = _TIMESTAMP.unpack_from
+    small = _SMALL_VARINTS
+    body = out.body
+    record = bytearray()
     while position < end:
         if end - position < _ENTRY_SIZE:
             raise LegacyFormatError(ErrorCode.corrupt_message, "message set ends inside an entry")
-        offset, size, crc, magic, attributes = _ENTRY.unpack_from(buf, position)
+        offset, size, crc, magic, attributes = unpack_entry(buf, position)
         if magic == MAGIC:
             raise LegacyFormatError(
                 ErrorCode.invalid_record, "a record batch v2 among v0/v1 messages"
             )
-        if magic not in (MAGIC_V0, MAGIC_V1):
+        if magic != MAGIC_V0 and magic != MAGIC_V1:
             raise LegacyFormatError(ErrorCode.corrupt_message, f"message magic {magic}")
         stop = position + LOG_OVERHEAD + size
         if size < (_V1_OVERHEAD if magic else _V0_OVERHEAD) or stop > end:
             raise LegacyFormatError(
                 ErrorCode.corrupt_message, f"message size {size} does not fit the message set"
             )
-        if zlib.crc32(buf[position + _CRC_START + 4 : stop]) != crc:
+        if crc32(buf[position + _CRC_START + 4 : stop]) != crc:
             raise LegacyFormatError(
                 ErrorCode.corrupt_message, f"message at offset {offset} fails its CRC"
             )
         at = position + _ENTRY_SIZE
         timestamp = NO_TIMESTAMP
         if magic == MAGIC_V1:
-            (timestamp,) = _TIMESTAMP.unpack_from(buf, at)
+            (timestamp,) = unpack_timestamp(buf, at)
             at += 8
-        key, at = _read_bytes(buf, at, stop)
-        value, at = _read_bytes(buf, at, stop)
-        if at != stop:
+        # the overhead checked above puts the key's length field inside the message
+        (key_length,) = unpack_length(buf, at)
+        key_start = at + 4
+        at = key_start + (key_length if key_length > 0 else 0)
+        if at + 4 > stop:
+            raise LegacyFormatError(ErrorCode.corrupt_message, "message key overruns it")
+        (value_length,) = unpack_length(buf, at)
+        value_start = at + 4
+        if value_start + (value_length if value_length > 0 else 0) != stop:
             raise LegacyFormatError(
-                ErrorCode.corrupt_message, f"message at offset {offset} has bytes after its value"
+                ErrorCode.corrupt_message, f"message at offset {offset} does not end at its value"
             )
-        yield offset, magic, attributes, timestamp, key, value
+        codec = attributes & COMPRESSION_MASK
+        if wrapper is not None:
+            if magic != wrapper[0]:
+                raise LegacyFormatError(
+                    ErrorCode.invalid_record, f"a v{magic} message inside a v{wrapper[0]} wrapper"
+                )
+            if codec != codecs.NONE:
+                raise LegacyFormatError(
+                    ErrorCode.invalid_record, "a compressed message inside a compressed one"
+                )
+            if wrapper[1] != NO_TIMESTAMP:
+                timestamp = wrapper[1]
+        elif codec != codecs.NONE:
+            if codec > codecs.LZ4:
+                raise LegacyFormatError(
+                    ErrorCode.unsupported_compression_type,
+                    f"compression codec {codec} in a v{magic} message",
+                )
+            if value_length < 0:
+                raise LegacyFormatError(
+                    ErrorCode.invalid_record, "compressed message without a value"
+                )
+            out.codec = codec
+            inner = _decompress(codec, magic, buf[value_start:stop])
+            log_append = magic == MAGIC_V1 and attributes & TIMESTAMP_TYPE_BIT
+            _convert_messages(
+                memoryview(inner), out, (magic, timestamp if log_append else NO_TIMESTAMP)
+            )
+            position = stop
+            continue
+        count = out.count
+        if not count:
+            out.base_timestamp = timestamp
+        if timestamp > out.max_timestamp:
+            out.max_timestamp = timestamp
+        record.clear()
+        record.append(0)  # attributes
+        delta = timestamp - out.base_timestamp
+        if 0 <= delta < 16384:
+            record += small[delta]
+        else:
+            _write_varint(record, delta)
+        record += small[count] if count < 16384 else _small_varint(count)
+        if key_length < 0:
+            record.append(1)  # zigzag(-1): null
+        else:
+            _varint(record, key_length)
+            record += buf[key_start : key_start + key_length]
+        if value_length < 0:
+            record.append(1)
+        else:
+            _varint(record, value_length)
+            record += buf[value_start:stop]
+        record.append(0)  # no headers
+        _varint(body, len(record))
+        body += record
+        out.count = count + 1
         position = stop
 
 
-def _read_bytes(buf: memoryview, at: int, stop: int) -> tuple[bytes | None, int]:
-    if at + 4 > stop:
-        raise LegacyFormatError(ErrorCode.corrupt_message, "message ends inside a length")
-    (length,) = _LENGTH.unpack_from(buf, at)
-    at += 4
-    if length < 0:
-        return None, at
-    if at + length > stop:
-        raise LegacyFormatError(ErrorCode.corrupt_message, "message key or value overruns it")
-    return bytes(buf[at : at + length]), at + length
-
-
-def to_record_batch(records: Bytes) -> bytearray:
+def to_record_batch(records: Bytes) -> bytes:
     """A produced v0/v1 message set as one RecordBatch v2 (offset deltas 0..n-1, offsets for the
     log to assign), compressed with the codec the producer used (the last compressed wrapper's,
     as Kafka takes it). Raises :class:`LegacyFormatError` for a CRC mismatch (CORRUPT_MESSAGE),
     a zstd or unknown codec (UNSUPPORTED_COMPRESSION_TYPE) and nested compression."""
-    view = memoryview(records).cast("B")
-    out: list[NewRecord] = []
-    codec = codecs.NONE
-    for _, magic, attributes, timestamp, key, value in _iter_messages(view):
-        wrapper_codec = attributes & COMPRESSION_MASK
-        if wrapper_codec == codecs.NONE:
-            out.append(NewRecord(key, value, (), timestamp))
-            continue
-        if wrapper_codec > codecs.LZ4:
-            raise LegacyFormatError(
-                ErrorCode.unsupported_compression_type,
-                f"compression codec {wrapper_codec} in a v{magic} message",
-            )
-        if value is None:
-            raise LegacyFormatError(ErrorCode.invalid_record, "compressed message without a value")
-        codec = wrapper_codec
-        log_append = magic == MAGIC_V1 and bool(attributes & TIMESTAMP_TYPE_BIT)
-        inner = memoryview(_decompress(wrapper_codec, magic, value))
-        for _, inner_magic, inner_attributes, inner_timestamp, k, v in _iter_messages(inner):
-            if inner_magic != magic:
-                raise LegacyFormatError(
-                    ErrorCode.invalid_record,
-                    f"a v{inner_magic} message inside a v{magic} wrapper",
-                )
-            if inner_attributes & COMPRESSION_MASK:
-                raise LegacyFormatError(
-                    ErrorCode.invalid_record, "a compressed message inside a compressed one"
-                )
-            out.append(NewRecord(k, v, (), timestamp if log_append else inner_timestamp))
-    if not out:
+    section = _Section()
+    _convert_messages(memoryview(records).cast("B"), section, None)
+    if not section.count:
         raise LegacyFormatError(ErrorCode.invalid_record, "no messages")
-    return bytearray(encode_batch(out, compression=codec, now_ms=NO_TIMESTAMP))
+    return batch_around(
+        section.body,
+        section.count,
+        section.base_timestamp,
+        section.max_timestamp,
+        compression=section.codec,
+    )
 
 
 # -- writing -----------------------------------------------------------------------------------

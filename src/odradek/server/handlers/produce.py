@@ -85,7 +85,7 @@ def produce_to_partition(
 _ATTRIBUTES_LOW_BYTE = 22  # of a v2 batch: bits 0-2 are the codec
 
 
-def _old_version_records(version: int, records: memoryview | None) -> memoryview | None:
+def _old_version_records(version: int, records: memoryview | None) -> bytes | memoryview | None:
     """What an old Produce version's partition data is to the log: a v0/v1 message set (v0-v2)
     as one RecordBatch v2; a zstd batch below v7 refused as Kafka's ``validateRecords`` does.
     Raises :class:`~odradek.protocol.legacy.LegacyFormatError`."""
@@ -93,7 +93,7 @@ def _old_version_records(version: int, records: memoryview | None) -> memoryview
         return records
     magic = legacy.magic_of(records)
     if 0 <= magic < MAGIC and version < produce_request.FIRST_RECORD_BATCH_VERSION:
-        return memoryview(legacy.to_record_batch(records))
+        return legacy.to_record_batch(records)
     if (
         magic == MAGIC
         and len(records) >= HEADER_SIZE
