@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from .conftest import COMPRESSIBLE, stored_codecs
 
@@ -97,3 +98,42 @@ def test_old_producer_and_consumer_round_trip(
     ]
     if api_version >= (0, 10):
         assert [r.timestamp for r in got] == [1_700_000_000_000 + i for i in range(30)]
+
+
+@pytest.mark.parametrize(
+    "api_version", [(0, 8, 1), (0, 8, 2), (0, 9)], ids=lambda v: ".".join(map(str, v))
+)
+def test_old_consumer_commits_and_reads_back_its_offset(
+    bootstrap, make_topic, topic_name, api_version
+):
+    """Offsets committed with OffsetCommit v0 (0.8.1), v1 (0.8.2) and v2 (0.9) outside group
+    management, read back with OffsetFetch v0/v1 and listed with ListOffsets v0."""
+    topic = make_topic(topic_name)
+    produce(bootstrap, topic, values(10), api_version=(0, 10, 1))
+    group = f"{topic_name}-group"
+    tp = TopicPartition(topic, 0)
+
+    def consumer() -> KafkaConsumer:
+        return KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            api_version=api_version,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            request_timeout_ms=TIMEOUT_S * 1000,
+        )
+
+    first = consumer()
+    try:
+        first.assign([tp])
+        assert first.end_offsets([tp]) == {tp: 10}  # ListOffsets (v0 before 0.10.1)
+        assert first.beginning_offsets([tp]) == {tp: 0}
+        first.commit({tp: OffsetAndMetadata(7, "", -1)})
+    finally:
+        first.close()
+    second = consumer()
+    try:
+        second.assign([tp])
+        assert second.committed(tp) == 7
+    finally:
+        second.close()

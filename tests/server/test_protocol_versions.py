@@ -458,9 +458,69 @@ def _fetch_v0(client: KafkaConnection) -> None:
     assert messages[:2] == [(0, b"a"), (1, b"b")]
 
 
+def _list_offsets_v0(client: KafkaConnection) -> None:
+    from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+
+    topic = ListOffsetsRequest[0].ListOffsetsTopic
+    wanted = [(0, -1, 1), (0, -2, 1), (0, -1, 5)]  # latest, earliest, latest and older
+    request = ListOffsetsRequest[0](
+        replica_id=-1,
+        topics=[
+            topic(
+                name=TOPIC,
+                partitions=[
+                    topic.ListOffsetsPartition(partition_index=i, timestamp=t, max_num_offsets=n)
+                    for i, t, n in wanted
+                ],
+            )
+        ],
+    )
+    request.with_header(correlation_id=92, client_id="burrow")
+    client.send_raw(request.encode(header=True, framed=True))
+    response = ListOffsetsResponse[0].decode(bytes(client.read_frame()), header=True)
+    latest, earliest, several = response.topics[0].partitions
+    assert [p.error_code for p in (latest, earliest, several)] == [0, 0, 0]
+    end = client.request(
+        2,
+        1,
+        replica_id=-1,
+        topics=[{"name": TOPIC, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+    )
+    assert list(latest.old_style_offsets) == [end.topics[0].partitions[0].offset]
+    assert list(earliest.old_style_offsets) == [0]
+    # one segment: its base offset follows the log end, newest first
+    assert list(several.old_style_offsets) == [end.topics[0].partitions[0].offset, 0]
+
+
+def _describe_configs_v0(client: KafkaConnection) -> None:
+    from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
+
+    resource = DescribeConfigsRequest[0].DescribeConfigsResource
+    request = DescribeConfigsRequest[0](
+        resources=[
+            resource(
+                resource_type=TOPIC_CONFIG,
+                resource_name=TOPIC,
+                configuration_keys=["retention.ms", "cleanup.policy"],
+            )
+        ]
+    )
+    request.with_header(correlation_id=93, client_id="sarama")
+    client.send_raw(request.encode(header=True, framed=True))
+    response = DescribeConfigsResponse[0].decode(bytes(client.read_frame()), header=True)
+    [result] = response.results
+    assert result.error_code == 0
+    assert sorted((c.name, c.is_default) for c in result.configs) == [
+        ("cleanup.policy", True),
+        ("retention.ms", True),
+    ]
+
+
 OLD_END_DRIVERS: dict[tuple[int, int], Callable[[KafkaConnection], None]] = {
     (0, 0): _produce_v0,
     (1, 0): _fetch_v0,
+    (2, 0): _list_offsets_v0,
+    (32, 0): _describe_configs_v0,
 }
 
 

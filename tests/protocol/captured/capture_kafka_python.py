@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import kafka
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.net import transport
 
 from odradek.testing import running_broker
 
-API_VERSIONS = [(0, 9), (0, 10, 0), (0, 10, 1), (0, 11), (1, 0), (2, 0)]
+API_VERSIONS = [(0, 8, 1), (0, 8, 2), (0, 9), (0, 10, 0), (0, 10, 1), (0, 11), (1, 0), (2, 0)]
 OUT = Path(__file__).with_name("kafka_python.json")
 
 _sent: list[bytes] = []
@@ -75,8 +75,10 @@ def exercise(bootstrap: str, api_version: tuple[int, ...]) -> None:
             )
         producer.flush(5)
         producer.close(5)
+    # before 0.9 there are no broker-side groups: partitions are assigned, offsets committed
+    group_managed = api_version >= (0, 9)
     consumer = KafkaConsumer(
-        topic,
+        *([topic] if group_managed else []),
         bootstrap_servers=bootstrap,
         api_version=api_version,
         group_id="captured-group",
@@ -86,6 +88,8 @@ def exercise(bootstrap: str, api_version: tuple[int, ...]) -> None:
         heartbeat_interval_ms=1000,
         fetch_max_wait_ms=100,
     )
+    if not group_managed:
+        consumer.assign([TopicPartition(topic, 0)])
     deadline = time.monotonic() + 8
     got = 0
     while got < 6 and time.monotonic() < deadline:
