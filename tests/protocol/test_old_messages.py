@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import kafka.protocol
 import pytest
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 from kafka.protocol.consumer import (
@@ -83,9 +84,9 @@ def test_captured_requests_read_as_kafka_python_wrote_them(name):
     assert mine == renamed(as_plain(want))
 
 
-def test_captured_frames_cover_every_old_request_but_describe_configs():
+def test_captured_frames_cover_the_consumer_apis():
     captured = {(e["api_key"], e["api_version"]) for e in CAPTURED.values()}
-    assert set(old_messages.REQUESTS) - captured == {(32, 0)}
+    assert {(2, 0), (8, 0), (8, 1), (9, 0)} <= captured
 
 
 def test_describe_configs_v0_request_built_by_kafka_python():
@@ -223,3 +224,85 @@ def test_other_versions_go_to_kio():
     header, request = old_messages.decoder(2)(memoryview(frame))
     assert header.api_version == 1
     assert type(request).__module__.startswith("kio.")
+
+
+# -- every layout against Kafka's message definitions (the copy kafka-python ships) -------------
+
+KAFKA_JSON = Path(kafka.protocol.__file__).parent / "schemas" / "resources"
+NAMES = {
+    2: "ListOffsets",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    23: "OffsetForLeaderEpoch",
+    32: "DescribeConfigs",
+    35: "DescribeLogDirs",
+}
+
+
+def kafka_definition(api_key: int, kind: str) -> dict[str, Any]:
+    text = (KAFKA_JSON / f"{NAMES[api_key]}{kind}.json").read_text()
+    return json.loads(
+        "\n".join(line for line in text.splitlines() if not line.strip().startswith("//"))
+    )
+
+
+def in_versions(spec: str | None, version: int) -> bool:
+    if not spec or spec == "none":
+        return False
+    if spec.endswith("+"):
+        return version >= int(spec[:-1])
+    low, _, high = spec.partition("-")
+    return int(low) <= version <= int(high or low)
+
+
+def kafka_layout(fields: list[dict[str, Any]], version: int) -> list[Any]:
+    """Kafka's fields of ``version`` as a tree of wire types (names left out)."""
+    out: list[Any] = []
+    for field in fields:
+        if not in_versions(field["versions"], version) or "taggedVersions" in field:
+            continue
+        nullable = in_versions(field.get("nullableVersions"), version)
+        kind = field["type"]
+        if kind.startswith("[]"):
+            item = kind[2:]
+            inner = kafka_layout(field["fields"], version) if "fields" in field else item
+            out.append(("array", nullable, inner))
+        elif kind == "string":
+            out.append("nullable_string" if nullable else "string")
+        else:
+            out.append(kind)
+    return out
+
+
+def our_layout(fields: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for field in fields:
+        kind = field[1]
+        if isinstance(kind, list):
+            out.append(("array", False, our_layout(kind)))
+        elif isinstance(kind, tuple):
+            item = our_layout(kind[1]) if isinstance(kind[1], list) else kind[1]
+            out.append(("array", kind[0] == "nullable_array", item))
+        else:
+            out.append("int32" if kind == "timedelta_i32" else kind)
+    return out
+
+
+@pytest.mark.parametrize("key", sorted(old_messages.REQUESTS), ids=lambda k: f"api{k[0]}-v{k[1]}")
+def test_request_layout_is_kafkas(key):
+    api_key, version = key
+    want = kafka_layout(kafka_definition(api_key, "Request")["fields"], version)
+    assert our_layout(old_messages.REQUESTS[key]) == want
+
+
+@pytest.mark.parametrize("key", sorted(old_messages.RESPONSES), ids=lambda k: f"api{k[0]}-v{k[1]}")
+def test_response_layout_is_kafkas(key):
+    api_key, version = key
+    want = kafka_layout(kafka_definition(api_key, "Response")["fields"], version)
+    assert our_layout(old_messages.RESPONSES[key]) == want
+
+
+def test_every_old_version_has_both_layouts():
+    assert set(old_messages.REQUESTS) == set(old_messages.RESPONSES)

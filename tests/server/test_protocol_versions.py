@@ -516,7 +516,90 @@ def _describe_configs_v0(client: KafkaConnection) -> None:
     ]
 
 
+def _old_request(client: KafkaConnection, request: Any, response_class: Any) -> Any:
+    """Send a kafka-python request (its classes: Kafka's definitions), read its answer."""
+    request.with_header(correlation_id=94, client_id="old-admin")
+    client.send_raw(request.encode(header=True, framed=True))
+    response = response_class.decode(bytes(client.read_frame()), header=True)
+    assert response.header.correlation_id == 94
+    return response
+
+
+def _create_and_delete_topics_v0(client: KafkaConnection) -> None:
+    from kafka.protocol.admin import (
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+    )
+
+    name = unique_topic("v0")
+    topic = CreateTopicsRequest[0].CreatableTopic
+    created = _old_request(
+        client,
+        CreateTopicsRequest[0](
+            topics=[
+                topic(
+                    name=name,
+                    num_partitions=2,
+                    replication_factor=1,
+                    assignments=[],
+                    configs=[topic.CreatableTopicConfig(name="retention.ms", value="60000")],
+                )
+            ],
+            timeout_ms=5000,
+        ),
+        CreateTopicsResponse[0],
+    )
+    assert [(t.name, t.error_code) for t in created.topics] == [(name, 0)]
+    deleted = _old_request(
+        client,
+        DeleteTopicsRequest[0](topic_names=[name], timeout_ms=5000),
+        DeleteTopicsResponse[0],
+    )
+    assert [(t.name, t.error_code) for t in deleted.responses] == [(name, 0)]
+
+
+def _offset_for_leader_epoch_v0(client: KafkaConnection) -> None:
+    from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+
+    topic = OffsetForLeaderEpochRequest[0].OffsetForLeaderTopic
+    response = _old_request(
+        client,
+        OffsetForLeaderEpochRequest[0](
+            topics=[
+                topic(
+                    topic=TOPIC,
+                    partitions=[topic.OffsetForLeaderPartition(partition=0, leader_epoch=0)],
+                )
+            ]
+        ),
+        OffsetForLeaderEpochResponse[0],
+    )
+    [partition] = response.topics[0].partitions
+    assert partition.error_code == 0
+    assert partition.end_offset >= 2
+
+
+def _describe_log_dirs_v0(client: KafkaConnection) -> None:
+    from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
+
+    response = _old_request(
+        client, DescribeLogDirsRequest[0](topics=None), DescribeLogDirsResponse[0]
+    )
+    [result] = response.results
+    assert result.error_code == 0
+    sizes = {
+        (t.name, p.partition_index): p.partition_size for t in result.topics for p in t.partitions
+    }
+    assert sizes[(TOPIC, 0)] > 0
+
+
 OLD_END_DRIVERS: dict[tuple[int, int], Callable[[KafkaConnection], None]] = {
+    (19, 0): _create_and_delete_topics_v0,
+    (20, 0): _create_and_delete_topics_v0,
+    (23, 0): _offset_for_leader_epoch_v0,
+    (35, 0): _describe_log_dirs_v0,
     (0, 0): _produce_v0,
     (1, 0): _fetch_v0,
     (2, 0): _list_offsets_v0,

@@ -1,5 +1,6 @@
 """Requests and responses of versions Kafka 4 dropped (KIP-896) and kio therefore lacks, for
-APIs odradek serves: ListOffsets v0, OffsetCommit v0-v1, OffsetFetch v0, DescribeConfigs v0.
+APIs odradek serves: ListOffsets v0, OffsetCommit v0-v1, OffsetFetch v0, CreateTopics v0-v1,
+DeleteTopics v0, OffsetForLeaderEpoch v0-v1, DescribeConfigs v0, DescribeLogDirs v0.
 
 Written once from Kafka 3.9's message definitions (clients/src/main/resources/common/message/
 *.json): each version is a list of fields under kio's names, so a decoded request reads like
@@ -8,7 +9,8 @@ written from the same version-independent fields a handler gives ``RequestContex
 All these versions are non-flexible: request header v1, response header v0, int16-length
 strings, int32-length arrays. Pure functions on bytes.
 
-Field types: ``int8`` ... ``int64``, ``bool``, ``string``, ``nullable_string``, a list of fields
+Field types: ``int8`` ... ``int64``, ``timedelta_i32`` (milliseconds, read as a
+``timedelta`` as kio reads it), ``bool``, ``string``, ``nullable_string``, a list of fields
 (an array of structs), or ``("array", type)`` (``"nullable_array"`` when null is allowed). A
 response field may name a function computing its value from the mapping instead.
 """
@@ -60,6 +62,26 @@ _OFFSET_FETCH_RESPONSE: list[Field] = [
                 ],
             ),
         ],
+    )
+]
+
+_CREATE_TOPICS_REQUEST: list[Field] = [
+    (
+        "topics",
+        [
+            ("name", "string"),
+            ("num_partitions", "int32"),
+            ("replication_factor", "int16"),
+            ("assignments", [("partition_index", "int32"), ("broker_ids", ("array", "int32"))]),
+            ("configs", [("name", "string"), ("value", "nullable_string")]),
+        ],
+    ),
+    ("timeout", "timedelta_i32"),
+]
+_OFFSET_FOR_LEADER_EPOCH_REQUEST: list[Field] = [
+    (
+        "topics",
+        [("topic", "string"), ("partitions", [("partition", "int32"), ("leader_epoch", "int32")])],
     )
 ]
 
@@ -120,6 +142,14 @@ REQUESTS: dict[tuple[int, int], list[Field]] = {
         ),
     ],
     (9, 0): _OFFSET_FETCH_REQUEST,
+    (19, 0): _CREATE_TOPICS_REQUEST,
+    (19, 1): [*_CREATE_TOPICS_REQUEST, ("validate_only", "bool")],
+    (20, 0): [("topic_names", ("array", "string")), ("timeout", "timedelta_i32")],
+    (23, 0): _OFFSET_FOR_LEADER_EPOCH_REQUEST,
+    (23, 1): _OFFSET_FOR_LEADER_EPOCH_REQUEST,
+    (35, 0): [
+        ("topics", ("nullable_array", [("topic", "string"), ("partitions", ("array", "int32"))]))
+    ],
     (32, 0): [
         (
             "resources",
@@ -152,6 +182,68 @@ RESPONSES: dict[tuple[int, int], list[Field]] = {
     (8, 0): _OFFSET_COMMIT_RESPONSE,
     (8, 1): _OFFSET_COMMIT_RESPONSE,
     (9, 0): _OFFSET_FETCH_RESPONSE,
+    (19, 0): [("topics", [("name", "string"), ("error_code", "int16")])],
+    (19, 1): [
+        (
+            "topics",
+            [("name", "string"), ("error_code", "int16"), ("error_message", "nullable_string")],
+        )
+    ],
+    (20, 0): [("responses", [("name", "string"), ("error_code", "int16")])],
+    (23, 0): [
+        (
+            "topics",
+            [
+                ("topic", "string"),
+                (
+                    "partitions",
+                    [("error_code", "int16"), ("partition", "int32"), ("end_offset", "int64")],
+                ),
+            ],
+        )
+    ],
+    (23, 1): [
+        (
+            "topics",
+            [
+                ("topic", "string"),
+                (
+                    "partitions",
+                    [
+                        ("error_code", "int16"),
+                        ("partition", "int32"),
+                        ("leader_epoch", "int32"),
+                        ("end_offset", "int64"),
+                    ],
+                ),
+            ],
+        )
+    ],
+    (35, 0): [
+        ("throttle_time", "int32"),
+        (
+            "results",
+            [
+                ("error_code", "int16"),
+                ("log_dir", "string"),
+                (
+                    "topics",
+                    [
+                        ("name", "string"),
+                        (
+                            "partitions",
+                            [
+                                ("partition_index", "int32"),
+                                ("partition_size", "int64"),
+                                ("offset_lag", "int64"),
+                                ("is_future_key", "bool"),
+                            ],
+                        ),
+                    ],
+                ),
+            ],
+        ),
+    ],
     (32, 0): [
         ("throttle_time", "int32"),
         (
@@ -181,6 +273,7 @@ RESPONSES: dict[tuple[int, int], list[Field]] = {
 _REQUEST_DEFAULTS: dict[int, dict[str, Any]] = {
     8: {"generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None},
     9: {"require_stable": False},
+    19: {"validate_only": False},
     32: {"include_synonyms": False, "include_documentation": False},
 }
 
@@ -231,9 +324,13 @@ def _read(reader: _Reader, kind: FieldType) -> Any:
             return None
         if count < 0:
             raise MalformedProduceRequest(f"array length {count} where no null is allowed")
+        if isinstance(item, list):
+            return tuple(_read_struct(reader, item) for _ in range(count))
         return tuple(_read(reader, item) for _ in range(count))
     if kind in _INTS:
         return int(reader.unpack(_INTS[kind])[0])
+    if kind == "timedelta_i32":
+        return datetime.timedelta(milliseconds=int(reader.unpack(_INTS["int32"])[0]))
     if kind == "bool":
         return bool(reader.unpack(_INTS["int8"])[0])
     if kind == "nullable_string":
@@ -277,8 +374,12 @@ def _write(out: bytearray, kind: FieldType, value: Any) -> None:
         items = list(value or ())
         out += struct.pack(">i", len(items))
         for item in items:
-            _write(out, kind[1], item)
-    elif kind in _INTS:
+            if isinstance(kind[1], list):
+                _write_struct(out, kind[1], item)
+            else:
+                _write(out, kind[1], item)
+    elif kind in _INTS or kind == "timedelta_i32":
+        kind = "int32" if kind == "timedelta_i32" else kind
         if isinstance(value, datetime.timedelta):
             value = value // datetime.timedelta(milliseconds=1)
         out += _INTS[kind].pack(int(value or 0))
