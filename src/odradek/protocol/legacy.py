@@ -60,7 +60,7 @@ _TIMESTAMP = struct.Struct(">q")
 _LENGTH = struct.Struct(">i")
 _V0_OVERHEAD = 4 + 1 + 1 + 4 + 4  # crc, magic, attributes, key length, value length
 _V1_OVERHEAD = _V0_OVERHEAD + 8
-_CRC_START = 12  # entry offset of the bytes the CRC covers (magic onward) after the 4-byte crc
+_CRC_FIELD = 12  # entry offset of the crc, which covers every byte after it (magic onward)
 
 # LZ4 frame: magic (4 bytes, little-endian 0x184D2204), FLG, BD, optional content size (8) and
 # dictionary id (4) by FLG bits 3 and 0, then HC: byte 1 of xxHash32 of the descriptor.
@@ -218,7 +218,7 @@ def _convert_messages(buf: memoryview, out: _Section, wrapper: tuple[int, int] |
             raise LegacyFormatError(
                 ErrorCode.corrupt_message, f"message size {size} does not fit the message set"
             )
-        if crc32(buf[position + _CRC_START + 4 : stop]) != crc:
+        if crc32(buf[position + _CRC_FIELD + 4 : stop]) != crc:
             raise LegacyFormatError(
                 ErrorCode.corrupt_message, f"message at offset {offset} fails its CRC"
             )
@@ -340,8 +340,8 @@ def _write_message(
             out += _LENGTH.pack(len(field))
             out += field
     struct.pack_into(">iI", out, start + 8, len(out) - start - LOG_OVERHEAD, 0)
-    crc = zlib.crc32(memoryview(out)[start + _CRC_START + 4 :])
-    struct.pack_into(">I", out, start + _CRC_START, crc)
+    crc = zlib.crc32(memoryview(out)[start + _CRC_FIELD + 4 :])
+    struct.pack_into(">I", out, start + _CRC_FIELD, crc)
 
 
 def down_convert(data: Bytes, magic: int, first_offset: int, size_hint: int = 0) -> bytes:
