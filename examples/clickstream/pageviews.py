@@ -9,7 +9,8 @@ clicks a minute past its end have been seen; each finished window's counts are t
   through odradek's streaming sink (at least once);
 - Parquet files under ``<out>/parquet`` through Spark's file sink (exactly once).
 
-Run it against a broker::
+Run it against a broker (or a cluster: several comma-separated bootstrap addresses), on local
+threads or on a Spark standalone cluster (``--master spark://HOST:7077``)::
 
     python examples/clickstream/pageviews.py --bootstrap 127.0.0.1:9092 --out /tmp/pageviews
 
@@ -98,10 +99,11 @@ def start(
     return [to_topic.start(), to_parquet.start()]
 
 
-def session(cores: int = 2) -> SparkSession:
+def session(cores: int = 2, master: str | None = None) -> SparkSession:
+    """A session on ``master`` (a ``spark://`` standalone cluster's URL), or local threads."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
-        SparkSession.builder.master(f"local[{cores}]")
+        SparkSession.builder.master(master or f"local[{cores}]")
         .appName("odradek-pageviews")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", str(cores))
@@ -118,8 +120,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
     parser.add_argument("--out", type=Path, default=Path("pageviews-out"))
     parser.add_argument("--available-now", action="store_true", help="process what is there")
+    parser.add_argument("--master", help="a Spark cluster (spark://HOST:PORT); default local")
     args = parser.parse_args(argv)
-    spark = session()
+    spark = session(master=args.master)
     queries = start(spark, args.bootstrap, args.out, available_now=args.available_now)
     try:
         for query in queries:

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from odradek.client.data import DataClient, TopicPartition
-from odradek.spark.sink import encode_records, key_partition
+from odradek.protocol.partitioner import key_partition
+from odradek.spark.sink import encode_records
 
 PAGES = ("/", "/pricing", "/docs", "/blog", "/signup", "/login")
 TOPIC = "clicks"

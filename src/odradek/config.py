@@ -508,6 +508,34 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef(
             "group.max.size", ConfigType.INT, "2147483647", "most members of a group", _at_least(1)
         ),
+        # KIP-848 consumer groups (group.protocol=consumer; odradek.coordinator.consumer_protocol).
+        ConfigDef(
+            "group.consumer.heartbeat.interval.ms",
+            ConfigType.INT,
+            "5000",
+            "how often consumer group members heartbeat",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "group.consumer.session.timeout.ms",
+            ConfigType.INT,
+            "45000",
+            "how long a consumer group member may go without a heartbeat",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "group.consumer.assignors",
+            ConfigType.LIST,
+            "uniform,range",
+            "server-side assignors of consumer groups, the first the default",
+        ),
+        ConfigDef(
+            "group.consumer.max.size",
+            ConfigType.INT,
+            "2147483647",
+            "most members of a consumer group",
+            _at_least(1),
+        ),
         # The transaction coordinator's settings (odradek.coordinator.txn_runtime).
         ConfigDef(
             "transaction.state.log.num.partitions",
@@ -668,6 +696,27 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             ConfigType.BOOLEAN,
             "true",
             "move leaderships away before a broker stops",
+        ),
+        ConfigDef(
+            "authorizer.class.name",
+            ConfigType.STRING,
+            "",
+            "Kafka's ACL authorizer (StandardAuthorizer or AclAuthorizer) to check requests with",
+            read_only=True,
+        ),
+        ConfigDef(
+            "super.users",
+            ConfigType.STRING,
+            "",
+            "principals (User:name) that may do anything, separated by semicolons",
+            read_only=True,
+        ),
+        ConfigDef(
+            "allow.everyone.if.no.acl.found",
+            ConfigType.BOOLEAN,
+            "false",
+            "allow a resource no ACL names to everyone",
+            read_only=True,
         ),
     ]
 }

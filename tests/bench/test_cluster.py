@@ -6,7 +6,6 @@ Behaviour, not speed: nothing compares a figure with its target.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -21,17 +20,13 @@ from odradek.bench.scenarios import CpuSampler
 from odradek.bench.workers import AckTimesResult
 from odradek.testing import ZOOKEEPER_SERVER_SH
 
+from .support import parse
+
 RECORDS = 3000
 RATE = 1000
 DURATION_S = 1.0
 CATCHUP_MB = 4
 SESSION_TIMEOUT_MS = 3000
-
-
-def parse(*argv: str) -> bench_options.BenchOptions:
-    parser = argparse.ArgumentParser()
-    bench_options.add_arguments(parser)
-    return bench_options.options_from_args(parser.parse_args(list(argv)))
 
 
 def test_cluster_scenarios_run_only_when_asked() -> None:

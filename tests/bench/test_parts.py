@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 import uuid
 from pathlib import Path
@@ -35,11 +34,7 @@ from odradek.bench.workers import (
 from odradek.protocol.records import decode_batch
 from odradek.testing import RunningBroker
 
-
-def parse(*argv: str) -> bench_options.BenchOptions:
-    parser = argparse.ArgumentParser()
-    bench_options.add_arguments(parser)
-    return bench_options.options_from_args(parser.parse_args(list(argv)))
+from .support import parse
 
 
 def test_quick_gives_small_defaults_that_flags_override() -> None:

@@ -22,6 +22,14 @@ from odradek.cluster.metadata_store import (
     TopicMetadata,
 )
 from odradek.cluster.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
+from odradek.security.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 
 NODE = 1
 
@@ -124,6 +132,25 @@ def test_producer_id_blocks_never_repeat_across_stores(engine: Engine) -> None:
     assert all(y - x >= 1000 for x, y in itertools.pairwise(starts))
 
 
+def test_acls_round_trip_and_survive_reopen(engine: Engine) -> None:
+    store = engine.open()
+    orders = ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL)
+    fin = ResourcePattern(ResourceType.GROUP, "fin-", PatternType.PREFIXED)
+    read = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    deny = AccessControlEntry("User:bob", "10.0.0.1", AclOperation.WRITE, AclPermissionType.DENY)
+    assert store.change_acls(orders, add=[read, deny]) == {read, deny}
+    store.change_acls(fin, add=[read])
+    assert store.change_acls(orders, remove=[deny]) == {read}
+    gone = ResourcePattern(ResourceType.TOPIC, "gone", PatternType.LITERAL)
+    store.change_acls(gone, add=[read])
+    assert store.change_acls(gone, remove=[read]) == frozenset()
+    expected = {orders: frozenset({read}), fin: frozenset({read})}
+    assert dict(store.acls) == expected
+
+    store.close()
+    assert dict(engine.open().acls) == expected
+
+
 def test_changes_are_told_on_the_loop(engine: Engine) -> None:
     store = engine.open()
 
@@ -144,6 +171,11 @@ def test_changes_are_told_on_the_loop(engine: Engine) -> None:
         await _until(lambda: any(c.topic == "t" for c, _ in seen))
         store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 0), None)
         await asyncio.wait_for(got.wait(), 10)
+        store.change_acls(
+            ResourcePattern(ResourceType.TOPIC, "t", PatternType.LITERAL),
+            add=[AccessControlEntry("User:a", "*", AclOperation.READ, AclPermissionType.ALLOW)],
+        )
+        await _until(lambda: any(c.kind == "acls" for c, _ in seen))
         return seen
 
     seen = asyncio.run(scenario())

@@ -29,6 +29,14 @@ from odradek.cluster.zookeeper import (
     ZooKeeperUnreachableError,
 )
 from odradek.config import BrokerConfig
+from odradek.security.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from odradek.testing import ZooKeeperServer, free_port
 
 
@@ -249,6 +257,77 @@ def test_another_brokers_changes_reach_the_loop(zookeeper_connect: str) -> None:
         watcher.close()
         writer.close()
     assert MetadataChange("topics", "t") in seen
+
+
+def test_acl_znodes_are_kafkas(zookeeper_connect: str, raw: KazooClient) -> None:
+    store = open_store(zookeeper_connect)
+    allow = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    deny = AccessControlEntry(
+        "User:bob", "10.0.0.1", AclOperation.IDEMPOTENT_WRITE, AclPermissionType.DENY
+    )
+    try:
+        store.change_acls(
+            ResourcePattern(ResourceType.TRANSACTIONAL_ID, "tx", PatternType.LITERAL), [allow]
+        )
+        store.change_acls(ResourcePattern(ResourceType.TOPIC, "fin-", PatternType.PREFIXED), [deny])
+    finally:
+        store.close()
+    assert znode(raw, "/kafka-acl/TransactionalId/tx") == {
+        "version": 1,
+        "acls": [
+            {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"}
+        ],
+    }
+    assert znode(raw, "/kafka-acl-extended/prefixed/Topic/fin-")["acls"] == [
+        {
+            "principal": "User:bob",
+            "permissionType": "Deny",
+            "operation": "IdempotentWrite",
+            "host": "10.0.0.1",
+        }
+    ]
+    (literal,) = raw.get_children("/kafka-acl-changes")
+    assert literal.startswith("acl_changes_")
+    assert raw.get(f"/kafka-acl-changes/{literal}")[0] == b"TRANSACTIONAL_ID:tx"
+    (extended,) = raw.get_children("/kafka-acl-extended-changes")
+    assert znode(raw, f"/kafka-acl-extended-changes/{extended}") == {
+        "version": 1,
+        "resourceType": "TOPIC",
+        "name": "fin-",
+        "patternType": "PREFIXED",
+    }
+
+
+def test_another_brokers_acl_changes_reach_the_loop(zookeeper_connect: str) -> None:
+    watcher = open_store(zookeeper_connect)
+    writer = open_store(zookeeper_connect, node_id=2)
+    topic = ResourcePattern(ResourceType.TOPIC, "t", PatternType.LITERAL)
+    read = AccessControlEntry("User:a", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    write = AccessControlEntry("User:a", "*", AclOperation.WRITE, AclPermissionType.ALLOW)
+
+    async def scenario() -> None:
+        watcher.add_listener(asyncio.get_running_loop(), lambda change: None)
+        await asyncio.sleep(0)
+
+        async def until(condition: Callable[[], bool]) -> None:
+            async with asyncio.timeout(15):
+                while not condition():
+                    await asyncio.sleep(0.01)
+
+        writer.change_acls(topic, add=[read])
+        await until(lambda: watcher.acls.get(topic) == {read})
+        # Both brokers change one resource: each change is applied to the other's.
+        watcher.change_acls(topic, add=[write])
+        assert writer.change_acls(topic, remove=[read]) == {write}
+        await until(lambda: watcher.acls.get(topic) == {write})
+        writer.change_acls(topic, remove=[write])
+        await until(lambda: topic not in watcher.acls)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        watcher.close()
+        writer.close()
 
 
 def test_unreachable_zookeeper_fails_clearly_after_the_connection_timeout() -> None:

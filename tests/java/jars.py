@@ -1,5 +1,6 @@
-"""The Java side of the tests: Kafka's jars (the Java client, ``kafka-tools``, ``kafka_2.13``)
-fetched once per machine, and the programs of ``src/`` compiled against them.
+"""The Java side of the tests: Kafka's jars (the Java client, ``kafka-tools``, ``kafka_2.13``,
+Kafka Streams, Kafka Connect) fetched once per machine, and the programs of ``src/`` compiled
+against them; and, apart (``spark-kafka-pom.xml``), Spark's built-in Kafka connector for PySpark.
 
 Both live in a cache outside the repository (``$ODRADEK_JAVA_CACHE``, else
 ``$XDG_CACHE_HOME/odradek/java``, else ``~/.cache/odradek/java``), in directories named by a hash
@@ -7,10 +8,12 @@ of what made them (``pom.xml``; ``pom.xml`` and the sources), so a changed pin o
 fresh directory and an unchanged one is reused. Each is made in a temporary directory and
 renamed into place, so an interrupted fetch or compile leaves nothing that looks finished.
 
-``scripts/setup.sh --test`` runs this file (``python3 tests/java/jars.py``) to fetch the jars;
+``scripts/setup.sh --test`` runs this file (``python3 tests/java/jars.py``) to fetch both sets;
 it uses only the standard library so that it runs before anything is installed. It prints the
 classpath of the jars, for running Kafka's tools by hand:
-``java -cp "$(python3 tests/java/jars.py)" org.apache.kafka.tools.TopicCommand ...``.
+``java -cp "$(python3 tests/java/jars.py)" org.apache.kafka.tools.TopicCommand ...``, and with
+``--spark-kafka`` the Spark connector's jars: ``pyspark --jars "$(python3 tests/java/jars.py
+--spark-kafka)"``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
+SPARK_KAFKA_POM = HERE / "spark-kafka-pom.xml"
 SOURCES = HERE / "src"
 
 
@@ -42,9 +46,9 @@ def _digest(*paths: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def jar_dir() -> Path:
-    """Where the jars of ``pom.xml`` are (or will be)."""
-    return cache_root() / f"lib-{_digest(POM)}"
+def jar_dir(pom: Path = POM) -> Path:
+    """Where the jars of ``pom`` are (or will be)."""
+    return cache_root() / f"lib-{_digest(pom)}"
 
 
 def _publish(build: Path, target: Path) -> None:
@@ -56,9 +60,10 @@ def _publish(build: Path, target: Path) -> None:
         shutil.rmtree(build, ignore_errors=True)
 
 
-def fetch_jars() -> Path:
-    """The jar directory, fetched with Maven (``dependency:copy-dependencies``) if absent."""
-    target = jar_dir()
+def fetch_jars(pom: Path = POM) -> Path:
+    """The jar directory of ``pom``, fetched with Maven (``dependency:copy-dependencies``) if
+    absent."""
+    target = jar_dir(pom)
     if target.is_dir():
         return target
     mvn = shutil.which("mvn")
@@ -72,7 +77,7 @@ def fetch_jars() -> Path:
             "-q",
             "-B",
             "-f",
-            str(POM),
+            str(pom),
             "dependency:copy-dependencies",
             f"-DoutputDirectory={build}",
         ],
@@ -82,7 +87,7 @@ def fetch_jars() -> Path:
     )
     if done.returncode != 0:  # Maven prints its errors on stdout
         shutil.rmtree(build, ignore_errors=True)
-        raise RuntimeError(f"mvn could not fetch the jars of {POM}:\n{done.stdout}{done.stderr}")
+        raise RuntimeError(f"mvn could not fetch the jars of {pom}:\n{done.stdout}{done.stderr}")
     _publish(build, target)
     return target
 
@@ -106,5 +111,14 @@ def classes_dir() -> Path:
     return target
 
 
+def spark_kafka_jars() -> str:
+    """Spark's Kafka connector and its dependencies, comma-separated as ``spark.jars`` and
+    ``pyspark --jars`` take them; fetched if absent."""
+    return ",".join(str(jar) for jar in sorted(fetch_jars(SPARK_KAFKA_POM).glob("*.jar")))
+
+
 if __name__ == "__main__":
-    print(fetch_jars() / "*")
+    import sys
+
+    connector = spark_kafka_jars()
+    print(connector if sys.argv[1:] == ["--spark-kafka"] else fetch_jars() / "*")

@@ -41,6 +41,9 @@ CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 CONSUMER_GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 CONFIGS_TOOL = "kafka.admin.ConfigCommand"
 TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
+PRODUCER_PERF_TEST = "org.apache.kafka.tools.ProducerPerformance"
+CONSUMER_PERF_TEST = "org.apache.kafka.tools.ConsumerPerformance"
+ACLS_TOOL = "org.apache.kafka.tools.AclCommand"  # kafka.admin.AclCommand before Kafka 4
 
 
 @cache

@@ -5,7 +5,7 @@ another client (confluent-kafka) reads from the broker."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from .support import facts, run_java
@@ -96,10 +96,25 @@ def test_list_and_describe_consumer_groups(seen, broker):
     [(member, client, assignment)] = seen["group.member"]
     assert member.startswith(client + "-")
     assert assignment == ",".join(f"{TOPIC}:{p}" for p in range(3))
-    assert seen["group.offset"] == [[f"{TOPIC}:0", "8"]]
+    assert seen["group.offset"] == [[f"{TOPIC}:0", "8", "-"]]
+
+
+def test_alter_and_delete_consumer_group_offsets(seen, broker):
+    # while the member consumes the topic, Kafka refuses to drop its offsets
+    assert seen["group.offset.delete_live"] == [["GroupSubscribedToTopicException"]]
+    assert seen["group.offset.altered"] == [
+        [f"{TOPIC}:0", "6", "-"],
+        [f"{TOPIC}:2", "0", "set_by_admin"],
+    ]
+    assert seen["group.offset.deleted"] == [[f"{TOPIC}:2", "0", "set_by_admin"]]
+    assert seen["group.state.after"] == [["Empty"]]
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP})
     try:
-        [committed] = consumer.committed([TopicPartition(TOPIC, 0)], timeout=10)
-        assert committed.offset == 8
+        committed = consumer.committed([TopicPartition(TOPIC, p) for p in range(3)], timeout=10)
+        assert [(c.offset, c.metadata) for c in committed] == [
+            (OFFSET_INVALID, None),
+            (OFFSET_INVALID, None),
+            (0, "set by admin"),
+        ]
     finally:
         consumer.close()

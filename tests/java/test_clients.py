@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-
 from odradek.protocol.partitioner import key_partition
 from tests.e2e.conftest import stored_codecs
 
@@ -71,13 +69,6 @@ def test_compressed_batches_of_the_java_producer(broker, bootstrap):
     assert len(consumed.records) == len(acked) == 4 * 30
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="KIP-848 is not served yet: odradek does not advertise ConsumerGroupHeartbeat (API 68), "
-    "so the Java consumer with group.protocol=consumer stops with UnsupportedVersionException "
-    "('The cluster does not support the new CONSUMER group protocol')",
-)
 def test_java_consumer_with_the_kip_848_group_protocol(bootstrap):
     topic = "java-kip-848"
     create_topic(bootstrap, topic, PARTITIONS)

@@ -1,16 +1,19 @@
 """Kafka Streams (kafka-streams 4.x, as in pom.xml) against one broker: a word count with a
 state store, its changelog and a repartition topic, run with processing.guarantee
 exactly_once_v2 (transactions: a producer per thread, offsets committed in the transaction) and
-at_least_once; its output is read back by a read_committed consumer."""
+at_least_once; its output is read back by a read_committed consumer. The exactly-once run is
+restarted without its local state, which it rebuilds from the changelog topic."""
 
 from __future__ import annotations
 
 import collections
+import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from odradek.testing import wait_until
 
@@ -51,40 +54,88 @@ def latest_counts(bootstrap: str, topic: str, partitions: int) -> dict[str, int]
         consumer.close()
 
 
-@pytest.mark.parametrize("guarantee", ["exactly_once_v2", "at_least_once"])
-def test_word_count(bootstrap: str, tmp_path: Path, guarantee: str) -> None:
-    suffix = uuid.uuid4().hex[:6]
-    source, sink = f"streams-lines-{suffix}", f"streams-counts-{suffix}"
-    create_topic(bootstrap, source, 2)
-    create_topic(bootstrap, sink, 2)
+def produce_lines(bootstrap: str, topic: str, lines: list[str], first_key: int = 0) -> None:
     producer = Producer({"bootstrap.servers": bootstrap})
-    for i, line in enumerate(LINES):
-        producer.produce(source, value=line.encode(), key=str(i).encode())
+    for i, line in enumerate(lines, first_key):
+        producer.produce(topic, value=line.encode(), key=str(i).encode())
     producer.flush(30)
-    expected = collections.Counter(w for line in LINES for w in line.split())
 
-    app = start_java(
-        "JavaStreams",
-        bootstrap,
-        f"wordcount-{suffix}",
-        source,
-        sink,
-        str(tmp_path / "state"),
-        guarantee,
-        log=tmp_path / "streams.log",
-    )
+
+def word_counts(lines: list[str]) -> collections.Counter[str]:
+    return collections.Counter(w for line in lines for w in line.split())
+
+
+def run_word_count(
+    bootstrap: str, app_id: str, source: str, sink: str, state: Path, guarantee: str,
+    log: Path, expected: dict[str, int], feed: Callable[[], None] = lambda: None,
+) -> list[str]:  # fmt: skip
+    """Run JavaStreams until the sink's latest counts are ``expected`` (``feed`` called once it
+    runs), close it and return what it printed, after checking it ran and closed cleanly."""
+    app = start_java("JavaStreams", bootstrap, app_id, source, sink, str(state), guarantee, log=log)
     try:
-        wait_until(
-            lambda: latest_counts(bootstrap, sink, 2) == expected,
-            timeout_s=90,
-            interval_s=1,
-            what=f"the word counts ({(tmp_path / 'streams.log').read_text()[-3000:]})",
-        )
+        feed()
+        try:
+            wait_until(lambda: latest_counts(bootstrap, sink, 2) == expected, 90, 1)
+        except AssertionError as error:
+            seen = latest_counts(bootstrap, sink, 2)
+            wrong = {w: (seen.get(w), n) for w, n in expected.items() if seen.get(w) != n}
+            raise AssertionError(
+                f"{error}: (seen, expected) {wrong}\n{log.read_text()[-3000:]}"
+            ) from None
     finally:
         assert app.stdin is not None and app.stdout is not None
         app.stdin.close()
         out = app.stdout.read()
         app.wait(60)
-    states = [line.split()[1] for line in out.splitlines() if line.startswith("state ")]
+    lines = out.splitlines()
+    states = [line.split()[1] for line in lines if line.startswith("state ")]
     assert "RUNNING" in states and "ERROR" not in states, out
-    assert "closed" in out.splitlines()
+    assert "closed" in lines
+    return lines
+
+
+def test_word_count_at_least_once(bootstrap: str, tmp_path: Path) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    source, sink = f"streams-lines-{suffix}", f"streams-counts-{suffix}"
+    create_topic(bootstrap, source, 2)
+    create_topic(bootstrap, sink, 2)
+    produce_lines(bootstrap, source, LINES)
+    run_word_count(
+        bootstrap, f"wordcount-{suffix}", source, sink, tmp_path / "state", "at_least_once",
+        tmp_path / "streams.log", word_counts(LINES),
+    )  # fmt: skip
+
+
+def test_word_count_exactly_once_restarts_from_its_changelog(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """exactly_once_v2; then the application is stopped, its local state deleted, and started
+    again: its store is rebuilt from the changelog, and counts of new lines continue from it."""
+    suffix = uuid.uuid4().hex[:6]
+    app_id = f"wordcount-{suffix}"
+    source, sink = f"streams-lines-{suffix}", f"streams-counts-{suffix}"
+    create_topic(bootstrap, source, 2)
+    create_topic(bootstrap, sink, 2)
+    produce_lines(bootstrap, source, LINES)
+    state = tmp_path / "state"
+    args = (bootstrap, app_id, source, sink, state, "exactly_once_v2")
+    run_word_count(*args, tmp_path / "first.log", word_counts(LINES))
+
+    changelog = f"{app_id}-counts-changelog"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, changelog)
+    assert admin.describe_configs([resource])[resource].result(10)["cleanup.policy"].value == (
+        "compact"
+    )
+    assert (state / app_id).is_dir()  # the RocksDB store was on disk ...
+    shutil.rmtree(state)  # ... and is gone: only the changelog knows the counts now
+
+    more = ["the fox again", "a new word zebra"] * 10
+    out = run_word_count(
+        *args, tmp_path / "second.log", word_counts(LINES + more),
+        feed=lambda: produce_lines(bootstrap, source, more, len(LINES)),
+    )  # fmt: skip
+    restored = [line.split()[1:] for line in out if line.startswith("restored ")]
+    assert {(store, topic) for store, topic, _, _ in restored} == {("counts", changelog)}
+    # Each distinct word of the first run has at least one record in the changelog.
+    assert sum(int(n) for *_, n in restored) >= len(word_counts(LINES)), out

@@ -13,8 +13,13 @@ from .support import (
     CONSOLE_CONSUMER,
     CONSOLE_PRODUCER,
     CONSUMER_GROUPS_TOOL,
+    CONSUMER_PERF_TEST,
+    PRODUCER_PERF_TEST,
     TOPICS_TOOL,
     TRANSACTIONS_TOOL,
+    consume,
+    create_topic,
+    produce,
     run_java,
 )
 
@@ -212,3 +217,63 @@ def test_kafka_transactions_list_describe_and_abort(bootstrap):
         consumer.close()
     header, producer_row = tool("describe-producers", "--topic", topic, "--partition", "0")
     assert dict(zip(header, producer_row, strict=True))["CurrentTransactionStartOffset"] == "None"
+
+
+def test_kafka_consumer_groups_reset_to_offset_of_one_partition(bootstrap):
+    topic, group = "tools-reset-offset", "tools-reset-offset-group"
+    create_topic(bootstrap, topic, 2)
+    produced = produce(bootstrap, topic, 20, "reset", 5)
+    ends = {p: 1 + max(o for q, o in produced.acked.values() if q == p) for p in (0, 1)}
+    assert sum(ends.values()) == 20 and min(ends.values()) > 4
+    assert len(consume(bootstrap, topic, group, 20).records) == 20  # commits the ends
+
+    reset = consumer_groups(
+        bootstrap, "--reset-offsets", "--to-offset", "4", "--execute", "--group", group,
+        "--topic", f"{topic}:0",
+    )  # fmt: skip
+    assert reset == [[group, topic, "0", "4"]]
+    # The group's next consumer reads partition 0 from offset 4 and nothing of partition 1.
+    again = consume(bootstrap, topic, group, ends[0] - 4)
+    assert sorted((r.partition, r.offset) for r in again.records) == [
+        (0, o) for o in range(4, ends[0])
+    ]
+    assert again.committed == {(topic, 0): ends[0]}  # JavaConsumer commits what it read
+
+
+def test_producer_and_consumer_perf_tests(bootstrap):
+    topic, count = "tools-perf", 20_000
+    create_topic(bootstrap, topic, 3)
+    out = run_java(
+        PRODUCER_PERF_TEST,
+        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(count),
+        "--throughput", "-1", "--payload-monotonic", "--producer-props", "acks=all",
+    )  # fmt: skip
+    # the summary: "20000 records sent, 51020.4 records/sec (...), ... ms avg latency, ..."
+    assert re.search(rf"^{count} records sent, [\d.]+ records/sec", out, re.M), out
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "tools-perf-check",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+        values: list[bytes] = []
+        while len(values) < count:
+            batch = consumer.consume(5000, timeout=10)
+            assert batch, f"{len(values)} of {count} records read back"
+            values.extend(m.value() for m in batch if not m.error())
+    finally:
+        consumer.close()
+    assert sorted(int(v) for v in values) == list(range(count))  # --payload-monotonic: 0..N-1
+
+    out = run_java(
+        CONSUMER_PERF_TEST,
+        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(count),
+        "--group", "tools-perf-group", "--timeout", "20000",
+    )  # fmt: skip
+    header, row = (line.split(", ") for line in out.strip().splitlines()[-2:])
+    stats = dict(zip(header, row, strict=True))
+    assert int(stats["data.consumed.in.nMsg"]) == count, out
+    assert float(stats["data.consumed.in.MB"]) > 0

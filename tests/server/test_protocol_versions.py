@@ -148,6 +148,42 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
         ]
     },
     61: lambda _: {"topics": [{"name": TOPIC, "partition_indexes": [0, 1]}]},
+    # ACL APIs: the broker below runs an authorizer with User:ANONYMOUS a super user.
+    29: lambda name: {
+        "resource_type_filter": 2,
+        "resource_name_filter": name,
+        "pattern_type_filter": 3,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": 1,
+        "permission_type": 1,
+    },
+    30: lambda name: {
+        "creations": [
+            {
+                "resource_type": 2,
+                "resource_name": name,
+                "resource_pattern_type": 3,
+                "principal": "User:alice",
+                "host": "*",
+                "operation": 3,
+                "permission_type": 3,
+            }
+        ]
+    },
+    31: lambda name: {
+        "filters": [
+            {
+                "resource_type_filter": 2,
+                "resource_name_filter": name,
+                "pattern_type_filter": 1,
+                "principal_filter": None,
+                "host_filter": None,
+                "operation": 1,
+                "permission_type": 1,
+            }
+        ]
+    },
 }
 DELETE_TOPICS = 20
 # The consumer group APIs answer without an error only inside a live group, so
@@ -193,7 +229,11 @@ OLD_ENDS = sorted(
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    with running_broker(tmp_path_factory.mktemp("versions")) as b:
+    with running_broker(
+        tmp_path_factory.mktemp("versions"),
+        authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        super_users="User:ANONYMOUS",
+    ) as b:
         with KafkaConnection(b.bootstrap) as client:
             client.create_topic(TOPIC, partitions=2)
             assert client.produce(TOPIC, 0, batch_of(b"a", b"b")).error_code == ErrorCode.none

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Protocol
 
 START_TIMEOUT_S = 600.0  # recovering a large unflushed log takes a while
 _LISTENING = re.compile(r"listening on [^ ]+:(\d+)")
@@ -36,6 +37,33 @@ def rss_bytes(pid: int) -> int | None:
 
 class BrokerFailed(RuntimeError):
     """The broker exited or never said it was listening."""
+
+
+class BrokerProcess(Protocol):
+    """What the scenarios need of a broker process the harness started: odradek's
+    :class:`ChildBroker` or a peer broker of :mod:`odradek.bench.peer`."""
+
+    spawned_at: float  # time.monotonic() of the latest spawn
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def pid(self) -> int: ...
+
+    def spawn(self) -> None: ...
+
+    def start(self) -> float: ...
+
+    def output(self) -> str: ...
+
+    def rss(self) -> int | None: ...
+
+    def alive(self) -> bool: ...
+
+    def kill(self) -> None: ...
+
+    def stop(self, timeout: float = 60) -> None: ...
 
 
 class ChildBroker:
@@ -60,12 +88,17 @@ class ChildBroker:
         assert self.process is not None, "broker not started"
         return self.process.pid
 
-    def spawn(self) -> None:
-        """Start the process without waiting; :meth:`wait_listening` waits."""
+    def command(self) -> list[str]:
+        """The command line of the broker process (a peer broker's class gives its own)."""
         command = [sys.executable, "-m", "odradek", "serve", "--data-dir", str(self.data_dir)]
         command += ["--listen", f"127.0.0.1:{self.port}"]
         for override in self.overrides:
             command += ["-o", override]
+        return command
+
+    def spawn(self) -> None:
+        """Start the process without waiting; :meth:`wait_listening` waits."""
+        command = self.command()
         # A new event per process: the reader of a killed predecessor may still be at its EOF.
         listening = threading.Event()
         self._listening = listening

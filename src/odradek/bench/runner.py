@@ -4,8 +4,8 @@ Without ``--bootstrap-server`` the harness starts a broker of its own (a child p
 temporary data directory) for the scenarios that share one, and fresh ones for those that need
 their own (partition scaling, recovery). The cluster scenarios (:mod:`odradek.bench.cluster`)
 start a cluster each, over one ZooKeeper the run shares; the single broker is not started when
-only they run. A failing scenario is reported and the run goes on; the exit status is 1 if any
-failed.
+only they run. ``--peer`` hands the run to :mod:`odradek.bench.peer`. A failing scenario is
+reported and the run goes on; the exit status is 1 if any failed.
 """
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ def run_scenario(name: str, ctx: BenchContext) -> ScenarioResult:
 
 
 def run(options: BenchOptions) -> int:
+    if options.peer is not None:
+        from odradek.bench.peer import run_peer
+
+        return run_peer(options)
     started_at = datetime.datetime.now(datetime.UTC)
     started = time.monotonic()
     env = environment()

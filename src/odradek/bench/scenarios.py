@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from odradek.bench.broker import ChildBroker
+from odradek.bench.broker import BrokerProcess, ChildBroker
 from odradek.bench.options import BenchOptions
 from odradek.bench.stats import LatencySummary
 from odradek.bench.wire import RawLoadResult, raw_load, topic_layout
@@ -242,17 +242,28 @@ class HiccupMeter:
 
 class BenchContext:
     """The broker under test and what scenarios share. ``broker`` is None when the harness
-    benchmarks a broker it did not start (``--bootstrap-server``)."""
+    benchmarks a broker it did not start (``--bootstrap-server``). ``new_broker`` makes the
+    fresh brokers of :meth:`fresh_broker` over a directory (default: odradek's, with the run's
+    ``--broker-option``s); ``odradek bench --peer`` gives it the peer's."""
 
     def __init__(
-        self, options: BenchOptions, bootstrap: str, broker: ChildBroker | None, work_dir: Path
+        self,
+        options: BenchOptions,
+        bootstrap: str,
+        broker: BrokerProcess | None,
+        work_dir: Path,
+        new_broker: Callable[[Path], BrokerProcess] | None = None,
     ) -> None:
         self.options = options
         self.sizes = options.sizes
         self.bootstrap = bootstrap
         self.broker = broker
         self.work_dir = work_dir
+        self.new_broker = new_broker or self._odradek_broker
         self._zookeeper: ZooKeeperServer | None = None
+
+    def _odradek_broker(self, directory: Path) -> BrokerProcess:
+        return ChildBroker(directory, self.options.broker_overrides)
 
     def new_topic(
         self,
@@ -261,8 +272,10 @@ class BenchContext:
         bootstrap: str | None = None,
         replication_factor: int = 1,
     ) -> str:
-        """Create a topic of this run alone and wait until every partition has a leader
-        (``bootstrap``: one broker's address)."""
+        """Create a topic of this run alone and wait until every partition has a leader that
+        answers for it (``bootstrap``: one broker's address). Kafka lists a leader in Metadata
+        a moment before that broker takes the partition on, and refuses a Produce meanwhile:
+        the leaders' ListOffsets answers show they have."""
         from confluent_kafka.admin import AdminClient
         from confluent_kafka.cimpl import NewTopic
 
@@ -280,7 +293,9 @@ class BenchContext:
         while True:
             layout = topic_layout(address, name)
             if layout is not None and len(layout.leaders) == partitions:
-                return name
+                with contextlib.suppress(RuntimeError):  # some partition not served yet
+                    self.end_offsets(name, address)
+                    return name
             if time.monotonic() > deadline:
                 raise RuntimeError(f"topic {name} has no leaders after {TOPIC_TIMEOUT_S:.0f} s")
             time.sleep(0.05)
@@ -331,13 +346,13 @@ class BenchContext:
         return max(1, min(self.sizes.raw_batch_records, RAW_BATCH_MAX_BYTES // record_size))
 
     @contextlib.contextmanager
-    def fresh_broker(self) -> Iterator[ChildBroker | None]:
+    def fresh_broker(self) -> Iterator[BrokerProcess | None]:
         """A new broker over a new data directory, or None when the broker is not ours."""
         if self.broker is None:
             yield None
             return
         directory = Path(tempfile.mkdtemp(prefix="broker-", dir=self.work_dir))
-        broker = ChildBroker(directory, self.options.broker_overrides)
+        broker = self.new_broker(directory)
         try:
             broker.start()
             yield broker
@@ -368,7 +383,7 @@ class BenchContext:
             self._zookeeper.kill()
             self._zookeeper = None
 
-    def cpu_sampler(self, broker: ChildBroker | None = None) -> CpuSampler:
+    def cpu_sampler(self, broker: BrokerProcess | None = None) -> CpuSampler:
         """Samples the broker's CPU (``broker``, else the shared one; nothing if not ours)."""
         target = broker or self.broker
         return CpuSampler(target.pid if target is not None else None)

@@ -95,6 +95,19 @@ def topic_state(bootstrap: str, topic: str, timeout: float = 10.0) -> TopicState
     return None
 
 
+def live_brokers(bootstrap: str, timeout: float = 10.0) -> int:
+    """How many brokers a Metadata request (for no topic) to ``bootstrap`` lists: 0 while a
+    starting broker answers but is not yet registered."""
+    with BlockingConnection.open(
+        bootstrap, client_id=CLIENT_ID, timeout_s=timeout, negotiate=False
+    ) as connection:
+        response = connection.request(
+            METADATA, {"topics": [], "allow_auto_topic_creation": False}, version=METADATA_VERSION
+        )
+    body: Any = response
+    return len(body.brokers)
+
+
 def topic_layout(bootstrap: str, topic: str, timeout: float = 10.0) -> TopicLayout | None:
     """The topic's partition leaders by a Metadata request; None if the topic is not (yet)
     served with a leader for every partition."""

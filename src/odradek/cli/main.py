@@ -123,8 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmark a broker (a fresh one by default)")
     add_bench_arguments(bench)
     bench.set_defaults(run=_bench)
-    from odradek.cli import cluster, configs, groups, records, topics, transactions
+    from odradek.cli import acls, cluster, configs, groups, records, topics, transactions
 
+    acls.add_parser(commands)
     cluster.add_parser(commands)
     groups.add_parser(commands)
     topics.add_parser(commands)

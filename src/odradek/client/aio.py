@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.client.core import (
     DEFAULT_TIMEOUT_S,
@@ -29,6 +29,9 @@ from odradek.client.core import (
     Response,
     parse_address,
 )
+
+if TYPE_CHECKING:
+    from odradek.client.security import ClientSecurity
 
 ResponseCallback = Callable[[Response | ClientError], None]
 
@@ -64,26 +67,55 @@ class AsyncConnection(CoreShell, asyncio.BufferedProtocol):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client_versions: Mapping[int, tuple[int, int]] | None = None,
         negotiate: bool = True,
+        security: ClientSecurity | None = None,
     ) -> AsyncConnection:
-        """Connect to ``host:port`` and (unless ``negotiate`` is false) learn the broker's API
-        versions with ApiVersions."""
+        """Connect to ``host:port`` (over TLS and authenticated with SASL as ``security``
+        says) and (unless ``negotiate`` is false) learn the broker's API versions."""
         host, port = parse_address(address)
         core = ClientCore(client_id, client_versions=client_versions)
         connection = cls(core, f"{host}:{port}", timeout_s)
         loop = asyncio.get_running_loop()
+        context = security.ssl_context() if security is not None else None
         try:
             await asyncio.wait_for(
-                loop.create_connection(lambda: connection, host, port), timeout_s
+                loop.create_connection(
+                    lambda: connection,
+                    host,
+                    port,
+                    ssl=context,
+                    server_hostname=host if context is not None else None,
+                ),
+                timeout_s,
             )
         except (OSError, TimeoutError) as e:
             raise ConnectionFailed(f"cannot connect to {host}:{port}: {e!r}") from e
-        if negotiate:
-            try:
+        try:
+            if negotiate:
                 await connection.negotiate()
-            except BaseException:
-                await connection.close()
-                raise
+            if security is not None and security.sasl:
+                await connection.authenticate(security)
+        except BaseException:
+            await connection.close()
+            raise
         return connection
+
+    async def authenticate(self, security: ClientSecurity) -> None:
+        """The SASL exchange (KIP-152): SaslHandshake, then SaslAuthenticate until done."""
+        from odradek.client.security import (
+            SASL_AUTHENTICATE,
+            SASL_HANDSHAKE,
+            check_authenticate,
+            check_handshake,
+        )
+
+        client = security.sasl_client()
+        handshake = await self.request(SASL_HANDSHAKE, {"mechanism": client.mechanism}, version=1)
+        check_handshake(int(handshake.error_code), list(handshake.mechanisms), client.mechanism)
+        message: bytes | None = client.first()
+        while message is not None:
+            answer = await self.request(SASL_AUTHENTICATE, {"auth_bytes": message}, version=2)
+            check_authenticate(int(answer.error_code), answer.error_message)
+            message = client.step(bytes(answer.auth_bytes))
 
     async def negotiate(self) -> None:
         request, data = self.core.versions_request()

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.client.core import (
     DEFAULT_TIMEOUT_S,
@@ -31,6 +32,9 @@ from odradek.client.core import (
     Response,
     parse_address,
 )
+
+if TYPE_CHECKING:
+    from odradek.client.security import ClientSecurity
 
 _RECEIVE_BUFFER_BYTES = 4 << 20
 
@@ -54,25 +58,49 @@ class BlockingConnection(CoreShell):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client_versions: Mapping[int, tuple[int, int]] | None = None,
         negotiate: bool = True,
+        security: ClientSecurity | None = None,
     ) -> BlockingConnection:
-        """Connect to ``host:port`` and (unless ``negotiate`` is false) learn the broker's API
-        versions with ApiVersions."""
+        """Connect to ``host:port`` (over TLS and authenticated with SASL as ``security``
+        says) and (unless ``negotiate`` is false) learn the broker's API versions."""
         host, port = parse_address(address)
         try:
             sock = socket.create_connection((host, port), timeout=timeout_s)
-        except OSError as e:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECEIVE_BUFFER_BYTES)
+            context = security.ssl_context() if security is not None else None
+            if context is not None:
+                sock = context.wrap_socket(sock, server_hostname=host)
+        except (OSError, ssl.SSLError) as e:
             raise ConnectionFailed(f"cannot connect to {host}:{port}: {e}") from e
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECEIVE_BUFFER_BYTES)
         core = ClientCore(client_id, client_versions=client_versions)
         connection = cls(sock, core, f"{host}:{port}")
-        if negotiate:
-            try:
+        try:
+            if negotiate:
                 connection.negotiate()
-            except BaseException:
-                connection.close()
-                raise
+            if security is not None and security.sasl:
+                connection.authenticate(security)
+        except BaseException:
+            connection.close()
+            raise
         return connection
+
+    def authenticate(self, security: ClientSecurity) -> None:
+        """The SASL exchange (KIP-152): SaslHandshake, then SaslAuthenticate until done."""
+        from odradek.client.security import (
+            SASL_AUTHENTICATE,
+            SASL_HANDSHAKE,
+            check_authenticate,
+            check_handshake,
+        )
+
+        client = security.sasl_client()
+        handshake = self.request(SASL_HANDSHAKE, {"mechanism": client.mechanism}, version=1)
+        check_handshake(int(handshake.error_code), list(handshake.mechanisms), client.mechanism)
+        message: bytes | None = client.first()
+        while message is not None:
+            answer = self.request(SASL_AUTHENTICATE, {"auth_bytes": message}, version=2)
+            check_authenticate(int(answer.error_code), answer.error_message)
+            message = client.step(bytes(answer.auth_bytes))
 
     def negotiate(self) -> None:
         request, data = self.core.versions_request()
@@ -179,6 +207,8 @@ class BlockingConnection(CoreShell):
         """Whether something (an answer, or the close) arrives within ``wait_s``."""
         if self.core.buffered:
             return True
+        if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+            return True  # decrypted already, so select would not see it
         readable, _, _ = select.select([self._sock], [], [], wait_s)
         return bool(readable)
 

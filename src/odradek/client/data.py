@@ -39,6 +39,7 @@ from odradek.client.core import (
     read_uvarint,
     skip_tagged_fields,
 )
+from odradek.client.security import ClientSecurity
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import decode_response, response_schema
 from odradek.protocol.record_batch import BatchHeader, iter_headers
@@ -294,7 +295,9 @@ class DataClient:
         client_id: str = "odradek-data",
         timeout_s: float = 30.0,
         isolation_level: int = READ_UNCOMMITTED,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security
         self.bootstrap = [a.strip() for a in bootstrap.split(",") if a.strip()]
         if not self.bootstrap:
             raise ValueError("no bootstrap servers given")
@@ -318,6 +321,7 @@ class DataClient:
                 client_id=self.client_id,
                 timeout_s=self.timeout_s,
                 client_versions=CLIENT_VERSIONS,
+                security=self.security,
             )
             self._connections[address] = connection
         return connection

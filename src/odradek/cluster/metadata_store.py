@@ -2,7 +2,8 @@
 
 :class:`MetadataStore` is what the broker needs of cluster metadata: the cluster id; topics (name,
 topic id, partition count, each partition's replica assignment, config overrides) and their
-creation, deletion, growth and config changes; producer-id blocks (Kafka's
+creation, deletion, growth and config changes; ACLs (each resource pattern's access control
+entries); producer-id blocks (Kafka's
 ``/latest_producer_id_block``); each partition's state (leader, leader epoch, ISR, controller
 epoch) read and written with a versioned compare-and-set; and change notifications, delivered on
 the broker's event loop. Two engines implement it: :class:`LocalMetadataStore` here (one JSON
@@ -12,7 +13,10 @@ ZooKeeper layout, a cluster).
 File format of the local store: ``odradek-metadata.json`` in the first log dir, a JSON object
 ``{"version": 2, "cluster_id": str, "next_producer_id_block": int, "topics": {name: {"id": uuid,
 "partitions": n, "replicas": [[node], ...], "configs": {}}}, "partition_states": {"topic/p":
-{"leader", "leader_epoch", "isr", "controller_epoch", "version"}}}``. Version 1 files (no
+{"leader", "leader_epoch", "isr", "controller_epoch", "version"}}, "acls": [{"resource_type":
+"Topic", "name": str, "pattern_type": "LITERAL", "entries": {"version": 1, "acls": [{"principal",
+"permissionType", "operation", "host"}]}}]}`` (entries as Kafka's ``/kafka-acl`` znodes; files
+without ``acls`` have none). Version 1 files (no
 ``replicas``, no ``partition_states``) load: every partition is then assigned to this node.
 It is rewritten whole (temp file, fsync, rename) on every change, so a crash leaves the old or the
 new state, never a mix. Called only from the broker's event loop.
@@ -24,11 +28,21 @@ import asyncio
 import base64
 import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from odradek.security.acl import (
+    AccessControlEntry,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    decode_entries,
+    encode_entries,
+    parse_enum,
+    zk_name,
+)
 from odradek.storage.fileio import write_file_atomically
 
 FILE_NAME = "odradek-metadata.json"
@@ -78,8 +92,8 @@ class PartitionState:
 @dataclass(frozen=True, slots=True)
 class MetadataChange:
     """What changed, as told to a change listener. ``kind`` is ``"topics"`` (a topic created,
-    deleted, grown or reconfigured; ``topic`` names it, or is None when any may have) or
-    ``"partition_state"`` (``topic`` and ``partition`` name it)."""
+    deleted, grown or reconfigured; ``topic`` names it, or is None when any may have),
+    ``"partition_state"`` (``topic`` and ``partition`` name it) or ``"acls"`` (some ACLs)."""
 
     kind: str
     topic: str | None = None
@@ -134,6 +148,21 @@ class MetadataStore(Protocol):
         no state yet). Returns it with its new version; raises :class:`StaleVersionError`."""
         ...
 
+    @property
+    def acls(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Every resource pattern's ACL entries as last read (kept current by the store)."""
+        ...
+
+    def change_acls(
+        self,
+        pattern: ResourcePattern,
+        add: Iterable[AccessControlEntry] = (),
+        remove: Iterable[AccessControlEntry] = (),
+    ) -> frozenset[AccessControlEntry]:
+        """Add and remove entries of one resource pattern in one atomic read-modify-write (two
+        brokers changing one resource both take effect); returns the entries now stored."""
+        ...
+
     def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
         """Call ``listener`` on ``loop`` (via ``call_soon_threadsafe``) after each change, the
         store's own writes included."""
@@ -164,7 +193,7 @@ class ChangeListeners:
 
 
 class LocalMetadataStore:
-    """Topics, producer-id blocks and partition states of a single-broker cluster, in one JSON
+    """Topics, ACLs, producer-id blocks and partition states of a single-broker cluster, in one JSON
     file (format in the module doc)."""
 
     def __init__(self, directory: Path, cluster_id: str | None = None, node_id: int = 1) -> None:
@@ -172,6 +201,7 @@ class LocalMetadataStore:
         self.node_id = node_id
         self._topics: dict[str, TopicMetadata] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
+        self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._cluster_id = cluster_id or new_cluster_id()
         self.next_producer_id_block = 0
         self._listeners = ChangeListeners()
@@ -213,6 +243,14 @@ class LocalMetadataStore:
             self._states[(topic, int(partition))] = PartitionState(
                 s["leader"], s["leader_epoch"], tuple(s["isr"]), s["controller_epoch"], s["version"]
             )
+        self._acls = {
+            ResourcePattern(
+                parse_enum(ResourceType, a["resource_type"]),
+                a["name"],
+                parse_enum(PatternType, a["pattern_type"]),
+            ): decode_entries(a["entries"])
+            for a in state.get("acls", [])
+        }
 
     def _save(self) -> None:
         state = {
@@ -238,6 +276,15 @@ class LocalMetadataStore:
                 }
                 for (topic, partition), s in self._states.items()
             },
+            "acls": [
+                {
+                    "resource_type": zk_name(pattern.resource_type),
+                    "name": pattern.name,
+                    "pattern_type": pattern.pattern_type.name,
+                    "entries": encode_entries(entries),
+                }
+                for pattern, entries in sorted(self._acls.items())
+            ],
         }
         write_file_atomically(self.path, json.dumps(state, indent=1, sort_keys=True).encode())
 
@@ -293,6 +340,25 @@ class LocalMetadataStore:
         self._save()
         self._listeners.notify(MetadataChange("partition_state", topic, partition))
         return written
+
+    @property
+    def acls(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:
+        return self._acls
+
+    def change_acls(
+        self,
+        pattern: ResourcePattern,
+        add: Iterable[AccessControlEntry] = (),
+        remove: Iterable[AccessControlEntry] = (),
+    ) -> frozenset[AccessControlEntry]:
+        entries = (self._acls.get(pattern, frozenset()) | frozenset(add)) - frozenset(remove)
+        if entries:
+            self._acls[pattern] = entries
+        else:
+            self._acls.pop(pattern, None)
+        self._save()
+        self._listeners.notify(MetadataChange("acls"))
+        return entries
 
     def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
         self._listeners.add(loop, listener)

@@ -13,6 +13,19 @@ Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools r
     /admin/delete_topics/<topic>                  (empty: the topic is being deleted)
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0",
                                                    "block_end":"999"}  (both ends inclusive)
+    /kafka-acl/<ResourceType>/<name>              {"version":1,"acls":[{"principal":"User:alice",
+                                                   "permissionType":"Allow","operation":"Read",
+                                                   "host":"*"}]}  (LITERAL patterns)
+    /kafka-acl-extended/prefixed/<ResourceType>/<name>   (PREFIXED patterns, the same JSON)
+    /kafka-acl-changes/acl_changes_<seq>          "TOPIC:<name>" (a literal resource changed)
+    /kafka-acl-extended-changes/acl_changes_<seq> {"version":1,"resourceType":"TOPIC","name":…,
+                                                   "patternType":"PREFIXED"}
+
+``<ResourceType>`` is Kafka's name (``Topic``, ``Group``, ``Cluster``, ``TransactionalId``). A
+resource's ACL znode is written by compare-and-set on its version and deleted when its last entry
+goes, then a sequential change znode is made: every broker watches the two change paths and
+re-reads the ACLs (Kafka's ZooKeeper-mode AclAuthorizer does the same; like Kafka's tools, the
+layout lets ``kafka-acls.sh --authorizer-properties zookeeper.connect=…`` read them).
 
 The topic znode is at version 3, as Kafka 3.x writes it with a topic id (2.8 wrote version 2
 with the same fields; both are read). All paths are under the chroot of ``zookeeper.connect``
@@ -41,7 +54,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -68,6 +81,15 @@ from odradek.cluster.metadata_store import (
     new_cluster_id,
 )
 from odradek.config import BrokerConfig
+from odradek.security.acl import (
+    AccessControlEntry,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    decode_entries,
+    encode_entries,
+    zk_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +102,20 @@ CONFIG_CHANGES_PATH = "/config/changes"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
+ACL_PATHS = {
+    PatternType.LITERAL: "/kafka-acl",
+    PatternType.PREFIXED: "/kafka-acl-extended/prefixed",
+}
+ACL_CHANGES_PATH = "/kafka-acl-changes"
+EXTENDED_ACL_CHANGES_PATH = "/kafka-acl-extended-changes"
+_ACL_RESOURCE_TYPES = (
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.CLUSTER,
+    ResourceType.TRANSACTIONAL_ID,
+    ResourceType.DELEGATION_TOKEN,
+    ResourceType.USER,
+)
 
 
 class ZooKeeperUnreachableError(MetadataStoreError):
@@ -114,6 +150,23 @@ def topic_path(topic: str) -> str:
 
 def partition_state_path(topic: str, partition: int) -> str:
     return f"{TOPICS_PATH}/{topic}/partitions/{partition}/state"
+
+
+def acl_path(pattern: ResourcePattern) -> str:
+    return f"{ACL_PATHS[pattern.pattern_type]}/{zk_name(pattern.resource_type)}/{pattern.name}"
+
+
+def encode_acl_change(pattern: ResourcePattern) -> tuple[str, bytes]:
+    """The change path and the notification Kafka writes there for a change of ``pattern``."""
+    if pattern.pattern_type is PatternType.LITERAL:
+        return ACL_CHANGES_PATH, f"{pattern.resource_type.name}:{pattern.name}".encode()
+    event = {
+        "version": 1,
+        "resourceType": pattern.resource_type.name,
+        "name": pattern.name,
+        "patternType": pattern.pattern_type.name,
+    }
+    return EXTENDED_ACL_CHANGES_PATH, _json(event)
 
 
 def encode_topic(topic: TopicMetadata) -> bytes:
@@ -340,6 +393,7 @@ class ZooKeeperMetadataStore:
         self.node_id = node_id
         self._own_session = own_session
         self._topics: dict[str, TopicMetadata] = {}
+        self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._listeners = ChangeListeners()
         self._loop: asyncio.AbstractEventLoop | None = None
         # A topic's watches stop when its token is replaced (deleted, grown, or made again).
@@ -347,7 +401,15 @@ class ZooKeeperMetadataStore:
         # What the watches last showed (the cache may be ahead of them, by this store's writes).
         self._listed: set[str] = set()
         self._watched_partitions: dict[str, int] = {}
-        for path in (TOPICS_PATH, TOPIC_CONFIGS_PATH, DELETE_TOPICS_PATH, "/brokers/ids"):
+        for path in (
+            TOPICS_PATH,
+            TOPIC_CONFIGS_PATH,
+            DELETE_TOPICS_PATH,
+            "/brokers/ids",
+            *ACL_PATHS.values(),
+            ACL_CHANGES_PATH,
+            EXTENDED_ACL_CHANGES_PATH,
+        ):
             self._call(self.zk.ensure_path, path)
         self._cluster_id = self._read_or_create_cluster_id(cluster_id or new_cluster_id())
         for name in self._call(self.zk.get_children, DELETE_TOPICS_PATH):
@@ -355,6 +417,7 @@ class ZooKeeperMetadataStore:
             self._delete_topic_znodes(name)
         for name in self._call(self.zk.get_children, TOPICS_PATH):
             self._load_topic(name)
+        self._load_acls()
 
     @classmethod
     def open(cls, config: BrokerConfig) -> ZooKeeperMetadataStore:
@@ -510,6 +573,67 @@ class ZooKeeperMetadataStore:
         updated = replace(topic, configs=dict(configs))
         self._topics[name] = updated
         return updated
+
+    # -- ACLs ------------------------------------------------------------------------------------
+
+    @property
+    def acls(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:
+        return self._acls
+
+    def _load_acls(self) -> None:
+        acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        for pattern_type, root in ACL_PATHS.items():
+            for resource_type in _ACL_RESOURCE_TYPES:
+                parent = f"{root}/{zk_name(resource_type)}"
+                try:
+                    names = self._call(self.zk.get_children, parent)
+                except NoNodeError:
+                    continue
+                for name in names:
+                    pattern = ResourcePattern(resource_type, name, pattern_type)
+                    entries, _ = self._read_acl(pattern)
+                    if entries:
+                        acls[pattern] = entries
+        self._acls = acls
+
+    def _read_acl(self, pattern: ResourcePattern) -> tuple[frozenset[AccessControlEntry], int]:
+        """The pattern's entries and znode version (-1: no znode)."""
+        try:
+            data, stat = self._call(self.zk.get, acl_path(pattern))
+        except NoNodeError:
+            return frozenset(), -1
+        return (decode_entries(json.loads(data)) if data else frozenset()), stat.version
+
+    def change_acls(
+        self,
+        pattern: ResourcePattern,
+        add: Iterable[AccessControlEntry] = (),
+        remove: Iterable[AccessControlEntry] = (),
+    ) -> frozenset[AccessControlEntry]:
+        added, removed = frozenset(add), frozenset(remove)
+        path = acl_path(pattern)
+        while True:
+            current, version = self._read_acl(pattern)
+            entries = (current | added) - removed
+            if entries == current:
+                break
+            try:
+                if not entries:
+                    self._call(self.zk.delete, path, version=version)
+                elif version < 0:
+                    self._call(self.zk.create, path, _json(encode_entries(entries)), makepath=True)
+                else:
+                    self._call(self.zk.set, path, _json(encode_entries(entries)), version=version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue  # another broker changed this resource meanwhile: apply ours to theirs
+            change_path, change = encode_acl_change(pattern)
+            self._call(self.zk.create, f"{change_path}/acl_changes_", change, sequence=True)
+            break
+        if entries:
+            self._acls[pattern] = entries
+        else:
+            self._acls.pop(pattern, None)
+        return entries
 
     # -- producer ids ----------------------------------------------------------------------------
 
@@ -675,6 +799,8 @@ class ZooKeeperMetadataStore:
         for name in self._listed:
             self._watch_topic(name)
         ChildrenWatch(self.zk, TOPICS_PATH, self._topic_list_changed)
+        for path in (ACL_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH):
+            ChildrenWatch(self.zk, path, self._acl_changes_listed)
 
     def _to_loop(self, change: MetadataChange) -> None:
         loop = self._loop
@@ -684,10 +810,15 @@ class ZooKeeperMetadataStore:
     def _topic_list_changed(self, children: list[str]) -> None:
         self._to_loop(MetadataChange("topics"))
 
+    def _acl_changes_listed(self, children: list[str]) -> None:
+        self._to_loop(MetadataChange("acls"))
+
     def _apply(self, change: MetadataChange) -> None:
         """On the loop: bring the cache up to date, then tell the listeners."""
         if self._loop is None:
             return  # closed since the watch fired: the session may be gone
+        if change.kind == "acls":
+            self._load_acls()
         if change.kind == "topics":
             if change.topic is None:
                 listed = set(self._call(self.zk.get_children, TOPICS_PATH))

@@ -35,11 +35,13 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol as TypingProtocol
 
 from odradek.clock import Clock
 from odradek.coordinator import records as rec
+from odradek.coordinator.consumer_group import ConsumerGroupSettings
+from odradek.coordinator.consumer_protocol import ConsumerProtocol, is_consumer_group_key
 from odradek.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
 from odradek.coordinator.messages import (
     NO_PRODUCER_ID,
@@ -104,6 +106,8 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
     # Kafka's fixed limit on how long a new member may take to finish its first rebalance.
     new_member_join_timeout_ms: int = 300_000
+    # The KIP-848 consumer groups' settings (group.consumer.*).
+    consumer: ConsumerGroupSettings = field(default_factory=ConsumerGroupSettings)
 
 
 # Errors of writing a commit, as Kafka reports them to the committer.
@@ -149,6 +153,8 @@ class GroupCoordinator:
         # (offsets partition, producer id) -> groups with commits pending in that producer's
         # transaction: where its COMMIT or ABORT marker in that partition applies.
         self.open_transactions: dict[tuple[int, int], set[str]] = {}
+        # The KIP-848 consumer groups' operations (their state is in ``Group.consumer``).
+        self.consumer = ConsumerProtocol(self)
 
     # -- time ----------------------------------------------------------------------------------
 
@@ -187,6 +193,12 @@ class GroupCoordinator:
         :meth:`complete_transaction`)."""
         if key is None:
             log.warning("skipping a record without a key in __consumer_offsets")
+            return
+        if is_consumer_group_key(key):
+            try:
+                self.consumer.replay(key, value)
+            except rec.RecordFormatError as e:
+                log.warning("skipping an unreadable record in __consumer_offsets: %s", e)
             return
         try:
             decoded_key = rec.decode_key(key)
@@ -267,6 +279,7 @@ class GroupCoordinator:
             loaded += 1
             for member in group.members.values():
                 self._schedule_session(group, member)
+            self.consumer.start_sessions(group)
         self.loading -= done
         self.owned |= done
         if ("expire-offsets",) not in self.timers:
@@ -302,6 +315,9 @@ class GroupCoordinator:
     def loading_in_progress(self) -> bool:
         return bool(self.loading)
 
+    def status(self, group_id: str) -> ErrorCode:
+        return self._status(group_id)
+
     def _status(self, group_id: str) -> ErrorCode:
         """COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR unless this coordinator serves the
         group (Kafka's validateGroupStatus)."""
@@ -318,6 +334,7 @@ class GroupCoordinator:
     def _is_forgettable(self, group: Group) -> bool:
         return (
             group.state is GroupState.EMPTY
+            and group.consumer is None
             and group.generation == 0
             and group.protocol_type is None
             and not group.offsets
@@ -326,6 +343,11 @@ class GroupCoordinator:
         )
 
     # -- records -------------------------------------------------------------------------------
+
+    def write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Write ``records`` of ``group_id`` as one batch of its partition (raises
+        :class:`KafkaError` when they cannot be written)."""
+        self._write(group_id, records)
 
     def _write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         if records:
@@ -440,6 +462,11 @@ class GroupCoordinator:
                 return fail(ErrorCode.unknown_member_id)
             group = Group(request.group_id, self._wall())
             self.groups[request.group_id] = group
+        if group.consumer is not None:
+            converted = self._to_classic(group)
+            if converted is None:
+                return fail(ErrorCode.inconsistent_group_protocol)
+            group = converted
         try:
             if group.is_in(GroupState.DEAD):
                 # Being deleted: the client finds the coordinator again and retries.
@@ -450,6 +477,25 @@ class GroupCoordinator:
                 self._join_known_member(group, request, reply)
         finally:
             self._maybe_forget(group)
+
+    def _to_classic(self, group: Group) -> Group | None:
+        """A classic member joins a consumer group: an empty one is deleted and a classic
+        group takes its place, keeping its offsets (Kafka's downgrade of an empty group);
+        None for one with members."""
+        assert group.consumer is not None
+        if group.consumer.members:
+            return None
+        try:
+            self._write(group.group_id, self.consumer.delete_records(group))
+        except KafkaError as e:
+            log.warning("group %s: could not convert it to a classic group: %s", group.group_id, e)
+            return None
+        log.info("group %s: an empty consumer group becomes a classic group", group.group_id)
+        classic = Group(group.group_id, self._wall())
+        classic.offsets = group.offsets
+        classic.pending_offsets = group.pending_offsets
+        self.groups[group.group_id] = classic
+        return classic
 
     def _join_new_member(self, group: Group, request: JoinRequest, reply: JoinReply) -> None:
         instance_id = request.group_instance_id
@@ -835,7 +881,7 @@ class GroupCoordinator:
         if status is not ErrorCode.none:
             return reply(SyncResult(status))
         group = self.groups.get(request.group_id)
-        if group is None:
+        if group is None or group.consumer is not None:
             return reply(SyncResult(ErrorCode.unknown_member_id))
         if group.is_in(GroupState.DEAD):
             return reply(SyncResult(ErrorCode.coordinator_not_available))
@@ -900,7 +946,7 @@ class GroupCoordinator:
         if status is not ErrorCode.none:
             return status
         group = self.groups.get(request.group_id)
-        if group is None or group.is_in(GroupState.EMPTY):
+        if group is None or group.consumer is not None or group.is_in(GroupState.EMPTY):
             return ErrorCode.unknown_member_id
         if group.is_in(GroupState.DEAD):
             return ErrorCode.coordinator_not_available
@@ -921,7 +967,7 @@ class GroupCoordinator:
         if status is not ErrorCode.none:
             return LeaveResult(status)
         group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        if group is None or group.consumer is not None or group.is_in(GroupState.DEAD):
             return LeaveResult(ErrorCode.unknown_member_id)
         results = []
         for identity in members:
@@ -1128,6 +1174,12 @@ class GroupCoordinator:
         *,
         transactional: bool,
     ) -> ErrorCode:
+        if group.consumer is not None:
+            # A consumer group's commits carry the member epoch (generation_id holds it).
+            error = self.consumer.check_commit(group.consumer, member_id, generation_id)
+            if transactional and error is ErrorCode.stale_member_epoch:
+                return ErrorCode.illegal_generation
+            return error
         if group.is_in(GroupState.DEAD):
             return ErrorCode.coordinator_not_available
         if generation_id < 0 and group.is_in(GroupState.EMPTY):
@@ -1190,7 +1242,9 @@ class GroupCoordinator:
         if group is None or group.is_in(GroupState.DEAD):
             return ErrorCode.group_id_not_found, {}
         subscribed: set[str] = set()
-        if not group.is_in(GroupState.EMPTY):
+        if group.consumer is not None:
+            subscribed = self.consumer.subscribed_topics(group.consumer)
+        elif not group.is_in(GroupState.EMPTY):
             topics = group.subscribed_topics()
             if topics is None:
                 return ErrorCode.non_empty_group, {}
@@ -1253,7 +1307,16 @@ class GroupCoordinator:
         expired_total = 0
         for group in self._active_groups():
             expired: list[TopicPartition] = []
-            if group.is_in(GroupState.EMPTY):
+            if group.consumer is not None:
+                # As Kafka's consumer groups: from each commit, for topics no member
+                # subscribes to.
+                consumer_topics = self.consumer.subscribed_topics(group.consumer)
+                expired = [
+                    tp
+                    for tp, c in group.offsets.items()
+                    if tp[0] not in consumer_topics and c.commit_timestamp + retention <= now
+                ]
+            elif group.is_in(GroupState.EMPTY):
                 if group.protocol_type is not None:
                     if group.state_timestamp + retention <= now:
                         expired = list(group.offsets)
@@ -1273,14 +1336,19 @@ class GroupCoordinator:
                     ]
             if group.pending_offsets:
                 expired = [tp for tp in expired if not group.has_pending_offset(tp)]
-            records = [self._offset_tombstone(group.group_id, tp) for tp in expired]
+            records: list[tuple[bytes, bytes | None]] = [
+                self._offset_tombstone(group.group_id, tp) for tp in expired
+            ]
             remove_group = (
                 group.is_in(GroupState.EMPTY)
+                and (group.consumer is None or not group.consumer.members)
                 and len(expired) == len(group.offsets)
                 and not group.pending_members
                 and not group.pending_offsets
             )
-            if remove_group and group.generation > 0:
+            if remove_group and group.consumer is not None:
+                records.extend(self.consumer.delete_records(group))
+            elif remove_group and group.generation > 0:
                 records.append((rec.encode_key(rec.GroupKey(group.group_id)), None))
             try:
                 self._write(group.group_id, records)
@@ -1304,20 +1372,28 @@ class GroupCoordinator:
     ) -> list[ListedGroup]:
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return []
-        return [
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-            for g in self._active_groups()
-            if not wanted_states or g.state.value.lower() in wanted_states
-        ]
+        listed = []
+        for g in self._active_groups():
+            if g.consumer is not None:
+                entry = ListedGroup(
+                    g.group_id, CONSUMER_PROTOCOL_TYPE, g.consumer.state.value, "consumer"
+                )
+            else:
+                entry = ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+            if wanted_states and entry.state.lower() not in wanted_states:
+                continue
+            if wanted_types and entry.group_type not in wanted_types:
+                continue
+            listed.append(entry)
+        return listed
 
     def describe_group(self, group_id: str) -> GroupDescription:
         status = self._status(group_id)
         if status is not ErrorCode.none:
             return GroupDescription(status, group_id, "")
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.consumer is not None:
+            # A consumer group is described by ConsumerGroupDescribe (as Kafka 4).
             return GroupDescription(ErrorCode.group_id_not_found, group_id, GroupState.DEAD.value)
         stable = group.is_in(GroupState.STABLE)
         return GroupDescription(
@@ -1350,14 +1426,23 @@ class GroupCoordinator:
             if group is None or group.is_in(GroupState.DEAD):
                 results[group_id] = ErrorCode.group_id_not_found
                 continue
-            if not group.is_in(GroupState.EMPTY) or group.pending_members:
+            if (
+                not group.is_in(GroupState.EMPTY)
+                or group.pending_members
+                or (group.consumer is not None and group.consumer.members)
+            ):
                 results[group_id] = ErrorCode.non_empty_group
                 continue
             # Open transactions do not keep a group from deletion; their pending commits go
             # with it (as Kafka: a tombstone for each, which removes it on replay).
             pending = group.pending_partitions().difference(group.offsets)
-            records = [self._offset_tombstone(group_id, tp) for tp in [*group.offsets, *pending]]
-            records.append((rec.encode_key(rec.GroupKey(group_id)), None))
+            records: list[tuple[bytes, bytes | None]] = [
+                self._offset_tombstone(group_id, tp) for tp in [*group.offsets, *pending]
+            ]
+            if group.consumer is not None:
+                records.extend(self.consumer.delete_records(group))
+            else:
+                records.append((rec.encode_key(rec.GroupKey(group_id)), None))
             try:
                 self._write(group_id, records)
             except KafkaError as e:

@@ -21,6 +21,7 @@ import struct
 from collections import Counter
 from dataclasses import dataclass, field
 
+from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.messages import (
     CommittedOffset,
     JoinReply,
@@ -100,6 +101,8 @@ class Group:
     in_initial_delay: bool = False
     new_member_added: bool = False
     initial_delay_remaining_ms: int = 0
+    # A KIP-848 consumer group's state; None for a classic group (whose state is the above).
+    consumer: ConsumerGroup | None = None
 
     # -- state ---------------------------------------------------------------------------------
 

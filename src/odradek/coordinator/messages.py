@@ -6,6 +6,7 @@ the negotiated version. Timeouts are milliseconds; an ``ErrorCode`` of ``none`` 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -190,3 +191,64 @@ class GroupDescription:
     protocol_type: str = ""
     protocol_name: str = ""
     members: tuple[DescribedMember, ...] = ()
+
+
+# -- the KIP-848 consumer group protocol -------------------------------------------------------
+
+ConsumerAssignment = dict[uuid.UUID, frozenset[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatRequest:
+    """ConsumerGroupHeartbeat: ``None`` fields did not change since the member's last heartbeat
+    (``rebalance_timeout_ms`` -1 likewise); ``owned`` is None when not sent."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: tuple[tuple[uuid.UUID, int], ...] | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerHeartbeatResult:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    # The member's whole assignment when it changed or the request was a full one; else None.
+    assignment: ConsumerAssignment | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
+    target_assignment: tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    error: ErrorCode
+    group_id: str
+    message: str | None = None
+    state: str = "Dead"
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()

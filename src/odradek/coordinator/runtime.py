@@ -48,7 +48,9 @@ from dataclasses import dataclass
 from odradek.clock import Clock
 from odradek.cluster.partition import Partition
 from odradek.cluster.topics import TopicManager
-from odradek.config import BrokerConfig
+from odradek.config import BrokerConfig, ConfigError
+from odradek.coordinator.assignors import ASSIGNORS, TopicInfo, assignor_names
+from odradek.coordinator.consumer_group import ConsumerGroupSettings
 from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator, write_error
 from odradek.coordinator.log_reader import read_batches
 from odradek.coordinator.messages import NO_PRODUCER_ID
@@ -62,6 +64,23 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
+def consumer_group_settings(config: BrokerConfig) -> ConsumerGroupSettings:
+    listed = config.get("group.consumer.assignors")
+    names = assignor_names(listed if isinstance(listed, list) else [])
+    unknown = [n for n in names if n not in ASSIGNORS]
+    if unknown or not names:
+        raise ConfigError(
+            f"group.consumer.assignors: {', '.join(unknown) or 'none'} "
+            f"(known: {', '.join(ASSIGNORS)})"
+        )
+    return ConsumerGroupSettings(
+        heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
+        session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
+        assignors=tuple(names),
+        max_size=config.get_int("group.consumer.max.size"),
+    )
+
+
 def group_config(config: BrokerConfig, partitions: int) -> GroupConfig:
     return GroupConfig(
         offsets_partitions=partitions,
@@ -72,7 +91,22 @@ def group_config(config: BrokerConfig, partitions: int) -> GroupConfig:
         offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
         offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
         offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
+        consumer=consumer_group_settings(config),
     )
+
+
+class TopicsCatalog:
+    """The broker's topics as the consumer groups' assignors see them."""
+
+    def __init__(self, topics: TopicManager) -> None:
+        self.topics = topics
+
+    def topic_info(self, name: str) -> TopicInfo | None:
+        topic = self.topics.topic(name)
+        return None if topic is None else TopicInfo(topic.topic_id, topic.partitions)
+
+    def topic_names(self) -> list[str]:
+        return [t.name for t in self.topics.topics()]
 
 
 class OffsetsTopic:
@@ -233,6 +267,7 @@ class GroupCoordinatorRuntime:
         self.coordinator = GroupCoordinator(
             group_config(config, self.offsets_topic.partitions), self.offsets_topic, clock
         )
+        self.coordinator.consumer.topics = TopicsCatalog(topics)
         # offsets.commit.timeout.ms: how long an answer waits for its records' replication.
         self.commit_timeout_ms = config.get_int("offsets.commit.timeout.ms")
         self._loads: dict[int, asyncio.Task[None]] = {}

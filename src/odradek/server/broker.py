@@ -19,6 +19,7 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer
+from odradek.security.authorizer import Authorizer
 from odradek.server.connection import Connection
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.purgatory import Purgatory
@@ -181,6 +182,7 @@ class Broker:
                 self.config.get_int("max.incremental.fetch.session.cache.slots"),
                 self.config.get_int("min.incremental.fetch.session.eviction.ms"),
             ),
+            authorizer=self._authorizer(self.store),
         )
         self._start_metrics()
         await self._server.start_serving()
@@ -193,6 +195,14 @@ class Broker:
             ", ".join(str(d) for d in self.log_dirs),
         )
         return self.bound
+
+    def _authorizer(self, store: MetadataStore) -> Authorizer | None:
+        """Kafka's ACL authorizer when ``authorizer.class.name`` asks for one, following the
+        store's ACL changes (those of other brokers too)."""
+        authorizer = Authorizer.from_config(self.config, store)
+        if authorizer is not None:
+            store.add_listener(asyncio.get_running_loop(), authorizer.on_change)
+        return authorizer
 
     def _start_metrics(self) -> None:
         listener = self.config.metrics_listener

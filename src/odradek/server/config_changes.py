@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorize import Op, config_denial
 from odradek.server.context import RequestContext
 from odradek.server.topic_configs import BROKER_RESOURCE, TOPIC_RESOURCE
 
@@ -24,6 +25,10 @@ def alter_resource(
         "error_code": ErrorCode.none,
         "error_message": None,
     }
+    refused = config_denial(ctx, Op.ALTER_CONFIGS, kind, name)
+    if refused is not None:
+        result["error_code"] = refused
+        return result
     try:
         if kind == TOPIC_RESOURCE:
             topic = ctx.services.topics.topic(name)

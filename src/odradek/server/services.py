@@ -22,6 +22,7 @@ from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
+from odradek.security.authorizer import Authorizer
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager
@@ -54,6 +55,9 @@ class BrokerServices:
     counters: BrokerCounters | None = None
     # Incremental fetch sessions (KIP-227); None: every Fetch is answered without a session.
     fetch_sessions: FetchSessionCache | None = None
+    # Consulted by every handler's checks (server/authorize.py); None, without
+    # ``authorizer.class.name``, allows everything.
+    authorizer: Authorizer | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.client.core import ClientError
 from odradek.client.data import (
     EARLIEST,
     LATEST,
@@ -33,6 +34,7 @@ from odradek.client.data import (
     READ_UNCOMMITTED,
     TopicPartition,
 )
+from odradek.client.security import ClientSecurity
 
 _DURATION_UNITS = {
     "ms": 1,
@@ -223,6 +225,20 @@ def _bootstrap(options: Mapping[str, str]) -> str:
 _ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
 
 
+def _security(options: Mapping[str, str]) -> ClientSecurity:
+    """``kafka.security.protocol``, ``kafka.ssl.*`` and ``kafka.sasl.*``, as Spark's kafka
+    source passes them to its Kafka client: the same names, for the project's client."""
+    settings = {
+        name[len("kafka.") :]: value
+        for name, value in options.items()
+        if name.lower().startswith(("kafka.security.", "kafka.ssl.", "kafka.sasl."))
+    }
+    try:
+        return ClientSecurity.from_config(settings)
+    except ClientError as e:
+        raise OptionError(str(e)) from e
+
+
 def _isolation_level(options: Mapping[str, str]) -> int:
     """``kafka.isolation.level`` as a Kafka consumer takes it: read_committed reads up to the
     last stable offset and never sees aborted transactions; read_uncommitted (the default)
@@ -254,6 +270,7 @@ class ReadOptions:
     max_trigger_delay_ms: int
     fetch_max_bytes: int
     isolation_level: int = READ_UNCOMMITTED  # kafka.isolation.level
+    security: ClientSecurity = field(default_factory=ClientSecurity)  # kafka.security.*, ssl, sasl
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -303,6 +320,7 @@ class ReadOptions:
             max_offsets_per_trigger=max_offsets,
             min_offsets_per_trigger=min_offsets,
             max_trigger_delay_ms=parse_duration_ms(delay) if delay is not None else 15 * 60_000,
+            security=_security(options),
             fetch_max_bytes=_int(options, "kafka.max.partition.fetch.bytes", minimum=1024)
             or 8 << 20,
             isolation_level=_isolation_level(options),
@@ -325,6 +343,7 @@ class WriteOptions:
     exactly_once: bool = False
     transactional_id_prefix: str = "odradek-spark"
     transaction_timeout_ms: int = 60_000  # kafka.transaction.timeout.ms
+    security: ClientSecurity = field(default_factory=ClientSecurity)  # kafka.security.*, ssl, sasl
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -357,4 +376,5 @@ class WriteOptions:
             transactional_id_prefix=prefix,
             transaction_timeout_ms=_int(options, "kafka.transaction.timeout.ms", minimum=1000)
             or 60_000,
+            security=_security(options),
         )

@@ -75,6 +75,7 @@ from pyspark.sql.types import (
 from odradek.client.blocking import BlockingConnection
 from odradek.client.core import ClientError, Request
 from odradek.client.data import DataClient, TopicPartition
+from odradek.client.security import ClientSecurity
 from odradek.client.transactions import TransactionalProducer
 from odradek.protocol import compression as codecs
 from odradek.protocol.record_batch import (
@@ -621,21 +622,23 @@ class WriteResult(WriterCommitMessage):
     skipped: bool = False
 
 
-_TASK_CLIENTS: dict[str, DataClient] = {}
+_TASK_CLIENTS: dict[tuple[str, ClientSecurity], DataClient] = {}
 
 
-def _client(bootstrap: str) -> DataClient:
+def _client(bootstrap: str, security: ClientSecurity) -> DataClient:
     # Python workers are reused across tasks; so is their client.
-    client = _TASK_CLIENTS.get(bootstrap)
+    client = _TASK_CLIENTS.get((bootstrap, security))
     if client is None:
-        client = _TASK_CLIENTS[bootstrap] = DataClient(bootstrap, client_id="odradek-spark-sink")
+        client = _TASK_CLIENTS[(bootstrap, security)] = DataClient(
+            bootstrap, client_id="odradek-spark-sink", security=security
+        )
     return client
 
 
 def write_batches(
     options: WriteOptions, columns: _Columns, batches: Iterator[pa.RecordBatch]
 ) -> WriteResult:
-    client = _client(options.bootstrap)
+    client = _client(options.bootstrap, options.security)
     producer = _Producer(options, client)
     try:
         for batch in batches:
@@ -703,7 +706,7 @@ def write_exactly_once(
     first = next((b for b in batches if b.num_rows), None)
     if first is None:
         return WriteResult(0)  # nothing to write, now or in any other attempt
-    client = _client(options.bootstrap)
+    client = _client(options.bootstrap, options.security)
     transactional_id = (
         f"{options.transactional_id_prefix}-{attempt.write_id}-{attempt.partition_id}"
     )

@@ -58,6 +58,7 @@ from odradek.client.data import (
     TopicPartition,
     aborted_batches,
 )
+from odradek.client.security import ClientSecurity
 from odradek.spark.arrow import records_to_arrow
 from odradek.spark.offsets import (
     OffsetJson,
@@ -162,6 +163,7 @@ class _Planner:
                 self.options.bootstrap,
                 client_id="odradek-spark-driver",
                 isolation_level=self.options.isolation_level,
+                security=self.options.security,
             )
         return self._client
 
@@ -266,23 +268,29 @@ def _input_partitions(ranges: Sequence[OffsetRange]) -> list[OffsetRangePartitio
 
 # Executors reuse their Python workers across tasks; a client per cluster (and isolation level)
 # per worker saves a connection (and an ApiVersions round trip) per task.
-_EXECUTOR_CLIENTS: dict[tuple[str, int], DataClient] = {}
+_EXECUTOR_CLIENTS: dict[tuple[str, int, ClientSecurity], DataClient] = {}
 
 
-def executor_client(bootstrap: str, isolation_level: int = 0) -> DataClient:
-    client = _EXECUTOR_CLIENTS.get((bootstrap, isolation_level))
+def executor_client(
+    bootstrap: str, isolation_level: int = 0, security: ClientSecurity | None = None
+) -> DataClient:
+    key = (bootstrap, isolation_level, security or ClientSecurity())
+    client = _EXECUTOR_CLIENTS.get(key)
     if client is None:
         client = DataClient(
-            bootstrap, client_id="odradek-spark-executor", isolation_level=isolation_level
+            bootstrap,
+            client_id="odradek-spark-executor",
+            isolation_level=isolation_level,
+            security=security,
         )
-        _EXECUTOR_CLIENTS[(bootstrap, isolation_level)] = client
+        _EXECUTOR_CLIENTS[key] = client
     return client
 
 
 def read_range(options: ReadOptions, part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
     """The records of one offset range as Arrow batches, one per Fetch response (for
     read_committed: without the batches of aborted transactions)."""
-    client = executor_client(options.bootstrap, options.isolation_level)
+    client = executor_client(options.bootstrap, options.isolation_level, options.security)
     tp = TopicPartition(part.topic, part.partition)
     offset = part.start
     end = part.end

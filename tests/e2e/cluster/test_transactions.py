@@ -66,21 +66,30 @@ def create_spread_topic(cluster: RunningCluster, topic: str) -> None:
 def create_assigned_topic(cluster: RunningCluster, topic: str, replicas: list[list[int]]) -> None:
     """A topic whose partition i has the replicas ``replicas[i]``, the first its leader."""
     assignments = [{"partition_index": i, "broker_ids": r} for i, r in enumerate(replicas)]
-    with KafkaConnection(address(cluster, live_ids(cluster)[0])) as connection:
-        response = connection.request(
-            CREATE_TOPICS,
-            5,
-            timeout=15_000,
-            topics=[
-                {
-                    "name": topic,
-                    "num_partitions": -1,
-                    "replication_factor": -1,
-                    "assignments": assignments,
-                    "configs": [],
-                }
-            ],
-        )
+
+    def create() -> Any:
+        with KafkaConnection(address(cluster, live_ids(cluster)[0])) as connection:
+            response = connection.request(
+                CREATE_TOPICS,
+                5,
+                timeout=15_000,
+                topics=[
+                    {
+                        "name": topic,
+                        "num_partitions": -1,
+                        "replication_factor": -1,
+                        "assignments": assignments,
+                        "configs": [],
+                    }
+                ],
+            )
+        # Just after the cluster starts, the broker asked may not have seen every other
+        # broker's registration yet (Unknown broker(s) in replica assignment): ask again.
+        if response.topics[0].error_code == ErrorCode.invalid_replica_assignment:
+            return None
+        return response
+
+    response = wait_until(create, TIMEOUT_S, 0.2, "every broker known to the one asked")
     assert response.topics[0].error_code == ErrorCode.none, response
     for i, r in enumerate(replicas):
         assert wait_for_leader(cluster, topic, i, isr_size=len(r)).leader == r[0]

@@ -1,10 +1,12 @@
 import java.time.Duration;
 import java.util.Collection;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.ExecutionException;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -36,8 +38,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * one {@code name value...} line per fact for the test to check: the cluster, the topic created
  * with three partitions and a config, its configs described and altered, ten records written to
  * partition 0 and their offsets listed, records deleted, the group (a Java consumer that read and
- * committed) listed and described while its member is live, and a second topic, TOPIC-doomed,
- * created and deleted (TOPIC stays, for the test to look at with another client).
+ * committed) listed and described while its member is live, its offsets altered and deleted
+ * once it is empty, and a second topic, TOPIC-doomed, created and deleted (TOPIC stays, for the
+ * test to look at with another client).
  *
  * <p>Usage: JavaAdmin BOOTSTRAP TOPIC GROUP
  */
@@ -138,19 +141,44 @@ public final class JavaAdmin {
                                     .map(tp -> tp.topic() + ":" + tp.partition()).sorted()
                                     .collect(Collectors.joining(",")));
                 }
-                Map<TopicPartition, OffsetAndMetadata> committed = admin
-                        .listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
-                for (Map.Entry<TopicPartition, OffsetAndMetadata> entry : committed.entrySet()) {
-                    print("group.offset", entry.getKey().topic() + ":" + entry.getKey().partition(),
-                            entry.getValue().offset());
+                printGroupOffsets(admin, group, "group.offset");
+                // A group may not drop the offsets of a topic it still consumes.
+                try {
+                    admin.deleteConsumerGroupOffsets(group, Set.of(zero)).all().get();
+                    print("group.offset.delete_live", "deleted");
+                } catch (ExecutionException error) {
+                    print("group.offset.delete_live", error.getCause().getClass().getSimpleName());
                 }
             }
+
+            // The consumer has left: the group is empty, so its offsets may be set and removed.
+            TopicPartition two = new TopicPartition(topic, 2);
+            admin.alterConsumerGroupOffsets(group, Map.of(
+                    zero, new OffsetAndMetadata(6), two, new OffsetAndMetadata(0, "set by admin")))
+                    .all().get();
+            printGroupOffsets(admin, group, "group.offset.altered");
+            admin.deleteConsumerGroupOffsets(group, Set.of(zero)).all().get();
+            printGroupOffsets(admin, group, "group.offset.deleted");
+            print("group.state.after", admin.describeConsumerGroups(List.of(group))
+                    .describedGroups().get(group).get().groupState());
 
             admin.deleteTopics(List.of(doomed)).all().get();
             Set<String> after = admin.listTopics().names().get();
             print("deleted.listed", after.contains(doomed), after.contains(topic));
         }
         print("done");
+    }
+
+    private static void printGroupOffsets(Admin admin, String group, String name)
+            throws Exception {
+        Map<TopicPartition, OffsetAndMetadata> committed = new TreeMap<>(
+                Comparator.comparing(TopicPartition::toString));
+        committed.putAll(admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get());
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> entry : committed.entrySet()) {
+            print(name, entry.getKey().topic() + ":" + entry.getKey().partition(),
+                    entry.getValue().offset(), entry.getValue().metadata().isEmpty()
+                            ? "-" : entry.getValue().metadata().replace(' ', '_'));
+        }
     }
 
     private static void printConfig(Admin admin, ConfigResource resource, String when)

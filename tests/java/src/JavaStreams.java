@@ -2,19 +2,23 @@ import java.time.Duration;
 import java.util.Arrays;
 import java.util.Properties;
 
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.CloseOptions;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.processor.StateRestoreListener;
 
 /**
  * A Kafka Streams word count: lines from INPUT, words (lower case) counted in a state store
  * (with its changelog topic, and a repartition topic for the grouping), each new count written to
  * OUTPUT as {@code word -> count}. Runs with processing.guarantee GUARANTEE (exactly_once_v2 or
  * at_least_once) until its standard input is closed, then closes. Prints {@code state <STATE>} on
- * every state change and {@code closed} at the end.
+ * every state change, {@code restored <store> <changelog topic> <partition> <records>} when a
+ * store has been rebuilt from its changelog, and {@code closed} at the end.
  *
  * <p>Usage: JavaStreams BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR GUARANTEE
  */
@@ -48,11 +52,35 @@ public final class JavaStreams {
                 System.out.flush();
             }
         });
+        streams.setGlobalStateRestoreListener(new StateRestoreListener() {
+            @Override
+            public void onRestoreStart(TopicPartition partition, String store, long start,
+                    long end) {
+            }
+
+            @Override
+            public void onBatchRestored(TopicPartition partition, String store, long batchEnd,
+                    long restored) {
+            }
+
+            @Override
+            public void onRestoreEnd(TopicPartition partition, String store, long restored) {
+                synchronized (System.out) {
+                    System.out.println("restored " + store + " " + partition.topic() + " "
+                            + partition.partition() + " " + restored);
+                    System.out.flush();
+                }
+            }
+        });
         streams.start();
         while (System.in.read() >= 0) {
             // runs until the test closes our standard input
         }
-        streams.close(Duration.ofSeconds(30));
+        // Leaving the group (Streams stays in it by default) lets a restarted instance get its
+        // tasks at once instead of after the old member's session timeout.
+        streams.close(CloseOptions.groupMembershipOperation(
+                CloseOptions.GroupMembershipOperation.LEAVE_GROUP)
+                .withTimeout(Duration.ofSeconds(30)));
         System.out.println("closed");
     }
 }

@@ -127,6 +127,10 @@ class HandlerCaller:
         services = dataclasses.replace(self.services, cluster=cluster)
         return HandlerCaller(services, self.session, self._loop)
 
+    def with_session(self, session: Session) -> HandlerCaller:
+        """A caller (on this one's event loop) for another connection: another principal."""
+        return HandlerCaller(self.services, session, self._loop)
+
 
 @pytest.fixture
 def handlers(services: BrokerServices) -> Iterator[HandlerCaller]:

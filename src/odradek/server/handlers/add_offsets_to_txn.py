@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.cluster.view import CONSUMER_OFFSETS
+from odradek.server.authorize import GROUP, TRANSACTIONAL_ID, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 from odradek.server.txn_answers import for_version
@@ -16,6 +17,10 @@ _FIRST_WITH_PRODUCER_FENCED = 2
 
 @handles(api_key=25, min_version=0, max_version=4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: Any) -> Response:
+    if not permits(ctx, Op.WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return refusal(ctx, TRANSACTIONAL_ID)
+    if not permits(ctx, Op.READ, GROUP, request.group_id):
+        return refusal(ctx, GROUP)
     index = ctx.services.groups.coordinator.partition_for(request.group_id)
     answer = await ctx.services.transactions.add_partitions(
         request.transactional_id,

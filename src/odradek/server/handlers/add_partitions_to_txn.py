@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import transaction_denials
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 from odradek.server.txn_answers import for_version
@@ -42,6 +43,9 @@ async def _add(
     partitions: list[tuple[str, int]],
     verify_only: bool = False,
 ) -> dict[tuple[str, int], ErrorCode]:
+    refused = transaction_denials(ctx, transactional_id, partitions)
+    if refused:
+        return refused
     cluster = ctx.services.cluster
     unknown = {tp for tp in partitions if cluster.partition_info(*tp) is None}
     if unknown:

@@ -11,6 +11,7 @@ from typing import Any
 
 from odradek.protocol import controlled_shutdown as codec
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorize import Op, permits_cluster
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
@@ -26,7 +27,9 @@ async def handle_controlled_shutdown(ctx: RequestContext, request: Any) -> Respo
     controller = ctx.services.controller
     error = ErrorCode.none
     remaining: list[codec.RemainingPartition] = []
-    if controller is not None:
+    if not permits_cluster(ctx, Op.CLUSTER_ACTION):
+        error = ErrorCode.cluster_authorization_failed
+    elif controller is not None:
         try:
             led = await controller.controlled_shutdown(request.broker_id, request.broker_epoch)
         except KafkaError as e:

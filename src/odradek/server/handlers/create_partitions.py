@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
@@ -13,6 +14,10 @@ from odradek.server.registry import handles
 async def handle_create_partitions(ctx: RequestContext, request: Any) -> Response:
     results = []
     for item in request.topics:
+        if not permits(ctx, Op.ALTER, TOPIC, item.name):
+            code = ErrorCode.topic_authorization_failed
+            results.append({"name": item.name, "error_code": code, "error_message": None})
+            continue
         assignments = (
             None
             if item.assignments is None

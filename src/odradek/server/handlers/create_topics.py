@@ -7,6 +7,7 @@ from typing import Any
 from odradek.cluster.metadata_store import MetadataStoreError
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorize import TOPIC, Op, permits, permits_cluster
 from odradek.server.context import RequestContext, Response
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
@@ -23,7 +24,7 @@ def _replication_factor(ctx: RequestContext, item: Any, assignments: dict[int, l
     )
 
 
-def _failed(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
+def _failed(name: str, code: ErrorCode, message: str | None) -> dict[str, Any]:
     return {
         "name": name,
         "error_code": code,
@@ -39,6 +40,8 @@ def _create(ctx: RequestContext, item: Any, validate_only: bool) -> dict[str, An
     topics = ctx.services.topics
     assignments = {int(a.partition_index): [int(b) for b in a.broker_ids] for a in item.assignments}
     configs = {c.name: c.value for c in item.configs}
+    if not (permits_cluster(ctx, Op.CREATE) or permits(ctx, Op.CREATE, TOPIC, item.name)):
+        return _failed(item.name, ErrorCode.topic_authorization_failed, None)
     try:
         topic = topics.create_topic(
             item.name,

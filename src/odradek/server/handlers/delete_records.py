@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 from odradek.storage import OffsetOutOfRange
@@ -14,11 +15,13 @@ HIGH_WATERMARK = -1
 
 def _delete_before(ctx: RequestContext, topic: str, index: int, offset: int) -> dict[str, Any]:
     partition = ctx.services.topics.partition(topic, index)
-    if partition is None:
+    if partition is None or not permits(ctx, Op.DELETE, TOPIC, topic):
         return {
             "partition_index": index,
             "low_watermark": -1,
-            "error_code": ErrorCode.unknown_topic_or_partition,
+            "error_code": ErrorCode.unknown_topic_or_partition
+            if partition is None
+            else ErrorCode.topic_authorization_failed,
         }
     if offset == HIGH_WATERMARK:
         offset = partition.high_watermark

@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
@@ -23,6 +24,8 @@ def _delete(ctx: RequestContext, name: str | None, topic_id: Any) -> dict[str, A
                 "error_message": f"no topic has id {topic_id}",
             }
         name = match[0].name
+    if not permits(ctx, Op.DELETE, TOPIC, name):
+        return {"name": name, "error_code": ErrorCode.topic_authorization_failed}
     try:
         deleted = topics.delete_topic(name)
     except KafkaError as e:

@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import CLUSTER, Op, permits_cluster, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
 
 @handles(api_key=60, min_version=0, max_version=1)
 async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Response:
+    if not permits_cluster(ctx, Op.DESCRIBE):
+        return refusal(ctx, CLUSTER, brokers=[])
     cluster = ctx.services.cluster
     return ctx.respond(
         throttle_time=0,

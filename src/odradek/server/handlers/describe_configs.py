@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import Op, config_denial
 from odradek.server.context import RequestContext, Response
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
@@ -27,7 +28,10 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, A
         "error_message": None,
         "configs": [],
     }
-    if kind == TOPIC_RESOURCE:
+    refused = config_denial(ctx, Op.DESCRIBE_CONFIGS, kind, name)
+    if refused is not None:
+        result.update(error_code=refused, error_message=None)
+    elif kind == TOPIC_RESOURCE:
         if ctx.services.topics.topic(name) is None:
             result.update(
                 error_code=ErrorCode.unknown_topic_or_partition,

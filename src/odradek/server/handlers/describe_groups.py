@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.coordinator.messages import GroupDescription
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import GROUP, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import committed
 from odradek.server.registry import handles
@@ -52,6 +53,10 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Response:
     described = [groups.coordinator.describe_group(g) for g in request.groups]
     # Sent as they are now once the records behind them are replicated.
     outcomes = await committed(ctx, [groups.commit_point(g) for g in request.groups])
+    outcomes = [
+        failure if permits(ctx, Op.DESCRIBE, GROUP, g) else ErrorCode.group_authorization_failed
+        for g, failure in zip(request.groups, outcomes, strict=True)
+    ]
     return ctx.respond(
         throttle_time=0,
         groups=[

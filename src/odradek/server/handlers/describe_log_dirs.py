@@ -13,6 +13,7 @@ from typing import Any
 
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import CLUSTER, Op, permits_cluster, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
@@ -66,6 +67,8 @@ def _describe_dir(
 
 @handles(api_key=35, min_version=0, max_version=4, decode=old_messages.decoder(35))
 async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Response:
+    if not permits_cluster(ctx, Op.DESCRIBE):
+        return refusal(ctx, CLUSTER, results=[])
     manager = ctx.services.logs
     wanted = _wanted(request)
     logs = manager.all_logs()

@@ -6,13 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
 
 def _describe(ctx: RequestContext, topic: str, index: int) -> dict[str, Any]:
     partition = ctx.services.topics.partition(topic, index)
-    if partition is None:
+    if not permits(ctx, Op.READ, TOPIC, topic):
+        code = ErrorCode.topic_authorization_failed
+    elif partition is None:
         code = ErrorCode.unknown_topic_or_partition
     elif not partition.is_leader:
         code = ErrorCode.not_leader_or_follower

@@ -7,6 +7,7 @@ import datetime
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import TRANSACTIONAL_ID, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
@@ -14,6 +15,8 @@ from odradek.server.registry import handles
 def _describe(ctx: RequestContext, transactional_id: str) -> dict[str, Any]:
     coordinator = ctx.services.transactions.coordinator
     status = coordinator.status(transactional_id)
+    if not permits(ctx, Op.DESCRIBE, TRANSACTIONAL_ID, transactional_id):
+        status = ErrorCode.transactional_id_authorization_failed
     metadata = coordinator.metadata(transactional_id)
     answer: dict[str, Any] = {
         "error_code": status,

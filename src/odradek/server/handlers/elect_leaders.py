@@ -7,6 +7,7 @@ from typing import Any
 
 from odradek.client.data import TopicPartition
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorize import Op, permits_cluster
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
@@ -30,7 +31,11 @@ async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Response:
     controller = ctx.services.controller
     error = ErrorCode.none
     results: dict[TopicPartition, dict[str, Any]] = {}
-    if election_type != PREFERRED:
+    if not permits_cluster(ctx, Op.ALTER):
+        error = ErrorCode.cluster_authorization_failed
+        for tp in asked or []:
+            results[tp] = _result(tp.partition, error)
+    elif election_type != PREFERRED:
         error = ErrorCode.invalid_request
     elif controller is None:
         # One broker leads every partition it has: every preferred leader already leads.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.server.authorize import TRANSACTIONAL_ID, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 from odradek.server.txn_answers import for_version
@@ -19,6 +20,8 @@ _FIRST_WITH_PRODUCER_FENCED = 2
 
 @handles(api_key=26, min_version=0, max_version=4)
 async def handle_end_txn(ctx: RequestContext, request: Any) -> Response:
+    if not permits(ctx, Op.WRITE, TRANSACTIONAL_ID, request.transactional_id):
+        return refusal(ctx, TRANSACTIONAL_ID)
     answer = await ctx.services.transactions.end_txn(
         request.transactional_id,
         int(request.producer_id),

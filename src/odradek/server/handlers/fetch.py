@@ -13,6 +13,7 @@ from odradek.cluster.partition import Partition
 from odradek.counters import BrokerCounters
 from odradek.protocol import compression, fetch_request, fetch_response, legacy
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorize import fetch_denials
 from odradek.server.context import FrameParts, RequestContext, Response
 from odradek.server.fetch_sessions import (
     INITIAL_EPOCH,
@@ -132,6 +133,8 @@ def _read_all(
     replica: bool = False,
     errors: dict[tuple[str, int], ErrorCode] | None = None,
     rack: str | None = None,
+    incremental: bool = False,
+    denied: frozenset[str] = frozenset(),
 ) -> tuple[list[fetch_response.TopicData[ReadSlice]], int, bool]:
     """One pass over the requested partitions: (topics, bytes found, any error). A consumer
     reads below the high watermark (read_committed: below the last stable offset, with the
@@ -147,12 +150,15 @@ def _read_all(
         if not grouped or grouped[-1][0] != name:
             grouped.append((name, []))
         partitions = grouped[-1][1]
-        partition = topics.partition(name, index)
+        partition = None if name in denied else topics.partition(name, index)
         if partition is None:
             any_error = True
-            partitions.append(
-                PartitionData(index, ErrorCode.unknown_topic_or_partition, -1, -1, -1, None, 0)
+            code = (
+                ErrorCode.topic_authorization_failed
+                if name in denied
+                else ErrorCode.unknown_topic_or_partition
             )
+            partitions.append(PartitionData(index, code, -1, -1, -1, None, 0))
             continue
         refused = _refused(partition, p, errors, rack is not None)
         if refused != ErrorCode.none:
@@ -174,12 +180,23 @@ def _read_all(
         error = ErrorCode.none
         limit = min(p.max_bytes, budget - total)
         fetch_offset = p.fetch_offset
-        if limit > 0 or total == 0:
+        upper = log.log_end_offset if replica else lso if read_committed else hw
+        if (
+            incremental
+            and fetch_offset == upper
+            and p.sent_high_watermark == hw
+            and p.sent_last_stable_offset == lso
+            and p.sent_log_start_offset == log.log_start_offset
+        ):
+            continue  # nothing new: an incremental response leaves it out
+        # A fetcher already at the end (the usual case for most partitions of an idle
+        # consumer's fetch) needs no look into the segments.
+        if fetch_offset != upper and (limit > 0 or total == 0):
             try:
                 slice_ = log.read(
                     fetch_offset,
                     max(limit, 0),
-                    max_offset=None if replica else lso if read_committed else hw,
+                    max_offset=None if replica else upper,
                     min_one_batch=total == 0,
                 )
             except OffsetOutOfRange:
@@ -204,7 +221,7 @@ def _read_all(
                 aborted_transactions=aborted,
             )
         )
-    result = [fetch_response.TopicData(name, ps) for name, ps in grouped]
+    result = [fetch_response.TopicData(name, ps) for name, ps in grouped if ps]
     return result, total, any_error
 
 
@@ -230,13 +247,15 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
             wanted = session.partitions
         elif session_id != NO_SESSION or epoch > INITIAL_EPOCH:
             return _frame(ctx, [], error_code=ErrorCode.fetch_session_id_not_found)
-    errors = _follower_fetched(ctx, request, replica_id) if replica else None
+    denied = fetch_denials(ctx, {name for (name, _), _ in wanted}, replica)
+    errors = _follower_fetched(ctx, request, replica_id) if replica and not denied else None
     rack = _rack_aware(ctx, request, replica)
-    found = _read_all(ctx, request, wanted, replica, errors, rack)
+    incremental = session is not None and session.incremental
+    found = _read_all(ctx, request, wanted, replica, errors, rack, incremental, denied)
 
     def enough() -> bool:
         nonlocal found
-        found = _read_all(ctx, request, wanted, replica, errors, rack)
+        found = _read_all(ctx, request, wanted, replica, errors, rack, incremental, denied)
         return found[1] >= min_bytes or found[2]
 
     _, total, any_error = found

@@ -10,6 +10,13 @@ from typing import Any
 from odradek.cluster.view import CONSUMER_OFFSETS, NO_NODE, leader_endpoint
 from odradek.coordinator.txn_runtime import TXN_TOPIC
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorize import (
+    AUTHORIZATION_ERRORS,
+    GROUP,
+    TRANSACTIONAL_ID,
+    Op,
+    permits,
+)
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
@@ -24,6 +31,9 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
             "error_code": ErrorCode.invalid_request,
             "error_message": f"unknown coordinator key type {key_type}",
         }
+    rtype = GROUP if key_type == GROUP_KEY else TRANSACTIONAL_ID
+    if not permits(ctx, Op.DESCRIBE, rtype, key):
+        return missing | {"error_code": AUTHORIZATION_ERRORS[rtype], "error_message": None}
     services = ctx.services
     transactions = services.transactions
     try:

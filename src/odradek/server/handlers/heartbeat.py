@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.coordinator.messages import HeartbeatRequest
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import GROUP, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import group_committed
 from odradek.server.registry import handles
@@ -13,6 +14,8 @@ from odradek.server.registry import handles
 
 @handles(api_key=12, min_version=0, max_version=4)
 async def handle_heartbeat(ctx: RequestContext, request: Any) -> Response:
+    if not permits(ctx, Op.READ, GROUP, request.group_id):
+        return refusal(ctx, GROUP)
     error = ctx.services.groups.coordinator.heartbeat(
         HeartbeatRequest(
             request.group_id,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import CLUSTER, TRANSACTIONAL_ID, producer_permitted, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 from odradek.server.txn_answers import for_version
@@ -21,6 +22,9 @@ _FIRST_WITH_PRODUCER_FENCED = 4
 async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Response:
     producer_id = int(getattr(request, "producer_id", -1))
     epoch = int(getattr(request, "producer_epoch", -1))
+    if not producer_permitted(ctx, request.transactional_id):
+        rtype = CLUSTER if request.transactional_id is None else TRANSACTIONAL_ID
+        return refusal(ctx, rtype, producer_id=-1, producer_epoch=-1)
     if request.transactional_id is not None:
         timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
         answer = await ctx.services.transactions.init_producer_id(

@@ -10,6 +10,7 @@ from typing import Any
 from odradek.coordinator.messages import JoinRequest, JoinResult, Protocol
 from odradek.coordinator.runtime import CommitPoint
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import GROUP, Op, client_host, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import committed
 from odradek.server.registry import handles
@@ -17,14 +18,12 @@ from odradek.server.registry import handles
 _MS = datetime.timedelta(milliseconds=1)
 
 
-def client_host(ctx: RequestContext) -> str:
-    """The peer's address as Kafka reports it (``/127.0.0.1``)."""
-    host = ctx.peer.rpartition(":")[0] or ctx.peer
-    return "/" + host.strip("[]")
-
-
 @handles(api_key=11, min_version=0, max_version=9)
 async def handle_join_group(ctx: RequestContext, request: Any) -> Response:
+    if not permits(ctx, Op.READ, GROUP, request.group_id):
+        # Before v7 the protocol name is not nullable.
+        protocol_name = None if ctx.version >= 7 else ""
+        return refusal(ctx, GROUP, member_id=request.member_id, protocol_name=protocol_name)
     session_ms = int(request.session_timeout / _MS)
     rebalance = getattr(request, "rebalance_timeout", None)  # v1+; v0 uses the session timeout
     join = JoinRequest(
@@ -36,7 +35,7 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Response:
         protocol_type=request.protocol_type,
         protocols=tuple(Protocol(p.name, bytes(p.metadata)) for p in request.protocols),
         client_id=ctx.header.client_id or "",
-        client_host=client_host(ctx),
+        client_host="/" + client_host(ctx),  # as Kafka reports it
         require_known_member_id=ctx.version >= 4,
         reason=getattr(request, "reason", None),
     )

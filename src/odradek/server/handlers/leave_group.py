@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.coordinator.messages import MemberIdentity
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import GROUP, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import group_committed
 from odradek.server.registry import handles
@@ -13,6 +14,8 @@ from odradek.server.registry import handles
 
 @handles(api_key=13, min_version=0, max_version=5)
 async def handle_leave_group(ctx: RequestContext, request: Any) -> Response:
+    if not permits(ctx, Op.READ, GROUP, request.group_id):
+        return refusal(ctx, GROUP)
     coordinator = ctx.services.groups.coordinator
     if ctx.version < 3:
         result = coordinator.leave_group(request.group_id, [MemberIdentity(request.member_id)])

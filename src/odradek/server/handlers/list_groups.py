@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import GROUP, Op, permits, permits_cluster
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import committed
 from odradek.server.registry import handles
@@ -24,6 +25,8 @@ async def handle_list_groups(ctx: RequestContext, request: Any) -> Response:
     groups = coordinator.list_groups(
         getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
     )
+    if not permits_cluster(ctx, Op.DESCRIBE):  # else only the groups it may describe
+        groups = [g for g in groups if permits(ctx, Op.DESCRIBE, GROUP, g.group_id)]
     failure = next((f for f in await committed(ctx, points) if f != ErrorCode.none), None)
     if failure is not None:
         error, groups = failure, []

@@ -10,6 +10,7 @@ from typing import Any
 
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
@@ -30,10 +31,12 @@ def _lookup(
     read_committed: bool,
 ) -> dict[str, Any]:
     partition = ctx.services.topics.partition(topic, index)
-    if partition is None:
+    if partition is None or not permits(ctx, Op.DESCRIBE, TOPIC, topic):
         return {
             "partition_index": index,
-            "error_code": ErrorCode.unknown_topic_or_partition,
+            "error_code": ErrorCode.unknown_topic_or_partition
+            if partition is None
+            else ErrorCode.topic_authorization_failed,
             "timestamp": -1,
             "offset": -1,
             "leader_epoch": -1,

@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.coordinator.txn_records import STATE_BY_NAME
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import TRANSACTIONAL_ID, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
@@ -25,6 +26,9 @@ async def handle_list_transactions(ctx: RequestContext, request: Any) -> Respons
     )
     if states and len(unknown) == len(states):
         listing = []
+    listing = [
+        t for t in listing if permits(ctx, Op.DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)
+    ]
     return ctx.respond(
         throttle_time=0,
         error_code=ErrorCode.none,

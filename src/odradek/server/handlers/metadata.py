@@ -7,6 +7,7 @@ from typing import Any
 from odradek.cluster.metadata_store import TopicMetadata
 from odradek.cluster.view import NO_NODE, BrokerEndpoint
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorize import TOPIC, Op, denied, permits, permits_cluster
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
@@ -82,25 +83,40 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Response:
     live = frozenset(b.node_id for b in brokers)
     wanted = request.topics
     if wanted is None or (ctx.version == 0 and not wanted):
-        described = [describe_topic(ctx, t, live) for t in topics.topics()]
+        # Only the topics the principal may describe are listed.
+        every = list(topics.topics())
+        hidden = denied(ctx, Op.DESCRIBE, TOPIC, (t.name for t in every))
+        described = [describe_topic(ctx, t, live) for t in every if t.name not in hidden]
     else:
         auto_create = getattr(request, "allow_auto_topic_creation", True) and (
             ctx.services.config.get_bool("auto.create.topics.enable")
         )
         by_id = {t.topic_id: t for t in topics.topics()}
+        refused = denied(ctx, Op.DESCRIBE, TOPIC, (t.name for t in by_id.values()))
+        refused |= denied(ctx, Op.DESCRIBE, TOPIC, (i.name for i in wanted if i.name is not None))
         described = []
         for item in wanted:
             name = item.name
             if name is None:
                 found = by_id.get(item.topic_id)
+                if found is not None and found.name in refused:
+                    code = ErrorCode.topic_authorization_failed
+                    described.append(_missing(None, code, item.topic_id))
+                    continue
                 described.append(
                     describe_topic(ctx, found, live)
                     if found
                     else _missing(None, ErrorCode.unknown_topic_id, item.topic_id)
                 )
                 continue
+            if name in refused:
+                described.append(_missing(name, ErrorCode.topic_authorization_failed))
+                continue
             topic = topics.topic(name)
             if topic is None and auto_create:
+                if not (permits_cluster(ctx, Op.CREATE) or permits(ctx, Op.CREATE, TOPIC, name)):
+                    described.append(_missing(name, ErrorCode.topic_authorization_failed))
+                    continue
                 try:
                     topic = topics.create_topic(name)
                 except KafkaError as e:

@@ -13,6 +13,7 @@ from typing import Any
 from odradek.coordinator.messages import CommitRequest, OffsetCommit
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import group_committed
 from odradek.server.old_versions import respond
@@ -28,9 +29,17 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
     cluster = ctx.services.cluster
     results: dict[tuple[str, int], ErrorCode] = {}
     commits = []
+    group_allowed = permits(ctx, Op.READ, GROUP, request.group_id)
+    refused = denied(ctx, Op.READ, TOPIC, (t.name for t in request.topics))
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, int(p.partition_index))
+            if not group_allowed:
+                results[tp] = ErrorCode.group_authorization_failed
+                continue
+            if topic.name in refused:
+                results[tp] = ErrorCode.topic_authorization_failed
+                continue
             if cluster.partition_info(*tp) is None:
                 results[tp] = ErrorCode.unknown_topic_or_partition
                 continue

@@ -16,6 +16,7 @@ from typing import Any
 from odradek.coordinator.messages import NO_LEADER_EPOCH, NO_OFFSET
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import committed
 from odradek.server.old_versions import respond
@@ -35,6 +36,8 @@ def _partition(index: int, offset: int, epoch: int, metadata: str, error: ErrorC
 def _group_offsets(
     ctx: RequestContext, group_id: str, topics: Iterable[Any] | None, require_stable: bool
 ) -> tuple[ErrorCode, list[Any]]:
+    if not permits(ctx, Op.DESCRIBE, GROUP, group_id):
+        return ErrorCode.group_authorization_failed, []
     wanted = (
         None
         if topics is None
@@ -43,9 +46,17 @@ def _group_offsets(
     fetched = ctx.services.groups.coordinator.fetch_offsets(
         group_id, wanted, require_stable=require_stable
     )
+    # Topics the principal may not describe: refused when named, left out of "all topics".
+    refused = denied(ctx, Op.DESCRIBE, TOPIC, (tp[0] for tp, _ in fetched.offsets))
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), c in fetched.offsets:
-        if (topic, partition) in fetched.unstable:
+        if topic in refused:
+            if wanted is None:
+                continue
+            answer = _partition(
+                partition, NO_OFFSET, NO_LEADER_EPOCH, "", ErrorCode.topic_authorization_failed
+            )
+        elif (topic, partition) in fetched.unstable:
             answer = _partition(
                 partition, NO_OFFSET, NO_LEADER_EPOCH, "", ErrorCode.unstable_offset_commit
             )
@@ -79,9 +90,18 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Response:
         answers = []
         points = []
         for group in request.groups:
-            error, topics = _group_offsets(
-                ctx, group.group_id, group.topics, bool(request.require_stable)
+            # v9: a consumer group's member names itself and its epoch (KIP-848).
+            error = groups.coordinator.consumer.check_fetch(
+                group.group_id,
+                getattr(group, "member_id", None),
+                int(getattr(group, "member_epoch", -1)),
             )
+            if error == ErrorCode.none:
+                error, topics = _group_offsets(
+                    ctx, group.group_id, group.topics, bool(request.require_stable)
+                )
+            else:
+                topics = []
             answers.append({"group_id": group.group_id, "topics": topics, "error_code": error})
             points.append(groups.commit_point(group.group_id))
         for answer, failure in zip(answers, await committed(ctx, points), strict=True):

@@ -7,6 +7,7 @@ from typing import Any
 
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
@@ -15,7 +16,9 @@ from odradek.server.registry import handles
 def _end_of_epoch(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
     index = int(p.partition)
     partition = ctx.services.topics.partition(topic, index)
-    if partition is None:
+    if not permits(ctx, Op.DESCRIBE, TOPIC, topic):
+        partition, code = None, ErrorCode.topic_authorization_failed
+    elif partition is None:
         code = ErrorCode.unknown_topic_or_partition
     elif not partition.is_leader:
         code = ErrorCode.not_leader_or_follower

@@ -20,6 +20,7 @@ from odradek.counters import BrokerCounters
 from odradek.protocol import compression, legacy, produce_request, produce_response
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import COMPRESSION_MASK, HEADER_SIZE, MAGIC, read_header
+from odradek.server.authorize import producer_denials
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 from odradek.storage.validator import RecordsRejected
@@ -186,15 +187,15 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
     acks = int(request.acks)
     pending: list[tuple[dict[str, Any], Partition, int]] = []
     topics = []
-    refused = await _unverified(ctx, request)
+    unauthorized = producer_denials(ctx, request)
+    refused = unauthorized or await _unverified(ctx, request)
     for topic in request.topic_data:
         answers = []
         for p in topic.partition_data:
             code = refused.get((topic.name, int(p.index))) if refused else None
             if code is not None:
-                answers.append(
-                    _failed(int(p.index), code, "the partition is not in the transaction")
-                )
+                message = None if unauthorized else "the partition is not in the transaction"
+                answers.append(_failed(int(p.index), code, message))
                 continue
             records = p.records
             if ctx.version < produce_request.FIRST_ZSTD_VERSION:

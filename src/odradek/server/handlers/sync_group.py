@@ -9,6 +9,7 @@ from typing import Any
 from odradek.coordinator.messages import SyncRequest, SyncResult
 from odradek.coordinator.runtime import CommitPoint
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import GROUP, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import committed
 from odradek.server.registry import handles
@@ -16,6 +17,8 @@ from odradek.server.registry import handles
 
 @handles(api_key=14, min_version=0, max_version=5)
 async def handle_sync_group(ctx: RequestContext, request: Any) -> Response:
+    if not permits(ctx, Op.READ, GROUP, request.group_id):
+        return refusal(ctx, GROUP)
     sync = SyncRequest(
         group_id=request.group_id,
         generation_id=int(request.generation_id),

@@ -23,6 +23,7 @@ from typing import Any
 from odradek.cluster.view import CONSUMER_OFFSETS
 from odradek.coordinator.messages import OffsetCommit, TxnCommitRequest
 from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import Op, transaction_denials
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import group_committed
 from odradek.server.partition_errors import partition_errors
@@ -66,6 +67,11 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Respons
     if not request.group_id:
         refused = dict.fromkeys(requested, ErrorCode.invalid_group_id)
         return ctx.respond(throttle_time=0, topics=partition_errors(request.topics, refused))
+    unauthorized = transaction_denials(
+        ctx, request.transactional_id, requested, Op.READ, request.group_id
+    )
+    if unauthorized:
+        return ctx.respond(throttle_time=0, topics=partition_errors(request.topics, unauthorized))
 
     if ctx.services.config.get_bool("transaction.partition.verification.enable"):
         refusal = await _verify(ctx, request)

@@ -8,6 +8,7 @@ from typing import Any
 from odradek.cluster.partition import Partition
 from odradek.cluster.view import CONSUMER_OFFSETS
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.authorize import Op, permits_cluster
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
@@ -42,11 +43,16 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Respons
     # (marker index, topic, partition index) → error code; the pending ones wait below.
     codes: dict[tuple[int, str, int], ErrorCode] = {}
     pending: list[tuple[tuple[int, str, int], Partition, int]] = []
+    allowed = permits_cluster(ctx, Op.CLUSTER_ACTION)  # a broker's request, not a client's
     for m, marker in enumerate(request.markers):
         for topic in marker.topics:
             for index in topic.partition_indexes:
                 key = (m, topic.name, int(index))
-                code, partition, offset = _write(ctx, marker, topic.name, int(index))
+                code, partition, offset = (
+                    _write(ctx, marker, topic.name, int(index))
+                    if allowed
+                    else (ErrorCode.cluster_authorization_failed, None, 0)
+                )
                 codes[key] = code
                 if partition is not None:
                     pending.append((key, partition, offset))

@@ -1,0 +1,1 @@
+"""Authorisation: ACLs and the authorizer consulted by the handlers."""

