@@ -4,7 +4,10 @@ against Fetch v12 (sendfile), on one in-process broker over a raw socket.
 
 The requests are built once (kafka-python's protocol classes and record builders) and sent
 ``--requests`` times, pipelined ``--window`` deep, so the client costs next to nothing and the
-figures are the broker's. The pure conversion functions are timed alone too.
+figures are the broker's. The pure conversion functions are timed alone too, and, with kcat
+installed, a real client's view: kcat (librdkafka) producing ``--kcat-records`` lines with
+``broker.version.fallback=0.9.0`` (Produce v1, message format v0) against its default (Produce v7+,
+RecordBatch v2), same codec.
 
     python benchmarks/old_formats.py [--records 100] [--size 100] [--requests 2000] [--codec none]
 """
@@ -12,8 +15,10 @@ figures are the broker's. The pure conversion functions are timed alone too.
 from __future__ import annotations
 
 import argparse
+import shutil
 import socket
 import struct
+import subprocess
 import time
 import uuid
 from typing import Any
@@ -131,6 +136,24 @@ def create_topic(bootstrap: str) -> str:
     return name
 
 
+def kcat_produce(bootstrap: str, lines: bytes, codec: str, old: bool) -> float:
+    """Seconds kcat takes to produce ``lines`` (acks=1) to a fresh topic."""
+    kcat = shutil.which("kcat")
+    assert kcat is not None
+    topic = create_topic(bootstrap)
+    legacy_args = ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.9.0"]
+    started = time.perf_counter()
+    subprocess.run(
+        [kcat, "-b", bootstrap, "-P", "-t", topic, "-z", codec, "-X", "linger.ms=5"]
+        + ["-X", "request.required.acks=1"]
+        + (legacy_args if old else []),
+        input=lines,
+        check=True,
+        timeout=300,
+    )
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100, help="records per request")
@@ -138,6 +161,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--window", type=int, default=32)
     parser.add_argument("--codec", choices=list(CODECS), default="none")
+    parser.add_argument("--kcat-records", type=int, default=300_000)
     args = parser.parse_args()
     codec = CODECS[args.codec]
     old = message_set_v1(args.records, args.size, codec)
@@ -168,19 +192,26 @@ def main() -> None:
                 seconds = pipelined(sock, frame, args.requests, args.window)
                 rate = args.requests * args.records / seconds
                 results[name] = rate
-                print(
-                    f"produce {name}: {rate:,.0f} records/s ({args.requests / seconds:,.0f} requests/s)"
-                )
+                per_second = args.requests / seconds
+                print(f"produce {name}: {rate:,.0f} records/s ({per_second:,.0f} requests/s)")
                 for fetch_version in (12, 3):
                     fetch = fetch_frame(fetch_version, topic, 0, 1 << 20)
                     pipelined(sock, fetch, 5, 1)
                     count = 200
                     seconds = pipelined(sock, fetch, count, 1)
-                    print(
-                        f"  fetch v{fetch_version} of 1 MB from it: {count / seconds:,.1f} fetches/s"
-                    )
+                    fetch_rate = count / seconds
+                    print(f"  fetch v{fetch_version} of 1 MB from it: {fetch_rate:,.1f} fetches/s")
         ratio = results["v1 set, Produce v2"] / results["v2 batch, Produce v7"]
         print(f"old-format produce at {ratio:.2f} of the v2 path (target: at least 0.25)")
+        if shutil.which("kcat"):
+            lines = b"".join(b"%d %s\n" % (i, b"x" * args.size) for i in range(args.kcat_records))
+            rates = {}
+            for old_format in (False, True):
+                seconds = kcat_produce(broker.bootstrap, lines, args.codec, old_format)
+                rates[old_format] = args.kcat_records / seconds
+                label = "Produce v1, message format v0" if old_format else "RecordBatch v2"
+                print(f"kcat, {label}: {rates[old_format]:,.0f} records/s")
+            print(f"kcat's old-format produce at {rates[True] / rates[False]:.2f} of its v2 rate")
 
 
 if __name__ == "__main__":
