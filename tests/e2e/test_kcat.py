@@ -60,21 +60,11 @@ def test_keyed_messages_keep_their_order_within_a_key(bootstrap, make_topic, top
 
 
 # kcat's librdkafka (2.0.2) compresses with gzip, snappy or lz4 only for brokers that advertise
-# Produce v0 (and FindCoordinator for lz4); odradek starts Produce at v3 like Kafka 4, so kcat sends
-# those batches uncompressed. zstd needs only Produce v7 and Fetch v10, which odradek has.
-OLD_LIBRDKAFKA_SENDS_UNCOMPRESSED = pytest.mark.xfail(
-    strict=True, reason="librdkafka 2.0 sends gzip/snappy/lz4 uncompressed without Produce v0"
-)
-
-
+# Produce v0 (and FindCoordinator v0 for lz4); it then negotiates Produce v3+ and Fetch v4+ and
+# sends RecordBatch v2, which the broker stores as it came, in the codec it came in.
 @pytest.mark.parametrize(
     "codec",
-    [
-        pytest.param("gzip", marks=OLD_LIBRDKAFKA_SENDS_UNCOMPRESSED),
-        pytest.param("snappy", marks=OLD_LIBRDKAFKA_SENDS_UNCOMPRESSED),
-        pytest.param("lz4", marks=OLD_LIBRDKAFKA_SENDS_UNCOMPRESSED),
-        "zstd",
-    ],
+    ["gzip", "snappy", "lz4", "zstd"],
 )
 def test_compressed_batches_round_trip(broker, bootstrap, make_topic, topic_name, codec):
     topic = make_topic(topic_name)
@@ -179,3 +169,23 @@ def test_producing_to_an_unknown_topic_creates_it(bootstrap, topic_name):
     assert "error" not in described
     assert [p["partition"] for p in described["partitions"]] == [0]  # num.partitions=1
     assert [r["payload"] for r in consume_json(bootstrap, topic_name)] == ["first"]
+
+
+# librdkafka without ApiVersions (api.version.request=false) speaks what its
+# broker.version.fallback had: 0.8.2 → Produce v0 / Fetch v0, 0.9.0 → Produce v1 / Fetch v1,
+# both with message format v0 (LZ4 with Kafka's broken frame checksum). From 0.10 on it asks
+# ApiVersions regardless and uses RecordBatch v2.
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
+@pytest.mark.parametrize("fallback", ["0.8.2", "0.9.0"])
+def test_old_protocol_round_trip(broker, bootstrap, make_topic, topic_name, fallback, codec):
+    topic = make_topic(topic_name)
+    old = ("-X", "api.version.request=false", "-X", f"broker.version.fallback={fallback}")
+    values = [f"{COMPRESSIBLE.decode()}{i}" for i in range(40)]
+    produce_lines(bootstrap, topic, values, "-z", codec, "-X", "linger.ms=50", "-K", ":", *old)
+
+    out = kcat(bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-f", "%o %s\n", *old)
+    assert out.splitlines() == [f"{i} {v}" for i, v in enumerate(values)]
+    assert stored_codecs(broker, topic) == {codec}
+    # a current reader gets the same records from the RecordBatch v2 stored
+    out = kcat(bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-f", "%o %s\n")
+    assert out.splitlines() == [f"{i} {v}" for i, v in enumerate(values)]

@@ -1,9 +1,10 @@
-"""Fetch responses (v4-v12) written by hand around record slices, so records can go by sendfile.
+"""Fetch responses (v0-v12) written by hand around record slices, so records can go by sendfile.
 
 kio would copy every partition's records into one buffer; here the frame is a list of parts —
 ``bytes`` for everything Kafka's schema puts around the records, and the caller's opaque record
 slices in between — plus its total length. Field order follows FetchResponse.json; v12 is the
-first flexible version (compact strings and arrays, tagged-field sections).
+first flexible version (compact strings and arrays, tagged-field sections). Before v4 a partition
+has no last stable offset, log start offset nor aborted transactions, and v0 no throttle time.
 """
 
 from __future__ import annotations
@@ -61,14 +62,15 @@ def encode(
     throttle_time_ms: int = 0,
 ) -> tuple[list[bytes | S], int]:
     """Parts of the whole frame (length prefix included) and its total size in bytes."""
-    if not 4 <= version <= MAX_VERSION:
+    if not 0 <= version <= MAX_VERSION:
         raise ValueError(f"fetch response version {version} is not written here")
     flexible = version >= 12
     parts: list[bytes | S] = []
     head = bytearray(struct.pack(">i", correlation_id))
     if flexible:
         head += b"\0"  # response header tagged fields
-    head += struct.pack(">i", throttle_time_ms)
+    if version >= 1:
+        head += struct.pack(">i", throttle_time_ms)
     if version >= 7:
         head += struct.pack(">hi", error_code, session_id)
     head += uvarint(len(topics) + 1) if flexible else struct.pack(">i", len(topics))
@@ -82,14 +84,16 @@ def encode(
             head += _PARTITION_HEAD.pack(
                 p.index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset
             )
-            if version < 5:
+            if version < 4:
+                del head[-16:]  # lastStableOffset arrived in v4
+            elif version < 5:
                 del head[-8:]  # logStartOffset arrived in v5
             aborted = p.aborted_transactions
             if flexible:
                 head += uvarint(len(aborted) + 1)
                 for entry in aborted:
                     head += _ABORTED.pack(*entry) + b"\0"  # entry tagged fields
-            else:
+            elif version >= 4:
                 head += struct.pack(">i", len(aborted))
                 for entry in aborted:
                     head += _ABORTED.pack(*entry)

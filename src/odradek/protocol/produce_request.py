@@ -1,11 +1,12 @@
-"""Produce requests (v3-v11) read by hand, so record sets stay views of the request frame.
+"""Produce requests (v0-v11) read by hand, so record sets stay views of the request frame.
 
 kio copies each partition's ``records`` into a new ``bytes``; on the produce path that is a copy
 of almost the whole request, and the broker then needs the batches writable anyway (it assigns
 offsets by rewriting ``baseOffset`` in place). Here each ``records`` is a ``memoryview`` slice
 of the frame: writable when the frame is (a connection's own receive buffer), read-only when it
-is ``bytes``. Field order follows ProduceRequest.json and RequestHeader.json; v9 is the first
-flexible version (header v2, compact strings, arrays and bytes, tagged-field sections).
+is ``bytes``. Field order follows ProduceRequest.json and RequestHeader.json; v3 added
+``transactional_id`` (v0-v2 carry message sets v0/v1, see :mod:`odradek.protocol.legacy`), v9 is
+the first flexible version (header v2, compact strings, arrays and bytes, tagged-field sections).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from dataclasses import dataclass
 from odradek.protocol.messages import RequestHeader, peek_header
 
 API_KEY = 0
-MIN_VERSION = 3
+MIN_VERSION = 0
+FIRST_RECORD_BATCH_VERSION = 3  # Produce v3+ carries RecordBatch v2 only
+FIRST_ZSTD_VERSION = 7  # KIP-110
 MAX_VERSION = 11
 FIRST_FLEXIBLE_VERSION = 9
 
@@ -143,8 +146,10 @@ def decode_produce_request(
     if flexible:
         reader.skip_tagged_fields()
         transactional_id = reader.compact_nullable_string()
-    else:
+    elif version >= FIRST_RECORD_BATCH_VERSION:
         transactional_id = reader.nullable_string()
+    else:
+        transactional_id = None
     acks, timeout_ms = reader.unpack(_ACKS_TIMEOUT)
     topics: list[TopicProduceData] = []
     for _ in range(reader.array_length(flexible)):

@@ -1,10 +1,10 @@
-"""Produce responses (v3-v11) written by hand.
+"""Produce responses (v0-v11) written by hand.
 
 kio builds a response through validated entity objects, which cost more than the rest of a small
 Produce request together; this writer takes the handler's plain values. Field order follows
-ProduceResponse.json; v9 is the first flexible version (compact strings and arrays, tagged-field
-sections, response header v1). The tagged fields of later versions (current leader, node
-endpoints) are never written.
+ProduceResponse.json (v1 added the throttle time, v2 the log append time); v9 is the first
+flexible version (compact strings and arrays, tagged-field sections, response header v1). The
+tagged fields of later versions (current leader, node endpoints) are never written.
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ def encode(
             out += _PARTITION.pack(
                 p["index"], p["error_code"], p["base_offset"], p["log_append_time"]
             )
+            if version < 2:
+                del out[-8:]
             if version >= 5:
                 out += _INT64.pack(p["log_start_offset"])
             if version >= 8:
@@ -82,7 +84,8 @@ def encode(
                 out += b"\0"
         if flexible:
             out += b"\0"
-    out += _INT32.pack(throttle_time_ms)
+    if version >= 1:
+        out += _INT32.pack(throttle_time_ms)
     if flexible:
         out += b"\0"
     _INT32.pack_into(out, 0, len(out) - 4)

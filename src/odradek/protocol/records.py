@@ -292,15 +292,46 @@ def encode_batch(
         _write_varint(body, len(record))
         body += record
 
-    payload = body if compression == codecs.NONE else codecs.compress(compression, body)
-    attributes = compression
+    attributes = 0
     if timestamp_type_log_append:
         attributes |= TIMESTAMP_TYPE_BIT
     if transactional:
         attributes |= TRANSACTIONAL_BIT
     if control:
         attributes |= CONTROL_BIT
-    max_timestamp = now_ms if timestamp_type_log_append else max(timestamps)
+    return batch_around(
+        body,
+        len(items),
+        base_timestamp,
+        now_ms if timestamp_type_log_append else max(timestamps),
+        compression=compression,
+        attributes=attributes,
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def batch_around(
+    section: Bytes,
+    record_count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    compression: int = 0,
+    attributes: int = 0,
+    base_offset: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """The v2 batch holding a records ``section`` already written (``record_count`` records,
+    offset deltas 0, 1, ..., timestamp deltas from ``base_timestamp``), compressed here with
+    ``compression``; ``attributes`` are the bits besides the codec."""
+    payload = section if compression == codecs.NONE else codecs.compress(compression, section)
     out = bytearray(HEADER_SIZE + len(payload))
     _HEADER.pack_into(
         out,
@@ -310,14 +341,14 @@ def encode_batch(
         partition_leader_epoch,
         MAGIC,
         0,  # crc, below
-        attributes,
-        len(items) - 1,
+        attributes | compression,
+        record_count - 1,
         base_timestamp,
         max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
-        len(items),
+        record_count,
     )
     out[HEADER_SIZE:] = payload
     struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))

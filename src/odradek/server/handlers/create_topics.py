@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.cluster.metadata_store import MetadataStoreError
+from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits, permits_cluster
 from odradek.server.context import RequestContext, Response
+from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 from odradek.server.topic_configs import describe_topic_configs
 
@@ -77,7 +79,7 @@ def _create(ctx: RequestContext, item: Any, validate_only: bool) -> dict[str, An
     }
 
 
-@handles(api_key=19, min_version=2, max_version=7)
+@handles(api_key=19, min_version=0, max_version=7, decode=old_messages.decoder(19))
 async def handle_create_topics(ctx: RequestContext, request: Any) -> Response:
     seen: set[str] = set()
     results = []
@@ -93,4 +95,4 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Response:
             continue
         seen.add(item.name)
         results.append(_create(ctx, item, bool(request.validate_only)))
-    return ctx.respond(throttle_time=0, topics=results)
+    return respond(ctx, throttle_time=0, topics=results)

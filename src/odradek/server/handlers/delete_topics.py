@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
+from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 
 
@@ -31,12 +33,12 @@ def _delete(ctx: RequestContext, name: str | None, topic_id: Any) -> dict[str, A
     return {"name": name, "topic_id": deleted.topic_id, "error_code": ErrorCode.none}
 
 
-@handles(api_key=20, min_version=1, max_version=6)
+@handles(api_key=20, min_version=0, max_version=6, decode=old_messages.decoder(20))
 async def handle_delete_topics(ctx: RequestContext, request: Any) -> Response:
     if ctx.version >= 6:
         targets = [(t.name, t.topic_id) for t in request.topics]
     else:
         targets = [(name, None) for name in request.topic_names]
-    return ctx.respond(
-        throttle_time=0, responses=[_delete(ctx, name, topic_id) for name, topic_id in targets]
+    return respond(
+        ctx, throttle_time=0, responses=[_delete(ctx, name, topic_id) for name, topic_id in targets]
     )

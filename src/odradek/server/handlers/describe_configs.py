@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import Op, config_denial
 from odradek.server.context import RequestContext, Response
+from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 from odradek.server.topic_configs import (
     BROKER_RESOURCE,
@@ -58,10 +60,11 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, A
     return result
 
 
-@handles(api_key=32, min_version=1, max_version=4)
+@handles(api_key=32, min_version=0, max_version=4, decode=old_messages.decoder(32))
 async def handle_describe_configs(ctx: RequestContext, request: Any) -> Response:
     synonyms = bool(getattr(request, "include_synonyms", False))
-    return ctx.respond(
+    return respond(
+        ctx,
         throttle_time=0,
         results=[_describe(ctx, resource, synonyms) for resource in request.resources],
     )

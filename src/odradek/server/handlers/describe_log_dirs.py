@@ -11,9 +11,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import CLUSTER, Op, permits_cluster, refusal
 from odradek.server.context import RequestContext, Response
+from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 from odradek.storage import PartitionLog
 
@@ -63,14 +65,15 @@ def _describe_dir(
     }
 
 
-@handles(api_key=35, min_version=1, max_version=4)
+@handles(api_key=35, min_version=0, max_version=4, decode=old_messages.decoder(35))
 async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Response:
     if not permits_cluster(ctx, Op.DESCRIBE):
         return refusal(ctx, CLUSTER, results=[])
     manager = ctx.services.logs
     wanted = _wanted(request)
     logs = manager.all_logs()
-    return ctx.respond(
+    return respond(
+        ctx,
         throttle_time=0,
         error_code=ErrorCode.none,
         results=[_describe_dir(log_dir, logs, wanted) for log_dir in manager.log_dirs],

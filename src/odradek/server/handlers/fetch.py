@@ -1,4 +1,9 @@
-"""Fetch (1): read record slices, long-poll until min.bytes or max.wait.ms, reply with sendfile."""
+"""Fetch (1): read record slices, long-poll until min.bytes or max.wait.ms, reply with sendfile.
+
+Fetch v0-v3 readers get their records down-converted to message format v0 (v0-v1) or v1 (v2-v3),
+read into memory rather than sent by sendfile, and readers below v10 no zstd topic (KIP-110), as
+Kafka 3.x answered them.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from typing import Any
 
 from odradek.cluster.partition import Partition
 from odradek.counters import BrokerCounters
-from odradek.protocol import fetch_response
+from odradek.protocol import compression, fetch_request, fetch_response, legacy
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import fetch_denials
 from odradek.server.context import FrameParts, RequestContext, Response
@@ -27,6 +32,8 @@ PartitionData = fetch_response.PartitionData
 
 
 READ_COMMITTED = 1
+FIRST_RECORD_BATCH_VERSION = 4  # Fetch v4+ reads RecordBatch v2
+FIRST_ZSTD_VERSION = 10  # KIP-110
 
 RACK_AWARE_SELECTORS = frozenset(
     {"org.apache.kafka.common.replica.RackAwareReplicaSelector", "RackAwareReplicaSelector"}
@@ -218,7 +225,12 @@ def _read_all(
     return result, total, any_error
 
 
-@handles(api_key=1, min_version=4, max_version=fetch_response.MAX_VERSION)
+@handles(
+    api_key=fetch_request.API_KEY,
+    min_version=0,
+    max_version=fetch_response.MAX_VERSION,
+    decode=fetch_request.decode_fetch_request,
+)
 async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
     min_bytes = int(request.min_bytes)
     replica_id = int(request.replica_id)
@@ -256,10 +268,58 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
     topics = found[0]
     if session is not None and session.session is not None:
         topics = _session_view(session, topics)
+    if ctx.version < FIRST_ZSTD_VERSION:
+        topics = _for_old_reader(ctx, topics, wanted)
     counters = ctx.services.counters
     if counters is not None:
         _count(counters, ctx.header.api_key, topics, replica)
     return _frame(ctx, topics, session_id=session.session_id if session is not None else 0)
+
+
+def _for_old_reader(
+    ctx: RequestContext,
+    topics: list[fetch_response.TopicData[ReadSlice]],
+    wanted: list[tuple[TopicPartitionKey, SessionPartition]],
+) -> list[fetch_response.TopicData[Any]]:
+    """Fetch v0-v9: a partition of a topic with ``compression.type=zstd`` answers
+    UNSUPPORTED_COMPRESSION_TYPE, as Kafka's; v0-v3 get records converted to their message
+    format (records bytes in place of file slices)."""
+    magic = legacy.MAGIC_V0 if ctx.version <= 1 else legacy.MAGIC_V1
+    offsets = {key: p.fetch_offset for key, p in wanted}
+    out: list[fetch_response.TopicData[Any]] = []
+    for topic in topics:
+        partitions: list[PartitionData[Any]] = []
+        for p in topic.partitions:
+            partition = ctx.services.topics.partition(topic.name, p.index)
+            error: ErrorCode | None = None
+            converted: PartitionData[Any] = p
+            if partition is not None and partition.log.config.compression == compression.ZSTD:
+                error = ErrorCode.unsupported_compression_type
+            elif ctx.version < FIRST_RECORD_BATCH_VERSION and p.records is not None:
+                try:
+                    data = legacy.down_convert(
+                        p.records.read_bytes(),
+                        magic,
+                        offsets[(topic.name, p.index)],
+                        p.records_size,
+                    )
+                except legacy.LegacyFormatError as e:
+                    error = e.code
+                else:
+                    converted = PartitionData(
+                        p.index,
+                        p.error_code,
+                        p.high_watermark,
+                        p.last_stable_offset,
+                        p.log_start_offset,
+                        data or None,
+                        len(data),
+                    )
+            if error is not None:
+                converted = PartitionData(p.index, error, -1, -1, -1, None, 0)
+            partitions.append(converted)
+        out.append(fetch_response.TopicData(topic.name, partitions))
+    return out
 
 
 def _session_view(

@@ -11,10 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.coordinator.messages import CommitRequest, OffsetCommit
+from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import group_committed
+from odradek.server.old_versions import respond
 from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
 
@@ -22,7 +24,7 @@ from odradek.server.registry import handles
 _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND = 9
 
 
-@handles(api_key=8, min_version=2, max_version=9)
+@handles(api_key=8, min_version=0, max_version=9, decode=old_messages.decoder(8))
 async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
     cluster = ctx.services.cluster
     results: dict[tuple[str, int], ErrorCode] = {}
@@ -69,7 +71,8 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
                 for tp, code in committed.items()
             }
         results.update(committed)
-    return ctx.respond(
+    return respond(
+        ctx,
         throttle_time=0,
         topics=partition_errors(request.topics, results),
     )

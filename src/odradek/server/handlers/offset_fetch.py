@@ -14,10 +14,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from odradek.coordinator.messages import NO_LEADER_EPOCH, NO_OFFSET
+from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.group_commits import committed
+from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 
 
@@ -81,7 +83,7 @@ def _failed_partitions(topics: Iterable[Any] | None, error: ErrorCode) -> list[A
     ]
 
 
-@handles(api_key=9, min_version=1, max_version=9)
+@handles(api_key=9, min_version=0, max_version=9, decode=old_messages.decoder(9))
 async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Response:
     groups = ctx.services.groups
     if ctx.version >= 8:
@@ -113,4 +115,4 @@ async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Response:
         error = failure
     if error != ErrorCode.none:
         topics = _failed_partitions(request.topics, error) if ctx.version < 2 else []
-    return ctx.respond(throttle_time=0, topics=topics, error_code=error)
+    return respond(ctx, throttle_time=0, topics=topics, error_code=error)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
+from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 
 
@@ -33,9 +35,10 @@ def _end_of_epoch(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
     }
 
 
-@handles(api_key=23, min_version=2, max_version=4)
+@handles(api_key=23, min_version=0, max_version=4, decode=old_messages.decoder(23))
 async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Any) -> Response:
-    return ctx.respond(
+    return respond(
+        ctx,
         throttle_time=0,
         topics=[
             {

@@ -1,5 +1,9 @@
 """Produce (0): hand each partition's record set to its leader's append, acknowledge by acks.
 
+Produce v0-v2 carry message sets in formats v0/v1, converted here to a RecordBatch v2 before the
+log sees them (:mod:`odradek.protocol.legacy`); below v7 zstd is refused (KIP-110). Neither touches
+the requests of current clients beyond a version comparison.
+
 A transactional producer's first batch to a partition in a transaction is checked first with
 the transaction coordinator (KIP-890's verification, ``transaction.partition.verification.
 enable``): a partition the producer never added to its transaction is refused with
@@ -13,9 +17,9 @@ from typing import Any
 
 from odradek.cluster.partition import Partition
 from odradek.counters import BrokerCounters
-from odradek.protocol import produce_request, produce_response
+from odradek.protocol import compression, legacy, produce_request, produce_response
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import HEADER_SIZE, read_header
+from odradek.protocol.record_batch import COMPRESSION_MASK, HEADER_SIZE, MAGIC, read_header
 from odradek.server.authorize import producer_denials
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
@@ -77,6 +81,30 @@ def produce_to_partition(
         "error_message": None,
     }
     return answer, (partition if acks == -1 else None), info.last_offset + 1
+
+
+_ATTRIBUTES_LOW_BYTE = 22  # of a v2 batch: bits 0-2 are the codec
+
+
+def _old_version_records(version: int, records: memoryview | None) -> bytes | memoryview | None:
+    """What an old Produce version's partition data is to the log: a v0/v1 message set (v0-v2)
+    as one RecordBatch v2; a zstd batch below v7 refused as Kafka's ``validateRecords`` does.
+    Raises :class:`~odradek.protocol.legacy.LegacyFormatError`."""
+    if records is None:
+        return records
+    magic = legacy.magic_of(records)
+    if 0 <= magic < MAGIC and version < produce_request.FIRST_RECORD_BATCH_VERSION:
+        return legacy.to_record_batch(records)
+    if (
+        magic == MAGIC
+        and len(records) >= HEADER_SIZE
+        and records[_ATTRIBUTES_LOW_BYTE] & COMPRESSION_MASK == compression.ZSTD
+    ):
+        raise legacy.LegacyFormatError(
+            ErrorCode.unsupported_compression_type,
+            f"Produce v{version} may not carry zstd batches (v7 and later may)",
+        )
+    return records
 
 
 # The coordinator's answers a producer may retry (it cannot act on them itself): Kafka hands
@@ -169,8 +197,15 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
                 message = None if unauthorized else "the partition is not in the transaction"
                 answers.append(_failed(int(p.index), code, message))
                 continue
+            records = p.records
+            if ctx.version < produce_request.FIRST_ZSTD_VERSION:
+                try:
+                    records = _old_version_records(ctx.version, p.records)
+                except legacy.LegacyFormatError as e:
+                    answers.append(_failed(int(p.index), e.code, str(e)))
+                    continue
             answer, waits_on, offset = produce_to_partition(
-                ctx, topic.name, int(p.index), p.records, acks
+                ctx, topic.name, int(p.index), records, acks
             )
             answers.append(answer)
             if waits_on is not None:
