@@ -200,8 +200,10 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
 }
 DELETE_TOPICS = 20
 # The consumer group APIs answer without an error only inside a live group, so
-# tests/e2e/test_groups_protocol.py drives each of them at both ends of its range instead.
-GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47})
+# tests/e2e/test_groups_protocol.py drives each of them at both ends of its range instead (the
+# KIP-848 ones, 68 and 69: tests/server/handlers/test_consumer_groups.py, and
+# tests/e2e/test_groups_kip848.py with confluent-kafka and the Java consumer's choice).
+GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47, 68, 69})
 # APIs kio has no schema of, with codecs of our own (tested below and in tests/protocol).
 CONTROLLED_SHUTDOWN = 7
 OWN_CODECS = frozenset({CONTROLLED_SHUTDOWN})

@@ -50,6 +50,7 @@ from odradek.coordinator.transactions import (
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import InvalidBatch, validate_batches
 from odradek.protocol.records import NewRecord, encode_batch
+from odradek.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,9 @@ class TransactionCoordinatorRuntime:
             producer_ids.next_id,
         )
         self._wait_replicated = wait_replicated
+        # Markers and KIP-890 checks go to other brokers over the inter-broker listener, with
+        # its TLS and SASL (and to this one the same way).
+        self._security = inter_broker_security(config)
         self._abort_interval_s = (
             config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
         )
@@ -510,6 +514,7 @@ class TransactionCoordinatorRuntime:
             f"{endpoint.host}:{endpoint.port}",
             client_id=f"odradek-txn-coordinator-{self.cluster.node_id if self.cluster else -1}",
             timeout_s=_MARKER_TIMEOUT_S,
+            security=self._security,
         )
         self._connections[endpoint.node_id] = connection
         return connection
