@@ -145,6 +145,50 @@ def test_brokers_replicate_over_a_sasl_ssl_inter_broker_listener(
             for s in broker.broker.sessions()
         }
         assert ("INTERNAL", "User:broker") in principals
+
+        # A transaction over partitions led by both brokers: its coordinator sends the markers
+        # to the other broker over INTERNAL too, so a read_committed reader sees every record.
+        spread = f"txn-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(spread, 2, 2)])[spread].result(TIMEOUT_S)
+        leaders = wait_until(
+            lambda: (
+                {
+                    p.leader
+                    for p in admin.list_topics(spread, timeout=TIMEOUT_S)
+                    .topics[spread]
+                    .partitions.values()
+                }
+                == {1, 2}
+            ),
+            what="the partitions led by both brokers",
+        )
+        assert leaders
+        transactional = Producer({**client, "transactional.id": f"tx-{spread}"})
+        transactional.init_transactions(TIMEOUT_S)
+        transactional.begin_transaction()
+        for i in range(10):
+            transactional.produce(spread, value=b"t%d" % i, partition=i % 2)
+        transactional.commit_transaction(TIMEOUT_S)
+        reader = Consumer(
+            {**client, "group.id": "rc", "isolation.level": "read_committed",
+             "enable.partition.eof": True}
+        )  # fmt: skip
+        reader.assign([TopicPartition(spread, p, OFFSET_BEGINNING) for p in (0, 1)])
+        seen: list[bytes] = []
+        ends: set[int] = set()
+
+        def read() -> bool:
+            message = reader.poll(0.5)
+            if message is not None:
+                if message.error():
+                    ends.add(message.partition())
+                else:
+                    seen.append(message.value())
+            return len(seen) == 10 and ends == {0, 1}
+
+        wait_until(read, interval_s=0, what="the committed transaction read on both partitions")
+        reader.close()
+        assert sorted(seen) == sorted(b"t%d" % i for i in range(10))
     finally:
         for broker in brokers:
             broker.stop()
