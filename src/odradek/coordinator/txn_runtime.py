@@ -157,9 +157,7 @@ class TransactionCoordinatorRuntime:
             producer_ids.next_id,
         )
         self._wait_replicated = wait_replicated
-        # Markers and KIP-890 checks go to other brokers over the inter-broker listener, with
-        # its TLS and SASL (and to this one the same way).
-        self._security = inter_broker_security(config)
+        self._config = config
         self._abort_interval_s = (
             config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
         )
@@ -514,7 +512,10 @@ class TransactionCoordinatorRuntime:
             f"{endpoint.host}:{endpoint.port}",
             client_id=f"odradek-txn-coordinator-{self.cluster.node_id if self.cluster else -1}",
             timeout_s=_MARKER_TIMEOUT_S,
-            security=self._security,
+            # Markers and KIP-890 checks go over the inter-broker listener with its TLS and
+            # SASL (to this broker too). Read when first needed: a lone broker whose only
+            # listener is SASL and that never sees a transaction needs no credentials of its own.
+            security=inter_broker_security(self._config),
         )
         self._connections[endpoint.node_id] = connection
         return connection

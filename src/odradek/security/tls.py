@@ -19,8 +19,6 @@ import ssl
 import tempfile
 from pathlib import Path
 
-from cryptography import x509
-
 from odradek.config import BrokerConfig, ConfigError
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -90,11 +88,44 @@ def _load_inline_cert_chain(
 
 
 def certificate_principal(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str:
-    """The principal of a TLS peer: ``User:<subject DN>``, or ANONYMOUS without a certificate."""
+    """The principal of a TLS peer: ``User:<subject DN>`` (RFC 2253's order and short names,
+    as Kafka's DEFAULT mapping prints ``X500Principal.getName()``), or ANONYMOUS without a
+    certificate. The certificate was verified against the trust store, so ``ssl`` has parsed
+    it."""
     if ssl_object is None:
         return ANONYMOUS
-    der = ssl_object.getpeercert(binary_form=True)
-    if not der:
+    peer = ssl_object.getpeercert()
+    if not peer:
         return ANONYMOUS
-    subject = x509.load_der_x509_certificate(der).subject
-    return "User:" + subject.rfc4514_string()
+    subject = peer.get("subject", ())
+    parts = []
+    for rdn in reversed(subject):  # most specific first, as RFC 2253 writes a DN
+        parts.append(
+            "+".join(f"{_SHORT_NAMES.get(name, name)}={_escape(value)}" for name, value in rdn)
+        )
+    return "User:" + ",".join(parts) if parts else ANONYMOUS
+
+
+# The attribute types RFC 2253 (and Java's X500Principal) write by their short names.
+_SHORT_NAMES = {
+    "commonName": "CN",
+    "organizationalUnitName": "OU",
+    "organizationName": "O",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "countryName": "C",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+
+
+def _escape(value: str) -> str:
+    """RFC 2253's escapes: ``,+"\\<>;`` always, ``#`` and a space at the start, a space at
+    the end."""
+    out = "".join("\\" + c if c in ',+"\\<>;' else c for c in value)
+    if out.startswith(("#", " ")):
+        out = "\\" + out
+    if out.endswith(" ") and not out.endswith("\\ "):
+        out = out[:-1] + "\\ "
+    return out
