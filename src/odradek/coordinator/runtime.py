@@ -52,12 +52,13 @@ from odradek.config import BrokerConfig, ConfigError
 from odradek.coordinator.assignors import ASSIGNORS, TopicInfo, assignor_names
 from odradek.coordinator.consumer_group import ConsumerGroupSettings
 from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator, write_error
+from odradek.coordinator.internal_topic import InternalTopic
 from odradek.coordinator.log_reader import read_batches
 from odradek.coordinator.messages import NO_PRODUCER_ID
 from odradek.protocol.control import marker_commits
-from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import BatchHeader, InvalidBatch, validate_batches
-from odradek.protocol.records import NewRecord, Record, encode_batch
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.record_batch import BatchHeader
+from odradek.protocol.records import Record
 
 log = logging.getLogger(__name__)
 
@@ -109,40 +110,12 @@ class TopicsCatalog:
         return [t.name for t in self.topics.topics()]
 
 
-class OffsetsTopic:
+class OffsetsTopic(InternalTopic):
     """``__consumer_offsets`` as the coordinator writes and replays it."""
 
     def __init__(self, topics: TopicManager, config: BrokerConfig, clock: Clock) -> None:
-        self.topics = topics
-        self.config = config
-        self.clock = clock
-
-    @property
-    def partitions(self) -> int:
-        """The topic's partition count, or the one it will be created with."""
-        existing = self.topics.topic(OFFSETS_TOPIC)
-        if existing is not None:
-            return existing.partitions
-        return self.config.get_int("offsets.topic.num.partitions")
-
-    def ensure(self) -> None:
-        if self.topics.topic(OFFSETS_TOPIC) is not None:
-            return
-        # offsets.topic.replication.factor, or fewer while fewer brokers are live (as Kafka's
-        # tests run it; Kafka itself refuses until enough brokers are up).
-        replication = min(
-            self.config.get_int("offsets.topic.replication.factor"),
-            self.topics.live_broker_count(),
-        )
-        self.topics.create_topic(
-            OFFSETS_TOPIC,
-            self.config.get_int("offsets.topic.num.partitions"),
-            replication,
-            {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.config.get_int("offsets.topic.segment.bytes")),
-                "compression.type": "producer",
-            },
+        super().__init__(
+            OFFSETS_TOPIC, "offsets.topic", topics, config, clock, {"compression.type": "producer"}
         )
 
     def write(
@@ -153,43 +126,16 @@ class OffsetsTopic:
         producer_id: int = NO_PRODUCER_ID,
         producer_epoch: int = -1,
     ) -> int:
-        self.ensure()
-        target = self.topics.partition(OFFSETS_TOPIC, partition)
-        if target is None:
-            raise KafkaError(
-                ErrorCode.unknown_topic_or_partition, f"{OFFSETS_TOPIC}-{partition} is missing"
-            )
-        transactional = producer_id != NO_PRODUCER_ID
-        # A transactional commit's batch is the one Kafka's coordinator writes: the producer's
-        # id and epoch, the transactional bit, and base sequence 0 — a coordinator's append is
-        # checked for the producer's epoch only, never for its sequence.
-        batch = bytearray(
-            encode_batch(
-                [NewRecord(key, value) for key, value in records],
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                base_sequence=0 if transactional else -1,
-                transactional=transactional,
-                now_ms=self.clock.time_ms(),
-            )
+        """Append ``records`` (a transactional commit's as the producer's batch); the offset
+        of the first."""
+        _, info = self.append(
+            partition,
+            records,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional=producer_id != NO_PRODUCER_ID,
         )
-        max_bytes = self.topics.topic_config(OFFSETS_TOPIC).get_int("max.message.bytes")
-        try:
-            headers = validate_batches(batch, max_bytes)
-        except InvalidBatch as e:
-            code = (
-                ErrorCode.record_list_too_large
-                if e.error == "message_too_large"
-                else (ErrorCode.corrupt_message)
-            )
-            raise KafkaError(code, str(e)) from e
-        try:
-            return target.append(batch, headers, None).first_offset
-        except OSError as e:
-            raise KafkaError(ErrorCode.kafka_storage_error, str(e)) from e
-
-    def partition(self, index: int) -> Partition | None:
-        return self.topics.partition(OFFSETS_TOPIC, index)
+        return info.first_offset
 
     def read_from(self, partition: Partition, offset: int) -> tuple[list[LogEntry], int | None]:
         """The entries of one read from ``offset`` on, and the offset of the next read (as

@@ -37,6 +37,7 @@ from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import BrokerEndpoint, ClusterView, leader_endpoint
 from odradek.config import BrokerConfig
 from odradek.coordinator.coordinator import write_error
+from odradek.coordinator.internal_topic import InternalTopic
 from odradek.coordinator.log_reader import read_batches
 from odradek.coordinator.records import RecordFormatError
 from odradek.coordinator.transactions import (
@@ -48,8 +49,6 @@ from odradek.coordinator.transactions import (
     TxnWrite,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import InvalidBatch, validate_batches
-from odradek.protocol.records import NewRecord, encode_batch
 from odradek.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
@@ -74,65 +73,31 @@ _MARKER_FATAL = frozenset(
 WaitReplicated = Callable[[Partition, int, float], Awaitable[ErrorCode]]
 
 
-class TransactionStateTopic:
+class TransactionStateTopic(InternalTopic):
     """``__transaction_state`` as the coordinator writes and replays it."""
 
     def __init__(self, topics: TopicManager, config: BrokerConfig, clock: Clock) -> None:
-        self.topics = topics
-        self.config = config
-        self.clock = clock
-
-    @property
-    def partitions(self) -> int:
-        existing = self.topics.topic(TXN_TOPIC)
-        if existing is not None:
-            return existing.partitions
-        return self.config.get_int("transaction.state.log.num.partitions")
-
-    def ensure(self) -> None:
-        if self.topics.topic(TXN_TOPIC) is not None:
-            return
-        replication = min(
-            self.config.get_int("transaction.state.log.replication.factor"),
-            self.topics.live_broker_count(),
-        )
-        self.topics.create_topic(
+        super().__init__(
             TXN_TOPIC,
-            self.config.get_int("transaction.state.log.num.partitions"),
-            replication,
-            {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.config.get_int("transaction.state.log.segment.bytes")),
-                "min.insync.replicas": str(
-                    min(self.config.get_int("transaction.state.log.min.isr"), replication)
-                ),
-                "compression.type": "uncompressed",
-                "unclean.leader.election.enable": "false",
-            },
+            "transaction.state.log",
+            topics,
+            config,
+            clock,
+            {"compression.type": "uncompressed", "unclean.leader.election.enable": "false"},
         )
 
-    def partition(self, index: int) -> Partition | None:
-        return self.topics.partition(TXN_TOPIC, index)
+    def topic_configs(self) -> dict[str, str]:
+        return super().topic_configs() | {
+            "min.insync.replicas": str(
+                min(self.config.get_int("transaction.state.log.min.isr"), self.replication())
+            )
+        }
 
     def write(self, index: int, key: bytes, value: bytes) -> tuple[Partition, int]:
         """Append one record as the partition's leader; the partition and the offset the high
         watermark must pass for the record to be replicated."""
-        self.ensure()
-        target = self.partition(index)
-        if target is None:
-            raise KafkaError(
-                ErrorCode.unknown_topic_or_partition, f"{TXN_TOPIC}-{index} is missing"
-            )
-        batch = bytearray(encode_batch([NewRecord(key, value)], now_ms=self.clock.time_ms()))
-        try:
-            headers = validate_batches(batch, 2**31 - 1)
-        except InvalidBatch as e:  # pragma: no cover - our own encoder's output
-            raise KafkaError(ErrorCode.unknown_server_error, str(e)) from e
-        try:
-            info = target.append(batch, headers, None)
-        except OSError as e:
-            raise KafkaError(ErrorCode.kafka_storage_error, str(e)) from e
-        return target, info.last_offset + 1
+        partition, info = self.append(index, [(key, value)])
+        return partition, info.last_offset + 1
 
 
 class TransactionCoordinatorRuntime:
