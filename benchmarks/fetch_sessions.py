@@ -11,12 +11,12 @@ thousand fetches (user + system from /proc) for each, and their ratio.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+from odradek.bench.scenarios import cpu_seconds
 from odradek.client.blocking import BlockingConnection
 from odradek.protocol.records import encode_batch
 from odradek.testing import BrokerProcess
@@ -26,9 +26,9 @@ FETCH, PRODUCE, CREATE_TOPICS = 1, 0, 19
 
 def cpu_s(broker: BrokerProcess) -> float:
     assert broker.process is not None
-    with open(f"/proc/{broker.process.pid}/stat") as stat:
-        fields = stat.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    seconds = cpu_seconds(broker.process.pid)
+    assert seconds is not None, "the broker process is gone"
+    return seconds
 
 
 def fetch_fields(

@@ -25,6 +25,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.bench.scenarios import cpu_seconds
 from odradek.testing import BrokerProcess
 
 PARTITIONS = 6
@@ -32,9 +33,9 @@ PARTITIONS = 6
 
 def cpu_s(broker: BrokerProcess) -> float:
     assert broker.process is not None
-    with open(f"/proc/{broker.process.pid}/stat") as stat:
-        fields = stat.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    seconds = cpu_seconds(broker.process.pid)
+    assert seconds is not None, "the broker process is gone"
+    return seconds
 
 
 def produce(
