@@ -230,49 +230,11 @@ def encode_value(value: ConsumerGroupValue) -> bytes:
 # -- reading -----------------------------------------------------------------------------------
 
 
-class _Reader(rec._Reader):
+class _Reader(rec.RecordReader):
     """The non-flexible reader of the classic records, plus the flexible encodings."""
-
-    def _raw(self, length: int) -> bytes:
-        if length < 0:
-            raise RecordFormatError("negative length")
-        return super()._raw(length)
-
-    def int8(self) -> int:
-        return int(struct.unpack(">b", self._raw(1))[0])
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            (byte,) = self._raw(1)
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise RecordFormatError("varint is too long")
 
     def topic_id(self) -> uuid.UUID:
         return uuid.UUID(bytes=self._raw(16))
-
-    def compact_string(self) -> str | None:
-        length = self.uvarint()
-        return None if length == 0 else self._decode(self._raw(length - 1))
-
-    def required_compact_string(self) -> str:
-        value = self.compact_string()
-        if value is None:
-            raise RecordFormatError("null where a string is required")
-        return value
-
-    def count(self) -> int:
-        """A compact array's length (a null array reads as empty)."""
-        return max(self.uvarint() - 1, 0)
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self._raw(self.uvarint())
 
     def assignment(self) -> dict[uuid.UUID, frozenset[int]]:
         result: dict[uuid.UUID, frozenset[int]] = {}
@@ -281,13 +243,6 @@ class _Reader(rec._Reader):
             result[topic_id] = frozenset(self.int32() for _ in range(self.count()))
             self.skip_tags()
         return result
-
-    @staticmethod
-    def _decode(raw: bytes) -> str:
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as e:
-            raise RecordFormatError(f"string is not UTF-8: {e}") from None
 
 
 def decode_key(data: bytes) -> ConsumerGroupKey:

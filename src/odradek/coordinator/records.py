@@ -200,7 +200,10 @@ def encode_value(value: Value) -> bytes:
 # -- reading -----------------------------------------------------------------------------------
 
 
-class _Reader:
+class RecordReader:
+    """Reads the big-endian fields of a record's key or value, raising RecordFormatError at a
+    short or malformed field."""
+
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.position = 0
@@ -222,6 +225,8 @@ class _Reader:
         return self._take(_INT64)
 
     def _raw(self, length: int) -> bytes:
+        if length < 0:
+            raise RecordFormatError("negative length")
         end = self.position + length
         if end > len(self.data):
             raise RecordFormatError("record ends inside a field")
@@ -250,9 +255,51 @@ class _Reader:
             return b""
         return self._raw(length)
 
+    # -- the flexible (compact) encodings of newer record versions --
+
+    def int8(self) -> int:
+        return int(struct.unpack(">b", self._raw(1))[0])
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            (byte,) = self._raw(1)
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise RecordFormatError("varint is too long")
+
+    def compact_string(self) -> str | None:
+        length = self.uvarint()
+        return None if length == 0 else self._decode(self._raw(length - 1))
+
+    def required_compact_string(self) -> str:
+        value = self.compact_string()
+        if value is None:
+            raise RecordFormatError("null where a string is required")
+        return value
+
+    def count(self) -> int:
+        """A compact array's length (a null array reads as empty)."""
+        return max(self.uvarint() - 1, 0)
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._raw(self.uvarint())
+
+    @staticmethod
+    def _decode(raw: bytes) -> str:
+        try:
+            return raw.decode()
+        except UnicodeDecodeError as e:
+            raise RecordFormatError(f"string is not UTF-8: {e}") from None
+
 
 def decode_key(data: bytes) -> Key:
-    r = _Reader(data)
+    r = RecordReader(data)
     kind = r.int16()
     if kind in (OFFSET_COMMIT_KEY_V0, OFFSET_COMMIT_KEY):
         return OffsetKey(r.string(), r.string(), r.int32())
@@ -262,7 +309,7 @@ def decode_key(data: bytes) -> Key:
 
 
 def decode_offset_value(data: bytes) -> OffsetValue:
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.int16()
     if not 0 <= version <= 3:
         raise RecordFormatError(f"offset commit value version {version} is not 0-3")
@@ -276,7 +323,7 @@ def decode_offset_value(data: bytes) -> OffsetValue:
 
 
 def decode_group_value(data: bytes) -> GroupValue:
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.int16()
     if not 0 <= version <= 3:
         raise RecordFormatError(f"group metadata value version {version} is not 0-3")

@@ -30,7 +30,12 @@ import enum
 import struct
 from dataclasses import dataclass
 
-from odradek.coordinator.records import RecordFormatError, java_string_hash, kafka_abs
+from odradek.coordinator.records import (
+    RecordFormatError,
+    RecordReader,
+    java_string_hash,
+    kafka_abs,
+)
 
 TXN_KEY_VERSION = 0
 TXN_VALUE_VERSION = 0
@@ -116,70 +121,23 @@ def encode_txn_value(value: TxnValue) -> bytes:
     return bytes(out)
 
 
-class _Reader:
-    """Reads both the classic (version 0) and the flexible (version 1) layouts."""
+class _Reader(RecordReader):
+    """Both layouts of the value: classic, and (``flexible``) compact with tagged fields."""
 
     def __init__(self, data: bytes, flexible: bool = False) -> None:
-        self.data = data
-        self.position = 0
+        super().__init__(data)
         self.flexible = flexible
 
-    def _take(self, s: struct.Struct) -> int:
-        if self.position + s.size > len(self.data):
-            raise RecordFormatError("record ends inside a field")
-        (value,) = s.unpack_from(self.data, self.position)
-        self.position += s.size
-        return int(value)
-
-    def int8(self) -> int:
-        return self._take(_I8)
-
-    def int16(self) -> int:
-        return self._take(_I16)
-
-    def int32(self) -> int:
-        return self._take(_I32)
-
-    def int64(self) -> int:
-        return self._take(_I64)
-
-    def varint(self) -> int:
-        shift = result = 0
-        while True:
-            if self.position >= len(self.data):
-                raise RecordFormatError("record ends inside a varint")
-            byte = self.data[self.position]
-            self.position += 1
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
     def length(self) -> int:
-        """An array's or string's length (-1 for null)."""
-        if self.flexible:
-            return self.varint() - 1
-        return self.int32()
+        """An array's length (-1 for null)."""
+        return self.uvarint() - 1 if self.flexible else self.int32()
 
     def string(self) -> str:
-        length = self.varint() - 1 if self.flexible else self.int16()
-        if length < 0 or self.position + length > len(self.data):
-            raise RecordFormatError("bad string length")
-        raw = self.data[self.position : self.position + length]
-        self.position += length
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as e:
-            raise RecordFormatError(f"string is not UTF-8: {e}") from None
+        return self.required_compact_string() if self.flexible else super().string()
 
     def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.varint()):
-            self.varint()  # tag
-            self.position += self.varint()  # size, then the field's bytes
+        if self.flexible:
+            super().skip_tags()
 
 
 def decode_txn_key(data: bytes) -> str:
