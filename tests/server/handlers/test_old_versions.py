@@ -108,8 +108,6 @@ def messages(records: bytes) -> list[tuple[int, int, bytes | None, bytes | None]
 @pytest.mark.parametrize("codec", list(CODECS))
 @pytest.mark.parametrize(("produce_version", "magic"), [(0, 0), (1, 0), (2, 1)])
 def test_old_produce_then_old_and_new_fetch(client, produce_version, magic, codec):
-    if magic == 0 and codec == "lz4":
-        pytest.skip("kafka-python writes magic 0 LZ4 only with xxhash (test_legacy covers it)")
     topic = unique_topic("old")
     client.create_topic(topic)
     values = [b"value %d " % i * 20 for i in range(12)]
