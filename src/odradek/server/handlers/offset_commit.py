@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.messages import CommitRequest, OffsetCommit
+from odradek.coordinator.messages import CommitRequest
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import group_committed
+from odradek.server.group_commits import group_committed, offsets_to_commit
 from odradek.server.old_versions import respond
 from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
@@ -26,32 +26,17 @@ _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND = 9
 
 @handles(api_key=8, min_version=0, max_version=9, decode=old_messages.decoder(8))
 async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
-    cluster = ctx.services.cluster
-    results: dict[tuple[str, int], ErrorCode] = {}
-    commits = []
     group_allowed = permits(ctx, Op.READ, GROUP, request.group_id)
-    refused = denied(ctx, Op.READ, TOPIC, (t.name for t in request.topics))
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = (topic.name, int(p.partition_index))
-            if not group_allowed:
-                results[tp] = ErrorCode.group_authorization_failed
-                continue
-            if topic.name in refused:
-                results[tp] = ErrorCode.topic_authorization_failed
-                continue
-            if cluster.partition_info(*tp) is None:
-                results[tp] = ErrorCode.unknown_topic_or_partition
-                continue
-            commits.append(
-                OffsetCommit(
-                    topic.name,
-                    tp[1],
-                    int(p.committed_offset),
-                    int(getattr(p, "committed_leader_epoch", -1)),
-                    p.committed_metadata,
-                )
-            )
+    topics_refused = denied(ctx, Op.READ, TOPIC, (t.name for t in request.topics))
+
+    def refusal(topic: str, _: int) -> ErrorCode | None:
+        if not group_allowed:
+            return ErrorCode.group_authorization_failed
+        if topic in topics_refused:
+            return ErrorCode.topic_authorization_failed
+        return None
+
+    commits, results = offsets_to_commit(ctx, request.topics, refusal)
     if commits:
         committed = ctx.services.groups.coordinator.commit_offsets(
             CommitRequest(

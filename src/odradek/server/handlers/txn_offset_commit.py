@@ -21,11 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.cluster.view import CONSUMER_OFFSETS
-from odradek.coordinator.messages import OffsetCommit, TxnCommitRequest
+from odradek.coordinator.messages import TxnCommitRequest
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import Op, transaction_denials
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import group_committed
+from odradek.server.group_commits import group_committed, offsets_to_commit
 from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
 
@@ -79,24 +79,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Respons
             refused = dict.fromkeys(requested, refusal)
             return ctx.respond(throttle_time=0, topics=partition_errors(request.topics, refused))
 
-    cluster = ctx.services.cluster
-    results: dict[tuple[str, int], ErrorCode] = {}
-    commits = []
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = (topic.name, int(p.partition_index))
-            if cluster.partition_info(*tp) is None:
-                results[tp] = ErrorCode.unknown_topic_or_partition
-                continue
-            commits.append(
-                OffsetCommit(
-                    topic.name,
-                    tp[1],
-                    int(p.committed_offset),
-                    int(getattr(p, "committed_leader_epoch", -1)),
-                    p.committed_metadata,
-                )
-            )
+    commits, results = offsets_to_commit(ctx, request.topics)
     if commits:
         committed = ctx.services.groups.coordinator.commit_transactional_offsets(
             TxnCommitRequest(
