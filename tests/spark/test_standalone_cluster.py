@@ -65,7 +65,7 @@ def spark_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as answer:
                 state = json.load(answer)
-        except OSError:
+        except (OSError, ValueError):  # not listening yet, or a page that is not JSON yet
             return 0
         return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 

@@ -150,7 +150,19 @@ def test_a_paused_follower_leaves_the_isr_and_returns(tmp_path: Path) -> None:
         leader = leader_of(cluster.bootstrap, TOPIC)
         follower, other = (b for b in sorted(cluster.brokers) if b != leader)
         leader_address = cluster.brokers[leader].bootstrap
-        assert produce_directly(leader_address, -1, b"first").error_code == ErrorCode.none
+        # The broker Metadata names as leader may apply its partition state a moment later
+        # (UNKNOWN_TOPIC_OR_PARTITION until then, which clients retry): so does this.
+        first = wait_until(
+            lambda: (
+                answer
+                if (answer := produce_directly(leader_address, -1, b"first")).error_code
+                != ErrorCode.unknown_topic_or_partition
+                else None
+            ),
+            30,
+            what="the leader serving the new partition",
+        )
+        assert first.error_code == ErrorCode.none
         cluster.pause(follower)
         try:
             for i in range(20):  # writes the paused follower misses
