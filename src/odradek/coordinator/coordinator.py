@@ -1005,28 +1005,11 @@ class GroupCoordinator:
 
     def commit_offsets(self, request: CommitRequest) -> dict[TopicPartition, ErrorCode]:
         """Each partition's result. Partitions the handler found unknown never get here."""
-        status = self._status(request.group_id)
-        if status is not ErrorCode.none:
-            return self._all(request, status)
-        group = self.groups.get(request.group_id)
-        created = False
-        if group is None:
-            if request.generation_id >= 0:
-                # Handlers before OffsetCommit v9 report this as ILLEGAL_GENERATION.
-                return self._all(request, ErrorCode.group_id_not_found)
-            # A consumer without group management (or an admin tool) keeps offsets in a
-            # "simple" group of its own.
-            group = Group(request.group_id, self._wall())
-            created = True
-        error = self._check_commit(
-            group,
-            request.generation_id,
-            request.member_id,
-            request.group_instance_id,
-            transactional=False,
-        )
-        if error is not ErrorCode.none:
-            return self._all(request, error)
+        # Handlers before OffsetCommit v9 report GROUP_ID_NOT_FOUND as ILLEGAL_GENERATION.
+        target = self._commit_target(request, ErrorCode.group_id_not_found, transactional=False)
+        if isinstance(target, ErrorCode):
+            return self._all(request, target)
+        group, created = target
         results, accepted = self._accept_offsets(request.offsets)
         try:
             accepted = self._store_offsets(request.group_id, accepted)
@@ -1053,25 +1036,10 @@ class GroupCoordinator:
         (:meth:`complete_transaction`). Checks as Kafka's: a group that does not exist is
         created (a simple group) only for a commit without a generation, and neither an
         active group without member id nor a rebalance refuses a transactional commit."""
-        status = self._status(request.group_id)
-        if status is not ErrorCode.none:
-            return self._all(request, status)
-        group = self.groups.get(request.group_id)
-        created = False
-        if group is None:
-            if request.generation_id >= 0:
-                return self._all(request, ErrorCode.illegal_generation)
-            group = Group(request.group_id, self._wall())
-            created = True
-        error = self._check_commit(
-            group,
-            request.generation_id,
-            request.member_id,
-            request.group_instance_id,
-            transactional=True,
-        )
-        if error is not ErrorCode.none:
-            return self._all(request, error)
+        target = self._commit_target(request, ErrorCode.illegal_generation, transactional=True)
+        if isinstance(target, ErrorCode):
+            return self._all(request, target)
+        group, created = target
         results, accepted = self._accept_offsets(request.offsets)
         try:
             accepted = self._store_offsets(
@@ -1159,6 +1127,34 @@ class GroupCoordinator:
         return {
             tp: replace(c, record_offset=first + i) for i, (tp, c) in enumerate(offsets.items())
         }
+
+    def _commit_target(
+        self,
+        request: CommitRequest | TxnCommitRequest,
+        unknown_with_generation: ErrorCode,
+        *,
+        transactional: bool,
+    ) -> tuple[Group, bool] | ErrorCode:
+        """The group a commit goes to and whether it is new (not yet kept), or why the commit
+        is refused. A commit without a generation to a group that does not exist makes a
+        "simple" group (a consumer without group management, or an admin tool)."""
+        status = self._status(request.group_id)
+        if status is not ErrorCode.none:
+            return status
+        group = self.groups.get(request.group_id)
+        created = group is None
+        if group is None:
+            if request.generation_id >= 0:
+                return unknown_with_generation
+            group = Group(request.group_id, self._wall())
+        error = self._check_commit(
+            group,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id,
+            transactional=transactional,
+        )
+        return error if error is not ErrorCode.none else (group, created)
 
     def _all(
         self, request: CommitRequest | TxnCommitRequest, error: ErrorCode

@@ -92,7 +92,7 @@ def fetch_denials(ctx: RequestContext, topics: Iterable[str], replica: bool) -> 
     a consumer READ on each topic."""
     if ctx.services.authorizer is None:
         return frozenset()
-    names = sorted(topics)
+    names = sorted(set(topics))  # a name per partition: once each
     if replica:
         return frozenset() if permits_cluster(ctx, Op.CLUSTER_ACTION) else frozenset(names)
     return denied(ctx, Op.READ, TOPIC, names)

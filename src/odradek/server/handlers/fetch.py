@@ -247,7 +247,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
             wanted = session.partitions
         elif session_id != NO_SESSION or epoch > INITIAL_EPOCH:
             return _frame(ctx, [], error_code=ErrorCode.fetch_session_id_not_found)
-    denied = fetch_denials(ctx, {name for (name, _), _ in wanted}, replica)
+    denied = fetch_denials(ctx, (name for (name, _), _ in wanted), replica)
     errors = _follower_fetched(ctx, request, replica_id) if replica and not denied else None
     rack = _rack_aware(ctx, request, replica)
     incremental = session is not None and session.incremental
