@@ -545,6 +545,30 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _host_port_check,
             True,
         ),
+        # The web console (odradek.console), served on metrics.listener beside /metrics. It is
+        # a Kafka client of the cluster like any other, so ACLs apply to its principal.
+        ConfigDef(
+            "console.enabled",
+            ConfigType.BOOLEAN,
+            "true",
+            "serve the web console on metrics.listener (http://HOST:PORT/)",
+            read_only=True,
+        ),
+        ConfigDef(
+            "console.bootstrap.servers",
+            ConfigType.STRING,
+            None,
+            "where the console's client connects (default: this broker's first listener)",
+            read_only=True,
+        ),
+        ConfigDef(
+            "console.client.config",
+            ConfigType.STRING,
+            None,
+            "a Kafka client properties file for the console's connection (security.protocol, "
+            "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)",
+            read_only=True,
+        ),
         # A cluster's metadata store (odradek.cluster.zookeeper); unset: the single broker's file.
         ConfigDef(
             "zookeeper.connect",
