@@ -513,6 +513,13 @@ class MetricsServer:
             self.console.start()
         self._server = HttpServer(registry, self.console)
         self.bound = self._server.start(host, port)
+        if self.console is not None:
+            log.info(
+                "odradek broker %d web console on http://%s:%d/ (its client: %s)",
+                self._broker.node_id,
+                *self.bound,
+                self.console.bootstrap,
+            )
         return self.bound
 
     async def stop(self) -> None:

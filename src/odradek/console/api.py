@@ -79,12 +79,16 @@ class ApiError(Exception):
 
 
 def _status_of(error: ClientError) -> int:
-    """403 for an ACL refusal, 503 when the cluster cannot be reached, 409 for any other
-    refusal (the topic exists, the group has members, …)."""
+    """403 for an ACL refusal, 503 when the cluster cannot be reached, 400 when the cluster
+    calls the request invalid (a config value, a partition count), 409 for any other refusal
+    (the topic exists, the group has members, …)."""
     if isinstance(error, ConnectionFailed):
         return 503
-    if "authorization_failed" in str(error).lower():
+    text = str(error).lower()
+    if "authorization_failed" in text:
         return 403
+    if "invalid_" in text or "policy_violation" in text:
+        return 400
     return 409
 
 
