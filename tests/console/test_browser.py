@@ -6,10 +6,13 @@ A second broker with ACLs shows a console principal without ALTER the cluster's 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaPartition
 
 from odradek.client.acls import AclAdmin
 from odradek.client.admin import EARLIEST, ClusterAdmin
@@ -59,6 +62,27 @@ def broker(tmp_path: Path) -> Iterator[RunningBroker]:
         running.stop()
 
 
+def joined_consumer(bootstrap: str, group: str) -> Consumer:
+    """A consumer (confluent-kafka) that has joined ``group`` with every partition of the
+    topic, and committed offset 4 of partition 0. It heartbeats on librdkafka's thread, so it
+    stays a member while the browser works."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": "console-test-member",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([TOPIC])
+    deadline = time.monotonic() + 30
+    while not consumer.assignment():
+        assert time.monotonic() < deadline, "the consumer was given no partitions"
+        consumer.poll(0.2)
+    consumer.commit(offsets=[KafkaPartition(TOPIC, 0, 4)], asynchronous=False)
+    return consumer
+
+
 def test_every_page_and_action(broker: RunningBroker, tmp_path: Path) -> None:
     bootstrap = broker.bootstrap
 
@@ -79,16 +103,21 @@ def test_every_page_and_action(broker: RunningBroker, tmp_path: Path) -> None:
     for group, _, _ in groups:
         commit(bootstrap, group, {(TOPIC, 0): 9, (TOPIC, 1): 0})
 
-    with BackgroundProducer(bootstrap, "live") as load:
-        seen = drive(
-            "full",
-            console_base(broker),
-            tmp_path / "every-page",
-            topic=TOPIC,
-            live_topic="live",
-            groups=groups,
-            records={"count": RECORDS, "timestamp_of_5": BASE_TIMESTAMP_MS + 5000},
-        )
+    member = joined_consumer(bootstrap, "g-live")
+    try:
+        with BackgroundProducer(bootstrap, "live") as load:
+            seen = drive(
+                "full",
+                console_base(broker),
+                tmp_path / "every-page",
+                topic=TOPIC,
+                live_topic="live",
+                groups=groups,
+                records={"count": RECORDS, "timestamp_of_5": BASE_TIMESTAMP_MS + 5000},
+                member_group="g-live",
+            )
+    finally:
+        member.close()
     assert load.written > 0
 
     # Brokers: the one broker, shown as the controller.
@@ -150,6 +179,14 @@ def test_every_page_and_action(broker: RunningBroker, tmp_path: Path) -> None:
     starts, configs = asyncio.run(state())
     assert starts == {(TOPIC, 0): 3}
     assert configs["retention.ms"] == "7200000"
+    # A group with a member: the member and its assignment shown; a reset refused, as Kafka
+    # refuses to move the offsets of a group with active members.
+    ((member_id, _, client_id, _, assignment),) = seen["members"]
+    assert member_id.startswith("console-test-member")
+    assert client_id == "console-test-member"
+    assert assignment == f"{TOPIC}-0, {TOPIC}-1, {TOPIC}-2"
+    assert "active members" in seen["member_group_reset"]["error"]
+    assert committed(bootstrap, "g-live") == {(TOPIC, 0): 4}
     # Live rates: the records written while the page sampled.
     assert float(seen["live_rate"]) > 0
     # The page weight of a first load, reported by the run (a few requests, small).
