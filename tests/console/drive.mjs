@@ -203,8 +203,12 @@ async function bench(page) {
     await go(page, "#/topics");
     await page.waitForFunction((n) => document.querySelectorAll("#topics tbody tr").length >= n, options.topics);
     times.push(performance.now() - started);
+    await page.waitForFunction(() => window.lastRoute?.hash === "#/topics" && window.lastRoute.shown_ms !== undefined);
+    const inPage = await page.evaluate(() => window.lastRoute);
+    if (inPage) (results.in_page ||= []).push(inPage);
   }
   results.topics_page_ms = times;
+  await page.goto("about:blank");
   const started = performance.now();
   await page.goto(options.base + "/#/topics", { waitUntil: "load" });
   await page.waitForFunction((n) => document.querySelectorAll("#topics tbody tr").length >= n, options.topics);

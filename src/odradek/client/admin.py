@@ -555,9 +555,12 @@ class ClusterAdmin(AdminClient):
 
     CLIENT_ID = "odradek-cli"
 
-    async def describe_cluster(self, topics: Sequence[str] | None = None) -> ClusterDescription:
+    async def describe_cluster(
+        self, topics: Sequence[str] | None = None, *, with_min_isr: bool = True
+    ) -> ClusterDescription:
         """Brokers, controller, and ``topics`` (every topic when None) with their partitions'
-        replication and ``min.insync.replicas``."""
+        replication and (unless ``with_min_isr`` is false, which saves a DescribeConfigs of
+        every topic) ``min.insync.replicas``."""
         response = await self._bootstrap.request(
             METADATA,
             {
@@ -568,7 +571,7 @@ class ClusterAdmin(AdminClient):
             highest=12,
         )
         names = [str(t.name) for t in response.topics if t.error_code == ErrorCode.none]
-        min_isr = await self._min_insync_replicas(names)
+        min_isr = await self._min_insync_replicas(names) if with_min_isr else {}
         described = []
         for t in response.topics:
             name = str(t.name)

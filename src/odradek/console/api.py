@@ -251,7 +251,7 @@ class ConsoleApi:
 
     def cluster(self) -> dict[str, Any]:
         async def work(admin: ClusterAdmin) -> dict[str, Any]:
-            described = await admin.describe_cluster()
+            described = await admin.describe_cluster(with_min_isr=False)
             partitions = described.partitions()
             return {
                 "bootstrap": self.bootstrap,
@@ -281,7 +281,7 @@ class ConsoleApi:
 
     def topics(self) -> list[dict[str, Any]]:
         async def work(admin: ClusterAdmin) -> list[dict[str, Any]]:
-            described = await admin.describe_cluster()
+            described = await admin.describe_cluster(with_min_isr=False)
             sizes = await admin.replica_sizes(described.brokers)
             return [
                 {
@@ -382,7 +382,7 @@ class ConsoleApi:
         """One sample for the live rates (see the module doc)."""
 
         async def topic_ends(admin: ClusterAdmin) -> dict[str, int]:
-            described = await admin.describe_cluster()
+            described = await admin.describe_cluster(with_min_isr=False)
             partitions = [
                 (t.name, p.partition)
                 for t in described.topics

@@ -474,8 +474,17 @@ async function route(clear = true) {
   }
   const match = hash.match(pattern);
   main.setAttribute("aria-busy", "true");
+  const started = performance.now();
   try {
-    main.replaceChildren(...(await page(...match.slice(1))));
+    const content = await page(...match.slice(1));
+    const made = performance.now();
+    main.replaceChildren(...content);
+    // How long the page took (read by benchmarks/console.py): asking the API and making the
+    // elements, putting them in the document, and until the next paint.
+    window.lastRoute = { hash, fetch_ms: made - started, draw_ms: performance.now() - made };
+    requestAnimationFrame(() => setTimeout(() => {
+      window.lastRoute.shown_ms = performance.now() - started; // after the next paint
+    }));
   } catch (error) {
     main.replaceChildren(h("p", { class: "muted" }, "This page could not be loaded."));
     showError(error);
