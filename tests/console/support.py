@@ -81,9 +81,21 @@ class Answer:
     headers: dict[str, str]
 
 
-def http(base: str, method: str, path: str, body: Any = None, raw: bytes | None = None) -> Answer:
+def http(
+    base: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    raw: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> Answer:
+    """One request (a body as JSON, as the page sends it); the answer, its body decoded when
+    it is JSON."""
     data = raw if raw is not None else None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base + path, method=method, data=data)
+    sent = {"Content-Type": "application/json"} if data is not None else {}
+    request = urllib.request.Request(
+        base + path, method=method, data=data, headers={**sent, **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             payload = response.read()

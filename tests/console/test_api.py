@@ -152,6 +152,23 @@ def test_a_body_that_is_not_json(console: str) -> None:
     assert "not JSON" in answer.body["error"]
 
 
+def test_changes_from_another_site_are_refused(console: str) -> None:
+    body = {"name": "csrf-made"}
+    elsewhere = http(console, "POST", "/api/topics", body, headers={"Origin": "http://evil.test"})
+    assert elsewhere.status == 403
+    assert "from another site" in elsewhere.body["error"]
+    as_text = http(console, "POST", "/api/topics", body, headers={"Content-Type": "text/plain"})
+    assert as_text.status == 415
+    deleted = http(console, "DELETE", f"/api/topics/{TOPIC}", headers={"Origin": "null"})
+    assert deleted.status == 403
+    names = {t["name"] for t in http(console, "GET", "/api/topics").body}
+    assert TOPIC in names
+    assert "csrf-made" not in names
+    host = console.removeprefix("http://")
+    same = http(console, "POST", "/api/topics", body, headers={"Origin": f"http://{host}"})
+    assert same.status == 200
+
+
 def test_unknown_paths_methods_and_things(console: str) -> None:
     assert http(console, "GET", "/api/nothing").status == 404
     assert http(console, "GET", "/static/nothing.js").status == 404

@@ -182,19 +182,23 @@ class ConsoleApi:
         assert isinstance(admin, kind)
         return admin
 
-    def _with(self, kind: type[A], work: Callable[[A], Coroutine[Any, Any, T]]) -> T:
-        """``work`` with a connected admin client, on the console's loop; a broken connection
-        is dropped and the work tried once more on a fresh one (a broker restarted)."""
+    def _with(
+        self, kind: type[A], work: Callable[[A], Coroutine[Any, Any, T]], *, change: bool = False
+    ) -> T:
+        """``work`` with a connected admin client, on the console's loop. A broken connection
+        is dropped, so the next request connects afresh (a broker restarted); a read is tried
+        once more at once, a ``change`` is not (it may have been done before the break)."""
 
         async def run() -> T:
-            for attempt in range(2):
+            for attempt in range(1 if change else 2):
                 admin = await self._admin(kind)
                 try:
                     return await work(admin)
                 except ConnectionFailed:
-                    self._admins.pop(kind, None)
+                    if self._admins.get(kind) is admin:
+                        del self._admins[kind]
                     await admin.close()
-                    if attempt:
+                    if change or attempt:
                         raise
             raise AssertionError("unreachable")
 
@@ -454,14 +458,14 @@ class ConsoleApi:
             await admin.create_topic(name, partitions, factor, configs)
             return {"created": name}
 
-        return self._with(ClusterAdmin, work)
+        return self._with(ClusterAdmin, work, change=True)
 
     def delete_topic(self, name: str) -> dict[str, Any]:
         async def work(admin: ClusterAdmin) -> dict[str, Any]:
             await admin.delete_topics([name])
             return {"deleted": name}
 
-        return self._with(ClusterAdmin, work)
+        return self._with(ClusterAdmin, work, change=True)
 
     def alter_topic_configs(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         _only(body, {"set", "delete"})
@@ -476,7 +480,7 @@ class ConsoleApi:
             await admin.alter_configs(TOPIC_RESOURCE, name, set_values, delete)
             return {"altered": name, "set": set_values, "deleted": delete}
 
-        return self._with(ClusterAdmin, work)
+        return self._with(ClusterAdmin, work, change=True)
 
     def delete_records(self, topic: str, body: dict[str, Any]) -> dict[str, Any]:
         _only(body, {"partition", "before"})
@@ -489,7 +493,7 @@ class ConsoleApi:
             start = await admin.delete_records(topic, partition, before)
             return {"topic": topic, "partition": partition, "log_start_offset": start}
 
-        return self._with(ClusterAdmin, work)
+        return self._with(ClusterAdmin, work, change=True)
 
     def reset_offsets(self, group_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """Move the group's committed offsets (all its partitions, or one topic's) as
@@ -525,7 +529,7 @@ class ConsoleApi:
                 ],
             }
 
-        return self._with(GroupAdmin, work)
+        return self._with(GroupAdmin, work, change=not dry_run)
 
 
 def _read_records(

@@ -8,6 +8,10 @@ its own request and never an event loop. ``/metrics`` is prometheus_client's tex
 (from the package, read once at start, served gzip-compressed to browsers that accept it);
 ``/api/...`` goes to :class:`~odradek.console.api.ConsoleApi`. A server made without a registry
 has no ``/metrics``; without an API, no console.
+
+The console has no login of its own: whoever reaches the listener acts as the console's Kafka
+principal. What it does refuse are changes a page of another site makes a browser send (a
+cross-site POST, see :meth:`_Handler._check_same_origin`).
 """
 
 from __future__ import annotations
@@ -100,6 +104,8 @@ class HttpServer:
 class _Handler(BaseHTTPRequestHandler):
     server_owner: HttpServer
     protocol_version = "HTTP/1.1"
+    # An idle kept-alive connection ends (and its thread with it) after this many seconds.
+    timeout = 60
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
@@ -123,6 +129,8 @@ class _Handler(BaseHTTPRequestHandler):
                     raise ApiError(405, "/metrics is read with GET")
                 self._send(200, generate_latest(owner.registry), CONTENT_TYPE_LATEST)
             elif path.startswith("/api/") and owner.api is not None:
+                if method != "GET":
+                    self._check_same_origin(method)
                 body = self._body()
                 query = dict(parse_qsl(url.query, keep_blank_values=True))
                 answer = owner.api.handle(method, path, query, body)
@@ -136,6 +144,17 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as e:
             log.exception("%s %s failed", method, self.path)
             self._send_json(500, {"error": f"{type(e).__name__}: {e}"})
+
+    def _check_same_origin(self, method: str) -> None:
+        """A change must come from the console's own page. A page elsewhere can make a
+        browser send a POST (a "simple" request: no preflight, so the browser does not ask
+        first) but not one with a JSON content type, nor hide its origin."""
+        origin = self.headers.get("Origin")
+        if origin is not None and urlsplit(origin).netloc != self.headers.get("Host"):
+            raise ApiError(403, f"{method} from another site ({origin}) is refused")
+        kind = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if method == "POST" and kind != "application/json":
+            raise ApiError(415, "a change is sent as JSON (Content-Type: application/json)")
 
     def _body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
