@@ -102,6 +102,20 @@ def _host_port_check(value: object) -> str | None:
     return None if host and port.isdigit() and int(port) < 65536 else "must be HOST:PORT"
 
 
+def _client_config_check(value: object) -> str | None:
+    """A readable Kafka client properties file whose security settings make sense."""
+    from odradek.client.core import ClientError
+    from odradek.client.security import ClientSecurity
+
+    try:
+        ClientSecurity.from_config(parse_properties(Path(str(value)).read_text()))
+    except OSError as e:
+        return f"cannot read it: {e.strerror or e}"
+    except ClientError as e:
+        return str(e)
+    return None
+
+
 # Topic configs, each with its broker-level synonym (None where Kafka has none).
 TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
     d.name: (d, synonym)
@@ -567,6 +581,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             None,
             "a Kafka client properties file for the console's connection (security.protocol, "
             "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)",
+            _client_config_check,
             read_only=True,
         ),
         # A cluster's metadata store (odradek.cluster.zookeeper); unset: the single broker's file.
