@@ -35,6 +35,7 @@ from .support import (
     commit,
     committed,
     drive,
+    http,
     produce_records,
     requires_browser,
 )
@@ -236,6 +237,7 @@ def test_a_console_principal_without_alter_sees_the_refusal(tmp_path: Path) -> N
     async def setup() -> None:
         async with await ClusterAdmin.connect(broker.bootstrap, security=admin_security) as admin:
             await admin.create_topic(TOPIC, 1, 1, {"retention.ms": "86400000"})
+            await admin.create_topic("locked", 1, 1)
         async with await AclAdmin.connect(broker.bootstrap, security=admin_security) as acls:
             await acls.create(
                 [
@@ -243,12 +245,23 @@ def test_a_console_principal_without_alter_sees_the_refusal(tmp_path: Path) -> N
                     allow(ResourceType.TOPIC, AclOperation.DESCRIBE_CONFIGS),
                     allow(ResourceType.TOPIC, AclOperation.READ),
                     allow(ResourceType.CLUSTER, AclOperation.DESCRIBE),
+                    AclBinding(
+                        ResourcePattern(ResourceType.TOPIC, "locked", PatternType.LITERAL),
+                        AccessControlEntry(
+                            "User:viewer",
+                            "*",
+                            AclOperation.DESCRIBE_CONFIGS,
+                            AclPermissionType.DENY,
+                        ),
+                    ),
                 ]
             )
 
     try:
         asyncio.run(setup())
         seen = drive("acl", console_base(broker), tmp_path / "acl-refusal", topic=TOPIC)
+        # A topic whose configs the principal may not describe still shows its partitions.
+        locked = http(console_base(broker), "GET", "/api/topics/locked")
 
         async def after() -> dict[str, str]:
             async with await ClusterAdmin.connect(
@@ -263,3 +276,6 @@ def test_a_console_principal_without_alter_sees_the_refusal(tmp_path: Path) -> N
     assert "HTTP 403" in seen["delete_topic"]["error"]
     assert "authorization_failed" in seen["alter"]["error"]
     assert configs["retention.ms"] == "86400000"  # refused, so unchanged
+    assert locked.status == 200
+    assert [p["leader"] for p in locked.body["partitions"]] == [1]
+    assert "topic_authorization_failed" in locked.body["configs_error"]

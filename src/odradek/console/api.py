@@ -312,7 +312,13 @@ class ConsoleApi:
                 raise ApiError(status, f"topic {name!r}: {topic.error}")
             offsets = await admin.log_offsets((name, p.partition) for p in topic.partitions)
             sizes = await admin.replica_sizes(described.brokers)
-            configs = await admin.describe_configs(TOPIC_RESOURCE, name)
+            configs_error = None
+            try:
+                configs = _configs(await admin.describe_configs(TOPIC_RESOURCE, name))
+            except ConnectionFailed:
+                raise
+            except ClientError as e:  # no DescribeConfigs right: the partitions still show
+                configs, configs_error = [], str(e)
             return {
                 "name": name,
                 "internal": topic.internal,
@@ -330,7 +336,8 @@ class ConsoleApi:
                     }
                     for p in topic.partitions
                 ],
-                "configs": _configs(configs),
+                "configs": configs,
+                "configs_error": configs_error,
             }
 
         return self._with(ClusterAdmin, work)

@@ -275,7 +275,7 @@ async function topicPage(name) {
     deleteRecords,
     h("h3", null, "Configs"),
     editor,
-    configsTable(topic.configs, edit),
+    topic.configs_error ? h("p", { class: "bad" }, topic.configs_error) : configsTable(topic.configs, edit),
   ];
 }
 
