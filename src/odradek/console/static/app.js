@@ -169,7 +169,7 @@ function configsTable(list, onEdit) {
   return table(["Name", "Value", "Source", ""], list.map((c) =>
     h("tr", { "data-config": c.name },
       h("td", null, c.name),
-      h("td", null, c.value ?? h("span", { class: "muted" }, "(sensitive)")),
+      h("td", null, c.value ?? h("span", { class: "muted", title: "not set, or sensitive" }, "–")),
       h("td", { class: "muted" }, c.source),
       h("td", null, onEdit && !c.read_only ? h("button", { onclick: () => onEdit(c) }, "Edit") : ""))));
 }
