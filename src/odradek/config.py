@@ -102,6 +102,20 @@ def _host_port_check(value: object) -> str | None:
     return None if host and port.isdigit() and int(port) < 65536 else "must be HOST:PORT"
 
 
+def _client_config_check(value: object) -> str | None:
+    """A readable Kafka client properties file whose security settings make sense."""
+    from odradek.client.core import ClientError
+    from odradek.client.security import ClientSecurity
+
+    try:
+        ClientSecurity.from_config(parse_properties(Path(str(value)).read_text()))
+    except OSError as e:
+        return f"cannot read it: {e.strerror or e}"
+    except ClientError as e:
+        return str(e)
+    return None
+
+
 # Topic configs, each with its broker-level synonym (None where Kafka has none).
 TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
     d.name: (d, synonym)
@@ -544,6 +558,31 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "HOST:PORT of the Prometheus endpoint /metrics (port 0: any free port)",
             _host_port_check,
             True,
+        ),
+        # The web console (odradek.console), served on metrics.listener beside /metrics. It is
+        # a Kafka client of the cluster like any other, so ACLs apply to its principal.
+        ConfigDef(
+            "console.enabled",
+            ConfigType.BOOLEAN,
+            "true",
+            "serve the web console on metrics.listener (http://HOST:PORT/)",
+            read_only=True,
+        ),
+        ConfigDef(
+            "console.bootstrap.servers",
+            ConfigType.STRING,
+            None,
+            "where the console's client connects (default: this broker's first listener)",
+            read_only=True,
+        ),
+        ConfigDef(
+            "console.client.config",
+            ConfigType.STRING,
+            None,
+            "a Kafka client properties file for the console's connection (security.protocol, "
+            "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)",
+            _client_config_check,
+            read_only=True,
         ),
         # A cluster's metadata store (odradek.cluster.zookeeper); unset: the single broker's file.
         ConfigDef(

@@ -55,11 +55,12 @@ high watermark minus the committed offset), other partitions report only the com
 Costs: the hot path bumps plain ints (:mod:`odradek.counters`), and only while metrics are on;
 everything computed from state (partitions, logs, groups) is read when Prometheus scrapes.
 
-Threads: prometheus_client's own HTTP server, in its threads (one per scrape). Its handler asks
-the event loop for a :class:`Snapshot` (partitions, logs, groups and counters are the loop's:
-reading them from another thread could see a dict change size mid-iteration), then builds and
-encodes the metric families in its own thread, so the loop pays for the copy and not for the
-text. A scrape while the loop is stuck waits at most ``_SNAPSHOT_TIMEOUT_S`` and fails (500).
+Threads: the HTTP server of :mod:`odradek.console.server`, in its threads (one per request).
+Its handler asks the event loop for a :class:`Snapshot` (partitions, logs, groups and counters
+are the loop's: reading them from another thread could see a dict change size mid-iteration),
+then builds and encodes the metric families in its own thread, so the loop pays for the copy and
+not for the text. A scrape while the loop is stuck waits at most ``_SNAPSHOT_TIMEOUT_S`` and
+fails (500).
 """
 
 from __future__ import annotations
@@ -68,15 +69,13 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
-from wsgiref.simple_server import WSGIServer
 
 from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
-from prometheus_client import start_http_server
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -85,7 +84,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from odradek.client.core import ClientError
+from odradek.client.security import ClientSecurity
 from odradek.cluster.view import NO_NODE
+from odradek.config import BrokerConfig, ConfigError, parse_properties
+from odradek.console.api import ConsoleApi
+from odradek.console.server import HttpServer
 from odradek.coordinator.group import GroupState
 from odradek.counters import BrokerCounters, Histogram, TopicCounters
 from odradek.protocol.errors import ErrorCode
@@ -485,30 +489,63 @@ class BrokerCollector(Collector):
 
 
 class MetricsServer:
-    """``/metrics`` on prometheus_client's HTTP server (a thread of its own, a thread per
-    scrape). Start and stop it from the broker's event loop."""
+    """``/metrics`` (and, unless ``console.enabled=false``, the web console) on the HTTP server
+    of :mod:`odradek.console.server`: a thread of its own, a thread per request. Start and stop
+    it from the broker's event loop.
+
+    The console is a client of the cluster like any other: it connects to
+    ``console.bootstrap.servers`` (by default this broker's first listener) with the security
+    settings of ``console.client.config``, so ACLs apply to it as to anyone."""
 
     def __init__(self, broker: Broker, counters: BrokerCounters) -> None:
         self._broker = broker
         self._counters = counters
-        self._server: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: HttpServer | None = None
         self.bound: tuple[str, int] = ("", 0)
+        self.console: ConsoleApi | None = None
 
     def start(self, host: str, port: int) -> tuple[str, int]:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(BrokerCollector(self._broker, self._counters, asyncio.get_running_loop()))
-        self._server, self._thread = start_http_server(port, host, registry)
-        self.bound = (host, self._server.server_port)
+        config = self._broker.config
+        if config.get("console.enabled"):
+            self.console = ConsoleApi(*console_client(config, self._broker.bound))
+            self.console.start()
+        self._server = HttpServer(registry, self.console)
+        self.bound = self._server.start(host, port)
+        if self.console is not None:
+            log.info(
+                "odradek broker %d web console on http://%s:%d/ (its client: %s)",
+                self._broker.node_id,
+                *self.bound,
+                self.console.bootstrap,
+            )
         return self.bound
 
     async def stop(self) -> None:
         server, self._server = self._server, None
-        if server is None:
-            return
-        # shutdown() waits for the serving thread's loop to end, and a scrape in progress may
-        # be waiting for this event loop: do it off the loop.
-        await asyncio.to_thread(server.shutdown)
-        server.server_close()
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 5)
+        # A scrape in progress may be waiting for this event loop: stop off the loop.
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+        console, self.console = self.console, None
+        if console is not None:
+            await asyncio.to_thread(console.close)
+
+
+def console_client(config: BrokerConfig, bound: tuple[str, int]) -> tuple[str, ClientSecurity]:
+    """Where the broker's console connects, and how (``console.*`` settings)."""
+    bootstrap = config.raw("console.bootstrap.servers")
+    if not bootstrap:
+        host, port = bound
+        bootstrap = f"{'127.0.0.1' if host in ('0.0.0.0', '', '::') else host}:{port}"
+    settings: dict[str, str] = {}
+    path = config.raw("console.client.config")
+    if path:
+        try:
+            settings = parse_properties(Path(path).read_text())
+        except OSError as e:
+            raise ConfigError(f"console.client.config: {e}") from e
+    try:
+        return bootstrap, ClientSecurity.from_config(settings)
+    except ClientError as e:
+        raise ConfigError(f"console.client.config: {e}") from e

@@ -12,8 +12,6 @@ from typing import TextIO
 
 from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, print_table, run_command
 from odradek.client.admin import (
-    EARLIEST,
-    LATEST,
     ClusterAdmin,
     GroupAdmin,
     GroupInfo,
@@ -231,24 +229,17 @@ async def _reset(args: argparse.Namespace, out: TextIO) -> int:
         partitions = await _partitions(admin, args, committed)
         if not partitions:
             raise ClientError(f"group {args.group!r} has no offsets for those topics")
-        earliest = await admin.list_offsets(partitions, EARLIEST)
-        latest = await admin.list_offsets(partitions, LATEST)
         if args.to_earliest:
-            target = earliest
+            to, value = "earliest", 0
         elif args.to_latest:
-            target = latest
+            to, value = "latest", 0
         elif args.to_offset is not None:
-            target = dict.fromkeys(partitions, args.to_offset)
+            to, value = "offset", args.to_offset
         elif args.to_datetime is not None:
-            target = await admin.offsets_for_times(partitions, _datetime_ms(args.to_datetime))
+            to, value = "timestamp", _datetime_ms(args.to_datetime)
         else:
-            target = {tp: committed.get(tp, latest.get(tp, 0)) + args.shift_by for tp in partitions}
-        # As Kafka's tool: an offset outside the log is moved to its nearest end.
-        new = {
-            tp: min(max(target[tp], earliest.get(tp, 0)), latest.get(tp, target[tp]))
-            for tp in partitions
-            if tp in target
-        }
+            to, value = "shift", args.shift_by
+        new = await admin.reset_plan(args.group, partitions, to, value, committed)
         if args.execute:
             await admin.reset_offsets(args.group, new)
     rows: list[tuple[str, ...]] = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
