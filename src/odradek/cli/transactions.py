@@ -165,10 +165,8 @@ async def _describe_producers(args: argparse.Namespace, out: TextIO) -> int:
         write_json(records, out)
         return 0
     # kafka-transactions.sh prints None where no transaction is open.
-    rows = [
-        {**r, "current_transaction_start_offset": r["current_transaction_start_offset"] or "None"}
-        for r in records
-    ]
+    field = "current_transaction_start_offset"
+    rows = [{**r, field: "None" if r[field] is None else r[field]} for r in records]
     write_table(rows, _PRODUCER_COLUMNS, out)
     return 0
 
