@@ -171,6 +171,14 @@ def test_produce_consume_records_and_groups(
     assert sum(o["current_offset"] for o in offsets.values()) == 6
     assert all(o["lag"] == 0 and o["member_id"] is None for o in offsets.values())
 
+    capsys.readouterr()
+    dry_run = ["groups", "reset-offsets", "--group", "json-group", "--all-topics", "--to-latest"]
+    assert main([*dry_run, "--bootstrap-server", broker.bootstrap]) == 0
+    shown = capsys.readouterr()
+    assert "(dry run: --execute commits these offsets)" in shown.out
+    # Progress goes to stderr, one line per step when it is not a terminal.
+    steps = [line for line in shown.err.splitlines() if line.startswith("reset-offsets ")]
+    assert steps == ["reset-offsets json-group: 0/2 new offsets of 2 partitions"]
     reset = run_json(
         capsys, broker, "groups", "reset-offsets", "--group", "json-group", "--topic", TOPIC,
         "--to-earliest", "--execute", "--quiet",
