@@ -67,3 +67,24 @@ def test_quiet_prints_nothing() -> None:
             progress.step("a")
             progress.advance(3)
         assert out.getvalue() == ""
+
+
+def test_a_tick_redraws_so_the_time_moves_through_a_silent_step() -> None:
+    out, clock = FakeTerminal(), FakeClock()
+    progress = Progress("bench", 3, stream=out, clock=clock, tick_s=3600)
+    try:
+        progress.step("running produce")
+        clock.now += 42
+        progress.tick()  # what the ticker thread does every tick_s
+        assert out.getvalue().split("\r")[-1].startswith("bench [") and "42.0s" in out.getvalue()
+    finally:
+        progress.finish()  # stops and joins the ticker without waiting out its interval
+    assert progress._ticker is not None and not progress._ticker.is_alive()
+    frames = out.getvalue().count("\r")
+    progress.tick()  # finished: nothing more is drawn
+    assert out.getvalue().count("\r") == frames
+
+
+def test_no_ticker_where_nothing_is_drawn() -> None:
+    assert Progress("x", 1, stream=io.StringIO(), tick_s=1.0)._ticker is None
+    assert Progress("x", 1, stream=FakeTerminal(), quiet=True, tick_s=1.0)._ticker is None

@@ -67,7 +67,7 @@ def run(options: BenchOptions, quiet: bool = False) -> int:
             bootstrap = "a cluster per scenario (ZooKeeper + 3 brokers)"
         ctx = BenchContext(options, bootstrap, broker, work_dir)
         try:
-            with Progress("bench", len(options.scenarios), quiet=quiet) as progress:
+            with Progress("bench", len(options.scenarios), quiet=quiet, tick_s=1.0) as progress:
                 for name in options.scenarios:
                     progress.step(f"running {name}")
                     results.append(run_scenario(name, ctx))

@@ -3,9 +3,10 @@ standard error, so that standard output keeps only the answer a script reads.
 
 On a terminal it is one line redrawn in place (``\\r``): a bar when the total is known, the
 count, the step being done and the time taken; redrawn at most every ``_REDRAW_S`` so that a
-tight loop of ``advance()`` costs little. Anywhere else (a pipe, a file, CI's log) a bar would
-be noise: only each named :meth:`Progress.step` is printed, one line each. ``--quiet`` prints
-nothing at all.
+tight loop of ``advance()`` costs little, and, with ``tick_s``, also every ``tick_s`` seconds by
+a thread of its own, so that the time keeps moving through a long step that reports nothing (a
+``bench`` scenario). Anywhere else (a pipe, a file, CI's log) a bar would be noise: only each
+named :meth:`Progress.step` is printed, one line each. ``--quiet`` prints nothing at all.
 
     with progress_for(args, "resetting offsets", total=len(partitions)) as progress:
         for chunk in chunks:
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -48,6 +50,7 @@ class Progress:
         quiet: bool = False,
         interactive: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
+        tick_s: float | None = None,
     ) -> None:
         self.label = label
         self.total = total
@@ -64,6 +67,15 @@ class Progress:
         self._drawn_width = 0
         self._step = ""
         self._finished = False
+        # The ticker and the caller both draw: one line at a time.
+        self._lock = threading.Lock()
+        self._stop_ticking = threading.Event()
+        self._ticker: threading.Thread | None = None
+        if tick_s is not None and self.interactive and not quiet:
+            self._ticker = threading.Thread(
+                target=self._tick_every, args=(tick_s,), name="odradek-progress", daemon=True
+            )
+            self._ticker.start()
 
     def __enter__(self) -> Progress:
         return self
@@ -96,15 +108,28 @@ class Progress:
         if not self.quiet and self.interactive:
             self._draw(force=self.total is not None and done >= self.total)
 
+    def tick(self) -> None:
+        """Redraw now (what the ticker thread does every ``tick_s``)."""
+        if not self.quiet and self.interactive and not self._finished:
+            self._draw(force=True)
+
+    def _tick_every(self, tick_s: float) -> None:
+        while not self._stop_ticking.wait(tick_s):
+            self.tick()
+
     def finish(self) -> None:
         """End the line on a terminal (the last state stays visible)."""
         if self._finished:
             return
+        self._stop_ticking.set()
+        if self._ticker is not None:
+            self._ticker.join()
         self._finished = True
         if not self.quiet and self.interactive:
             self._draw(force=True)
-            self.stream.write("\n")
-            self.stream.flush()
+            with self._lock:
+                self.stream.write("\n")
+                self.stream.flush()
 
     def _count(self) -> str:
         if self.total is None:
@@ -127,18 +152,21 @@ class Progress:
         return " ".join(parts)
 
     def _draw(self, force: bool) -> None:
-        now = self._clock()
-        if not force and self._drawn_at is not None and now - self._drawn_at < _REDRAW_S:
-            return
-        self._drawn_at = now
-        text = self.line()
-        # Spaces over what a longer previous line left behind.
-        padding = " " * max(0, self._drawn_width - len(text))
-        self._drawn_width = len(text)
-        self.stream.write("\r" + text + padding)
-        self.stream.flush()
+        with self._lock:
+            now = self._clock()
+            if not force and self._drawn_at is not None and now - self._drawn_at < _REDRAW_S:
+                return
+            self._drawn_at = now
+            text = self.line()
+            # Spaces over what a longer previous line left behind.
+            padding = " " * max(0, self._drawn_width - len(text))
+            self._drawn_width = len(text)
+            self.stream.write("\r" + text + padding)
+            self.stream.flush()
 
 
-def progress_for(args: argparse.Namespace, label: str, total: int | None = None) -> Progress:
+def progress_for(
+    args: argparse.Namespace, label: str, total: int | None = None, tick_s: float | None = None
+) -> Progress:
     """A :class:`Progress` on standard error that honours the command's ``--quiet``."""
-    return Progress(label, total, quiet=bool(getattr(args, "quiet", False)))
+    return Progress(label, total, quiet=bool(getattr(args, "quiet", False)), tick_s=tick_s)
