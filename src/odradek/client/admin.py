@@ -58,6 +58,19 @@ _ASSIGNMENT_VERSIONS: tuple[Any, ...] = (AssignmentV0, AssignmentV1, AssignmentV
 TopicPartition = tuple[str, int]
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class ConfigEntry:
+    """One config of a topic or broker as DescribeConfigs answers it: its value (None when
+    sensitive or unset), where the value comes from (Kafka's source names: DYNAMIC_TOPIC_CONFIG,
+    STATIC_BROKER_CONFIG, DEFAULT_CONFIG, …) and the default it has when nothing sets it."""
+
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    default: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class ListedGroup:
     group_id: str
@@ -758,6 +771,12 @@ class ClusterAdmin(AdminClient):
     ) -> list[tuple[str, str | None, str, bool]]:
         """(name, value, source, read only) of every config of a topic or broker, sorted by
         name; sensitive values are None."""
+        entries = await self.config_entries(resource_type, name)
+        return [(e.name, e.value, e.source, e.read_only) for e in entries]
+
+    async def config_entries(self, resource_type: int, name: str) -> list[ConfigEntry]:
+        """Every config of a topic or broker, sorted by name, with the default each falls back
+        to (the broker's DEFAULT_CONFIG synonym, asked for with ``include_synonyms``)."""
         response = await self._bootstrap.request(
             DESCRIBE_CONFIGS,
             {
@@ -768,7 +787,7 @@ class ClusterAdmin(AdminClient):
                         "configuration_keys": None,
                     }
                 ],
-                "include_synonyms": False,
+                "include_synonyms": True,
                 "include_documentation": False,
             },
             highest=4,
@@ -779,15 +798,22 @@ class ClusterAdmin(AdminClient):
                 f"describing {name!r}: {ErrorCode(result.error_code).name}"
                 + (f": {result.error_message}" if result.error_message else "")
             )
-        return sorted(
-            (
-                str(c.name),
-                None if c.is_sensitive else c.value,
-                _CONFIG_SOURCES.get(int(getattr(c, "config_source", -1)), "UNKNOWN"),
-                bool(c.read_only),
+        entries = []
+        for c in result.configs:
+            source = _CONFIG_SOURCES.get(int(getattr(c, "config_source", -1)), "UNKNOWN")
+            default = next(
+                (
+                    s.value
+                    for s in getattr(c, "synonyms", ())
+                    if _CONFIG_SOURCES.get(int(s.source)) == "DEFAULT_CONFIG"
+                ),
+                None,
             )
-            for c in result.configs
-        )
+            value = None if c.is_sensitive else c.value
+            if default is None and source == "DEFAULT_CONFIG":
+                default = value
+            entries.append(ConfigEntry(str(c.name), value, source, bool(c.read_only), default))
+        return sorted(entries)
 
     async def alter_configs(
         self,

@@ -302,14 +302,14 @@ class Broker:
         self._connections.add(task)
         self._open.add(connection)
         if self.counters is not None:
-            self.counters.connections_created += 1
+            self.counters.connection_opened(connection.listener.name)
         try:
             await connection.serve()
         finally:
             self._connections.discard(task)
             self._open.discard(connection)
             if self.counters is not None:
-                self.counters.connections_closed += 1
+                self.counters.connection_ended(connection.listener.name)
 
     def _start_log_maintenance(self) -> None:
         """Retention checks (in :meth:`housekeeping_tick`) and the log cleaner."""

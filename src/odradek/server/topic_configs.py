@@ -48,6 +48,11 @@ def describe_topic_configs(
             )
         if synonym is not None:
             synonyms.append({"name": synonym, "value": broker_value, "source": broker_source})
+        if broker_source != DEFAULT_CONFIG or synonym is None:
+            # Last, as Kafka lists them: the value that applies when nothing sets it.
+            synonyms.append(
+                {"name": synonym or name, "value": definition.default, "source": DEFAULT_CONFIG}
+            )
         described.append(
             {
                 "name": name,
@@ -82,7 +87,7 @@ def describe_broker_configs(
                 "read_only": definition.read_only,
                 "config_source": source,
                 "is_sensitive": sensitive,
-                "synonyms": [{"name": name, "value": value, "source": source}]
+                "synonyms": _broker_synonyms(name, value, source, definition.default, sensitive)
                 if include_synonyms
                 else [],
                 "config_type": int(definition.kind),
@@ -90,3 +95,14 @@ def describe_broker_configs(
             }
         )
     return described
+
+
+def _broker_synonyms(
+    name: str, value: str | None, source: int, default: str | None, sensitive: bool
+) -> list[dict[str, Any]]:
+    synonyms = [{"name": name, "value": value, "source": source}]
+    if source != DEFAULT_CONFIG:
+        synonyms.append(
+            {"name": name, "value": None if sensitive else default, "source": DEFAULT_CONFIG}
+        )
+    return synonyms
