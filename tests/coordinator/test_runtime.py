@@ -64,7 +64,8 @@ def offsets_partition(runtime: GroupCoordinatorRuntime, index: int) -> Partition
 
 def commit(runtime: GroupCoordinatorRuntime, group: str, offset: int) -> ErrorCode:
     request = CommitRequest(group, -1, "", None, (OffsetCommit("t", 0, offset),))
-    return runtime.coordinator.commit_offsets(request)[("t", 0)]
+    results, _ = runtime.perform(lambda coordinator: coordinator.commit_offsets(request))
+    return results[("t", 0)]
 
 
 def committed_offset(runtime: GroupCoordinatorRuntime, group: str) -> int | None:

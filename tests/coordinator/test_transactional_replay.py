@@ -53,10 +53,9 @@ def broker(path: Path) -> Iterator[GroupCoordinatorRuntime]:
 
 
 def txn_commit(runtime: GroupCoordinatorRuntime, offset: int, tp: tuple[str, int] = TP) -> None:
-    result = runtime.coordinator.commit_transactional_offsets(
-        TxnCommitRequest("g", "txn", PID, EPOCH, (OffsetCommit(*tp, offset),))
-    )
-    assert result == {tp: ErrorCode.none}
+    request = TxnCommitRequest("g", "txn", PID, EPOCH, (OffsetCommit(*tp, offset),))
+    result = runtime.perform(lambda coordinator: coordinator.commit_transactional_offsets(request))
+    assert result == ({tp: ErrorCode.none}, ErrorCode.none)
 
 
 def marker(runtime: GroupCoordinatorRuntime, commit: bool) -> None:
@@ -107,7 +106,10 @@ def test_the_batch_is_transactional_as_kafka_writes_it(tmp_path: Path) -> None:
 def test_a_restart_replays_markers_and_keeps_open_commits_pending(tmp_path: Path) -> None:
     with broker(tmp_path) as runtime:
         plain = CommitRequest("g", -1, "", None, (OffsetCommit("t", 1, 100),))
-        assert runtime.coordinator.commit_offsets(plain) == {("t", 1): ErrorCode.none}
+        assert runtime.perform(lambda coordinator: coordinator.commit_offsets(plain)) == (
+            {("t", 1): ErrorCode.none},
+            ErrorCode.none,
+        )
         txn_commit(runtime, 5)
         marker(runtime, commit=True)
         assert offset_of(runtime) == 5

@@ -44,6 +44,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from odradek.clock import Clock
 from odradek.cluster.partition import Partition
@@ -51,18 +52,49 @@ from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig, ConfigError
 from odradek.coordinator.assignors import ASSIGNORS, TopicInfo, assignor_names
 from odradek.coordinator.consumer_group import ConsumerGroupSettings
-from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator, write_error
+from odradek.coordinator.coordinator import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupWrite,
+    write_error,
+)
 from odradek.coordinator.internal_topic import InternalTopic
 from odradek.coordinator.log_reader import read_batches
 from odradek.coordinator.messages import NO_PRODUCER_ID
 from odradek.protocol.control import marker_commits
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader
 from odradek.protocol.records import Record
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+T = TypeVar("T")
+
+
+def append_writes(coordinator: GroupCoordinator, append: Callable[[GroupWrite], int]) -> ErrorCode:
+    """Append the writes ``coordinator`` asked for, in order, through ``append`` (the
+    leader's log: the offset of the batch's first record, or :class:`KafkaError`), and tell
+    each its outcome — which may ask for more writes, appended in turn. The error of the first
+    write refused, or NONE.
+
+    Called in the same event-loop turn as the operation that asked for them, so no other
+    operation sees the state between the two: the state a refused write would have made is
+    never seen (the classic groups' changes wait for ``applied``), or is put back by
+    ``failed`` before anything else runs (the consumer groups')."""
+    error = ErrorCode.none
+    while writes := coordinator.take_writes():
+        for write in writes:
+            try:
+                first = append(write)
+            except KafkaError as e:
+                if error == ErrorCode.none:
+                    error = e.code
+                write.failed(e.code)
+                continue
+            write.applied(first)
+    return error
 
 
 def consumer_group_settings(config: BrokerConfig) -> ConsumerGroupSettings:
@@ -211,7 +243,7 @@ class GroupCoordinatorRuntime:
         self.clock = clock
         self.offsets_topic = OffsetsTopic(topics, config, clock)
         self.coordinator = GroupCoordinator(
-            group_config(config, self.offsets_topic.partitions), self.offsets_topic, clock
+            group_config(config, self.offsets_topic.partitions), clock
         )
         self.coordinator.consumer.topics = TopicsCatalog(topics)
         # offsets.commit.timeout.ms: how long an answer waits for its records' replication.
@@ -336,6 +368,28 @@ class GroupCoordinatorRuntime:
         if offsets_partition in self.coordinator.owned:
             self.coordinator.complete_transaction(offsets_partition, producer_id, commit)
 
+    # -- operations ----------------------------------------------------------------------------
+
+    def perform(self, operation: Callable[[GroupCoordinator], T]) -> tuple[T, ErrorCode]:
+        """Run one operation of the state machine, then append the writes it asked for; its
+        value, and the error of the first write the log refused (NONE: every one taken). The
+        answer made of it waits for :meth:`commit_point` (the caller's wait)."""
+        value = operation(self.coordinator)
+        return value, append_writes(self.coordinator, self._append)
+
+    def tick(self) -> int:
+        """Act on the coordinator's deadlines that passed (and append what they wrote)."""
+        fired, _ = self.perform(lambda coordinator: coordinator.tick())
+        return fired
+
+    def _append(self, write: GroupWrite) -> int:
+        return self.offsets_topic.write(
+            write.partition,
+            write.records,
+            producer_id=write.producer_id,
+            producer_epoch=write.producer_epoch,
+        )
+
     # -- answers -------------------------------------------------------------------------------
 
     def commit_point(self, group_id: str) -> CommitPoint:
@@ -378,13 +432,13 @@ class GroupCoordinatorRuntime:
             if self._stopping:
                 return
             try:
-                self.coordinator.tick()
+                self.tick()
             except Exception:
                 log.exception("group coordinator timers failed")
 
     def on_topic_deleted(self, topic: str) -> None:
         if topic != OFFSETS_TOPIC:
-            self.coordinator.remove_offsets_of_topics({topic})
+            self.perform(lambda coordinator: coordinator.remove_offsets_of_topics({topic}))
         elif not self.offsets_topic.topics.leads_alone:
             # Its partitions are no longer led here (a lone broker keeps serving and creates
             # the topic again on the next write, as before).

@@ -355,7 +355,7 @@ class Broker:
         self.logs.flush_due()
         if self._groups is not None:
             # Group timers have their own task; ticking here too lets a ManualClock drive them.
-            self._groups.coordinator.tick()
+            self._groups.tick()
         if self.clock.monotonic_ms() >= self._next_retention_ms:
             self._next_retention_ms = self.clock.monotonic_ms() + self.config.get_int(
                 "log.retention.check.interval.ms"
