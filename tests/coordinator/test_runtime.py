@@ -19,6 +19,7 @@ from odradek.coordinator import records as rec
 from odradek.coordinator.messages import CommitRequest, OffsetCommit
 from odradek.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime
 from odradek.protocol.errors import ErrorCode
+from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager
 
 LOCAL, FOLLOWER = 1, 2
@@ -43,7 +44,7 @@ def runtime(tmp_path: Path) -> Iterator[GroupCoordinatorRuntime]:
     store = LocalMetadataStore(config.log_dirs[0], node_id=LOCAL)
     topics = TopicManager(config, store, logs, clock, leads_alone=False)
     topics.open()
-    runtime = GroupCoordinatorRuntime(config, topics, clock)
+    runtime = GroupCoordinatorRuntime(config, topics, clock, Purgatory().replicated)
     topics.cluster = LocalClusterView(
         BrokerEndpoint(LOCAL, "localhost", 9092),
         store.cluster_id,
@@ -162,7 +163,7 @@ def test_a_lone_broker_serves_every_group_without_waiting(tmp_path: Path) -> Non
     store = LocalMetadataStore(config.log_dirs[0], node_id=LOCAL)
     topics = TopicManager(config, store, logs, clock)
     topics.open()
-    runtime = GroupCoordinatorRuntime(config, topics, clock)
+    runtime = GroupCoordinatorRuntime(config, topics, clock, Purgatory().replicated)
     topics.cluster = LocalClusterView(
         BrokerEndpoint(LOCAL, "localhost", 9092),
         store.cluster_id,

@@ -19,6 +19,7 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import iter_headers, validate_batches
 from odradek.protocol.records import NewRecord, encode_batch
+from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager
 
 PID, EPOCH = 7000, 2
@@ -37,7 +38,7 @@ def broker(path: Path) -> Iterator[GroupCoordinatorRuntime]:
     store = LocalMetadataStore(config.log_dirs[0], node_id=1)
     topics = TopicManager(config, store, logs, clock)
     topics.open()
-    runtime = GroupCoordinatorRuntime(config, topics, clock)
+    runtime = GroupCoordinatorRuntime(config, topics, clock, Purgatory().replicated)
     topics.cluster = LocalClusterView(
         BrokerEndpoint(1, "localhost", 9092),
         store.cluster_id,

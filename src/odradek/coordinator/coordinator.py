@@ -43,6 +43,7 @@ from odradek.coordinator import records as rec
 from odradek.coordinator.consumer_group import ConsumerGroupSettings
 from odradek.coordinator.consumer_protocol import ConsumerProtocol, is_consumer_group_key
 from odradek.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
+from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import (
     NO_PRODUCER_ID,
     CommitRequest,
@@ -121,27 +122,6 @@ _COMMIT_WRITE_ERRORS = {
     ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
     ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
 }
-
-
-def write_error(code: ErrorCode) -> ErrorCode:
-    """A failed group metadata write (refused by the log, or not replicated in time), as
-    Kafka reports it to the group's members."""
-    if code in (
-        ErrorCode.message_too_large,
-        ErrorCode.record_list_too_large,
-        ErrorCode.invalid_fetch_size,
-    ):
-        return ErrorCode.unknown_server_error
-    if code in (
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.not_enough_replicas,
-        ErrorCode.not_enough_replicas_after_append,
-        ErrorCode.request_timed_out,
-    ):
-        return ErrorCode.coordinator_not_available
-    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    return code
 
 
 class GroupCoordinator:

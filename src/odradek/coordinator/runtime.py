@@ -52,13 +52,13 @@ from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig, ConfigError
 from odradek.coordinator.assignors import ASSIGNORS, TopicInfo, assignor_names
 from odradek.coordinator.consumer_group import ConsumerGroupSettings
-from odradek.coordinator.coordinator import (
-    GroupConfig,
-    GroupCoordinator,
-    GroupWrite,
-    write_error,
+from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator, GroupWrite
+from odradek.coordinator.internal_topic import (
+    CommitPoint,
+    InternalTopic,
+    WaitReplicated,
+    committed,
 )
-from odradek.coordinator.internal_topic import InternalTopic
 from odradek.coordinator.log_reader import read_batches
 from odradek.coordinator.messages import NO_PRODUCER_ID
 from odradek.protocol.control import marker_commits
@@ -217,30 +217,18 @@ def _markers(header: BatchHeader, records: Sequence[Record]) -> list[Transaction
     return markers
 
 
-@dataclass(frozen=True, slots=True)
-class CommitPoint:
-    """Where an answer of the coordinator stands in its group's partition: the log end offset
-    when the answer was made (``partition`` None: nothing to wait for — the group is not
-    served here, or a lone broker has no such partition yet)."""
-
-    partition: Partition | None
-    offset: int
-
-    def outcome(self) -> ErrorCode | None:
-        """None while the high watermark is below ``offset``; then NONE, or the error to
-        answer with instead (NOT_COORDINATOR once leadership moved, COORDINATOR_NOT_AVAILABLE
-        when the ISR fell below ``min.insync.replicas``)."""
-        if self.partition is None:
-            return ErrorCode.none
-        result = self.partition.replicated(self.offset)
-        return None if result is None else write_error(result)
-
-
 class GroupCoordinatorRuntime:
     """The broker's group coordinator, loaded and ticking."""
 
-    def __init__(self, config: BrokerConfig, topics: TopicManager, clock: Clock) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicManager,
+        clock: Clock,
+        wait_replicated: WaitReplicated,
+    ) -> None:
         self.clock = clock
+        self._wait_replicated = wait_replicated
         self.offsets_topic = OffsetsTopic(topics, config, clock)
         self.coordinator = GroupCoordinator(
             group_config(config, self.offsets_topic.partitions), clock
@@ -400,6 +388,14 @@ class GroupCoordinatorRuntime:
         if partition is None or not self.coordinator.is_active(index):
             return CommitPoint(None, 0)
         return CommitPoint(partition, partition.log.log_end_offset)
+
+    async def committed(self, points: Sequence[CommitPoint], api_key: int = -1) -> list[ErrorCode]:
+        """Wait until the answers at ``points`` may be sent, at most
+        ``offsets.commit.timeout.ms``; each one's outcome, NONE or the error to answer with
+        instead."""
+        return await committed(
+            points, self._wait_replicated, self.commit_timeout_ms / 1000, api_key
+        )
 
     def commit_points(self) -> list[CommitPoint]:
         """The points of every partition served here (for an answer about all groups)."""

@@ -135,7 +135,9 @@ class Broker:
             self.config, self.store, self.logs, self.clock, leads_alone=self.node is None
         )
         self._topics.open()
-        self._groups = GroupCoordinatorRuntime(self.config, self._topics, self.clock)
+        self._groups = GroupCoordinatorRuntime(
+            self.config, self._topics, self.clock, self.purgatory.replicated
+        )
         self._groups.start()
         self._topics.deletion_listeners.append(self._groups.on_topic_deleted)
         self._txns = TransactionCoordinatorRuntime(

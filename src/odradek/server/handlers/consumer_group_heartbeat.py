@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from odradek.coordinator.coordinator import write_error
+from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, client_host, denied, permits, refusal

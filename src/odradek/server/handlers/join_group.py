@@ -7,7 +7,7 @@ import asyncio
 import datetime
 from typing import Any
 
-from odradek.coordinator.coordinator import write_error
+from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import JoinRequest, JoinResult, Protocol
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, client_host, permits, refusal

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from odradek.coordinator.coordinator import write_error
+from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import SyncRequest, SyncResult
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, permits, refusal
