@@ -2,9 +2,12 @@
 
 Requests come in as value objects (:mod:`odradek.coordinator.messages`); answers go out as return
 values or, for JoinGroup and SyncGroup, which wait for the rest of the group, through a reply
-callback called later. Every change that must survive a restart is written as records of
-``__consumer_offsets`` (:mod:`odradek.coordinator.records`) through an :class:`OffsetsLog` before
-it takes effect; :meth:`GroupCoordinator.replay` rebuilds the state from those records.
+callback called later. Every change that must survive a restart becomes records of
+``__consumer_offsets`` (:mod:`odradek.coordinator.records`): an operation does not write them, it
+asks for them (:class:`GroupWrite`, taken by the runtime with :meth:`take_writes` once the
+operation returns), with the change to make once the log took them (``applied``) and what to do
+when it refused them (``failed``) — Kafka's ``CoordinatorResult``, records and what follows.
+:meth:`GroupCoordinator.replay` rebuilds the state from those records.
 
 Time comes from the injected clock. Timeouts (sessions, rebalances, the initial rebalance delay,
 offset expiry) are deadlines in :attr:`GroupCoordinator.timers`; nothing happens when they pass

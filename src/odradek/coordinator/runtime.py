@@ -1,13 +1,14 @@
 """The group coordinator inside a broker: its records in ``__consumer_offsets``, its timers on the
 event loop, the partitions it owns, and when its answers may be sent.
 
-:class:`OffsetsTopic` is the coordinator's :class:`~odradek.coordinator.coordinator.OffsetsLog`:
-records become one RecordBatch v2 per write, appended through the broker's own append path
-(``Partition.append``, on the leader, synchronously as Kafka's ``appendRecords``), and are read
-back in order when a partition is loaded. A TxnOffsetCommit's batch is transactional (the
-producer's id and epoch); the transaction's COMMIT/ABORT control batch, appended by
-WriteTxnMarkers, is read back as a :class:`TransactionMarker`. The topic is created on first
-need (FindCoordinator or a first write), compacted, as Kafka creates it.
+:class:`OffsetsTopic` is where the coordinator's writes go: each
+:class:`~odradek.coordinator.coordinator.GroupWrite` becomes one RecordBatch v2, appended
+through the broker's own append path (:class:`~odradek.coordinator.internal_topic.InternalTopic`:
+``Partition.append`` on the leader, checked as acks=all), and the records are read back in order
+when a partition is loaded. A TxnOffsetCommit's batch is transactional (the producer's id and
+epoch); the transaction's COMMIT/ABORT control batch, appended by WriteTxnMarkers, is read back
+as a :class:`TransactionMarker`. The topic is created on first need (FindCoordinator or a first
+write), compacted, as Kafka creates it.
 
 :class:`GroupCoordinatorRuntime` owns partitions as Kafka's ``GroupMetadataManager`` does: a lone
 broker owns them all and replays the whole topic at start. In a cluster the coordinator of a
@@ -16,23 +17,32 @@ broker leads when it starts, and the replica manager's leadership listeners load
 whose leadership arrives (from its log start to its log end — a new leader's high watermark may
 lag behind records it already has) and unload one whose leadership leaves.
 
-Answers wait for replication. Choice: rather than Kafka's ``CoordinatorResult`` (each operation
-returning its records and the response to send once they are written), the state machine keeps
-writing synchronously and changing state at once, and the runtime holds *every* answer about a
-group until the high watermark of the group's partition reaches that partition's log end offset
-as of the moment the answer was made (:class:`CommitPoint`). This is exact: the coordinator's
-state is always the replay of the leader's log (a write the log refused changes nothing; one it
-took stays in the log, so stays true once replicated), so an answer can depend only on records
-below that log end, and it is released only once all of them are committed — the rule of
-Kafka's newer ``CoordinatorRuntime`` (its deferred event queue, where even an answer that wrote
-nothing waits for the writes pending before it). It leaves the state machine's write-then-change
-code as it was, and covers the answers sent from callbacks (JoinGroup and SyncGroup completing
-for the whole group, from a request or a timer) the same way as returned ones. An answer not
-replicated within ``offsets.commit.timeout.ms`` becomes COORDINATOR_NOT_AVAILABLE, one whose
-partition lost its leadership NOT_COORDINATOR
-(:func:`~odradek.coordinator.coordinator.write_error`). A lone broker's high watermark follows
-every append, so nothing waits there. The waiting itself is the server's
-(``odradek.server.group_commits``: the purgatory).
+Operations run as Kafka's ``CoordinatorRuntime`` runs them
+(:meth:`~GroupCoordinatorRuntime.perform`): the state machine's operation (a request, or its
+timers' tick) asks for writes — records, and what follows once they are in the log or refused —
+and the runtime appends them to the leader's log in the same event-loop turn
+(:func:`append_writes`), synchronously as Kafka's ``CoordinatorPartitionWriter``. A write the log
+refuses (NOT_ENOUGH_REPLICAS while the ISR is below ``min.insync.replicas``, NOT_LEADER, too
+large, a storage error) leaves the state as it was before the operation: the classic groups'
+changes are made only once the log took their records (``applied``, as Kafka's ``appendFuture``
+callbacks), the consumer groups' are put back from a snapshot (``failed``, as Kafka's timeline
+snapshots), and since nothing else runs between the operation and its append, no other operation
+sees the state in between. The request is then answered with the write's error (mapped by
+:func:`~odradek.coordinator.internal_topic.write_error`).
+
+An answer is sent only once the records it may depend on are committed: the high watermark of
+the group's partition must reach that partition's log end offset as of the answer
+(:meth:`~GroupCoordinatorRuntime.commit_point`; the wait is the purgatory's, as an acks=all
+produce's, :meth:`~GroupCoordinatorRuntime.committed`). The coordinator's state is always the
+replay of the leader's log, so an answer depends only on records below that log end — the rule
+of Kafka's deferred event queue, where even an answer that wrote nothing waits for the writes
+before it; answers sent from callbacks (JoinGroup and SyncGroup completing for the whole group,
+from a request or a timer) wait the same way. An answer not committed within
+``offsets.commit.timeout.ms`` becomes COORDINATOR_NOT_AVAILABLE, one whose partition lost its
+leadership NOT_COORDINATOR, as Kafka's. Its records stay in the log then, and the state with
+them: Kafka does not take back an append whose commit timed out either (they are committed when
+the followers catch up, or truncated by a new leader, which reloads the groups from its log). A
+lone broker's high watermark follows every append, so nothing waits there.
 
 Everything runs on the broker's event loop thread.
 """

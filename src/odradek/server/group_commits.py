@@ -1,11 +1,10 @@
-"""The group handlers' wait for replication: an answer of the group coordinator is sent once the
-records it may depend on are committed in ``__consumer_offsets`` (see
+"""The group handlers' side of answering once committed: an answer of the group coordinator is
+sent once the records it may depend on are committed in ``__consumer_offsets`` (see
 :mod:`odradek.coordinator.runtime` for why every answer waits on its
-:class:`~odradek.coordinator.runtime.CommitPoint`).
-
-Waits are parked in the broker's purgatory on the partitions, as acks=all produces are, for at
-most ``offsets.commit.timeout.ms``; then Kafka's mapping applies (REQUEST_TIMED_OUT →
-COORDINATOR_NOT_AVAILABLE). Runs on the broker's event loop, called from handlers only.
+:class:`~odradek.coordinator.internal_topic.CommitPoint`; the runtime does the waiting, in the
+broker's purgatory, for at most ``offsets.commit.timeout.ms``, then Kafka's mapping applies:
+REQUEST_TIMED_OUT → COORDINATOR_NOT_AVAILABLE). Runs on the broker's event loop, called from
+handlers only.
 """
 
 from __future__ import annotations
