@@ -52,7 +52,8 @@ def assignment(partitions: dict[str, list[int]]) -> bytes:
 
 class MemoryLog:
     """``__consumer_offsets`` as a list; ``fail_with`` makes the next writes fail. Every write
-    is appended (or refused) at once; ``refused`` counts the writes refused."""
+    is appended (or refused) at once; ``refused`` counts the writes refused, ``last_error`` is
+    the first refusal of the last operation (NONE: none), what its request is answered with."""
 
     def __init__(self) -> None:
         self.records: list[tuple[int, bytes, bytes | None]] = []
@@ -62,6 +63,7 @@ class MemoryLog:
         self.markers: list[tuple[int, int, int, bool]] = []
         self.fail_with: ErrorCode | None = None
         self.refused = 0
+        self.last_error = ErrorCode.none
 
     def append(self, write: GroupWrite) -> int:
         if self.fail_with is not None:
@@ -96,13 +98,12 @@ class MemoryLog:
 
 class Appending:
     """The state machine as its runtime drives it: after each call, the writes it asked for
-    are appended to the log, in the same step (``last_error``: the first refused, or NONE)."""
+    are appended to the log, in the same step."""
 
     def __init__(self, target: object, coordinator: GroupCoordinator, log: MemoryLog) -> None:
         object.__setattr__(self, "_target", target)
         object.__setattr__(self, "_coordinator", coordinator)
         object.__setattr__(self, "_log", log)
-        object.__setattr__(self, "last_error", ErrorCode.none)
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
@@ -113,9 +114,7 @@ class Appending:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             result = value(*args, **kwargs)
-            object.__setattr__(
-                self, "last_error", append_writes(self._coordinator, self._log.append)
-            )
+            self._log.last_error = append_writes(self._coordinator, self._log.append)
             return result
 
         return call

@@ -175,8 +175,10 @@ def test_a_lone_broker_serves_every_group_without_waiting(tmp_path: Path) -> Non
         # The topic does not exist yet: the first write creates it.
         assert topics.topic(OFFSETS_TOPIC) is None
         assert commit(runtime, GROUP, 3) == ErrorCode.none
+        assert topics.topic(OFFSETS_TOPIC) is not None
+        # The high watermark follows the append: nothing to wait for.
         point = runtime.commit_point(GROUP)
-        assert point.partition is not None and point.offset == 1
+        assert point.partition is None and point.offset == 1
         assert point.outcome() == ErrorCode.none
     finally:
         runtime.coordinator.shutdown()
@@ -195,5 +197,40 @@ def test_deleting_the_offsets_topic_unloads_its_groups(runtime: GroupCoordinator
         assert runtime.coordinator.owned == set()
         assert runtime.coordinator.groups == {}
         assert commit(runtime, GROUP, 3) == ErrorCode.not_coordinator
+
+    asyncio.run(scenario())
+
+
+def test_a_commit_is_answered_once_committed_and_a_refused_one_at_once(
+    runtime: GroupCoordinatorRuntime,
+) -> None:
+    p1 = offsets_partition(runtime, 1)
+
+    async def scenario() -> None:
+        lead(runtime, p1, 1)
+        await loaded(runtime)
+        assert commit(runtime, GROUP, 5) == ErrorCode.none
+        # In the leader's log, seen by the operations after it, but not answered yet.
+        assert p1.log.log_end_offset == 1 and p1.high_watermark == 0
+        assert committed_offset(runtime, GROUP) == 5
+        answer = asyncio.ensure_future(runtime.committed([runtime.commit_point(GROUP)]))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not answer.done()
+        # The follower fetches past it: the high watermark moves and the answer leaves.
+        p1.follower_fetched(FOLLOWER, 1)
+        assert await answer == [ErrorCode.none]
+
+        # With min.insync.replicas=2 and the follower out of the ISR, the append is refused
+        # before it is made (as an acks=all produce): nothing in the log, nothing changed.
+        p1.min_insync_replicas = 2
+        p1.make_leader(2, (LOCAL, FOLLOWER), (LOCAL,), 2)
+        request = CommitRequest(GROUP, -1, "", None, (OffsetCommit("t", 0, 9),))
+        results, refused = runtime.perform(lambda c: c.commit_offsets(request))
+        assert refused == ErrorCode.not_enough_replicas
+        assert results == {("t", 0): ErrorCode.coordinator_not_available}
+        assert p1.log.log_end_offset == 1
+        assert committed_offset(runtime, GROUP) == 5
+        assert await runtime.committed([runtime.commit_point(GROUP)]) == [ErrorCode.none]
 
     asyncio.run(scenario())

@@ -227,6 +227,16 @@ def _markers(header: BatchHeader, records: Sequence[Record]) -> list[Transaction
     return markers
 
 
+def _log_end(partition: Partition) -> CommitPoint:
+    """The point of an answer made now: the log end, or nothing to wait for when everything in
+    the log is committed already (an answer that wrote nothing is not refused because the ISR
+    is smaller now than ``min.insync.replicas``: what it depends on was committed before)."""
+    log_end = partition.log.log_end_offset
+    if partition.high_watermark >= log_end:
+        return CommitPoint(None, log_end)
+    return CommitPoint(partition, log_end)
+
+
 class GroupCoordinatorRuntime:
     """The broker's group coordinator, loaded and ticking."""
 
@@ -397,7 +407,7 @@ class GroupCoordinatorRuntime:
         partition = self.offsets_topic.partition(index)
         if partition is None or not self.coordinator.is_active(index):
             return CommitPoint(None, 0)
-        return CommitPoint(partition, partition.log.log_end_offset)
+        return _log_end(partition)
 
     async def committed(self, points: Sequence[CommitPoint], api_key: int = -1) -> list[ErrorCode]:
         """Wait until the answers at ``points`` may be sent, at most
@@ -413,7 +423,7 @@ class GroupCoordinatorRuntime:
         for index in sorted(self.coordinator.owned):
             partition = self.offsets_topic.partition(index)
             if partition is not None:
-                points.append(CommitPoint(partition, partition.log.log_end_offset))
+                points.append(_log_end(partition))
         return points
 
     async def _run_timers(self) -> None:
