@@ -160,6 +160,16 @@ class OffsetsTopic(InternalTopic):
             OFFSETS_TOPIC, "offsets.topic", topics, config, clock, {"compression.type": "producer"}
         )
 
+    def topic_configs(self) -> dict[str, str]:
+        # Its writes are acks=all ones: a topic made with fewer replicas than the broker's
+        # min.insync.replicas (a cluster smaller than offsets.topic.replication.factor) would
+        # refuse every one of them, so its minimum is at most its replication factor.
+        return super().topic_configs() | {
+            "min.insync.replicas": str(
+                min(self.config.get_int("min.insync.replicas"), self.replication())
+            )
+        }
+
     def write(
         self,
         partition: int,
