@@ -4,6 +4,7 @@ moves, and answers held until the high watermark covers them — on real logs, n
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,15 @@ from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import BrokerEndpoint, LocalClusterView
 from odradek.config import BrokerConfig
 from odradek.coordinator import records as rec
-from odradek.coordinator.messages import CommitRequest, OffsetCommit
+from odradek.coordinator.messages import (
+    CommitRequest,
+    JoinRequest,
+    JoinResult,
+    OffsetCommit,
+    Protocol,
+    SyncRequest,
+    SyncResult,
+)
 from odradek.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime
 from odradek.protocol.errors import ErrorCode
 from odradek.server.purgatory import Purgatory
@@ -232,5 +241,44 @@ def test_a_commit_is_answered_once_committed_and_a_refused_one_at_once(
         assert p1.log.log_end_offset == 1
         assert committed_offset(runtime, GROUP) == 5
         assert await runtime.committed([runtime.commit_point(GROUP)]) == [ErrorCode.none]
+
+    asyncio.run(scenario())
+
+
+def test_a_generation_is_answered_once_its_assignment_is_committed(
+    runtime: GroupCoordinatorRuntime,
+) -> None:
+    p1 = offsets_partition(runtime, 1)
+    runtime.coordinator.config = dataclasses.replace(
+        runtime.coordinator.config, initial_rebalance_delay_ms=0
+    )
+
+    async def scenario() -> None:
+        lead(runtime, p1, 1)
+        await loaded(runtime)
+        join = JoinRequest(
+            GROUP, "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),),
+            require_known_member_id=False,
+        )  # fmt: skip
+        joined: list[JoinResult] = []
+        runtime.perform(lambda c: c.join_group(join, joined.append))
+        (member,) = joined
+        assert member.error == ErrorCode.none
+        synced: list[SyncResult] = []
+        sync = SyncRequest(
+            GROUP, member.generation_id, member.member_id, None, ((member.member_id, b"a"),)
+        )
+        _, refused = runtime.perform(lambda c: c.sync_group(sync, synced.append))
+        assert refused == ErrorCode.none
+        # The state machine answered once the group's record was in the leader's log ...
+        assert [s.assignment for s in synced] == [b"a"]
+        assert p1.log.log_end_offset == 1 and p1.high_watermark == 0
+        # ... and the answer leaves once the follower has the record.
+        answer = asyncio.ensure_future(runtime.committed([runtime.commit_point(GROUP)]))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not answer.done()
+        p1.follower_fetched(FOLLOWER, 1)
+        assert await answer == [ErrorCode.none]
 
     asyncio.run(scenario())
