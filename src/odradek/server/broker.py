@@ -135,7 +135,9 @@ class Broker:
             self.config, self.store, self.logs, self.clock, leads_alone=self.node is None
         )
         self._topics.open()
-        self._groups = GroupCoordinatorRuntime(self.config, self._topics, self.clock)
+        self._groups = GroupCoordinatorRuntime(
+            self.config, self._topics, self.clock, self.purgatory.replicated
+        )
         self._groups.start()
         self._topics.deletion_listeners.append(self._groups.on_topic_deleted)
         self._txns = TransactionCoordinatorRuntime(
@@ -355,7 +357,7 @@ class Broker:
         self.logs.flush_due()
         if self._groups is not None:
             # Group timers have their own task; ticking here too lets a ManualClock drive them.
-            self._groups.coordinator.tick()
+            self._groups.tick()
         if self.clock.monotonic_ms() >= self._next_retention_ms:
             self._next_retention_ms = self.clock.monotonic_ms() + self.config.get_int(
                 "log.retention.check.interval.ms"
