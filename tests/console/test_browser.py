@@ -37,10 +37,14 @@ from .support import (
     drive,
     http,
     produce_records,
-    requires_browser,
+    require_browser,
 )
 
-pytestmark = requires_browser
+
+@pytest.fixture(autouse=True)
+def _browser() -> None:
+    require_browser()
+
 
 TOPIC = "orders"
 RECORDS = 10
