@@ -50,7 +50,14 @@ from kazoo.exceptions import NoNodeError
 
 from odradek.client.data import TopicPartition
 from odradek.clock import Clock
-from odradek.cluster.controller import ControllerState, ElectionResult, PartitionStateWrite
+from odradek.cluster.controller import (
+    AssignmentWrite,
+    ControllerState,
+    ElectionResult,
+    PartitionStateWrite,
+    Reassignment,
+    ReassignmentResult,
+)
 from odradek.cluster.membership import (
     BROKER_IDS_PATH,
     BrokerMembership,
@@ -229,6 +236,51 @@ class ControllerRuntime:
 
         return await self._submit("preferred election", elect)
 
+    async def elect_unclean(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, ElectionResult]:
+        """ElectLeaders (unclean, KIP-460) on ``partitions`` (every partition when None)."""
+        targets = None if partitions is None else list(partitions)
+
+        def elect() -> dict[TopicPartition, ElectionResult]:
+            outcome = self._active().elect_unclean(targets)
+            self._apply(outcome.writes)
+            return dict(outcome.results)
+
+        return await self._submit("unclean election", elect)
+
+    async def alter_reassignments(
+        self,
+        targets: Mapping[TopicPartition, tuple[int, ...] | None],
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> dict[TopicPartition, ReassignmentResult]:
+        """AlterPartitionReassignments: start (or cancel, None) each partition's move, its
+        assignment written before the answer, as Kafka's controller does."""
+        asked = dict(targets)
+
+        def reassign() -> dict[TopicPartition, ReassignmentResult]:
+            outcome = self._active().reassign(
+                asked, allow_replication_factor_change=allow_replication_factor_change
+            )
+            self._write_assignments(outcome.assignments)
+            self._progress_reassignments()
+            return dict(outcome.results)
+
+        return await self._submit("partition reassignment", reassign)
+
+    async def list_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, Reassignment]:
+        """The reassignments in progress (of ``partitions`` only, when given)."""
+        wanted = None if partitions is None else set(partitions)
+
+        def listed() -> dict[TopicPartition, Reassignment]:
+            ongoing = self._active().reassignments
+            return {tp: r for tp, r in ongoing.items() if wanted is None or tp in wanted}
+
+        return await self._submit("list reassignments", listed)
+
     async def controlled_shutdown(
         self, broker_id: int, broker_epoch: int = UNKNOWN_BROKER_EPOCH
     ) -> frozenset[TopicPartition]:
@@ -335,6 +387,13 @@ class ControllerRuntime:
             assignments={t.name: dict(enumerate(t.replicas)) for t in self._topics.values()},
             states=states,
             topic_configs={t.name: t.configs for t in self._topics.values()},
+            reassignments={
+                TopicPartition(t.name, p): Reassignment.from_assignment(
+                    t.replicas_of(p), t.adding.get(p, ()), t.removing.get(p, ())
+                )
+                for t in self._topics.values()
+                for p in set(t.adding) | set(t.removing)
+            },
             **self._settings,
         )
         self._controller = controller
@@ -347,6 +406,9 @@ class ControllerRuntime:
             len(writes),
         )
         self._apply(writes)
+        if controller.reassignments:
+            log.info("resuming %d partition reassignments", len(controller.reassignments))
+        self._progress_reassignments()
         if self._controller is controller:
             self._timer = asyncio.get_running_loop().create_task(
                 self._run_rebalance_timer(controller), name="controller-rebalance"
@@ -393,6 +455,7 @@ class ControllerRuntime:
         ]
         self._brokers = brokers
         self._apply(controller.brokers_changed(brokers, bounced))
+        self._progress_reassignments()
 
     def _topics_changed(self) -> None:
         self._topics_pending = False
@@ -425,6 +488,47 @@ class ControllerRuntime:
         controller = self._active()
         if tp.topic in self._topics:
             controller.state_read(tp, self.store.partition_state(tp.topic, tp.partition))
+            if tp in controller.reassignments:
+                self._progress_reassignments()
+
+    # -- reassignment ------------------------------------------------------------------------
+
+    def _progress_reassignments(self) -> None:
+        """Move every reassignment on as far as its ISR allows: leaders into their targets,
+        then the final assignments (each followed by the ISR change it asks for)."""
+        controller = self._active()
+        for _ in range(MAX_WRITE_ROUNDS):
+            steps = controller.reassignment_steps()
+            if not steps.states and not steps.assignments:
+                return
+            self._apply(steps.states)
+            self._write_assignments(steps.assignments)
+            for write in steps.assignments:
+                log.info("reassignment of %s done: replicas %s", write.partition, write.replicas)
+
+    def _write_assignments(self, writes: list[AssignmentWrite]) -> None:
+        """Write the topic znodes' assignments (one write per topic), then apply the ISR
+        changes each asks for."""
+        controller = self._active()
+        by_topic: dict[str, list[AssignmentWrite]] = {}
+        for write in writes:
+            by_topic.setdefault(write.partition.topic, []).append(write)
+        for topic, topic_writes in sorted(by_topic.items()):
+            try:
+                written = self.store.write_assignments(
+                    topic,
+                    {w.partition.partition: (w.replicas, w.adding, w.removing) for w in topic_writes},
+                    controller_epoch_zk_version=self._epoch_zk_version,
+                )
+            except StaleVersionError as e:
+                log.warning("assignment of topic %s not written: %s", topic, e)
+                if not self._topic_exists(topic):
+                    self._forget_topic(topic)
+                continue
+            if topic in self._topics:
+                self._topics[topic] = written
+            for write in topic_writes:
+                self._apply(controller.assignment_applied(write))
 
     # -- ZooKeeper ---------------------------------------------------------------------------
 

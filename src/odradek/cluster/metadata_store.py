@@ -63,13 +63,17 @@ class StaleVersionError(MetadataStoreError):
 class TopicMetadata:
     """A topic. ``replicas[p]`` is partition ``p``'s replica assignment (preferred leader first);
     empty when the caller leaves the assignment to the store (the local store assigns every
-    partition to its own node)."""
+    partition to its own node). ``adding`` and ``removing`` name, for each partition being
+    reassigned, the replicas of ``replicas[p]`` on their way in and out (Kafka's
+    ``adding_replicas`` / ``removing_replicas``; only a cluster reassigns)."""
 
     name: str
     topic_id: uuid.UUID
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
     replicas: tuple[tuple[int, ...], ...] = ()
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def replicas_of(self, partition: int) -> tuple[int, ...]:
         return self.replicas[partition] if partition < len(self.replicas) else ()

@@ -179,8 +179,10 @@ def encode_topic(topic: TopicMetadata) -> bytes:
         {
             "version": 3,
             "partitions": {str(p): list(r) for p, r in enumerate(topic.replicas)},
-            "adding_replicas": {},
-            "removing_replicas": {},
+            "adding_replicas": {str(p): list(r) for p, r in sorted(topic.adding.items()) if r},
+            "removing_replicas": {
+                str(p): list(r) for p, r in sorted(topic.removing.items()) if r
+            },
             "topic_id": kafka_uuid(topic.topic_id),
         }
     )
@@ -198,6 +200,8 @@ def decode_topic(name: str, data: bytes, configs: dict[str, str]) -> TopicMetada
         len(replicas),
         configs,
         replicas,
+        {int(p): tuple(r) for p, r in (state.get("adding_replicas") or {}).items() if r},
+        {int(p): tuple(r) for p, r in (state.get("removing_replicas") or {}).items() if r},
     )
 
 
@@ -557,6 +561,55 @@ class ZooKeeperMetadataStore:
             raise StaleVersionError(f"topic {name} changed while adding partitions")
         self._topics[name] = updated
         return updated
+
+    def write_assignments(
+        self,
+        name: str,
+        changes: Mapping[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]],
+        *,
+        controller_epoch_zk_version: int,
+    ) -> TopicMetadata:
+        """The controller's change of some partitions' (replicas, adding, removing) in the
+        topic znode (a reassignment), the rest of the znode kept: read, change, and write at the
+        version read, in one multi-op with the check of ``/controller_epoch`` (a controller
+        whose term ended writes nothing: :class:`ControllerMovedError`). A partition grown or
+        a topic recreated meanwhile is read again; a topic deleted meanwhile raises
+        :class:`StaleVersionError`."""
+        path = topic_path(name)
+        for _ in range(10):
+            try:
+                data, stat = self._call(self.zk.get, path)
+            except NoNodeError:
+                raise StaleVersionError(f"topic {name} does not exist") from None
+            cached = self._topics.get(name)
+            current = decode_topic(name, data, cached.configs if cached else {})
+            replicas = list(current.replicas)
+            adding, removing = dict(current.adding), dict(current.removing)
+            for partition, (rs, ars, rrs) in changes.items():
+                if partition >= len(replicas):
+                    raise StaleVersionError(f"topic {name} has no partition {partition}")
+                replicas[partition] = tuple(rs)
+                adding[partition], removing[partition] = tuple(ars), tuple(rrs)
+            updated = replace(
+                current,
+                replicas=tuple(replicas),
+                adding={p: r for p, r in adding.items() if r},
+                removing={p: r for p, r in removing.items() if r},
+            )
+            encoded = encode_topic(updated)
+            if self._conditional_write(
+                path,
+                encoded,
+                stat.version,
+                self._fenced_write,
+                path,
+                encoded,
+                stat.version,
+                controller_epoch_zk_version,
+            ):
+                self._topics[name] = updated
+                return updated
+        raise StaleVersionError(f"topic {name} kept changing while its assignment was written")
 
     def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
         topic = self._topics.get(name) or self._load_topic(name)
