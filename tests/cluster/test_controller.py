@@ -750,7 +750,9 @@ def test_a_leader_change_conflicting_with_the_move_is_decided_again() -> None:
     assert [w.reason for w in steps.states] == [Reason.REASSIGNMENT]
     zk.set_by_leader(T0, (1, 3))  # broker 2 fell behind before the write landed
     zk.apply(controller, steps.states)
-    assert zk.data[T0].leader == 3 and zk.data[T0].isr == (3,)
+    # Decided again on what the znode holds: the target is no longer in sync, nothing moves.
+    assert zk.data[T0].leader == 1 and zk.data[T0].isr == (1, 3)
+    assert T0 in controller.reassignments
 
 
 # -- unclean election (KIP-460) ------------------------------------------------------------
