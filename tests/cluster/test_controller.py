@@ -668,7 +668,9 @@ def test_cancelling_after_the_new_replica_joined_the_isr_takes_it_out() -> None:
     topic.progress(controller)
     assert topic.entries[T0] == AssignmentWrite(T0, (1, 2))
     assert zk.data[T0].isr == (1, 2)
-    assert controller.reassign({T0: None}).results[T0].error == ErrorCode.no_reassignment_in_progress
+    assert (
+        controller.reassign({T0: None}).results[T0].error == ErrorCode.no_reassignment_in_progress
+    )
 
 
 def test_a_new_target_during_a_move_keeps_the_original_and_drops_the_other_new_replica() -> None:
@@ -684,9 +686,7 @@ def test_a_new_target_during_a_move_keeps_the_original_and_drops_the_other_new_r
 def test_bad_targets_are_refused_per_partition() -> None:
     controller, _, _ = reassigning()
     missing = TopicPartition("t", 7)
-    outcome = controller.reassign(
-        {T0: (), missing: (1,), TopicPartition("nope", 0): (1,)}
-    )
+    outcome = controller.reassign({T0: (), missing: (1,), TopicPartition("nope", 0): (1,)})
     assert outcome.results[T0].error == ErrorCode.invalid_replica_assignment
     assert outcome.results[missing].error == ErrorCode.unknown_topic_or_partition
     assert outcome.assignments == []

@@ -517,7 +517,10 @@ class ControllerRuntime:
             try:
                 written = self.store.write_assignments(
                     topic,
-                    {w.partition.partition: (w.replicas, w.adding, w.removing) for w in topic_writes},
+                    {
+                        w.partition.partition: (w.replicas, w.adding, w.removing)
+                        for w in topic_writes
+                    },
                     controller_epoch_zk_version=self._epoch_zk_version,
                 )
             except StaleVersionError as e:

@@ -180,9 +180,7 @@ def encode_topic(topic: TopicMetadata) -> bytes:
             "version": 3,
             "partitions": {str(p): list(r) for p, r in enumerate(topic.replicas)},
             "adding_replicas": {str(p): list(r) for p, r in sorted(topic.adding.items()) if r},
-            "removing_replicas": {
-                str(p): list(r) for p, r in sorted(topic.removing.items()) if r
-            },
+            "removing_replicas": {str(p): list(r) for p, r in sorted(topic.removing.items()) if r},
             "topic_id": kafka_uuid(topic.topic_id),
         }
     )
