@@ -15,7 +15,7 @@ from typing import Any
 
 from odradek.client.admin import ClusterAdmin
 from odradek.client.aio import AsyncConnection
-from odradek.client.core import ClientError
+from odradek.client.core import ClientError, ConnectionFailed
 from odradek.client.data import TopicPartition
 from odradek.protocol.errors import ErrorCode
 
@@ -58,7 +58,8 @@ class OngoingReassignment:
 class PartitionAdmin(ClusterAdmin):
     """Reassignments and leader elections through the controller."""
 
-    async def _controller(self) -> AsyncConnection:
+    async def _controller(self) -> AsyncConnection | None:
+        """A connection to the controller Metadata names; None while it names none."""
         response = await self._bootstrap.request(
             METADATA, {"topics": [], "allow_auto_topic_creation": False}, highest=9
         )
@@ -66,22 +67,40 @@ class PartitionAdmin(ClusterAdmin):
         for broker in response.brokers:
             if int(broker.node_id) == controller != NO_NODE:
                 return await self._broker(str(broker.host), int(broker.port))
-        raise ClientError("the cluster has no controller now")
+        return None
 
     async def _to_controller(self, api_key: int, body: dict[str, Any], highest: int) -> Any:
+        """Send to the controller; while there is none, or it moved (NOT_CONTROLLER, or it
+        cannot be reached), ask Metadata again, a few times."""
+        why = "no controller"
         for _ in range(_CONTROLLER_ATTEMPTS):
-            connection = await self._controller()
-            response = await connection.request(api_key, body, highest=highest)
-            if response.error_code != ErrorCode.not_controller:
-                if response.error_code != ErrorCode.none:
-                    message = getattr(response, "error_message", None)
-                    raise ClientError(
-                        f"{ErrorCode(response.error_code).name}"
-                        + (f": {message}" if message else "")
-                    )
-                return response
-            await asyncio.sleep(_CONTROLLER_BACKOFF_S)
-        raise ClientError("the controller kept moving: NOT_CONTROLLER")
+            try:
+                connection = await self._controller()
+                if connection is None:
+                    why = "the cluster has no controller now"
+                    await asyncio.sleep(_CONTROLLER_BACKOFF_S)
+                    continue
+                response = await connection.request(api_key, body, highest=highest)
+            except ConnectionFailed as e:
+                why = f"the controller cannot be reached: {e}"
+                self._forget_closed()
+                await asyncio.sleep(_CONTROLLER_BACKOFF_S)
+                continue
+            if response.error_code == ErrorCode.not_controller:
+                why = "the controller moved: NOT_CONTROLLER"
+                await asyncio.sleep(_CONTROLLER_BACKOFF_S)
+                continue
+            if response.error_code != ErrorCode.none:
+                message = getattr(response, "error_message", None)
+                detail = f": {message}" if message else ""
+                raise ClientError(f"{ErrorCode(response.error_code).name}{detail}")
+            return response
+        raise ClientError(why)
+
+    def _forget_closed(self) -> None:
+        for address, connection in list(self._connections.items()):
+            if connection.closed and connection is not self._bootstrap:
+                del self._connections[address]
 
     async def alter_reassignments(
         self, targets: Mapping[TopicPartition, Iterable[int] | None]
