@@ -123,7 +123,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmark a broker (a fresh one by default)")
     add_bench_arguments(bench)
     bench.set_defaults(run=_bench)
-    from odradek.cli import acls, cluster, configs, groups, records, topics, transactions, users
+    from odradek.cli import (
+        acls,
+        cluster,
+        configs,
+        groups,
+        partitions,
+        records,
+        topics,
+        transactions,
+        users,
+    )
 
     acls.add_parser(commands)
     cluster.add_parser(commands)
@@ -133,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_parser(commands)
     records.add_parser(commands)
     users.add_parser(commands)
+    partitions.add_parser(commands)
     return parser
 
 
