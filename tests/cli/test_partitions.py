@@ -184,7 +184,7 @@ def test_a_bad_target_is_reported_with_kafkas_error(
         check=False,
     )
     assert result.returncode == 1
-    assert f"{topic}-0: INVALID_REPLICA_ASSIGNMENT" in result.stderr
+    assert f"{topic}-0: invalid_replica_assignment" in result.stderr
 
 
 def test_a_move_in_progress_is_listed_and_cancelled(

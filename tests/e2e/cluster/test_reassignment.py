@@ -220,3 +220,87 @@ def test_an_unclean_election_brings_an_offline_partition_back(tmp_path: Path) ->
         assert state["leader"] == 2 and state["isr"] == [2]
         again = run(elect())
         assert again[(TOPIC, 0)].error == ErrorCode.election_not_needed
+
+
+def _log_bytes(directory: Path) -> int:
+    return sum(f.stat().st_size for f in directory.glob("*.log")) if directory.is_dir() else 0
+
+
+def test_a_throttled_move_copies_no_faster_than_its_rate(tmp_path: Path) -> None:
+    """``--throttle`` as Kafka's tool sets it: rates on the brokers, throttled replicas on the
+    topic; the new replica copies at most the rate's worth (plus a fetch) while it holds, and
+    ``--verify`` clears it all once the move is done."""
+    from confluent_kafka import Producer
+
+    from tests.cli.support import odradek
+
+    rate = 100_000
+    fetch_bytes = 65_536
+    settings = {"replica.fetch.max.bytes": str(fetch_bytes)}
+    with RunningCluster(tmp_path, settings=settings) as cluster, zookeeper(cluster) as zk:
+        bootstrap = cluster.bootstrap
+        create_on(bootstrap, TOPIC, [1, 2])
+        # Batches of one record: a fetch returns at least one whole batch, whatever its size.
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "batch.size": 16384}
+        )
+        for i in range(800):
+            producer.produce(TOPIC, value=b"%06d" % i + b"x" * 10_000, partition=0)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        total = _log_bytes(replica_dir(cluster, 1, TOPIC))
+        assert total > 8_000_000
+
+        plan = tmp_path / "plan.json"
+        plan.write_text(
+            json.dumps(
+                {"version": 1, "partitions": [{"topic": TOPIC, "partition": 0, "replicas": [2, 3]}]}
+            )
+        )
+        args = ["--reassignment-json-file", str(plan), "--bootstrap-server", bootstrap]
+        executed = odradek("partitions", "reassign", "--execute", "--throttle", str(rate), *args)
+        assert f"The inter-broker throttle limit was set to {rate} B/s" in executed.stdout
+        for broker in (1, 2, 3):
+            configs = json.loads(zk.get(f"/config/brokers/{broker}")[0])["config"]
+            assert configs == {
+                "leader.replication.throttled.rate": str(rate),
+                "follower.replication.throttled.rate": str(rate),
+            }
+        topic_configs = json.loads(zk.get(f"/config/topics/{TOPIC}")[0])["config"]
+        assert topic_configs["leader.replication.throttled.replicas"] == "0:1,0:2"
+        assert topic_configs["follower.replication.throttled.replicas"] == "0:3"
+
+        # Within the first 10 s of the quota's 11-sample window, the rate is measured over
+        # 10 s: the quota lets through at most 10 s worth of the rate, and one fetch more.
+        copied = _log_bytes(replica_dir(cluster, 3, TOPIC))
+        assert copied <= rate * 10 + 2 * fetch_bytes
+        assert (TOPIC, 0) in ongoing(bootstrap)
+
+        # Lifting the broker rates lets the move finish.
+        async def lift() -> None:
+            async with await PartitionAdmin.connect(bootstrap) as client:
+                for broker in (1, 2, 3):
+                    await client.alter_configs(
+                        4,
+                        str(broker),
+                        {},
+                        [
+                            "leader.replication.throttled.rate",
+                            "follower.replication.throttled.rate",
+                        ],
+                    )
+
+        run(lift())
+        wait_until(lambda: not ongoing(bootstrap), 120, what="the move to finish")
+        verified = odradek("partitions", "reassign", "--verify", *args).stdout
+        assert f"Reassignment of partition {TOPIC}-0 is completed." in verified
+        assert "Clearing broker-level throttles on brokers 1,2,3" in verified
+        topic_configs = json.loads(zk.get(f"/config/topics/{TOPIC}")[0])["config"]
+        assert "leader.replication.throttled.replicas" not in topic_configs
+        assert "follower.replication.throttled.replicas" not in topic_configs
+        assert all(
+            zk.exists(f"/config/brokers/{b}") is None
+            or not json.loads(zk.get(f"/config/brokers/{b}")[0])["config"]
+            for b in (1, 2, 3)
+        )
+        assert _log_bytes(replica_dir(cluster, 3, TOPIC)) == total
