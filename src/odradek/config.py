@@ -820,6 +820,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _at_least(0),
         ),
         ConfigDef(
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            ConfigType.LONG,
+            str(LONG_MAX),
+            "accepted for Kafka's tools; no effect: replicas never move between log dirs here",
+            _at_least(0),
+        ),
+        ConfigDef(
             "replication.quota.window.num",
             ConfigType.INT,
             "11",
