@@ -41,12 +41,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.recipe.watchers import DataWatch
 
 from odradek.client.data import TopicPartition
 from odradek.clock import Clock
@@ -77,6 +79,11 @@ UNKNOWN_BROKER_EPOCH = -1
 # An event's writes conflicting this many rounds in a row are given up (logged): the next event
 # about those partitions decides again on what ZooKeeper then holds.
 MAX_WRITE_ROUNDS = 20
+# Where Kafka's ZooKeeper-era tools (2.x kafka-reassign-partitions --zookeeper) ask for moves:
+# {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}. The controller
+# starts them, and takes each partition out of the znode once its move is done (the znode goes
+# with the last one), as Kafka's controller does.
+ADMIN_REASSIGN_PATH = "/admin/reassign_partitions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +140,8 @@ class ControllerRuntime:
         self._reads_pending: set[TopicPartition] = set()
         self._activation_pending: int | None = None
         self._stopped = False
+        # The partitions /admin/reassign_partitions asked to move, until their moves are done.
+        self._zk_requested: set[TopicPartition] = set()
 
     # -- what others read --------------------------------------------------------------------
 
@@ -166,6 +175,16 @@ class ControllerRuntime:
         self.membership.session.on_session_lost(
             lambda: self._to_loop(self._resign, "the ZooKeeper session was lost")
         )
+        DataWatch(self.store.zk, ADMIN_REASSIGN_PATH, self._admin_reassign_watched)
+
+    def _admin_reassign_watched(self, data: bytes | None, stat: Any) -> None:
+        # kazoo's thread: only hand it on.
+        if data:
+            self._to_loop(self._admin_reassign_changed)
+
+    def _admin_reassign_changed(self) -> None:
+        if self._controller is not None and not self._stopped:
+            self._enqueue(_Event("/admin/reassign_partitions", self._read_admin_reassignments))
 
     async def stop(self) -> None:
         """Step down if active and handle nothing more (calls waiting get NOT_CONTROLLER)."""
@@ -409,6 +428,7 @@ class ControllerRuntime:
         if controller.reassignments:
             log.info("resuming %d partition reassignments", len(controller.reassignments))
         self._progress_reassignments()
+        self._read_admin_reassignments()
         if self._controller is controller:
             self._timer = asyncio.get_running_loop().create_task(
                 self._run_rebalance_timer(controller), name="controller-rebalance"
@@ -429,6 +449,7 @@ class ControllerRuntime:
             )
         self._brokers = {}
         self._topics = {}
+        self._zk_requested = set()
         self._epoch_zk_version = -1
         if self._timer is not None:
             self._timer.cancel()
@@ -500,11 +521,91 @@ class ControllerRuntime:
         for _ in range(MAX_WRITE_ROUNDS):
             steps = controller.reassignment_steps()
             if not steps.states and not steps.assignments:
-                return
+                break
             self._apply(steps.states)
             self._write_assignments(steps.assignments)
             for write in steps.assignments:
                 log.info("reassignment of %s done: replicas %s", write.partition, write.replicas)
+        self._update_admin_reassignments()
+
+    def _read_admin_reassignments(self) -> None:
+        """Start the moves ``/admin/reassign_partitions`` lists (a partition already moving
+        to the same target is left alone); entries that cannot start are dropped from it."""
+        controller = self._active()
+        try:
+            data, _ = self.store.session.call(self.store.zk.get, ADMIN_REASSIGN_PATH)
+        except NoNodeError:
+            return
+        try:
+            entries = json.loads(data)["partitions"]
+            asked = {
+                TopicPartition(str(e["topic"]), int(e["partition"])): tuple(
+                    int(r) for r in e["replicas"]
+                )
+                for e in entries
+            }
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("ignoring %s, which is not a reassignment: %s", ADMIN_REASSIGN_PATH, e)
+            self._delete_admin_reassignments()
+            return
+        ongoing = controller.reassignments
+        fresh = {
+            tp: target
+            for tp, target in asked.items()
+            if tp not in ongoing or ongoing[tp].target != target
+        }
+        outcome = controller.reassign(fresh)
+        for tp, result in outcome.results.items():
+            if result.error != ErrorCode.none:
+                log.warning(
+                    "%s: cannot move %s to %s: %s",
+                    ADMIN_REASSIGN_PATH,
+                    tp,
+                    list(asked[tp]),
+                    result.message or result.error.name,
+                )
+        refused = {tp for tp, r in outcome.results.items() if r.error != ErrorCode.none}
+        self._zk_requested = set(asked) - refused
+        self._write_assignments(outcome.assignments)
+        self._progress_reassignments()
+
+    def _update_admin_reassignments(self) -> None:
+        """Take the partitions whose moves are done out of ``/admin/reassign_partitions``."""
+        controller = self._active()
+        done = {tp for tp in self._zk_requested if tp not in controller.reassignments}
+        if not done:
+            return
+        self._zk_requested -= done
+        for _ in range(MAX_WRITE_ROUNDS):
+            try:
+                data, stat = self.store.session.call(self.store.zk.get, ADMIN_REASSIGN_PATH)
+            except NoNodeError:
+                return
+            try:
+                entries = [
+                    e
+                    for e in json.loads(data)["partitions"]
+                    if TopicPartition(str(e["topic"]), int(e["partition"])) not in done
+                ]
+            except (ValueError, KeyError, TypeError):
+                entries = []
+            try:
+                if entries:
+                    body = json.dumps({"version": 1, "partitions": entries}).encode()
+                    self.store.session.call(
+                        self.store.zk.set, ADMIN_REASSIGN_PATH, body, version=stat.version
+                    )
+                else:
+                    self.store.session.call(
+                        self.store.zk.delete, ADMIN_REASSIGN_PATH, version=stat.version
+                    )
+                return
+            except (BadVersionError, NoNodeError):
+                continue  # the tool wrote it again meanwhile: read it again
+
+    def _delete_admin_reassignments(self) -> None:
+        with contextlib.suppress(NoNodeError):
+            self.store.session.call(self.store.zk.delete, ADMIN_REASSIGN_PATH)
 
     def _write_assignments(self, writes: list[AssignmentWrite]) -> None:
         """Write the topic znodes' assignments (one write per topic), then apply the ISR

@@ -304,3 +304,24 @@ def test_a_throttled_move_copies_no_faster_than_its_rate(tmp_path: Path) -> None
             for b in (1, 2, 3)
         )
         assert _log_bytes(replica_dir(cluster, 3, TOPIC)) == total
+
+
+def test_kafka_2x_tools_znode_admin_reassign_partitions_is_honoured(tmp_path: Path) -> None:
+    """Kafka 2.x's ``kafka-reassign-partitions --zookeeper`` writes the moves to
+    ``/admin/reassign_partitions``; the controller carries them out and removes the znode."""
+    with RunningCluster(tmp_path) as cluster, zookeeper(cluster) as zk:
+        bootstrap = cluster.bootstrap
+        create_on(bootstrap, TOPIC, [1, 2])
+        request = {
+            "version": 1,
+            "partitions": [{"topic": TOPIC, "partition": 0, "replicas": [3, 2]}],
+        }
+        zk.create("/admin/reassign_partitions", json.dumps(request).encode(), makepath=True)
+        wait_until(
+            lambda: zk.exists("/admin/reassign_partitions") is None, 90, what="the znode to go"
+        )
+        assert topic_znode(zk, TOPIC)["partitions"] == {"0": [3, 2]}
+        assert sorted(partition_view(bootstrap, TOPIC).replicas) == [2, 3]
+        wait_until(
+            lambda: not replica_dir(cluster, 1, TOPIC).exists(), 30, what="broker 1's copy gone"
+        )
