@@ -14,9 +14,18 @@ it answers. While active, each fact is an event: broker registrations appearing 
 (:class:`~odradek.cluster.membership.MembershipChange`), the store's notifications (``topics``:
 re-read the store's cache and diff it against what the controller knows; ``partition_state``:
 read the znode and hand it to ``state_read``), the automatic preferred-leader rebalance on the
-injected clock, and the calls :meth:`ControllerRuntime.elect_preferred` and
+injected clock, and the calls :meth:`ControllerRuntime.elect_preferred`,
+:meth:`ControllerRuntime.elect_unclean`, :meth:`ControllerRuntime.alter_reassignments` and
 :meth:`ControllerRuntime.controlled_shutdown`. Events run one at a time from a queue, each with
 all its writes (compare-and-set, conflicts retried through ``write_conflicted``) before the next.
+
+Reassignment: a move's assignment (with ``adding_replicas`` / ``removing_replicas``) is written to
+the topic znode by compare-and-set on its version, fenced by ``/controller_epoch`` like the
+partition states. Each ISR change of a moving partition (the leader writes it; the watch brings it
+here), each broker change and each new request moves the reassignments on
+(``reassignment_steps``); a new controller picks them up from the topic znodes. The moves Kafka
+2.x's tools write to ``/admin/reassign_partitions`` are started too, and taken out of that znode
+as they finish (it is deleted with the last).
 
 Topic deletion: the metadata store removes a topic's znodes itself (``remove`` marks
 ``/admin/delete_topics/<t>``, deletes, unmarks; an interrupted deletion is finished when a store
