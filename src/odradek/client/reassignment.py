@@ -137,10 +137,7 @@ class PartitionAdmin(ClusterAdmin):
         """The moves in progress (of ``partitions`` only, when given)."""
         topics = None
         if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for topic, partition in partitions:
-                by_topic.setdefault(topic, []).append(partition)
-            topics = [{"name": t, "partition_indexes": ps} for t, ps in sorted(by_topic.items())]
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in _by_topic(partitions)]
         response = await self._to_controller(
             LIST_PARTITION_REASSIGNMENTS,
             {"timeout": datetime.timedelta(seconds=self._timeout_s), "topics": topics},
@@ -162,12 +159,7 @@ class PartitionAdmin(ClusterAdmin):
         """ElectLeaders (PREFERRED or UNCLEAN) on ``partitions``, every partition when None."""
         topic_partitions = None
         if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for topic, partition in partitions:
-                by_topic.setdefault(topic, []).append(partition)
-            topic_partitions = [
-                {"topic": t, "partitions": ps} for t, ps in sorted(by_topic.items())
-            ]
+            topic_partitions = [{"topic": t, "partitions": ps} for t, ps in _by_topic(partitions)]
         response = await self._to_controller(
             ELECT_LEADERS,
             {
@@ -184,3 +176,10 @@ class PartitionAdmin(ClusterAdmin):
             for t in response.replica_election_results
             for p in t.partition_result
         }
+
+
+def _by_topic(partitions: Iterable[TopicPartition]) -> list[tuple[str, list[int]]]:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    return sorted(by_topic.items())
