@@ -122,3 +122,31 @@ def test_the_throttle_rates_are_the_dynamic_broker_configs(
     cleared = _alter_broker(handlers, "2", leader_replication_throttled_rate=None)
     assert cleared.error_code == ErrorCode.none
     assert store.broker_configs(2) == {}
+
+
+def test_a_dynamic_rate_is_described_as_a_dynamic_broker_config(
+    handlers: HandlerCaller, services: BrokerServices
+) -> None:
+    assert _alter_broker(
+        handlers, str(NODE_ID), leader_replication_throttled_rate="7"
+    ).error_code == (ErrorCode.none)
+    response = handlers.call(
+        32,
+        4,
+        resources=[
+            {
+                "resource_type": 4,
+                "resource_name": str(NODE_ID),
+                "configuration_keys": [
+                    "leader.replication.throttled.rate",
+                    "follower.replication.throttled.rate",
+                ],
+            }
+        ],
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    (result,) = response.results
+    described = {c.name: (c.value, int(c.config_source)) for c in result.configs}
+    assert described["leader.replication.throttled.rate"] == ("7", 2)  # DYNAMIC_BROKER_CONFIG
+    assert described["follower.replication.throttled.rate"][1] == 5  # DEFAULT_CONFIG
