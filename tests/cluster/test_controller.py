@@ -698,6 +698,9 @@ def test_bad_targets_are_refused_per_partition() -> None:
     assert refused.results[T0].error == ErrorCode.invalid_replication_factor
     assert controller.reassign({T0: (1, 2)}).assignments == []  # no change: nothing to write
     assert controller.reassignments == {}
+    # A replica kept may be down; only those to add must be alive.
+    controller.brokers_failed([1])
+    assert controller.reassign({T0: (1, 3)}).results[T0].error == ErrorCode.none
 
 
 def test_a_reordered_target_only_rewrites_the_assignment() -> None:

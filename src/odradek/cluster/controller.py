@@ -595,11 +595,12 @@ class ControllerState:
                 ErrorCode.invalid_replica_assignment,
                 f"The replica list {list(target)} names a broker twice.",
             )
-        dead = sorted(set(target) - self._live)
+        # As Kafka: the replicas to add must be alive (an existing one may be down meanwhile).
+        dead = sorted(set(target) - set(original) - self._live)
         if dead:
             return ReassignmentResult(
                 ErrorCode.invalid_replica_assignment,
-                f"The replica list names brokers that are not alive: {dead}.",
+                f"The replicas to add are on brokers that are not alive: {dead}.",
             )
         if not allow_rf_change and len(target) != len(original):
             return ReassignmentResult(
