@@ -210,6 +210,24 @@ def test_a_move_in_progress_is_listed_and_cancelled(
         assert rows == [
             {"TOPIC": topic, "PARTITION": "0", "REPLICAS": "2,3,1", "ADDING": "3", "REMOVING": "1"}
         ]
+        as_json = odradek(
+            "partitions",
+            "list-reassignments",
+            "--topic",
+            topic,
+            "--output",
+            "json",
+            *bootstrap_args(cluster),
+        ).stdout
+        assert json.loads(as_json) == [
+            {
+                "topic": topic,
+                "partition": 0,
+                "replicas": [2, 3, 1],
+                "adding_replicas": [3],
+                "removing_replicas": [1],
+            }
+        ]
         verified = odradek(
             "partitions",
             "reassign",

@@ -184,6 +184,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing = actions.add_parser("list-reassignments", help="the moves in progress")
     connection_options(listing, DEFAULT_BOOTSTRAP, TIMEOUT_S)
     listing.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    listing.add_argument("--output", choices=("table", "json"), default="table")
     listing.set_defaults(run=run_command(_list))
 
     elect = actions.add_parser(
@@ -390,10 +391,27 @@ async def _cancel(admin: PartitionAdmin, plan: Plan, out: TextIO) -> int:
 async def _list(args: argparse.Namespace, out: TextIO) -> int:
     async with await PartitionAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
         moving = await admin.list_reassignments()
-    format_reassignments(
-        {tp: m for tp, m in moving.items() if not args.topic or tp.topic in args.topic}, out
-    )
+    chosen = {tp: m for tp, m in moving.items() if not args.topic or tp.topic in args.topic}
+    if args.output == "json":
+        out.write(json.dumps(reassignments_json(chosen), indent=2) + "\n")
+    else:
+        format_reassignments(chosen, out)
     return 0
+
+
+def reassignments_json(
+    moving: Mapping[TopicPartition, OngoingReassignment],
+) -> list[dict[str, object]]:
+    return [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "replicas": list(moving[tp].replicas),
+            "adding_replicas": list(moving[tp].adding),
+            "removing_replicas": list(moving[tp].removing),
+        }
+        for tp in sorted(moving)
+    ]
 
 
 def format_reassignments(moving: Mapping[TopicPartition, OngoingReassignment], out: TextIO) -> None:
