@@ -77,7 +77,9 @@ def test_throttled_replicas_are_the_current_ones_and_the_added_ones_as_kafka_set
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningCluster]:
-    with RunningCluster(tmp_path_factory.mktemp("cli-partitions")) as running:
+    # A long session: a broker paused to hold a move in progress stays registered (alive).
+    settings = {"zookeeper.session.timeout.ms": "30000"}
+    with RunningCluster(tmp_path_factory.mktemp("cli-partitions"), settings=settings) as running:
         yield running
 
 
@@ -140,7 +142,8 @@ def test_generate_execute_verify_and_list(cluster: RunningCluster, tmp_path: Pat
     rollback = executed.splitlines()[2]
     assert parse_plan(rollback) == current
     assert executed.rstrip().endswith("2 of 2 partitions moved")
-    assert replicas(cluster, topic) == [[2, 3], [3, 2]]
+    # Every broker's Metadata follows once it has seen the topic znode change.
+    wait_until(lambda: replicas(cluster, topic) == [[2, 3], [3, 2]], what="metadata moved")
 
     verified = odradek(
         "partitions",
@@ -249,7 +252,7 @@ def test_a_move_in_progress_is_listed_and_cancelled(
         assert f"Successfully cancelled partition reassignments for: {topic}-0" in cancelled
     finally:
         cluster.resume(3)
-    assert replicas(cluster, topic) == [[1, 2]]
+    wait_until(lambda: replicas(cluster, topic) == [[1, 2]], what="metadata moved back")
 
 
 def test_elect_leaders_preferred(cluster: RunningCluster) -> None:

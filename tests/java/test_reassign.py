@@ -76,7 +76,7 @@ def test_kafkas_reassign_tool_moves_partitions_with_a_throttle(tmp_path: Path) -
         wait_until(
             lambda: verified().count("is completed") == 2, 90, what="the tool to see it done"
         )
-        assert replicas(bootstrap) == [[2, 3], [3, 2]]
+        wait_until(lambda: replicas(bootstrap) == [[2, 3], [3, 2]], what="metadata moved")
         # The last --verify cleared the throttles the --execute set.
         described = admin.describe_configs([ConfigResource("topic", TOPIC)])
         configs = next(iter(described.values())).result(10)

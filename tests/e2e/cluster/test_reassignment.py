@@ -115,8 +115,11 @@ def test_a_partition_moves_from_1_2_to_2_3_under_load(tmp_path: Path) -> None:
             lambda: not replica_dir(cluster, 1, TOPIC).exists(), 30, what="broker 1's copy gone"
         )
         assert replica_dir(cluster, 3, TOPIC).is_dir()
-        view = partition_view(bootstrap, TOPIC)
-        assert sorted(view.replicas) == [2, 3]
+        wait_until(
+            lambda: sorted(partition_view(bootstrap, TOPIC).replicas) == [2, 3],
+            30,
+            what="Metadata naming the new replicas",
+        )
 
         # Every acknowledged record is there, read from the new replicas only (the leader is
         # 2 or 3), and broker 3's copy holds them all.
@@ -132,7 +135,9 @@ def test_a_partition_moves_from_1_2_to_2_3_under_load(tmp_path: Path) -> None:
 
 def test_a_cancelled_move_goes_back_and_drops_the_new_replica(tmp_path: Path) -> None:
     # Broker 3 is paused, so the move cannot finish: it is still in progress when cancelled.
-    with RunningCluster(tmp_path) as cluster, zookeeper(cluster) as zk:
+    # A long session keeps it registered (alive) meanwhile.
+    settings = {"zookeeper.session.timeout.ms": "30000"}
+    with RunningCluster(tmp_path, settings=settings) as cluster, zookeeper(cluster) as zk:
         bootstrap = cluster.bootstrap
         create_on(bootstrap, TOPIC, [1, 2])
         cluster.pause(3)
@@ -323,7 +328,11 @@ def test_kafka_2x_tools_znode_admin_reassign_partitions_is_honoured(tmp_path: Pa
             lambda: zk.exists("/admin/reassign_partitions") is None, 90, what="the znode to go"
         )
         assert topic_znode(zk, TOPIC)["partitions"] == {"0": [3, 2]}
-        assert sorted(partition_view(bootstrap, TOPIC).replicas) == [2, 3]
+        wait_until(
+            lambda: sorted(partition_view(bootstrap, TOPIC).replicas) == [2, 3],
+            30,
+            what="Metadata naming the new replicas",
+        )
         wait_until(
             lambda: not replica_dir(cluster, 1, TOPIC).exists(), 30, what="broker 1's copy gone"
         )
