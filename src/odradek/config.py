@@ -319,6 +319,24 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
             ),
             "unclean.leader.election.enable",
         ),
+        (
+            ConfigDef(
+                "leader.replication.throttled.replicas",
+                ConfigType.LIST,
+                "",
+                "partition:broker pairs (or *) whose leaders' replication is throttled",
+            ),
+            None,
+        ),
+        (
+            ConfigDef(
+                "follower.replication.throttled.replicas",
+                ConfigType.LIST,
+                "",
+                "partition:broker pairs (or *) whose followers' replication is throttled",
+            ),
+            None,
+        ),
     ]
 }
 
@@ -825,6 +843,41 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "1000",
             "pause after a follower's fetch failed",
             _at_least(0),
+        ),
+        ConfigDef(
+            "leader.replication.throttled.rate",
+            ConfigType.LONG,
+            str(LONG_MAX),
+            "bytes/s this broker sends to out-of-sync followers of throttled replicas",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "follower.replication.throttled.rate",
+            ConfigType.LONG,
+            str(LONG_MAX),
+            "bytes/s this broker copies as an out-of-sync follower of throttled replicas",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            ConfigType.LONG,
+            str(LONG_MAX),
+            "accepted for Kafka's tools; no effect: replicas never move between log dirs here",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "replication.quota.window.num",
+            ConfigType.INT,
+            "11",
+            "samples the replication throttle's rate is measured over",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "replication.quota.window.size.seconds",
+            ConfigType.INT,
+            "1",
+            "length of one sample of the replication throttle",
+            _at_least(1),
         ),
         ConfigDef(
             "replica.socket.timeout.ms",

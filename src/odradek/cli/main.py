@@ -132,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         configs,
         console,
         groups,
+        partitions,
         records,
         topics,
         transactions,
@@ -147,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_parser(commands)
     records.add_parser(commands)
     users.add_parser(commands)
+    partitions.add_parser(commands)
     completion.add_parser(commands)
     return parser
 

@@ -46,7 +46,7 @@ def cell(value: object, escape: bool = True) -> str:
     """A value as a table cell: ``-`` for none or empty, ids joined by commas, booleans as
     yes/no, and spaces escaped (a cell holds none, so ``split()`` takes rows apart) unless
     ``escape`` is false (a last column written for people only)."""
-    if value is None or value == "" or value == []:
+    if value is None or value == "" or (isinstance(value, list | tuple) and not value):
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"

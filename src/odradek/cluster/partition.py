@@ -112,6 +112,8 @@ class Partition:
         self.isr = tuple(isr)
         log = self.log
         if self._tracker is not None and leader_epoch == self.leader_epoch:
+            if self._tracker.replicas_changed(self.replicas):
+                log.update_high_watermark(self._tracker.high_watermark)
             self._isr_changed(self.isr, leader_epoch, zk_version)
             return True
         log.assign_epoch_start_offset(leader_epoch, log.log_end_offset)

@@ -14,6 +14,7 @@ TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
@@ -72,14 +73,22 @@ def describe_broker_configs(
     services: BrokerServices, names: list[str] | None = None, *, include_synonyms: bool = False
 ) -> list[dict[str, Any]]:
     described = []
+    # This broker's dynamic configs (the replication throttles) win over its properties.
+    dynamic = services.topics.store.broker_configs(services.config.node_id)
     for name in sorted(BROKER_CONFIGS) if names is None else names:
         definition = BROKER_CONFIGS.get(name)
         if definition is None:
             continue
         # As Kafka: a password (a key's, a JAAS entry with PLAIN users) is never shown.
         sensitive = definition.kind is ConfigType.PASSWORD
-        value = None if sensitive else services.config.raw(name)
-        source = STATIC_BROKER_CONFIG if name in services.config.props else DEFAULT_CONFIG
+        value = None if sensitive else dynamic.get(name, services.config.raw(name))
+        source = (
+            DYNAMIC_BROKER_CONFIG
+            if name in dynamic
+            else STATIC_BROKER_CONFIG
+            if name in services.config.props
+            else DEFAULT_CONFIG
+        )
         described.append(
             {
                 "name": name,
