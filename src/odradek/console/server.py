@@ -104,6 +104,7 @@ class HttpServer:
 class _Handler(BaseHTTPRequestHandler):
     server_owner: HttpServer
     protocol_version = "HTTP/1.1"
+    _body_unread = False
     # An idle kept-alive connection ends (and its thread with it) after this many seconds.
     timeout = 60
 
@@ -123,6 +124,12 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server_owner
         url = urlsplit(self.path)
         path = url.path
+        # A body not read (a request refused before it, or sent to a path that takes none)
+        # would be parsed as the next request of a kept-alive connection: such a connection
+        # closes after its answer instead.
+        self._body_unread = "Transfer-Encoding" in self.headers or (
+            self.headers.get("Content-Length") or "0"
+        ).strip() not in ("", "0")
         try:
             if path == "/metrics" and owner.registry is not None:
                 if method != "GET":
@@ -157,10 +164,21 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(415, "a change is sent as JSON (Content-Type: application/json)")
 
     def _body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
+        if "Transfer-Encoding" in self.headers:
+            raise ApiError(411, "a request body is sent with a Content-Length")
+        raw = self.headers.get("Content-Length") or "0"
+        try:
+            length = int(raw)
+        except ValueError:
+            length = -1
+        if length < 0:
+            # A negative length would read until the client closes, holding this thread.
+            raise ApiError(400, f"Content-Length {raw!r} is not a byte count")
         if length > _MAX_BODY_BYTES:
             raise ApiError(413, f"the request body is over {_MAX_BODY_BYTES} bytes")
-        return self.rfile.read(length) if length else b""
+        body = self.rfile.read(length) if length else b""
+        self._body_unread = False
+        return body
 
     def _send_static(self, file: StaticFile) -> None:
         accepts_gzip = "gzip" in (self.headers.get("Accept-Encoding") or "")
@@ -177,6 +195,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
+        if self._body_unread:
+            self.send_header("Connection", "close")  # and close_connection with it
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
