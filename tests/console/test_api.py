@@ -7,13 +7,16 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import socket
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from odradek.client.core import ClientError, ConnectionFailed, RequestTimeout
 from odradek.client.data import DataClient
+from odradek.console.api import ApiError, ConsoleApi, _status_of
 from odradek.testing import RunningBroker
 
 from .support import BASE_TIMESTAMP_MS, commit, committed, http, produce_records
@@ -183,6 +186,9 @@ def test_unknown_paths_methods_and_things(console: str) -> None:
     exists = http(console, "POST", "/api/topics", {"name": TOPIC})
     assert exists.status == 409
     assert "topic_already_exists" in exists.body["error"]
+    gone = http(console, "DELETE", "/api/topics/no-such-topic")
+    assert gone.status == 404
+    assert "unknown_topic_or_partition" in gone.body["error"]
     # The server still answers after all of that.
     assert http(console, "GET", "/api/cluster").status == 200
 
@@ -231,3 +237,36 @@ def test_no_console_when_disabled(tmp_path: Path) -> None:
         assert http(base, "GET", "/").status == 404
     finally:
         broker.stop()
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (ClientError("deleting 't': topic_authorization_failed"), 403),
+        (ClientError("deleting 't': unknown_topic_or_partition"), 404),
+        (ClientError("no coordinator for group 'g': coordinator_not_available"), 503),
+        (ClientError("altering 't': not_controller"), 503),
+        (ClientError("creating 't': invalid_replication_factor"), 400),
+        (ClientError("creating 't': topic_already_exists"), 409),
+        (ConnectionFailed("connection refused"), 503),
+        (RequestTimeout("no answer in 15 s"), 504),
+    ],
+)
+def test_cluster_errors_as_http_statuses(error: ClientError, status: int) -> None:
+    assert _status_of(error) == status
+
+
+def test_a_cluster_that_does_not_answer_is_a_504() -> None:
+    # A listener that takes connections and never answers: the admin client would wait its
+    # whole timeout_s; the page's request gives up after call_timeout_s.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        api = ConsoleApi(f"127.0.0.1:{port}", timeout_s=60.0, call_timeout_s=0.2)
+        api.start()
+        try:
+            with pytest.raises(ApiError) as refused:
+                api.handle("GET", "/api/cluster", {}, b"")
+            assert refused.value.status == 504
+            assert "did not answer" in refused.value.message
+        finally:
+            api.close()

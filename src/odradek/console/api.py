@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import json
 import re
@@ -54,7 +55,7 @@ from odradek.client.admin import (
     ClusterAdmin,
     GroupAdmin,
 )
-from odradek.client.core import ClientError, ConnectionFailed
+from odradek.client.core import ClientError, ConnectionFailed, RequestTimeout
 from odradek.client.data import DataClient
 from odradek.client.data import TopicPartition as DataPartition
 from odradek.client.security import ClientSecurity
@@ -78,15 +79,36 @@ class ApiError(Exception):
         self.message = message
 
 
+# Kafka's errors that say "not now" rather than "no": a retry may well succeed.
+_RETRIABLE = (
+    "not_coordinator",
+    "coordinator_not_available",
+    "coordinator_load_in_progress",
+    "not_controller",
+    "leader_not_available",
+    "not_leader_or_follower",
+    "request_timed_out",
+)
+_NOT_FOUND = ("unknown_topic_or_partition", "group_id_not_found")
+
+
 def _status_of(error: ClientError) -> int:
-    """403 for an ACL refusal, 503 when the cluster cannot be reached, 400 when the cluster
-    calls the request invalid (a config value, a partition count), 409 for any other refusal
-    (the topic exists, the group has members, …)."""
+    """403 for an ACL refusal, 503 when the cluster cannot be reached or answers with an error
+    that a retry may cure (no coordinator or leader now), 504 when it did not answer in time,
+    404 for a topic or group that does not exist, 400 when the cluster calls the request
+    invalid (a config value, a partition count), 409 for any other refusal (the topic exists,
+    the group has members, …)."""
     if isinstance(error, ConnectionFailed):
         return 503
+    if isinstance(error, RequestTimeout):
+        return 504
     text = str(error).lower()
     if "authorization_failed" in text:
         return 403
+    if any(name in text for name in _NOT_FOUND):
+        return 404
+    if any(name in text for name in _RETRIABLE):
+        return 503
     if "invalid_" in text or "policy_violation" in text:
         return 400
     return 409
@@ -126,8 +148,11 @@ class ConsoleApi:
         *,
         timeout_s: float = 15.0,
         clock: Callable[[], float] = time.time,
+        call_timeout_s: float = _CALL_TIMEOUT_S,
     ) -> None:
         self.bootstrap = bootstrap
+        # How long a request of the page waits for its answer from the console's loop.
+        self.call_timeout_s = call_timeout_s
         self._security = security
         self._timeout_s = timeout_s
         self._clock = clock
@@ -159,7 +184,16 @@ class ConsoleApi:
     # -- the console's loop --------------------------------------------------------------------
 
     def _call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        return asyncio.run_coroutine_threadsafe(make(), self._loop).result(_CALL_TIMEOUT_S)
+        future = asyncio.run_coroutine_threadsafe(make(), self._loop)
+        try:
+            return future.result(self.call_timeout_s)
+        except concurrent.futures.TimeoutError:
+            # Given up here, so given up there too: it would hold the admin client's
+            # connection lock (and pile up on the console's loop) for nobody.
+            future.cancel()
+            raise ApiError(
+                504, f"the cluster did not answer within {self.call_timeout_s:g} s"
+            ) from None
 
     async def _close_admins(self) -> None:
         admins, self._admins = list(self._admins.values()), {}
