@@ -139,6 +139,9 @@ class ReassignmentResult:
 
 @dataclass(frozen=True, slots=True)
 class ReassignOutcome:
+    """What :meth:`ControllerState.reassign` decided: each partition's answer, and the topic
+    znode assignments to write before answering."""
+
     results: Mapping[TopicPartition, ReassignmentResult]
     assignments: list[AssignmentWrite]
 

@@ -41,7 +41,8 @@ DYNAMIC_BROKER_CONFIGS = frozenset({LEADER_RATE, FOLLOWER_RATE, LOG_DIRS_RATE})
 
 
 class ReplicationQuota:
-    """A bytes-per-second limit over a window of samples (see the module doc)."""
+    """A bytes-per-second limit over a window of samples (see the module doc). In memory only
+    (a restart starts with an empty window); the broker's event loop only."""
 
     def __init__(
         self,
@@ -120,7 +121,9 @@ class ThrottledPartitions:
 
 
 class ReplicationQuotas:
-    """This broker's leader and follower quotas and the partitions they apply to."""
+    """This broker's leader and follower quotas and the partitions they apply to, rebuilt
+    from the metadata store's configs on start and on each change (nothing on disk); the
+    broker's event loop only: the Fetch handler as leader, the fetchers as follower."""
 
     def __init__(self, broker_id: int, clock: Clock, *, samples: int = 11, sample_ms: int = 1000):
         self.broker_id = broker_id

@@ -102,6 +102,8 @@ class HttpServer:
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """One connection's requests, on its own thread of the server (see the module doc)."""
+
     server_owner: HttpServer
     protocol_version = "HTTP/1.1"
     _body_unread = False
