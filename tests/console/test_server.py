@@ -11,6 +11,7 @@ import pytest
 
 from odradek.console.api import ConsoleApi
 from odradek.console.server import HttpServer
+from odradek.testing import wait_until
 
 # Long enough for a loaded machine; a server that keeps the connection open fails the test
 # through it instead of hanging.
@@ -70,3 +71,25 @@ def test_a_chunked_body_is_refused(server: tuple[str, int]) -> None:
     answer = exchange(server, request)
     assert answer.startswith(b"HTTP/1.1 411 ")
     assert answer.count(b"HTTP/1.1 ") == 1
+
+
+def test_connections_past_the_limit_are_answered_busy_until_one_ends() -> None:
+    http = HttpServer(None, ConsoleApi("127.0.0.1:1"), max_connections=2)
+    address = http.start("127.0.0.1", 0)
+    try:
+        held = [socket.create_connection(address, timeout=READ_TIMEOUT_S) for _ in range(2)]
+        # Each held connection has its thread, waiting for a request line.
+        answer = exchange(address, b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 503 ")
+        assert answer.endswith(b"too many open connections")
+        for sock in held:
+            sock.close()
+
+        def served() -> bool:
+            # Its thread ends once it reads the end of the closed connection.
+            request = b"GET /nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            return exchange(address, request).startswith(b"HTTP/1.1 404 ")
+
+        wait_until(served, timeout_s=READ_TIMEOUT_S, what="a slot freed")
+    finally:
+        http.stop()

@@ -2,8 +2,10 @@
 the web console's page and its JSON API.
 
 One small server on the standard library's :class:`~http.server.ThreadingHTTPServer`: a thread
-that accepts, and a thread per request, so a slow scrape or a slow cluster answer holds up only
-its own request and never an event loop. ``/metrics`` is prometheus_client's text format
+that accepts, and a thread per connection, so a slow scrape or a slow cluster answer holds up only
+its own request and never an event loop; at most ``MAX_CONNECTIONS`` at once, so that clients
+that open connections and keep them (idle ones close after a minute) cannot pile up threads in
+the broker's process. ``/metrics`` is prometheus_client's text format
 (``generate_latest``) of the registry given; ``/`` and ``/static/...`` are the console's files
 (from the package, read once at start, served gzip-compressed to browsers that accept it);
 ``/api/...`` goes to :class:`~odradek.console.api.ConsoleApi`. A server made without a registry
@@ -16,6 +18,7 @@ cross-site POST, see :meth:`_Handler._check_same_origin`).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import logging
@@ -35,6 +38,13 @@ log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).parent / "static"
 _MAX_BODY_BYTES = 1 << 20
+# Connections served at once (a thread each, in the broker's process): plenty for Prometheus and
+# a few browsers (six connections each); past it a connection is answered 503 and closed.
+MAX_CONNECTIONS = 64
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+    b"Content-Length: 25\r\nConnection: close\r\n\r\ntoo many open connections"
+)
 
 
 class StaticFile:
@@ -61,17 +71,52 @@ def load_static(directory: Path = STATIC_DIR) -> dict[str, StaticFile]:
     return files
 
 
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, but at most ``max_connections`` of them."""
+
+    daemon_threads = True
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[_Handler], max_connections: int
+    ) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.sendall(_BUSY)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()  # no thread was started to release it
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 class HttpServer:
     """``/metrics`` and the console on one listener (see the module doc). :meth:`start` and
     :meth:`stop` from any thread; :meth:`stop` blocks until the serving thread has ended."""
 
     def __init__(
-        self, registry: CollectorRegistry | None = None, api: ConsoleApi | None = None
+        self,
+        registry: CollectorRegistry | None = None,
+        api: ConsoleApi | None = None,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.registry = registry
         self.api = api
+        self.max_connections = max_connections
         self.static = load_static() if api is not None else {}
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _BoundedServer | None = None
         self._thread: threading.Thread | None = None
         self.bound: tuple[str, int] = ("", 0)
 
@@ -81,8 +126,7 @@ class HttpServer:
         class Handler(_Handler):
             server_owner = owner
 
-        server = ThreadingHTTPServer((host, port), Handler)
-        server.daemon_threads = True
+        server = _BoundedServer((host, port), Handler, self.max_connections)
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever, name="odradek-http", daemon=True
