@@ -106,6 +106,33 @@ def bootstrap_args(cluster: RunningCluster) -> list[str]:
     return ["--bootstrap-server", cluster.bootstrap]
 
 
+THROTTLE_RATES = {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
+THROTTLED_REPLICAS = {
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+}
+
+
+def dynamic_configs(cluster: RunningCluster, entity_type: str, name: str) -> dict[str, str]:
+    """The configs set on a topic or broker (its dynamic ones), as ``odradek configs`` lists."""
+    listed = odradek(
+        "configs",
+        "describe",
+        "--entity-type",
+        entity_type,
+        "--entity-name",
+        name,
+        "--output",
+        "json",
+        *bootstrap_args(cluster),
+    ).stdout
+    return {
+        c["name"]: c["value"]
+        for c in json.loads(listed)
+        if c["source"] in ("DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG")
+    }
+
+
 def test_generate_execute_verify_and_list(cluster: RunningCluster, tmp_path: Path) -> None:
     topic = make_topic(cluster, [[1, 2], [2, 1]])
     generated = odradek(
@@ -202,10 +229,14 @@ def test_a_move_in_progress_is_listed_and_cancelled(
             "partitions",
             "reassign",
             "--execute",
+            "--throttle",
+            "1000000",
             "--reassignment-json-file",
             str(plan),
             *bootstrap_args(cluster),
         )
+        assert set(dynamic_configs(cluster, "brokers", "1")) == THROTTLE_RATES
+        assert set(dynamic_configs(cluster, "topics", topic)) == THROTTLED_REPLICAS
         listed = odradek(
             "partitions", "list-reassignments", "--topic", topic, *bootstrap_args(cluster)
         ).stdout
@@ -241,6 +272,7 @@ def test_a_move_in_progress_is_listed_and_cancelled(
         ).stdout
         assert f"Reassignment of partition {topic}-0 is still in progress." in verified
         assert "Clearing" not in verified
+        assert set(dynamic_configs(cluster, "topics", topic)) == THROTTLED_REPLICAS
         cancelled = odradek(
             "partitions",
             "reassign",
@@ -250,6 +282,10 @@ def test_a_move_in_progress_is_listed_and_cancelled(
             *bootstrap_args(cluster),
         ).stdout
         assert f"Successfully cancelled partition reassignments for: {topic}-0" in cancelled
+        # As Kafka's tool: a cancelled move leaves no throttle behind.
+        assert f"Clearing topic-level throttles on topic {topic}" in cancelled
+        assert not set(dynamic_configs(cluster, "brokers", "1")) & THROTTLE_RATES
+        assert not set(dynamic_configs(cluster, "topics", topic)) & THROTTLED_REPLICAS
     finally:
         cluster.resume(3)
     wait_until(lambda: replicas(cluster, topic) == [[1, 2]], what="metadata moved back")

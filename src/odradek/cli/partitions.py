@@ -164,7 +164,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ("--generate", "propose a reassignment of --topics over --broker-list"),
         ("--execute", "start the reassignment in --reassignment-json-file"),
         ("--verify", "tell whether it is done (and clear the throttles once it is)"),
-        ("--cancel", "cancel the moves of --reassignment-json-file still in progress"),
+        (
+            "--cancel",
+            "cancel the moves of --reassignment-json-file still in progress (and clear the "
+            "throttles)",
+        ),
     ):
         mode.add_argument(flag, action="store_true", help=what)
     reassign.add_argument("--reassignment-json-file", metavar="FILE")
@@ -179,6 +183,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     reassign.add_argument(
         "--wait", action="store_true", help="with --execute: wait until the moves are done"
+    )
+    reassign.add_argument(
+        "--preserve-throttles",
+        action="store_true",
+        help="with --verify or --cancel: leave the throttles as they are",
     )
     quiet_option(reassign)
     reassign.set_defaults(run=run_command(_reassign))
@@ -223,8 +232,8 @@ async def _reassign(args: argparse.Namespace, out: TextIO) -> int:
         if args.execute:
             return await _execute(admin, plan, args, out)
         if args.verify:
-            return await _verify(admin, plan, out)
-        return await _cancel(admin, plan, out)
+            return await _verify(admin, plan, out, args.preserve_throttles)
+        return await _cancel(admin, plan, out, args.preserve_throttles)
 
 
 async def _current(
@@ -345,7 +354,7 @@ async def _set_throttles(
         await admin.alter_configs(TOPIC_RESOURCE, topic, values)
 
 
-async def _verify(admin: PartitionAdmin, plan: Plan, out: TextIO) -> int:
+async def _verify(admin: PartitionAdmin, plan: Plan, out: TextIO, preserve_throttles: bool) -> int:
     moving = await admin.list_reassignments(plan)
     current = await _current(admin, {tp.topic for tp in plan})
     out.write("Status of partition reassignment:\n")
@@ -363,7 +372,7 @@ async def _verify(admin: PartitionAdmin, plan: Plan, out: TextIO) -> int:
                 f"There is no active reassignment of partition {name}, but replica set is "
                 f"{list(current.get(tp, ()))} rather than {list(plan[tp])}.\n"
             )
-    if done:
+    if done and not preserve_throttles:
         out.write("\n")
         await _clear_throttles(admin, plan, out)
     return 0
@@ -381,7 +390,9 @@ async def _clear_throttles(admin: PartitionAdmin, plan: Plan, out: TextIO) -> No
     out.write(f"Clearing topic-level throttles on topic {','.join(topics)}\n")
 
 
-async def _cancel(admin: PartitionAdmin, plan: Plan, out: TextIO) -> int:
+async def _cancel(admin: PartitionAdmin, plan: Plan, out: TextIO, preserve_throttles: bool) -> int:
+    """Cancel the moves in progress; as Kafka's tool, the throttles go too (a move cancelled
+    leaves nothing for them to limit) unless they are to be preserved."""
     results = await admin.alter_reassignments(dict.fromkeys(plan))
     cancelled = [tp for tp, r in results.items() if r.error == ErrorCode.none]
     idle = [tp for tp, r in results.items() if r.error == ErrorCode.no_reassignment_in_progress]
@@ -392,7 +403,11 @@ async def _cancel(admin: PartitionAdmin, plan: Plan, out: TextIO) -> int:
         )
     if idle:
         out.write(f"None of the specified partition moves are active: {','.join(_names(idle))}\n")
-    return 0 if _report_errors("cancelling", others) else 1
+    if not _report_errors("cancelling", others):
+        return 1
+    if not preserve_throttles:
+        await _clear_throttles(admin, plan, out)
+    return 0
 
 
 async def _list(args: argparse.Namespace, out: TextIO) -> int:
