@@ -208,6 +208,13 @@ class AdminClient:
         )
         return [(int(b.node_id), b.host, int(b.port)) for b in response.brokers]
 
+    async def _broker_by_id(self, node_id: int) -> AsyncConnection:
+        """A connection to broker ``node_id`` as Metadata lists it."""
+        for found, host, port in await self._brokers():
+            if found == node_id:
+                return await self._broker(host, port)
+        raise ClientError(f"broker {node_id} is not in the cluster's metadata")
+
     async def list_offsets(
         self, partitions: Iterable[TopicPartition], timestamp: int
     ) -> dict[TopicPartition, int]:
@@ -776,8 +783,13 @@ class ClusterAdmin(AdminClient):
 
     async def config_entries(self, resource_type: int, name: str) -> list[ConfigEntry]:
         """Every config of a topic or broker, sorted by name, with the default each falls back
-        to (the broker's DEFAULT_CONFIG synonym, asked for with ``include_synonyms``)."""
-        response = await self._bootstrap.request(
+        to (the broker's DEFAULT_CONFIG synonym, asked for with ``include_synonyms``). A
+        broker's configs are asked of that broker, as Kafka's admin client asks them: each
+        broker describes only its own."""
+        connection = self._bootstrap
+        if resource_type == BROKER_RESOURCE and name.isdigit():
+            connection = await self._broker_by_id(int(name))
+        response = await connection.request(
             DESCRIBE_CONFIGS,
             {
                 "resources": [
