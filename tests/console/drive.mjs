@@ -44,6 +44,11 @@ async function go(page, hash) {
 async function confirm(page, name) {
   await page.waitForSelector("dialog#confirm[open]");
   await screenshot(page, `confirm-${name}`);
+  // Hide the outcome of the previous action first, so the wait below sees this one's (the
+  // page clears them too, but only once the dialog's close event has been handled).
+  await page.evaluate(() => {
+    for (const id of ["notice", "error"]) document.getElementById(id).hidden = true;
+  });
   await page.click("#confirm-ok");
   await page.waitForSelector("#notice:not([hidden]), #error:not([hidden])");
   await page.waitForSelector("main:not([aria-busy])");

@@ -131,8 +131,8 @@ def test_every_page_and_action(broker: RunningBroker, tmp_path: Path) -> None:
     # Topics: the row of the topic, the refusal of a bad name, the topic made and deleted.
     assert seen["topic_row"][:3] == [TOPIC, "3", "1"]
     assert "is not a topic name" in seen["bad_name_error"]
-    assert seen["create"]["notice"] == "Created topic console-made."
-    assert seen["delete_topic"]["notice"] == "Deleted topic console-made."
+    assert seen["create"] == {"error": None, "notice": "Created topic console-made."}
+    assert seen["delete_topic"] == {"error": None, "notice": "Deleted topic console-made."}
     assert "console-made" not in seen["topics_after_delete"]
     # Partitions: leader 1, replicas and ISR [1], offsets 0..10 on partition 0.
     assert [row[:7] for row in seen["partitions"]] == [
@@ -152,6 +152,7 @@ def test_every_page_and_action(broker: RunningBroker, tmp_path: Path) -> None:
     assert seen["hex_first_value"].startswith("7b 22 6e 22 3a 20 30")  # {"n": 0
     assert [row[0] for row in seen["timestamp_rows"]] == ["5", "6", "7"]
     # Records deleted below offset 3: the page shows it, and ListOffsets agrees.
+    assert seen["delete_records"]["error"] is None, seen["delete_records"]
     assert "the log now starts at offset 3" in seen["delete_records"]["notice"]
     assert seen["partition0_after_delete"][5] == "3"
     # Groups: each reset as asked, shown, and committed (checked with OffsetFetch).
