@@ -94,3 +94,12 @@ def test_the_follower_quota_holds_back_its_throttled_partitions() -> None:
     assert not quotas.follower_holds_back("t", 1, in_sync=False)
     clock.advance(10_000)
     assert not quotas.follower_holds_back("t", 0, in_sync=False)
+
+
+def test_a_rate_that_is_not_a_number_leaves_that_side_unlimited() -> None:
+    quotas = ReplicationQuotas(1, ManualClock())
+    quotas.set_rates(
+        {"leader.replication.throttled.rate": "fast", "follower.replication.throttled.rate": "7"}
+    )
+    assert quotas.follower.bytes_per_second == 7
+    assert quotas.leader.bytes_per_second > 2**62

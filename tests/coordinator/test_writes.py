@@ -4,8 +4,10 @@ answered with the write's error, as Kafka maps it. On a manual clock, with an in
 
 from __future__ import annotations
 
+from odradek.coordinator.coordinator import GroupWrite
 from odradek.coordinator.messages import CommitRequest, OffsetCommit
-from odradek.protocol.errors import ErrorCode
+from odradek.coordinator.runtime import append_writes
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 from .consumer_support import Member, consumer_harness
 from .support import Harness, form_group
@@ -134,3 +136,27 @@ def test_a_consumer_group_member_whose_fencing_is_refused_keeps_its_session() ->
     h.log.fail_with = None
     h.run_for(h.config.consumer.session_timeout_ms + 1)
     assert member.member_id not in group.members
+
+
+def test_after_a_refused_write_the_rest_of_the_operations_writes_are_not_appended() -> None:
+    h = Harness()
+    outcomes: list[str] = []
+    for name in ("first", "second"):
+        h.machine.write(
+            "g",
+            [(name.encode(), b"v")],
+            applied=lambda _, name=name: outcomes.append(f"{name} applied"),
+            failed=lambda code, name=name: outcomes.append(f"{name} {code.name}"),
+        )
+    appended: list[bytes] = []
+
+    def append(write: GroupWrite) -> int:
+        if not appended:
+            appended.append(write.records[0][0])
+            raise KafkaError(ErrorCode.record_list_too_large)
+        appended.append(write.records[0][0])
+        return 0
+
+    assert append_writes(h.machine, append) == ErrorCode.record_list_too_large
+    assert appended == [b"first"]
+    assert outcomes == ["first record_list_too_large", "second record_list_too_large"]

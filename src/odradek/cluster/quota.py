@@ -21,12 +21,15 @@ start. The clock is injected; called on the broker's event loop only.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from odradek.clock import Clock
 from odradek.config import LONG_MAX
+
+log = logging.getLogger(__name__)
 
 ALL_REPLICAS = "*"
 LEADER_RATE = "leader.replication.throttled.rate"
@@ -134,8 +137,8 @@ class ReplicationQuotas:
 
     def set_rates(self, configs: Mapping[str, str]) -> None:
         """The broker's dynamic configs (a rate not set: unlimited)."""
-        self.leader.bytes_per_second = int(configs.get(LEADER_RATE, LONG_MAX))
-        self.follower.bytes_per_second = int(configs.get(FOLLOWER_RATE, LONG_MAX))
+        self.leader.bytes_per_second = _rate(configs, LEADER_RATE)
+        self.follower.bytes_per_second = _rate(configs, FOLLOWER_RATE)
 
     def set_topics(self, configs: Mapping[str, Mapping[str, str]]) -> None:
         """Every topic's config overrides (topic → configs)."""
@@ -179,3 +182,17 @@ class ReplicationQuotas:
             and self.follower_throttled(topic, partition)
             and self.follower.is_exceeded()
         )
+
+
+def _rate(configs: Mapping[str, str], name: str) -> int:
+    """A throttle rate from the broker's dynamic configs: one that is not a whole number of
+    bytes/s (written by some other tool; AlterConfigs refuses it) leaves that side unlimited,
+    with a warning, rather than stopping the broker."""
+    text = configs.get(name)
+    if text is None:
+        return LONG_MAX
+    try:
+        return int(text)
+    except ValueError:
+        log.warning("ignoring %s=%r: not a number of bytes per second", name, text)
+        return LONG_MAX

@@ -39,6 +39,7 @@ import base64
 import concurrent.futures
 import contextlib
 import json
+import logging
 import re
 import threading
 import time
@@ -60,6 +61,8 @@ from odradek.client.data import DataClient
 from odradek.client.data import TopicPartition as DataPartition
 from odradek.client.security import ClientSecurity
 from odradek.protocol.records import iter_records
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 A = TypeVar("A", bound=AdminClient)
@@ -175,6 +178,11 @@ class ConsoleApi:
             self._call(self._close_admins)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        if self._thread.is_alive():
+            # A call still running on the loop: closing it under that call would raise; the
+            # daemon thread ends with the process.
+            log.warning("the console's client loop did not stop within 10 s")
+            return
         self._loop.close()
         with self._data_lock:
             if self._data is not None:

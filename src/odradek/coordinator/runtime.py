@@ -95,10 +95,17 @@ def append_writes(coordinator: GroupCoordinator, append: Callable[[GroupWrite], 
     ``failed`` before anything else runs (the consumer groups')."""
     error = ErrorCode.none
     while writes := coordinator.take_writes():
+        refused = ErrorCode.none
         for write in writes:
+            if refused != ErrorCode.none:
+                # As Kafka appends an operation's records in one batch: nothing of it goes
+                # into the log after a part was refused.
+                write.failed(refused)
+                continue
             try:
                 first = append(write)
             except KafkaError as e:
+                refused = e.code
                 if error == ErrorCode.none:
                     error = e.code
                 write.failed(e.code)
