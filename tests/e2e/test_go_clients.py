@@ -1,0 +1,236 @@
+"""Go clients of Kafka's old protocol versions against a real odradek broker over real sockets.
+
+The programs of tests/go drive the versions Debian bookworm packages: sarama 1.22.1 (whose
+``config.Version`` picks the request versions: 0.8.2 sends Produce v0 and Fetch v0 with message
+format v0, OffsetCommit v1 and ListOffsets v0; 0.10.0 Produce v2 and Fetch v2 with message format
+v1; 0.11 and later RecordBatch v2; its ClusterAdmin sends DescribeConfigs v0) and kafka-go 0.2.1
+(Produce v2 and Fetch v2, a group with OffsetCommit v2). Every connection passes through a
+recording proxy, so each test also shows which request versions the client really sent; with
+``ODRADEK_CAPTURE=1`` the frames are written to tests/protocol/captured (its README).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from odradek.testing import RunningBroker, running_broker
+from tests.go.programs import program
+
+from .conftest import stored_codecs
+from .recording_proxy import RecordingProxy, record_captures
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
+JOIN_GROUP, SYNC_GROUP, CREATE_TOPICS, DESCRIBE_CONFIGS = 11, 14, 19, 32
+SARAMA, KAFKA_GO = "sarama 1.22.1", "kafka-go 0.2.1"
+RUN_TIMEOUT_S = 90
+
+# sarama's config.Version → the Produce and Fetch versions it sends (sarama's own tables)
+SARAMA_VERSIONS = {
+    "0.8.2.2": (0, 0),
+    "0.10.0.0": (2, 2),
+    "0.10.2.0": (2, 3),
+    "0.11.0.0": (3, 4),
+    "2.0.0": (3, 4),
+}
+CODECS = ["none", "gzip", "snappy", "lz4"]
+
+
+@pytest.fixture(scope="module")
+def proxy() -> Iterator[RecordingProxy]:
+    with RecordingProxy() as recording:
+        yield recording
+
+
+@pytest.fixture(scope="module")
+def broker(
+    tmp_path_factory: pytest.TempPathFactory, proxy: RecordingProxy
+) -> Iterator[RunningBroker]:
+    """A broker that sends clients back to the proxy (``advertised.listeners``)."""
+    with running_broker(
+        tmp_path_factory.mktemp("go"), advertised_listeners=f"PLAINTEXT://{proxy.address}"
+    ) as running:
+        proxy.start(running.bootstrap)
+        yield running
+
+
+@pytest.fixture
+def recorded(proxy: RecordingProxy) -> RecordingProxy:
+    """The proxy with only this test's frames."""
+    proxy.clear()
+    return proxy
+
+
+def run(name: str, command: str, proxy: RecordingProxy, **flags: Any) -> list[dict[str, Any]]:
+    """Run a Go program's subcommand against the broker through the proxy; its JSON lines."""
+    args = [f"-{k.replace('_', '-')}={v}" for k, v in flags.items()]
+    done = subprocess.run(
+        [str(program(name)), f"-brokers={proxy.address}", *args, command],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, f"{name} {command} {args} failed:\n{done.stderr}"
+    return [json.loads(line) for line in done.stdout.splitlines() if line]
+
+
+def capture(proxy: RecordingProxy, name: str, client: str, topics: dict[str, int]) -> None:
+    record_captures(name, client, list(proxy.frames), topics)
+
+
+def committed(bootstrap: str, group: str, topic: str, partition: int = 0) -> int | None:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        return consumer.committed(TopicPartition(topic, partition))
+    finally:
+        consumer.close()
+
+
+def release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def sent(count: int, first: int = 0) -> list[tuple[str, str]]:
+    return [(f"k{i}", f"v{i}") for i in range(first, first + count)]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("version", sorted(SARAMA_VERSIONS, key=release))
+def test_sarama_produces_and_consumes(broker, recorded, make_topic, topic_name, version, codec):
+    if codec == "lz4" and release(version) < (0, 10):
+        pytest.skip("sarama refuses LZ4 below Kafka 0.10 (its config check)")
+    topic = make_topic(topic_name, partitions=2)
+    produced = run(
+        "saramaclient",
+        "produce",
+        recorded,
+        version=version,
+        topic=topic,
+        partition=1,
+        count=25,
+        codec=codec,
+    )
+    assert [(r["partition"], r["offset"]) for r in produced] == [(1, i) for i in range(25)]
+    assert stored_codecs(broker, topic, 1) == {codec}
+
+    got = run(
+        "saramaclient",
+        "consume",
+        recorded,
+        version=version,
+        topic=topic,
+        partition=1,
+        offset=5,
+        count=20,
+    )
+    assert [(r["offset"], r["key"], r["value"]) for r in got] == [
+        (i, k, v) for i, (k, v) in enumerate(sent(25)) if i >= 5
+    ]
+    if release(version) >= (0, 10):  # message format v1 and later carry timestamps
+        assert [r["timestamp"] for r in got] == [1_700_000_000_000 + i for i in range(5, 25)]
+    produce_version, fetch_version = SARAMA_VERSIONS[version]
+    assert {(PRODUCE, produce_version), (FETCH, fetch_version)} <= set(recorded.requests())
+    capture(recorded, "sarama", f"{SARAMA} version={version} codec={codec}", {topic: 2})
+
+
+@pytest.mark.parametrize("version", ["0.10.2.0", "2.0.0"])
+def test_sarama_group_commits_and_resumes(recorded, make_topic, topic_name, version):
+    topic = make_topic(topic_name)
+    group = f"{topic_name}-group"
+    run("saramaclient", "produce", recorded, version=version, topic=topic, count=10)
+
+    first = run(
+        "saramaclient", "group", recorded, version=version, topic=topic, group=group, count=6
+    )
+    assert [(r["offset"], r["value"]) for r in first] == [(i, f"v{i}") for i in range(6)]
+    assert committed(recorded.address, group, topic) == 6
+    second = run(
+        "saramaclient", "group", recorded, version=version, topic=topic, group=group, count=4
+    )
+    assert [(r["offset"], r["value"]) for r in second] == [(i, f"v{i}") for i in range(6, 10)]
+    assert committed(recorded.address, group, topic) == 10
+    requests = {key for key, _ in recorded.requests()}
+    assert {JOIN_GROUP, SYNC_GROUP, OFFSET_COMMIT, OFFSET_FETCH} <= requests
+    capture(recorded, "sarama", f"{SARAMA} version={version} consumer group", {topic: 1})
+
+
+@pytest.mark.parametrize("version", ["0.8.2.2", "0.10.0.0"])
+def test_sarama_commits_outside_a_group(recorded, make_topic, topic_name, version):
+    """sarama's OffsetManager commits with OffsetCommit v1 (generation -1, no member) and reads
+    back with OffsetFetch v1."""
+    topic = make_topic(topic_name, partitions=3)
+    group = f"{topic_name}-offsets"
+    run("saramaclient", "produce", recorded, version=version, topic=topic, partition=2, count=10)
+    assert run(
+        "saramaclient",
+        "committed",
+        recorded,
+        version=version,
+        topic=topic,
+        group=group,
+        partition=2,
+    ) == [{"offset": -1, "metadata": ""}]  # none yet: OffsetNewest
+    run(
+        "saramaclient",
+        "commit",
+        recorded,
+        version=version,
+        topic=topic,
+        group=group,
+        partition=2,
+        offset=7,
+    )
+    assert run(
+        "saramaclient",
+        "committed",
+        recorded,
+        version=version,
+        topic=topic,
+        group=group,
+        partition=2,
+    ) == [{"offset": 7, "metadata": "committed by sarama"}]
+    assert committed(recorded.address, group, topic, 2) == 7
+    assert {(OFFSET_COMMIT, 1), (OFFSET_FETCH, 1)} <= set(recorded.requests())
+    capture(recorded, "sarama", f"{SARAMA} version={version} offset manager", {topic: 3})
+
+
+def test_sarama_admin_creates_a_topic_and_describes_its_configs(recorded, topic_name):
+    version = "1.0.0"
+    run("saramaclient", "create-topic", recorded, version=version, topic=topic_name, count=3)
+    entries = run("saramaclient", "describe-configs", recorded, version=version, topic=topic_name)
+    by_name = {e["name"]: e for e in entries}
+    assert by_name["retention.ms"]["value"] == "3600000"
+    assert by_name["retention.ms"]["default"] is False
+    assert by_name["cleanup.policy"] == {
+        "name": "cleanup.policy",
+        "value": "delete",
+        "read_only": False,
+        "default": True,
+    }
+    assert (DESCRIBE_CONFIGS, 0) in recorded.requests()
+    assert CREATE_TOPICS in {key for key, _ in recorded.requests()}
+    capture(recorded, "sarama", f"{SARAMA} version={version} cluster admin", {})
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_kafka_go_writer_and_group_reader(broker, recorded, make_topic, topic_name, codec):
+    topic = make_topic(topic_name)
+    group = f"{topic_name}-group"
+    run("kafkagoclient", "write", recorded, topic=topic, count=30, codec=codec)
+    assert stored_codecs(broker, topic) == {codec}
+
+    got = run("kafkagoclient", "read", recorded, topic=topic, group=group, count=30)
+    assert [(r["partition"], r["offset"], r["key"], r["value"]) for r in got] == [
+        (0, i, k, v) for i, (k, v) in enumerate(sent(30))
+    ]
+    assert [r["timestamp"] for r in got] == [1_700_000_000_000 + i for i in range(30)]
+    assert committed(recorded.address, group, topic) == 30
+    assert {(PRODUCE, 2), (FETCH, 2)} <= set(recorded.requests())
+    assert {JOIN_GROUP, SYNC_GROUP, OFFSET_COMMIT} <= {key for key, _ in recorded.requests()}
+    capture(recorded, "kafka_go", f"{KAFKA_GO} codec={codec}", {topic: 1})
