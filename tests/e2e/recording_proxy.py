@@ -47,10 +47,14 @@ class RecordingProxy:
         self._spawn(self._accept)
         return self
 
-    def requests(self) -> list[tuple[int, int]]:
-        """(API key, version) of every frame recorded so far."""
+    def sent_by(self, client_id: str) -> list[bytes]:
+        """The frames recorded so far whose request header names ``client_id``."""
         with self._lock:
-            return [struct.unpack_from(">hh", frame) for frame in self.frames]
+            return [frame for frame in self.frames if client_id_of(frame) == client_id]
+
+    def requests(self, client_id: str) -> list[tuple[int, int]]:
+        """(API key, version) of every frame ``client_id`` sent so far."""
+        return [struct.unpack_from(">hh", frame) for frame in self.sent_by(client_id)]
 
     def clear(self) -> None:
         with self._lock:
@@ -129,6 +133,13 @@ def _shutdown_write(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_WR)
 
 
+def client_id_of(frame: bytes) -> str | None:
+    """The client id of a request frame: every request header version has it as a nullable
+    int16-length string after api key, api version and correlation id."""
+    (size,) = struct.unpack_from(">h", frame, 8)
+    return None if size < 0 else frame[10 : 10 + size].decode(errors="replace")
+
+
 def first_frames(frames: list[bytes]) -> dict[tuple[int, int], bytes]:
     """The first frame of each (API key, version), as the capture files keep them."""
     firsts: dict[tuple[int, int], bytes] = {}
@@ -138,26 +149,37 @@ def first_frames(frames: list[bytes]) -> dict[tuple[int, int], bytes]:
 
 
 def record_captures(
-    name: str, client: str, frames: list[bytes], topics: dict[str, int]
+    name: str,
+    client: str,
+    frames: list[bytes],
+    topics: dict[str, int],
+    variant: str = "",
+    setup: dict[int, list[bytes]] | None = None,
 ) -> Path | None:
     """With ``ODRADEK_CAPTURE`` set, merge the first frame of each (API key, version) in
-    ``frames`` into ``CAPTURED_DIR/<name>.json`` (frames already there are kept), naming the
-    client and the topics (name: partitions) a replay must create. Returns the file written."""
+    ``frames`` into ``CAPTURED_DIR/<name>.json`` as ``"<key>/v<version>"`` (``"...+<variant>"``
+    if given, e.g. a codec; frames already there are kept), naming the client and the topics
+    (name: partitions) a replay must create and, per API key in ``setup``, the frames a replay
+    sends before one of that API (say, the Produce requests a Fetch read). Returns the file
+    written."""
     if not os.environ.get(CAPTURE_ENV):
         return None
     path = CAPTURED_DIR / f"{name}.json"
     captured: dict[str, dict[str, Any]] = json.loads(path.read_text()) if path.exists() else {}
+    suffix = f"+{variant}" if variant else ""
     for (key, version), frame in first_frames(frames).items():
-        captured.setdefault(
-            f"{key}/v{version}",
-            {
-                "api_key": key,
-                "api_version": version,
-                "client": client,
-                "topics": topics,
-                "frame": frame.hex(),
-            },
-        )
-    ordered = sorted(captured.items(), key=lambda kv: (kv[1]["api_key"], kv[1]["api_version"]))
+        entry: dict[str, Any] = {
+            "api_key": key,
+            "api_version": version,
+            "client": client,
+            "topics": topics,
+            "frame": frame.hex(),
+        }
+        if setup and key in setup:
+            entry["setup"] = [f.hex() for f in setup[key]]
+        captured.setdefault(f"{key}/v{version}{suffix}", entry)
+    ordered = sorted(
+        captured.items(), key=lambda kv: (kv[1]["api_key"], kv[1]["api_version"], kv[0])
+    )
     path.write_text(json.dumps(dict(ordered), indent=1) + "\n")
     return path

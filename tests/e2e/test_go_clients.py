@@ -28,6 +28,8 @@ from .recording_proxy import RecordingProxy, record_captures
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
 JOIN_GROUP, SYNC_GROUP, CREATE_TOPICS, DESCRIBE_CONFIGS = 11, 14, 19, 32
 SARAMA, KAFKA_GO = "sarama 1.22.1", "kafka-go 0.2.1"
+# the client ids the programs send (the tests' own clients pass the same proxy)
+SARAMA_ID, KAFKA_GO_ID = "odradek-sarama-test", "odradek-kafka-go-test"
 RUN_TIMEOUT_S = 90
 
 # sarama's config.Version → the Produce and Fetch versions it sends (sarama's own tables)
@@ -80,8 +82,17 @@ def run(name: str, command: str, proxy: RecordingProxy, **flags: Any) -> list[di
     return [json.loads(line) for line in done.stdout.splitlines() if line]
 
 
-def capture(proxy: RecordingProxy, name: str, client: str, topics: dict[str, int]) -> None:
-    record_captures(name, client, list(proxy.frames), topics)
+def capture(
+    proxy: RecordingProxy, name: str, client: str, topics: dict[str, int], codec: str = "none"
+) -> None:
+    """Keep this test's frames of the Go program (``ODRADEK_CAPTURE``): all of them, or with a
+    codec, its compressed Produce requests alone; a Fetch keeps the Produce requests it read."""
+    frames = proxy.sent_by(KAFKA_GO_ID if name == "kafka_go" else SARAMA_ID)
+    produced = [f for f in frames if f[:2] == PRODUCE.to_bytes(2, "big")]
+    if codec != "none":
+        frames = produced
+    variant = "" if codec == "none" else codec
+    record_captures(name, client, frames, topics, variant, {FETCH: produced})
 
 
 def committed(bootstrap: str, group: str, topic: str, partition: int = 0) -> int | None:
@@ -135,8 +146,8 @@ def test_sarama_produces_and_consumes(broker, recorded, make_topic, topic_name, 
     if release(version) >= (0, 10):  # message format v1 and later carry timestamps
         assert [r["timestamp"] for r in got] == [1_700_000_000_000 + i for i in range(5, 25)]
     produce_version, fetch_version = SARAMA_VERSIONS[version]
-    assert {(PRODUCE, produce_version), (FETCH, fetch_version)} <= set(recorded.requests())
-    capture(recorded, "sarama", f"{SARAMA} version={version} codec={codec}", {topic: 2})
+    assert {(PRODUCE, produce_version), (FETCH, fetch_version)} <= set(recorded.requests(SARAMA_ID))
+    capture(recorded, "sarama", f"{SARAMA} version={version} codec={codec}", {topic: 2}, codec)
 
 
 @pytest.mark.parametrize("version", ["0.10.2.0", "2.0.0"])
@@ -155,7 +166,7 @@ def test_sarama_group_commits_and_resumes(recorded, make_topic, topic_name, vers
     )
     assert [(r["offset"], r["value"]) for r in second] == [(i, f"v{i}") for i in range(6, 10)]
     assert committed(recorded.address, group, topic) == 10
-    requests = {key for key, _ in recorded.requests()}
+    requests = {key for key, _ in recorded.requests(SARAMA_ID)}
     assert {JOIN_GROUP, SYNC_GROUP, OFFSET_COMMIT, OFFSET_FETCH} <= requests
     capture(recorded, "sarama", f"{SARAMA} version={version} consumer group", {topic: 1})
 
@@ -196,7 +207,7 @@ def test_sarama_commits_outside_a_group(recorded, make_topic, topic_name, versio
         partition=2,
     ) == [{"offset": 7, "metadata": "committed by sarama"}]
     assert committed(recorded.address, group, topic, 2) == 7
-    assert {(OFFSET_COMMIT, 1), (OFFSET_FETCH, 1)} <= set(recorded.requests())
+    assert {(OFFSET_COMMIT, 1), (OFFSET_FETCH, 1)} <= set(recorded.requests(SARAMA_ID))
     capture(recorded, "sarama", f"{SARAMA} version={version} offset manager", {topic: 3})
 
 
@@ -213,9 +224,9 @@ def test_sarama_admin_creates_a_topic_and_describes_its_configs(recorded, topic_
         "read_only": False,
         "default": True,
     }
-    assert (DESCRIBE_CONFIGS, 0) in recorded.requests()
-    assert CREATE_TOPICS in {key for key, _ in recorded.requests()}
-    capture(recorded, "sarama", f"{SARAMA} version={version} cluster admin", {})
+    assert (DESCRIBE_CONFIGS, 0) in recorded.requests(SARAMA_ID)
+    assert CREATE_TOPICS in {key for key, _ in recorded.requests(SARAMA_ID)}
+    capture(recorded, "sarama", f"{SARAMA} version={version} cluster admin", {topic_name: 3})
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -231,6 +242,8 @@ def test_kafka_go_writer_and_group_reader(broker, recorded, make_topic, topic_na
     ]
     assert [r["timestamp"] for r in got] == [1_700_000_000_000 + i for i in range(30)]
     assert committed(recorded.address, group, topic) == 30
-    assert {(PRODUCE, 2), (FETCH, 2)} <= set(recorded.requests())
-    assert {JOIN_GROUP, SYNC_GROUP, OFFSET_COMMIT} <= {key for key, _ in recorded.requests()}
-    capture(recorded, "kafka_go", f"{KAFKA_GO} codec={codec}", {topic: 1})
+    assert {(PRODUCE, 2), (FETCH, 2)} <= set(recorded.requests(KAFKA_GO_ID))
+    assert {JOIN_GROUP, SYNC_GROUP, OFFSET_COMMIT} <= {
+        key for key, _ in recorded.requests(KAFKA_GO_ID)
+    }
+    capture(recorded, "kafka_go", f"{KAFKA_GO} codec={codec}", {topic: 1}, codec)

@@ -1,6 +1,7 @@
 """The codecs of versions kio lacks (ListOffsets v0, OffsetCommit v0-v1, OffsetFetch v0,
 DescribeConfigs v0) against kafka-python's classes, generated from Kafka's message definitions
-(all versions from v0), and against frames kafka-python sent (captured/kafka_python.json)."""
+(all versions from v0), and against frames old clients sent (captured/: kafka-python, sarama,
+kafka-go)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,11 @@ from kafka.protocol.consumer import (
 from odradek.protocol import old_messages
 from odradek.protocol.produce_request import MalformedProduceRequest
 
-CAPTURED: dict[str, dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "captured" / "kafka_python.json").read_text()
-)
+CAPTURED: dict[str, dict[str, Any]] = {
+    f"{path.stem}:{name}": entry
+    for path in sorted((Path(__file__).parent / "captured").glob("*.json"))
+    for name, entry in json.loads(path.read_text()).items()
+}
 REQUEST_CLASSES = {
     2: ListOffsetsRequest,
     8: OffsetCommitRequest,
@@ -213,14 +216,14 @@ def test_describe_configs_v0_response_read_by_kafka_python():
 
 
 def test_truncated_old_request_is_refused():
-    frame = bytes.fromhex(CAPTURED["2/v0"]["frame"])
+    frame = bytes.fromhex(CAPTURED["kafka_python:2/v0"]["frame"])
     for cut in range(8, len(frame)):
         with pytest.raises(MalformedProduceRequest):
             old_messages.decode_old_request(frame[:cut])
 
 
 def test_other_versions_go_to_kio():
-    frame = bytes.fromhex(CAPTURED["2/v1"]["frame"])
+    frame = bytes.fromhex(CAPTURED["kafka_python:2/v1"]["frame"])
     header, request = old_messages.decoder(2)(memoryview(frame))
     assert header.api_version == 1
     assert type(request).__module__.startswith("kio.")

@@ -29,6 +29,9 @@ var (
 	timeout   = flag.Duration("timeout", 20*time.Second, "give up after this long")
 )
 
+// clientID names the program's requests, so the recording proxy can tell them from others.
+var dialer = &kafka.Dialer{ClientID: "odradek-kafka-go-test", Timeout: 10 * time.Second, DualStack: true}
+
 func main() {
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: kafkagoclient [flags] write|read")
@@ -72,6 +75,7 @@ func write(ctx context.Context, addrs []string) {
 	config := kafka.WriterConfig{
 		Brokers:      addrs,
 		Topic:        *topic,
+		Dialer:       dialer,
 		Balancer:     kafka.BalancerFunc(func(kafka.Message, ...int) int { return *partition }),
 		BatchSize:    *count,
 		BatchTimeout: 50 * time.Millisecond,
@@ -107,6 +111,7 @@ func read(ctx context.Context, addrs []string) {
 	reader := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:        addrs,
 		GroupID:        *group,
+		Dialer:         dialer,
 		Topic:          *topic,
 		MinBytes:       1,
 		MaxBytes:       1 << 20,

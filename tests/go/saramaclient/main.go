@@ -40,7 +40,7 @@ func main() {
 		os.Exit(2)
 	}
 	config := sarama.NewConfig()
-	config.ClientID = "odradek-sarama-test"
+	config.ClientID = "odradek-sarama-test" // the recording proxy tells its requests by it
 	v, err := sarama.ParseKafkaVersion(*version)
 	check(err)
 	config.Version = v
