@@ -101,7 +101,7 @@ def error_codes(value: Any) -> Iterator[int]:
 
 def test_captures_cover_each_client() -> None:
     clients = {name.split(":")[0] for name in CAPTURED}
-    assert {"kafka_python", "sarama", "kafka_go"} <= clients
+    assert {"kafka_python", "sarama", "kafka_go", "librdkafka"} <= clients
 
 
 @pytest.mark.parametrize(

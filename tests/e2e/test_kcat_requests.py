@@ -1,0 +1,138 @@
+"""The requests librdkafka 2.0 (Debian's kcat) sends, recorded by a proxy every connection passes
+through, at each protocol generation it can speak: without ApiVersions as a 0.8.2 or 0.9.0
+client would (``broker.version.fallback``), and with ApiVersions as it does by default. Each
+generation produces in every codec, reads the records back and, with a group (``-G``), commits
+them; with ``ODRADEK_CAPTURE=1`` the frames are written to tests/protocol/captured (its README).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from odradek.testing import RunningBroker, running_broker
+
+from .conftest import stored_codecs
+from .recording_proxy import RecordingProxy, record_captures
+
+KCAT = shutil.which("kcat")
+pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
+
+CLIENT_ID = "odradek-kcat-test"  # the proxy tells kcat's requests from the test's own by it
+PRODUCE, FETCH, API_VERSIONS, JOIN_GROUP, OFFSET_COMMIT = 0, 1, 18, 11, 8
+CODECS = ["none", "gzip", "snappy", "lz4"]
+TIMEOUT_S = 60
+# broker.version.fallback → (Produce, Fetch) versions without ApiVersions; None: negotiated
+GENERATIONS = {"0.8.2": (0, 0), "0.9.0": (1, 1), None: None}
+
+
+@pytest.fixture(scope="module")
+def proxy() -> Iterator[RecordingProxy]:
+    with RecordingProxy() as recording:
+        yield recording
+
+
+@pytest.fixture(scope="module")
+def broker(
+    tmp_path_factory: pytest.TempPathFactory, proxy: RecordingProxy
+) -> Iterator[RunningBroker]:
+    with running_broker(
+        tmp_path_factory.mktemp("kcat"), advertised_listeners=f"PLAINTEXT://{proxy.address}"
+    ) as running:
+        proxy.start(running.bootstrap)
+        yield running
+
+
+def kcat(proxy: RecordingProxy, *args: str, stdin: bytes | None = None) -> str:
+    assert KCAT is not None
+    done = subprocess.run(
+        [KCAT, "-b", proxy.address, "-X", f"client.id={CLIENT_ID}", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, f"kcat {' '.join(args)} failed:\n{done.stderr.decode()}"
+    return done.stdout.decode()
+
+
+@pytest.mark.parametrize("fallback", list(GENERATIONS), ids=lambda f: f or "negotiated")
+def test_kcat_generation_round_trip(broker, proxy, make_topic, topic_name, fallback):
+    old = (
+        ()
+        if fallback is None
+        else ("-X", "api.version.request=false", "-X", f"broker.version.fallback={fallback}")
+    )
+    topic = make_topic(topic_name, partitions=len(CODECS))
+    proxy.clear()
+    produced: dict[str, list[bytes]] = {}
+    for partition, codec in enumerate(CODECS):
+        lines = "".join(f"k{i}:{codec} value {i}\n" for i in range(10)).encode()
+        before = len(proxy.sent_by(CLIENT_ID))
+        kcat(
+            proxy,
+            "-P",
+            "-t",
+            topic,
+            "-p",
+            str(partition),
+            "-K",
+            ":",
+            "-z",
+            codec,
+            *old,
+            stdin=lines,
+        )
+        produced[codec] = [
+            f for f in proxy.sent_by(CLIENT_ID)[before:] if f[:2] == PRODUCE.to_bytes(2, "big")
+        ]
+        assert stored_codecs(broker, topic, partition) == {codec}
+
+    out = kcat(
+        proxy, "-C", "-t", topic, "-p", "3", "-o", "beginning", "-e", "-f", "%o %k %s\n", *old
+    )
+    assert out.splitlines() == [f"{i} k{i} lz4 value {i}" for i in range(10)]
+    if fallback is None:  # librdkafka's groups need ApiVersions
+        group = f"{topic_name}-group"
+        out = kcat(
+            proxy,
+            "-C",
+            "-G",
+            group,
+            "-e",
+            "-X",
+            "auto.offset.reset=earliest",
+            "-f",
+            "%p %o %s\n",
+            topic,
+        )
+        assert sorted(out.splitlines()) == sorted(
+            f"{p} {i} {codec} value {i}" for p, codec in enumerate(CODECS) for i in range(10)
+        )
+        consumer = KafkaConsumer(bootstrap_servers=proxy.address, group_id=group)
+        try:
+            assert [consumer.committed(TopicPartition(topic, p)) for p in range(4)] == [10] * 4
+        finally:
+            consumer.close()
+
+    requests = set(proxy.requests(CLIENT_ID))
+    if GENERATIONS[fallback] is None:
+        assert API_VERSIONS in {key for key, _ in requests}
+        assert {JOIN_GROUP, OFFSET_COMMIT} <= {key for key, _ in requests}
+    else:
+        produce_version, fetch_version = GENERATIONS[fallback]
+        assert {(PRODUCE, produce_version), (FETCH, fetch_version)} <= requests
+        assert API_VERSIONS not in {key for key, _ in requests}
+    setting = f"broker.version.fallback={fallback}" if fallback else "with ApiVersions"
+    client = f"librdkafka 2.0.2 (kcat) {setting}"
+    topics = {topic: len(CODECS)}
+    everything = proxy.sent_by(CLIENT_ID)
+    plain = [f for f in everything if f[:2] != PRODUCE.to_bytes(2, "big")] + produced["none"]
+    setup = {FETCH: [f for frames in produced.values() for f in frames]}
+    record_captures("librdkafka", client, plain, topics, setup=setup)
+    for codec in CODECS[1:]:
+        record_captures("librdkafka", client, produced[codec], topics, codec)
