@@ -1,5 +1,5 @@
 """Request frames captured from real old clients (tests/protocol/captured, its README): kafka-python
-pinned to old ``api_version`` settings (0.8.1 to 2.0), sarama 1.22.1 and kafka-go 0.2.1 (the
+pinned to old ``api_version`` settings (0.8.1 to 2.8), sarama 1.22.1 and kafka-go 0.2.1 (the
 versions Debian bookworm packages) and librdkafka 2.0 (Debian's kcat) — replayed byte for byte
 against a real broker, which has the captures' topics; a capture's ``setup`` frames (the Produce
 requests before a Fetch from past offset 0) are replayed first.
