@@ -22,7 +22,7 @@ from kafka import KafkaConsumer, TopicPartition
 from odradek.testing import RunningBroker, running_broker
 from tests.go.programs import program
 
-from .conftest import stored_codecs
+from .conftest import stored_codecs, stored_max_timestamps
 from .recording_proxy import RecordingProxy, record_captures
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
@@ -148,6 +148,25 @@ def test_sarama_produces_and_consumes(broker, recorded, make_topic, topic_name, 
     produce_version, fetch_version = SARAMA_VERSIONS[version]
     assert {(PRODUCE, produce_version), (FETCH, fetch_version)} <= set(recorded.requests(SARAMA_ID))
     capture(recorded, "sarama", f"{SARAMA} version={version} codec={codec}", {topic: 2}, codec)
+
+
+@pytest.mark.parametrize("version", ["0.10.0.0", "0.11.0.0", "2.0.0"])
+def test_sarama_records_are_found_by_time(broker, recorded, make_topic, topic_name, version):
+    """sarama 1.22 leaves RecordBatch v2's maxTimestamp at -1; as Kafka does, the broker takes
+    it from the records, so ListOffsets by time and the time index find them."""
+    topic = make_topic(topic_name)
+    run("saramaclient", "produce", recorded, version=version, topic=topic, count=25)
+    stored = stored_max_timestamps(broker, topic)  # a batch or two, as sarama sent them
+    assert stored[-1] == 1_700_000_000_024
+    assert all(1_700_000_000_000 <= t <= 1_700_000_000_024 for t in stored), stored
+    tp = TopicPartition(topic, 0)
+    consumer = KafkaConsumer(bootstrap_servers=recorded.address)
+    try:
+        found = consumer.offsets_for_times({tp: 1_700_000_000_010})[tp]
+        assert (found.offset, found.timestamp) == (10, 1_700_000_000_010)
+        assert consumer.offsets_for_times({tp: 1_700_000_000_025}) == {tp: None}
+    finally:
+        consumer.close()
 
 
 @pytest.mark.parametrize("version", ["0.10.2.0", "2.0.0"])
