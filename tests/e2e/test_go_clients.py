@@ -27,6 +27,7 @@ from .recording_proxy import RecordingProxy, record_captures
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 1, 2, 3, 8, 9
 JOIN_GROUP, SYNC_GROUP, CREATE_TOPICS, DESCRIBE_CONFIGS = 11, 14, 19, 32
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 SARAMA, KAFKA_GO = "sarama 1.22.1", "kafka-go 0.2.1"
 # the client ids the programs send (the tests' own clients pass the same proxy)
 SARAMA_ID, KAFKA_GO_ID = "odradek-sarama-test", "odradek-kafka-go-test"
@@ -246,6 +247,46 @@ def test_sarama_admin_creates_a_topic_and_describes_its_configs(recorded, topic_
     assert (DESCRIBE_CONFIGS, 0) in recorded.requests(SARAMA_ID)
     assert CREATE_TOPICS in {key for key, _ in recorded.requests(SARAMA_ID)}
     capture(recorded, "sarama", f"{SARAMA} version={version} cluster admin", {topic_name: 3})
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordingProxy]:
+    """The proxy of a broker with Kafka's authorizer, whose unauthenticated clients (the
+    test's) are super users."""
+    with (
+        RecordingProxy() as proxy,
+        running_broker(
+            tmp_path_factory.mktemp("go-acls"),
+            advertised_listeners=f"PLAINTEXT://{proxy.address}",
+            authorizer_class_name="kafka.security.authorizer.AclAuthorizer",
+            super_users="User:ANONYMOUS",
+        ) as running,
+    ):
+        proxy.start(running.bootstrap)
+        yield proxy
+
+
+def test_sarama_admin_creates_lists_and_deletes_acls(secured, topic_name):
+    """sarama 1.22's ACL calls are v0 (no pattern type: LITERAL, as Kafka 3.9 reads them)."""
+    proxy: RecordingProxy = secured
+    steps = run("saramaclient", "acls", proxy, version="2.0.0", topic=topic_name)
+    topic, group, read, allow = 2, 3, 3, 3  # Kafka's codes: resource types, READ, ALLOW
+    acl = {"principal": "User:alice", "host": "*", "operation": read, "permission": allow}
+    by_step: dict[str, list[dict[str, Any]]] = {}
+    for step in steps:
+        by_step.setdefault(step.pop("step"), []).append(step)
+    assert sorted(by_step["created"], key=lambda a: a["resource_type"]) == [
+        {"resource_type": topic, "name": topic_name, **acl},
+        {"resource_type": group, "name": topic_name, **acl},
+    ]
+    assert by_step["deleted"] == [
+        {"resource_type": topic, "name": topic_name, "principal": "User:alice", "operation": read}
+    ]
+    assert by_step["left"] == [{"resource_type": group, "name": topic_name, **acl}]
+    assert {(DESCRIBE_ACLS, 0), (CREATE_ACLS, 0), (DELETE_ACLS, 0)} <= set(
+        proxy.requests(SARAMA_ID)
+    )
+    capture(proxy, "sarama", f"{SARAMA} version=2.0.0 ACLs", {})
 
 
 @pytest.mark.parametrize("codec", CODECS)

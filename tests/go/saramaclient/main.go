@@ -31,7 +31,7 @@ var (
 
 func main() {
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: saramaclient [flags] produce|consume|group|commit|committed|create-topic|describe-configs")
+		fmt.Fprintln(os.Stderr, "usage: saramaclient [flags] produce|consume|group|commit|committed|create-topic|describe-configs|acls")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -63,6 +63,8 @@ func main() {
 		createTopic(addrs, config)
 	case "describe-configs":
 		describeConfigs(addrs, config)
+	case "acls":
+		acls(addrs, config)
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -259,4 +261,54 @@ func describeConfigs(addrs []string, config *sarama.Config) {
 	for _, e := range entries {
 		emit(map[string]interface{}{"name": e.Name, "value": e.Value, "read_only": e.ReadOnly, "default": e.Default})
 	}
+}
+
+func listAcls(admin sarama.ClusterAdmin, step string) {
+	listed, err := admin.ListAcls(sarama.AclFilter{
+		ResourceType: sarama.AclResourceAny, Operation: sarama.AclOperationAny,
+		PermissionType: sarama.AclPermissionAny,
+	})
+	check(err)
+	for _, r := range listed {
+		for _, a := range r.Acls {
+			emit(map[string]interface{}{
+				"step": step, "resource_type": int(r.ResourceType), "name": r.ResourceName,
+				"principal": a.Principal, "host": a.Host, "operation": int(a.Operation),
+				"permission": int(a.PermissionType),
+			})
+		}
+	}
+}
+
+// acls creates two ACLs for User:alice (READ on topic, READ on group named like it), lists
+// every ACL, deletes the topic's, and lists again (CreateAcls, DescribeAcls, DeleteAcls v0).
+func acls(addrs []string, config *sarama.Config) {
+	admin, err := sarama.NewClusterAdmin(addrs, config)
+	check(err)
+	defer admin.Close()
+	read := sarama.Acl{
+		Principal: "User:alice", Host: "*", Operation: sarama.AclOperationRead,
+		PermissionType: sarama.AclPermissionAllow,
+	}
+	for _, kind := range []sarama.AclResourceType{sarama.AclResourceTopic, sarama.AclResourceGroup} {
+		check(admin.CreateACL(sarama.Resource{
+			ResourceType: kind, ResourceName: *topic, ResoucePatternType: sarama.AclPatternLiteral,
+		}, read))
+	}
+	listAcls(admin, "created")
+	deleted, err := admin.DeleteACL(sarama.AclFilter{
+		ResourceType: sarama.AclResourceTopic, ResourceName: topic,
+		Operation: sarama.AclOperationAny, PermissionType: sarama.AclPermissionAny,
+	}, false)
+	check(err)
+	for _, m := range deleted {
+		if m.Err != sarama.ErrNoError {
+			check(m.Err)
+		}
+		emit(map[string]interface{}{
+			"step": "deleted", "resource_type": int(m.ResourceType), "name": m.ResourceName,
+			"principal": m.Principal, "operation": int(m.Operation),
+		})
+	}
+	listAcls(admin, "left")
 }
