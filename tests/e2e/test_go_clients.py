@@ -151,6 +151,35 @@ def test_sarama_produces_and_consumes(broker, recorded, make_topic, topic_name, 
     capture(recorded, "sarama", f"{SARAMA} version={version} codec={codec}", {topic: 2}, codec)
 
 
+def test_sarama_zstd_in_produce_v3_is_refused_as_kafka_refuses_it(recorded, make_topic, topic_name):
+    """sarama 1.22 sends zstd batches in Produce v3 (1.23 moved to v7): KIP-110 has Kafka
+    answer UNSUPPORTED_COMPRESSION_TYPE below v7, and nothing is stored."""
+    topic = make_topic(topic_name)
+    done = subprocess.run(
+        [
+            str(program("saramaclient")),
+            f"-brokers={recorded.address}",
+            "-version=2.1.0",
+            f"-topic={topic}",
+            "-codec=zstd",
+            "-count=3",
+            "produce",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "does not support the compression type" in done.stderr
+    assert (PRODUCE, 3) in recorded.requests(SARAMA_ID)
+    consumer = KafkaConsumer(bootstrap_servers=recorded.address)
+    try:
+        assert consumer.end_offsets([TopicPartition(topic, 0)]) == {TopicPartition(topic, 0): 0}
+    finally:
+        consumer.close()
+
+
 @pytest.mark.parametrize("version", ["0.10.0.0", "0.11.0.0", "2.0.0"])
 def test_sarama_records_are_found_by_time(broker, recorded, make_topic, topic_name, version):
     """sarama 1.22 leaves RecordBatch v2's maxTimestamp at -1; as Kafka does, the broker takes

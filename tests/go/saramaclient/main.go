@@ -25,7 +25,7 @@ var (
 	offset    = flag.Int64("offset", 0, "offset: to read from (consume) or to commit (commit)")
 	count     = flag.Int("count", 1, "number of messages to produce or consume")
 	group     = flag.String("group", "", "consumer group")
-	codec     = flag.String("codec", "none", "none, gzip, snappy or lz4")
+	codec     = flag.String("codec", "none", "none, gzip, snappy, lz4 or zstd")
 	timeout   = flag.Duration("timeout", 20*time.Second, "give up after this long")
 )
 
@@ -103,6 +103,7 @@ func produce(addrs []string, config *sarama.Config) {
 	codecs := map[string]sarama.CompressionCodec{
 		"none": sarama.CompressionNone, "gzip": sarama.CompressionGZIP,
 		"snappy": sarama.CompressionSnappy, "lz4": sarama.CompressionLZ4,
+		"zstd": sarama.CompressionZSTD,
 	}
 	c, ok := codecs[*codec]
 	if !ok {
@@ -122,7 +123,11 @@ func produce(addrs []string, config *sarama.Config) {
 			Timestamp: time.Unix(0, (1_700_000_000_000+int64(i))*int64(time.Millisecond)),
 		}
 	}
-	check(producer.SendMessages(messages))
+	err = producer.SendMessages(messages)
+	if errs, ok := err.(sarama.ProducerErrors); ok && len(errs) > 0 {
+		check(errs[0].Err) // the broker's answer, not sarama's summary of it
+	}
+	check(err)
 	for i, m := range messages {
 		emit(record{Partition: m.Partition, Offset: m.Offset, Key: fmt.Sprintf("k%d", i), Value: fmt.Sprintf("v%d", i)})
 	}
