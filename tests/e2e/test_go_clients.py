@@ -220,6 +220,49 @@ def test_sarama_group_commits_and_resumes(recorded, make_topic, topic_name, vers
     capture(recorded, "sarama", f"{SARAMA} version={version} consumer group", {topic: 1})
 
 
+def test_two_sarama_members_share_a_group(recorded, make_topic, topic_name):
+    """Two members of one group, started together, split four partitions between them however
+    the rebalances fall: each takes 20 records and commits them, and together they read all
+    40 once (commits made during a rebalance count, as Kafka counts them)."""
+    version = "2.0.0"
+    topic = make_topic(topic_name, partitions=4)
+    group = f"{topic_name}-group"
+    for partition in range(4):
+        run(
+            "saramaclient",
+            "produce",
+            recorded,
+            version=version,
+            topic=topic,
+            partition=partition,
+            count=10,
+        )
+    args = [
+        str(program("saramaclient")),
+        f"-brokers={recorded.address}",
+        f"-version={version}",
+        f"-topic={topic}",
+        f"-group={group}",
+        "-count=20",
+        "-timeout=60s",
+        "group",
+    ]
+    members = [
+        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [member.communicate(timeout=RUN_TIMEOUT_S) for member in members]
+    for member, (_, err) in zip(members, outputs, strict=True):
+        assert member.returncode == 0, err
+    read = [
+        (r["partition"], r["offset"], r["value"])
+        for out, _ in outputs
+        for r in map(json.loads, out.splitlines())
+    ]
+    assert sorted(read) == [(p, i, f"v{i}") for p in range(4) for i in range(10)]
+    assert [committed(recorded.address, group, topic, p) for p in range(4)] == [10] * 4
+
+
 @pytest.mark.parametrize("version", ["0.8.2.2", "0.10.0.0"])
 def test_sarama_commits_outside_a_group(recorded, make_topic, topic_name, version):
     """sarama's OffsetManager commits with OffsetCommit v1 (generation -1, no member) and reads
