@@ -42,12 +42,18 @@ REQUEST_CLASSES = {
     2: ListOffsetsRequest,
     8: OffsetCommitRequest,
     9: OffsetFetchRequest,
+    29: DescribeAclsRequest,
+    30: CreateAclsRequest,
+    31: DeleteAclsRequest,
     32: DescribeConfigsRequest,
 }
 RESPONSE_CLASSES = {
     2: ListOffsetsResponse,
     8: OffsetCommitResponse,
     9: OffsetFetchResponse,
+    29: DescribeAclsResponse,
+    30: CreateAclsResponse,
+    31: DeleteAclsResponse,
     32: DescribeConfigsResponse,
 }
 
@@ -77,6 +83,16 @@ def renamed(value: Any) -> Any:
     return value
 
 
+def fields_of(mine: Any, like: Any) -> Any:
+    """``mine`` with only the fields ``like`` has, at every depth: the defaults given here for
+    fields of later versions are not on the wire, so kafka-python's classes lack them."""
+    if isinstance(mine, dict) and isinstance(like, dict):
+        return {k: fields_of(v, like[k]) for k, v in mine.items() if k in like}
+    if isinstance(mine, list) and isinstance(like, list) and len(mine) == len(like):
+        return [fields_of(m, w) for m, w in zip(mine, like, strict=True)]
+    return mine
+
+
 @pytest.mark.parametrize(
     "name",
     sorted(
@@ -92,8 +108,8 @@ def test_captured_requests_read_as_kafka_python_wrote_them(name):
     assert (header.api_key, header.api_version) == (api_key, version)
     assert header.correlation_id == want.header.correlation_id
     assert header.client_id == want.header.client_id
-    mine = {k: v for k, v in as_plain(got).items() if k in renamed(as_plain(want))}
-    assert mine == renamed(as_plain(want))
+    expected = renamed(as_plain(want))
+    assert fields_of(as_plain(got), expected) == expected
 
 
 def test_captured_frames_cover_the_consumer_apis():
