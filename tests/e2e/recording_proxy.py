@@ -4,8 +4,9 @@ length prefix), in the order they arrived.
 
 A broker started with ``advertised.listeners`` naming the proxy's port sends clients back to the
 proxy in its Metadata answers, so every connection a client opens — bootstrap, partition leader,
-group coordinator — passes through it. ``record_captures`` writes the first frame of each
-(API key, version) to a file of tests/protocol/captured (how those fixtures are made).
+group coordinator — passes through it (``proxied_broker`` starts the two so).
+``record_captures`` writes the first frame of each (API key, version) to a file of
+tests/protocol/captured (how those fixtures are made).
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import os
 import socket
 import struct
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from odradek.testing import RunningBroker, running_broker
 
 CAPTURED_DIR = Path(__file__).resolve().parents[1] / "protocol" / "captured"
 # Set to write the frames the tests of a client see into CAPTURED_DIR (see its README).
@@ -126,6 +130,22 @@ class RecordingProxy:
             pass
         finally:
             _shutdown_write(broker)
+
+
+@contextlib.contextmanager
+def proxied_broker(
+    directory: Path, **overrides: str
+) -> Iterator[tuple[RecordingProxy, RunningBroker]]:
+    """A broker (``running_broker`` overrides) that sends its clients back to a recording proxy
+    in front of it (``advertised.listeners``), and that proxy."""
+    with (
+        RecordingProxy() as proxy,
+        running_broker(
+            directory, advertised_listeners=f"PLAINTEXT://{proxy.address}", **overrides
+        ) as broker,
+    ):
+        proxy.start(broker.bootstrap)
+        yield proxy, broker
 
 
 def _shutdown_write(sock: socket.socket) -> None:

@@ -8,16 +8,17 @@ them; with ``ODRADEK_CAPTURE=1`` the frames are written to tests/protocol/captur
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from odradek.testing import RunningBroker, running_broker
+from odradek.testing import RunningBroker
 
 from .conftest import stored_codecs
-from .recording_proxy import RecordingProxy, record_captures
+from .recording_proxy import RecordingProxy, proxied_broker, record_captures
+from .test_kcat import kcat as run_kcat
 
 KCAT = shutil.which("kcat")
 pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
@@ -25,26 +26,20 @@ pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
 CLIENT_ID = "odradek-kcat-test"  # the proxy tells kcat's requests from the test's own by it
 PRODUCE, FETCH, API_VERSIONS, JOIN_GROUP, OFFSET_COMMIT = 0, 1, 18, 11, 8
 CODECS = ["none", "gzip", "snappy", "lz4"]
-TIMEOUT_S = 60
 # broker.version.fallback → (Produce, Fetch) versions without ApiVersions; None: negotiated
 GENERATIONS = {"0.8.2": (0, 0), "0.9.0": (1, 1), None: None}
 
 
 @pytest.fixture(scope="module")
-def proxy() -> Iterator[RecordingProxy]:
-    with RecordingProxy() as recording:
-        yield recording
+def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RecordingProxy, Any]]:
+    with proxied_broker(tmp_path_factory.mktemp("kcat")) as both:
+        yield both
 
 
 @pytest.fixture(scope="module")
-def broker(
-    tmp_path_factory: pytest.TempPathFactory, proxy: RecordingProxy
-) -> Iterator[RunningBroker]:
-    with running_broker(
-        tmp_path_factory.mktemp("kcat"), advertised_listeners=f"PLAINTEXT://{proxy.address}"
-    ) as running:
-        proxy.start(running.bootstrap)
-        yield running
+def broker(proxied: tuple[RecordingProxy, RunningBroker]) -> RunningBroker:
+    """The broker behind the proxy (``make_topic`` uses it too)."""
+    return proxied[1]
 
 
 def value(codec: str, i: int) -> str:
@@ -53,26 +48,18 @@ def value(codec: str, i: int) -> str:
 
 
 def kcat(proxy: RecordingProxy, *args: str, stdin: bytes | None = None) -> str:
-    assert KCAT is not None
-    done = subprocess.run(
-        [KCAT, "-b", proxy.address, "-X", f"client.id={CLIENT_ID}", *args],
-        input=stdin,
-        capture_output=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, f"kcat {' '.join(args)} failed:\n{done.stderr.decode()}"
-    return done.stdout.decode()
+    return run_kcat(proxy.address, "-X", f"client.id={CLIENT_ID}", *args, stdin=stdin)
 
 
 @pytest.mark.parametrize("fallback", list(GENERATIONS), ids=lambda f: f or "negotiated")
-def test_kcat_generation_round_trip(broker, proxy, make_topic, topic_name, fallback):
+def test_kcat_generation_round_trip(proxied, make_topic, topic_name, fallback):
     old = (
         ()
         if fallback is None
         else ("-X", "api.version.request=false", "-X", f"broker.version.fallback={fallback}")
     )
     topic = make_topic(topic_name, partitions=len(CODECS))
+    proxy, broker = proxied
     proxy.clear()
     produced: dict[str, list[bytes]] = {}
     for partition, codec in enumerate(CODECS):

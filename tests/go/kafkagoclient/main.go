@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"github.com/segmentio/kafka-go/gzip"
 	"github.com/segmentio/kafka-go/lz4"
 	"github.com/segmentio/kafka-go/snappy"
+
+	"odradek/tests/go/report"
 )
 
 var (
@@ -56,18 +57,10 @@ func main() {
 	}
 }
 
-func check(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
-	}
-}
-
-func emit(value interface{}) {
-	line, err := json.Marshal(value)
-	check(err)
-	fmt.Println(string(line))
-}
+var (
+	check = report.Check
+	emit  = report.Emit
+)
 
 // write sends count messages (keys k0, k1, ..., values v0, v1, ..., timestamps
 // 1_700_000_000_000 + i) to one partition through a Writer, synchronously.

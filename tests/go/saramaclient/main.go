@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/Shopify/sarama"
+
+	"odradek/tests/go/report"
 )
 
 var (
@@ -71,18 +72,10 @@ func main() {
 	}
 }
 
-func check(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
-	}
-}
-
-func emit(value interface{}) {
-	line, err := json.Marshal(value)
-	check(err)
-	fmt.Println(string(line))
-}
+var (
+	check = report.Check
+	emit  = report.Emit
+)
 
 type record struct {
 	Partition int32  `json:"partition"`
