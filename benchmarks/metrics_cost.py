@@ -6,9 +6,10 @@ seconds meanwhile), run after run in alternating order, since the machine's load
 Optionally a third broker, ``--baseline-src DIR``, runs the code in DIR with metrics off: the
 ``src`` of a checkout from before the hooks, or this checkout's own ``src`` as an A/A control
 (two identical configurations differ by this machine's noise, which a gap between off and on
-must exceed to mean anything). Each run reports records/s and records per second of broker
-CPU (the broker process's user + system time over the run), the second less sensitive to other
-processes taking the cores. Prints each run, then the median and range per configuration.
+must exceed to mean anything); with ``--baseline-metrics`` the baseline runs with metrics on,
+which compares two versions of the hooks. Each run reports records/s and records per second of
+broker CPU (the broker process's user + system time over the run), the second less sensitive to
+other processes taking the cores. Prints each run, then the median and range per configuration.
 
     python benchmarks/metrics_cost.py --rounds 7 --duration 10
 """
@@ -95,7 +96,8 @@ def _scrape(address: str, every_s: float, stop: threading.Event, count: list[int
 
 
 def measure(config: str, src: Path, args: argparse.Namespace) -> Run:
-    broker = Broker(src, metrics=config == "on")
+    metrics = config == "on" or (config == "baseline" and args.baseline_metrics)
+    broker = Broker(src, metrics=metrics)
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         topic = "raw"
@@ -141,6 +143,11 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=16)
     parser.add_argument("--scrape-every", type=float, default=1.0)
     parser.add_argument("--baseline-src", type=Path)
+    parser.add_argument(
+        "--baseline-metrics",
+        action="store_true",
+        help="run the baseline with metrics on too: the cost of a change to the hooks",
+    )
     args = parser.parse_args()
     configs = {"off": SRC, "on": SRC}
     if args.baseline_src is not None:

@@ -75,3 +75,15 @@ def test_metrics_listener_is_off_unless_set_and_must_be_host_port() -> None:
     assert BrokerConfig({"metrics.listener": "0.0.0.0:9404"}).metrics_listener == ("0.0.0.0", 9404)
     with pytest.raises(ConfigError, match=r"metrics\.listener"):
         BrokerConfig({"metrics.listener": "9404"})
+
+
+def test_console_client_config_must_be_a_readable_client_config(tmp_path: Path) -> None:
+    good = tmp_path / "console.properties"
+    good.write_text("security.protocol=SASL_PLAINTEXT\nsasl.username=a\nsasl.password=b\n")
+    assert BrokerConfig({"console.client.config": str(good)}).get("console.enabled") is True
+    with pytest.raises(ConfigError, match=r"console\.client\.config: cannot read it"):
+        BrokerConfig({"console.client.config": str(tmp_path / "missing")})
+    bad = tmp_path / "bad.properties"
+    bad.write_text("security.protocol=SASL_PLAINTEXT\n")
+    with pytest.raises(ConfigError, match="SASL needs a username and password"):
+        BrokerConfig({"console.client.config": str(bad)})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from odradek.counters import BrokerCounters, Histogram, RequestCounters
+from odradek.counters import BrokerCounters, Histogram, RequestCounters, RequestTiming
 
 
 def test_an_observation_on_a_bound_counts_in_that_bucket() -> None:
@@ -23,21 +23,46 @@ def test_a_copy_does_not_move_with_the_original() -> None:
     assert histogram.counts == [2, 0]
 
 
-def test_requests_count_per_api_key_with_their_times_and_errors() -> None:
+def test_requests_count_per_api_key_with_the_parts_of_their_time_and_errors() -> None:
     requests = RequestCounters()
-    requests.handled(0, 200_000)
-    requests.handled(0, 300_000)
-    requests.parked(0, 5_000_000)
+    requests.handled(0, queue_ns=10_000, local_ns=200_000)
+    requests.handled(0, queue_ns=0, local_ns=100_000, remote_ns=5_000_000, send_ns=1_000)
     requests.error(0, 7)
     requests.error(0, 7)
     assert requests.requests[0] == 2
     assert requests.requests[1] == 0
-    total = requests.total_time[0]
-    assert total is not None and sum(total.counts) == 2 and total.sum_ns == 500_000
-    remote = requests.remote_time[0]
-    assert remote is not None and sum(remote.counts) == 1
-    assert requests.total_time[1] is None
+    times = requests.times[0]
+    assert times is not None
+    assert sum(times.total.counts) == 2 and times.total.sum_ns == 5_311_000
+    assert (times.queue.sum_ns, times.local.sum_ns) == (10_000, 300_000)
+    assert (times.remote.sum_ns, times.send.sum_ns) == (5_000_000, 1_000)
+    # Every request counts in every part, a part it did not spend time in as 0.
+    assert sum(times.remote.counts) == 2 and times.remote.counts[0] == 1
+    assert requests.times[1] is None
     assert requests.errors == {(0, 7): 2}
+
+
+def test_a_requests_remote_time_is_the_union_of_its_waits() -> None:
+    timing = RequestTiming()
+    timing.park_began(100)
+    timing.park_began(150)  # a second wait while the first goes on: counted once
+    timing.park_ended(300)
+    timing.park_ended(400)
+    timing.park_began(1_000)
+    timing.park_ended(1_050)
+    assert timing.remote_ns == 350
+    timing.reset()
+    assert timing.remote_ns == 0
+
+
+def test_connections_are_counted_per_listener() -> None:
+    counters = BrokerCounters()
+    counters.connection_opened("PLAINTEXT")
+    counters.connection_opened("SASL_SSL")
+    counters.connection_opened("PLAINTEXT")
+    counters.connection_ended("PLAINTEXT")
+    assert counters.connections_created == {"PLAINTEXT": 2, "SASL_SSL": 1}
+    assert counters.connections_closed == {"PLAINTEXT": 1}
 
 
 def test_a_deleted_topic_loses_its_counters() -> None:

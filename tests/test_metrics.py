@@ -6,11 +6,22 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 from prometheus_client.core import Metric
 
 from odradek.counters import FLUSH_BUCKETS_S, Histogram, RequestCounters, TopicCounters
-from odradek.metrics import GroupFigures, PartitionFigures, Snapshot, api_name, families
+from odradek.metrics import (
+    CleanerFigures,
+    GroupFigures,
+    PartitionFigures,
+    Snapshot,
+    api_name,
+    cleaner_figures,
+    families,
+)
+from odradek.storage.cleaner import CleanResult, LogCleaner
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,13 +31,12 @@ def _snapshot(**changes: object) -> Snapshot:
     fields: dict[str, object] = {
         "topics": {},
         "requests": list(requests.requests),
-        "total_time": list(requests.total_time),
-        "remote_time": list(requests.remote_time),
+        "times": list(requests.times),
         "errors": {},
         "replication_bytes_out": 0,
-        "connections": 0,
-        "connections_created": 0,
-        "connections_closed": 0,
+        "connections": {"PLAINTEXT": 0},
+        "connections_created": {},
+        "connections_closed": {},
         "parked": 0,
         "partitions": [],
         "isr_shrinks": 0,
@@ -75,12 +85,12 @@ def test_topic_counters_become_counters_with_a_topic_label() -> None:
 def test_latency_buckets_are_cumulative_and_agree_with_the_count() -> None:
     requests = RequestCounters()
     for elapsed_ns in (50_000, 200_000, 200_000, 60_000_000_000):
-        requests.handled(0, elapsed_ns)
+        requests.handled(0, queue_ns=0, local_ns=elapsed_ns)
     requests.error(0, 6)  # NOT_LEADER_OR_FOLLOWER
     samples = _samples(
         _snapshot(
             requests=requests.requests,
-            total_time=requests.total_time,
+            times=requests.times,
             errors=requests.errors,
         )
     )
@@ -94,6 +104,85 @@ def test_latency_buckets_are_cumulative_and_agree_with_the_count() -> None:
     assert samples[("kafka_network_requestmetrics_requests_total", produce)] == 4
     errors = (("error", "NOT_LEADER_OR_FOLLOWER"), ("request", "Produce"))
     assert samples[("kafka_network_requestmetrics_errors_total", errors)] == 1
+
+
+def test_request_time_is_split_as_kafkas_request_metrics_split_it() -> None:
+    requests = RequestCounters()
+    requests.handled(1, queue_ns=20_000, local_ns=30_000, remote_ns=400_000_000, send_ns=5_000)
+    samples = _samples(_snapshot(requests=requests.requests, times=requests.times))
+    fetch = (("request", "Fetch"),)
+    prefix = "kafka_network_requestmetrics_"
+    sums = {
+        name: samples[(prefix + name + "_seconds_sum", fetch)]
+        for name in ("requestqueuetime", "localtime", "remotetime", "responsesendtime", "totaltime")
+    }
+    assert sums == {
+        "requestqueuetime": 20e-6,
+        "localtime": 30e-6,
+        "remotetime": 0.4,
+        "responsesendtime": 5e-6,
+        "totaltime": 0.400055,
+    }
+    assert samples[(prefix + "remotetime_seconds_bucket", (("le", "0.25"), *fetch))] == 0
+    assert samples[(prefix + "remotetime_seconds_bucket", (("le", "0.5"), *fetch))] == 1
+
+
+def test_cleaner_figures_are_reported_only_while_a_cleaner_runs() -> None:
+    assert not any("cleaner" in name for name, _ in _samples(_snapshot()))
+    cleaner = CleanerFigures(
+        passes=3,
+        recopy_percent=42,
+        last_pass_seconds=1.5,
+        max_dirty_percent=67,
+        since_last_run_ms=2_000,
+        uncleanable=1,
+    )
+    samples = _samples(_snapshot(cleaner=cleaner))
+    assert samples[("kafka_log_logcleaner_cleaner_recopy_percent", ())] == 42
+    assert samples[("kafka_log_logcleaner_max_clean_time_secs", ())] == 1.5
+    assert samples[("kafka_log_logcleanermanager_max_dirty_percent", ())] == 67
+    assert samples[("kafka_log_logcleanermanager_time_since_last_run_ms", ())] == 2_000
+    assert samples[("kafka_log_logcleanermanager_uncleanable_partitions_count", ())] == 1
+    assert samples[("odradek_log_cleaner_passes_total", ())] == 3
+
+
+def test_cleaner_figures_are_kafkas_percentages_of_the_last_pass_and_choice() -> None:
+    last = CleanResult(
+        "t", 0, 0, 100, dirty_bytes=900, bytes_read=1000, bytes_written=333, records_read=10,
+        records_kept=3, tombstones_removed=0, segments_before=3, segments_after=1, seconds=0.25,
+    )  # fmt: skip
+    cleaner = SimpleNamespace(
+        passes=2,
+        last_result=last,
+        max_dirty_ratio=0.678,
+        last_run_ms=10_000,
+        uncleanable_count=lambda: 1,
+    )
+    figures = cleaner_figures(cast(LogCleaner, cleaner), now_ms=12_500)
+    assert figures == CleanerFigures(
+        passes=2,
+        recopy_percent=33,
+        last_pass_seconds=0.25,
+        max_dirty_percent=67,
+        since_last_run_ms=2_500,
+        uncleanable=1,
+    )
+    assert cleaner_figures(None, 0) is None
+
+
+def test_connections_are_labelled_by_listener() -> None:
+    samples = _samples(
+        _snapshot(
+            connections={"PLAINTEXT": 2, "SASL_SSL": 0},
+            connections_created={"PLAINTEXT": 5, "SASL_SSL": 1},
+            connections_closed={"PLAINTEXT": 3, "SASL_SSL": 1},
+        )
+    )
+    prefix = "kafka_server_socket_server_metrics_"
+    assert samples[(prefix + "connection_count", (("listener", "PLAINTEXT"),))] == 2
+    assert samples[(prefix + "connection_count", (("listener", "SASL_SSL"),))] == 0
+    assert samples[(prefix + "connection_creation_total", (("listener", "SASL_SSL"),))] == 1
+    assert samples[(prefix + "connection_close_total", (("listener", "PLAINTEXT"),))] == 3
 
 
 def test_replica_counts_are_of_led_partitions() -> None:
@@ -141,7 +230,8 @@ def test_group_lag_is_the_high_watermark_minus_the_commit_where_it_is_known() ->
 
 def test_the_grafana_dashboard_asks_only_for_metrics_the_broker_exports() -> None:
     exported: set[str] = set()
-    for metric in families(_snapshot()):
+    cleaner = CleanerFigures(0, 0, 0.0, 0, -1, 0)
+    for metric in families(_snapshot(cleaner=cleaner)):
         suffixes = {
             "counter": ("_total",),
             "histogram": ("_bucket", "_count", "_sum"),
@@ -152,12 +242,12 @@ def test_the_grafana_dashboard_asks_only_for_metrics_the_broker_exports() -> Non
         name
         for panel in dashboard["panels"]
         for target in panel.get("targets", [])
-        for name in re.findall(r"\bkafka_[a-z_]+", target["expr"])
+        for name in re.findall(r"\b(?:kafka|odradek)_[a-z_]+", target["expr"])
     }
     asked.update(
         name
         for variable in dashboard["templating"]["list"]
-        for name in re.findall(r"\bkafka_[a-z_]+", variable.get("definition", ""))
+        for name in re.findall(r"\b(?:kafka|odradek)_[a-z_]+", variable.get("definition", ""))
     )
     assert asked, "the dashboard asks for nothing"
     assert asked <= exported, sorted(asked - exported)

@@ -102,6 +102,20 @@ def _host_port_check(value: object) -> str | None:
     return None if host and port.isdigit() and int(port) < 65536 else "must be HOST:PORT"
 
 
+def _client_config_check(value: object) -> str | None:
+    """A readable Kafka client properties file whose security settings make sense."""
+    from odradek.client.core import ClientError
+    from odradek.client.security import ClientSecurity
+
+    try:
+        ClientSecurity.from_config(parse_properties(Path(str(value)).read_text()))
+    except OSError as e:
+        return f"cannot read it: {e.strerror or e}"
+    except ClientError as e:
+        return str(e)
+    return None
+
+
 # Topic configs, each with its broker-level synonym (None where Kafka has none).
 TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
     d.name: (d, synonym)
@@ -304,6 +318,24 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
                 "elect out-of-sync replicas as a last resort",
             ),
             "unclean.leader.election.enable",
+        ),
+        (
+            ConfigDef(
+                "leader.replication.throttled.replicas",
+                ConfigType.LIST,
+                "",
+                "partition:broker pairs (or *) whose leaders' replication is throttled",
+            ),
+            None,
+        ),
+        (
+            ConfigDef(
+                "follower.replication.throttled.replicas",
+                ConfigType.LIST,
+                "",
+                "partition:broker pairs (or *) whose followers' replication is throttled",
+            ),
+            None,
         ),
     ]
 }
@@ -544,6 +576,31 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "HOST:PORT of the Prometheus endpoint /metrics (port 0: any free port)",
             _host_port_check,
             True,
+        ),
+        # The web console (odradek.console), served on metrics.listener beside /metrics. It is
+        # a Kafka client of the cluster like any other, so ACLs apply to its principal.
+        ConfigDef(
+            "console.enabled",
+            ConfigType.BOOLEAN,
+            "true",
+            "serve the web console on metrics.listener (http://HOST:PORT/)",
+            read_only=True,
+        ),
+        ConfigDef(
+            "console.bootstrap.servers",
+            ConfigType.STRING,
+            None,
+            "where the console's client connects (default: this broker's first listener)",
+            read_only=True,
+        ),
+        ConfigDef(
+            "console.client.config",
+            ConfigType.STRING,
+            None,
+            "a Kafka client properties file for the console's connection (security.protocol, "
+            "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)",
+            _client_config_check,
+            read_only=True,
         ),
         # A cluster's metadata store (odradek.cluster.zookeeper); unset: the single broker's file.
         ConfigDef(
@@ -786,6 +843,41 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "1000",
             "pause after a follower's fetch failed",
             _at_least(0),
+        ),
+        ConfigDef(
+            "leader.replication.throttled.rate",
+            ConfigType.LONG,
+            str(LONG_MAX),
+            "bytes/s this broker sends to out-of-sync followers of throttled replicas",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "follower.replication.throttled.rate",
+            ConfigType.LONG,
+            str(LONG_MAX),
+            "bytes/s this broker copies as an out-of-sync follower of throttled replicas",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            ConfigType.LONG,
+            str(LONG_MAX),
+            "accepted for Kafka's tools; no effect: replicas never move between log dirs here",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "replication.quota.window.num",
+            ConfigType.INT,
+            "11",
+            "samples the replication throttle's rate is measured over",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "replication.quota.window.size.seconds",
+            ConfigType.INT,
+            "1",
+            "length of one sample of the replication throttle",
+            _at_least(1),
         ),
         ConfigDef(
             "replica.socket.timeout.ms",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
+from contextvars import ContextVar
 
 # Upper bounds, in seconds, of the request latency buckets: from a pipelined Produce on an idle
 # broker (~100 µs) to a Fetch long-poll that waits out max.wait.ms (500 ms by default) and a
@@ -87,31 +88,92 @@ class TopicCounters:
         self.failed_fetch_requests = 0
 
 
-class RequestCounters:
-    """Per API key: requests handled, their total time (received → response written), the time
-    they spent parked in the purgatory (Kafka's RemoteTime), and the error codes of their
-    partitions (Produce and Fetch)."""
+class RequestTiming:
+    """How long the request a connection is handling has waited in the purgatory so far
+    (Kafka's RemoteTime): the union of its waits, so that waits overlapping in time (a handler
+    that parks for several partitions at once) count once.
 
-    __slots__ = ("errors", "remote_time", "requests", "total_time")
+    One per connection, reached by the purgatory through :data:`current_request` (the
+    connection's task sets it; tasks a handler spawns copy the context, so they find the same
+    object). Only the event loop touches it."""
+
+    __slots__ = ("_parked", "_since_ns", "remote_ns")
+
+    def __init__(self) -> None:
+        self._parked = 0
+        self._since_ns = 0
+        self.remote_ns = 0
+
+    def reset(self) -> None:
+        self._parked = 0
+        self.remote_ns = 0
+
+    def park_began(self, now_ns: int) -> None:
+        if self._parked == 0:
+            self._since_ns = now_ns
+        self._parked += 1
+
+    def park_ended(self, now_ns: int) -> None:
+        self._parked -= 1
+        if self._parked == 0:
+            self.remote_ns += now_ns - self._since_ns
+
+
+# The timing of the request being handled in this task; None while metrics are off.
+current_request: ContextVar[RequestTiming | None] = ContextVar(
+    "odradek_current_request", default=None
+)
+
+
+class RequestTimes:
+    """The times of one API's requests, as Kafka's RequestMetrics splits them: queue (received,
+    waiting behind the earlier requests of its connection), local (handling, less the
+    purgatory), remote (in the purgatory: acks=all, long polls, group commits), send (handing
+    the response to the socket, waiting while its buffer is full) and their sum, the total."""
+
+    __slots__ = ("local", "queue", "remote", "send", "total")
+
+    def __init__(self) -> None:
+        self.total = Histogram(REQUEST_BUCKETS_S)
+        self.queue = Histogram(REQUEST_BUCKETS_S)
+        self.local = Histogram(REQUEST_BUCKETS_S)
+        self.remote = Histogram(REQUEST_BUCKETS_S)
+        self.send = Histogram(REQUEST_BUCKETS_S)
+
+    def copy(self) -> RequestTimes:
+        other = RequestTimes.__new__(RequestTimes)
+        other.total = self.total.copy()
+        other.queue = self.queue.copy()
+        other.local = self.local.copy()
+        other.remote = self.remote.copy()
+        other.send = self.send.copy()
+        return other
+
+
+class RequestCounters:
+    """Per API key: requests handled, their :class:`RequestTimes`, and the error codes of the
+    partitions of Produce and Fetch."""
+
+    __slots__ = ("errors", "requests", "times")
 
     def __init__(self) -> None:
         self.requests = [0] * _API_KEY_SLOTS
-        self.total_time: list[Histogram | None] = [None] * _API_KEY_SLOTS
-        self.remote_time: list[Histogram | None] = [None] * _API_KEY_SLOTS
+        self.times: list[RequestTimes | None] = [None] * _API_KEY_SLOTS
         self.errors: dict[tuple[int, int], int] = {}  # (api key, error code) → partitions
 
-    def handled(self, api_key: int, elapsed_ns: int) -> None:
-        histogram = self.total_time[api_key]
-        if histogram is None:
-            histogram = self.total_time[api_key] = Histogram(REQUEST_BUCKETS_S)
-        histogram.observe_ns(elapsed_ns)
+    def handled(
+        self, api_key: int, queue_ns: int, local_ns: int, remote_ns: int = 0, send_ns: int = 0
+    ) -> None:
+        """One request done, with the parts of its time."""
+        times = self.times[api_key]
+        if times is None:
+            times = self.times[api_key] = RequestTimes()
+        times.total.observe_ns(queue_ns + local_ns + remote_ns + send_ns)
+        times.queue.observe_ns(queue_ns)
+        times.local.observe_ns(local_ns)
+        times.remote.observe_ns(remote_ns)
+        times.send.observe_ns(send_ns)
         self.requests[api_key] += 1
-
-    def parked(self, api_key: int, elapsed_ns: int) -> None:
-        histogram = self.remote_time[api_key]
-        if histogram is None:
-            histogram = self.remote_time[api_key] = Histogram(REQUEST_BUCKETS_S)
-        histogram.observe_ns(elapsed_ns)
 
     def error(self, api_key: int, code: int) -> None:
         key = (api_key, code)
@@ -134,8 +196,15 @@ class BrokerCounters:
         self.topics: dict[str, TopicCounters] = {}
         self.requests = RequestCounters()
         self.replication_bytes_out = 0
-        self.connections_created = 0
-        self.connections_closed = 0
+        # Per listener name, as Kafka's socket-server-metrics are.
+        self.connections_created: dict[str, int] = {}
+        self.connections_closed: dict[str, int] = {}
+
+    def connection_opened(self, listener: str) -> None:
+        self.connections_created[listener] = self.connections_created.get(listener, 0) + 1
+
+    def connection_ended(self, listener: str) -> None:
+        self.connections_closed[listener] = self.connections_closed.get(listener, 0) + 1
 
     def topic(self, name: str) -> TopicCounters:
         counters = self.topics.get(name)

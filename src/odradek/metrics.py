@@ -20,7 +20,10 @@ prefix of the line above::
     kafka_network_requestmetrics_requests_total{request}     ← network:RequestMetrics,RequestsPerSec
       …_errors_total{request,error}                          ← ErrorsPerSec
       …_totaltime_seconds{request} (histogram)               ← TotalTimeMs
+      …_requestqueuetime_seconds{request} (histogram)        ← RequestQueueTimeMs
+      …_localtime_seconds{request} (histogram)               ← LocalTimeMs
       …_remotetime_seconds{request} (histogram)              ← RemoteTimeMs
+      …_responsesendtime_seconds{request} (histogram)        ← ResponseSendTimeMs
     kafka_server_delayedoperationpurgatory_purgatorysize     ← server:DelayedOperationPurgatory
     kafka_server_replicamanager_underreplicatedpartitions    ← server:ReplicaManager,…
       …_underminisrpartitioncount, …_atminisrpartitioncount  ← UnderMinIsr/AtMinIsrPartitionCount
@@ -32,6 +35,12 @@ prefix of the line above::
     kafka_log_log_size{topic,partition}                      ← log:Log,Size
       …_numlogsegments, …_logstartoffset, …_logendoffset     ← NumLogSegments, LogStart/EndOffset
     kafka_log_logflushstats_logflush_seconds (histogram)     ← log:LogFlushStats,LogFlushRate…
+    kafka_log_logcleaner_cleaner_recopy_percent              ← log:LogCleaner,cleaner-recopy-…
+      …_max_clean_time_secs                                  ← max-clean-time-secs
+    kafka_log_logcleanermanager_max_dirty_percent            ← log:LogCleanerManager,max-dirty-…
+      …_time_since_last_run_ms                               ← time-since-last-run-ms
+      …_uncleanable_partitions_count                         ← uncleanable-partitions-count
+    odradek_log_cleaner_passes_total                         ← (odradek's own: Kafka has none)
     kafka_server_socket_server_metrics_connection_count{listener}  ← server:socket-server-metrics
       …_connection_creation_total, …_connection_close_total  ← connection-creation/close-total
     kafka_coordinator_group_groupmetadatamanager_numgroups   ← coordinator.group:GroupMetadataMan…
@@ -40,26 +49,32 @@ prefix of the line above::
       kafka_consumergroup_current_offset{…}, kafka_consumergroup_members{consumergroup},
       kafka_consumergroup_state{consumergroup,state} (1 for the current state)
 
-Semantics follow Kafka's: per-topic traffic counts clients only (a follower's fetch is
-replication); bytes in are the record batches appended; a request counts once handled, and its
-total time runs from the start of handling to the response handed to the socket (a pipelined
-request's wait behind the earlier requests of its connection, Kafka's queue time, is not in
-it); the remote time is the wait in the purgatory (acks=all, a Fetch long-poll, a group
-commit); errors count the partitions answered with each error code (Produce and Fetch; NONE is
-not counted). Under-replicated and min-ISR counts are of the partitions this broker leads;
-offline partitions (no live leader) are counted by the controller only, as in Kafka, so a sum
-over brokers is the cluster's. Group metrics come from the group coordinator, for the groups
-this broker coordinates; a group's lag is reported for the partitions this broker hosts (their
-high watermark minus the committed offset), other partitions report only the committed offset.
+Semantics follow Kafka's: per-topic traffic counts clients only (a follower's fetch is replication);
+bytes in are the record batches appended; a request counts once handled, and its total time, from
+the frame received to the response handed to the socket, is the sum of its queue time (a pipelined
+request's wait behind the earlier requests of its connection: Kafka's wait for a handler thread),
+local time (handling, less the purgatory), remote time (the wait in the purgatory: acks=all, a Fetch
+long-poll, a group commit; 0 for requests that did not wait) and send time (until the socket took
+the response); errors count the partitions answered with each error code (Produce and Fetch; NONE is
+not counted). Under-replicated and min-ISR counts are of the partitions this broker leads; offline
+partitions (no live leader) are counted by the controller only, as in Kafka, so a sum over brokers
+is the cluster's. Group metrics come from the group coordinator, for the groups this broker
+coordinates; a group's lag is reported for the partitions this broker hosts (their high watermark
+minus the committed offset), other partitions report only the committed offset. Connections are
+counted per listener name. The cleaner's figures exist while the log cleaner runs
+(``log.cleaner.enable``): those of its last pass (bytes written over bytes read, as a percentage;
+its seconds) and of its last choice of a log (the dirtiest cleanable log's dirty ratio, as a
+percentage; how long ago it looked).
 
 Costs: the hot path bumps plain ints (:mod:`odradek.counters`), and only while metrics are on;
 everything computed from state (partitions, logs, groups) is read when Prometheus scrapes.
 
-Threads: prometheus_client's own HTTP server, in its threads (one per scrape). Its handler asks
-the event loop for a :class:`Snapshot` (partitions, logs, groups and counters are the loop's:
-reading them from another thread could see a dict change size mid-iteration), then builds and
-encodes the metric families in its own thread, so the loop pays for the copy and not for the
-text. A scrape while the loop is stuck waits at most ``_SNAPSHOT_TIMEOUT_S`` and fails (500).
+Threads: the HTTP server of :mod:`odradek.console.server`, in its threads (one per request).
+Its handler asks the event loop for a :class:`Snapshot` (partitions, logs, groups and counters
+are the loop's: reading them from another thread could see a dict change size mid-iteration),
+then builds and encodes the metric families in its own thread, so the loop pays for the copy and
+not for the text. A scrape while the loop is stuck waits at most ``_SNAPSHOT_TIMEOUT_S`` and
+fails (500).
 """
 
 from __future__ import annotations
@@ -68,15 +83,13 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
-from wsgiref.simple_server import WSGIServer
 
 from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
-from prometheus_client import start_http_server
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -85,18 +98,23 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from odradek.client.core import ClientError
+from odradek.client.security import ClientSecurity
 from odradek.cluster.view import NO_NODE
+from odradek.config import BrokerConfig, ConfigError, parse_properties
+from odradek.console.api import ConsoleApi
+from odradek.console.server import HttpServer
 from odradek.coordinator.group import GroupState
-from odradek.counters import BrokerCounters, Histogram, TopicCounters
+from odradek.counters import BrokerCounters, Histogram, RequestTimes, TopicCounters
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
+    from odradek.storage.cleaner import LogCleaner
 
 log = logging.getLogger(__name__)
 
 _SNAPSHOT_TIMEOUT_S = 10.0
-LISTENER_NAME = "PLAINTEXT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,18 +145,29 @@ class GroupFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class CleanerFigures:
+    """The log cleaner at the time of a scrape."""
+
+    passes: int
+    recopy_percent: int  # of its last pass; 0 before the first
+    last_pass_seconds: float
+    max_dirty_percent: int
+    since_last_run_ms: int  # -1 until it first looked for a log
+    uncleanable: int
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """What a scrape reports, copied on the event loop."""
 
     topics: dict[str, TopicCounters]
     requests: list[int]
-    total_time: list[Histogram | None]
-    remote_time: list[Histogram | None]
+    times: list[RequestTimes | None]
     errors: dict[tuple[int, int], int]
     replication_bytes_out: int
-    connections: int
-    connections_created: int
-    connections_closed: int
+    connections: dict[str, int]  # per listener name, as the three below
+    connections_created: dict[str, int]
+    connections_closed: dict[str, int]
     parked: int
     partitions: list[PartitionFigures]
     isr_shrinks: int
@@ -147,6 +176,7 @@ class Snapshot:
     offline_partitions: int
     flush_time: Histogram
     groups: list[GroupFigures]
+    cleaner: CleanerFigures | None = None
 
 
 def take_snapshot(broker: Broker, counters: BrokerCounters) -> Snapshot:
@@ -191,16 +221,18 @@ def take_snapshot(broker: Broker, counters: BrokerCounters) -> Snapshot:
         )
     requests = counters.requests
     replicas = broker.node.replicas if broker.node is not None else None
+    connections = dict.fromkeys(broker.bound_listeners, 0)
+    for session in broker.sessions():
+        connections[session.listener] = connections.get(session.listener, 0) + 1
     return Snapshot(
         topics={name: _copy_topic(c) for name, c in counters.topics.items()},
         requests=list(requests.requests),
-        total_time=[h.copy() if h is not None else None for h in requests.total_time],
-        remote_time=[h.copy() if h is not None else None for h in requests.remote_time],
+        times=[t.copy() if t is not None else None for t in requests.times],
         errors=dict(requests.errors),
         replication_bytes_out=counters.replication_bytes_out,
-        connections=broker.connection_count,
-        connections_created=counters.connections_created,
-        connections_closed=counters.connections_closed,
+        connections=connections,
+        connections_created=dict(counters.connections_created),
+        connections_closed=dict(counters.connections_closed),
         parked=broker.purgatory.parked,
         partitions=partitions,
         isr_shrinks=replicas.isr_shrinks if replicas is not None else 0,
@@ -209,6 +241,22 @@ def take_snapshot(broker: Broker, counters: BrokerCounters) -> Snapshot:
         offline_partitions=offline,
         flush_time=broker.logs.flusher.flush_time.copy(),
         groups=groups,
+        cleaner=cleaner_figures(broker.cleaner, broker.clock.time_ms()),
+    )
+
+
+def cleaner_figures(cleaner: LogCleaner | None, now_ms: int) -> CleanerFigures | None:
+    if cleaner is None:
+        return None
+    last = cleaner.last_result
+    return CleanerFigures(
+        passes=cleaner.passes,
+        # As Kafka: the share of what the last pass read that it wrote back, a whole percentage.
+        recopy_percent=int(100 * last.bytes_written / max(last.bytes_read, 1)) if last else 0,
+        last_pass_seconds=last.seconds if last else 0.0,
+        max_dirty_percent=int(100 * cleaner.max_dirty_ratio),
+        since_last_run_ms=now_ms - cleaner.last_run_ms if cleaner.last_run_ms is not None else -1,
+        uncleanable=cleaner.uncleanable_count(),
     )
 
 
@@ -255,21 +303,28 @@ def families(snapshot: Snapshot) -> Iterator[Metric]:
     yield from _replica_families(snapshot)
     yield from _log_families(snapshot)
     yield from _group_families(snapshot)
-    listener = [LISTENER_NAME]
+    yield from _cleaner_families(snapshot.cleaner)
     prefix = "kafka_server_socket_server_metrics_"
-    connections = GaugeMetricFamily(
-        prefix + "connection_count", "Open client connections", labels=["listener"]
-    )
-    connections.add_metric(listener, snapshot.connections)
-    created = CounterMetricFamily(
-        prefix + "connection_creation", "Connections accepted", labels=["listener"]
-    )
-    created.add_metric(listener, snapshot.connections_created)
-    closed = CounterMetricFamily(
-        prefix + "connection_close", "Connections closed", labels=["listener"]
-    )
-    closed.add_metric(listener, snapshot.connections_closed)
-    yield from (connections, created, closed)
+    listener = ["listener"]
+    for name, kind, doc, values in (
+        ("connection_count", GaugeMetricFamily, "Open client connections", snapshot.connections),
+        (
+            "connection_creation",
+            CounterMetricFamily,
+            "Connections accepted",
+            snapshot.connections_created,
+        ),
+        (
+            "connection_close",
+            CounterMetricFamily,
+            "Connections closed",
+            snapshot.connections_closed,
+        ),
+    ):
+        family = kind(prefix + name, doc, labels=listener)
+        for listener_name, value in sorted(values.items()):
+            family.add_metric([listener_name], value)
+        yield family
 
 
 def _topic_families(snapshot: Snapshot) -> Iterator[Metric]:
@@ -295,32 +350,80 @@ def _topic_families(snapshot: Snapshot) -> Iterator[Metric]:
     )
 
 
+# (Prometheus name, RequestTimes attribute, help) of the parts of a request's time.
+_REQUEST_TIMES = (
+    ("totaltime", "total", "Time from a request received to its response written"),
+    (
+        "requestqueuetime",
+        "queue",
+        "Time a request waited behind the earlier requests of its connection",
+    ),
+    ("localtime", "local", "Time handling a request, less its wait in the purgatory"),
+    (
+        "remotetime",
+        "remote",
+        "Time a request waited in the purgatory (acks=all, long polls, group commits)",
+    ),
+    ("responsesendtime", "send", "Time handing a response to the socket"),
+)
+
+
+def _cleaner_families(cleaner: CleanerFigures | None) -> Iterator[Metric]:
+    if cleaner is None:
+        return
+    prefix = "kafka_log_logcleaner_"
+    yield GaugeMetricFamily(
+        prefix + "cleaner_recopy_percent",
+        "Bytes the last cleaning pass wrote, per 100 it read",
+        value=cleaner.recopy_percent,
+    )
+    yield GaugeMetricFamily(
+        prefix + "max_clean_time_secs",
+        "Seconds the last cleaning pass took",
+        value=cleaner.last_pass_seconds,
+    )
+    prefix = "kafka_log_logcleanermanager_"
+    yield GaugeMetricFamily(
+        prefix + "max_dirty_percent",
+        "Dirty share of the dirtiest cleanable log when the cleaner last chose one",
+        value=cleaner.max_dirty_percent,
+    )
+    yield GaugeMetricFamily(
+        prefix + "time_since_last_run_ms",
+        "Milliseconds since the cleaner last looked for a log to clean (-1: never)",
+        value=cleaner.since_last_run_ms,
+    )
+    yield GaugeMetricFamily(
+        prefix + "uncleanable_partitions_count",
+        "Logs the cleaner could not read, left uncleaned until a restart",
+        value=cleaner.uncleanable,
+    )
+    yield CounterMetricFamily(
+        "odradek_log_cleaner_passes", "Cleaning passes swapped in", value=cleaner.passes
+    )
+
+
 def _request_families(snapshot: Snapshot) -> Iterator[Metric]:
     prefix = "kafka_network_requestmetrics_"
     requests = CounterMetricFamily(
         prefix + "requests", "Requests handled, by API", labels=["request"]
     )
-    total = HistogramMetricFamily(
-        prefix + "totaltime_seconds",
-        "Time from handling a request to its response written",
-        labels=["request"],
-    )
-    remote = HistogramMetricFamily(
-        prefix + "remotetime_seconds",
-        "Time a request waited in the purgatory (acks=all, long polls, group commits)",
-        labels=["request"],
-    )
+    times = [
+        (
+            HistogramMetricFamily(prefix + name + "_seconds", doc, labels=["request"]),
+            attribute,
+        )
+        for name, attribute, doc in _REQUEST_TIMES
+    ]
     for api_key, count in enumerate(snapshot.requests):
         if not count:
             continue
         name = [api_name(api_key)]
         requests.add_metric(name, count)
-        histogram = snapshot.total_time[api_key]
-        if histogram is not None:
-            _histogram(total, name, histogram)
-    for api_key, histogram in enumerate(snapshot.remote_time):
-        if histogram is not None:
-            _histogram(remote, [api_name(api_key)], histogram)
+        measured = snapshot.times[api_key]
+        if measured is not None:
+            for family, attribute in times:
+                _histogram(family, name, getattr(measured, attribute))
     errors = CounterMetricFamily(
         prefix + "errors", "Partitions answered with an error code", labels=["request", "error"]
     )
@@ -331,7 +434,9 @@ def _request_families(snapshot: Snapshot) -> Iterator[Metric]:
         "Requests waiting in the purgatory",
         value=snapshot.parked,
     )
-    yield from (requests, total, remote, errors, parked)
+    yield requests
+    yield from (family for family, _ in times)
+    yield from (errors, parked)
 
 
 def _replica_families(snapshot: Snapshot) -> Iterator[Metric]:
@@ -485,30 +590,63 @@ class BrokerCollector(Collector):
 
 
 class MetricsServer:
-    """``/metrics`` on prometheus_client's HTTP server (a thread of its own, a thread per
-    scrape). Start and stop it from the broker's event loop."""
+    """``/metrics`` (and, unless ``console.enabled=false``, the web console) on the HTTP server
+    of :mod:`odradek.console.server`: a thread of its own, a thread per request. Start and stop
+    it from the broker's event loop.
+
+    The console is a client of the cluster like any other: it connects to
+    ``console.bootstrap.servers`` (by default this broker's first listener) with the security
+    settings of ``console.client.config``, so ACLs apply to it as to anyone."""
 
     def __init__(self, broker: Broker, counters: BrokerCounters) -> None:
         self._broker = broker
         self._counters = counters
-        self._server: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: HttpServer | None = None
         self.bound: tuple[str, int] = ("", 0)
+        self.console: ConsoleApi | None = None
 
     def start(self, host: str, port: int) -> tuple[str, int]:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(BrokerCollector(self._broker, self._counters, asyncio.get_running_loop()))
-        self._server, self._thread = start_http_server(port, host, registry)
-        self.bound = (host, self._server.server_port)
+        config = self._broker.config
+        if config.get("console.enabled"):
+            self.console = ConsoleApi(*console_client(config, self._broker.bound))
+            self.console.start()
+        self._server = HttpServer(registry, self.console)
+        self.bound = self._server.start(host, port)
+        if self.console is not None:
+            log.info(
+                "odradek broker %d web console on http://%s:%d/ (its client: %s)",
+                self._broker.node_id,
+                *self.bound,
+                self.console.bootstrap,
+            )
         return self.bound
 
     async def stop(self) -> None:
         server, self._server = self._server, None
-        if server is None:
-            return
-        # shutdown() waits for the serving thread's loop to end, and a scrape in progress may
-        # be waiting for this event loop: do it off the loop.
-        await asyncio.to_thread(server.shutdown)
-        server.server_close()
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 5)
+        # A scrape in progress may be waiting for this event loop: stop off the loop.
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+        console, self.console = self.console, None
+        if console is not None:
+            await asyncio.to_thread(console.close)
+
+
+def console_client(config: BrokerConfig, bound: tuple[str, int]) -> tuple[str, ClientSecurity]:
+    """Where the broker's console connects, and how (``console.*`` settings)."""
+    bootstrap = config.raw("console.bootstrap.servers")
+    if not bootstrap:
+        host, port = bound
+        bootstrap = f"{'127.0.0.1' if host in ('0.0.0.0', '', '::') else host}:{port}"
+    settings: dict[str, str] = {}
+    path = config.raw("console.client.config")
+    if path:
+        try:
+            settings = parse_properties(Path(path).read_text())
+        except OSError as e:
+            raise ConfigError(f"console.client.config: {e}") from e
+    try:
+        return bootstrap, ClientSecurity.from_config(settings)
+    except ClientError as e:
+        raise ConfigError(f"console.client.config: {e}") from e

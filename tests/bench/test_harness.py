@@ -154,3 +154,15 @@ def test_table_and_charts(run: tuple[subprocess.CompletedProcess[str], Path]) ->
     for chart in ("latency", "partitions", "recovery"):
         path = results.with_name(f"{results.stem}-{chart}.png")
         assert path.read_bytes().startswith(b"\x89PNG"), path
+
+
+def test_progress_names_each_scenario_on_stderr(
+    run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    completed, _ = run
+    # Not a terminal: one line per scenario, none of them on stdout (the report's).
+    lines = [line for line in completed.stderr.splitlines() if line.startswith("bench: ")]
+    assert lines == [
+        f"bench: {i}/{len(SCENARIOS)} running {name}" for i, name in enumerate(SCENARIOS)
+    ]
+    assert not [line for line in completed.stdout.splitlines() if line.startswith("running ")]

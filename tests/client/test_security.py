@@ -65,6 +65,8 @@ def test_settings_by_kafkas_names() -> None:
         ClientSecurity.from_config({"security.protocol": "SASL_PLAINTEXT"})
     with pytest.raises(ClientError, match=r"security\.protocol"):
         ClientSecurity.from_config({"security.protocol": "TLS"})
+    with pytest.raises(ClientError, match=r"sasl\.jaas\.config"):
+        ClientSecurity.from_config({"sasl.jaas.config": 'username="u" password="p";'})
 
 
 def test_spark_options_pass_security_through() -> None:

@@ -19,9 +19,11 @@ from odradek.client.data import TopicPartition
 from odradek.clock import ManualClock
 from odradek.cluster.controller import (
     NO_LEADER,
+    AssignmentWrite,
     ControllerState,
     PartitionStateWrite,
     Reason,
+    Reassignment,
 )
 from odradek.cluster.metadata_store import PartitionState
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -566,3 +568,217 @@ def test_leaders_are_in_sync_isrs_never_empty_and_epochs_never_go_back(
             elif found.leader == NO_LEADER:
                 assert not eligible & set(found.isr)
                 assert not (unclean and eligible & set(replicas))
+
+
+# -- partition reassignment ----------------------------------------------------------------
+
+
+class Assignments:
+    """Topic znodes' partition entries, as the shell writes them, followed by each write's
+    ISR change, as the shell applies it."""
+
+    def __init__(self, zk: Znodes) -> None:
+        self.zk = zk
+        self.entries: dict[TopicPartition, AssignmentWrite] = {}
+
+    def apply(self, controller: ControllerState, writes: Sequence[AssignmentWrite]) -> None:
+        for write in writes:
+            self.entries[write.partition] = write
+            self.zk.apply(controller, controller.assignment_applied(write))
+
+    def progress(self, controller: ControllerState) -> None:
+        """The shell's loop: leaders into targets, then the final assignments."""
+        for _ in range(5):
+            steps = controller.reassignment_steps()
+            if not steps.states and not steps.assignments:
+                return
+            self.zk.apply(controller, steps.states)
+            self.apply(controller, steps.assignments)
+        raise AssertionError("reassignment steps never ended")
+
+
+def reassigning(
+    brokers: tuple[int, ...] = (1, 2, 3),
+    assignment: tuple[int, ...] = (1, 2),
+) -> tuple[ControllerState, Znodes, Assignments]:
+    controller, zk, _ = cluster(brokers, {0: assignment})
+    return controller, zk, Assignments(zk)
+
+
+def test_a_move_first_assigns_the_union_with_adding_and_removing_replicas() -> None:
+    controller, zk, topic = reassigning()
+    outcome = controller.reassign({T0: (2, 3)})
+    assert outcome.results[T0].error == ErrorCode.none
+    topic.apply(controller, outcome.assignments)
+    assert topic.entries[T0] == AssignmentWrite(T0, (2, 3, 1), adding=(3,), removing=(1,))
+    assert controller.assignment("t")[0] == (2, 3, 1)
+    assert controller.reassignments[T0] == Reassignment((1, 2), (2, 3))
+    # Nothing more until the new replica is in sync: the leader and ISR stay.
+    topic.progress(controller)
+    assert zk.data[T0] == PartitionState(1, 0, (1, 2), 1, version=0)
+    assert T0 in controller.reassignments
+
+
+def test_a_move_completes_when_the_target_is_in_sync_moving_the_leader_into_it() -> None:
+    controller, zk, topic = reassigning()
+    topic.apply(controller, controller.reassign({T0: (2, 3)}).assignments)
+    zk.set_by_leader(T0, (1, 2, 3))  # the leader saw broker 3 catch up
+    controller.state_read(T0, zk.data[T0])
+    topic.progress(controller)
+    # Leader 1 is leaving: broker 2 leads (epoch bumped), 1 out of the ISR, the move done.
+    assert zk.data[T0].leader == 2 and zk.data[T0].leader_epoch == 1
+    assert zk.data[T0].isr == (2, 3)
+    assert topic.entries[T0] == AssignmentWrite(T0, (2, 3))
+    assert controller.assignment("t")[0] == (2, 3)
+    assert controller.reassignments == {}
+    check_cache(controller, zk)
+
+
+def test_a_move_keeping_the_leader_only_drops_the_removed_replica_from_the_isr() -> None:
+    controller, zk, topic = reassigning(assignment=(2, 1))
+    zk.apply(controller, controller.elect_preferred([T0]).writes)
+    assert zk.data[T0].leader == 2
+    topic.apply(controller, controller.reassign({T0: (2, 3)}).assignments)
+    zk.set_by_leader(T0, (2, 1, 3))
+    controller.state_read(T0, zk.data[T0])
+    epoch = zk.data[T0].leader_epoch
+    topic.progress(controller)
+    assert topic.entries[T0] == AssignmentWrite(T0, (2, 3))
+    assert zk.data[T0].leader == 2 and zk.data[T0].isr == (2, 3)
+    assert zk.data[T0].leader_epoch == epoch + 1
+
+
+def test_a_cancelled_move_goes_back_to_the_original_replicas_at_once() -> None:
+    controller, zk, topic = reassigning()
+    topic.apply(controller, controller.reassign({T0: (2, 3)}).assignments)
+    zk.set_by_leader(T0, (1, 2))
+    controller.state_read(T0, zk.data[T0])
+    outcome = controller.reassign({T0: None})
+    assert outcome.results[T0].error == ErrorCode.none
+    topic.apply(controller, outcome.assignments)
+    assert topic.entries[T0] == AssignmentWrite(T0, (1, 2))
+    assert controller.reassignments == {}
+    assert zk.data[T0].isr == (1, 2)
+
+
+def test_cancelling_after_the_new_replica_joined_the_isr_takes_it_out() -> None:
+    controller, zk, topic = reassigning(assignment=(1, 2, 3))
+    topic.apply(controller, controller.reassign({T0: (1, 2)}).assignments)
+    # Only removing: the target is in sync already, so the move is done at the next step.
+    topic.progress(controller)
+    assert topic.entries[T0] == AssignmentWrite(T0, (1, 2))
+    assert zk.data[T0].isr == (1, 2)
+    assert (
+        controller.reassign({T0: None}).results[T0].error == ErrorCode.no_reassignment_in_progress
+    )
+
+
+def test_a_new_target_during_a_move_keeps_the_original_and_drops_the_other_new_replica() -> None:
+    controller, zk, topic = reassigning(brokers=(1, 2, 3, 4))
+    topic.apply(controller, controller.reassign({T0: (2, 3)}).assignments)
+    zk.set_by_leader(T0, (1, 2))
+    controller.state_read(T0, zk.data[T0])
+    topic.apply(controller, controller.reassign({T0: (2, 4)}).assignments)
+    assert controller.reassignments[T0] == Reassignment((1, 2), (2, 4))
+    assert topic.entries[T0] == AssignmentWrite(T0, (2, 4, 1), adding=(4,), removing=(1,))
+
+
+def test_bad_targets_are_refused_per_partition() -> None:
+    controller, _, _ = reassigning()
+    missing = TopicPartition("t", 7)
+    outcome = controller.reassign({T0: (), missing: (1,), TopicPartition("nope", 0): (1,)})
+    assert outcome.results[T0].error == ErrorCode.invalid_replica_assignment
+    assert outcome.results[missing].error == ErrorCode.unknown_topic_or_partition
+    assert outcome.assignments == []
+    for target in ((2, 2), (2, 9)):
+        assert controller.reassign({T0: target}).results[T0].error == (
+            ErrorCode.invalid_replica_assignment
+        )
+    refused = controller.reassign({T0: (1, 2, 3)}, allow_replication_factor_change=False)
+    assert refused.results[T0].error == ErrorCode.invalid_replication_factor
+    assert controller.reassign({T0: (1, 2)}).assignments == []  # no change: nothing to write
+    assert controller.reassignments == {}
+    # A replica kept may be down; only those to add must be alive.
+    controller.brokers_failed([1])
+    assert controller.reassign({T0: (1, 3)}).results[T0].error == ErrorCode.none
+
+
+def test_a_reordered_target_only_rewrites_the_assignment() -> None:
+    controller, zk, topic = reassigning()
+    outcome = controller.reassign({T0: (2, 1)})
+    topic.apply(controller, outcome.assignments)
+    assert topic.entries[T0] == AssignmentWrite(T0, (2, 1))
+    assert controller.reassignments == {}
+    assert zk.data[T0].leader == 1  # the preferred election moves it later
+
+
+def test_a_new_controller_resumes_a_move_from_the_topic_znode() -> None:
+    controller, zk, topic = reassigning()
+    topic.apply(controller, controller.reassign({T0: (2, 3)}).assignments)
+    zk.set_by_leader(T0, (1, 2, 3))
+    entry = topic.entries[T0]
+    successor, writes = ControllerState.elected(
+        controller.controller_epoch,
+        ManualClock(),
+        live_brokers=(1, 2, 3),
+        assignments={"t": {0: entry.replicas}},
+        states=dict(zk.data),
+        reassignments={
+            T0: Reassignment.from_assignment(entry.replicas, entry.adding, entry.removing)
+        },
+    )
+    assert writes == []
+    # The znode keeps the original replicas' set, not their order (Kafka's neither).
+    assert successor.reassignments == {T0: Reassignment((2, 1), (2, 3))}
+    topic.progress(successor)
+    assert topic.entries[T0] == AssignmentWrite(T0, (2, 3))
+    assert zk.data[T0].leader == 2 and zk.data[T0].controller_epoch == 2
+
+
+def test_a_move_waits_while_a_target_replica_is_down() -> None:
+    controller, zk, topic = reassigning()
+    topic.apply(controller, controller.reassign({T0: (2, 3)}).assignments)
+    zk.apply(controller, controller.brokers_failed([3]))
+    topic.progress(controller)
+    assert T0 in controller.reassignments
+    assert topic.entries[T0].adding == (3,)
+
+
+def test_a_leader_change_conflicting_with_the_move_is_decided_again() -> None:
+    controller, zk, topic = reassigning()
+    topic.apply(controller, controller.reassign({T0: (2, 3)}).assignments)
+    zk.set_by_leader(T0, (1, 2, 3))
+    controller.state_read(T0, zk.data[T0])
+    steps = controller.reassignment_steps()
+    assert [w.reason for w in steps.states] == [Reason.REASSIGNMENT]
+    zk.set_by_leader(T0, (1, 3))  # broker 2 fell behind before the write landed
+    zk.apply(controller, steps.states)
+    # Decided again on what the znode holds: the target is no longer in sync, nothing moves.
+    assert zk.data[T0].leader == 1 and zk.data[T0].isr == (1, 3)
+    assert T0 in controller.reassignments
+
+
+# -- unclean election (KIP-460) ------------------------------------------------------------
+
+
+def test_an_unclean_election_picks_a_live_replica_out_of_the_isr() -> None:
+    controller, zk, _ = cluster()
+    zk.set_by_leader(T0, (1,))
+    controller.state_read(T0, zk.data[T0])
+    zk.apply(controller, controller.brokers_failed([1]))
+    assert zk.data[T0].leader == NO_LEADER
+    outcome = controller.elect_unclean([T0, TopicPartition("t", 5)])
+    assert outcome.results[T0].error == ErrorCode.none and outcome.results[T0].leader == 2
+    assert outcome.results[TopicPartition("t", 5)].error == ErrorCode.unknown_topic_or_partition
+    zk.apply(controller, outcome.writes)
+    assert zk.data[T0].leader == 2 and zk.data[T0].isr == (2,)
+    again = controller.elect_unclean([T0])
+    assert again.results[T0].error == ErrorCode.election_not_needed
+
+
+def test_an_unclean_election_with_no_live_replica_is_refused() -> None:
+    controller, zk, _ = cluster(assignment={0: (1,)})
+    zk.apply(controller, controller.brokers_failed([1]))
+    outcome = controller.elect_unclean([T0])
+    assert outcome.results[T0].error == ErrorCode.eligible_leaders_not_available
+    assert outcome.writes == []

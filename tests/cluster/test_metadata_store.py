@@ -218,3 +218,13 @@ def test_version_1_files_load_with_every_partition_on_this_node(tmp_path: Path) 
     assert store.topics["old"] == TopicMetadata("old", topic_id, 2, {}, ((7,), (7,)))
     assert store.partition_state("old", 0) is None
     assert store.reserve_producer_ids(10) == 2000
+
+
+def test_broker_configs_round_trip_and_survive_reopen(engine: Engine) -> None:
+    store = engine.open()
+    assert store.broker_configs(2) == {}
+    store.set_broker_configs(2, {"follower.replication.throttled.rate": "500"})
+    assert engine.open().broker_configs(2) == {"follower.replication.throttled.rate": "500"}
+    assert store.broker_configs(3) == {}
+    store.set_broker_configs(2, {})
+    assert engine.open().broker_configs(2) == {}

@@ -371,3 +371,57 @@ def test_a_write_while_zookeeper_is_down_waits_for_it() -> None:
             assert store.partition_state("nothing", 0) is None
         finally:
             store.close()
+
+
+def test_a_reassignment_is_written_into_the_topic_znode_as_kafka_writes_it(
+    zookeeper_connect: str, raw: KazooClient
+) -> None:
+    store = open_store(zookeeper_connect)
+    try:
+        raw.create(CONTROLLER_EPOCH_PATH, b"1")
+        store.put(TopicMetadata("t", uuid.uuid4(), 2, {}, ((1, 2), (2, 1))))
+        written = store.write_assignments(
+            "t", {0: ((2, 3, 1), (3,), (1,))}, controller_epoch_zk_version=0
+        )
+        assert written.replicas == ((2, 3, 1), (2, 1))
+        stored = znode(raw, "/brokers/topics/t")
+        assert stored["partitions"] == {"0": [2, 3, 1], "1": [2, 1]}
+        assert stored["adding_replicas"] == {"0": [3]}
+        assert stored["removing_replicas"] == {"0": [1]}
+        # Another store (a new controller) reads the move back.
+        other = open_store(zookeeper_connect, node_id=2)
+        try:
+            topic = other.topics["t"]
+            assert (topic.adding, topic.removing) == ({0: (3,)}, {0: (1,)})
+        finally:
+            other.close()
+        done = store.write_assignments("t", {0: ((2, 3), (), ())}, controller_epoch_zk_version=0)
+        assert done.adding == {} and done.removing == {}
+        stored = znode(raw, "/brokers/topics/t")
+        assert stored["partitions"]["0"] == [2, 3] and stored["adding_replicas"] == {}
+
+        raw.set(CONTROLLER_EPOCH_PATH, b"2")  # another controller's election
+        with pytest.raises(ControllerMovedError):
+            store.write_assignments("t", {1: ((3,), (), ())}, controller_epoch_zk_version=0)
+        assert znode(raw, "/brokers/topics/t")["partitions"]["1"] == [2, 1]
+        store.remove("t")
+        with pytest.raises(StaleVersionError):
+            store.write_assignments("t", {0: ((1,), (), ())}, controller_epoch_zk_version=1)
+    finally:
+        store.close()
+
+
+def test_broker_configs_are_kafkas_dynamic_broker_znodes(
+    zookeeper_connect: str, raw: KazooClient
+) -> None:
+    store = open_store(zookeeper_connect)
+    try:
+        store.set_broker_configs(2, {"leader.replication.throttled.rate": "1000"})
+        assert znode(raw, "/config/brokers/2") == {
+            "version": 1,
+            "config": {"leader.replication.throttled.rate": "1000"},
+        }
+        changes = sorted(raw.get_children("/config/changes"))
+        assert znode(raw, f"/config/changes/{changes[-1]}")["entity_path"] == "brokers/2"
+    finally:
+        store.close()

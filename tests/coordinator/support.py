@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from odradek.clock import ManualClock
 from odradek.coordinator import records as rec
-from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator
+from odradek.coordinator.consumer_protocol import ConsumerProtocol
+from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator, GroupWrite
 from odradek.coordinator.messages import (
     CommitRequest,
     HeartbeatRequest,
@@ -20,6 +22,7 @@ from odradek.coordinator.messages import (
     SyncRequest,
     SyncResult,
 )
+from odradek.coordinator.runtime import append_writes
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 SESSION_MS = 10_000
@@ -48,7 +51,9 @@ def assignment(partitions: dict[str, list[int]]) -> bytes:
 
 
 class MemoryLog:
-    """``__consumer_offsets`` as a list; ``fail_with`` makes the next writes fail."""
+    """``__consumer_offsets`` as a list; ``fail_with`` makes the next writes fail. Every write
+    is appended (or refused) at once; ``refused`` counts the writes refused, ``last_error`` is
+    the first refusal of the last operation (NONE: none), what its request is answered with."""
 
     def __init__(self) -> None:
         self.records: list[tuple[int, bytes, bytes | None]] = []
@@ -57,20 +62,16 @@ class MemoryLog:
         # (records before it, partition, producer id, commit)
         self.markers: list[tuple[int, int, int, bool]] = []
         self.fail_with: ErrorCode | None = None
+        self.refused = 0
+        self.last_error = ErrorCode.none
 
-    def write(
-        self,
-        partition: int,
-        records: list[tuple[bytes, bytes | None]],
-        *,
-        producer_id: int = -1,
-        producer_epoch: int = -1,
-    ) -> int:
+    def append(self, write: GroupWrite) -> int:
         if self.fail_with is not None:
+            self.refused += 1
             raise KafkaError(self.fail_with, "write refused by the test")
         first = len(self.records)
-        self.records.extend((partition, key, value) for key, value in records)
-        self.producers.extend([producer_id] * len(records))
+        self.records.extend((write.partition, key, value) for key, value in write.records)
+        self.producers.extend([write.producer_id] * len(write.records))
         return first
 
     def mark(self, partition: int, producer_id: int, commit: bool) -> None:
@@ -93,6 +94,37 @@ class MemoryLog:
             and k.group == group
             and (v is None or isinstance(v, rec.GroupValue))
         ]
+
+
+class Appending:
+    """The state machine as its runtime drives it: after each call, the writes it asked for
+    are appended to the log, in the same step."""
+
+    def __init__(self, target: object, coordinator: GroupCoordinator, log: MemoryLog) -> None:
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_coordinator", coordinator)
+        object.__setattr__(self, "_log", log)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if isinstance(value, ConsumerProtocol):
+            return Appending(value, self._coordinator, self._log)
+        if not callable(value) or isinstance(value, type):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = value(*args, **kwargs)
+            self._log.last_error = append_writes(self._coordinator, self._log.append)
+            return result
+
+        return call
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._target, name, value)
+
+
+def driven(coordinator: GroupCoordinator, log: MemoryLog) -> GroupCoordinator:
+    return cast(GroupCoordinator, Appending(coordinator, coordinator, log))
 
 
 @dataclass
@@ -121,7 +153,8 @@ class Harness:
         self.config = GroupConfig(**config)
         self.clock = ManualClock()
         self.log = MemoryLog()
-        self.coordinator = GroupCoordinator(self.config, self.log, self.clock)
+        self.machine = GroupCoordinator(self.config, self.clock)
+        self.coordinator = driven(self.machine, self.log)
         self.coordinator.finish_loading()
 
     def advance(self, ms: int) -> None:
@@ -149,7 +182,8 @@ class Harness:
         other.log.records = list(self.log.records)
         other.log.producers = list(self.log.producers)
         other.log.markers = list(self.log.markers)
-        other.coordinator = GroupCoordinator(self.config, other.log, self.clock)
+        other.machine = GroupCoordinator(self.config, self.clock)
+        other.coordinator = driven(other.machine, other.log)
         markers = sorted(self.log.markers)
         for offset, (_, key, value) in enumerate([*self.log.records, (0, b"", None)]):
             while markers and markers[0][0] == offset:

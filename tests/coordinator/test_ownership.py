@@ -4,7 +4,7 @@ loaded from their records and unloaded when leadership moves (Kafka's GroupMetad
 from __future__ import annotations
 
 from odradek.coordinator import records as rec
-from odradek.coordinator.coordinator import write_error
+from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import (
     CommitRequest,
     HeartbeatRequest,

@@ -4,6 +4,7 @@ moves, and answers held until the high watermark covers them — on real logs, n
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +17,18 @@ from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import BrokerEndpoint, LocalClusterView
 from odradek.config import BrokerConfig
 from odradek.coordinator import records as rec
-from odradek.coordinator.messages import CommitRequest, OffsetCommit
+from odradek.coordinator.messages import (
+    CommitRequest,
+    JoinRequest,
+    JoinResult,
+    OffsetCommit,
+    Protocol,
+    SyncRequest,
+    SyncResult,
+)
 from odradek.coordinator.runtime import OFFSETS_TOPIC, GroupCoordinatorRuntime
 from odradek.protocol.errors import ErrorCode
+from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager
 
 LOCAL, FOLLOWER = 1, 2
@@ -43,7 +53,7 @@ def runtime(tmp_path: Path) -> Iterator[GroupCoordinatorRuntime]:
     store = LocalMetadataStore(config.log_dirs[0], node_id=LOCAL)
     topics = TopicManager(config, store, logs, clock, leads_alone=False)
     topics.open()
-    runtime = GroupCoordinatorRuntime(config, topics, clock)
+    runtime = GroupCoordinatorRuntime(config, topics, clock, Purgatory().replicated)
     topics.cluster = LocalClusterView(
         BrokerEndpoint(LOCAL, "localhost", 9092),
         store.cluster_id,
@@ -64,7 +74,8 @@ def offsets_partition(runtime: GroupCoordinatorRuntime, index: int) -> Partition
 
 def commit(runtime: GroupCoordinatorRuntime, group: str, offset: int) -> ErrorCode:
     request = CommitRequest(group, -1, "", None, (OffsetCommit("t", 0, offset),))
-    return runtime.coordinator.commit_offsets(request)[("t", 0)]
+    results, _ = runtime.perform(lambda coordinator: coordinator.commit_offsets(request))
+    return results[("t", 0)]
 
 
 def committed_offset(runtime: GroupCoordinatorRuntime, group: str) -> int | None:
@@ -161,7 +172,7 @@ def test_a_lone_broker_serves_every_group_without_waiting(tmp_path: Path) -> Non
     store = LocalMetadataStore(config.log_dirs[0], node_id=LOCAL)
     topics = TopicManager(config, store, logs, clock)
     topics.open()
-    runtime = GroupCoordinatorRuntime(config, topics, clock)
+    runtime = GroupCoordinatorRuntime(config, topics, clock, Purgatory().replicated)
     topics.cluster = LocalClusterView(
         BrokerEndpoint(LOCAL, "localhost", 9092),
         store.cluster_id,
@@ -173,8 +184,10 @@ def test_a_lone_broker_serves_every_group_without_waiting(tmp_path: Path) -> Non
         # The topic does not exist yet: the first write creates it.
         assert topics.topic(OFFSETS_TOPIC) is None
         assert commit(runtime, GROUP, 3) == ErrorCode.none
+        assert topics.topic(OFFSETS_TOPIC) is not None
+        # The high watermark follows the append: nothing to wait for.
         point = runtime.commit_point(GROUP)
-        assert point.partition is not None and point.offset == 1
+        assert point.partition is None and point.offset == 1
         assert point.outcome() == ErrorCode.none
     finally:
         runtime.coordinator.shutdown()
@@ -193,5 +206,79 @@ def test_deleting_the_offsets_topic_unloads_its_groups(runtime: GroupCoordinator
         assert runtime.coordinator.owned == set()
         assert runtime.coordinator.groups == {}
         assert commit(runtime, GROUP, 3) == ErrorCode.not_coordinator
+
+    asyncio.run(scenario())
+
+
+def test_a_commit_is_answered_once_committed_and_a_refused_one_at_once(
+    runtime: GroupCoordinatorRuntime,
+) -> None:
+    p1 = offsets_partition(runtime, 1)
+
+    async def scenario() -> None:
+        lead(runtime, p1, 1)
+        await loaded(runtime)
+        assert commit(runtime, GROUP, 5) == ErrorCode.none
+        # In the leader's log, seen by the operations after it, but not answered yet.
+        assert p1.log.log_end_offset == 1 and p1.high_watermark == 0
+        assert committed_offset(runtime, GROUP) == 5
+        answer = asyncio.ensure_future(runtime.committed([runtime.commit_point(GROUP)]))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not answer.done()
+        # The follower fetches past it: the high watermark moves and the answer leaves.
+        p1.follower_fetched(FOLLOWER, 1)
+        assert await answer == [ErrorCode.none]
+
+        # With min.insync.replicas=2 and the follower out of the ISR, the append is refused
+        # before it is made (as an acks=all produce): nothing in the log, nothing changed.
+        p1.min_insync_replicas = 2
+        p1.make_leader(2, (LOCAL, FOLLOWER), (LOCAL,), 2)
+        request = CommitRequest(GROUP, -1, "", None, (OffsetCommit("t", 0, 9),))
+        results, refused = runtime.perform(lambda c: c.commit_offsets(request))
+        assert refused == ErrorCode.not_enough_replicas
+        assert results == {("t", 0): ErrorCode.coordinator_not_available}
+        assert p1.log.log_end_offset == 1
+        assert committed_offset(runtime, GROUP) == 5
+        assert await runtime.committed([runtime.commit_point(GROUP)]) == [ErrorCode.none]
+
+    asyncio.run(scenario())
+
+
+def test_a_generation_is_answered_once_its_assignment_is_committed(
+    runtime: GroupCoordinatorRuntime,
+) -> None:
+    p1 = offsets_partition(runtime, 1)
+    runtime.coordinator.config = dataclasses.replace(
+        runtime.coordinator.config, initial_rebalance_delay_ms=0
+    )
+
+    async def scenario() -> None:
+        lead(runtime, p1, 1)
+        await loaded(runtime)
+        join = JoinRequest(
+            GROUP, "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),),
+            require_known_member_id=False,
+        )  # fmt: skip
+        joined: list[JoinResult] = []
+        runtime.perform(lambda c: c.join_group(join, joined.append))
+        (member,) = joined
+        assert member.error == ErrorCode.none
+        synced: list[SyncResult] = []
+        sync = SyncRequest(
+            GROUP, member.generation_id, member.member_id, None, ((member.member_id, b"a"),)
+        )
+        _, refused = runtime.perform(lambda c: c.sync_group(sync, synced.append))
+        assert refused == ErrorCode.none
+        # The state machine answered once the group's record was in the leader's log ...
+        assert [s.assignment for s in synced] == [b"a"]
+        assert p1.log.log_end_offset == 1 and p1.high_watermark == 0
+        # ... and the answer leaves once the follower has the record.
+        answer = asyncio.ensure_future(runtime.committed([runtime.commit_point(GROUP)]))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not answer.done()
+        p1.follower_fetched(FOLLOWER, 1)
+        assert await answer == [ErrorCode.none]
 
     asyncio.run(scenario())

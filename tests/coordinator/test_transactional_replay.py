@@ -19,6 +19,7 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import iter_headers, validate_batches
 from odradek.protocol.records import NewRecord, encode_batch
+from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager
 
 PID, EPOCH = 7000, 2
@@ -37,7 +38,7 @@ def broker(path: Path) -> Iterator[GroupCoordinatorRuntime]:
     store = LocalMetadataStore(config.log_dirs[0], node_id=1)
     topics = TopicManager(config, store, logs, clock)
     topics.open()
-    runtime = GroupCoordinatorRuntime(config, topics, clock)
+    runtime = GroupCoordinatorRuntime(config, topics, clock, Purgatory().replicated)
     topics.cluster = LocalClusterView(
         BrokerEndpoint(1, "localhost", 9092),
         store.cluster_id,
@@ -53,10 +54,9 @@ def broker(path: Path) -> Iterator[GroupCoordinatorRuntime]:
 
 
 def txn_commit(runtime: GroupCoordinatorRuntime, offset: int, tp: tuple[str, int] = TP) -> None:
-    result = runtime.coordinator.commit_transactional_offsets(
-        TxnCommitRequest("g", "txn", PID, EPOCH, (OffsetCommit(*tp, offset),))
-    )
-    assert result == {tp: ErrorCode.none}
+    request = TxnCommitRequest("g", "txn", PID, EPOCH, (OffsetCommit(*tp, offset),))
+    result = runtime.perform(lambda coordinator: coordinator.commit_transactional_offsets(request))
+    assert result == ({tp: ErrorCode.none}, ErrorCode.none)
 
 
 def marker(runtime: GroupCoordinatorRuntime, commit: bool) -> None:
@@ -107,7 +107,10 @@ def test_the_batch_is_transactional_as_kafka_writes_it(tmp_path: Path) -> None:
 def test_a_restart_replays_markers_and_keeps_open_commits_pending(tmp_path: Path) -> None:
     with broker(tmp_path) as runtime:
         plain = CommitRequest("g", -1, "", None, (OffsetCommit("t", 1, 100),))
-        assert runtime.coordinator.commit_offsets(plain) == {("t", 1): ErrorCode.none}
+        assert runtime.perform(lambda coordinator: coordinator.commit_offsets(plain)) == (
+            {("t", 1): ErrorCode.none},
+            ErrorCode.none,
+        )
         txn_commit(runtime, 5)
         marker(runtime, commit=True)
         assert offset_of(runtime) == 5

@@ -35,12 +35,14 @@ def test_a_failed_complete_write_is_retried(tmp_path: Path) -> None:
     purgatory = Purgatory()
     refusals = 0  # Complete writes still to refuse
 
-    async def wait_replicated(partition: Partition, offset: int, timeout_s: float) -> ErrorCode:
+    async def wait_replicated(
+        partition: Partition, offset: int, timeout_s: float, api_key: int = -1
+    ) -> ErrorCode:
         nonlocal refusals
         if refusals:
             refusals -= 1
             return ErrorCode.not_enough_replicas
-        return await purgatory.replicated(partition, offset, timeout_s)
+        return await purgatory.replicated(partition, offset, timeout_s, api_key)
 
     runtime = TransactionCoordinatorRuntime(
         config, topics, clock, ProducerIdManager(store), wait_replicated

@@ -403,6 +403,7 @@ def test_kafka_python_topic_lifecycle(kp_admin, broker, topic_name):
     assert [(s["name"], s["value"], s["source"]) for s in configs["retention.ms"]["synonyms"]] == [
         ("retention.ms", "60000", "DYNAMIC_TOPIC_CONFIG"),
         ("log.retention.ms", BROKER_RETENTION_MS, "STATIC_BROKER_CONFIG"),
+        ("log.retention.ms", "604800000", "DEFAULT_CONFIG"),
     ]
     assert (configs["segment.bytes"]["value"], configs["segment.bytes"]["config_source"]) == (
         DEFAULT_SEGMENT_BYTES,

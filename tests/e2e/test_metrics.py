@@ -147,6 +147,34 @@ def test_errors_are_counted_by_code(broker: RunningBroker) -> None:
     assert answered.value("kafka_server_brokertopicmetrics_messagesin_total", **small) == 1
 
 
+def test_request_time_is_split_into_queue_local_remote_and_send(broker: RunningBroker) -> None:
+    address = _address(broker)
+    create_topics(broker.bootstrap, {"waited": 1})
+    with KafkaConnection(broker.bootstrap) as connection:
+        assert connection.produce("waited", 0, batch_of(b"x")).error_code == ErrorCode.none
+        # At the log end with min_bytes: the Fetch waits out max_wait_ms in the purgatory.
+        waited = connection.fetch("waited", 0, 1, max_wait_ms=100, min_bytes=1)
+        assert waited.error_code == ErrorCode.none
+    answered = scrape(address)
+    prefix = "kafka_network_requestmetrics_"
+    parts = ("requestqueuetime", "localtime", "remotetime", "responsesendtime")
+    for request in ("Produce", "Fetch", "Metadata"):
+        handled = answered.value(prefix + "requests_total", request=request)
+        assert handled >= 1
+        for part in (*parts, "totaltime"):
+            # Every request is counted in every part (0 for a part it spent no time in).
+            assert answered.value(prefix + part + "_seconds_count", request=request) == handled
+        summed = sum(answered.value(prefix + p + "_seconds_sum", request=request) for p in parts)
+        total = answered.value(prefix + "totaltime_seconds_sum", request=request)
+        assert summed == pytest.approx(total, rel=1e-6, abs=1e-9)
+    # Only the Fetch waited: its remote time is there, Metadata's is none.
+    assert answered.value(prefix + "remotetime_seconds_sum", request="Fetch") > 0
+    assert answered.value(prefix + "remotetime_seconds_sum", request="Metadata") == 0
+    # The cleaner runs (log.cleaner.enable is on by default) and has looked for work.
+    assert answered.value("kafka_log_logcleanermanager_time_since_last_run_ms") >= 0
+    assert "kafka_log_logcleaner_cleaner_recopy_percent" in answered.text
+
+
 def test_group_lag_is_the_high_watermark_minus_the_committed_offset(
     broker: RunningBroker,
 ) -> None:

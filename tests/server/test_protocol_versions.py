@@ -131,6 +131,13 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
         ],
     },
     43: lambda _: {"election_type": 0, "topic_partitions": None, "timeout": 5000},
+    # The broker alone holds every replica: moving a partition onto itself is all it takes.
+    45: lambda _: {
+        "timeout": 5000,
+        "allow_replication_factor_change": True,
+        "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": [1]}]}],
+    },
+    46: lambda _: {"timeout": 5000, "topics": None},
     60: lambda _: {},
     65: lambda name: {"transactional_ids": []},
     66: lambda _: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},

@@ -447,3 +447,23 @@ def test_an_idempotent_producers_last_batch_stays_for_its_sequence(
     with pytest.raises(KafkaError):
         table.check(read_header(idempotent([(b"c", b"1")], 3)))
     assert table.check(read_header(idempotent([(b"c", b"1")], 4))) is None
+
+
+def test_the_cleaner_keeps_the_figures_its_metrics_report(
+    manager: LogManager, clock: ManualClock
+) -> None:
+    log = manager.create("table", 0, COMPACT)
+    fill(log, clock, rounds=40)
+    cleaner = LogCleaner(manager, clock)
+    assert (cleaner.passes, cleaner.last_result, cleaner.last_run_ms) == (0, None, None)
+    result = cleaner.clean_once()
+    assert result is not None
+    assert cleaner.passes == 1 and cleaner.last_result == result
+    assert result.bytes_written < result.bytes_read
+    assert cleaner.last_run_ms == clock.time_ms()
+    assert cleaner.max_dirty_ratio == 1.0  # never cleaned: all of it below the active segment
+    clock.advance(2_000)
+    assert cleaner.clean_once() is None
+    assert cleaner.last_run_ms == clock.time_ms()
+    assert cleaner.max_dirty_ratio == 0.0  # nothing cleanable when it last looked
+    assert cleaner.uncleanable_count() == 0

@@ -66,10 +66,21 @@ def _cell(value: Any, fmt: str) -> str:
     return str(value)
 
 
+def error_head(error: str, most: int = 4) -> list[str]:
+    """The first lines of a scenario's exception (its type and message) out of the traceback
+    the runner kept: its last line may be the tail of a broker's output the message quoted."""
+    lines = error.strip().splitlines()
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    start = frames[-1] + 1 if frames else 0
+    while start < len(lines) and lines[start].startswith(" "):
+        start += 1  # the failing frame's source line (and its ^^^ marks)
+    return lines[start : start + most] or lines[-1:]
+
+
 def format_scenario(result: ScenarioResult) -> str:
     lines = [f"== {result.name}: {result.title} [{result.status}, {result.seconds:.1f} s]"]
     if result.error:
-        lines.append(f"   error: {result.error.strip().splitlines()[-1]}")
+        lines += [f"   error: {line}" for line in error_head(result.error)]
     if result.rows and result.columns:
         headers = [c.header for c in result.columns]
         body = [[_cell(row.get(c.key), c.format) for c in result.columns] for row in result.rows]

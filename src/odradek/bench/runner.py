@@ -28,6 +28,7 @@ from odradek.bench.scenarios import (
     ScenarioResult,
     settle_page_cache,
 )
+from odradek.cli.progress import Progress
 
 
 def run_scenario(name: str, ctx: BenchContext) -> ScenarioResult:
@@ -41,7 +42,8 @@ def run_scenario(name: str, ctx: BenchContext) -> ScenarioResult:
     return result
 
 
-def run(options: BenchOptions) -> int:
+def run(options: BenchOptions, quiet: bool = False) -> int:
+    """Run the scenarios, showing which one runs on stderr (nothing if ``quiet``)."""
     if options.peer is not None:
         from odradek.bench.peer import run_peer
 
@@ -65,9 +67,11 @@ def run(options: BenchOptions) -> int:
             bootstrap = "a cluster per scenario (ZooKeeper + 3 brokers)"
         ctx = BenchContext(options, bootstrap, broker, work_dir)
         try:
-            for name in options.scenarios:
-                print(f"running {name} …", flush=True)
-                results.append(run_scenario(name, ctx))
+            with Progress("bench", len(options.scenarios), quiet=quiet, tick_s=1.0) as progress:
+                for name in options.scenarios:
+                    progress.step(f"running {name}")
+                    results.append(run_scenario(name, ctx))
+                    progress.advance()
         finally:
             ctx.close()
     finally:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, run_command
+from odradek.cli.output import output_option, wants_json, write_json
 from odradek.client.acls import AclAdmin
 from odradek.security.acl import (
     CLUSTER_NAME,
@@ -68,6 +69,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action.add_argument("--producer", action="store_true", help="what a producer needs")
         action.add_argument("--consumer", action="store_true", help="what a consumer needs")
     listing.add_argument("--principal", help="only the ACLs of this principal")
+    for action in (add, remove, listing):
+        output_option(action)
     add.set_defaults(run=run_command(_add, "odradek acls"))
     remove.set_defaults(run=run_command(_remove, "odradek acls"))
     listing.set_defaults(run=run_command(_list, "odradek acls"))
@@ -129,7 +132,24 @@ def _bindings(args: argparse.Namespace) -> list[AclBinding]:
     return bindings
 
 
-def _print(bindings: list[AclBinding], out: TextIO, heading: str) -> None:
+def binding_record(binding: AclBinding) -> dict[str, object]:
+    pattern, entry = binding.pattern, binding.entry
+    return {
+        "resource_type": pattern.resource_type.name,
+        "resource_name": pattern.name,
+        "pattern_type": pattern.pattern_type.name,
+        "principal": entry.principal,
+        "host": entry.host,
+        "operation": entry.operation.name,
+        "permission": entry.permission.name,
+    }
+
+
+def _print(args: argparse.Namespace, bindings: list[AclBinding], out: TextIO, heading: str) -> None:
+    """As kafka-acls.sh prints them (grouped by resource), or a JSON array of bindings."""
+    if wants_json(args):
+        write_json([binding_record(b) for b in sorted(bindings)], out)
+        return
     by_pattern: dict[ResourcePattern, list[AccessControlEntry]] = {}
     for b in sorted(bindings):
         by_pattern.setdefault(b.pattern, []).append(b.entry)
@@ -144,7 +164,7 @@ async def _add(args: argparse.Namespace, out: TextIO) -> int:
     bindings = _bindings(args)
     async with await AclAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
         await admin.create(bindings)
-    _print(bindings, out, "Adding ACLs for resource")
+    _print(args, bindings, out, "Adding ACLs for resource")
     return 0
 
 
@@ -163,7 +183,7 @@ async def _remove(args: argparse.Namespace, out: TextIO) -> int:
     ]
     async with await AclAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
         removed = await admin.delete(selections)
-    _print(removed, out, "Removed ACLs for resource")
+    _print(args, removed, out, "Removed ACLs for resource")
     return 0
 
 
@@ -177,5 +197,5 @@ async def _list(args: argparse.Namespace, out: TextIO) -> int:
     async with await AclAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
         for selection in selections:
             found += await admin.describe(selection)
-    _print(list(dict.fromkeys(found)), out, "Current ACLs for resource")
+    _print(args, list(dict.fromkeys(found)), out, "Current ACLs for resource")
     return 0

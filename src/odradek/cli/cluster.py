@@ -12,19 +12,31 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
-from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, print_table, run_command
-from odradek.cli.topics import brokers_text, leader_text
+from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, run_command
+from odradek.cli.output import columns, output_option, wants_json, write_json, write_table
 from odradek.client.admin import ClusterAdmin, ClusterDescription, PartitionReplicas
 
 TIMEOUT_S = 30.0
 
-# (title, which partitions) in the order they are shown.
-SECTIONS: tuple[tuple[str, Callable[[PartitionReplicas], bool]], ...] = (
-    ("Under-replicated partitions", lambda p: p.is_under_replicated),
-    ("Under-min-ISR partitions", lambda p: p.is_under_min_isr),
-    ("Offline partitions", lambda p: p.is_offline),
+# (title, JSON field, which partitions) in the order they are shown.
+SECTIONS: tuple[tuple[str, str, Callable[[PartitionReplicas], bool]], ...] = (
+    ("Under-replicated partitions", "under_replicated", lambda p: p.is_under_replicated),
+    ("Under-min-ISR partitions", "under_min_isr", lambda p: p.is_under_min_isr),
+    ("Offline partitions", "offline", lambda p: p.is_offline),
+)
+_BROKER_COLUMNS = columns(
+    ("BROKER", "broker"), ("ADDRESS", "address"), ("RACK", "rack"), ("STATUS", "status")
+)
+_PARTITION_COLUMNS = columns(
+    ("TOPIC", "topic"),
+    ("PARTITION", "partition"),
+    ("LEADER", "leader"),
+    ("REPLICAS", "replicas"),
+    ("ISR", "isr"),
+    ("OFFLINE", "offline"),
+    ("MIN-ISR", "min_isr"),
 )
 
 
@@ -34,19 +46,67 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="brokers, controller, and under-replicated, under-min-ISR and offline partitions",
     )
     connection_options(cluster, DEFAULT_BOOTSTRAP, TIMEOUT_S)
+    output_option(cluster)
     cluster.set_defaults(run=run_command(_describe))
 
 
 async def _describe(args: argparse.Namespace, out: TextIO) -> int:
     async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
         cluster = await admin.describe_cluster()
-    format_cluster(cluster, out)
+    if wants_json(args):
+        write_json(cluster_record(cluster), out)
+    else:
+        format_cluster(cluster, out)
     return 0
 
 
-def format_cluster(cluster: ClusterDescription, out: TextIO) -> None:
+def partition_record(p: PartitionReplicas) -> dict[str, object]:
+    return {
+        "topic": p.topic,
+        "partition": p.partition,
+        "leader": p.leader,
+        "replicas": list(p.replicas),
+        "isr": list(p.isr),
+        "offline": list(p.offline),
+        "min_isr": p.min_insync_replicas,
+    }
+
+
+def cluster_record(cluster: ClusterDescription) -> dict[str, Any]:
+    """What ``odradek cluster`` shows, as its JSON object."""
     controller = cluster.controller_id
-    out.write(f"Cluster: {cluster.cluster_id or '-'}\n")
+    brokers: list[dict[str, object]] = [
+        {
+            "broker": b.node_id,
+            "address": b.address,
+            "rack": b.rack,
+            "status": "controller" if b.node_id == controller else "live",
+        }
+        for b in cluster.brokers
+    ]
+    live = {b.node_id for b in cluster.brokers}
+    named = {r for p in cluster.partitions() for r in p.replicas}
+    brokers += [
+        {"broker": node_id, "address": None, "rack": None, "status": "not-live"}
+        for node_id in sorted(named - live)
+    ]
+    partitions = cluster.partitions()
+    record: dict[str, Any] = {
+        "cluster_id": cluster.cluster_id,
+        "controller": controller,
+        "brokers": brokers,
+        "partition_count": len(partitions),
+        "topic_count": len(cluster.topics),
+    }
+    for _, field, selected in SECTIONS:
+        record[field] = [partition_record(p) for p in partitions if selected(p)]
+    return record
+
+
+def format_cluster(cluster: ClusterDescription, out: TextIO) -> None:
+    record = cluster_record(cluster)
+    controller = record["controller"]
+    out.write(f"Cluster: {record['cluster_id'] or '-'}\n")
     if controller is None:
         out.write("Controller: none (no broker is controller now)\n")
     else:
@@ -54,42 +114,15 @@ def format_cluster(cluster: ClusterDescription, out: TextIO) -> None:
         where = f" at {broker.address}" if broker is not None else ""
         out.write(f"Controller: broker {controller}{where}\n")
     out.write("\n")
-    rows: list[tuple[str, ...]] = [("BROKER", "ADDRESS", "RACK", "STATUS")]
-    for b in cluster.brokers:
-        status = "controller" if b.node_id == controller else "live"
-        rows.append((str(b.node_id), b.address, b.rack or "-", status))
-    live = {b.node_id for b in cluster.brokers}
-    named = {r for p in cluster.partitions() for r in p.replicas}
-    for node_id in sorted(named - live):
-        rows.append((str(node_id), "-", "-", "not-live"))
-    print_table(rows, out)
-    partitions = cluster.partitions()
-    topics = len(cluster.topics)
+    write_table(record["brokers"], _BROKER_COLUMNS, out)
+    partitions, topics = record["partition_count"], record["topic_count"]
     out.write(
-        f"\n{len(partitions)} partition{'s' if len(partitions) != 1 else ''} in {topics} "
+        f"\n{partitions} partition{'s' if partitions != 1 else ''} in {topics} "
         f"topic{'s' if topics != 1 else ''}\n"
     )
-    for title, selected in SECTIONS:
-        chosen = [p for p in partitions if selected(p)]
+    for title, field, _ in SECTIONS:
+        chosen = record[field]
         out.write(f"\n{title}: {len(chosen)}\n")
         if chosen:
-            _partitions_table(chosen, out)
-
-
-def _partitions_table(partitions: list[PartitionReplicas], out: TextIO) -> None:
-    rows: list[tuple[str, ...]] = [
-        ("TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE", "MIN-ISR")
-    ]
-    for p in partitions:
-        rows.append(
-            (
-                p.topic,
-                str(p.partition),
-                leader_text(p),
-                brokers_text(p.replicas),
-                brokers_text(p.isr),
-                brokers_text(p.offline),
-                "-" if p.min_insync_replicas is None else str(p.min_insync_replicas),
-            )
-        )
-    print_table(rows, out)
+            rows = [{**p, "leader": "none" if p["leader"] is None else p["leader"]} for p in chosen]
+            write_table(rows, _PARTITION_COLUMNS, out)

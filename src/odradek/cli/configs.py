@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TextIO
 
-from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, print_table, run_command
+from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, run_command
+from odradek.cli.output import columns, output_option, write_records, write_result
 from odradek.cli.topics import key_values
 from odradek.client.admin import BROKER_RESOURCE, TOPIC_RESOURCE, ClusterAdmin
 from odradek.client.core import ClientError
@@ -26,38 +26,44 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action.add_argument("--entity-name", required=True, help="topic name, or broker id")
         connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)
     describe.add_argument(
-        "--all", action="store_true", help="every setting with its source, defaults included"
+        "--all",
+        action="store_true",
+        help="every setting with its default, value and source, defaults included",
     )
-    describe.add_argument("--output", choices=("table", "json"), default="table")
     describe.set_defaults(run=run_command(_describe, "odradek configs"))
     alter.add_argument("--add-config", action="append", default=[], metavar="K=V[,K=V]")
     alter.add_argument("--delete-config", action="append", default=[], metavar="K[,K]")
     alter.set_defaults(run=run_command(_alter, "odradek configs"))
+    for action in (describe, alter):
+        output_option(action)
+
+
+_COLUMNS = columns(
+    ("NAME", "name"),
+    ("VALUE", "value"),
+    ("DEFAULT", "default"),
+    ("SOURCE", "source"),
+    ("READ-ONLY", "read_only"),
+)
 
 
 async def _describe(args: argparse.Namespace, out: TextIO) -> int:
     async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
-        entries = await admin.describe_configs(_TYPES[args.entity_type], args.entity_name)
+        entries = await admin.config_entries(_TYPES[args.entity_type], args.entity_name)
     if not args.all:
-        entries = [e for e in entries if e[2] not in ("DEFAULT_CONFIG",)]
-    if args.output == "json":
-        out.write(
-            json.dumps(
-                [{"name": n, "value": v, "source": s, "read_only": r} for n, v, s, r in entries],
-                indent=2,
-            )
-            + "\n"
-        )
-        return 0
-    if not entries:
-        out.write(f"No configs set for {args.entity_type} {args.entity_name} (--all shows all).\n")
-        return 0
-    rows: list[tuple[str, ...]] = [("NAME", "VALUE", "SOURCE", "READ-ONLY")]
-    rows += [
-        (n, "-" if v is None or v == "" else v.replace(" ", "\\u0020"), s, "yes" if r else "no")
-        for n, v, s, r in entries
+        entries = [e for e in entries if e.source != "DEFAULT_CONFIG"]
+    records = [
+        {
+            "name": e.name,
+            "value": e.value,
+            "default": e.default,
+            "source": e.source,
+            "read_only": e.read_only,
+        }
+        for e in entries
     ]
-    print_table(rows, out)
+    empty = f"No configs set for {args.entity_type} {args.entity_name} (--all shows all)."
+    write_records(args, records, _COLUMNS, out, empty=empty)
     return 0
 
 
@@ -68,5 +74,12 @@ async def _alter(args: argparse.Namespace, out: TextIO) -> int:
         raise ClientError("nothing to change: give --add-config or --delete-config")
     async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
         await admin.alter_configs(_TYPES[args.entity_type], args.entity_name, set_values, delete)
-    out.write(f"Completed updating config for {args.entity_type} {args.entity_name}.\n")
+    result = {
+        "entity_type": args.entity_type,
+        "entity_name": args.entity_name,
+        "set": set_values,
+        "deleted": delete,
+    }
+    text = f"Completed updating config for {args.entity_type} {args.entity_name}."
+    write_result(args, result, text, out)
     return 0

@@ -7,13 +7,13 @@ import argparse
 import asyncio
 import datetime
 import sys
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
-from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, print_table, run_command
+from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, run_command
+from odradek.cli.output import Column, columns, output_option, wants_json, write_json, write_table
+from odradek.cli.progress import progress_for, quiet_option
 from odradek.client.admin import (
-    EARLIEST,
-    LATEST,
     ClusterAdmin,
     GroupAdmin,
     GroupInfo,
@@ -58,90 +58,133 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     mode.add_argument("--dry-run", action="store_true", help="only show the new offsets")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     reset.set_defaults(run=run_command(_reset, "odradek groups"))
+    quiet_option(reset)
     for action in (listing, describe, delete, reset):
         # Also accepted after the action, as kafka-consumer-groups users write it.
         connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)
+        output_option(action)
+
+
+_LIST_COLUMNS = columns(("GROUP", "group"), ("STATE", "state"), ("PROTOCOL-TYPE", "protocol_type"))
+_OFFSET_COLUMNS = columns(
+    ("GROUP", "group"),
+    ("TOPIC", "topic"),
+    ("PARTITION", "partition"),
+    ("CURRENT-OFFSET", "current_offset"),
+    ("LOG-END-OFFSET", "log_end_offset"),
+    ("LAG", "lag"),
+    ("CONSUMER-ID", "member_id"),
+    ("HOST", "host"),
+    ("CLIENT-ID", "client_id"),
+)
+_MEMBER_COLUMNS = (
+    *columns(
+        ("CONSUMER-ID", "member_id"),
+        ("GROUP-INSTANCE-ID", "group_instance_id"),
+        ("HOST", "host"),
+        ("CLIENT-ID", "client_id"),
+        ("#PARTITIONS", "partition_count"),
+    ),
+    Column("ASSIGNMENT", "assignment_text", escape=False),
+)
+_RESET_COLUMNS = columns(
+    ("GROUP", "group"), ("TOPIC", "topic"), ("PARTITION", "partition"), ("NEW-OFFSET", "offset")
+)
+# Partitions per ListOffsets round of a reset: the progress bar moves once per round.
+_RESET_CHUNK = 500
+
+
+def list_records(groups: Sequence[ListedGroup]) -> list[dict[str, object]]:
+    return [
+        {"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type or None}
+        for g in groups
+    ]
 
 
 def format_list(groups: Sequence[ListedGroup], out: TextIO) -> None:
-    if not groups:
+    records = list_records(groups)
+    if not records:
         out.write("No consumer groups.\n")
         return
-    rows: list[tuple[str, ...]] = [("GROUP", "STATE", "PROTOCOL-TYPE")]
-    rows += [(g.group_id, g.state, g.protocol_type or "-") for g in groups]
-    print_table(rows, out)
+    write_table(records, _LIST_COLUMNS, out)
 
 
-def _text(value: object) -> str:
-    return "-" if value is None else str(value)
+def group_record(group: GroupInfo) -> dict[str, Any]:
+    """What ``groups describe`` shows of one group, as its JSON object."""
+    members = []
+    for m in group.members:
+        members.append(
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "host": m.host,
+                "client_id": m.client_id,
+                "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
+            }
+        )
+    offsets = [
+        {
+            "group": group.group_id,
+            "topic": p.topic,
+            "partition": p.partition,
+            "current_offset": p.committed,
+            "log_end_offset": p.end_offset,
+            "lag": p.lag,
+            "member_id": p.member.member_id if p.member else None,
+            "host": p.member.host if p.member else None,
+            "client_id": p.member.client_id if p.member else None,
+        }
+        for p in group.partitions
+    ]
+    return {
+        "group": group.group_id,
+        "exists": group.exists,
+        "state": group.state,
+        "protocol_type": group.protocol_type or None,
+        "protocol": group.protocol or None,
+        "members": members,
+        "offsets": offsets,
+    }
+
+
+def _assignment_text(assignment: Sequence[Mapping[str, Any]]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in assignment:
+        by_topic.setdefault(tp["topic"], []).append(tp["partition"])
+    return (
+        " ".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items()))
+        or "-"
+    )
 
 
 def format_describe(group: GroupInfo, out: TextIO) -> None:
-    if not group.exists:
+    record = group_record(group)
+    if not record["exists"]:
         out.write(f"Consumer group '{group.group_id}' does not exist.\n")
         return
     protocol = "/".join(p for p in (group.protocol_type, group.protocol) if p) or "-"
+    members = record["members"]
     out.write(
         f"Consumer group '{group.group_id}': {group.state}, protocol {protocol}, "
-        f"{len(group.members)} member{'s' if len(group.members) != 1 else ''}\n\n"
+        f"{len(members)} member{'s' if len(members) != 1 else ''}\n\n"
     )
-    if group.partitions:
-        rows: list[tuple[str, ...]] = [
-            (
-                "GROUP",
-                "TOPIC",
-                "PARTITION",
-                "CURRENT-OFFSET",
-                "LOG-END-OFFSET",
-                "LAG",
-                "CONSUMER-ID",
-                "HOST",
-                "CLIENT-ID",
-            )
-        ]
-        for p in group.partitions:
-            rows.append(
-                (
-                    group.group_id,
-                    p.topic,
-                    str(p.partition),
-                    _text(p.committed),
-                    _text(p.end_offset),
-                    _text(p.lag),
-                    p.member.member_id if p.member else "-",
-                    p.member.host if p.member else "-",
-                    p.member.client_id if p.member else "-",
-                )
-            )
-        print_table(rows, out)
+    if record["offsets"]:
+        write_table(record["offsets"], _OFFSET_COLUMNS, out)
     else:
         out.write("No committed offsets and no assigned partitions.\n")
     out.write("\n")
-    if not group.members:
+    if not members:
         out.write(f"Consumer group '{group.group_id}' has no active members.\n")
         return
-    members: list[tuple[str, ...]] = [
-        ("CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")
+    rows = [
+        {
+            **m,
+            "partition_count": len(m["assignment"]),
+            "assignment_text": _assignment_text(m["assignment"]),
+        }
+        for m in members
     ]
-    for m in group.members:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in m.assignment:
-            by_topic.setdefault(topic, []).append(partition)
-        assignment = (
-            " ".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items()))
-            or "-"
-        )
-        members.append(
-            (
-                m.member_id,
-                _text(m.group_instance_id),
-                m.host,
-                m.client_id,
-                str(len(m.assignment)),
-                assignment,
-            )
-        )
-    print_table(members, out)
+    write_table(rows, _MEMBER_COLUMNS, out)
 
 
 async def _list(args: argparse.Namespace) -> list[ListedGroup]:
@@ -160,7 +203,10 @@ def _run_list(args: argparse.Namespace) -> int:
     except ClientError as e:
         print(f"odradek groups: {e}", file=sys.stderr)
         return 1
-    format_list(groups, sys.stdout)
+    if wants_json(args):
+        write_json(list_records(groups), sys.stdout)
+    else:
+        format_list(groups, sys.stdout)
     return 0
 
 
@@ -170,24 +216,32 @@ def _run_describe(args: argparse.Namespace) -> int:
     except ClientError as e:
         print(f"odradek groups: {e}", file=sys.stderr)
         return 1
-    for i, group in enumerate(described):
-        if i:
-            sys.stdout.write("\n")
-        format_describe(group, sys.stdout)
+    if wants_json(args):
+        write_json([group_record(g) for g in described], sys.stdout)
+    else:
+        for i, group in enumerate(described):
+            if i:
+                sys.stdout.write("\n")
+            format_describe(group, sys.stdout)
     return 0 if all(g.exists for g in described) else 2
 
 
 async def _delete(args: argparse.Namespace, out: TextIO) -> int:
     async with await GroupAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
         results = await admin.delete_groups(args.group)
-    failed = 0
-    for group, code in results.items():
-        if code:
-            failed += 1
-            out.write(f"Group '{group}' could not be deleted: {code.name}\n")
-        else:
-            out.write(f"Deleted group '{group}'.\n")
-    return 2 if failed else 0
+    records = [
+        {"group": group, "deleted": not code, "error": code.name.upper() if code else None}
+        for group, code in results.items()
+    ]
+    if wants_json(args):
+        write_json(records, out)
+    else:
+        for r in records:
+            if r["deleted"]:
+                out.write(f"Deleted group '{r['group']}'.\n")
+            else:
+                out.write(f"Group '{r['group']}' could not be deleted: {r['error']}\n")
+    return 0 if all(r["deleted"] for r in records) else 2
 
 
 def _datetime_ms(text: str) -> int:
@@ -231,29 +285,34 @@ async def _reset(args: argparse.Namespace, out: TextIO) -> int:
         partitions = await _partitions(admin, args, committed)
         if not partitions:
             raise ClientError(f"group {args.group!r} has no offsets for those topics")
-        earliest = await admin.list_offsets(partitions, EARLIEST)
-        latest = await admin.list_offsets(partitions, LATEST)
         if args.to_earliest:
-            target = earliest
+            to, value = "earliest", 0
         elif args.to_latest:
-            target = latest
+            to, value = "latest", 0
         elif args.to_offset is not None:
-            target = dict.fromkeys(partitions, args.to_offset)
+            to, value = "offset", args.to_offset
         elif args.to_datetime is not None:
-            target = await admin.offsets_for_times(partitions, _datetime_ms(args.to_datetime))
+            to, value = "timestamp", _datetime_ms(args.to_datetime)
         else:
-            target = {tp: committed.get(tp, latest.get(tp, 0)) + args.shift_by for tp in partitions}
-        # As Kafka's tool: an offset outside the log is moved to its nearest end.
-        new = {
-            tp: min(max(target[tp], earliest.get(tp, 0)), latest.get(tp, target[tp]))
-            for tp in partitions
-            if tp in target
-        }
-        if args.execute:
-            await admin.reset_offsets(args.group, new)
-    rows: list[tuple[str, ...]] = [("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")]
-    rows += [(args.group, t, str(p), str(o)) for (t, p), o in sorted(new.items())]
-    print_table(rows, out)
+            to, value = "shift", args.shift_by
+        with progress_for(args, f"reset-offsets {args.group}", len(partitions)) as progress:
+            new: dict[TopicPartition, int] = {}
+            for start in range(0, len(partitions), _RESET_CHUNK):
+                chunk = partitions[start : start + _RESET_CHUNK]
+                progress.step(f"new offsets of {len(chunk)} partitions")
+                new.update(await admin.reset_plan(args.group, chunk, to, value, committed))
+                progress.advance(len(chunk))
+            if args.execute:
+                progress.step(f"committing {len(new)} offsets")
+                await admin.reset_offsets(args.group, new)
+    records = [
+        {"group": args.group, "topic": t, "partition": p, "offset": o}
+        for (t, p), o in sorted(new.items())
+    ]
+    if wants_json(args):
+        write_json({"group": args.group, "executed": bool(args.execute), "offsets": records}, out)
+        return 0
+    write_table(records, _RESET_COLUMNS, out)
     if not args.execute:
         out.write("(dry run: --execute commits these offsets)\n")
     return 0

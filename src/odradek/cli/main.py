@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from odradek.bench.options import add_arguments as add_bench_arguments
+from odradek.cli.progress import quiet_option
 from odradek.config import BrokerConfig, ConfigError
 
 log = logging.getLogger("odradek.serve")
@@ -101,7 +102,7 @@ def _bench(args: argparse.Namespace) -> int:
     from odradek.bench.options import options_from_args
     from odradek.bench.runner import run
 
-    return run(options_from_args(args))
+    return run(options_from_args(args), quiet=args.quiet)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,8 +123,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
     bench = commands.add_parser("bench", help="benchmark a broker (a fresh one by default)")
     add_bench_arguments(bench)
+    quiet_option(bench)
     bench.set_defaults(run=_bench)
-    from odradek.cli import acls, cluster, configs, groups, records, topics, transactions, users
+    from odradek.cli import (
+        acls,
+        cluster,
+        completion,
+        configs,
+        console,
+        groups,
+        partitions,
+        records,
+        topics,
+        transactions,
+        users,
+    )
 
     acls.add_parser(commands)
     cluster.add_parser(commands)
@@ -131,8 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     topics.add_parser(commands)
     transactions.add_parser(commands)
     configs.add_parser(commands)
+    console.add_parser(commands)
     records.add_parser(commands)
     users.add_parser(commands)
+    partitions.add_parser(commands)
+    completion.add_parser(commands)
     return parser
 
 

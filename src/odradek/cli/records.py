@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, run_command
+from odradek.cli.output import FORMATS, output_option, wants_json, write_json, write_result
 from odradek.client.admin import ClusterAdmin
 from odradek.client.core import ClientError
 from odradek.client.data import DataClient, OffsetOutOfRange, TopicPartition
@@ -42,6 +43,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     produce.add_argument(
         "--header", action="append", default=[], metavar="KEY=VALUE", help="on every record"
     )
+    output_option(produce)
     produce.set_defaults(run=_run_produce)
 
     consume = commands.add_parser("consume", help="print records of a topic")
@@ -57,7 +59,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     consume.add_argument(
         "--format", default="%s\\n", help="kcat's letters: %%t %%p %%o %%k %%s %%T %%h (\\n)"
     )
-    consume.add_argument("--json", action="store_true", help="one JSON object per record")
+    consume.add_argument(
+        "--output",
+        choices=FORMATS,
+        default="table",
+        help="json: one JSON object per record (JSON lines, as they arrive); table: --format",
+    )
+    consume.add_argument("--json", action="store_true", help="the same as --output json")
     consume.set_defaults(run=_run_consume)
 
     records = commands.add_parser("records", help="delete records below an offset")
@@ -71,6 +79,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     delete.set_defaults(run=run_command(_delete, "odradek records"))
     connection_options(delete, argparse.SUPPRESS, argparse.SUPPRESS)
+    output_option(delete)
 
 
 # -- produce -------------------------------------------------------------------------------------
@@ -150,7 +159,10 @@ def _run_produce(args: argparse.Namespace) -> int:
         return 1
     finally:
         client.close()
-    print(f"{count} records written to {args.topic}", file=sys.stderr)
+    if wants_json(args):
+        write_json({"topic": args.topic, "records": count}, sys.stdout)
+    else:
+        print(f"{count} records written to {args.topic}", file=sys.stderr)
     return 0
 
 
@@ -241,7 +253,7 @@ def consume_records(client: DataClient, args: argparse.Namespace, out: TextIO) -
                         continue
                     out.write(
                         _json(tp.topic, tp.partition, record) + "\n"
-                        if args.json
+                        if args.json or wants_json(args)
                         else format_record(args.format, tp.topic, tp.partition, record)
                     )
                     printed += 1
@@ -278,5 +290,7 @@ def _run_consume(args: argparse.Namespace) -> int:
 async def _delete(args: argparse.Namespace, out: TextIO) -> int:
     async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
         start = await admin.delete_records(args.topic, args.partition, args.before)
-    out.write(f"{args.topic}-{args.partition}: log start offset is now {start}\n")
+    result = {"topic": args.topic, "partition": args.partition, "log_start_offset": start}
+    text = f"{args.topic}-{args.partition}: log start offset is now {start}"
+    write_result(args, result, text, out)
     return 0

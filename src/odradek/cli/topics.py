@@ -28,11 +28,19 @@ import argparse
 import math
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, print_table, run_command
+from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, run_command
+from odradek.cli.output import (
+    columns,
+    output_option,
+    wants_json,
+    write_json,
+    write_result,
+    write_table,
+)
 from odradek.client.admin import (
     ClusterAdmin,
     ClusterDescription,
@@ -46,28 +54,6 @@ TIMEOUT_S = 30.0
 
 _SHOWN_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes")
 _SEGMENT_FILE = re.compile(r"^\d{20}\.log$")
-HEADER = (
-    "PARTITION",
-    "LEADER",
-    "REPLICAS",
-    "ISR",
-    "OFFLINE",
-    "LOG-START",
-    "LOG-END",
-    "SEGMENTS",
-    "SIZE-BYTES",
-    "FROM",
-    "LOG-DIR",
-)
-
-
-def brokers_text(ids: Sequence[int]) -> str:
-    """Broker ids as Kafka's tools print them (``1,2,3``), ``-`` for none."""
-    return ",".join(str(i) for i in ids) or "-"
-
-
-def leader_text(partition: PartitionReplicas) -> str:
-    return "none" if partition.leader is None else str(partition.leader)
 
 
 def segment_count(log_dir: str, topic: str, partition: int) -> int | None:
@@ -116,73 +102,111 @@ async def _sizes(
 
 
 async def _describe_topics(args: argparse.Namespace, out: TextIO) -> int:
+    described: list[dict[str, object]] = []
     async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
         cluster = await admin.describe_cluster(args.topic)
         by_name = {t.name: t for t in cluster.topics}
         status = 0
-        for i, name in enumerate(args.topic):
+        for name in args.topic:
             topic = by_name.get(name)
             if topic is None or topic.error is not None:
                 problem = topic.error if topic is not None else "not in the broker's answer"
                 print(f"odradek: topic {name!r}: {problem}", file=sys.stderr)
                 status = 1
                 continue
-            if i:
-                out.write("\n")
             configs = (await admin.topic_configs([name])).get(name, {})
             offsets = await admin.log_offsets((name, p.partition) for p in topic.partitions)
             sizes = await _sizes(admin, cluster, topic)
-            format_topic(topic, configs, offsets, sizes, out)
+            described.append(topic_record(topic, configs, offsets, sizes))
+    if wants_json(args):
+        write_json(described, out)
         return status
+    for i, record in enumerate(described):
+        if i:
+            out.write("\n")
+        format_topic(record, out)
+    return status
 
 
-def format_topic(
+def topic_record(
     topic: TopicDescription,
     configs: dict[str, str],
     offsets: dict[tuple[str, int], tuple[int, int]],
     sizes: dict[int, LogDirUsage],
-    out: TextIO,
-) -> None:
-    shown = ",".join(f"{k}={configs[k]}" for k in _SHOWN_CONFIGS if k in configs)
-    out.write(
-        f"Topic: {topic.name}\tPartitionCount: {len(topic.partitions)}\t"
-        f"ReplicationFactor: {topic.replication_factor}\tConfigs: {shown}\n"
-    )
-    rows: list[tuple[str, ...]] = [HEADER]
-    estimated = False
+) -> dict[str, object]:
+    """What ``topics describe`` shows of one topic (the JSON object; the table is drawn from
+    it). ``segments`` is None when unknown; ``segments_estimated`` says it is an estimate."""
     segment_bytes = int(configs.get("segment.bytes", "0") or 0)
+    partitions = []
     for p in topic.partitions:
         start, end = offsets.get((topic.name, p.partition), (None, None))
         usage = sizes.get(p.partition)
         count = segment_count(usage.log_dir, topic.name, p.partition) if usage else None
-        if count is not None:
-            segments = str(count)
-        elif usage is not None and segment_bytes > 0:
-            segments = f"~{max(1, math.ceil(usage.size_bytes / segment_bytes))}"
+        estimated = False
+        if count is None and usage is not None and segment_bytes > 0:
+            count = max(1, math.ceil(usage.size_bytes / segment_bytes))
             estimated = True
-        else:
-            segments = "?"
-        rows.append(
-            (
-                str(p.partition),
-                leader_text(p),
-                brokers_text(p.replicas),
-                brokers_text(p.isr),
-                brokers_text(p.offline),
-                "?" if start is None else str(start),
-                "?" if end is None else str(end),
-                segments,
-                "?" if usage is None else str(usage.size_bytes),
-                "?" if usage is None else str(usage.broker_id),
-                "?" if usage is None else usage.log_dir,
-            )
+        partitions.append(
+            {
+                "partition": p.partition,
+                "leader": p.leader,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "offline": list(p.offline),
+                "log_start_offset": start,
+                "log_end_offset": end,
+                "segments": count,
+                "segments_estimated": estimated,
+                "size_bytes": None if usage is None else usage.size_bytes,
+                "size_from": None if usage is None else usage.broker_id,
+                "log_dir": None if usage is None else usage.log_dir,
+            }
         )
-    print_table(rows, out)
+    return {
+        "topic": topic.name,
+        "partition_count": len(topic.partitions),
+        "replication_factor": topic.replication_factor,
+        "configs": {k: configs[k] for k in _SHOWN_CONFIGS if k in configs},
+        "partitions": partitions,
+    }
+
+
+_DESCRIBE_COLUMNS = columns(
+    ("PARTITION", "partition"),
+    ("LEADER", "leader"),
+    ("REPLICAS", "replicas"),
+    ("ISR", "isr"),
+    ("OFFLINE", "offline"),
+    ("LOG-START", "log_start_offset"),
+    ("LOG-END", "log_end_offset"),
+    ("SEGMENTS", "segments"),
+    ("SIZE-BYTES", "size_bytes"),
+    ("FROM", "size_from"),
+    ("LOG-DIR", "log_dir"),
+)
+
+
+def format_topic(record: Mapping[str, Any], out: TextIO) -> None:
+    """One topic of ``topics describe`` for people: a summary line, then a row per partition
+    (unknown figures as ``?``, estimated segment counts as ``~N``)."""
+    shown = ",".join(f"{k}={v}" for k, v in record["configs"].items())
+    out.write(
+        f"Topic: {record['topic']}\tPartitionCount: {record['partition_count']}\t"
+        f"ReplicationFactor: {record['replication_factor']}\tConfigs: {shown}\n"
+    )
+    rows: list[dict[str, object]] = []
+    for p in record["partitions"]:
+        row = {k: "?" if v is None else v for k, v in p.items()}
+        row["leader"] = "none" if p["leader"] is None else p["leader"]
+        if p["segments_estimated"]:
+            row["segments"] = f"~{p['segments']}"
+        rows.append(row)
+    write_table(rows, _DESCRIBE_COLUMNS, out)
     out.write(
         "LOG-START and LOG-END are the leader's; SEGMENTS, SIZE-BYTES and LOG-DIR are those of "
         "the replica on broker FROM (the leader, when it is live)\n"
     )
-    if estimated:
+    if any(p["segments_estimated"] for p in record["partitions"]):
         out.write(
             "~: estimated from the size and segment.bytes; the broker's log dir is not "
             "readable here to count segment files\n"
@@ -192,9 +216,20 @@ def format_topic(
 async def _list_topics(args: argparse.Namespace, out: TextIO) -> int:
     async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
         cluster = await admin.describe_cluster()
-    for topic in cluster.topics:
-        if topic.error is None:
-            out.write(f"{topic.name}\n")
+    listed = [
+        {
+            "topic": topic.name,
+            "partition_count": len(topic.partitions),
+            "replication_factor": topic.replication_factor,
+        }
+        for topic in cluster.topics
+        if topic.error is None
+    ]
+    if wants_json(args):
+        write_json(listed, out)
+    else:
+        for topic in listed:
+            out.write(f"{topic['topic']}\n")
     return 0
 
 
@@ -232,6 +267,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     for action in (listing, describe, create, delete, alter):
         # Also accepted after the action, as kafka-topics users write it.
         connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)
+        output_option(action)
 
 
 def key_values(items: Iterable[str]) -> dict[str, str]:
@@ -253,19 +289,22 @@ async def _create_topic(args: argparse.Namespace, out: TextIO) -> int:
         await admin.create_topic(
             args.topic, args.partitions, args.replication_factor, key_values(args.config)
         )
-    out.write(f"Created topic {args.topic}.\n")
+    result = {"topic": args.topic, "created": True}
+    write_result(args, result, f"Created topic {args.topic}.", out)
     return 0
 
 
 async def _delete_topics(args: argparse.Namespace, out: TextIO) -> int:
     async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
         await admin.delete_topics(args.topic)
-    out.write(f"Deleted topic(s) {', '.join(args.topic)}.\n")
+    result = {"topics": args.topic, "deleted": True}
+    write_result(args, result, f"Deleted topic(s) {', '.join(args.topic)}.", out)
     return 0
 
 
 async def _alter_topic(args: argparse.Namespace, out: TextIO) -> int:
     async with await ClusterAdmin.connect(args.bootstrap_server, timeout_s=args.timeout) as admin:
         await admin.create_partitions(args.topic, args.partitions)
-    out.write(f"Topic {args.topic} now has {args.partitions} partitions.\n")
+    result = {"topic": args.topic, "partition_count": args.partitions}
+    write_result(args, result, f"Topic {args.topic} now has {args.partitions} partitions.", out)
     return 0

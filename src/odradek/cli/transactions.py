@@ -7,7 +7,16 @@ import argparse
 import time
 from typing import TextIO
 
-from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, print_table, run_command
+from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, run_command
+from odradek.cli.output import (
+    columns,
+    output_option,
+    wants_json,
+    write_json,
+    write_records,
+    write_result,
+    write_table,
+)
 from odradek.client.admin import TransactionAdmin
 from odradek.client.core import ClientError
 
@@ -54,6 +63,34 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     abort.set_defaults(run=run_command(_abort, "odradek transactions"))
     for action in (listing, describe, producers, abort):
         connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)
+        output_option(action)
+
+
+_LIST_COLUMNS = columns(
+    ("TransactionalId", "transactional_id"),
+    ("Coordinator", "coordinator"),
+    ("ProducerId", "producer_id"),
+    ("State", "state"),
+)
+_DESCRIBE_COLUMNS = columns(
+    ("CoordinatorId", "coordinator"),
+    ("TransactionalId", "transactional_id"),
+    ("ProducerId", "producer_id"),
+    ("ProducerEpoch", "producer_epoch"),
+    ("TransactionState", "state"),
+    ("TransactionTimeoutMs", "timeout_ms"),
+    ("CurrentTransactionStartTimeMs", "start_ms"),
+    ("TransactionDurationMs", "duration_ms"),
+    ("TopicPartitions", "partitions_text"),
+)
+_PRODUCER_COLUMNS = columns(
+    ("ProducerId", "producer_id"),
+    ("ProducerEpoch", "producer_epoch"),
+    ("LatestCoordinatorEpoch", "coordinator_epoch"),
+    ("LastSequence", "last_sequence"),
+    ("LastTimestamp", "last_timestamp"),
+    ("CurrentTransactionStartOffset", "current_transaction_start_offset"),
+)
 
 
 async def _list(args: argparse.Namespace, out: TextIO) -> int:
@@ -61,11 +98,16 @@ async def _list(args: argparse.Namespace, out: TextIO) -> int:
         args.bootstrap_server, timeout_s=args.timeout
     ) as admin:
         listed = await admin.list_transactions(args.state, args.producer_id, args.duration_ms)
-    rows: list[tuple[str, ...]] = [("TransactionalId", "Coordinator", "ProducerId", "State")]
-    rows += [
-        (t.transactional_id, str(t.coordinator_id), str(t.producer_id), t.state) for t in listed
+    records = [
+        {
+            "transactional_id": t.transactional_id,
+            "coordinator": t.coordinator_id,
+            "producer_id": t.producer_id,
+            "state": t.state,
+        }
+        for t in listed
     ]
-    print_table(rows, out)
+    write_records(args, records, _LIST_COLUMNS, out)
     return 0
 
 
@@ -75,35 +117,29 @@ async def _describe(args: argparse.Namespace, out: TextIO) -> int:
     ) as admin:
         info = await admin.describe_transaction(args.transactional_id)
     if info is None:
-        out.write(f"Transactional id '{args.transactional_id}' does not exist.\n")
+        if wants_json(args):
+            write_json(None, out)
+        else:
+            out.write(f"Transactional id '{args.transactional_id}' does not exist.\n")
         return 2
     now = int(time.time() * 1000)
-    partitions = ",".join(f"{t}-{p}" for t, p in sorted(info.partitions)) or "-"
-    rows: list[tuple[str, ...]] = [
-        (
-            "CoordinatorId",
-            "TransactionalId",
-            "ProducerId",
-            "ProducerEpoch",
-            "TransactionState",
-            "TransactionTimeoutMs",
-            "CurrentTransactionStartTimeMs",
-            "TransactionDurationMs",
-            "TopicPartitions",
-        ),
-        (
-            str(info.coordinator_id),
-            info.transactional_id,
-            str(info.producer_id),
-            str(info.producer_epoch),
-            info.state,
-            str(info.timeout_ms),
-            str(info.start_ms) if info.start_ms >= 0 else "-",
-            str(now - info.start_ms) if info.start_ms >= 0 else "-",
-            partitions,
-        ),
-    ]
-    print_table(rows, out)
+    started = info.start_ms >= 0
+    record = {
+        "coordinator": info.coordinator_id,
+        "transactional_id": info.transactional_id,
+        "producer_id": info.producer_id,
+        "producer_epoch": info.producer_epoch,
+        "state": info.state,
+        "timeout_ms": info.timeout_ms,
+        "start_ms": info.start_ms if started else None,
+        "duration_ms": now - info.start_ms if started else None,
+        "partitions": [{"topic": t, "partition": p} for t, p in sorted(info.partitions)],
+    }
+    if wants_json(args):
+        write_json(record, out)
+        return 0
+    partitions = ",".join(f"{t}-{p}" for t, p in sorted(info.partitions))
+    write_table([{**record, "partitions_text": partitions}], _DESCRIBE_COLUMNS, out)
     return 0
 
 
@@ -112,28 +148,26 @@ async def _describe_producers(args: argparse.Namespace, out: TextIO) -> int:
         args.bootstrap_server, timeout_s=args.timeout
     ) as admin:
         producers = await admin.describe_producers(args.topic, args.partition)
-    rows: list[tuple[str, ...]] = [
-        (
-            "ProducerId",
-            "ProducerEpoch",
-            "LatestCoordinatorEpoch",
-            "LastSequence",
-            "LastTimestamp",
-            "CurrentTransactionStartOffset",
-        )
-    ]
-    rows += [
-        (
-            str(p.producer_id),
-            str(p.producer_epoch),
-            str(p.coordinator_epoch),
-            str(p.last_sequence),
-            str(p.last_timestamp),
-            str(p.current_txn_start_offset) if p.current_txn_start_offset >= 0 else "None",
-        )
+    records = [
+        {
+            "producer_id": p.producer_id,
+            "producer_epoch": p.producer_epoch,
+            "coordinator_epoch": p.coordinator_epoch,
+            "last_sequence": p.last_sequence,
+            "last_timestamp": p.last_timestamp,
+            "current_transaction_start_offset": p.current_txn_start_offset
+            if p.current_txn_start_offset >= 0
+            else None,
+        }
         for p in producers
     ]
-    print_table(rows, out)
+    if wants_json(args):
+        write_json(records, out)
+        return 0
+    # kafka-transactions.sh prints None where no transaction is open.
+    field = "current_transaction_start_offset"
+    rows = [{**r, field: "None" if r[field] is None else r[field]} for r in records]
+    write_table(rows, _PRODUCER_COLUMNS, out)
     return 0
 
 
@@ -169,8 +203,16 @@ async def _abort(args: argparse.Namespace, out: TextIO) -> int:
                 "give --start-offset, or --producer-id, --producer-epoch and --coordinator-epoch"
             )
         await admin.abort_transaction(args.topic, args.partition, pid, epoch, coordinator_epoch)
-    out.write(
+    result = {
+        "topic": args.topic,
+        "partition": args.partition,
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "aborted": True,
+    }
+    text = (
         f"Aborted the transaction of producer {pid} (epoch {epoch}) in "
-        f"{args.topic}-{args.partition}.\n"
+        f"{args.topic}-{args.partition}."
     )
+    write_result(args, result, text, out)
     return 0

@@ -15,7 +15,15 @@ import secrets
 import sys
 from typing import Any, TextIO
 
-from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, print_table, run_command
+from odradek.cli.options import DEFAULT_BOOTSTRAP, connection_options, run_command
+from odradek.cli.output import (
+    columns,
+    output_option,
+    wants_json,
+    write_json,
+    write_records,
+    write_result,
+)
 from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError
 from odradek.protocol.errors import ErrorCode
@@ -59,6 +67,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing.set_defaults(run=run_command(_list, "odradek users"))
     for action in (add, delete, listing):
         connection_options(action, argparse.SUPPRESS, argparse.SUPPRESS)
+        output_option(action)
 
 
 def _password(args: argparse.Namespace) -> str:
@@ -82,6 +91,12 @@ async def _alter(args: argparse.Namespace, fields: dict[str, Any], out: TextIO, 
     finally:
         await connection.close()
     failed = [r for r in response.results if r.error_code != ErrorCode.none]
+    if wants_json(args):
+        errors = [
+            {"user": r.user, "error": r.error_code.name, "message": r.error_message} for r in failed
+        ]
+        write_json({"user": args.user, "changed": not failed, "errors": errors}, out)
+        return 1 if failed else 0
     for result in failed:
         out.write(f"{result.user}: {result.error_code.name} {result.error_message or ''}\n")
     if not failed:
@@ -115,7 +130,8 @@ async def _delete(args: argparse.Namespace, out: TextIO) -> int:
         described = await _describe(args, [args.user])
         mechanisms = [m for _, m, _ in described]
         if not mechanisms:
-            out.write(f"User {args.user} has no SCRAM credentials.\n")
+            result = {"user": args.user, "changed": False, "errors": []}
+            write_result(args, result, f"User {args.user} has no SCRAM credentials.", out)
             return 2
     deletions = [{"name": args.user, "mechanism": MECHANISM_TYPES[m]} for m in mechanisms]
     fields = {"deletions": deletions, "upsertions": []}
@@ -145,7 +161,11 @@ async def _describe(
 
 
 async def _list(args: argparse.Namespace, out: TextIO) -> int:
-    rows: list[tuple[str, ...]] = [("User", "Mechanism", "Iterations")]
-    rows += [(u, m, str(i)) for u, m, i in await _describe(args, args.user)]
-    print_table(rows, out)
+    records = [
+        {"user": u, "mechanism": m, "iterations": i} for u, m, i in await _describe(args, args.user)
+    ]
+    write_records(args, records, _LIST_COLUMNS, out)
     return 0
+
+
+_LIST_COLUMNS = columns(("User", "user"), ("Mechanism", "mechanism"), ("Iterations", "iterations"))

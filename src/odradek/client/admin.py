@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from kio.schema.consumer_protocol_assignment.v0.data import (
     ConsumerProtocolAssignment as AssignmentV0,
@@ -39,12 +39,16 @@ from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError, ConnectionFailed, parse_address
 from odradek.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.client.security import ClientSecurity
+
 FIND_COORDINATOR, LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_FETCH = 10, 16, 15, 9
 OFFSET_COMMIT, DELETE_GROUPS, DELETE_RECORDS = 8, 42, 21
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 37, 44
 BROKER_RESOURCE = 4
 METADATA, LIST_OFFSETS, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS = 3, 2, 32, 35
 EARLIEST, LATEST = -2, -1
+RESET_TARGETS = ("earliest", "latest", "offset", "timestamp", "shift")
 NO_NODE = -1
 TOPIC_RESOURCE = 2
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
@@ -52,6 +56,19 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 _ASSIGNMENT_VERSIONS: tuple[Any, ...] = (AssignmentV0, AssignmentV1, AssignmentV2, AssignmentV3)
 
 TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ConfigEntry:
+    """One config of a topic or broker as DescribeConfigs answers it: its value (None when
+    sensitive or unset), where the value comes from (Kafka's source names: DYNAMIC_TOPIC_CONFIG,
+    STATIC_BROKER_CONFIG, DEFAULT_CONFIG, …) and the default it has when nothing sets it."""
+
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    default: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,18 +136,31 @@ class AdminClient:
 
     CLIENT_ID = "odradek-admin"
 
-    def __init__(self, bootstrap: AsyncConnection, client_id: str, timeout_s: float) -> None:
+    def __init__(
+        self,
+        bootstrap: AsyncConnection,
+        client_id: str,
+        timeout_s: float,
+        security: ClientSecurity | None = None,
+    ) -> None:
         self._bootstrap = bootstrap
         self._client_id = client_id
         self._timeout_s = timeout_s
+        self._security = security
         self._connections: dict[tuple[str, int], AsyncConnection] = {}
 
     @classmethod
     async def connect(
-        cls, bootstrap: str, *, client_id: str | None = None, timeout_s: float = 30.0
+        cls,
+        bootstrap: str,
+        *,
+        client_id: str | None = None,
+        timeout_s: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> Self:
         """Connect to the first broker of ``bootstrap`` (``host:port``, or several
-        comma-separated, as Kafka's ``bootstrap.servers``) that answers."""
+        comma-separated, as Kafka's ``bootstrap.servers``) that answers, over TLS and with
+        SASL as ``security`` says."""
         client_id = client_id or cls.CLIENT_ID
         addresses = [a.strip() for a in bootstrap.split(",") if a.strip()]
         if not addresses:
@@ -139,12 +169,12 @@ class AdminClient:
         for address in addresses:
             try:
                 connection = await AsyncConnection.open(
-                    address, client_id=client_id, timeout_s=timeout_s
+                    address, client_id=client_id, timeout_s=timeout_s, security=security
                 )
             except ClientError as e:
                 failures.append(str(e))
                 continue
-            admin = cls(connection, client_id, timeout_s)
+            admin = cls(connection, client_id, timeout_s, security)
             admin._connections[parse_address(address)] = connection
             return admin
         raise ClientError("; ".join(failures))
@@ -164,7 +194,10 @@ class AdminClient:
         connection = self._connections.get((host, port))
         if connection is None:
             connection = await AsyncConnection.open(
-                f"{host}:{port}", client_id=self._client_id, timeout_s=self._timeout_s
+                f"{host}:{port}",
+                client_id=self._client_id,
+                timeout_s=self._timeout_s,
+                security=self._security,
             )
             self._connections[(host, port)] = connection
         return connection
@@ -174,6 +207,13 @@ class AdminClient:
             METADATA, {"topics": [], "allow_auto_topic_creation": False}, highest=9
         )
         return [(int(b.node_id), b.host, int(b.port)) for b in response.brokers]
+
+    async def _broker_by_id(self, node_id: int) -> AsyncConnection:
+        """A connection to broker ``node_id`` as Metadata lists it."""
+        for found, host, port in await self._brokers():
+            if found == node_id:
+                return await self._broker(host, port)
+        raise ClientError(f"broker {node_id} is not in the cluster's metadata")
 
     async def list_offsets(
         self, partitions: Iterable[TopicPartition], timestamp: int
@@ -344,6 +384,41 @@ class GroupAdmin(AdminClient):
             found.update(await self.list_offsets(missing, LATEST))
         return found
 
+    async def reset_plan(
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition],
+        to: str,
+        value: int = 0,
+        committed: dict[TopicPartition, int] | None = None,
+    ) -> dict[TopicPartition, int]:
+        """The offsets ``kafka-consumer-groups.sh --reset-offsets`` would commit for
+        ``partitions``: ``to`` is one of :data:`RESET_TARGETS` (``offset``: to ``value``,
+        ``timestamp``: the first offset at ``value`` ms or later, ``shift``: the committed
+        offset moved by ``value``). As Kafka's tool, an offset outside a partition's log is
+        moved to its nearest end; partitions with no live leader are left out."""
+        if to not in RESET_TARGETS:
+            raise ClientError(f"reset to {to!r}: not one of {', '.join(RESET_TARGETS)}")
+        earliest = await self.list_offsets(partitions, EARLIEST)
+        latest = await self.list_offsets(partitions, LATEST)
+        if to == "earliest":
+            target = earliest
+        elif to == "latest":
+            target = latest
+        elif to == "offset":
+            target = dict.fromkeys(partitions, value)
+        elif to == "timestamp":
+            target = await self.offsets_for_times(partitions, value)
+        else:
+            if committed is None:
+                committed = await self.committed(group_id)
+            target = {tp: committed.get(tp, latest.get(tp, 0)) + value for tp in partitions}
+        return {
+            tp: min(max(target[tp], earliest.get(tp, 0)), latest.get(tp, target[tp]))
+            for tp in partitions
+            if tp in target
+        }
+
     async def reset_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
         """Commit ``offsets`` for an inactive group (as ``kafka-consumer-groups.sh
         --reset-offsets --execute``: outside any generation; a group with members refuses)."""
@@ -500,9 +575,12 @@ class ClusterAdmin(AdminClient):
 
     CLIENT_ID = "odradek-cli"
 
-    async def describe_cluster(self, topics: Sequence[str] | None = None) -> ClusterDescription:
+    async def describe_cluster(
+        self, topics: Sequence[str] | None = None, *, with_min_isr: bool = True
+    ) -> ClusterDescription:
         """Brokers, controller, and ``topics`` (every topic when None) with their partitions'
-        replication and ``min.insync.replicas``."""
+        replication and (unless ``with_min_isr`` is false, which saves a DescribeConfigs of
+        every topic) ``min.insync.replicas``."""
         response = await self._bootstrap.request(
             METADATA,
             {
@@ -513,7 +591,7 @@ class ClusterAdmin(AdminClient):
             highest=12,
         )
         names = [str(t.name) for t in response.topics if t.error_code == ErrorCode.none]
-        min_isr = await self._min_insync_replicas(names)
+        min_isr = await self._min_insync_replicas(names) if with_min_isr else {}
         described = []
         for t in response.topics:
             name = str(t.name)
@@ -616,6 +694,25 @@ class ClusterAdmin(AdminClient):
                     )
         return found
 
+    async def replica_sizes(self, brokers: Iterable[BrokerNode]) -> dict[TopicPartition, int]:
+        """Every partition's size on disk: the largest of its replicas on ``brokers``
+        (DescribeLogDirs of every topic; a broker that cannot be reached is left out)."""
+        sizes: dict[TopicPartition, int] = {}
+        for broker in brokers:
+            try:
+                connection = await self._broker(broker.host, broker.port)
+            except ConnectionFailed:
+                continue
+            response = await connection.request(DESCRIBE_LOG_DIRS, {"topics": None}, highest=4)
+            for result in response.results:
+                if result.error_code != ErrorCode.none:
+                    continue
+                for t in result.topics:
+                    for p in t.partitions:
+                        tp = (str(t.name), int(p.partition_index))
+                        sizes[tp] = max(sizes.get(tp, 0), int(p.partition_size))
+        return sizes
+
     async def log_offsets(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, tuple[int, int]]:
@@ -681,7 +778,18 @@ class ClusterAdmin(AdminClient):
     ) -> list[tuple[str, str | None, str, bool]]:
         """(name, value, source, read only) of every config of a topic or broker, sorted by
         name; sensitive values are None."""
-        response = await self._bootstrap.request(
+        entries = await self.config_entries(resource_type, name)
+        return [(e.name, e.value, e.source, e.read_only) for e in entries]
+
+    async def config_entries(self, resource_type: int, name: str) -> list[ConfigEntry]:
+        """Every config of a topic or broker, sorted by name, with the default each falls back
+        to (the broker's DEFAULT_CONFIG synonym, asked for with ``include_synonyms``). A
+        broker's configs are asked of that broker, as Kafka's admin client asks them: each
+        broker describes only its own."""
+        connection = self._bootstrap
+        if resource_type == BROKER_RESOURCE and name.isdigit():
+            connection = await self._broker_by_id(int(name))
+        response = await connection.request(
             DESCRIBE_CONFIGS,
             {
                 "resources": [
@@ -691,7 +799,7 @@ class ClusterAdmin(AdminClient):
                         "configuration_keys": None,
                     }
                 ],
-                "include_synonyms": False,
+                "include_synonyms": True,
                 "include_documentation": False,
             },
             highest=4,
@@ -702,15 +810,22 @@ class ClusterAdmin(AdminClient):
                 f"describing {name!r}: {ErrorCode(result.error_code).name}"
                 + (f": {result.error_message}" if result.error_message else "")
             )
-        return sorted(
-            (
-                str(c.name),
-                None if c.is_sensitive else c.value,
-                _CONFIG_SOURCES.get(int(getattr(c, "config_source", -1)), "UNKNOWN"),
-                bool(c.read_only),
+        entries = []
+        for c in result.configs:
+            source = _CONFIG_SOURCES.get(int(getattr(c, "config_source", -1)), "UNKNOWN")
+            default = next(
+                (
+                    s.value
+                    for s in getattr(c, "synonyms", ())
+                    if _CONFIG_SOURCES.get(int(s.source)) == "DEFAULT_CONFIG"
+                ),
+                None,
             )
-            for c in result.configs
-        )
+            value = None if c.is_sensitive else c.value
+            if default is None and source == "DEFAULT_CONFIG":
+                default = value
+            entries.append(ConfigEntry(str(c.name), value, source, bool(c.read_only), default))
+        return sorted(entries)
 
     async def alter_configs(
         self,

@@ -25,19 +25,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import re
 import secrets
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from odradek.client.core import ClientError
+from odradek.security.jaas import JaasError, parse_jaas
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
-
-_JAAS_FIELD = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +71,10 @@ class ClientSecurity:
         password = config.get("sasl.password")
         jaas = config.get("sasl.jaas.config")
         if jaas:
-            fields = {k: v.replace('\\"', '"') for k, v in _JAAS_FIELD.findall(jaas)}
+            try:
+                fields = parse_jaas(jaas)[1]
+            except JaasError as e:
+                raise ClientError(f"sasl.jaas.config: {e}") from None
             username = fields.get("username", username)
             password = fields.get("password", password)
         if protocol.startswith("SASL") and (username is None or password is None):

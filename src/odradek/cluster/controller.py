@@ -21,6 +21,17 @@ feeds them in as events, and applies the returned ``PartitionStateWrite``s:
 
 The controller bumps ``leader_epoch`` with every leader or ISR change it makes; a leader's own
 ISR change (``alter_partition``) keeps the epoch and only moves the znode version, as in Kafka.
+Partition reassignment (AlterPartitionReassignments, KIP-455, as Kafka's ZooKeeper controller
+does it): a partition moving from its original replicas ORS to target replicas TRS is assigned
+RS = TRS + (ORS - TRS) with the adding replicas AR = TRS - ORS and the removing replicas
+RR = ORS - TRS, all three in its topic znode (an :class:`AssignmentWrite`). The brokers in AR open
+the partition and fetch from its leader. Once every target replica is in the ISR,
+:meth:`ControllerState.reassignment_steps` moves the leader into TRS if it is not there (leader
+epoch bumped), then answers the assignment write RS = TRS; the brokers left out delete their
+replicas when they see it, and :meth:`ControllerState.assignment_applied` takes them out of the
+ISR (epoch bumped). A cancellation (a null target) is a reassignment back to ORS. A new
+controller finds reassignments in progress from the topic znodes' adding and removing replicas.
+
 Kafka never empties an ISR: when the last in-sync replica dies the partition goes offline
 (leader -1) with that replica still listed, so that it, and only it (unless
 ``unclean.leader.election.enable``), can lead again.
@@ -60,6 +71,8 @@ class Reason(Enum):
     PREFERRED_ELECTION = "preferred replica election"
     CONTROLLED_SHUTDOWN = "controlled shutdown"
     ALTER_PARTITION = "leader's ISR change"
+    REASSIGNMENT = "partition reassignment"
+    UNCLEAN_ELECTION = "unclean leader election"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +83,76 @@ class PartitionStateWrite:
     state: PartitionState
     expected_version: int | None
     reason: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    """A partition moving from its ``original`` replicas (ORS) to its ``target`` ones (TRS)."""
+
+    original: tuple[int, ...]
+    target: tuple[int, ...]
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        """RS, what the topic znode assigns meanwhile: the target first (its first replica is
+        the preferred leader), then the replicas on their way out."""
+        return self.target + tuple(r for r in self.original if r not in self.target)
+
+    @property
+    def adding(self) -> tuple[int, ...]:
+        return tuple(r for r in self.target if r not in self.original)
+
+    @property
+    def removing(self) -> tuple[int, ...]:
+        return tuple(r for r in self.original if r not in self.target)
+
+    @classmethod
+    def from_assignment(
+        cls, replicas: Sequence[int], adding: Sequence[int], removing: Sequence[int]
+    ) -> Reassignment:
+        """What a topic znode's ``replicas``, ``adding_replicas`` and ``removing_replicas``
+        say (how a new controller picks up a reassignment)."""
+        return cls(
+            tuple(r for r in replicas if r not in adding),
+            tuple(r for r in replicas if r not in removing),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AssignmentWrite:
+    """One partition's entry in its topic znode: ``replicas`` (RS) and, while it moves, the
+    replicas being added and removed (both empty once it is done)."""
+
+    partition: TopicPartition
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentResult:
+    """AlterPartitionReassignments' answer for one partition."""
+
+    error: ErrorCode
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignOutcome:
+    """What :meth:`ControllerState.reassign` decided: each partition's answer, and the topic
+    znode assignments to write before answering."""
+
+    results: Mapping[TopicPartition, ReassignmentResult]
+    assignments: list[AssignmentWrite]
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentSteps:
+    """What moves reassignments on: leaders to move into their targets first (``states``),
+    then the assignments of the partitions whose targets are all in sync (``assignments``)."""
+
+    states: list[PartitionStateWrite]
+    assignments: list[AssignmentWrite]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +240,7 @@ class ControllerState:
         self._assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._states: dict[TopicPartition, PartitionState] = {}
+        self._reassigning: dict[TopicPartition, Reassignment] = {}
         self.unclean_leader_election_enable = unclean_leader_election_enable
         self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
         self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
@@ -175,6 +259,7 @@ class ControllerState:
         assignments: Mapping[str, Mapping[int, Sequence[int]]],
         states: Mapping[TopicPartition, PartitionState],
         topic_configs: Mapping[str, Mapping[str, str]] | None = None,
+        reassignments: Mapping[TopicPartition, Reassignment] | None = None,
         unclean_leader_election_enable: bool = False,
         auto_leader_rebalance_enable: bool = True,
         leader_imbalance_per_broker_percentage: int = 10,
@@ -185,6 +270,8 @@ class ControllerState:
         ``previous_controller_epoch`` is ``/controller_epoch`` as read (0 when absent); the new
         controller's epoch is one higher. Partitions without a state znode get their first one,
         leaders on brokers that are gone are replaced and dead brokers leave the ISRs.
+        ``reassignments`` are those the topic znodes show in progress (their ``replicas`` must
+        be what ``assignments`` holds); :meth:`reassignment_steps` carries them on.
         """
         controller = cls(
             previous_controller_epoch + 1,
@@ -206,6 +293,11 @@ class ControllerState:
                 )
             if controller._replicas(tp):
                 controller._states[tp] = state
+        for tp, reassignment in (reassignments or {}).items():
+            if controller._replicas(tp) == reassignment.replicas and (
+                reassignment.adding or reassignment.removing
+            ):
+                controller._reassigning[tp] = reassignment
         batch = _Batch()
         controller._bring_online(batch, controller._all_partitions())
         return controller, batch.result()
@@ -311,6 +403,7 @@ class ControllerState:
             for broker in self._replicas(tp):
                 replicas.setdefault(broker, []).append(tp)
             self._states.pop(tp, None)
+            self._reassigning.pop(tp, None)
         del self._assignments[topic]
         self._topic_configs.pop(topic, None)
         return TopicDeletion(
@@ -392,6 +485,190 @@ class ControllerState:
                 self._put(batch, tp, new, Reason.PREFERRED_ELECTION)
                 results[tp] = ElectionResult(ErrorCode.none, new.leader)
         return ElectLeadersOutcome(results, batch.result())
+
+    def elect_unclean(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> ElectLeadersOutcome:
+        """ElectLeaders (unclean, KIP-460) on ``partitions``, every partition when None: a
+        partition without a leader gets the first live replica of its ISR, else the first live
+        replica at all, whatever the topic's ``unclean.leader.election.enable`` says. A partition
+        with a leader needs no election."""
+        targets = self._all_partitions() if partitions is None else list(partitions)
+        results: dict[TopicPartition, ElectionResult] = {}
+        batch = _Batch()
+        for tp in targets:
+            replicas = self._replicas(tp)
+            state = self._states.get(tp)
+            if not replicas:
+                results[tp] = ElectionResult(
+                    ErrorCode.unknown_topic_or_partition, message="The partition does not exist."
+                )
+            elif state is not None and state.leader != NO_LEADER:
+                results[tp] = ElectionResult(ErrorCode.election_not_needed, state.leader)
+            elif state is None or (new := self._unclean_leader(tp, state)) is None:
+                results[tp] = ElectionResult(
+                    ErrorCode.eligible_leaders_not_available,
+                    message=f"no replica of {tp} ({list(replicas)}) is alive",
+                )
+            else:
+                self._put(batch, tp, new, Reason.UNCLEAN_ELECTION)
+                results[tp] = ElectionResult(ErrorCode.none, new.leader)
+        return ElectLeadersOutcome(results, batch.result())
+
+    def _unclean_leader(self, tp: TopicPartition, state: PartitionState) -> PartitionState | None:
+        if state.leader != NO_LEADER:
+            return None
+        replicas = self._replicas(tp)
+        in_sync = [r for r in replicas if r in state.isr and self._eligible(r)]
+        if in_sync:
+            return self._next(state, in_sync[0], tuple(r for r in state.isr if self._eligible(r)))
+        live = [r for r in replicas if self._eligible(r)]
+        if not live:
+            return None
+        return self._next(state, live[0], (live[0],))
+
+    # -- reassignment ------------------------------------------------------------------------
+
+    @property
+    def reassignments(self) -> Mapping[TopicPartition, Reassignment]:
+        """The partitions being reassigned."""
+        return dict(self._reassigning)
+
+    def reassign(
+        self,
+        targets: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> ReassignOutcome:
+        """AlterPartitionReassignments: move each partition to its target replicas (None:
+        cancel its reassignment). Answers the assignments to write to the topic znodes; a
+        partition whose target is its replica set reordered (or a cancellation) is done at
+        once. A new target for a partition already moving keeps its original replicas, and
+        replicas added for the old target but not in the new one leave at once, as in Kafka."""
+        results: dict[TopicPartition, ReassignmentResult] = {}
+        writes: list[AssignmentWrite] = []
+        for tp, asked in targets.items():
+            current = self._replicas(tp)
+            ongoing = self._reassigning.get(tp)
+            if not current:
+                results[tp] = ReassignmentResult(
+                    ErrorCode.unknown_topic_or_partition, "The partition does not exist."
+                )
+                continue
+            original = ongoing.original if ongoing is not None else current
+            if asked is None:
+                if ongoing is None:
+                    results[tp] = ReassignmentResult(
+                        ErrorCode.no_reassignment_in_progress,
+                        f"no reassignment of {tp} is in progress",
+                    )
+                    continue
+                target = original
+            else:
+                target = tuple(asked)
+                refusal = self._check_target(target, original, allow_replication_factor_change)
+                if refusal is not None:
+                    results[tp] = refusal
+                    continue
+            results[tp] = ReassignmentResult(ErrorCode.none)
+            if ongoing is None and target == current:
+                continue  # nothing to move, as Kafka answers it
+            reassignment = Reassignment(original, target)
+            if set(target) == set(original):
+                self._reassigning.pop(tp, None)
+                write = AssignmentWrite(tp, target)
+            else:
+                self._reassigning[tp] = reassignment
+                write = AssignmentWrite(
+                    tp, reassignment.replicas, reassignment.adding, reassignment.removing
+                )
+            self._assignments[tp.topic][tp.partition] = write.replicas
+            writes.append(write)
+        return ReassignOutcome(results, writes)
+
+    def _check_target(
+        self, target: tuple[int, ...], original: tuple[int, ...], allow_rf_change: bool
+    ) -> ReassignmentResult | None:
+        if not target:
+            return ReassignmentResult(
+                ErrorCode.invalid_replica_assignment, "The replica list is empty."
+            )
+        if len(set(target)) != len(target):
+            return ReassignmentResult(
+                ErrorCode.invalid_replica_assignment,
+                f"The replica list {list(target)} names a broker twice.",
+            )
+        # As Kafka: the replicas to add must be alive (an existing one may be down meanwhile).
+        dead = sorted(set(target) - set(original) - self._live)
+        if dead:
+            return ReassignmentResult(
+                ErrorCode.invalid_replica_assignment,
+                f"The replicas to add are on brokers that are not alive: {dead}.",
+            )
+        if not allow_rf_change and len(target) != len(original):
+            return ReassignmentResult(
+                ErrorCode.invalid_replication_factor,
+                f"The replication factor would change from {len(original)} to {len(target)}.",
+            )
+        return None
+
+    def reassignment_steps(self) -> ReassignmentSteps:
+        """For each partition being reassigned whose target replicas are all in its ISR: a
+        leader outside the target hands over to the first target replica in sync (a state
+        write, leader epoch bumped; call again once it is written), and a partition led from
+        within its target is done (its assignment becomes the target alone)."""
+        batch = _Batch()
+        done: list[AssignmentWrite] = []
+        for tp in sorted(self._reassigning):
+            reassignment = self._reassigning[tp]
+            state = self._states.get(tp)
+            if (
+                state is None
+                or state.leader == NO_LEADER
+                or not set(reassignment.target) <= set(state.isr)
+            ):
+                continue
+            if state.leader in reassignment.target:
+                del self._reassigning[tp]
+                self._assignments[tp.topic][tp.partition] = reassignment.target
+                done.append(AssignmentWrite(tp, reassignment.target))
+            else:
+                self._decide(batch, tp, state, self._reassigned, Reason.REASSIGNMENT)
+        return ReassignmentSteps(batch.result(), done)
+
+    def assignment_applied(self, write: AssignmentWrite) -> list[PartitionStateWrite]:
+        """The topic znode now assigns ``write.replicas``: the replicas no longer assigned
+        leave the ISR (leader epoch bumped), as Kafka's controller takes removed replicas
+        offline."""
+        state = self._states.get(write.partition)
+        if state is None:
+            return []
+        batch = _Batch()
+        self._decide(batch, write.partition, state, self._reassigned, Reason.REASSIGNMENT)
+        return batch.result()
+
+    def _reassigned(self, tp: TopicPartition, state: PartitionState) -> PartitionState | None:
+        """ISR members no longer assigned leave it; a reassignment whose target replicas are
+        all in sync but whose leader is not one of them gets a leader from the target."""
+        replicas = self._replicas(tp)
+        isr = tuple(r for r in state.isr if r in replicas)
+        leader = state.leader
+        reassignment = self._reassigning.get(tp)
+        if (
+            reassignment is not None
+            and leader not in reassignment.target
+            and set(reassignment.target) <= set(state.isr)
+        ):
+            candidates = [r for r in reassignment.target if r in isr and self._eligible(r)]
+            if candidates:
+                leader = candidates[0]
+                isr = tuple(r for r in isr if r not in reassignment.removing)
+        if leader != NO_LEADER and leader not in isr:
+            in_sync = [r for r in replicas if r in isr and self._eligible(r)]
+            leader = in_sync[0] if in_sync else NO_LEADER
+        if not isr or (leader, isr) == (state.leader, state.isr):
+            return None
+        return self._next(state, leader, isr)
 
     def rebalance_if_due(self) -> list[PartitionStateWrite]:
         """The periodic check of ``auto.leader.rebalance.enable``, due every
@@ -516,6 +793,10 @@ class ControllerState:
             self._decide(batch, tp, current, self._preferred, write.reason)
         elif write.reason is Reason.CONTROLLED_SHUTDOWN:
             self._decide(batch, tp, current, self._moved_off_shutting_down, write.reason)
+        elif write.reason is Reason.REASSIGNMENT:
+            self._decide(batch, tp, current, self._reassigned, write.reason)
+        elif write.reason is Reason.UNCLEAN_ELECTION:
+            self._decide(batch, tp, current, self._unclean_leader, write.reason)
         else:
             self._decide(batch, tp, current, self._reconciled, Reason.BROKER_CHANGE)
         return batch.result()

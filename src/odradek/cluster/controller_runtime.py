@@ -14,9 +14,18 @@ it answers. While active, each fact is an event: broker registrations appearing 
 (:class:`~odradek.cluster.membership.MembershipChange`), the store's notifications (``topics``:
 re-read the store's cache and diff it against what the controller knows; ``partition_state``:
 read the znode and hand it to ``state_read``), the automatic preferred-leader rebalance on the
-injected clock, and the calls :meth:`ControllerRuntime.elect_preferred` and
+injected clock, and the calls :meth:`ControllerRuntime.elect_preferred`,
+:meth:`ControllerRuntime.elect_unclean`, :meth:`ControllerRuntime.alter_reassignments` and
 :meth:`ControllerRuntime.controlled_shutdown`. Events run one at a time from a queue, each with
 all its writes (compare-and-set, conflicts retried through ``write_conflicted``) before the next.
+
+Reassignment: a move's assignment (with ``adding_replicas`` / ``removing_replicas``) is written to
+the topic znode by compare-and-set on its version, fenced by ``/controller_epoch`` like the
+partition states. Each ISR change of a moving partition (the leader writes it; the watch brings it
+here), each broker change and each new request moves the reassignments on
+(``reassignment_steps``); a new controller picks them up from the topic znodes. The moves Kafka
+2.x's tools write to ``/admin/reassign_partitions`` are started too, and taken out of that znode
+as they finish (it is deleted with the last).
 
 Topic deletion: the metadata store removes a topic's znodes itself (``remove`` marks
 ``/admin/delete_topics/<t>``, deletes, unmarks; an interrupted deletion is finished when a store
@@ -41,16 +50,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.recipe.watchers import DataWatch
 
 from odradek.client.data import TopicPartition
 from odradek.clock import Clock
-from odradek.cluster.controller import ControllerState, ElectionResult, PartitionStateWrite
+from odradek.cluster.controller import (
+    AssignmentWrite,
+    ControllerState,
+    ElectionResult,
+    PartitionStateWrite,
+    Reassignment,
+    ReassignmentResult,
+)
 from odradek.cluster.membership import (
     BROKER_IDS_PATH,
     BrokerMembership,
@@ -70,6 +88,11 @@ UNKNOWN_BROKER_EPOCH = -1
 # An event's writes conflicting this many rounds in a row are given up (logged): the next event
 # about those partitions decides again on what ZooKeeper then holds.
 MAX_WRITE_ROUNDS = 20
+# Where Kafka's ZooKeeper-era tools (2.x kafka-reassign-partitions --zookeeper) ask for moves:
+# {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}. The controller
+# starts them, and takes each partition out of the znode once its move is done (the znode goes
+# with the last one), as Kafka's controller does.
+ADMIN_REASSIGN_PATH = "/admin/reassign_partitions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +149,8 @@ class ControllerRuntime:
         self._reads_pending: set[TopicPartition] = set()
         self._activation_pending: int | None = None
         self._stopped = False
+        # The partitions /admin/reassign_partitions asked to move, until their moves are done.
+        self._zk_requested: set[TopicPartition] = set()
 
     # -- what others read --------------------------------------------------------------------
 
@@ -159,6 +184,16 @@ class ControllerRuntime:
         self.membership.session.on_session_lost(
             lambda: self._to_loop(self._resign, "the ZooKeeper session was lost")
         )
+        DataWatch(self.store.zk, ADMIN_REASSIGN_PATH, self._admin_reassign_watched)
+
+    def _admin_reassign_watched(self, data: bytes | None, stat: Any) -> None:
+        # kazoo's thread: only hand it on.
+        if data:
+            self._to_loop(self._admin_reassign_changed)
+
+    def _admin_reassign_changed(self) -> None:
+        if self._controller is not None and not self._stopped:
+            self._enqueue(_Event("/admin/reassign_partitions", self._read_admin_reassignments))
 
     async def stop(self) -> None:
         """Step down if active and handle nothing more (calls waiting get NOT_CONTROLLER)."""
@@ -228,6 +263,51 @@ class ControllerRuntime:
             return dict(outcome.results)
 
         return await self._submit("preferred election", elect)
+
+    async def elect_unclean(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, ElectionResult]:
+        """ElectLeaders (unclean, KIP-460) on ``partitions`` (every partition when None)."""
+        targets = None if partitions is None else list(partitions)
+
+        def elect() -> dict[TopicPartition, ElectionResult]:
+            outcome = self._active().elect_unclean(targets)
+            self._apply(outcome.writes)
+            return dict(outcome.results)
+
+        return await self._submit("unclean election", elect)
+
+    async def alter_reassignments(
+        self,
+        targets: Mapping[TopicPartition, tuple[int, ...] | None],
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> dict[TopicPartition, ReassignmentResult]:
+        """AlterPartitionReassignments: start (or cancel, None) each partition's move, its
+        assignment written before the answer, as Kafka's controller does."""
+        asked = dict(targets)
+
+        def reassign() -> dict[TopicPartition, ReassignmentResult]:
+            outcome = self._active().reassign(
+                asked, allow_replication_factor_change=allow_replication_factor_change
+            )
+            self._write_assignments(outcome.assignments)
+            self._progress_reassignments()
+            return dict(outcome.results)
+
+        return await self._submit("partition reassignment", reassign)
+
+    async def list_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, Reassignment]:
+        """The reassignments in progress (of ``partitions`` only, when given)."""
+        wanted = None if partitions is None else set(partitions)
+
+        def listed() -> dict[TopicPartition, Reassignment]:
+            ongoing = self._active().reassignments
+            return {tp: r for tp, r in ongoing.items() if wanted is None or tp in wanted}
+
+        return await self._submit("list reassignments", listed)
 
     async def controlled_shutdown(
         self, broker_id: int, broker_epoch: int = UNKNOWN_BROKER_EPOCH
@@ -335,6 +415,13 @@ class ControllerRuntime:
             assignments={t.name: dict(enumerate(t.replicas)) for t in self._topics.values()},
             states=states,
             topic_configs={t.name: t.configs for t in self._topics.values()},
+            reassignments={
+                TopicPartition(t.name, p): Reassignment.from_assignment(
+                    t.replicas_of(p), t.adding.get(p, ()), t.removing.get(p, ())
+                )
+                for t in self._topics.values()
+                for p in set(t.adding) | set(t.removing)
+            },
             **self._settings,
         )
         self._controller = controller
@@ -347,6 +434,10 @@ class ControllerRuntime:
             len(writes),
         )
         self._apply(writes)
+        if controller.reassignments:
+            log.info("resuming %d partition reassignments", len(controller.reassignments))
+        self._progress_reassignments()
+        self._read_admin_reassignments()
         if self._controller is controller:
             self._timer = asyncio.get_running_loop().create_task(
                 self._run_rebalance_timer(controller), name="controller-rebalance"
@@ -367,6 +458,7 @@ class ControllerRuntime:
             )
         self._brokers = {}
         self._topics = {}
+        self._zk_requested = set()
         self._epoch_zk_version = -1
         if self._timer is not None:
             self._timer.cancel()
@@ -393,6 +485,7 @@ class ControllerRuntime:
         ]
         self._brokers = brokers
         self._apply(controller.brokers_changed(brokers, bounced))
+        self._progress_reassignments()
 
     def _topics_changed(self) -> None:
         self._topics_pending = False
@@ -425,6 +518,130 @@ class ControllerRuntime:
         controller = self._active()
         if tp.topic in self._topics:
             controller.state_read(tp, self.store.partition_state(tp.topic, tp.partition))
+            if tp in controller.reassignments:
+                self._progress_reassignments()
+
+    # -- reassignment ------------------------------------------------------------------------
+
+    def _progress_reassignments(self) -> None:
+        """Move every reassignment on as far as its ISR allows: leaders into their targets,
+        then the final assignments (each followed by the ISR change it asks for)."""
+        controller = self._active()
+        for _ in range(MAX_WRITE_ROUNDS):
+            steps = controller.reassignment_steps()
+            if not steps.states and not steps.assignments:
+                break
+            self._apply(steps.states)
+            self._write_assignments(steps.assignments)
+            for write in steps.assignments:
+                log.info("reassignment of %s done: replicas %s", write.partition, write.replicas)
+        self._update_admin_reassignments()
+
+    def _read_admin_reassignments(self) -> None:
+        """Start the moves ``/admin/reassign_partitions`` lists (a partition already moving
+        to the same target is left alone); entries that cannot start are dropped from it."""
+        controller = self._active()
+        try:
+            data, _ = self.store.session.call(self.store.zk.get, ADMIN_REASSIGN_PATH)
+        except NoNodeError:
+            return
+        try:
+            entries = json.loads(data)["partitions"]
+            asked = {
+                TopicPartition(str(e["topic"]), int(e["partition"])): tuple(
+                    int(r) for r in e["replicas"]
+                )
+                for e in entries
+            }
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("ignoring %s, which is not a reassignment: %s", ADMIN_REASSIGN_PATH, e)
+            self._delete_admin_reassignments()
+            return
+        ongoing = controller.reassignments
+        fresh = {
+            tp: target
+            for tp, target in asked.items()
+            if tp not in ongoing or ongoing[tp].target != target
+        }
+        outcome = controller.reassign(fresh)
+        for tp, result in outcome.results.items():
+            if result.error != ErrorCode.none:
+                log.warning(
+                    "%s: cannot move %s to %s: %s",
+                    ADMIN_REASSIGN_PATH,
+                    tp,
+                    list(asked[tp]),
+                    result.message or result.error.name,
+                )
+        refused = {tp for tp, r in outcome.results.items() if r.error != ErrorCode.none}
+        self._zk_requested = set(asked) - refused
+        self._write_assignments(outcome.assignments)
+        self._progress_reassignments()
+
+    def _update_admin_reassignments(self) -> None:
+        """Take the partitions whose moves are done out of ``/admin/reassign_partitions``."""
+        controller = self._active()
+        done = {tp for tp in self._zk_requested if tp not in controller.reassignments}
+        if not done:
+            return
+        self._zk_requested -= done
+        for _ in range(MAX_WRITE_ROUNDS):
+            try:
+                data, stat = self.store.session.call(self.store.zk.get, ADMIN_REASSIGN_PATH)
+            except NoNodeError:
+                return
+            try:
+                entries = [
+                    e
+                    for e in json.loads(data)["partitions"]
+                    if TopicPartition(str(e["topic"]), int(e["partition"])) not in done
+                ]
+            except (ValueError, KeyError, TypeError):
+                entries = []
+            try:
+                if entries:
+                    body = json.dumps({"version": 1, "partitions": entries}).encode()
+                    self.store.session.call(
+                        self.store.zk.set, ADMIN_REASSIGN_PATH, body, version=stat.version
+                    )
+                else:
+                    self.store.session.call(
+                        self.store.zk.delete, ADMIN_REASSIGN_PATH, version=stat.version
+                    )
+                return
+            except (BadVersionError, NoNodeError):
+                continue  # the tool wrote it again meanwhile: read it again
+
+    def _delete_admin_reassignments(self) -> None:
+        with contextlib.suppress(NoNodeError):
+            self.store.session.call(self.store.zk.delete, ADMIN_REASSIGN_PATH)
+
+    def _write_assignments(self, writes: list[AssignmentWrite]) -> None:
+        """Write the topic znodes' assignments (one write per topic), then apply the ISR
+        changes each asks for."""
+        controller = self._active()
+        by_topic: dict[str, list[AssignmentWrite]] = {}
+        for write in writes:
+            by_topic.setdefault(write.partition.topic, []).append(write)
+        for topic, topic_writes in sorted(by_topic.items()):
+            try:
+                written = self.store.write_assignments(
+                    topic,
+                    {
+                        w.partition.partition: (w.replicas, w.adding, w.removing)
+                        for w in topic_writes
+                    },
+                    controller_epoch_zk_version=self._epoch_zk_version,
+                )
+            except StaleVersionError as e:
+                log.warning("assignment of topic %s not written: %s", topic, e)
+                if not self._topic_exists(topic):
+                    self._forget_topic(topic)
+                continue
+            if topic in self._topics:
+                self._topics[topic] = written
+            for write in topic_writes:
+                self._apply(controller.assignment_applied(write))
 
     # -- ZooKeeper ---------------------------------------------------------------------------
 

@@ -16,6 +16,10 @@ partition's state in the metadata store, not the fetcher, decides who leads); OF
 sends it back to truncation, and a log that ends before the leader's starts is emptied and
 restarted at the leader's log start offset. A lost connection is opened again after the backoff.
 
+Throttling (``cluster/quota.py``): while the follower quota is exceeded, throttled partitions
+this broker is not in the ISR of are left out of the fetch, and what is copied for throttled
+partitions is recorded.
+
 Runs on the broker's event loop; partitions are added and removed by the replica manager there.
 """
 
@@ -32,6 +36,7 @@ from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError
 from odradek.client.security import ClientSecurity
 from odradek.cluster.partition import Partition
+from odradek.cluster.quota import ReplicationQuotas
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage import UnexpectedAppendOffset
 
@@ -42,6 +47,8 @@ LIST_OFFSETS = 2
 OFFSET_FOR_LEADER_EPOCH = 23
 _FETCH_VERSION = 12  # topics by name; replica_id in the request (v15 moved it)
 _EARLIEST = -2
+# How long a fetcher whose every partition is held back by its quota waits before looking again.
+_THROTTLED_PAUSE_S = 0.1
 
 TopicPartition = tuple[str, int]
 
@@ -80,8 +87,10 @@ class LeaderFetcher:
         address: str,
         config: FetcherConfig,
         checkpoint: Callable[[], None],
+        quotas: ReplicationQuotas | None = None,
     ) -> None:
         self.leader_id = leader_id
+        self._quotas = quotas
         self.address = address
         self.config = config
         self._checkpoint = checkpoint
@@ -260,8 +269,19 @@ class LeaderFetcher:
 
     # -- fetching ------------------------------------------------------------------------------
 
+    def _held_back(self, tp: TopicPartition) -> bool:
+        quotas = self._quotas
+        if quotas is None:
+            return False
+        in_sync = self.config.local_id in self._partitions[tp].isr
+        return quotas.follower_holds_back(*tp, in_sync)
+
     async def _fetch(self, connection: AsyncConnection, tps: list[TopicPartition]) -> None:
         config = self.config
+        tps = [tp for tp in tps if not self._held_back(tp)]
+        if not tps:
+            await asyncio.sleep(_THROTTLED_PAUSE_S)
+            return
         sent: dict[TopicPartition, tuple[Partition, int]] = {}
         topics: dict[str, list[dict[str, int]]] = {}
         for tp in tps:
@@ -325,6 +345,8 @@ class LeaderFetcher:
     def _take(
         self, tp: TopicPartition, partition: Partition, records: bytes | None, high_watermark: int
     ) -> None:
+        if records and self._quotas is not None and self._quotas.follower_throttled(*tp):
+            self._quotas.follower.record(len(records))
         try:
             partition.append_as_follower(records or b"")
         except UnexpectedAppendOffset as e:

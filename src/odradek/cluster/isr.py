@@ -225,6 +225,17 @@ class IsrTracker:
         self._pending = None
         return self._advance_high_watermark()
 
+    def replicas_changed(self, replicas: Iterable[int]) -> bool:
+        """The partition's assignment changed within a leadership (a reassignment adding or
+        removing replicas): new followers start unknown, as never caught up, and the removed
+        ones no longer count. Returns whether the high watermark moved."""
+        followers: dict[int, FollowerState] = {}
+        for replica in replicas:
+            if replica != self.leader_id:
+                followers[replica] = self._followers.get(replica, FollowerState())
+        self._followers = followers
+        return self._advance_high_watermark()
+
     def proposal_failed(self) -> None:
         """The proposed ISR was not written (the znode changed meanwhile): forget it.  The
         caller re-reads the znode and reports it with :meth:`isr_updated`, or gives up the

@@ -15,10 +15,11 @@ File format of the local store: ``odradek-metadata.json`` in the first log dir, 
 ``{"version": 2, "cluster_id": str, "next_producer_id_block": int, "topics": {name: {"id": uuid,
 "partitions": n, "replicas": [[node], ...], "configs": {}}}, "partition_states": {"topic/p":
 {"leader", "leader_epoch", "isr", "controller_epoch", "version"}}, "users": {name: {config:
-value}}, "acls": [{"resource_type": "Topic", "name": str, "pattern_type": "LITERAL", "entries":
-{"version": 1, "acls": [{"principal", "permissionType", "operation", "host"}]}}]}`` (entries as
-Kafka's ``/kafka-acl`` znodes; files without ``users`` or ``acls`` have none). Version 1 files (no
-``replicas``, no ``partition_states``) load: every partition is then assigned to this node.
+value}}, "brokers": {id: {config: value}}, "acls": [{"resource_type": "Topic", "name": str,
+"pattern_type": "LITERAL", "entries": {"version": 1, "acls": [{"principal", "permissionType",
+"operation", "host"}]}}]}`` (entries as Kafka's ``/kafka-acl`` znodes; files without ``users``,
+``brokers`` or ``acls`` have none). Version 1 files (no ``replicas``, no ``partition_states``)
+load: every partition is then assigned to this node.
 It is rewritten whole (temp file, fsync, rename) on every change, so a crash leaves the old or the
 new state, never a mix. Called only from the broker's event loop.
 """
@@ -63,13 +64,17 @@ class StaleVersionError(MetadataStoreError):
 class TopicMetadata:
     """A topic. ``replicas[p]`` is partition ``p``'s replica assignment (preferred leader first);
     empty when the caller leaves the assignment to the store (the local store assigns every
-    partition to its own node)."""
+    partition to its own node). ``adding`` and ``removing`` name, for each partition being
+    reassigned, the replicas of ``replicas[p]`` on their way in and out (Kafka's
+    ``adding_replicas`` / ``removing_replicas``; only a cluster reassigns)."""
 
     name: str
     topic_id: uuid.UUID
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
     replicas: tuple[tuple[int, ...], ...] = ()
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def replicas_of(self, partition: int) -> tuple[int, ...]:
         return self.replicas[partition] if partition < len(self.replicas) else ()
@@ -94,7 +99,8 @@ class PartitionState:
 class MetadataChange:
     """What changed, as told to a change listener. ``kind`` is ``"topics"`` (a topic created,
     deleted, grown or reconfigured; ``topic`` names it, or is None when any may have),
-    ``"partition_state"`` (``topic`` and ``partition`` name it) or ``"acls"`` (some ACLs)."""
+    ``"partition_state"`` (``topic`` and ``partition`` name it), ``"acls"`` (some ACLs) or
+    ``"broker_configs"`` (this broker's dynamic configs)."""
 
     kind: str
     topic: str | None = None
@@ -151,6 +157,14 @@ class MetadataStore(Protocol):
 
     def user_configs(self, name: str) -> dict[str, str]:
         """A user's configs (``SCRAM-SHA-512`` → Kafka's credential text, …); empty if none."""
+        ...
+
+    def broker_configs(self, broker: int) -> dict[str, str]:
+        """A broker's dynamic configs (the replication throttle rates); empty if none."""
+        ...
+
+    def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
+        """Replace a broker's dynamic configs (a ``"broker_configs"`` change follows)."""
         ...
 
     def user_names(self) -> list[str]:
@@ -215,6 +229,7 @@ class LocalMetadataStore:
         self._topics: dict[str, TopicMetadata] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
         self._users: dict[str, dict[str, str]] = {}
+        self._brokers: dict[int, dict[str, str]] = {}
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._cluster_id = cluster_id or new_cluster_id()
         self.next_producer_id_block = 0
@@ -252,6 +267,7 @@ class LocalMetadataStore:
                 tuple(tuple(r) for r in replicas) if replicas else self._own(count),
             )
         self._users = {name: dict(c) for name, c in state.get("users", {}).items()}
+        self._brokers = {int(b): dict(c) for b, c in state.get("brokers", {}).items()}
         self._states = {}
         for key, s in state.get("partition_states", {}).items():
             topic, _, partition = key.rpartition("/")
@@ -292,6 +308,7 @@ class LocalMetadataStore:
                 for (topic, partition), s in self._states.items()
             },
             "users": self._users,
+            "brokers": {str(b): c for b, c in sorted(self._brokers.items())},
             "acls": [
                 {
                     "resource_type": zk_name(pattern.resource_type),
@@ -369,6 +386,17 @@ class LocalMetadataStore:
         else:
             self._users.pop(name, None)
         self._save()
+
+    def broker_configs(self, broker: int) -> dict[str, str]:
+        return dict(self._brokers.get(broker, {}))
+
+    def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
+        if configs:
+            self._brokers[broker] = dict(configs)
+        else:
+            self._brokers.pop(broker, None)
+        self._save()
+        self._listeners.notify(MetadataChange("broker_configs"))
 
     @property
     def acls(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:

@@ -35,6 +35,7 @@ from odradek.cluster.controller_runtime import ControllerRuntime
 from odradek.cluster.fetcher import FetcherConfig
 from odradek.cluster.membership import BrokerMembership, BrokerRegistration, MembershipChange
 from odradek.cluster.metadata_store import MetadataChange
+from odradek.cluster.quota import DYNAMIC_BROKER_CONFIGS, ReplicationQuotas
 from odradek.cluster.replica_manager import ReplicaManager
 from odradek.cluster.topics import TopicManager
 from odradek.cluster.zk_view import ZooKeeperClusterView
@@ -145,6 +146,12 @@ class ClusterNode:
             ),
             self.clock,
             config.get_int("replica.lag.time.max.ms"),
+            ReplicationQuotas(
+                self.node_id,
+                self.clock,
+                samples=config.get_int("replication.quota.window.num"),
+                sample_ms=config.get_int("replication.quota.window.size.seconds") * 1000,
+            ),
         )
         self._controller = ControllerRuntime(store, membership, config, self.clock)
         self._controller.start()
@@ -152,6 +159,8 @@ class ClusterNode:
         membership.start(loop, self._membership_changed)
         view.membership_changed(membership.brokers)
         self._replicas.start()
+        self._quotas_changed(MetadataChange("broker_configs"))
+        self._quotas_changed(MetadataChange("topics"))
         for topic, index in list(topics.partitions):
             self._replicas.refresh(topic, index)
 
@@ -160,10 +169,20 @@ class ClusterNode:
         self.controller.membership_changed(change)
         self._spawn(self.replicas.brokers_changed())
 
+    def _quotas_changed(self, change: MetadataChange) -> None:
+        """The replication throttles follow the broker's dynamic configs and the topics'."""
+        quotas = self.replicas.quotas
+        if change.kind == "broker_configs":
+            static = {n: v for n in DYNAMIC_BROKER_CONFIGS if (v := self.config.raw(n)) is not None}
+            quotas.set_rates({**static, **self.store.broker_configs(self.node_id)})
+        elif change.kind == "topics":
+            quotas.set_topics({t.name: t.configs for t in self.store.topics.values()})
+
     def _metadata_changed(self, change: MetadataChange) -> None:
         topics = self._topics
         if topics is None or self._replicas is None:
             return
+        self._quotas_changed(change)
         if change.kind == "topics":
             opened, removed = topics.sync()
             if change.topic is not None:

@@ -112,6 +112,8 @@ class Partition:
         self.isr = tuple(isr)
         log = self.log
         if self._tracker is not None and leader_epoch == self.leader_epoch:
+            if self._tracker.replicas_changed(self.replicas):
+                log.update_high_watermark(self._tracker.high_watermark)
             self._isr_changed(self.isr, leader_epoch, zk_version)
             return True
         log.assign_epoch_start_offset(leader_epoch, log.log_end_offset)
@@ -180,6 +182,18 @@ class Partition:
             )
         return self._tracker
 
+    def _acks_all_tracker(self) -> IsrTracker:
+        """The leader's tracker, once an acks=all append may go ahead."""
+        tracker = self._leader_tracker()
+        error = tracker.append_error(-1)
+        if error is not None:
+            raise KafkaError(
+                error,
+                f"{len(tracker.isr)} in-sync replica(s) of {self.name} is below "
+                f"min.insync.replicas={tracker.min_insync_replicas}",
+            )
+        return tracker
+
     # -- leader --------------------------------------------------------------------------------
 
     def append_as_leader(
@@ -187,14 +201,7 @@ class Partition:
     ) -> AppendInfo:
         """Validate and append a producer's record set; raises :class:`KafkaError` (or its
         subclass :class:`~odradek.storage.validator.RecordsRejected`) when it is refused."""
-        tracker = self._leader_tracker()
-        error = tracker.append_error(required_acks)
-        if error is not None:
-            raise KafkaError(
-                error,
-                f"{len(tracker.isr)} in-sync replica(s) of {self.name} is below "
-                f"min.insync.replicas={tracker.min_insync_replicas}",
-            )
+        tracker = self._acks_all_tracker() if required_acks == -1 else self._leader_tracker()
         valid = validate_for_leader(records, self.log.config, now_ms, self.name)
         return self._append(tracker, valid.buffer, valid.headers, valid.log_append_time)
 
@@ -244,9 +251,13 @@ class Partition:
         A coordinator's transactional batch (a TxnOffsetCommit) carries base sequence 0 every
         time, as Kafka's coordinator writes it: like Kafka's ``AppendOrigin.COORDINATOR`` its
         sequence is not checked (nor taken for a retry). Kafka still checks its epoch.
+
+        Checked as an acks=all produce is (NOT_ENOUGH_REPLICAS while the ISR is below
+        ``min.insync.replicas``): a coordinator answers once its records are committed, and
+        refusing them up front leaves nothing in the log it would have to take back.
         """
         return self._append(
-            self._leader_tracker(), records, headers, log_append_time, from_coordinator=True
+            self._acks_all_tracker(), records, headers, log_append_time, from_coordinator=True
         )
 
     def _append(

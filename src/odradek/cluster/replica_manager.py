@@ -32,6 +32,7 @@ from odradek.cluster.fetcher import FetcherConfig, LeaderFetcher
 from odradek.cluster.isr import IsrProposal
 from odradek.cluster.metadata_store import MetadataStore, PartitionState, StaleVersionError
 from odradek.cluster.partition import NO_LEADER, Partition
+from odradek.cluster.quota import ReplicationQuotas
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,11 @@ class ReplicaManager:
         fetcher_config: FetcherConfig,
         clock: Clock,
         replica_lag_time_max_ms: int,
+        quotas: ReplicationQuotas | None = None,
     ) -> None:
         self.local_id = local_id
+        # The replication throttles, as leader (the Fetch handler) and as follower (fetchers).
+        self.quotas = quotas or ReplicationQuotas(local_id, clock)
         self.store = store
         self._hosted = hosted
         self._read_state = read_state
@@ -173,7 +177,9 @@ class ReplicaManager:
         address = self._address_of(leader_id)
         if address is None:
             return None
-        fetcher = LeaderFetcher(leader_id, address, self.fetcher_config, self._checkpoint)
+        fetcher = LeaderFetcher(
+            leader_id, address, self.fetcher_config, self._checkpoint, self.quotas
+        )
         fetcher.start()
         self._fetchers[leader_id] = fetcher
         return fetcher

@@ -9,11 +9,13 @@ Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools r
     /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":1,"leader":1,"version":1,
                                                    "leader_epoch":0,"isr":[1,2,3]}
     /config/topics/<topic>                        {"version":1,"config":{"retention.ms":"1000"}}
+    /config/brokers/<id>                          {"version":1,"config":{
+                                                   "leader.replication.throttled.rate":"1000"}}
     /config/users/<user>                          {"version":1,"config":{"SCRAM-SHA-512":
                                                    "salt=…,stored_key=…,server_key=…,
                                                    iterations=4096"}}
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
-                                                  (or "users/<user>")
+                                                  (or "users/<user>", "brokers/<id>")
     /admin/delete_topics/<topic>                  (empty: the topic is being deleted)
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0",
                                                    "block_end":"999"}  (both ends inclusive)
@@ -103,6 +105,7 @@ CLUSTER_ID_PATH = "/cluster/id"
 TOPICS_PATH = "/brokers/topics"
 TOPIC_CONFIGS_PATH = "/config/topics"
 USER_CONFIGS_PATH = "/config/users"
+BROKER_CONFIGS_PATH = "/config/brokers"
 CONFIG_CHANGES_PATH = "/config/changes"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
@@ -179,8 +182,8 @@ def encode_topic(topic: TopicMetadata) -> bytes:
         {
             "version": 3,
             "partitions": {str(p): list(r) for p, r in enumerate(topic.replicas)},
-            "adding_replicas": {},
-            "removing_replicas": {},
+            "adding_replicas": {str(p): list(r) for p, r in sorted(topic.adding.items()) if r},
+            "removing_replicas": {str(p): list(r) for p, r in sorted(topic.removing.items()) if r},
             "topic_id": kafka_uuid(topic.topic_id),
         }
     )
@@ -198,6 +201,8 @@ def decode_topic(name: str, data: bytes, configs: dict[str, str]) -> TopicMetada
         len(replicas),
         configs,
         replicas,
+        {int(p): tuple(r) for p, r in (state.get("adding_replicas") or {}).items() if r},
+        {int(p): tuple(r) for p, r in (state.get("removing_replicas") or {}).items() if r},
     )
 
 
@@ -558,6 +563,55 @@ class ZooKeeperMetadataStore:
         self._topics[name] = updated
         return updated
 
+    def write_assignments(
+        self,
+        name: str,
+        changes: Mapping[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]],
+        *,
+        controller_epoch_zk_version: int,
+    ) -> TopicMetadata:
+        """The controller's change of some partitions' (replicas, adding, removing) in the
+        topic znode (a reassignment), the rest of the znode kept: read, change, and write at the
+        version read, in one multi-op with the check of ``/controller_epoch`` (a controller
+        whose term ended writes nothing: :class:`ControllerMovedError`). A partition grown or
+        a topic recreated meanwhile is read again; a topic deleted meanwhile raises
+        :class:`StaleVersionError`."""
+        path = topic_path(name)
+        for _ in range(10):
+            try:
+                data, stat = self._call(self.zk.get, path)
+            except NoNodeError:
+                raise StaleVersionError(f"topic {name} does not exist") from None
+            cached = self._topics.get(name)
+            current = decode_topic(name, data, cached.configs if cached else {})
+            replicas = list(current.replicas)
+            adding, removing = dict(current.adding), dict(current.removing)
+            for partition, (rs, ars, rrs) in changes.items():
+                if partition >= len(replicas):
+                    raise StaleVersionError(f"topic {name} has no partition {partition}")
+                replicas[partition] = tuple(rs)
+                adding[partition], removing[partition] = tuple(ars), tuple(rrs)
+            updated = replace(
+                current,
+                replicas=tuple(replicas),
+                adding={p: r for p, r in adding.items() if r},
+                removing={p: r for p, r in removing.items() if r},
+            )
+            encoded = encode_topic(updated)
+            if self._conditional_write(
+                path,
+                encoded,
+                stat.version,
+                self._fenced_write,
+                path,
+                encoded,
+                stat.version,
+                controller_epoch_zk_version,
+            ):
+                self._topics[name] = updated
+                return updated
+        raise StaleVersionError(f"topic {name} kept changing while its assignment was written")
+
     def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
         topic = self._topics.get(name) or self._load_topic(name)
         if topic is None:
@@ -801,6 +855,16 @@ class ZooKeeperMetadataStore:
             return {}
         return decode_topic_configs(data)
 
+    def broker_configs(self, broker: int) -> dict[str, str]:
+        try:
+            data, _ = self._call(self.zk.get, f"{BROKER_CONFIGS_PATH}/{broker}")
+        except NoNodeError:
+            return {}
+        return decode_topic_configs(data)
+
+    def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
+        self._set_entity_configs(f"{BROKER_CONFIGS_PATH}/{broker}", f"brokers/{broker}", configs)
+
     def user_names(self) -> list[str]:
         try:
             names = self._call(self.zk.get_children, USER_CONFIGS_PATH)
@@ -809,7 +873,9 @@ class ZooKeeperMetadataStore:
         return sorted(n for n in names if self.user_configs(n))
 
     def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        path = f"{USER_CONFIGS_PATH}/{name}"
+        self._set_entity_configs(f"{USER_CONFIGS_PATH}/{name}", f"users/{name}", configs)
+
+    def _set_entity_configs(self, path: str, entity: str, configs: Mapping[str, str]) -> None:
         if configs:
             data = encode_topic_configs(configs)
             try:
@@ -823,7 +889,7 @@ class ZooKeeperMetadataStore:
         self._call(
             self.zk.create,
             f"{CONFIG_CHANGES_PATH}/config_change_",
-            _json({"version": 2, "entity_path": f"users/{name}"}),
+            _json({"version": 2, "entity_path": entity}),
             sequence=True,
             makepath=True,
         )
@@ -842,6 +908,7 @@ class ZooKeeperMetadataStore:
         for name in self._listed:
             self._watch_topic(name)
         ChildrenWatch(self.zk, TOPICS_PATH, self._topic_list_changed)
+        DataWatch(self.zk, f"{BROKER_CONFIGS_PATH}/{self.node_id}", self._broker_configs_changed)
         for path in (ACL_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH):
             ChildrenWatch(self.zk, path, self._acl_changes_listed)
 
@@ -852,6 +919,9 @@ class ZooKeeperMetadataStore:
 
     def _topic_list_changed(self, children: list[str]) -> None:
         self._to_loop(MetadataChange("topics"))
+
+    def _broker_configs_changed(self, data: bytes | None, stat: Any) -> None:
+        self._to_loop(MetadataChange("broker_configs"))
 
     def _acl_changes_listed(self, children: list[str]) -> None:
         self._to_loop(MetadataChange("acls"))

@@ -132,6 +132,28 @@ class ConsumerGroup:
 
     # -- records -------------------------------------------------------------------------------
 
+    def snapshot(self) -> ConsumerGroup:
+        """A copy to :meth:`restore` from: the dicts copied, their values (immutable, or
+        replaced whole by :meth:`apply`) shared."""
+        return replace(
+            self,
+            members=dict(self.members),
+            static_members=dict(self.static_members),
+            subscribed_topics=dict(self.subscribed_topics),
+            target=dict(self.target),
+            partition_epochs=dict(self.partition_epochs),
+        )
+
+    def restore(self, snapshot: ConsumerGroup) -> None:
+        """Go back to ``snapshot`` (records applied since were not written)."""
+        self.group_epoch = snapshot.group_epoch
+        self.assignment_epoch = snapshot.assignment_epoch
+        self.members = dict(snapshot.members)
+        self.static_members = dict(snapshot.static_members)
+        self.subscribed_topics = dict(snapshot.subscribed_topics)
+        self.target = dict(snapshot.target)
+        self.partition_epochs = dict(snapshot.partition_epochs)
+
     def apply(self, key: crec.ConsumerGroupKey, value: crec.ConsumerGroupValue | None) -> None:
         """Apply one record of this group (``value`` None: a tombstone), as Kafka's replay."""
         kind = key.kind

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
@@ -54,7 +54,7 @@ from odradek.coordinator.messages import (
     ConsumerHeartbeatResult,
     DescribedConsumerMember,
 )
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.coordinator.coordinator import GroupCoordinator
@@ -171,11 +171,6 @@ class ConsumerProtocol:
             return self._heartbeat(request)
         except _Refused as e:
             return ConsumerHeartbeatResult(e.code, e.message)
-        except KafkaError as e:
-            from odradek.coordinator.coordinator import write_error
-
-            log.warning("group %s: could not write its records: %s", request.group_id, e)
-            return ConsumerHeartbeatResult(write_error(e.code), e.message)
 
     def _validate(self, request: ConsumerHeartbeatRequest) -> None:
         def invalid(message: str) -> _Refused:
@@ -320,7 +315,12 @@ class ConsumerProtocol:
             raise _Refused(ErrorCode.fenced_member_epoch, str(e)) from e
         if reconciled.assignment_value() != member.assignment_value() or replaced is not None:
             step.put(reconciled.assignment_value(), member_id)
-        self._commit(group, step)
+
+        def restored() -> None:
+            if replaced is not None:  # the replaced static member is back, with its session
+                self._schedule_session(request.group_id, replaced)
+
+        self._commit(group, step, restored)
         if replaced is not None:
             self._cancel_timers(request.group_id, replaced)
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
@@ -561,7 +561,8 @@ class ConsumerProtocol:
         if topics != cg.subscribed_topics:
             step.put(crec.PartitionMetadataValue(tuple(topics.values())))
         step.put(crec.GroupEpochValue(cg.group_epoch + 1))
-        self._commit(group, step)
+        # Should the records not be written, the member is back, its session with it.
+        self._commit(group, step, lambda: self._schedule_session(group.group_id, member_id))
         self._changed_at[group.group_id] = self.coordinator.clock.monotonic_ms()
         self._cancel_timers(group.group_id, member_id)
 
@@ -573,11 +574,7 @@ class ConsumerProtocol:
         if member is None or (epoch is not None and member.member_epoch != epoch):
             return
         log.info("group %s: member %s fenced: %s", group_id, member_id, why)
-        try:
-            self._fence(group, member_id)
-        except KafkaError as e:
-            log.warning("group %s: could not fence member %s: %s", group_id, member_id, e)
-            self._schedule_session(group_id, member_id)
+        self._fence(group, member_id)
 
     def _schedule_session(self, group_id: str, member_id: str) -> None:
         coordinator = self.coordinator
@@ -608,21 +605,42 @@ class ConsumerProtocol:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def _commit(self, group: Group, step: _Step) -> None:
-        """Write the step's records as one batch, then apply them (and install a new or
-        converted group)."""
+    def _commit(
+        self, group: Group, step: _Step, restored: Callable[[], None] = lambda: None
+    ) -> None:
+        """Apply the step's records now (installing a new or converted group) and ask for
+        them to be written as one batch. Should the log refuse them, the group goes back to
+        what it was — a copy taken before (Kafka's snapshot of its timeline structures) — and
+        ``restored`` runs."""
         if not step.records:
             return
-        self.coordinator.write(group.group_id, step.encoded())
         groups = self.coordinator.groups
-        if groups.get(group.group_id) is not group:
-            groups[group.group_id] = group
-        assert group.consumer is not None
+        group_id = group.group_id
+        previous = groups.get(group_id)
+        cg = group.consumer
+        assert cg is not None
+        before = cg.snapshot()
+        state_timestamp = group.state_timestamp
+
+        def refused(code: ErrorCode) -> None:
+            log.warning("group %s: could not write its records: %s", group_id, code.name)
+            cg.restore(before)
+            group.state_timestamp = state_timestamp
+            if groups.get(group_id) is group and previous is not group:
+                if previous is None:
+                    del groups[group_id]
+                else:
+                    groups[group_id] = previous
+            restored()
+
+        if previous is not group:
+            groups[group_id] = group
         for key, value in step.records:
             if key.kind in crec.CONSUMER_GROUP_KEY_TYPES:
-                group.consumer.apply(key, value)
-        if group.consumer.state is ConsumerGroupState.EMPTY:
+                cg.apply(key, value)
+        if cg.state is ConsumerGroupState.EMPTY:
             group.state_timestamp = self.coordinator.clock.time_ms()
+        self.coordinator.write(group_id, step.encoded(), failed=refused)
 
     def delete_records(self, group: Group) -> list[tuple[bytes, bytes | None]]:
         """Tombstones for everything of an empty consumer group (deletion or conversion)."""

@@ -2,9 +2,12 @@
 
 Requests come in as value objects (:mod:`odradek.coordinator.messages`); answers go out as return
 values or, for JoinGroup and SyncGroup, which wait for the rest of the group, through a reply
-callback called later. Every change that must survive a restart is written as records of
-``__consumer_offsets`` (:mod:`odradek.coordinator.records`) through an :class:`OffsetsLog` before
-it takes effect; :meth:`GroupCoordinator.replay` rebuilds the state from those records.
+callback called later. Every change that must survive a restart becomes records of
+``__consumer_offsets`` (:mod:`odradek.coordinator.records`): an operation does not write them, it
+asks for them (:class:`GroupWrite`, taken by the runtime with :meth:`take_writes` once the
+operation returns), with the change to make once the log took them (``applied``) and what to do
+when it refused them (``failed``) — Kafka's ``CoordinatorResult``, records and what follows.
+:meth:`GroupCoordinator.replay` rebuilds the state from those records.
 
 Time comes from the injected clock. Timeouts (sessions, rebalances, the initial rebalance delay,
 offset expiry) are deadlines in :attr:`GroupCoordinator.timers`; nothing happens when they pass
@@ -34,15 +37,16 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol as TypingProtocol
+from functools import partial
 
 from odradek.clock import Clock
 from odradek.coordinator import records as rec
 from odradek.coordinator.consumer_group import ConsumerGroupSettings
 from odradek.coordinator.consumer_protocol import ConsumerProtocol, is_consumer_group_key
 from odradek.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
+from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import (
     NO_PRODUCER_ID,
     CommitRequest,
@@ -67,29 +71,34 @@ from odradek.coordinator.messages import (
     TxnCommitRequest,
 )
 from odradek.coordinator.timers import Timers
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 UNKNOWN_MEMBER_ID = ""
 
 
-class OffsetsLog(TypingProtocol):
-    """Where the coordinator's records go: one partition of ``__consumer_offsets`` per group."""
+def _ignore(_: object) -> None:
+    """What a write does when nothing follows from it."""
 
-    def write(
-        self,
-        partition: int,
-        records: Sequence[tuple[bytes, bytes | None]],
-        *,
-        producer_id: int = NO_PRODUCER_ID,
-        producer_epoch: int = -1,
-    ) -> int:
-        """Append ``(key, value)`` records (``None`` value: a tombstone) to ``partition``, all
-        or none, as one batch: a transactional one of ``producer_id`` when given. Returns the
-        log offset of the first record (the others follow it); raises :class:`KafkaError`
-        when they cannot be written."""
-        ...
+
+def _not_written(what: str, group_id: str, code: ErrorCode) -> None:
+    log.warning("group %s: could not %s: %s", group_id, what, code.name)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupWrite:
+    """Records the coordinator asks to append to ``__consumer_offsets-<partition>`` as one
+    batch (a transactional one of ``producer_id`` when given), and what follows from them:
+    ``applied`` once the leader's log took the batch (given the offset of its first record),
+    ``failed`` when the log refused it (given the log's error, unmapped)."""
+
+    partition: int
+    records: tuple[tuple[bytes, bytes | None], ...]
+    applied: Callable[[int], None] = _ignore
+    failed: Callable[[ErrorCode], None] = _ignore
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,32 +127,12 @@ _COMMIT_WRITE_ERRORS = {
 }
 
 
-def write_error(code: ErrorCode) -> ErrorCode:
-    """A failed group metadata write (refused by the log, or not replicated in time), as
-    Kafka reports it to the group's members."""
-    if code in (
-        ErrorCode.message_too_large,
-        ErrorCode.record_list_too_large,
-        ErrorCode.invalid_fetch_size,
-    ):
-        return ErrorCode.unknown_server_error
-    if code in (
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.not_enough_replicas,
-        ErrorCode.not_enough_replicas_after_append,
-        ErrorCode.request_timed_out,
-    ):
-        return ErrorCode.coordinator_not_available
-    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    return code
-
-
 class GroupCoordinator:
-    def __init__(self, config: GroupConfig, offsets_log: OffsetsLog, clock: Clock) -> None:
+    def __init__(self, config: GroupConfig, clock: Clock) -> None:
         self.config = config
-        self.offsets_log = offsets_log
         self.clock = clock
+        # The writes asked for since the runtime last took them (:meth:`take_writes`).
+        self._writes: list[GroupWrite] = []
         self.timers = Timers()
         self.groups: dict[str, Group] = {}
         # Partitions of __consumer_offsets whose groups this coordinator serves, and those
@@ -344,14 +333,36 @@ class GroupCoordinator:
 
     # -- records -------------------------------------------------------------------------------
 
-    def write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        """Write ``records`` of ``group_id`` as one batch of its partition (raises
-        :class:`KafkaError` when they cannot be written)."""
-        self._write(group_id, records)
+    def take_writes(self) -> list[GroupWrite]:
+        """The writes asked for since the last call, in order, for the runtime to append."""
+        writes, self._writes = self._writes, []
+        return writes
 
-    def _write(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        if records:
-            self.offsets_log.write(self.partition_for(group_id), records)
+    def write(
+        self,
+        group_id: str,
+        records: Sequence[tuple[bytes, bytes | None]],
+        applied: Callable[[int], None] = _ignore,
+        failed: Callable[[ErrorCode], None] = _ignore,
+        *,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = -1,
+    ) -> None:
+        """Ask for ``records`` of ``group_id`` to be appended as one batch of its partition
+        (:class:`GroupWrite`); without records, ``applied`` runs now."""
+        if not records:
+            applied(-1)
+            return
+        self._writes.append(
+            GroupWrite(
+                self.partition_for(group_id),
+                tuple(records),
+                applied,
+                failed,
+                producer_id,
+                producer_epoch,
+            )
+        )
 
     def _group_record(
         self, group: Group, assignments: dict[str, bytes]
@@ -378,8 +389,14 @@ class GroupCoordinator:
         )
         return rec.encode_key(rec.GroupKey(group.group_id)), rec.encode_group_value(value)
 
-    def _store_group(self, group: Group, assignments: dict[str, bytes]) -> None:
-        self._write(group.group_id, [self._group_record(group, assignments)])
+    def _store_group(
+        self,
+        group: Group,
+        assignments: dict[str, bytes],
+        applied: Callable[[int], None] = _ignore,
+        failed: Callable[[ErrorCode], None] = _ignore,
+    ) -> None:
+        self.write(group.group_id, [self._group_record(group, assignments)], applied, failed)
 
     # -- timers --------------------------------------------------------------------------------
 
@@ -485,16 +502,27 @@ class GroupCoordinator:
         assert group.consumer is not None
         if group.consumer.members:
             return None
-        try:
-            self._write(group.group_id, self.consumer.delete_records(group))
-        except KafkaError as e:
-            log.warning("group %s: could not convert it to a classic group: %s", group.group_id, e)
-            return None
-        log.info("group %s: an empty consumer group becomes a classic group", group.group_id)
-        classic = Group(group.group_id, self._wall())
+        group_id = group.group_id
+        classic = Group(group_id, self._wall())
         classic.offsets = group.offsets
         classic.pending_offsets = group.pending_offsets
-        self.groups[group.group_id] = classic
+        # The classic group takes over now, as the join goes on with it; should the consumer
+        # group's tombstones not be written, the consumer group comes back as it was.
+        self.groups[group_id] = classic
+
+        def failed(code: ErrorCode) -> None:
+            log.warning(
+                "group %s: could not convert it to a classic group: %s", group_id, code.name
+            )
+            if self.groups.get(group_id) is classic:
+                self._answer_waiting(classic, write_error(code))
+                self.timers.cancel_where(
+                    lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] == group_id
+                )
+                self.groups[group_id] = group
+
+        self.write(group_id, self.consumer.delete_records(group), failed=failed)
+        log.info("group %s: an empty consumer group becomes a classic group", group_id)
         return classic
 
     def _join_new_member(self, group: Group, request: JoinRequest, reply: JoinReply) -> None:
@@ -674,28 +702,34 @@ class GroupCoordinator:
             if group.select_protocol() != group.protocol_name:
                 member.join_reply = reply
                 return self._maybe_prepare_rebalance(group, "static member changed protocols")
-            try:
-                self._store_group(
-                    group, {m.member_id: m.assignment for m in group.members.values()}
-                )
-            except KafkaError as e:
-                # Put the old member back, as it was.
+
+            def put_back(code: ErrorCode) -> None:
+                # The old member returns, as it was.
                 self._cancel_session(group, new_id)
                 group.replace_static_member(old.group_instance_id or "", new_id, old_id)
                 member.protocols = old_protocols
                 self._schedule_session(group, member)
-                return reply(JoinResult(write_error(e.code), member_id=UNKNOWN_MEMBER_ID))
-            # The current leader keeps leading; answering with the old leader id keeps a
-            # restarted leader from computing an assignment a Stable group would not use.
-            return reply(
-                JoinResult(
-                    ErrorCode.none,
-                    member_id=new_id,
-                    generation_id=group.generation,
-                    protocol_type=group.protocol_type,
-                    protocol_name=group.protocol_name,
-                    leader=old_leader or "",
+                reply(JoinResult(write_error(code), member_id=UNKNOWN_MEMBER_ID))
+
+            def replaced(_: int) -> None:
+                # The current leader keeps leading; answering with the old leader id keeps a
+                # restarted leader from computing an assignment a Stable group would not use.
+                reply(
+                    JoinResult(
+                        ErrorCode.none,
+                        member_id=new_id,
+                        generation_id=group.generation,
+                        protocol_type=group.protocol_type,
+                        protocol_name=group.protocol_name,
+                        leader=old_leader or "",
+                    )
                 )
+
+            return self._store_group(
+                group,
+                {m.member_id: m.assignment for m in group.members.values()},
+                replaced,
+                put_back,
             )
         member.join_reply = reply
         if group.is_in(GroupState.COMPLETING_REBALANCE):
@@ -798,10 +832,13 @@ class GroupCoordinator:
             group.protocol_name = None
             group.transition(GroupState.EMPTY, self._wall())
             log.info("group %s: generation %d is empty", group_id, group.generation)
-            try:
-                self._store_group(group, {})
-            except KafkaError as e:
-                log.warning("group %s: could not store the empty group: %s", group_id, e)
+            self._store_group(
+                group,
+                {},
+                failed=lambda code: log.warning(
+                    "group %s: could not store the empty group: %s", group_id, code.name
+                ),
+            )
             return
         group.protocol_name = group.select_protocol()
         group.transition(GroupState.COMPLETING_REBALANCE, self._wall())
@@ -911,23 +948,41 @@ class GroupCoordinator:
             return
         given = dict(request.assignments)
         assignments = {m: given.get(m, b"") for m in group.members}
-        try:
-            self._store_group(group, assignments)
-        except KafkaError as e:
-            log.warning(
-                "group %s: could not store generation %d: %s", group.group_id, group.generation, e
+        generation = group.generation
+
+        def current() -> bool:
+            # As Kafka's: the group may have moved on before the outcome is known.
+            return (
+                self.groups.get(group.group_id) is group
+                and group.is_in(GroupState.COMPLETING_REBALANCE)
+                and group.generation == generation
             )
-            self._reset_and_propagate_assignment_error(group, write_error(e.code))
+
+        def stored(_: int) -> None:
+            if not current():
+                return
+            for m in group.members.values():
+                m.assignment = assignments.get(m.member_id, b"")
+            group.transition(GroupState.STABLE, self._wall())
+            log.info("group %s: generation %d is stable", group.group_id, group.generation)
+            for m in group.members.values():
+                if m.sync_reply is not None:
+                    waiting, m.sync_reply = m.sync_reply, None
+                    waiting(self._sync_result(group, m.assignment))
+
+        def not_stored(code: ErrorCode) -> None:
+            if not current():
+                return
+            log.warning(
+                "group %s: could not store generation %d: %s",
+                group.group_id,
+                generation,
+                code.name,
+            )
+            self._reset_and_propagate_assignment_error(group, write_error(code))
             self._maybe_prepare_rebalance(group, "storing the assignment failed")
-            return
-        for m in group.members.values():
-            m.assignment = assignments[m.member_id]
-        group.transition(GroupState.STABLE, self._wall())
-        log.info("group %s: generation %d is stable", group.group_id, group.generation)
-        for m in group.members.values():
-            if m.sync_reply is not None:
-                waiting, m.sync_reply = m.sync_reply, None
-                waiting(self._sync_result(group, m.assignment))
+
+        self._store_group(group, assignments, stored, not_stored)
 
     def _synced(self, group: Group, member_id: str) -> None:
         group.pending_sync.discard(member_id)
@@ -1011,20 +1066,24 @@ class GroupCoordinator:
             return self._all(request, target)
         group, created = target
         results, accepted = self._accept_offsets(request.offsets)
-        try:
-            accepted = self._store_offsets(request.group_id, accepted)
-        except KafkaError as e:
-            code = _COMMIT_WRITE_ERRORS.get(e.code, write_error(e.code))
-            log.warning("group %s: could not store offsets: %s", request.group_id, e)
+
+        def stored(first: int) -> None:
+            if created:
+                self.groups[request.group_id] = group
+            group.offsets.update(_numbered(accepted, first))
+            member = group.members.get(request.member_id)
+            if member is not None and request.generation_id >= 0:
+                self._schedule_session(group, member)
+
+        def not_stored(code: ErrorCode) -> None:
+            log.warning("group %s: could not store offsets: %s", request.group_id, code.name)
+            answer = _COMMIT_WRITE_ERRORS.get(code, write_error(code))
             for tp in accepted:
-                results[tp] = code
-            return results
-        if created:
-            self.groups[request.group_id] = group
-        group.offsets.update(accepted)
-        member = group.members.get(request.member_id)
-        if member is not None and request.generation_id >= 0:
-            self._schedule_session(group, member)
+                results[tp] = answer
+
+        self.write(
+            request.group_id, self._offset_records(request.group_id, accepted), stored, not_stored
+        )
         return results
 
     def commit_transactional_offsets(
@@ -1041,19 +1100,27 @@ class GroupCoordinator:
             return self._all(request, target)
         group, created = target
         results, accepted = self._accept_offsets(request.offsets)
-        try:
-            accepted = self._store_offsets(
-                request.group_id, accepted, request.producer_id, request.producer_epoch
+
+        def stored(first: int) -> None:
+            if created:
+                self.groups[request.group_id] = group
+            self._add_pending(group, request.producer_id, _numbered(accepted, first))
+
+        def not_stored(code: ErrorCode) -> None:
+            log.warning(
+                "group %s: could not store transactional offsets: %s", request.group_id, code.name
             )
-        except KafkaError as e:
-            code = write_error(e.code)
-            log.warning("group %s: could not store transactional offsets: %s", request.group_id, e)
             for tp in accepted:
-                results[tp] = code
-            return results
-        if created:
-            self.groups[request.group_id] = group
-        self._add_pending(group, request.producer_id, accepted)
+                results[tp] = write_error(code)
+
+        self.write(
+            request.group_id,
+            self._offset_records(request.group_id, accepted),
+            stored,
+            not_stored,
+            producer_id=request.producer_id,
+            producer_epoch=request.producer_epoch,
+        )
         return results
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
@@ -1099,17 +1166,10 @@ class GroupCoordinator:
             results[tp] = ErrorCode.none
         return results, accepted
 
-    def _store_offsets(
-        self,
-        group_id: str,
-        offsets: dict[TopicPartition, CommittedOffset],
-        producer_id: int = NO_PRODUCER_ID,
-        producer_epoch: int = -1,
-    ) -> dict[TopicPartition, CommittedOffset]:
-        """Write ``offsets`` as one batch; the same offsets with their records' log offsets."""
-        if not offsets:
-            return offsets
-        records = [
+    def _offset_records(
+        self, group_id: str, offsets: dict[TopicPartition, CommittedOffset]
+    ) -> list[tuple[bytes, bytes | None]]:
+        return [
             (
                 rec.encode_key(rec.OffsetKey(group_id, topic, partition)),
                 rec.encode_offset_value(
@@ -1118,15 +1178,6 @@ class GroupCoordinator:
             )
             for (topic, partition), c in offsets.items()
         ]
-        first = self.offsets_log.write(
-            self.partition_for(group_id),
-            records,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-        )
-        return {
-            tp: replace(c, record_offset=first + i) for i, (tp, c) in enumerate(offsets.items())
-        }
 
     def _commit_target(
         self,
@@ -1256,15 +1307,19 @@ class GroupCoordinator:
             # it on replay).
             if tp in group.offsets or group.has_pending_offset(tp):
                 doomed.append(tp)
-        try:
-            self._write(group_id, [self._offset_tombstone(group_id, tp) for tp in doomed])
-        except KafkaError as e:
-            return write_error(e.code), {}
-        for tp in doomed:
+        # A refused write answers the whole request with its error (the runtime's).
+        self.write(
+            group_id,
+            [self._offset_tombstone(group_id, tp) for tp in doomed],
+            lambda _: self._drop_offsets(group, doomed),
+        )
+        return ErrorCode.none, results
+
+    def _drop_offsets(self, group: Group, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
             group.offsets.pop(tp, None)
             group.drop_pending_offset(tp)
         self._maybe_forget(group)
-        return ErrorCode.none, results
 
     def _offset_tombstone(self, group_id: str, tp: TopicPartition) -> tuple[bytes, None]:
         return rec.encode_key(rec.OffsetKey(group_id, tp[0], tp[1])), None
@@ -1277,19 +1332,16 @@ class GroupCoordinator:
             ]
             if not doomed:
                 continue
-            try:
-                self._write(
-                    group.group_id, [self._offset_tombstone(group.group_id, tp) for tp in doomed]
-                )
-            except KafkaError as e:
-                log.warning(
-                    "group %s: could not delete offsets of deleted topics: %s", group.group_id, e
-                )
-                continue
-            for tp in doomed:
-                group.offsets.pop(tp, None)
-                group.drop_pending_offset(tp)
-            self._maybe_forget(group)
+            group_id = group.group_id
+            self.write(
+                group_id,
+                [self._offset_tombstone(group_id, tp) for tp in doomed],
+                partial(self._drop_offsets_applied, group, doomed),
+                partial(_not_written, "delete offsets of deleted topics", group_id),
+            )
+
+    def _drop_offsets_applied(self, group: Group, partitions: list[TopicPartition], _: int) -> None:
+        self._drop_offsets(group, partitions)
 
     def expire_offsets(self) -> int:
         """Drop offsets older than ``offsets.retention.minutes``, as Kafka does: in an empty
@@ -1346,20 +1398,26 @@ class GroupCoordinator:
                 records.extend(self.consumer.delete_records(group))
             elif remove_group and group.generation > 0:
                 records.append((rec.encode_key(rec.GroupKey(group.group_id)), None))
-            try:
-                self._write(group.group_id, records)
-            except KafkaError as e:
-                log.warning("group %s: could not expire offsets: %s", group.group_id, e)
-                continue
-            for tp in expired:
-                del group.offsets[tp]
+            group_id = group.group_id
+            self.write(
+                group_id,
+                records,
+                partial(self._expired, group, expired, remove_group),
+                partial(_not_written, "expire offsets", group_id),
+            )
             expired_total += len(expired)
-            if expired:
-                log.info("group %s: %d committed offsets expired", group.group_id, len(expired))
-            if remove_group:
-                group.transition(GroupState.DEAD, now)
-                del self.groups[group.group_id]
         return expired_total
+
+    def _expired(
+        self, group: Group, expired: list[TopicPartition], remove_group: bool, _: int
+    ) -> None:
+        for tp in expired:
+            group.offsets.pop(tp, None)
+        if expired:
+            log.info("group %s: %d committed offsets expired", group.group_id, len(expired))
+        if remove_group and self.groups.get(group.group_id) is group:
+            group.transition(GroupState.DEAD, self._wall())
+            del self.groups[group.group_id]
 
     # -- admin ---------------------------------------------------------------------------------
 
@@ -1439,16 +1497,24 @@ class GroupCoordinator:
                 records.extend(self.consumer.delete_records(group))
             else:
                 records.append((rec.encode_key(rec.GroupKey(group_id)), None))
-            try:
-                self._write(group_id, records)
-            except KafkaError as e:
-                results[group_id] = write_error(e.code)
-                continue
-            group.transition(GroupState.DEAD, self._wall())
-            del self.groups[group_id]
-            log.info("group %s deleted", group_id)
             results[group_id] = ErrorCode.none
+            self.write(
+                group_id,
+                records,
+                partial(self._deleted, group),
+                partial(self._not_deleted, results, group_id),
+            )
         return results
+
+    def _deleted(self, group: Group, _: int) -> None:
+        if self.groups.get(group.group_id) is group:
+            group.transition(GroupState.DEAD, self._wall())
+            del self.groups[group.group_id]
+            log.info("group %s deleted", group.group_id)
+
+    def _not_deleted(self, results: dict[str, ErrorCode], group_id: str, code: ErrorCode) -> None:
+        log.warning("group %s: could not delete it: %s", group_id, code.name)
+        results[group_id] = write_error(code)
 
     def _maybe_forget(self, group: Group) -> None:
         """A group that never got anywhere (a join refused, its only pending member gone)
@@ -1472,3 +1538,10 @@ class GroupCoordinator:
             if member.sync_reply is not None:
                 sync_reply, member.sync_reply = member.sync_reply, None
                 sync_reply(SyncResult(error))
+
+
+def _numbered(
+    offsets: dict[TopicPartition, CommittedOffset], first: int
+) -> dict[TopicPartition, CommittedOffset]:
+    """``offsets`` with the log offsets of their records, written in order from ``first``."""
+    return {tp: replace(c, record_offset=first + i) for i, (tp, c) in enumerate(offsets.items())}

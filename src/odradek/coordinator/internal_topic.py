@@ -1,7 +1,17 @@
-"""A coordinator's internal topic (``__consumer_offsets``, ``__transaction_state``): compacted,
-created on first need as Kafka creates it, and written one RecordBatch v2 at a time through the
-broker's own append path (``Partition.append`` on the leader, synchronously, as Kafka's
-``appendRecords``). Reading back is :mod:`odradek.coordinator.log_reader`'s.
+"""What the two coordinators share (Kafka's coordinator-common): their internal topic
+(``__consumer_offsets``, ``__transaction_state``), and the "append, then answer once
+committed" of their writes.
+
+:class:`InternalTopic` is compacted, created on first need as Kafka creates it, and written one
+RecordBatch v2 at a time through the broker's own append path (``Partition.append`` on the
+leader, synchronously, as Kafka's ``CoordinatorPartitionWriter.append``), checked as an acks=all
+produce (NOT_ENOUGH_REPLICAS while the ISR is below ``min.insync.replicas``). Reading back is
+:mod:`odradek.coordinator.log_reader`'s.
+
+A coordinator answers once what it wrote is committed: a :class:`CommitPoint` is where an answer
+stands in a partition (the log end when it was made), and :func:`committed` waits — in the
+broker's purgatory, as an acks=all produce — until the high watermark passes it, or maps the
+failure as Kafka's ``CoordinatorOperationExceptionHelper`` does (:func:`write_error`).
 
 A crash after an append leaves the batch in the log (replayed on the next load) or not at all
 (the coordinator answered nothing yet). Called on the broker's event loop only.
@@ -9,7 +19,10 @@ A crash after an append leaves the batch in the log (replayed on the next load) 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from odradek.clock import Clock
 from odradek.cluster.partition import Partition
@@ -21,6 +34,71 @@ from odradek.protocol.records import NewRecord, encode_batch
 from odradek.storage import AppendInfo
 
 NO_PRODUCER_ID = -1
+
+
+def write_error(code: ErrorCode) -> ErrorCode:
+    """A coordinator's failed write (refused by the log, or not committed in time) as Kafka
+    answers it to the request that made it."""
+    if code in (
+        ErrorCode.message_too_large,
+        ErrorCode.record_list_too_large,
+        ErrorCode.invalid_fetch_size,
+    ):
+        return ErrorCode.unknown_server_error
+    if code in (
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.request_timed_out,
+    ):
+        return ErrorCode.coordinator_not_available
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    return code
+
+
+class WaitReplicated(Protocol):
+    """The broker's purgatory wait of an acks=all produce (``Purgatory.replicated``): NONE
+    once the high watermark reached ``required_offset``, else the error that ended the wait
+    (REQUEST_TIMED_OUT after ``timeout_s``)."""
+
+    def __call__(
+        self, partition: Partition, required_offset: int, timeout_s: float, api_key: int = -1
+    ) -> Awaitable[ErrorCode]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPoint:
+    """Where an answer of a coordinator stands in its partition: the log end offset when the
+    answer was made (``partition`` None: nothing to wait for — the partition is not served
+    here, or a lone broker has no such partition yet)."""
+
+    partition: Partition | None
+    offset: int
+
+    def outcome(self) -> ErrorCode | None:
+        """None while the high watermark is below ``offset``; then NONE, or the error to
+        answer with instead (NOT_COORDINATOR once leadership moved, COORDINATOR_NOT_AVAILABLE
+        when the ISR fell below ``min.insync.replicas``)."""
+        if self.partition is None:
+            return ErrorCode.none
+        result = self.partition.replicated(self.offset)
+        return None if result is None else write_error(result)
+
+
+async def committed(
+    points: Sequence[CommitPoint], wait: WaitReplicated, timeout_s: float, api_key: int = -1
+) -> list[ErrorCode]:
+    """Wait until every point is committed, at most ``timeout_s``; each one's outcome: NONE,
+    or the error to answer with instead (:func:`write_error`: a timeout is
+    COORDINATOR_NOT_AVAILABLE, as Kafka's)."""
+
+    async def one(point: CommitPoint) -> ErrorCode:
+        if point.partition is None:
+            return ErrorCode.none
+        return write_error(await wait(point.partition, point.offset, timeout_s, api_key))
+
+    return list(await asyncio.gather(*(one(point) for point in points)))
 
 
 class InternalTopic:

@@ -1,13 +1,14 @@
 """The group coordinator inside a broker: its records in ``__consumer_offsets``, its timers on the
 event loop, the partitions it owns, and when its answers may be sent.
 
-:class:`OffsetsTopic` is the coordinator's :class:`~odradek.coordinator.coordinator.OffsetsLog`:
-records become one RecordBatch v2 per write, appended through the broker's own append path
-(``Partition.append``, on the leader, synchronously as Kafka's ``appendRecords``), and are read
-back in order when a partition is loaded. A TxnOffsetCommit's batch is transactional (the
-producer's id and epoch); the transaction's COMMIT/ABORT control batch, appended by
-WriteTxnMarkers, is read back as a :class:`TransactionMarker`. The topic is created on first
-need (FindCoordinator or a first write), compacted, as Kafka creates it.
+:class:`OffsetsTopic` is where the coordinator's writes go: each
+:class:`~odradek.coordinator.coordinator.GroupWrite` becomes one RecordBatch v2, appended
+through the broker's own append path (:class:`~odradek.coordinator.internal_topic.InternalTopic`:
+``Partition.append`` on the leader, checked as acks=all), and the records are read back in order
+when a partition is loaded. A TxnOffsetCommit's batch is transactional (the producer's id and
+epoch); the transaction's COMMIT/ABORT control batch, appended by WriteTxnMarkers, is read back
+as a :class:`TransactionMarker`. The topic is created on first need (FindCoordinator or a first
+write), compacted, as Kafka creates it.
 
 :class:`GroupCoordinatorRuntime` owns partitions as Kafka's ``GroupMetadataManager`` does: a lone
 broker owns them all and replays the whole topic at start. In a cluster the coordinator of a
@@ -16,23 +17,32 @@ broker leads when it starts, and the replica manager's leadership listeners load
 whose leadership arrives (from its log start to its log end — a new leader's high watermark may
 lag behind records it already has) and unload one whose leadership leaves.
 
-Answers wait for replication. Choice: rather than Kafka's ``CoordinatorResult`` (each operation
-returning its records and the response to send once they are written), the state machine keeps
-writing synchronously and changing state at once, and the runtime holds *every* answer about a
-group until the high watermark of the group's partition reaches that partition's log end offset
-as of the moment the answer was made (:class:`CommitPoint`). This is exact: the coordinator's
-state is always the replay of the leader's log (a write the log refused changes nothing; one it
-took stays in the log, so stays true once replicated), so an answer can depend only on records
-below that log end, and it is released only once all of them are committed — the rule of
-Kafka's newer ``CoordinatorRuntime`` (its deferred event queue, where even an answer that wrote
-nothing waits for the writes pending before it). It leaves the state machine's write-then-change
-code as it was, and covers the answers sent from callbacks (JoinGroup and SyncGroup completing
-for the whole group, from a request or a timer) the same way as returned ones. An answer not
-replicated within ``offsets.commit.timeout.ms`` becomes COORDINATOR_NOT_AVAILABLE, one whose
-partition lost its leadership NOT_COORDINATOR
-(:func:`~odradek.coordinator.coordinator.write_error`). A lone broker's high watermark follows
-every append, so nothing waits there. The waiting itself is the server's
-(``odradek.server.group_commits``: the purgatory).
+Operations run as Kafka's ``CoordinatorRuntime`` runs them
+(:meth:`~GroupCoordinatorRuntime.perform`): the state machine's operation (a request, or its
+timers' tick) asks for writes — records, and what follows once they are in the log or refused —
+and the runtime appends them to the leader's log in the same event-loop turn
+(:func:`append_writes`), synchronously as Kafka's ``CoordinatorPartitionWriter``. A write the log
+refuses (NOT_ENOUGH_REPLICAS while the ISR is below ``min.insync.replicas``, NOT_LEADER, too
+large, a storage error) leaves the state as it was before the operation: the classic groups'
+changes are made only once the log took their records (``applied``, as Kafka's ``appendFuture``
+callbacks), the consumer groups' are put back from a snapshot (``failed``, as Kafka's timeline
+snapshots), and since nothing else runs between the operation and its append, no other operation
+sees the state in between. The request is then answered with the write's error (mapped by
+:func:`~odradek.coordinator.internal_topic.write_error`).
+
+An answer is sent only once the records it may depend on are committed: the high watermark of
+the group's partition must reach that partition's log end offset as of the answer
+(:meth:`~GroupCoordinatorRuntime.commit_point`; the wait is the purgatory's, as an acks=all
+produce's, :meth:`~GroupCoordinatorRuntime.committed`). The coordinator's state is always the
+replay of the leader's log, so an answer depends only on records below that log end — the rule
+of Kafka's deferred event queue, where even an answer that wrote nothing waits for the writes
+before it; answers sent from callbacks (JoinGroup and SyncGroup completing for the whole group,
+from a request or a timer) wait the same way. An answer not committed within
+``offsets.commit.timeout.ms`` becomes COORDINATOR_NOT_AVAILABLE, one whose partition lost its
+leadership NOT_COORDINATOR, as Kafka's. Its records stay in the log then, and the state with
+them: Kafka does not take back an append whose commit timed out either (they are committed when
+the followers catch up, or truncated by a new leader, which reloads the groups from its log). A
+lone broker's high watermark follows every append, so nothing waits there.
 
 Everything runs on the broker's event loop thread.
 """
@@ -44,6 +54,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from odradek.clock import Clock
 from odradek.cluster.partition import Partition
@@ -51,18 +62,49 @@ from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig, ConfigError
 from odradek.coordinator.assignors import ASSIGNORS, TopicInfo, assignor_names
 from odradek.coordinator.consumer_group import ConsumerGroupSettings
-from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator, write_error
-from odradek.coordinator.internal_topic import InternalTopic
+from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator, GroupWrite
+from odradek.coordinator.internal_topic import (
+    CommitPoint,
+    InternalTopic,
+    WaitReplicated,
+    committed,
+)
 from odradek.coordinator.log_reader import read_batches
 from odradek.coordinator.messages import NO_PRODUCER_ID
 from odradek.protocol.control import marker_commits
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader
 from odradek.protocol.records import Record
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+T = TypeVar("T")
+
+
+def append_writes(coordinator: GroupCoordinator, append: Callable[[GroupWrite], int]) -> ErrorCode:
+    """Append the writes ``coordinator`` asked for, in order, through ``append`` (the
+    leader's log: the offset of the batch's first record, or :class:`KafkaError`), and tell
+    each its outcome — which may ask for more writes, appended in turn. The error of the first
+    write refused, or NONE.
+
+    Called in the same event-loop turn as the operation that asked for them, so no other
+    operation sees the state between the two: the state a refused write would have made is
+    never seen (the classic groups' changes wait for ``applied``), or is put back by
+    ``failed`` before anything else runs (the consumer groups')."""
+    error = ErrorCode.none
+    while writes := coordinator.take_writes():
+        for write in writes:
+            try:
+                first = append(write)
+            except KafkaError as e:
+                if error == ErrorCode.none:
+                    error = e.code
+                write.failed(e.code)
+                continue
+            write.applied(first)
+    return error
 
 
 def consumer_group_settings(config: BrokerConfig) -> ConsumerGroupSettings:
@@ -117,6 +159,16 @@ class OffsetsTopic(InternalTopic):
         super().__init__(
             OFFSETS_TOPIC, "offsets.topic", topics, config, clock, {"compression.type": "producer"}
         )
+
+    def topic_configs(self) -> dict[str, str]:
+        # Its writes are acks=all ones: a topic made with fewer replicas than the broker's
+        # min.insync.replicas (a cluster smaller than offsets.topic.replication.factor) would
+        # refuse every one of them, so its minimum is at most its replication factor.
+        return super().topic_configs() | {
+            "min.insync.replicas": str(
+                min(self.config.get_int("min.insync.replicas"), self.replication())
+            )
+        }
 
     def write(
         self,
@@ -185,33 +237,31 @@ def _markers(header: BatchHeader, records: Sequence[Record]) -> list[Transaction
     return markers
 
 
-@dataclass(frozen=True, slots=True)
-class CommitPoint:
-    """Where an answer of the coordinator stands in its group's partition: the log end offset
-    when the answer was made (``partition`` None: nothing to wait for — the group is not
-    served here, or a lone broker has no such partition yet)."""
-
-    partition: Partition | None
-    offset: int
-
-    def outcome(self) -> ErrorCode | None:
-        """None while the high watermark is below ``offset``; then NONE, or the error to
-        answer with instead (NOT_COORDINATOR once leadership moved, COORDINATOR_NOT_AVAILABLE
-        when the ISR fell below ``min.insync.replicas``)."""
-        if self.partition is None:
-            return ErrorCode.none
-        result = self.partition.replicated(self.offset)
-        return None if result is None else write_error(result)
+def _log_end(partition: Partition) -> CommitPoint:
+    """The point of an answer made now: the log end, or nothing to wait for when everything in
+    the log is committed already (an answer that wrote nothing is not refused because the ISR
+    is smaller now than ``min.insync.replicas``: what it depends on was committed before)."""
+    log_end = partition.log.log_end_offset
+    if partition.high_watermark >= log_end:
+        return CommitPoint(None, log_end)
+    return CommitPoint(partition, log_end)
 
 
 class GroupCoordinatorRuntime:
     """The broker's group coordinator, loaded and ticking."""
 
-    def __init__(self, config: BrokerConfig, topics: TopicManager, clock: Clock) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicManager,
+        clock: Clock,
+        wait_replicated: WaitReplicated,
+    ) -> None:
         self.clock = clock
+        self._wait_replicated = wait_replicated
         self.offsets_topic = OffsetsTopic(topics, config, clock)
         self.coordinator = GroupCoordinator(
-            group_config(config, self.offsets_topic.partitions), self.offsets_topic, clock
+            group_config(config, self.offsets_topic.partitions), clock
         )
         self.coordinator.consumer.topics = TopicsCatalog(topics)
         # offsets.commit.timeout.ms: how long an answer waits for its records' replication.
@@ -336,6 +386,28 @@ class GroupCoordinatorRuntime:
         if offsets_partition in self.coordinator.owned:
             self.coordinator.complete_transaction(offsets_partition, producer_id, commit)
 
+    # -- operations ----------------------------------------------------------------------------
+
+    def perform(self, operation: Callable[[GroupCoordinator], T]) -> tuple[T, ErrorCode]:
+        """Run one operation of the state machine, then append the writes it asked for; its
+        value, and the error of the first write the log refused (NONE: every one taken). The
+        answer made of it waits for :meth:`commit_point` (the caller's wait)."""
+        value = operation(self.coordinator)
+        return value, append_writes(self.coordinator, self._append)
+
+    def tick(self) -> int:
+        """Act on the coordinator's deadlines that passed (and append what they wrote)."""
+        fired, _ = self.perform(lambda coordinator: coordinator.tick())
+        return fired
+
+    def _append(self, write: GroupWrite) -> int:
+        return self.offsets_topic.write(
+            write.partition,
+            write.records,
+            producer_id=write.producer_id,
+            producer_epoch=write.producer_epoch,
+        )
+
     # -- answers -------------------------------------------------------------------------------
 
     def commit_point(self, group_id: str) -> CommitPoint:
@@ -345,7 +417,15 @@ class GroupCoordinatorRuntime:
         partition = self.offsets_topic.partition(index)
         if partition is None or not self.coordinator.is_active(index):
             return CommitPoint(None, 0)
-        return CommitPoint(partition, partition.log.log_end_offset)
+        return _log_end(partition)
+
+    async def committed(self, points: Sequence[CommitPoint], api_key: int = -1) -> list[ErrorCode]:
+        """Wait until the answers at ``points`` may be sent, at most
+        ``offsets.commit.timeout.ms``; each one's outcome, NONE or the error to answer with
+        instead."""
+        return await committed(
+            points, self._wait_replicated, self.commit_timeout_ms / 1000, api_key
+        )
 
     def commit_points(self) -> list[CommitPoint]:
         """The points of every partition served here (for an answer about all groups)."""
@@ -353,7 +433,7 @@ class GroupCoordinatorRuntime:
         for index in sorted(self.coordinator.owned):
             partition = self.offsets_topic.partition(index)
             if partition is not None:
-                points.append(CommitPoint(partition, partition.log.log_end_offset))
+                points.append(_log_end(partition))
         return points
 
     async def _run_timers(self) -> None:
@@ -378,13 +458,13 @@ class GroupCoordinatorRuntime:
             if self._stopping:
                 return
             try:
-                self.coordinator.tick()
+                self.tick()
             except Exception:
                 log.exception("group coordinator timers failed")
 
     def on_topic_deleted(self, topic: str) -> None:
         if topic != OFFSETS_TOPIC:
-            self.coordinator.remove_offsets_of_topics({topic})
+            self.perform(lambda coordinator: coordinator.remove_offsets_of_topics({topic}))
         elif not self.offsets_topic.topics.leads_alone:
             # Its partitions are no longer led here (a lone broker keeps serving and creates
             # the topic again on the next write, as before).

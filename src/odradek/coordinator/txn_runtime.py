@@ -36,8 +36,13 @@ from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import BrokerEndpoint, ClusterView, leader_endpoint
 from odradek.config import BrokerConfig
-from odradek.coordinator.coordinator import write_error
-from odradek.coordinator.internal_topic import InternalTopic
+from odradek.coordinator.internal_topic import (
+    CommitPoint,
+    InternalTopic,
+    WaitReplicated,
+    committed,
+    write_error,
+)
 from odradek.coordinator.log_reader import read_batches
 from odradek.coordinator.records import RecordFormatError
 from odradek.coordinator.transactions import (
@@ -70,8 +75,6 @@ _MARKER_FATAL = frozenset(
     }
 )
 
-WaitReplicated = Callable[[Partition, int, float], Awaitable[ErrorCode]]
-
 
 class TransactionStateTopic(InternalTopic):
     """``__transaction_state`` as the coordinator writes and replays it."""
@@ -93,11 +96,11 @@ class TransactionStateTopic(InternalTopic):
             )
         }
 
-    def write(self, index: int, key: bytes, value: bytes) -> tuple[Partition, int]:
-        """Append one record as the partition's leader; the partition and the offset the high
-        watermark must pass for the record to be replicated."""
+    def write(self, index: int, key: bytes, value: bytes) -> CommitPoint:
+        """Append one record as the partition's leader; where the high watermark must get for
+        the record to be replicated."""
         partition, info = self.append(index, [(key, value)])
-        return partition, info.last_offset + 1
+        return CommitPoint(partition, info.last_offset + 1)
 
 
 class TransactionCoordinatorRuntime:
@@ -351,13 +354,13 @@ class TransactionCoordinatorRuntime:
 
     async def _write(self, write: TxnWrite) -> ErrorCode:
         try:
-            partition, required = self.state_topic.write(write.partition, write.key, write.value)
+            point = self.state_topic.write(write.partition, write.key, write.value)
         except KafkaError as e:
             self.coordinator.written(write, False)
             return write_error(e.code)
-        error = await self._wait_replicated(partition, required, _WRITE_TIMEOUT_S)
+        (error,) = await committed([point], self._wait_replicated, _WRITE_TIMEOUT_S)
         self.coordinator.written(write, error == ErrorCode.none)
-        return ErrorCode.none if error == ErrorCode.none else write_error(error)
+        return error
 
     # -- markers -------------------------------------------------------------------------------
 

@@ -17,11 +17,11 @@ and the two handlers drive it on the event loop.
 from __future__ import annotations
 
 import hmac
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from odradek.config import BrokerConfig, ConfigError
+from odradek.security import jaas
 from odradek.security.scram import (
     MECHANISM_TYPES,
     CredentialLookup,
@@ -37,27 +37,12 @@ class SaslFailure(Exception):
     """Authentication failed (wrong password, unknown user, malformed message)."""
 
 
-_JAAS_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*("((?:[^"\\]|\\.)*)"|[^\s;]+)')
-
-
 def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
-    """One JAAS login module entry, ``<class> <flag> key="value" ...;``: its class and options."""
-    body = text.strip().rstrip(";").strip()
-    parts = body.split(None, 2)
-    if len(parts) < 2 or parts[1] not in ("required", "requisite", "sufficient", "optional"):
-        raise ConfigError(f"not a JAAS login module entry: {text[:60]!r}")
-    options: dict[str, str] = {}
-    rest = parts[2] if len(parts) > 2 else ""
-    position = 0
-    while position < len(rest.strip()):
-        match = _JAAS_OPTION.match(rest, position)
-        if match is None:
-            raise ConfigError(f"malformed JAAS option near {rest[position : position + 30]!r}")
-        value = match.group(3)
-        value = re.sub(r"\\(.)", r"\1", value) if value is not None else match.group(2)
-        options[match.group(1)] = value
-        position = match.end()
-    return parts[0], options
+    """:func:`odradek.security.jaas.parse_jaas`, its error a broker configuration error."""
+    try:
+        return jaas.parse_jaas(text)
+    except jaas.JaasError as e:
+        raise ConfigError(str(e)) from None
 
 
 @dataclass(frozen=True, slots=True)

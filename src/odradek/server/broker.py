@@ -135,7 +135,9 @@ class Broker:
             self.config, self.store, self.logs, self.clock, leads_alone=self.node is None
         )
         self._topics.open()
-        self._groups = GroupCoordinatorRuntime(self.config, self._topics, self.clock)
+        self._groups = GroupCoordinatorRuntime(
+            self.config, self._topics, self.clock, self.purgatory.replicated
+        )
         self._groups.start()
         self._topics.deletion_listeners.append(self._groups.on_topic_deleted)
         self._txns = TransactionCoordinatorRuntime(
@@ -302,14 +304,14 @@ class Broker:
         self._connections.add(task)
         self._open.add(connection)
         if self.counters is not None:
-            self.counters.connections_created += 1
+            self.counters.connection_opened(connection.listener.name)
         try:
             await connection.serve()
         finally:
             self._connections.discard(task)
             self._open.discard(connection)
             if self.counters is not None:
-                self.counters.connections_closed += 1
+                self.counters.connection_ended(connection.listener.name)
 
     def _start_log_maintenance(self) -> None:
         """Retention checks (in :meth:`housekeeping_tick`) and the log cleaner."""
@@ -355,7 +357,7 @@ class Broker:
         self.logs.flush_due()
         if self._groups is not None:
             # Group timers have their own task; ticking here too lets a ManualClock drive them.
-            self._groups.coordinator.tick()
+            self._groups.tick()
         if self.clock.monotonic_ms() >= self._next_retention_ms:
             self._next_retention_ms = self.clock.monotonic_ms() + self.config.get_int(
                 "log.retention.check.interval.ms"

@@ -1,10 +1,13 @@
-"""AlterConfigs and IncrementalAlterConfigs share this: apply topic config changes or refuse."""
+"""AlterConfigs and IncrementalAlterConfigs share this: apply topic config changes, and changes
+of a broker's dynamic configs (the replication throttle rates; the rest is static), or refuse."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from odradek.cluster.quota import DYNAMIC_BROKER_CONFIGS
+from odradek.config import BROKER_CONFIGS, ConfigError
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, config_denial
 from odradek.server.context import RequestContext
@@ -40,12 +43,43 @@ def alter_resource(
                 name, new_configs(dict(topic.configs)), validate_only=validate_only
             )
         elif kind == BROKER_RESOURCE:
-            raise KafkaError(
-                ErrorCode.invalid_request,
-                "broker configs are static here: set them in the properties file",
-            )
+            _alter_broker(ctx, name, new_configs, validate_only)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"resource type {kind} is not supported")
     except KafkaError as e:
         result.update(error_code=e.code, error_message=e.message)
     return result
+
+
+def _alter_broker(
+    ctx: RequestContext,
+    name: str,
+    new_configs: Callable[[dict[str, str]], dict[str, str | None]],
+    validate_only: bool,
+) -> None:
+    """A broker's dynamic configs, kept in the metadata store (``/config/brokers/<id>``) where
+    that broker watches them; any broker may change any broker's, as in Kafka's ZooKeeper mode."""
+    try:
+        broker = int(name)
+    except ValueError:
+        raise KafkaError(
+            ErrorCode.invalid_request,
+            "name a broker id: cluster-wide broker config defaults are not supported",
+        ) from None
+    store = ctx.services.topics.store
+    updated = new_configs(store.broker_configs(broker))
+    static = sorted(set(updated) - DYNAMIC_BROKER_CONFIGS)
+    if static:
+        raise KafkaError(
+            ErrorCode.invalid_request,
+            f"broker configs {static} are static here: set them in the properties file "
+            f"(dynamic: {sorted(DYNAMIC_BROKER_CONFIGS)})",
+        )
+    valid = {k: v for k, v in updated.items() if v is not None}
+    for key, value in valid.items():
+        try:
+            BROKER_CONFIGS[key].parse(value)
+        except ConfigError as e:
+            raise KafkaError(ErrorCode.invalid_config, str(e)) from e
+    if not validate_only:
+        store.set_broker_configs(broker, valid)

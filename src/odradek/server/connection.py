@@ -29,6 +29,7 @@ import typing
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from odradek.counters import RequestTiming, current_request
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import (
     UnsupportedRequest,
@@ -137,6 +138,8 @@ class Connection(asyncio.BufferedProtocol):
         self._end = 0
         self._frame_end = 4
         self._frames: collections.deque[memoryview] = collections.deque()
+        # With metrics on: when each frame of _frames was received (perf_counter_ns).
+        self._arrivals: collections.deque[int] = collections.deque()
         self._queued_bytes = 0
         self._reading_paused = False
         self._frame_waiter: asyncio.Future[None] | None = None
@@ -147,6 +150,7 @@ class Connection(asyncio.BufferedProtocol):
         self._drain_waiter: asyncio.Future[None] | None = None
         self._corked: list[bytes] = []
         self._corked_bytes = 0
+        self._arrived = 0
 
     @property
     def peer(self) -> str:
@@ -198,6 +202,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
         self._frames.clear()
+        self._arrivals.clear()
         self._queued_bytes = 0
         self._wake_reader()
         waiter, self._drain_waiter = self._drain_waiter, None
@@ -257,6 +262,8 @@ class Connection(asyncio.BufferedProtocol):
         view = self._view
         assert view is not None
         start, end = self._start, self._end
+        # Frames completed by one read arrived together: one clock reading serves them all.
+        arrived = time.perf_counter_ns() if self._counters is not None else 0
         while end - start >= 4:
             (size,) = _INT32.unpack_from(view, start)
             if size < 0 or size > self._max_request:
@@ -280,6 +287,8 @@ class Connection(asyncio.BufferedProtocol):
             if frame_end > end:
                 break
             self._frames.append(view[start + 4 : frame_end])
+            if self._counters is not None:
+                self._arrivals.append(arrived)
             self._queued_bytes += size
             start = frame_end
         self._start = start
@@ -304,7 +313,8 @@ class Connection(asyncio.BufferedProtocol):
             waiter.set_result(None)
 
     async def _next_frame(self) -> memoryview | None:
-        """The next request frame (without its size prefix), or None once the client is gone."""
+        """The next request frame (without its size prefix), or None once the client is gone;
+        with metrics on, :attr:`_arrived` is when it was received."""
         while not self._frames:
             if self._framing_error is not None:
                 raise CloseConnection(self._framing_error)
@@ -318,6 +328,8 @@ class Connection(asyncio.BufferedProtocol):
             finally:
                 self._frame_waiter = None
         frame = self._frames.popleft()
+        if self._counters is not None:
+            self._arrived = self._arrivals.popleft()
         self._queued_bytes -= len(frame)
         if self._reading_paused and self._queued_bytes <= _READ_AHEAD_BYTES // 2:
             self._reading_paused = False
@@ -379,15 +391,22 @@ class Connection(asyncio.BufferedProtocol):
     async def serve(self) -> None:
         if self.listener.ssl_context is not None and not await self._start_tls():
             return
+        counters = self._counters
+        timing = None
+        if counters is not None:
+            # This task's context, copied by any task a handler starts: the purgatory adds the
+            # request's waits to it (Kafka's RemoteTime).
+            timing = RequestTiming()
+            current_request.set(timing)
         try:
             while True:
                 frame = await self._next_frame()
                 if frame is None:
                     return
                 self.busy = True
-                counters = self._counters
-                if counters is not None:
+                if timing is not None:
                     started = time.perf_counter_ns()
+                    timing.reset()
                     (api_key,) = _INT16.unpack_from(frame)
                     sasl = self.session.sasl
                     if sasl is not None and sasl.legacy_tokens:
@@ -396,15 +415,24 @@ class Connection(asyncio.BufferedProtocol):
                     response = await self.dispatch(frame)
                     # A live view would keep the receive buffer from being reused.
                     del frame
+                    if timing is not None:
+                        handled = time.perf_counter_ns()
                     if response is not None:
                         await self.write(response)
                     sasl = self.session.sasl
                     if sasl is not None and sasl.failure is not None:
                         await self._close_after_failed_authentication(sasl.failure)
-                    if counters is not None:
-                        # Kafka's TotalTimeMs ends when the response is sent; here, when the
-                        # transport has it (or, corked, when it will go at this loop turn).
-                        counters.handled(api_key, time.perf_counter_ns() - started)
+                    if counters is not None and timing is not None:
+                        # Kafka's ResponseSendTimeMs ends when the response is sent; here, when
+                        # the transport has it (or, corked, when it will go at this loop turn).
+                        remote = min(timing.remote_ns, handled - started)
+                        counters.handled(
+                            api_key,
+                            queue_ns=started - self._arrived,
+                            local_ns=handled - started - remote,
+                            remote_ns=remote,
+                            send_ns=time.perf_counter_ns() - handled,
+                        )
                     self._shed_big_buffer()
                 finally:
                     self.busy = False

@@ -1,11 +1,10 @@
-"""The group handlers' wait for replication: an answer of the group coordinator is sent once the
-records it may depend on are committed in ``__consumer_offsets`` (see
+"""The group handlers' side of answering once committed: an answer of the group coordinator is
+sent once the records it may depend on are committed in ``__consumer_offsets`` (see
 :mod:`odradek.coordinator.runtime` for why every answer waits on its
-:class:`~odradek.coordinator.runtime.CommitPoint`).
-
-Waits are parked in the broker's purgatory on the partitions, as acks=all produces are, for at
-most ``offsets.commit.timeout.ms``; then Kafka's mapping applies (REQUEST_TIMED_OUT →
-COORDINATOR_NOT_AVAILABLE). Runs on the broker's event loop, called from handlers only.
+:class:`~odradek.coordinator.internal_topic.CommitPoint`; the runtime does the waiting, in the
+broker's purgatory, for at most ``offsets.commit.timeout.ms``, then Kafka's mapping applies:
+REQUEST_TIMED_OUT → COORDINATOR_NOT_AVAILABLE). Runs on the broker's event loop, called from
+handlers only.
 """
 
 from __future__ import annotations
@@ -13,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from odradek.coordinator.coordinator import write_error
+from odradek.coordinator.internal_topic import CommitPoint
 from odradek.coordinator.messages import OffsetCommit
-from odradek.coordinator.runtime import CommitPoint
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext
 
@@ -23,19 +21,7 @@ from odradek.server.context import RequestContext
 async def committed(ctx: RequestContext, points: Sequence[CommitPoint]) -> list[ErrorCode]:
     """Wait until every point is committed (or the timeout); each point's outcome: NONE, or the
     error to answer with instead."""
-    pending = [p.partition for p in points if p.partition is not None]
-
-    def settled() -> bool:
-        return all(p.outcome() is not None for p in points)
-
-    if pending and not settled():
-        timeout_s = ctx.services.groups.commit_timeout_ms / 1000
-        await ctx.services.purgatory.park(pending, settled, timeout_s, ctx.header.api_key)
-    outcomes = []
-    for point in points:
-        outcome = point.outcome()
-        outcomes.append(write_error(ErrorCode.request_timed_out) if outcome is None else outcome)
-    return outcomes
+    return await ctx.services.groups.committed(points, ctx.header.api_key)
 
 
 async def group_committed(ctx: RequestContext, group_id: str) -> ErrorCode:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from odradek.counters import RequestCounters
+from odradek.counters import RequestCounters, current_request
 from odradek.protocol.errors import ErrorCode
 
 
@@ -31,7 +31,8 @@ class Replicating(Watchable, Protocol):
 
 class Purgatory:
     """The broker's delayed operations; ``parked`` counts those waiting now. With
-    ``counters``, each wait's length is counted under the API key its caller names."""
+    ``counters`` (metrics on), each wait of a request (``api_key`` given) is added to that
+    request's :class:`~odradek.counters.RequestTiming`, its RemoteTime."""
 
     def __init__(self, counters: RequestCounters | None = None) -> None:
         self.parked = 0
@@ -51,7 +52,9 @@ class Purgatory:
         deadline = loop.time() + max(timeout_s, 0.0)
         watched = list(watched)
         self.parked += 1
-        started = time.perf_counter_ns()
+        timing = current_request.get() if self._counters is not None and api_key >= 0 else None
+        if timing is not None:
+            timing.park_began(time.perf_counter_ns())
         try:
             while True:
                 remaining = deadline - loop.time()
@@ -76,8 +79,8 @@ class Purgatory:
                     return True
         finally:
             self.parked -= 1
-            if self._counters is not None and api_key >= 0:
-                self._counters.parked(api_key, time.perf_counter_ns() - started)
+            if timing is not None:
+                timing.park_ended(time.perf_counter_ns())
 
     async def replicated(
         self, partition: Replicating, required_offset: int, timeout_s: float, api_key: int = -1

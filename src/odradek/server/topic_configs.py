@@ -14,6 +14,7 @@ TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
@@ -48,6 +49,11 @@ def describe_topic_configs(
             )
         if synonym is not None:
             synonyms.append({"name": synonym, "value": broker_value, "source": broker_source})
+        if broker_source != DEFAULT_CONFIG or synonym is None:
+            # Last, as Kafka lists them: the value that applies when nothing sets it.
+            synonyms.append(
+                {"name": synonym or name, "value": definition.default, "source": DEFAULT_CONFIG}
+            )
         described.append(
             {
                 "name": name,
@@ -67,14 +73,22 @@ def describe_broker_configs(
     services: BrokerServices, names: list[str] | None = None, *, include_synonyms: bool = False
 ) -> list[dict[str, Any]]:
     described = []
+    # This broker's dynamic configs (the replication throttles) win over its properties.
+    dynamic = services.topics.store.broker_configs(services.config.node_id)
     for name in sorted(BROKER_CONFIGS) if names is None else names:
         definition = BROKER_CONFIGS.get(name)
         if definition is None:
             continue
         # As Kafka: a password (a key's, a JAAS entry with PLAIN users) is never shown.
         sensitive = definition.kind is ConfigType.PASSWORD
-        value = None if sensitive else services.config.raw(name)
-        source = STATIC_BROKER_CONFIG if name in services.config.props else DEFAULT_CONFIG
+        value = None if sensitive else dynamic.get(name, services.config.raw(name))
+        source = (
+            DYNAMIC_BROKER_CONFIG
+            if name in dynamic
+            else STATIC_BROKER_CONFIG
+            if name in services.config.props
+            else DEFAULT_CONFIG
+        )
         described.append(
             {
                 "name": name,
@@ -82,7 +96,7 @@ def describe_broker_configs(
                 "read_only": definition.read_only,
                 "config_source": source,
                 "is_sensitive": sensitive,
-                "synonyms": [{"name": name, "value": value, "source": source}]
+                "synonyms": _broker_synonyms(name, value, source, definition.default, sensitive)
                 if include_synonyms
                 else [],
                 "config_type": int(definition.kind),
@@ -90,3 +104,14 @@ def describe_broker_configs(
             }
         )
     return described
+
+
+def _broker_synonyms(
+    name: str, value: str | None, source: int, default: str | None, sensitive: bool
+) -> list[dict[str, Any]]:
+    synonyms = [{"name": name, "value": value, "source": source}]
+    if source != DEFAULT_CONFIG:
+        synonyms.append(
+            {"name": name, "value": None if sensitive else default, "source": DEFAULT_CONFIG}
+        )
+    return synonyms

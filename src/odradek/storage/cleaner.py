@@ -267,7 +267,12 @@ class LogCleaner:
         self._wake: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
         self._building: asyncio.Future[_Built | None] | None = None
+        # For the metrics (Kafka's LogCleaner and LogCleanerManager gauges), written on the
+        # event loop when a log is chosen and when a pass is swapped in.
         self.passes = 0
+        self.last_result: CleanResult | None = None
+        self.max_dirty_ratio = 0.0  # the dirtiest cleanable log's, at the last choice
+        self.last_run_ms: int | None = None  # when the cleaner last looked for a log
 
     # -- choosing a log ------------------------------------------------------------------------
 
@@ -342,10 +347,15 @@ class LogCleaner:
     def _plan(self) -> _Plan | None:
         now = self.clock.time_ms()
         best: tuple[tuple[bool, float], PartitionLog] | None = None
+        dirtiest = 0.0
         for partition_log in self.logs.all_logs():
             candidate = self._candidate(partition_log, now)
-            if candidate is not None and (best is None or candidate > best[0]):
-                best = (candidate, partition_log)
+            if candidate is not None:
+                dirtiest = max(dirtiest, candidate[1])
+                if best is None or candidate > best[0]:
+                    best = (candidate, partition_log)
+        self.max_dirty_ratio = dirtiest
+        self.last_run_ms = now
         if best is None:
             return None
         return self._plan_for(best[1], now)
@@ -695,6 +705,7 @@ class LogCleaner:
             segments_after=plan.log.segment_count(),
             seconds=time.monotonic() - stats.started,
         )
+        self.last_result = result
         log.info(
             "cleaned %s-%d up to offset %d: %.1f MB of dirty log at %.1f MB/s, %d of %d records "
             "kept, %d tombstones removed, %d -> %d bytes, %d -> %d segments",
@@ -803,6 +814,10 @@ class LogCleaner:
                     plan.directory,
                 )
             return result
+
+    def uncleanable_count(self) -> int:
+        """Logs left alone after a pass could not read them (until the broker restarts)."""
+        return sum(1 for state in self._states.values() if state.uncleanable)
 
     def wake(self) -> None:
         """Look for work now rather than after the backoff."""

@@ -51,12 +51,12 @@ def services(tmp_path: Path, clock: ManualClock) -> Iterator[BrokerServices]:
     store = LocalMetadataStore(config.log_dirs[0], node_id=NODE_ID)
     topics = TopicManager(config, store, logs, clock)
     topics.open()
-    groups = GroupCoordinatorRuntime(config, topics, clock)
+    purgatory = Purgatory()
+    groups = GroupCoordinatorRuntime(config, topics, clock, purgatory.replicated)
     groups.load()  # no timer task: tests move the clock and tick
     cluster = LocalClusterView(ENDPOINT, store.cluster_id, topics, groups.coordinator.partition_for)
     topics.cluster = cluster
     producer_ids = ProducerIdManager(store)
-    purgatory = Purgatory()
     transactions = TransactionCoordinatorRuntime(
         config, topics, clock, producer_ids, purgatory.replicated
     )

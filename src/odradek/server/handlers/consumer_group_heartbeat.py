@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, client_host, denied, permits, refusal
@@ -56,7 +57,11 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
         # From v1 the consumer makes its member id itself (KIP-1082).
         result = ConsumerHeartbeatResult(ErrorCode.invalid_request, "MemberId can't be empty.")
     else:
-        result = ctx.services.groups.coordinator.consumer.heartbeat(heartbeat)
+        result, refused = ctx.services.groups.perform(
+            lambda coordinator: coordinator.consumer.heartbeat(heartbeat)
+        )
+        if refused != ErrorCode.none:
+            result = ConsumerHeartbeatResult(write_error(refused), refused.name)
         failure = await group_committed(ctx, heartbeat.group_id)
         if failure != ErrorCode.none:
             result = ConsumerHeartbeatResult(failure)

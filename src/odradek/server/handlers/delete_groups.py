@@ -16,7 +16,10 @@ async def handle_delete_groups(ctx: RequestContext, request: Any) -> Response:
     names = list(dict.fromkeys(request.groups_names))
     refused = denied(ctx, Op.DELETE, GROUP, names)
     groups = ctx.services.groups
-    results = groups.coordinator.delete_groups([n for n in names if n not in refused])
+    # A group whose records were refused has the error in its answer already.
+    results, _ = groups.perform(
+        lambda coordinator: coordinator.delete_groups([n for n in names if n not in refused])
+    )
     outcomes = await committed(ctx, [groups.commit_point(name) for name in names])
     for name, failure in zip(names, outcomes, strict=True):
         if name in refused:

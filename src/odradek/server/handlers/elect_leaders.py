@@ -1,5 +1,5 @@
-"""ElectLeaders (43): preferred leader election on the controller (KIP-460's unclean election
-is refused: the controller elects unclean leaders only by topic config)."""
+"""ElectLeaders (43): preferred (0) or unclean (1, KIP-460) leader election, on the controller
+(another broker answers NOT_CONTROLLER)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
 PREFERRED = 0
+UNCLEAN = 1
 
 
 def _result(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
@@ -35,10 +36,10 @@ async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Response:
         error = ErrorCode.cluster_authorization_failed
         for tp in asked or []:
             results[tp] = _result(tp.partition, error)
-    elif election_type != PREFERRED:
+    elif election_type not in (PREFERRED, UNCLEAN):
         error = ErrorCode.invalid_request
     elif controller is None:
-        # One broker leads every partition it has: every preferred leader already leads.
+        # One broker leads every partition it has: no election is ever needed.
         for tp in asked or []:
             known = ctx.services.topics.partition(tp.topic, tp.partition) is not None
             results[tp] = _result(
@@ -47,7 +48,10 @@ async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Response:
             )
     else:
         try:
-            elected = await controller.elect_preferred(asked)
+            elect = (
+                controller.elect_unclean if election_type == UNCLEAN else controller.elect_preferred
+            )
+            elected = await elect(asked)
         except KafkaError as e:
             error = e.code
         else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.cluster.partition import Partition
+from odradek.cluster.quota import ReplicationQuotas
 from odradek.counters import BrokerCounters
 from odradek.protocol import compression, fetch_request, fetch_response, legacy
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -135,12 +136,15 @@ def _read_all(
     rack: str | None = None,
     incremental: bool = False,
     denied: frozenset[str] = frozenset(),
+    replica_id: int = -1,
 ) -> tuple[list[fetch_response.TopicData[ReadSlice]], int, bool]:
     """One pass over the requested partitions: (topics, bytes found, any error). A consumer
     reads below the high watermark (read_committed: below the last stable offset, with the
     aborted transactions in what it reads), a follower (``replica``) up to the log end; a
-    consumer in ``rack`` is sent to an in-sync replica there (KIP-392)."""
+    consumer in ``rack`` is sent to an in-sync replica there (KIP-392); a follower outside the
+    ISR of a throttled partition gets no records while the leader's quota is exceeded."""
     topics = ctx.services.topics
+    quotas = ctx.services.replicas.quotas if replica and ctx.services.replicas else None
     read_committed = not replica and int(request.isolation_level) == READ_COMMITTED
     budget = int(request.max_bytes) if ctx.version >= 3 else 2**31 - 1
     total = 0
@@ -179,6 +183,9 @@ def _read_all(
         slice_: ReadSlice | None = None
         error = ErrorCode.none
         limit = min(p.max_bytes, budget - total)
+        held_back = quotas is not None and quotas.leader_holds_back(
+            name, index, replica_id in partition.isr
+        )
         fetch_offset = p.fetch_offset
         upper = log.log_end_offset if replica else lso if read_committed else hw
         if (
@@ -191,7 +198,7 @@ def _read_all(
             continue  # nothing new: an incremental response leaves it out
         # A fetcher already at the end (the usual case for most partitions of an idle
         # consumer's fetch) needs no look into the segments.
-        if fetch_offset != upper and (limit > 0 or total == 0):
+        if fetch_offset != upper and not held_back and (limit > 0 or total == 0):
             try:
                 slice_ = log.read(
                     fetch_offset,
@@ -251,11 +258,13 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
     errors = _follower_fetched(ctx, request, replica_id) if replica and not denied else None
     rack = _rack_aware(ctx, request, replica)
     incremental = session is not None and session.incremental
-    found = _read_all(ctx, request, wanted, replica, errors, rack, incremental, denied)
+    found = _read_all(ctx, request, wanted, replica, errors, rack, incremental, denied, replica_id)
 
     def enough() -> bool:
         nonlocal found
-        found = _read_all(ctx, request, wanted, replica, errors, rack, incremental, denied)
+        found = _read_all(
+            ctx, request, wanted, replica, errors, rack, incremental, denied, replica_id
+        )
         return found[1] >= min_bytes or found[2]
 
     _, total, any_error = found
@@ -266,6 +275,8 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
             _watched(ctx, wanted), enough, max_wait_s, ctx.header.api_key
         )
     topics = found[0]
+    if replica and ctx.services.replicas is not None:
+        _record_throttled(ctx.services.replicas.quotas, topics)
     if session is not None and session.session is not None:
         topics = _session_view(session, topics)
     if ctx.version < FIRST_ZSTD_VERSION:
@@ -274,6 +285,20 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
     if counters is not None:
         _count(counters, ctx.header.api_key, topics, replica)
     return _frame(ctx, topics, session_id=session.session_id if session is not None else 0)
+
+
+def _record_throttled(
+    quotas: ReplicationQuotas, topics: list[fetch_response.TopicData[ReadSlice]]
+) -> None:
+    """The bytes sent to a follower for throttled partitions count against the leader quota."""
+    size = sum(
+        p.records_size
+        for t in topics
+        for p in t.partitions
+        if p.records_size and quotas.leader_throttled(t.name, p.index)
+    )
+    if size:
+        quotas.leader.record(size)
 
 
 def _for_old_reader(

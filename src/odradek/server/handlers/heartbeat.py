@@ -16,14 +16,13 @@ from odradek.server.registry import handles
 async def handle_heartbeat(ctx: RequestContext, request: Any) -> Response:
     if not permits(ctx, Op.READ, GROUP, request.group_id):
         return refusal(ctx, GROUP)
-    error = ctx.services.groups.coordinator.heartbeat(
-        HeartbeatRequest(
-            request.group_id,
-            int(request.generation_id),
-            request.member_id,
-            getattr(request, "group_instance_id", None),
-        )
+    heartbeat = HeartbeatRequest(
+        request.group_id,
+        int(request.generation_id),
+        request.member_id,
+        getattr(request, "group_instance_id", None),
     )
+    error, _ = ctx.services.groups.perform(lambda coordinator: coordinator.heartbeat(heartbeat))
     failure = await group_committed(ctx, request.group_id)
     if failure != ErrorCode.none:
         error = failure

@@ -1,30 +1,44 @@
-"""IncrementalAlterConfigs (44): set, delete, append to or subtract from single topic configs."""
+"""IncrementalAlterConfigs (44): set, delete, append to or subtract from single configs of a
+topic, or of a broker (its dynamic configs: the replication throttle rates)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from odradek.config import TOPIC_CONFIGS, ConfigType
+from odradek.cluster.quota import DYNAMIC_BROKER_CONFIGS
+from odradek.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.config_changes import alter_resource
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
+from odradek.server.topic_configs import BROKER_RESOURCE
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _apply(ctx: RequestContext, current: dict[str, str], ops: Any) -> dict[str, str | None]:
+def _definition(resource_type: int, name: str) -> ConfigDef:
+    if resource_type == BROKER_RESOURCE:
+        if name in DYNAMIC_BROKER_CONFIGS:
+            return BROKER_CONFIGS[name]
+    elif name in TOPIC_CONFIGS:
+        return TOPIC_CONFIGS[name][0]
+    kind = "broker" if resource_type == BROKER_RESOURCE else "topic"
+    raise KafkaError(ErrorCode.invalid_config, f"unknown {kind} config {name!r}")
+
+
+def _apply(
+    ctx: RequestContext, current: dict[str, str], ops: Any, resource_type: int
+) -> dict[str, str | None]:
     updated: dict[str, str | None] = dict(current)
     for op in ops:
         name, value, kind = op.name, op.value, int(op.config_operation)
-        if name not in TOPIC_CONFIGS:
-            raise KafkaError(ErrorCode.invalid_config, f"unknown topic config {name!r}")
+        definition = _definition(resource_type, name)
         if kind == SET:
             updated[name] = value
         elif kind == DELETE:
             updated.pop(name, None)
         elif kind in (APPEND, SUBTRACT):
-            if TOPIC_CONFIGS[name][0].kind is not ConfigType.LIST:
+            if definition.kind is not ConfigType.LIST:
                 raise KafkaError(ErrorCode.invalid_config, f"{name} is not a list config")
             base = updated.get(name)
             if base is None:
@@ -47,8 +61,10 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
     for resource in request.resources:
         ops = resource.configs
 
-        def change(current: dict[str, str], ops: Any = ops) -> dict[str, str | None]:
-            return _apply(ctx, current, ops)
+        def change(
+            current: dict[str, str], ops: Any = ops, kind: int = int(resource.resource_type)
+        ) -> dict[str, str | None]:
+            return _apply(ctx, current, ops, kind)
 
         responses.append(alter_resource(ctx, resource, change, bool(request.validate_only)))
     return ctx.respond(throttle_time=0, responses=responses)

@@ -7,8 +7,8 @@ import asyncio
 import datetime
 from typing import Any
 
+from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import JoinRequest, JoinResult, Protocol
-from odradek.coordinator.runtime import CommitPoint
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, client_host, permits, refusal
 from odradek.server.context import RequestContext, Response
@@ -40,17 +40,20 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Response:
         reason=getattr(request, "reason", None),
     )
     groups = ctx.services.groups
-    future: asyncio.Future[tuple[JoinResult, CommitPoint]] = (
-        asyncio.get_running_loop().create_future()
-    )
+    future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
 
     def reply(result: JoinResult) -> None:
         if not future.done():
-            future.set_result((result, groups.commit_point(join.group_id)))
+            future.set_result(result)
 
-    groups.coordinator.join_group(join, reply)
-    result, point = await future
-    (failure,) = await committed(ctx, [point])
+    _, refused = groups.perform(lambda coordinator: coordinator.join_group(join, reply))
+    if refused != ErrorCode.none:
+        result = JoinResult(write_error(refused), member_id=join.member_id)
+    else:
+        result = await future
+    # Resumed after the operation that answered, and its writes, ran to their end: the
+    # group's log end now covers every record the answer may depend on.
+    (failure,) = await committed(ctx, [groups.commit_point(join.group_id)])
     if failure != ErrorCode.none:
         result = JoinResult(failure, member_id=join.member_id)
     # Before v7 the protocol name is not nullable.

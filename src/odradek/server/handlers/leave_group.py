@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import MemberIdentity
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, permits, refusal
@@ -16,12 +17,15 @@ from odradek.server.registry import handles
 async def handle_leave_group(ctx: RequestContext, request: Any) -> Response:
     if not permits(ctx, Op.READ, GROUP, request.group_id):
         return refusal(ctx, GROUP)
-    coordinator = ctx.services.groups.coordinator
+    groups = ctx.services.groups
     if ctx.version < 3:
-        result = coordinator.leave_group(request.group_id, [MemberIdentity(request.member_id)])
+        leaving = [MemberIdentity(request.member_id)]
+        result, refused = groups.perform(lambda c: c.leave_group(request.group_id, leaving))
         error = result.error
         if error == ErrorCode.none and result.members:
             error = result.members[0][1]
+        if refused != ErrorCode.none:
+            error = write_error(refused)
         failure = await group_committed(ctx, request.group_id)
         if failure != ErrorCode.none:
             error = failure
@@ -30,8 +34,10 @@ async def handle_leave_group(ctx: RequestContext, request: Any) -> Response:
         MemberIdentity(m.member_id, m.group_instance_id, getattr(m, "reason", None))
         for m in request.members
     ]
-    result = coordinator.leave_group(request.group_id, identities)
+    result, refused = groups.perform(lambda c: c.leave_group(request.group_id, identities))
     failure = await group_committed(ctx, request.group_id)
+    if failure == ErrorCode.none and refused != ErrorCode.none:
+        failure = write_error(refused)
     if failure != ErrorCode.none:
         return ctx.respond(throttle_time=0, error_code=failure, members=[])
     return ctx.respond(

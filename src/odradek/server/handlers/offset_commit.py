@@ -38,15 +38,15 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
 
     commits, results = offsets_to_commit(ctx, request.topics, refusal)
     if commits:
-        committed = ctx.services.groups.coordinator.commit_offsets(
-            CommitRequest(
-                group_id=request.group_id,
-                generation_id=int(request.generation_id_or_member_epoch),
-                member_id=request.member_id,
-                group_instance_id=getattr(request, "group_instance_id", None),
-                offsets=tuple(commits),
-            )
+        commit = CommitRequest(
+            group_id=request.group_id,
+            generation_id=int(request.generation_id_or_member_epoch),
+            member_id=request.member_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
+            offsets=tuple(commits),
         )
+        # A refused write's error is in the partitions' answers already.
+        committed, _ = ctx.services.groups.perform(lambda c: c.commit_offsets(commit))
         failure = await group_committed(ctx, request.group_id)
         if failure != ErrorCode.none:
             committed = dict.fromkeys(committed, failure)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.coordinator.internal_topic import write_error
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits, refusal
 from odradek.server.context import RequestContext, Response
@@ -29,7 +30,11 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Response:
                 results[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 known.append(tp)
-    error, deleted = ctx.services.groups.coordinator.delete_offsets(request.group_id, known)
+    (error, deleted), not_written = ctx.services.groups.perform(
+        lambda coordinator: coordinator.delete_offsets(request.group_id, known)
+    )
+    if not_written != ErrorCode.none:
+        error = write_error(not_written)
     failure = await group_committed(ctx, request.group_id)
     if failure != ErrorCode.none:
         error = failure

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import SyncRequest, SyncResult
-from odradek.coordinator.runtime import CommitPoint
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
@@ -29,17 +29,18 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Response:
         protocol_name=getattr(request, "protocol_name", None),
     )
     groups = ctx.services.groups
-    future: asyncio.Future[tuple[SyncResult, CommitPoint]] = (
-        asyncio.get_running_loop().create_future()
-    )
+    future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
 
     def reply(result: SyncResult) -> None:
         if not future.done():
-            future.set_result((result, groups.commit_point(sync.group_id)))
+            future.set_result(result)
 
-    groups.coordinator.sync_group(sync, reply)
-    result, point = await future
-    (failure,) = await committed(ctx, [point])
+    _, refused = groups.perform(lambda coordinator: coordinator.sync_group(sync, reply))
+    if refused != ErrorCode.none:
+        result = SyncResult(write_error(refused))
+    else:
+        result = await future
+    (failure,) = await committed(ctx, [groups.commit_point(sync.group_id)])
     if failure != ErrorCode.none:
         result = SyncResult(failure)
     return ctx.respond(

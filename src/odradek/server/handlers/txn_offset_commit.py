@@ -81,18 +81,18 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Respons
 
     commits, results = offsets_to_commit(ctx, request.topics)
     if commits:
-        committed = ctx.services.groups.coordinator.commit_transactional_offsets(
-            TxnCommitRequest(
-                group_id=request.group_id,
-                transactional_id=request.transactional_id,
-                producer_id=int(request.producer_id),
-                producer_epoch=int(request.producer_epoch),
-                offsets=tuple(commits),
-                generation_id=int(getattr(request, "generation_id", -1)),
-                member_id=getattr(request, "member_id", ""),
-                group_instance_id=getattr(request, "group_instance_id", None),
-            )
+        commit = TxnCommitRequest(
+            group_id=request.group_id,
+            transactional_id=request.transactional_id,
+            producer_id=int(request.producer_id),
+            producer_epoch=int(request.producer_epoch),
+            offsets=tuple(commits),
+            generation_id=int(getattr(request, "generation_id", -1)),
+            member_id=getattr(request, "member_id", ""),
+            group_instance_id=getattr(request, "group_instance_id", None),
         )
+        # A refused write's error is in the partitions' answers already.
+        committed, _ = ctx.services.groups.perform(lambda c: c.commit_transactional_offsets(commit))
         failure = await group_committed(ctx, request.group_id)
         if failure != ErrorCode.none:
             committed = dict.fromkeys(committed, failure)

@@ -1,0 +1,81 @@
+"""``odradek console``: the web console against any Kafka-compatible cluster.
+
+    odradek console --bootstrap broker1:9092 --listen 127.0.0.1:8080
+    odradek console --bootstrap broker1:9093 --command-config client.properties
+
+The page and its API are the broker's own console (:mod:`odradek.console`), served by this
+process; ``--command-config`` is a Kafka client properties file (``security.protocol``,
+``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.truststore.location``, …) as Kafka's tools take.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from odradek.cli.options import DEFAULT_BOOTSTRAP
+from odradek.client.core import ClientError, parse_address
+from odradek.client.security import ClientSecurity
+from odradek.config import parse_properties
+
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    console = commands.add_parser("console", help="serve the web console for a cluster")
+    console.add_argument(
+        "--bootstrap",
+        "--bootstrap-server",
+        dest="bootstrap",
+        default=DEFAULT_BOOTSTRAP,
+        metavar="HOST:PORT",
+        help=f"a broker of the cluster, or several comma-separated (default {DEFAULT_BOOTSTRAP})",
+    )
+    console.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"where to serve the page (default {DEFAULT_LISTEN}; port 0: any free port)",
+    )
+    console.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="Kafka client properties for the connection (security.protocol, sasl.*, ssl.*)",
+    )
+    console.add_argument("--timeout", type=float, default=15.0, help="seconds per request")
+    console.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from odradek.console.api import ConsoleApi
+    from odradek.console.server import HttpServer
+
+    try:
+        settings = (
+            parse_properties(Path(args.command_config).read_text()) if args.command_config else {}
+        )
+        security = ClientSecurity.from_config(settings)
+        host, port = parse_address(args.listen)
+    except (OSError, ClientError) as e:
+        print(f"odradek console: {e}", file=sys.stderr)
+        return 2
+    api = ConsoleApi(args.bootstrap, security, timeout_s=args.timeout)
+    server = HttpServer(None, api)
+    api.start()
+    try:
+        bound = server.start(host, port)
+    except OSError as e:
+        api.close()
+        print(f"odradek console: cannot listen on {args.listen}: {e}", file=sys.stderr)
+        return 1
+    print(f"odradek console on http://{bound[0]}:{bound[1]}/ for {args.bootstrap}", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
+    api.close()
+    return 0
