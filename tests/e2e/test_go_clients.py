@@ -3,8 +3,9 @@
 The programs of tests/go drive the versions Debian bookworm packages: sarama 1.22.1 (whose
 ``config.Version`` picks the request versions: 0.8.2 sends Produce v0 and Fetch v0 with message
 format v0, OffsetCommit v1 and ListOffsets v0; 0.10.0 Produce v2 and Fetch v2 with message format
-v1; 0.11 and later RecordBatch v2; its ClusterAdmin sends DescribeConfigs v0) and kafka-go 0.2.1
-(Produce v2 and Fetch v2, a group with OffsetCommit v2). Every connection passes through a
+v1; 0.11 and later RecordBatch v2, with maxTimestamp left at -1; its ClusterAdmin sends
+DescribeConfigs v0 and the ACL APIs v0) and kafka-go 0.2.1 (Produce v2 and Fetch v2, a group with
+OffsetCommit v2). Every connection passes through a
 recording proxy, so each test also shows which request versions the client really sent; with
 ``ODRADEK_CAPTURE=1`` the frames are written to tests/protocol/captured (its README).
 """
