@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Make .venv with odradek installed (editable). With --test, also the test tools and the system
 # packages the tests drive (Debian's kcat; a headless JDK 17 for PySpark and the Java tests; Maven;
-# Debian's zookeeper; Debian's chromium and npm for the web console's browser tests), installed
-# with apt-get where missing, playwright-core from npm, and Kafka's jars for the Java tests
-# (fetched once per machine into ~/.cache/odradek/java, see tests/java/jars.py).
+# Debian's zookeeper; Debian's chromium and npm for the web console's browser tests; Debian's
+# burrow, LinkedIn's lag monitor), installed with apt-get where missing, playwright-core from npm,
+# Kafka's jars for the Java tests (fetched once per machine into ~/.cache/odradek/java, see
+# tests/java/jars.py) and the Go client programs (sarama and kafka-go pinned in tests/go/go.mod,
+# built once per machine with the machine's Go into ~/.cache/odradek/go, see tests/go/programs.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,6 +28,8 @@ if [ "${1:-}" = "--test" ]; then
   # The web console's browser tests drive Debian's chromium with playwright-core (npm).
   [ -x /usr/bin/chromium ] || missing+=(chromium)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
+  # Burrow 1.2 (tests/e2e/test_burrow.py), which asks the broker for ListOffsets v0.
+  command -v Burrow >/dev/null 2>&1 || missing+=(burrow)
   if [ ${#missing[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -36,6 +40,7 @@ if [ "${1:-}" = "--test" ]; then
   # playwright-core at the version pinned in tests/console/package-lock.json, into
   # tests/console/node_modules (no browser download: the tests use /usr/bin/chromium).
   (cd tests/console && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent)
+  PATH="$PATH:/usr/local/go/bin" .venv/bin/python tests/go/programs.py >/dev/null
 else
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
 fi

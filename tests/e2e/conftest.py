@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.protocol.record_batch import iter_headers
 from odradek.testing import RunningBroker, running_broker
 
 ADMIN_TIMEOUT_S = 15
@@ -87,6 +88,14 @@ def stored_codecs(broker: RunningBroker, topic: str, partition: int = 0) -> set[
             assert magic == 2, f"batch at {segment.name}:{position} has magic {magic}"
             found.add(names[attributes & 0x7])
             position += 12 + length
+    return found
+
+
+def stored_max_timestamps(broker: RunningBroker, topic: str, partition: int = 0) -> list[int]:
+    """The maxTimestamp of each record batch the broker stored for a partition."""
+    found: list[int] = []
+    for segment in sorted((Path(broker.data_dir) / f"{topic}-{partition}").glob("*.log")):
+        found += [h.max_timestamp for h in iter_headers(segment.read_bytes())]
     return found
 
 

@@ -660,7 +660,59 @@ def _describe_log_dirs_v0(client: KafkaConnection) -> None:
     assert sizes[(TOPIC, 0)] > 0
 
 
+def _acls_v0(client: KafkaConnection) -> None:
+    """v0 has no pattern type: what it creates, describes and deletes is LITERAL."""
+    from kafka.protocol.admin import (
+        CreateAclsRequest,
+        CreateAclsResponse,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+        DescribeAclsRequest,
+        DescribeAclsResponse,
+    )
+
+    name = unique_topic("acl-v0")
+    topic, read, allow, any_ = 2, 3, 3, 1
+    acl = {"principal": "User:alice", "host": "*", "operation": read, "permission_type": allow}
+    created = _old_request(
+        client,
+        CreateAclsRequest[0](
+            creations=[
+                CreateAclsRequest[0].AclCreation(resource_type=topic, resource_name=name, **acl)
+            ]
+        ),
+        CreateAclsResponse[0],
+    )
+    assert [r.error_code for r in created.results] == [0]
+    selection = {
+        "resource_type_filter": topic,
+        "resource_name_filter": name,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": any_,
+        "permission_type": any_,
+    }
+    described = _old_request(client, DescribeAclsRequest[0](**selection), DescribeAclsResponse[0])
+    assert described.error_code == 0
+    assert [
+        (r.resource_type, r.resource_name, a.principal, a.operation)
+        for r in described.resources
+        for a in r.acls
+    ] == [(topic, name, "User:alice", read)]
+    deleted = _old_request(
+        client,
+        DeleteAclsRequest[0](filters=[DeleteAclsRequest[0].DeleteAclsFilter(**selection)]),
+        DeleteAclsResponse[0],
+    )
+    [result] = deleted.filter_results
+    assert result.error_code == 0
+    assert [(m.resource_name, m.principal) for m in result.matching_acls] == [(name, "User:alice")]
+
+
 OLD_END_DRIVERS: dict[tuple[int, int], Callable[[KafkaConnection], None]] = {
+    (29, 0): _acls_v0,
+    (30, 0): _acls_v0,
+    (31, 0): _acls_v0,
     (19, 0): _create_and_delete_topics_v0,
     (20, 0): _create_and_delete_topics_v0,
     (23, 0): _offset_for_leader_epoch_v0,

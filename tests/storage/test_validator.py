@@ -6,8 +6,13 @@ import pytest
 
 from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.record_batch import iter_headers
-from odradek.protocol.records import NewRecord, encode_batch
+from odradek.protocol.record_batch import (
+    NO_TIMESTAMP,
+    iter_headers,
+    set_max_timestamp,
+    validate_batches,
+)
+from odradek.protocol.records import NewRecord, decode_batch, encode_batch
 from odradek.storage import LogConfig
 from odradek.storage.validator import RecordsRejected, validate_for_leader
 
@@ -80,3 +85,34 @@ def test_a_topic_codec_rewrites_batches_in_it() -> None:
     assert [h.compression for h in valid.headers] == [compression.codec_id("zstd")]
     assert [h.compression for h in iter_headers(valid.buffer)] == [compression.codec_id("zstd")]
     assert valid.headers[0].record_count == 2
+
+
+def without_max_timestamp(data: bytes) -> bytearray:
+    """The batch as sarama before 1.23 writes it: maxTimestamp -1 (CRC made to match)."""
+    out = bytearray(data)
+    (header,) = iter_headers(out)
+    set_max_timestamp(out, header, NO_TIMESTAMP)
+    return out
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip"])
+def test_a_batch_without_max_timestamp_gets_its_records_greatest(codec: str) -> None:
+    records = [NewRecord(b"k", b"v", timestamp=NOW + delta) for delta in (5, 40, 12)]
+    data = without_max_timestamp(
+        encode_batch(records, now_ms=NOW, compression=compression.codec_id(codec))
+    )
+    assert [h.max_timestamp for h in iter_headers(data)] == [NO_TIMESTAMP]
+    valid = validate_for_leader(data, LogConfig(), NOW, "t-0")
+    assert [h.max_timestamp for h in valid.headers] == [NOW + 40]
+    # the rewritten batch is whole: its CRC covers the new field
+    assert [h.max_timestamp for h in validate_batches(valid.buffer, 1 << 20)] == [NOW + 40]
+    assert [r.timestamp for r in decode_batch(bytes(valid.buffer))] == [NOW + 5, NOW + 40, NOW + 12]
+
+
+def test_a_batch_without_any_timestamp_is_left_as_it_came() -> None:
+    data = bytearray(encode_batch([NewRecord(b"k", b"v", timestamp=NO_TIMESTAMP)], now_ms=NOW))
+    (header,) = iter_headers(data)
+    assert (header.base_timestamp, header.max_timestamp) == (NO_TIMESTAMP, NO_TIMESTAMP)
+    valid = validate_for_leader(data, LogConfig(), NOW, "t-0")
+    assert valid.buffer == data
+    assert [h.max_timestamp for h in valid.headers] == [NO_TIMESTAMP]

@@ -1,6 +1,7 @@
 """Requests and responses of versions Kafka 4 dropped (KIP-896) and kio therefore lacks, for
 APIs odradek serves: ListOffsets v0, OffsetCommit v0-v1, OffsetFetch v0, CreateTopics v0-v1,
-DeleteTopics v0, OffsetForLeaderEpoch v0-v1, DescribeConfigs v0, DescribeLogDirs v0.
+DeleteTopics v0, OffsetForLeaderEpoch v0-v1, DescribeConfigs v0, DescribeLogDirs v0, and
+DescribeAcls, CreateAcls and DeleteAcls v0 (which sarama up to 1.26 sends).
 
 Written once from Kafka 3.9's message definitions (clients/src/main/resources/common/message/
 *.json): each version is a list of fields under kio's names, so a decoded request reads like
@@ -11,8 +12,10 @@ strings, int32-length arrays. Pure functions on bytes.
 
 Field types: ``int8`` ... ``int64``, ``timedelta_i32`` (milliseconds, read as a
 ``timedelta`` as kio reads it), ``bool``, ``string``, ``nullable_string``, a list of fields
-(an array of structs), or ``("array", type)`` (``"nullable_array"`` when null is allowed). A
-response field may name a function computing its value from the mapping instead.
+(an array of structs), ``("array", type)`` (``"nullable_array"`` when null is allowed), or
+``("absent", value)`` for a field of later versions inside a struct: nothing on the wire, read as
+Kafka's default ``value``. A response field may name a function computing its value from the
+mapping instead.
 """
 
 from __future__ import annotations
@@ -83,6 +86,18 @@ _OFFSET_FOR_LEADER_EPOCH_REQUEST: list[Field] = [
         "topics",
         [("topic", "string"), ("partitions", [("partition", "int32"), ("leader_epoch", "int32")])],
     )
+]
+
+# Kafka's default for the resource pattern type the ACL APIs gained in v1: LITERAL
+_LITERAL = ("absent", 3)
+_ACL_FILTER: list[Field] = [
+    ("resource_type_filter", "int8"),
+    ("resource_name_filter", "nullable_string"),
+    ("pattern_type_filter", _LITERAL),
+    ("principal_filter", "nullable_string"),
+    ("host_filter", "nullable_string"),
+    ("operation", "int8"),
+    ("permission_type", "int8"),
 ]
 
 # (api key, version) -> fields, from Kafka 3.9's *Request.json / *Response.json
@@ -160,6 +175,22 @@ REQUESTS: dict[tuple[int, int], list[Field]] = {
             ],
         )
     ],
+    (29, 0): _ACL_FILTER,
+    (30, 0): [
+        (
+            "creations",
+            [
+                ("resource_type", "int8"),
+                ("resource_name", "string"),
+                ("resource_pattern_type", _LITERAL),
+                ("principal", "string"),
+                ("host", "string"),
+                ("operation", "int8"),
+                ("permission_type", "int8"),
+            ],
+        )
+    ],
+    (31, 0): [("filters", _ACL_FILTER)],
 }
 
 RESPONSES: dict[tuple[int, int], list[Field]] = {
@@ -267,6 +298,55 @@ RESPONSES: dict[tuple[int, int], list[Field]] = {
             ],
         ),
     ],
+    # v0 answers carry no pattern type: a v0 filter selects LITERAL patterns only
+    (29, 0): [
+        ("throttle_time", "int32"),
+        ("error_code", "int16"),
+        ("error_message", "nullable_string"),
+        (
+            "resources",
+            [
+                ("resource_type", "int8"),
+                ("resource_name", "string"),
+                (
+                    "acls",
+                    [
+                        ("principal", "string"),
+                        ("host", "string"),
+                        ("operation", "int8"),
+                        ("permission_type", "int8"),
+                    ],
+                ),
+            ],
+        ),
+    ],
+    (30, 0): [
+        ("throttle_time", "int32"),
+        ("results", [("error_code", "int16"), ("error_message", "nullable_string")]),
+    ],
+    (31, 0): [
+        ("throttle_time", "int32"),
+        (
+            "filter_results",
+            [
+                ("error_code", "int16"),
+                ("error_message", "nullable_string"),
+                (
+                    "matching_acls",
+                    [
+                        ("error_code", "int16"),
+                        ("error_message", "nullable_string"),
+                        ("resource_type", "int8"),
+                        ("resource_name", "string"),
+                        ("principal", "string"),
+                        ("host", "string"),
+                        ("operation", "int8"),
+                        ("permission_type", "int8"),
+                    ],
+                ),
+            ],
+        ),
+    ],
 }
 
 # What a request field missing from an old version means (Kafka's defaults), by name.
@@ -319,6 +399,8 @@ def _read(reader: _Reader, kind: FieldType) -> Any:
         return tuple(_read_struct(reader, kind) for _ in range(reader.array_length(False)))
     if isinstance(kind, tuple):
         container, item = kind
+        if container == "absent":
+            return item
         count = reader.int32()
         if count == -1 and container == "nullable_array":
             return None
@@ -368,6 +450,8 @@ def _write(out: bytearray, kind: FieldType, value: Any) -> None:
         for item in items:
             _write_struct(out, kind, item)
     elif isinstance(kind, tuple):
+        if kind[0] == "absent":
+            return
         if value is None and kind[0] == "nullable_array":
             out += struct.pack(">i", -1)
             return

@@ -190,8 +190,13 @@ def set_log_append_time(buf: bytearray | memoryview, header: BatchHeader, timest
     Kafka sets maxTimestamp and the timestamp-type bit and leaves the records alone; both fields
     are under the CRC, so it is recomputed.
     """
+    struct.pack_into(">h", buf, header.position + 21, header.attributes | TIMESTAMP_TYPE_BIT)
+    set_max_timestamp(buf, header, timestamp)
+
+
+def set_max_timestamp(buf: bytearray | memoryview, header: BatchHeader, timestamp: int) -> None:
+    """Rewrite a batch's maxTimestamp, and so its CRC, which covers it."""
     p = header.position
-    struct.pack_into(">h", buf, p + 21, header.attributes | TIMESTAMP_TYPE_BIT)
     struct.pack_into(">q", buf, p + 35, timestamp)
     crc = crc32c.crc32c(memoryview(buf)[p + CRC_START : p + header.size])
     struct.pack_into(">I", buf, p + 17, crc)

@@ -378,6 +378,13 @@ def records_section(batch: Bytes, header: BatchHeader) -> bytes:
         raise RecordDecodeError(f"cannot decompress record batch: {e}") from e
 
 
+def max_record_timestamp(batch: Bytes, header: BatchHeader) -> int:
+    """The greatest CreateTime of the batch's records (baseTimestamp plus each record's delta),
+    read from the records themselves; raises :class:`RecordDecodeError`."""
+    spans = scan_records(records_section(batch, header), header.record_count)
+    return header.base_timestamp + max(span[1] for span in spans)
+
+
 def scan_records(section: bytes, count: int) -> list[RecordSpan]:
     """The spans of the ``count`` records of a records section, reading only what compaction
     needs (one-byte varints, by far the common case, are read inline)."""

@@ -4,7 +4,10 @@ A produced record set is validated by its batch headers and CRCs (records stay u
 except where the topic's policy needs more: a compacted topic refuses keyless records, so only
 there records are scanned; a topic with its own ``compression.type`` has its batches rewritten in
 that codec; ``message.timestamp.type=LogAppendTime`` stamps the broker's time later, in the append,
-and ``CreateTime`` timestamps must fall within the topic's bounds of the broker's clock.
+and ``CreateTime`` timestamps must fall within the topic's bounds of the broker's clock. A batch
+whose header leaves maxTimestamp unset (-1) although its records have timestamps (sarama before
+1.23 writes them so) gets it from its records, as Kafka's LogValidator sets maxTimestamp from
+the records it validates: time lookups, time indexes and retention read the header.
 
 Pure functions on bytes and a :class:`~odradek.storage.log.LogConfig`: no I/O, any thread.
 A follower's appends do not come here; they hold the leader's batches as the leader stored them.
@@ -17,9 +20,11 @@ from dataclasses import dataclass, field
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import (
     CONTROL_BIT,
+    NO_TIMESTAMP,
     BatchHeader,
     InvalidBatch,
     iter_headers,
+    set_max_timestamp,
     validate_batches,
     with_compression,
 )
@@ -83,6 +88,11 @@ def validate_for_leader(
         headers = list(iter_headers(buffer))
     if config.log_append_time:
         return ValidatedRecords(buffer, headers, now_ms)
+    for header in headers:
+        if header.max_timestamp == NO_TIMESTAMP and header.base_timestamp != NO_TIMESTAMP:
+            _set_max_timestamps(buffer, headers)
+            headers = list(iter_headers(buffer))
+            break
     too_new, too_old = config.timestamp_after_max_ms, config.timestamp_before_max_ms
     for header in headers:
         ts = header.max_timestamp
@@ -92,6 +102,18 @@ def validate_for_leader(
                 f"timestamp {ts} is out of range of the broker's time {now_ms}",
             )
     return ValidatedRecords(buffer, headers, None)
+
+
+def _set_max_timestamps(buffer: bytearray | memoryview, headers: list[BatchHeader]) -> None:
+    """Give each batch lacking it the maxTimestamp of its records (rare: off the hot path)."""
+    from odradek.protocol.records import RecordDecodeError, max_record_timestamp
+
+    for header in headers:
+        if header.max_timestamp == NO_TIMESTAMP and header.base_timestamp != NO_TIMESTAMP:
+            try:
+                set_max_timestamp(buffer, header, max_record_timestamp(buffer, header))
+            except RecordDecodeError as e:
+                raise RecordsRejected(ErrorCode.corrupt_message, str(e)) from e
 
 
 def _recompress(

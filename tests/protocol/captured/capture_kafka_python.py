@@ -2,9 +2,10 @@
 
 Run by hand (``python tests/protocol/captured/capture_kafka_python.py``, with odradek importable);
 it starts a broker, runs a producer (uncompressed and gzip) and a group consumer per setting,
-and writes the first frame of every (API key, version) it saw to ``kafka_python.json`` beside
-this file, as hex. The broker need not serve a version for its request to be recorded: what
-matters is the bytes the old client writes.
+and merges the first frame of every (API key, version) it saw into ``kafka_python.json``
+beside this file, as hex (frames already there are kept: remove the file to capture afresh).
+The broker need not serve a version for its request to be recorded: what matters is the bytes
+the old client writes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,21 @@ from kafka.net import transport
 
 from odradek.testing import running_broker
 
-API_VERSIONS = [(0, 8, 1), (0, 8, 2), (0, 9), (0, 10, 0), (0, 10, 1), (0, 11), (1, 0), (2, 0)]
+API_VERSIONS = [
+    (0, 8, 1),
+    (0, 8, 2),
+    (0, 9),
+    (0, 10, 0),
+    (0, 10, 1),
+    (0, 11),
+    (1, 0),
+    (1, 1),
+    (2, 0),
+    (2, 1),
+    (2, 3),
+    (2, 5),
+    (2, 8),
+]
 OUT = Path(__file__).with_name("kafka_python.json")
 
 _sent: list[bytes] = []
@@ -104,7 +119,7 @@ def exercise(bootstrap: str, api_version: tuple[int, ...]) -> None:
 def main() -> None:
     transport.KafkaTCPTransport.write = _record(transport.KafkaTCPTransport.write)  # type: ignore[method-assign]
     transport.KafkaTCPTransport.writelines = _record_lines(transport.KafkaTCPTransport.writelines)  # type: ignore[method-assign]
-    captured: dict[str, dict[str, Any]] = {}
+    captured: dict[str, dict[str, Any]] = json.loads(OUT.read_text()) if OUT.exists() else {}
     with running_broker(Path(tempfile.mkdtemp())) as broker:
         for api_version in API_VERSIONS:
             _sent.clear()

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acl import AclBinding, InvalidAclError, validate_binding
 from odradek.server.acl_requests import NO_AUTHORIZER, creation_binding
 from odradek.server.authorize import Op, permits_cluster
 from odradek.server.context import RequestContext, Response
+from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 
 
-@handles(api_key=30, min_version=1, max_version=3)
+@handles(api_key=30, min_version=0, max_version=3, decode=old_messages.decoder(30))
 async def handle_create_acls(ctx: RequestContext, request: Any) -> Response:
     authorizer = ctx.services.authorizer
     if authorizer is None:
         failed = {"error_code": ErrorCode.security_disabled, "error_message": NO_AUTHORIZER}
-        return ctx.respond(throttle_time=0, results=[failed] * len(request.creations))
+        return respond(ctx, throttle_time=0, results=[failed] * len(request.creations))
     if not permits_cluster(ctx, Op.ALTER):
         failed = {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
-        return ctx.respond(throttle_time=0, results=[failed] * len(request.creations))
+        return respond(ctx, throttle_time=0, results=[failed] * len(request.creations))
     results: list[dict[str, Any]] = []
     valid: list[AclBinding] = []
     for creation in request.creations:
@@ -33,4 +35,4 @@ async def handle_create_acls(ctx: RequestContext, request: Any) -> Response:
         valid.append(binding)
         results.append({"error_code": ErrorCode.none, "error_message": None})
     authorizer.create(valid)
-    return ctx.respond(throttle_time=0, results=results)
+    return respond(ctx, throttle_time=0, results=results)

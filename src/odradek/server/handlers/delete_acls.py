@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acl import AclBindingFilter
 from odradek.server.acl_requests import NO_AUTHORIZER, filter_error
 from odradek.server.authorize import Op, permits_cluster
 from odradek.server.context import RequestContext, Response
+from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 
 
@@ -17,15 +19,15 @@ def _failed(code: ErrorCode, message: str | None) -> dict[str, Any]:
     return {"error_code": code, "error_message": message, "matching_acls": []}
 
 
-@handles(api_key=31, min_version=1, max_version=3)
+@handles(api_key=31, min_version=0, max_version=3, decode=old_messages.decoder(31))
 async def handle_delete_acls(ctx: RequestContext, request: Any) -> Response:
     authorizer = ctx.services.authorizer
     if authorizer is None:
         failed = _failed(ErrorCode.security_disabled, NO_AUTHORIZER)
-        return ctx.respond(throttle_time=0, filter_results=[failed] * len(request.filters))
+        return respond(ctx, throttle_time=0, filter_results=[failed] * len(request.filters))
     if not permits_cluster(ctx, Op.ALTER):
         failed = _failed(ErrorCode.cluster_authorization_failed, None)
-        return ctx.respond(throttle_time=0, filter_results=[failed] * len(request.filters))
+        return respond(ctx, throttle_time=0, filter_results=[failed] * len(request.filters))
     checked = [filter_error(item) for item in request.filters]
     valid: list[AclBindingFilter] = [f for f, _ in checked if f is not None]
     deleted = iter(authorizer.delete(valid))
@@ -54,4 +56,4 @@ async def handle_delete_acls(ctx: RequestContext, request: Any) -> Response:
                 ],
             }
         )
-    return ctx.respond(throttle_time=0, filter_results=results)
+    return respond(ctx, throttle_time=0, filter_results=results)
