@@ -381,6 +381,7 @@ NAMES = {
     19: "CreateTopics",
     20: "DeleteTopics",
     23: "OffsetForLeaderEpoch",
+    27: "WriteTxnMarkers",
     29: "DescribeAcls",
     30: "CreateAcls",
     31: "DeleteAcls",

@@ -709,7 +709,42 @@ def _acls_v0(client: KafkaConnection) -> None:
     assert [(m.resource_name, m.principal) for m in result.matching_acls] == [(name, "User:alice")]
 
 
+def _write_txn_markers_v0(client: KafkaConnection) -> None:
+    """A Kafka 2.x coordinator's marker: an ABORT for a producer with nothing open is written
+    (as Kafka writes it), one for a topic this broker lacks is refused per partition."""
+    from kafka.protocol.producer.transaction import (
+        WriteTxnMarkersRequest,
+        WriteTxnMarkersResponse,
+    )
+
+    marker = WriteTxnMarkersRequest[0].WritableTxnMarker
+    topic = marker.WritableTxnMarkerTopic
+    response = _old_request(
+        client,
+        WriteTxnMarkersRequest[0](
+            markers=[
+                marker(
+                    producer_id=777_000,
+                    producer_epoch=0,
+                    transaction_result=False,
+                    topics=[
+                        topic(name=TOPIC, partition_indexes=[0]),
+                        topic(name="no-such-topic", partition_indexes=[0]),
+                    ],
+                    coordinator_epoch=0,
+                )
+            ]
+        ),
+        WriteTxnMarkersResponse[0],
+    )
+    [result] = response.markers
+    assert result.producer_id == 777_000
+    codes = {(t.name, p.partition_index): p.error_code for t in result.topics for p in t.partitions}
+    assert codes == {(TOPIC, 0): 0, ("no-such-topic", 0): 3}
+
+
 OLD_END_DRIVERS: dict[tuple[int, int], Callable[[KafkaConnection], None]] = {
+    (27, 0): _write_txn_markers_v0,
     (29, 0): _acls_v0,
     (30, 0): _acls_v0,
     (31, 0): _acls_v0,

@@ -1,7 +1,8 @@
 """Requests and responses of versions Kafka 4 dropped (KIP-896) and kio therefore lacks, for
 APIs odradek serves: ListOffsets v0, OffsetCommit v0-v1, OffsetFetch v0, CreateTopics v0-v1,
 DeleteTopics v0, OffsetForLeaderEpoch v0-v1, DescribeConfigs v0, DescribeLogDirs v0, and
-DescribeAcls, CreateAcls and DeleteAcls v0 (which sarama up to 1.26 sends).
+DescribeAcls, CreateAcls and DeleteAcls v0 (which sarama up to 1.26 sends), and WriteTxnMarkers v0
+(which brokers of Kafka 2.x send).
 
 Written once from Kafka 3.9's message definitions (clients/src/main/resources/common/message/
 *.json): each version is a list of fields under kio's names, so a decoded request reads like
@@ -191,6 +192,18 @@ REQUESTS: dict[tuple[int, int], list[Field]] = {
         )
     ],
     (31, 0): [("filters", _ACL_FILTER)],
+    (27, 0): [
+        (
+            "markers",
+            [
+                ("producer_id", "int64"),
+                ("producer_epoch", "int16"),
+                ("transaction_result", "bool"),
+                ("topics", [("name", "string"), ("partition_indexes", ("array", "int32"))]),
+                ("coordinator_epoch", "int32"),
+            ],
+        )
+    ],
 }
 
 RESPONSES: dict[tuple[int, int], list[Field]] = {
@@ -346,6 +359,21 @@ RESPONSES: dict[tuple[int, int], list[Field]] = {
                 ),
             ],
         ),
+    ],
+    (27, 0): [
+        (
+            "markers",
+            [
+                ("producer_id", "int64"),
+                (
+                    "topics",
+                    [
+                        ("name", "string"),
+                        ("partitions", [("partition_index", "int32"), ("error_code", "int16")]),
+                    ],
+                ),
+            ],
+        )
     ],
 }
 

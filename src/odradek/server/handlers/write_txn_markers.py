@@ -7,9 +7,11 @@ from typing import Any
 
 from odradek.cluster.partition import Partition
 from odradek.cluster.view import CONSUMER_OFFSETS
+from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, permits_cluster
 from odradek.server.context import RequestContext, Response
+from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 
 # Kafka waits for a marker's replication as long as request.timeout.ms (its default here).
@@ -38,7 +40,7 @@ def _write(
     return ErrorCode.none, partition, info.last_offset + 1
 
 
-@handles(api_key=27, min_version=1, max_version=2)
+@handles(api_key=27, min_version=0, max_version=2, decode=old_messages.decoder(27))
 async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Response:
     # (marker index, topic, partition index) → error code; the pending ones wait below.
     codes: dict[tuple[int, str, int], ErrorCode] = {}
@@ -74,7 +76,8 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Respons
             ctx.services.groups.transaction_completed(
                 index, int(marker.producer_id), bool(marker.transaction_result)
             )
-    return ctx.respond(
+    return respond(
+        ctx,
         markers=[
             {
                 "producer_id": int(marker.producer_id),
@@ -93,5 +96,5 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Respons
                 ],
             }
             for m, marker in enumerate(request.markers)
-        ]
+        ],
     )
