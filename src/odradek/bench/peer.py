@@ -63,6 +63,7 @@ PEER_SCENARIOS = ("produce", "consume", "fanout", "latency", "raw")
 # With --cluster: the cluster scenarios a peer runs too (failover and catch-up time ZooKeeper).
 PEER_CLUSTER_SCENARIOS = ("cluster-produce", "cluster-latency")
 CLUSTER_SIZE = 3
+WARMUP_S = 5.0  # of each load before a cluster's measured scenarios
 BROKER_PARTS = tuple(f"b{b}" for b in range(1, CLUSTER_SIZE + 1))
 REPO = Path(__file__).resolve().parents[3]
 
@@ -707,36 +708,81 @@ def cluster_scenarios(options: BenchOptions) -> tuple[str, ...]:
 
 
 def measure_cluster(options: BenchOptions, side: Side, work_dir: Path) -> Round:
-    """Start ``side``'s three brokers fresh for each cluster scenario and run it on them."""
+    """Start ``side``'s three brokers fresh, warm them up, and run the cluster scenarios on
+    them one after the other."""
     from odradek.bench.runner import run_scenario
 
     done = Round(side.name)
     sizes = dataclasses.replace(options.sizes, repeats=1)
     ctx = BenchContext(
-        dataclasses.replace(options, sizes=sizes),
-        f"{CLUSTER_SIZE} brokers",
-        None,
-        work_dir,
-        new_cluster=side.new_cluster,
+        dataclasses.replace(options, sizes=sizes), f"{CLUSTER_SIZE} brokers", None, work_dir
     )
+    directory = Path(tempfile.mkdtemp(prefix=f"{side.name}-cluster-", dir=work_dir))
     try:
-        for name in cluster_scenarios(options):
-            print(f"  {side.name}: {name} …", flush=True)
-            result = run_scenario(name, ctx)
-            if result.error:
-                done.notes.append(f"{name}: {result.error.strip().splitlines()[-1]}")
-            # a row's own note says what went wrong in it (records lost, or the consumer missed
-            # some: "100 B raw RF=3 acks=all: …", "RF=3: …"); the others describe the scenario,
-            # which cluster_notes says once
-            done.notes += [
-                f"{name}: {note}"
-                for note in result.notes
-                if note[:1].isdigit() or note.startswith("RF=")
-            ]
-            done.figures.update(cluster_figures_of(result))
+        with side.new_cluster(directory) if side.new_cluster else ctx.cluster() as cluster:
+            # One cluster for the round's scenarios: a JVM's code is compiled as it runs, and a
+            # fresh cluster per scenario would measure Kafka's interpreter.
+            ctx.new_cluster = lambda _: contextlib.nullcontext(cluster)
+            print(f"  {side.name}: warm-up …", flush=True)
+            warm_up(ctx, cluster)
+            for name in cluster_scenarios(options):
+                print(f"  {side.name}: {name} …", flush=True)
+                result = run_scenario(name, ctx)
+                if result.error:
+                    done.notes.append(f"{name}: {result.error.strip().splitlines()[-1]}")
+                # a row's own note says what went wrong in it (records lost, or the consumer
+                # missed some: "100 B raw RF=3 acks=all: …", "RF=3: …"); the others describe
+                # the scenario, which cluster_notes says once
+                done.notes += [
+                    f"{name}: {note}"
+                    for note in result.notes
+                    if note[:1].isdigit() or note.startswith("RF=")
+                ]
+                done.figures.update(cluster_figures_of(result))
+    except Exception as error:  # reported beside the figures; the run goes on
+        done.notes.append(f"{type(error).__name__}: {str(error).splitlines()[0]}")
     finally:
         ctx.close()
+        shutil.rmtree(directory, ignore_errors=True)
     return done
+
+
+def warm_up(ctx: BenchContext, cluster: BrokerCluster) -> None:
+    """:data:`WARMUP_S` seconds of each load the scenarios put on ``cluster`` (librdkafka's
+    acks=all produce to an RF=3 topic, then a paced producer with a consumer reading behind
+    it), not measured: both sides get it, and after it a JVM runs compiled code."""
+    from odradek.bench.cluster import ACKS_ALL, topic_config
+    from odradek.bench.scenarios import WORKER_SLACK_S
+    from odradek.bench.workers import (
+        latency_consumer_worker,
+        paced_producer_worker,
+        produce_worker,
+        run_workers,
+    )
+
+    address = cluster.brokers[min(cluster.brokers)].bootstrap
+    config = topic_config(CLUSTER_SIZE)
+    size = ctx.sizes.record_sizes[0]
+    topic = ctx.new_topic("warm-up", ctx.sizes.topic_partitions, address, CLUSTER_SIZE, config)
+    produce = {
+        "bootstrap": cluster.bootstrap,
+        "topic": topic,
+        "records": ctx.records_for(size),
+        "record_size": size,
+        "duration_s": WARMUP_S,
+        "acks": ACKS_ALL,
+        "api": "batch",
+    }
+    run_workers([(produce_worker, produce)], WARMUP_S + WORKER_SLACK_S)
+    topic = ctx.new_topic("warm-up-paced", 1, address, CLUSTER_SIZE, config)
+    common: dict[str, Any] = {"bootstrap": cluster.bootstrap, "topic": topic}
+    common["duration_s"] = WARMUP_S
+    paced = {**common, "rate": ctx.sizes.latency_rate, "record_size": max(size, 8)}
+    calls: list[tuple[Callable[..., Any], dict[str, Any]]] = [
+        (latency_consumer_worker, {**common, "warmup_s": WARMUP_S}),
+        (paced_producer_worker, {**paced, "acks": ACKS_ALL}),
+    ]
+    run_workers(calls, WARMUP_S + WORKER_SLACK_S)
 
 
 def recovery_mb(options: BenchOptions) -> int:
