@@ -148,6 +148,7 @@ def test_figures_of_scenario_rows() -> None:
     keys = {f.key for f in figures((100, 1024), 10_000)}
     assert {"produce_100", "raw_produce_1024", "consume_1024", "raw_consume_100"} <= keys
     assert {"start", "recovery", "rss_idle", "rss_loaded", "e2e_p99", "produce_100_cpu"} <= keys
+    assert {"raw_consume_100_cpu", "consume_100_cpu"} <= keys
 
 
 def test_side_by_side_medians_ratios_and_verdicts() -> None:

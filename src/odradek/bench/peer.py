@@ -509,6 +509,13 @@ def figures(record_sizes: Sequence[int], latency_rate: int) -> list[Figure]:
             False,
             "{:.2f}",
         ),
+        Figure(
+            f"raw_consume_{size}_cpu",
+            f"broker CPU, consume {size} B raw",
+            "µs/record",
+            False,
+            "{:.2f}",
+        ),
         Figure("e2e_p50", f"end-to-end p50 at {latency_rate:,}/s", "ms", False, "{:.2f}"),
         Figure("e2e_p99", f"end-to-end p99 at {latency_rate:,}/s", "ms", False, "{:.2f}"),
         Figure("rss_idle", "memory (RSS), idle after start", "MB", False, "{:,.1f}"),
@@ -739,6 +746,13 @@ def measure_cluster(options: BenchOptions, side: Side, work_dir: Path) -> Round:
                     if note[:1].isdigit() or note.startswith("RF=")
                 ]
                 done.figures.update(cluster_figures_of(result))
+                done.notes += [
+                    f"{name} {row['config']}: host p99 {row['host_p99_ms']:.1f} ms, "
+                    f"{row['host_stalls_per_s']:.1f} stalls/s (the machine's own delay)"
+                    for row in result.rows
+                    if row.get("host_p99_ms") is not None
+                    and row.get("host_stalls_per_s") is not None
+                ]
     except Exception as error:  # reported beside the figures; the run goes on
         done.notes.append(f"{type(error).__name__}: {str(error).splitlines()[0]}")
     finally:
