@@ -262,6 +262,24 @@ def test_side_by_side_with_each_brokers_cpu() -> None:
     assert "3 Kafka brokers" in text
 
 
+def test_peer_chart_of_a_cluster_comparison(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")  # the bench extra
+    from odradek.bench.charts import write_peer_chart
+
+    table = cluster_figures((100,), 10_000)
+    rounds = [
+        Round("odradek", {f.key: 2.0 for f in table}),
+        Round("kafka", {f.key: 1.0 for f in table[1:]}),  # one figure the peer lacks
+    ]
+    report = {
+        "peer": {"name": "kafka", "description": "Apache Kafka " + "x " * 80},
+        "figures": compare(table, rounds, "odradek", "kafka"),
+    }
+    path = write_peer_chart(report, tmp_path / "peer-kafka-cluster.json")
+    assert path == tmp_path / "peer-kafka-cluster.png"
+    assert path.read_bytes().startswith(b"\x89PNG")
+
+
 def served(broker: ServedBroker) -> None:
     """Start ``broker``, check it answers Metadata, kill -9 it, restart it: serves again."""
     try:
