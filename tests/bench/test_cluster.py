@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from odradek.bench import options as bench_options
-from odradek.bench.cluster import _cpu_fields, _first_ack_after, _longest_gap
+from odradek.bench.cluster import _cpu_fields, _first_ack_after, _longest_gap, topic_config
 from odradek.bench.scenarios import CpuSampler
 from odradek.bench.workers import AckTimesResult
 from odradek.testing import ZOOKEEPER_SERVER_SH
@@ -41,6 +41,11 @@ def test_cluster_scenarios_run_only_when_asked() -> None:
         parse("--cluster", "--scenarios", "raw")
     with pytest.raises(SystemExit):
         parse("--catchup-mb", "0")
+
+
+def test_replicated_topics_need_two_in_sync_copies() -> None:
+    assert topic_config(3) == {"min.insync.replicas": "2"}
+    assert topic_config(1) == {}
 
 
 def sampler(*samples: tuple[float, float]) -> CpuSampler:

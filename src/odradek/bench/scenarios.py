@@ -18,11 +18,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from odradek.bench.broker import BrokerProcess, ChildBroker
+from odradek.bench.broker import BrokerCluster, BrokerProcess, ChildBroker
 from odradek.bench.options import BenchOptions
 from odradek.bench.stats import LatencySummary
 from odradek.bench.wire import RawLoadResult, raw_load, topic_layout
@@ -244,7 +245,8 @@ class BenchContext:
     """The broker under test and what scenarios share. ``broker`` is None when the harness
     benchmarks a broker it did not start (``--bootstrap-server``). ``new_broker`` makes the
     fresh brokers of :meth:`fresh_broker` over a directory (default: odradek's, with the run's
-    ``--broker-option``s); ``odradek bench --peer`` gives it the peer's."""
+    ``--broker-option``s); ``odradek bench --peer`` gives it the peer's, and ``new_cluster``
+    (a running cluster over a directory, stopped on leaving) for :meth:`measured_cluster`."""
 
     def __init__(
         self,
@@ -253,6 +255,7 @@ class BenchContext:
         broker: BrokerProcess | None,
         work_dir: Path,
         new_broker: Callable[[Path], BrokerProcess] | None = None,
+        new_cluster: Callable[[Path], AbstractContextManager[BrokerCluster]] | None = None,
     ) -> None:
         self.options = options
         self.sizes = options.sizes
@@ -260,6 +263,7 @@ class BenchContext:
         self.broker = broker
         self.work_dir = work_dir
         self.new_broker = new_broker or self._odradek_broker
+        self.new_cluster = new_cluster
         self._zookeeper: ZooKeeperServer | None = None
 
     def _odradek_broker(self, directory: Path) -> BrokerProcess:
@@ -271,11 +275,12 @@ class BenchContext:
         partitions: int,
         bootstrap: str | None = None,
         replication_factor: int = 1,
+        config: dict[str, str] | None = None,
     ) -> str:
-        """Create a topic of this run alone and wait until every partition has a leader that
-        answers for it (``bootstrap``: one broker's address). Kafka lists a leader in Metadata
-        a moment before that broker takes the partition on, and refuses a Produce meanwhile:
-        the leaders' ListOffsets answers show they have."""
+        """Create a topic of this run alone (with the topic ``config``) and wait until every
+        partition has a leader that answers for it (``bootstrap``: one broker's address). Kafka
+        lists a leader in Metadata a moment before that broker takes the partition on, and
+        refuses a Produce meanwhile: the leaders' ListOffsets answers show they have."""
         from confluent_kafka.admin import AdminClient
         from confluent_kafka.cimpl import NewTopic
 
@@ -283,7 +288,14 @@ class BenchContext:
         name = f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
         admin = AdminClient({"bootstrap.servers": address})
         futures = admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor)],
+            [
+                NewTopic(
+                    name,
+                    num_partitions=partitions,
+                    replication_factor=replication_factor,
+                    config=config or {},
+                )
+            ],
             operation_timeout=TOPIC_TIMEOUT_S,
             request_timeout=TOPIC_TIMEOUT_S,
         )
@@ -376,6 +388,21 @@ class BenchContext:
         finally:
             cluster.stop()
             shutil.rmtree(directory, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def measured_cluster(self) -> Iterator[BrokerCluster]:
+        """A fresh cluster of three brokers: ``new_cluster``'s (a peer's), else odradek's of
+        :meth:`cluster`."""
+        if self.new_cluster is not None:
+            directory = Path(tempfile.mkdtemp(prefix="cluster-", dir=self.work_dir))
+            try:
+                with self.new_cluster(directory) as peer:
+                    yield peer
+            finally:
+                shutil.rmtree(directory, ignore_errors=True)
+            return
+        with self.cluster() as ours:
+            yield ours
 
     def close(self) -> None:
         """Stop what the scenarios left running for each other (the clusters' ZooKeeper)."""

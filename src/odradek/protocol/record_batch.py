@@ -113,9 +113,12 @@ class BatchHeader:
         return self.base_timestamp if self.attributes & DELETE_HORIZON_BIT else None
 
 
-def read_header(buf: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
-    """Parse the header at ``position``; the caller ensures 61 bytes are there."""
-    return BatchHeader(position, *_HEADER.unpack_from(buf, position))
+def read_header(
+    buf: bytes | bytearray | memoryview, position: int = 0, at: int | None = None
+) -> BatchHeader:
+    """Parse the header at ``position``; the caller ensures 61 bytes are there. ``at``: the
+    position to record instead (where ``buf`` is a chunk read from further into a file)."""
+    return BatchHeader(position if at is None else at, *_HEADER.unpack_from(buf, position))
 
 
 def iter_headers(buf: bytes | bytearray | memoryview) -> Iterator[BatchHeader]:

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
+import errno
 import logging
+import os
 import ssl
 import struct
 import time
@@ -125,6 +128,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.session = Session("?")
         self.sendfile_ok = False
+        self._socket_fd = -1  # for sendfile straight to the socket (plaintext only)
         self.last_active_ms = services.clock.monotonic_ms()
         self.busy = False
         self._counters = services.counters.requests if services.counters is not None else None
@@ -168,6 +172,9 @@ class Connection(asyncio.BufferedProtocol):
             sasl=SaslSession(listener.sasl) if listener.sasl is not None else None,
         )
         self.sendfile_ok = listener.ssl_context is None
+        if self.sendfile_ok:
+            sock = transport.get_extra_info("socket")
+            self._socket_fd = sock.fileno() if sock is not None else -1
         if listener.ssl_context is not None:
             # The client's first bytes belong to the TLS handshake that serve() starts: none
             # may be read as a request before then.
@@ -531,6 +538,12 @@ class Connection(asyncio.BufferedProtocol):
     async def write(self, response: bytes | FrameParts) -> None:
         transport = self.transport
         assert transport is not None
+        if isinstance(response, FrameParts) and self._copied_whole(response):
+            # Small file slices are copied anyway: one buffer, so one send (and pipelined
+            # responses corked together) rather than a send for each piece of the frame.
+            response = b"".join(
+                p.read_bytes() if isinstance(p, ReadSlice) else p for p in response.parts
+            )
         if isinstance(response, bytes) and self._frames:
             # More requests are already here and will be handled before the loop turns: send
             # their responses in one syscall rather than one each.  The flush is scheduled, so
@@ -571,23 +584,54 @@ class Connection(asyncio.BufferedProtocol):
             self._drain_waiter = asyncio.get_running_loop().create_future()
             await self._drain_waiter
 
+    def _copied_whole(self, response: FrameParts) -> bool:
+        """Whether ``response`` is small enough to send as one copied buffer: no slice of it
+        goes by sendfile, and it is no bigger than a burst of corked responses."""
+        if response.size > _CORK_BYTES:
+            return False
+        return not self.sendfile_ok or not any(
+            isinstance(p, ReadSlice) and p.size >= SENDFILE_MIN_BYTES for p in response.parts
+        )
+
+    def _sendfile_now(self, transport: asyncio.Transport, part: ReadSlice) -> int:
+        """Bytes of ``part`` sent straight to the socket, without waiting: as many as it takes
+        now when nothing is queued before them (else none, and the event loop sends them)."""
+        if self._socket_fd < 0 or transport.get_write_buffer_size():
+            return 0
+        try:
+            return os.sendfile(self._socket_fd, part.fd, part.position, part.size)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as e:
+            if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSOCK):
+                raise
+            self._socket_fd = -1  # not for this socket: the event loop finds out its way
+            return 0
+
     async def _write_slice(self, transport: asyncio.Transport, part: ReadSlice) -> None:
         if part.size < SENDFILE_MIN_BYTES or not self.sendfile_ok:
             transport.write(part.read_bytes())
             return
+        # The event loop's sendfile waits for an empty buffer, stops reading, and takes loop
+        # turns and epoll_ctl calls even when the socket takes the whole slice at once: try
+        # that first (most responses fit in the socket's buffer).
+        sent = self._sendfile_now(transport, part)
+        if sent == part.size:
+            return
+        rest = dataclasses.replace(part, position=part.position + sent, size=part.size - sent)
         loop = asyncio.get_running_loop()
         try:
-            sent = await loop.sendfile(
+            sent += await loop.sendfile(
                 transport,
-                typing.cast(typing.BinaryIO, _FdFile(part.fd)),
-                part.position,
-                part.size,
+                typing.cast(typing.BinaryIO, _FdFile(rest.fd)),
+                rest.position,
+                rest.size,
                 fallback=False,
             )
         except (NotImplementedError, asyncio.SendfileNotAvailableError):
             # An event loop or transport without sendfile (uvloop, TLS): copy instead, from now on.
             self.sendfile_ok = False
-            transport.write(part.read_bytes())
+            transport.write(rest.read_bytes())
             return
         if sent != part.size:
             # The file shrank under us (truncation); the frame length is already promised.

@@ -151,7 +151,9 @@ class LogSegment:
                 chunk_start, offset_in_chunk = position, 0
                 if len(chunk) < HEADER_SIZE:
                     return
-            header = dataclasses.replace(read_header(chunk, offset_in_chunk), position=position)
+            # built with its file position, not replaced after: the fetch path reads a few
+            # headers per request, and dataclasses.replace cost more than the parse
+            header = read_header(chunk, offset_in_chunk, at=position)
             if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
                 return
             yield header
