@@ -594,6 +594,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             read_only=True,
         ),
         ConfigDef(
+            "console.allowed.hosts",
+            ConfigType.LIST,
+            "",
+            "host names besides this machine's (and IP addresses) that the console's API "
+            "answers under; * for any (a page of another site that resolves its name to this "
+            "address is refused)",
+            read_only=True,
+        ),
+        ConfigDef(
             "console.client.config",
             ConfigType.STRING,
             None,

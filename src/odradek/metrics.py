@@ -612,7 +612,10 @@ class MetricsServer:
         if config.get("console.enabled"):
             self.console = ConsoleApi(*console_client(config, self._broker.bound))
             self.console.start()
-        self._server = HttpServer(registry, self.console)
+        allowed = config.get("console.allowed.hosts")
+        self._server = HttpServer(
+            registry, self.console, allowed_hosts=allowed if isinstance(allowed, list) else ()
+        )
         self.bound = self._server.start(host, port)
         if self.console is not None:
             log.info(

@@ -45,6 +45,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="Kafka client properties for the connection (security.protocol, sasl.*, ssl.*)",
     )
+    console.add_argument(
+        "--allowed-hosts",
+        default="",
+        metavar="NAME,NAME",
+        help="host names besides this machine's (and IP addresses) the page may be opened "
+        "under; * for any",
+    )
     console.add_argument("--timeout", type=float, default=15.0, help="seconds per request")
     console.set_defaults(run=_run)
 
@@ -63,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"odradek console: {e}", file=sys.stderr)
         return 2
     api = ConsoleApi(args.bootstrap, security, timeout_s=args.timeout)
-    server = HttpServer(None, api)
+    server = HttpServer(None, api, allowed_hosts=args.allowed_hosts.split(","))
     api.start()
     try:
         bound = server.start(host, port)

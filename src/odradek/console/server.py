@@ -13,17 +13,22 @@ has no ``/metrics``; without an API, no console.
 
 The console has no login of its own: whoever reaches the listener acts as the console's Kafka
 principal. What it does refuse are changes a page of another site makes a browser send (a
-cross-site POST, see :meth:`_Handler._check_same_origin`).
+cross-site POST, see :meth:`_Handler._check_same_origin`), and API requests naming a host that
+is not this machine's (a page of another site whose name was made to resolve to this address,
+"DNS rebinding", reads the API under its own name: :func:`host_allowed`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import ipaddress
 import json
 import logging
 import mimetypes
+import socket
 import threading
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -101,6 +106,28 @@ class _BoundedServer(ThreadingHTTPServer):
             self._slots.release()
 
 
+def local_names(extra: Iterable[str] = ()) -> frozenset[str]:
+    """The host names a request to this machine's console may carry: ``localhost``, this
+    machine's names, and ``extra`` (``console.allowed.hosts``; ``*`` allows any)."""
+    names = {"localhost", socket.gethostname(), socket.getfqdn()}
+    return frozenset(n.strip().lower().rstrip(".") for n in (*names, *extra) if n.strip())
+
+
+def host_allowed(host_header: str | None, allowed: frozenset[str]) -> bool:
+    """Whether a request's ``Host`` names this machine: an IP address (a rebinding page
+    cannot make a browser send one of ours as its own name), or one of ``allowed``."""
+    if "*" in allowed:
+        return True
+    if not host_header:
+        return False
+    host = urlsplit("//" + host_header).hostname or ""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host.rstrip(".") in allowed
+    return True
+
+
 class HttpServer:
     """``/metrics`` and the console on one listener (see the module doc). :meth:`start` and
     :meth:`stop` from any thread; :meth:`stop` blocks until the serving thread has ended."""
@@ -111,10 +138,12 @@ class HttpServer:
         api: ConsoleApi | None = None,
         *,
         max_connections: int = MAX_CONNECTIONS,
+        allowed_hosts: Iterable[str] = (),
     ) -> None:
         self.registry = registry
         self.api = api
         self.max_connections = max_connections
+        self.allowed_hosts = local_names(allowed_hosts)
         self.static = load_static() if api is not None else {}
         self._server: _BoundedServer | None = None
         self._thread: threading.Thread | None = None
@@ -182,6 +211,12 @@ class _Handler(BaseHTTPRequestHandler):
                     raise ApiError(405, "/metrics is read with GET")
                 self._send(200, generate_latest(owner.registry), CONTENT_TYPE_LATEST)
             elif path.startswith("/api/") and owner.api is not None:
+                if not host_allowed(self.headers.get("Host"), owner.allowed_hosts):
+                    raise ApiError(
+                        403,
+                        f"host {self.headers.get('Host')!r} is not this console's "
+                        "(console.allowed.hosts lists the names it may be reached by)",
+                    )
                 if method != "GET":
                     self._check_same_origin(method)
                 body = self._body()
