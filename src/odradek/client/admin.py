@@ -16,6 +16,7 @@ Both keep one connection per broker they talk to, made on first need, and close 
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -148,6 +149,8 @@ class AdminClient:
         self._timeout_s = timeout_s
         self._security = security
         self._connections: dict[tuple[str, int], AsyncConnection] = {}
+        # Concurrent requests to one broker (gathered) share one connection, opened once.
+        self._opening = asyncio.Lock()
 
     @classmethod
     async def connect(
@@ -192,14 +195,18 @@ class AdminClient:
 
     async def _broker(self, host: str, port: int) -> AsyncConnection:
         connection = self._connections.get((host, port))
-        if connection is None:
-            connection = await AsyncConnection.open(
-                f"{host}:{port}",
-                client_id=self._client_id,
-                timeout_s=self._timeout_s,
-                security=self._security,
-            )
-            self._connections[(host, port)] = connection
+        if connection is not None:
+            return connection
+        async with self._opening:
+            connection = self._connections.get((host, port))
+            if connection is None:
+                connection = await AsyncConnection.open(
+                    f"{host}:{port}",
+                    client_id=self._client_id,
+                    timeout_s=self._timeout_s,
+                    security=self._security,
+                )
+                self._connections[(host, port)] = connection
         return connection
 
     async def _brokers(self) -> list[tuple[int, str, int]]:
