@@ -464,27 +464,16 @@ class ControllerState:
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> ElectLeadersOutcome:
         """ElectLeaders (preferred) on ``partitions``, every partition when None."""
-        targets = self._all_partitions() if partitions is None else list(partitions)
-        results: dict[TopicPartition, ElectionResult] = {}
-        batch = _Batch()
-        for tp in targets:
-            replicas = self._replicas(tp)
-            state = self._states.get(tp)
-            if not replicas:
-                results[tp] = ElectionResult(
-                    ErrorCode.unknown_topic_or_partition, message="The partition does not exist."
-                )
-            elif state is not None and state.leader == replicas[0]:
-                results[tp] = ElectionResult(ErrorCode.election_not_needed, state.leader)
-            elif state is None or (new := self._preferred(tp, state)) is None:
-                results[tp] = ElectionResult(
-                    ErrorCode.preferred_leader_not_available,
-                    message=f"preferred replica {replicas[0]} of {tp} is not alive and in sync",
-                )
-            else:
-                self._put(batch, tp, new, Reason.PREFERRED_ELECTION)
-                results[tp] = ElectionResult(ErrorCode.none, new.leader)
-        return ElectLeadersOutcome(results, batch.result())
+        return self._elect(
+            partitions,
+            lambda state, replicas: state.leader == replicas[0],
+            self._preferred,
+            Reason.PREFERRED_ELECTION,
+            lambda tp, replicas: ElectionResult(
+                ErrorCode.preferred_leader_not_available,
+                message=f"preferred replica {replicas[0]} of {tp} is not alive and in sync",
+            ),
+        )
 
     def elect_unclean(
         self, partitions: Iterable[TopicPartition] | None = None
@@ -493,6 +482,27 @@ class ControllerState:
         partition without a leader gets the first live replica of its ISR, else the first live
         replica at all, whatever the topic's ``unclean.leader.election.enable`` says. A partition
         with a leader needs no election."""
+        return self._elect(
+            partitions,
+            lambda state, _: state.leader != NO_LEADER,
+            self._unclean_leader,
+            Reason.UNCLEAN_ELECTION,
+            lambda tp, replicas: ElectionResult(
+                ErrorCode.eligible_leaders_not_available,
+                message=f"no replica of {tp} ({list(replicas)}) is alive",
+            ),
+        )
+
+    def _elect(
+        self,
+        partitions: Iterable[TopicPartition] | None,
+        not_needed: Callable[[PartitionState, Sequence[int]], bool],
+        choose: Callable[[TopicPartition, PartitionState], PartitionState | None],
+        reason: Reason,
+        unavailable: Callable[[TopicPartition, Sequence[int]], ElectionResult],
+    ) -> ElectLeadersOutcome:
+        """One ElectLeaders pass: per partition, unknown, not needed, no eligible leader
+        (``unavailable``), or the state ``choose`` makes, written in one batch."""
         targets = self._all_partitions() if partitions is None else list(partitions)
         results: dict[TopicPartition, ElectionResult] = {}
         batch = _Batch()
@@ -503,15 +513,12 @@ class ControllerState:
                 results[tp] = ElectionResult(
                     ErrorCode.unknown_topic_or_partition, message="The partition does not exist."
                 )
-            elif state is not None and state.leader != NO_LEADER:
+            elif state is not None and not_needed(state, replicas):
                 results[tp] = ElectionResult(ErrorCode.election_not_needed, state.leader)
-            elif state is None or (new := self._unclean_leader(tp, state)) is None:
-                results[tp] = ElectionResult(
-                    ErrorCode.eligible_leaders_not_available,
-                    message=f"no replica of {tp} ({list(replicas)}) is alive",
-                )
+            elif state is None or (new := choose(tp, state)) is None:
+                results[tp] = unavailable(tp, replicas)
             else:
-                self._put(batch, tp, new, Reason.UNCLEAN_ELECTION)
+                self._put(batch, tp, new, reason)
                 results[tp] = ElectionResult(ErrorCode.none, new.leader)
         return ElectLeadersOutcome(results, batch.result())
 

@@ -14,6 +14,7 @@ from odradek.cluster.controller import ReassignmentResult
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, permits_cluster
 from odradek.server.context import RequestContext, Response
+from odradek.server.partition_errors import by_topic
 from odradek.server.registry import handles
 
 
@@ -42,22 +43,22 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, request: Any
             )
         except KafkaError as e:
             error, message = e.code, e.message
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for tp in sorted(results):
-        result = results[tp]
-        by_topic.setdefault(tp.topic, []).append(
-            {
+    grouped = by_topic(
+        {
+            tp: {
                 "partition_index": tp.partition,
                 "error_code": result.error,
                 "error_message": result.message,
             }
-        )
+            for tp, result in results.items()
+        }
+    )
     return ctx.respond(
         throttle_time=0,
         error_code=error,
         error_message=message,
         allow_replication_factor_change=allow_rf_change,
-        responses=[{"name": topic, "partitions": ps} for topic, ps in by_topic.items()],
+        responses=[{"name": topic, "partitions": ps} for topic, ps in grouped.items()],
     )
 
 

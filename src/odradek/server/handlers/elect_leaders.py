@@ -9,6 +9,7 @@ from odradek.client.data import TopicPartition
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, permits_cluster
 from odradek.server.context import RequestContext, Response
+from odradek.server.partition_errors import by_topic
 from odradek.server.registry import handles
 
 PREFERRED = 0
@@ -57,14 +58,11 @@ async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Response:
         else:
             for tp, outcome in elected.items():
                 results[tp] = _result(tp.partition, outcome.error, outcome.message)
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for tp in sorted(results):
-        by_topic.setdefault(tp.topic, []).append(results[tp])
     return ctx.respond(
         throttle_time=0,
         error_code=error,
         replica_election_results=[
             {"topic": topic, "partition_result": partitions}
-            for topic, partitions in by_topic.items()
+            for topic, partitions in by_topic(results).items()
         ],
     )

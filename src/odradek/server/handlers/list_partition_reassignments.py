@@ -9,6 +9,7 @@ from odradek.cluster.controller import Reassignment
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, permits_cluster
 from odradek.server.context import RequestContext, Response
+from odradek.server.partition_errors import by_topic
 from odradek.server.registry import handles
 
 
@@ -29,20 +30,20 @@ async def handle_list_partition_reassignments(ctx: RequestContext, request: Any)
             ongoing = await controller.list_reassignments(asked)
         except KafkaError as e:
             error, message = e.code, e.message
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for tp in sorted(ongoing):
-        move = ongoing[tp]
-        by_topic.setdefault(tp.topic, []).append(
-            {
+    grouped = by_topic(
+        {
+            tp: {
                 "partition_index": tp.partition,
                 "replicas": list(move.replicas),
                 "adding_replicas": list(move.adding),
                 "removing_replicas": list(move.removing),
             }
-        )
+            for tp, move in ongoing.items()
+        }
+    )
     return ctx.respond(
         throttle_time=0,
         error_code=error,
         error_message=message,
-        topics=[{"name": topic, "partitions": ps} for topic, ps in by_topic.items()],
+        topics=[{"name": topic, "partitions": ps} for topic, ps in grouped.items()],
     )
