@@ -41,6 +41,11 @@ def unknown_setting_warnings(props: dict[str, str]) -> list[str]:
     return warnings
 
 
+def _task_names(tasks: list[asyncio.Task[object]]) -> str:
+    names = (f"{t.get_name()} ({getattr(t.get_coro(), '__qualname__', '?')})" for t in tasks)
+    return ", ".join(sorted(names)[:20])
+
+
 def _serve(args: argparse.Namespace) -> int:
     overrides = list(args.override or [])
     if args.data_dir:
@@ -69,12 +74,19 @@ def _serve(args: argparse.Namespace) -> int:
         # A stop that hangs (a bug) must neither keep the process, nor its ZooKeeper session and
         # leaderships, forever: past the watchdog every thread's stack is written to stderr (the
         # evidence) and the process exits; the next start recovers the logs as after a crash.
+        # It stays armed until asyncio.run has cancelled the tasks left behind and joined the
+        # executor's threads, either of which could hang too.
         faulthandler.dump_traceback_later(_STOP_WATCHDOG_S, exit=True)
         await broker.stop()
-        faulthandler.cancel_dump_traceback_later()
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if left:
+            log.info("stopping: cancelling %d tasks left: %s", len(left), _task_names(left))
 
     try:
-        asyncio.run(run())
+        try:
+            asyncio.run(run())
+        finally:
+            faulthandler.cancel_dump_traceback_later()
     except DuplicateBrokerIdError as e:
         log.error(
             "odradek broker %d cannot start: %s (if that broker was just killed, start this one "

@@ -43,6 +43,7 @@ from odradek.cluster.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
 from odradek.config import BrokerConfig
 from odradek.protocol import controlled_shutdown as shutdown_protocol
 from odradek.security.inter_broker import inter_broker_security
+from odradek.stopping import stop_step
 from odradek.storage import LogManager
 
 log = logging.getLogger(__name__)
@@ -281,11 +282,14 @@ class ClusterNode:
             return None
         return list(answer.remaining_partitions)
 
-    async def stop(self) -> None:
+    async def stop(self, step_timeout_s: float) -> None:
+        """Stop the controller, then the replica fetchers, then leave ZooKeeper; each step
+        bounded by ``step_timeout_s``, so that one stuck step does not leave the fetchers
+        appending to logs the broker is about to close."""
         if self._controller is not None:
-            await self._controller.stop()
+            await stop_step("the controller", self._controller.stop(), step_timeout_s)
         if self._replicas is not None:
-            await self._replicas.stop()
+            await stop_step("the replica fetchers", self._replicas.stop(), step_timeout_s)
         for task in list(self._tasks):
             task.cancel()
         if self._membership is not None:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 from odradek.clock import Clock, SystemClock
@@ -29,6 +29,7 @@ from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.purgatory import Purgatory
 from odradek.server.registry import load_handlers
 from odradek.server.services import BrokerServices, Session
+from odradek.stopping import stop_step
 from odradek.storage import LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.segment import LogSegment
@@ -113,7 +114,7 @@ class Broker:
             # A broker that failed to start (a duplicate broker.id, ZooKeeper unreachable) must
             # not keep a ZooKeeper session open, nor its port, in a process that goes on.
             if self.node is not None:
-                await self.node.stop()
+                await self.node.stop(_STOP_STEP_TIMEOUT_S)
                 self.node = None
             for server in self._servers:
                 server.close()
@@ -380,33 +381,34 @@ class Broker:
         if self.node is not None and self.config.get_bool("controlled.shutdown.enable"):
             await self.node.controlled_shutdown(_CONTROLLED_SHUTDOWN_TIMEOUT_S)
         if self.metrics is not None:
-            await _stop_step("metrics", self.metrics.stop())
+            await stop_step("metrics", self.metrics.stop(), _STOP_STEP_TIMEOUT_S)
             self.metrics = None
         for server in self._servers:
             server.close()
         if self._groups is not None:
-            await _stop_step("group coordinator", self._groups.stop())
+            await stop_step("group coordinator", self._groups.stop(), _STOP_STEP_TIMEOUT_S)
             self._groups = None
         if self._txns is not None:
-            await _stop_step("transaction coordinator", self._txns.stop())
+            await stop_step("transaction coordinator", self._txns.stop(), _STOP_STEP_TIMEOUT_S)
             self._txns = None
         for task in list(self._connections):
             task.cancel()
         if self._connections:
-            await _stop_step(
-                "connections", asyncio.gather(*self._connections, return_exceptions=True)
+            await stop_step(
+                "connections",
+                asyncio.gather(*self._connections, return_exceptions=True),
+                _STOP_STEP_TIMEOUT_S,
             )
         if self._housekeeping is not None:
             self._housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await _stop_step("housekeeping", self._housekeeping)
+            await stop_step("housekeeping", self._housekeeping, _STOP_STEP_TIMEOUT_S)
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 2)
         if self.node is not None:
-            await _stop_step("cluster node", self.node.stop())
+            await self.node.stop(_STOP_STEP_TIMEOUT_S)
         if self.cleaner is not None:
-            await _stop_step("log cleaner", self.cleaner.stop())
+            await stop_step("log cleaner", self.cleaner.stop(), _STOP_STEP_TIMEOUT_S)
             self.cleaner = None
         if self._topics is not None:
             # Flushes of rolled segments and checkpoints still queued end in the flusher's
@@ -417,15 +419,6 @@ class Broker:
             self.logs.close()
             self._topics = None
         log.info("odradek broker %d stopped cleanly", self.node_id)
-
-
-async def _stop_step(name: str, step: Awaitable[object]) -> None:
-    """One step of a clean stop, given ``_STOP_STEP_TIMEOUT_S``: a step that does not end is
-    named in the log and left behind, so that the stop goes on to flush and checkpoint."""
-    try:
-        await asyncio.wait_for(step, _STOP_STEP_TIMEOUT_S)
-    except TimeoutError:
-        log.warning("stopping: %s did not finish within %d s; going on", name, _STOP_STEP_TIMEOUT_S)
 
 
 def _close_segments(segments: list[LogSegment]) -> None:
