@@ -44,6 +44,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import decode_response, response_schema
 from odradek.protocol.record_batch import BatchHeader, iter_headers
 from odradek.protocol.records import decode_batch
+from odradek.topic_partition import TopicPartition as TopicPartition  # the data API names it
 
 T = TypeVar("T")
 
@@ -74,14 +75,6 @@ _STALE_METADATA = frozenset(
         ErrorCode.unknown_leader_epoch,
     }
 )
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 class KafkaClientError(ClientError):

@@ -51,11 +51,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from odradek.client.data import TopicPartition
 from odradek.clock import Clock
 from odradek.cluster.metadata_store import PartitionState
 from odradek.config import TOPIC_CONFIGS
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.topic_partition import TopicPartition
 
 NO_LEADER = -1
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"

@@ -59,7 +59,6 @@ from typing import Any, Generic, TypeVar
 from kazoo.exceptions import BadVersionError, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
-from odradek.client.data import TopicPartition
 from odradek.clock import Clock
 from odradek.cluster.controller import (
     AssignmentWrite,
@@ -79,6 +78,7 @@ from odradek.cluster.metadata_store import MetadataChange, StaleVersionError, To
 from odradek.cluster.zookeeper import ControllerMovedError, ZooKeeperMetadataStore, topic_path
 from odradek.config import BrokerConfig
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

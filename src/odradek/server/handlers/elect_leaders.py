@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.client.data import TopicPartition
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, permits_cluster
 from odradek.server.context import RequestContext, Response
 from odradek.server.partition_errors import by_topic
 from odradek.server.registry import handles
+from odradek.topic_partition import TopicPartition
 
 PREFERRED = 0
 UNCLEAN = 1

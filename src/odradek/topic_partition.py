@@ -1,0 +1,13 @@
+"""A partition's name, shared by every layer (the client, the cluster and the handlers)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
