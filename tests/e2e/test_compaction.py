@@ -35,11 +35,6 @@ Record = tuple[int, bytes | None, bytes | None]
 
 
 @pytest.fixture(scope="module")
-def clock() -> ManualClock:
-    return ManualClock(int(time.time() * 1000))
-
-
-@pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, clock: ManualClock) -> Iterator[RunningBroker]:
     with running_broker(
         tmp_path_factory.mktemp("compaction"),

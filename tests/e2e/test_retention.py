@@ -25,11 +25,6 @@ POLL_S = 0.05
 
 
 @pytest.fixture(scope="module")
-def clock() -> ManualClock:
-    return ManualClock(int(time.time() * 1000))
-
-
-@pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, clock: ManualClock) -> Iterator[RunningBroker]:
     with running_broker(
         tmp_path_factory.mktemp("retention"),
