@@ -9,6 +9,7 @@ import pytest
 
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.testing import RunningBroker, running_broker
+from tests.security.support import may
 
 from .support import odradek
 
@@ -20,13 +21,6 @@ def broker() -> Iterator[RunningBroker]:
         super_users="User:ANONYMOUS",
     ) as running:
         yield running
-
-
-def may(broker: RunningBroker, principal: str, op: AclOperation, rtype: ResourceType, name: str):
-    assert broker.broker is not None
-    authorizer = broker.broker.services.authorizer
-    assert authorizer is not None
-    return authorizer.authorize(principal, "10.0.0.1", op, rtype, name)
 
 
 def test_add_list_remove(broker: RunningBroker) -> None:

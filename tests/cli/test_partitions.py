@@ -5,6 +5,7 @@ confluent-kafka's AdminClient."""
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,6 +107,21 @@ def bootstrap_args(cluster: RunningCluster) -> list[str]:
     return ["--bootstrap-server", cluster.bootstrap]
 
 
+def reassign(
+    cluster: RunningCluster, plan: Path, *options: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``odradek partitions reassign <options> --reassignment-json-file <plan>`` on the cluster."""
+    return odradek(
+        "partitions",
+        "reassign",
+        *options,
+        "--reassignment-json-file",
+        str(plan),
+        *bootstrap_args(cluster),
+        check=check,
+    )
+
+
 THROTTLE_RATES = {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
 THROTTLED_REPLICAS = {
     "leader.replication.throttled.replicas",
@@ -156,15 +172,7 @@ def test_generate_execute_verify_and_list(cluster: RunningCluster, tmp_path: Pat
     plan.write_text(
         format_plan({TopicPartition(topic, 0): (2, 3), TopicPartition(topic, 1): (3, 2)})
     )
-    executed = odradek(
-        "partitions",
-        "reassign",
-        "--execute",
-        "--wait",
-        "--reassignment-json-file",
-        str(plan),
-        *bootstrap_args(cluster),
-    ).stdout
+    executed = reassign(cluster, plan, "--execute", "--wait").stdout
     assert f"Successfully started partition reassignments for {topic}-0,{topic}-1" in executed
     rollback = executed.splitlines()[2]
     assert parse_plan(rollback) == current
@@ -172,14 +180,7 @@ def test_generate_execute_verify_and_list(cluster: RunningCluster, tmp_path: Pat
     # Every broker's Metadata follows once it has seen the topic znode change.
     wait_until(lambda: replicas(cluster, topic) == [[2, 3], [3, 2]], what="metadata moved")
 
-    verified = odradek(
-        "partitions",
-        "reassign",
-        "--verify",
-        "--reassignment-json-file",
-        str(plan),
-        *bootstrap_args(cluster),
-    ).stdout
+    verified = reassign(cluster, plan, "--verify").stdout
     assert f"Reassignment of partition {topic}-0 is completed." in verified
     assert f"Reassignment of partition {topic}-1 is completed." in verified
     assert "Clearing topic-level throttles" in verified
@@ -187,14 +188,7 @@ def test_generate_execute_verify_and_list(cluster: RunningCluster, tmp_path: Pat
     listed = odradek("partitions", "list-reassignments", *bootstrap_args(cluster)).stdout
     assert "No partition reassignments in progress." in listed
 
-    cancelled = odradek(
-        "partitions",
-        "reassign",
-        "--cancel",
-        "--reassignment-json-file",
-        str(plan),
-        *bootstrap_args(cluster),
-    ).stdout
+    cancelled = reassign(cluster, plan, "--cancel").stdout
     assert "None of the specified partition moves are active" in cancelled
 
 
@@ -204,15 +198,7 @@ def test_a_bad_target_is_reported_with_kafkas_error(
     topic = make_topic(cluster, [[1, 2]])
     plan = tmp_path / "bad.json"
     plan.write_text(format_plan({TopicPartition(topic, 0): (2, 9)}))
-    result = odradek(
-        "partitions",
-        "reassign",
-        "--execute",
-        "--reassignment-json-file",
-        str(plan),
-        *bootstrap_args(cluster),
-        check=False,
-    )
+    result = reassign(cluster, plan, "--execute", check=False)
     assert result.returncode == 1
     assert f"{topic}-0: invalid_replica_assignment" in result.stderr
 
@@ -225,16 +211,7 @@ def test_a_move_in_progress_is_listed_and_cancelled(
     plan.write_text(format_plan({TopicPartition(topic, 0): (2, 3)}))
     cluster.pause(3)  # the new replica cannot catch up: the move stays in progress
     try:
-        odradek(
-            "partitions",
-            "reassign",
-            "--execute",
-            "--throttle",
-            "1000000",
-            "--reassignment-json-file",
-            str(plan),
-            *bootstrap_args(cluster),
-        )
+        reassign(cluster, plan, "--execute", "--throttle", "1000000")
         assert set(dynamic_configs(cluster, "brokers", "1")) == THROTTLE_RATES
         assert set(dynamic_configs(cluster, "topics", topic)) == THROTTLED_REPLICAS
         listed = odradek(
@@ -262,25 +239,11 @@ def test_a_move_in_progress_is_listed_and_cancelled(
                 "removing_replicas": [1],
             }
         ]
-        verified = odradek(
-            "partitions",
-            "reassign",
-            "--verify",
-            "--reassignment-json-file",
-            str(plan),
-            *bootstrap_args(cluster),
-        ).stdout
+        verified = reassign(cluster, plan, "--verify").stdout
         assert f"Reassignment of partition {topic}-0 is still in progress." in verified
         assert "Clearing" not in verified
         assert set(dynamic_configs(cluster, "topics", topic)) == THROTTLED_REPLICAS
-        cancelled = odradek(
-            "partitions",
-            "reassign",
-            "--cancel",
-            "--reassignment-json-file",
-            str(plan),
-            *bootstrap_args(cluster),
-        ).stdout
+        cancelled = reassign(cluster, plan, "--cancel").stdout
         assert f"Successfully cancelled partition reassignments for: {topic}-0" in cancelled
         # As Kafka's tool: a cancelled move leaves no throttle behind.
         assert f"Clearing topic-level throttles on topic {topic}" in cancelled

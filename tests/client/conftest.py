@@ -1,14 +1,30 @@
-"""One broker per module (two partitions per topic), a data client per test, a fresh topic."""
+"""One broker per module (two partitions per topic), a data client per test, a fresh topic; and
+the request fields the connection tests send."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from odradek.client.data import DataClient
+from odradek.protocol.records import NewRecord, encode_batch
 from odradek.testing import RunningBroker, running_broker
+
+METADATA_FIELDS = {"topics": None, "allow_auto_topic_creation": False}
+
+
+def produce_fields(topic: str, value: bytes = b"v", acks: int = 1) -> dict[str, Any]:
+    """Produce fields: one record of ``value`` for partition 0 of ``topic``."""
+    batch = encode_batch([NewRecord(None, value)], now_ms=1_700_000_000_000)
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout": 10_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+    }
 
 
 @pytest.fixture(scope="module")

@@ -26,26 +26,16 @@ from odradek.client.core import (
     request_frame,
 )
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import NewRecord, encode_batch, iter_records
+from odradek.protocol.records import iter_records
 from odradek.testing import RunningBroker, running_broker
 
-METADATA_FIELDS = {"topics": None, "allow_auto_topic_creation": False}
+from .conftest import METADATA_FIELDS, produce_fields
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     with running_broker(tmp_path_factory.mktemp("aio")) as running:
         yield running
-
-
-def produce_fields(topic: str, value: bytes, acks: int = 1) -> dict[str, Any]:
-    batch = encode_batch([NewRecord(None, value)], now_ms=1_700_000_000_000)
-    return {
-        "transactional_id": None,
-        "acks": acks,
-        "timeout": 10_000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
-    }
 
 
 def fetch_fields(

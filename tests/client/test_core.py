@@ -29,7 +29,7 @@ from odradek.protocol.messages import (
     response_schema,
 )
 
-METADATA_FIELDS = {"topics": None, "allow_auto_topic_creation": False}
+from .conftest import METADATA_FIELDS
 
 
 def metadata_response(correlation_id: int, version: int = 12, port: int = 9092) -> bytes:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -20,16 +19,12 @@ from odradek.cluster.membership import (
     MembershipChange,
 )
 from odradek.cluster.zookeeper import ZooKeeperSession
+from odradek.testing import wait_until
 
 SESSION_TIMEOUT_MS = 4000
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 20) -> None:
-    """Poll for what ZooKeeper or kazoo's threads will make true."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
+# Polls for what ZooKeeper or kazoo's threads will make true.
+WAIT_S = 20
+POLL_S = 0.02
 
 
 class Cluster:
@@ -98,7 +93,7 @@ def test_the_first_broker_becomes_controller_with_epoch_1(cluster: Cluster) -> N
     first = cluster.join(1, ManualClock(1_700_000_000_000))
     second = cluster.join(2)
     assert first.is_controller and first.controller_epoch == 1
-    wait_for(lambda: second.controller_id == 1)
+    wait_until(lambda: second.controller_id == 1, WAIT_S, POLL_S, "broker 1 controller")
     assert not second.is_controller
     assert json.loads(first.zk.get("/controller")[0]) == {
         "version": 1,
@@ -129,7 +124,12 @@ def test_control_moves_when_the_controllers_session_closes(cluster: Cluster) -> 
                 await asyncio.sleep(0.01)
 
     asyncio.run(watch_the_move())
-    wait_for(lambda: second.controller_id is not None and second.controller_id != 1)
+    wait_until(
+        lambda: second.controller_id is not None and second.controller_id != 1,
+        WAIT_S,
+        POLL_S,
+        "a new controller",
+    )
     winner = second.controller_id
     assert winner in (2, 3)
     assert second.controller_epoch == 2
@@ -155,9 +155,9 @@ def test_registration_comes_back_after_session_expiry(cluster: Cluster) -> None:
             return False
         return stat is not None and stat.ephemeralOwner not in (0, old_session)
 
-    wait_for(registered_anew)
+    wait_until(registered_anew, WAIT_S, POLL_S, "a new registration")
     assert member.session.session_id != old_session
-    wait_for(lambda: member.controller_epoch == 2)
+    wait_until(lambda: member.controller_epoch == 2, WAIT_S, POLL_S, "controller epoch 2")
     assert member.is_controller
 
 

@@ -37,15 +37,7 @@ from odradek.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from odradek.testing import ZooKeeperServer, free_port
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 15) -> None:
-    """Poll for what ZooKeeper or kazoo's threads will make true."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
+from odradek.testing import ZooKeeperServer, free_port, wait_until
 
 
 @pytest.fixture
@@ -347,7 +339,12 @@ def test_store_reconnects_after_a_zookeeper_restart() -> None:
         try:
             store.put(TopicMetadata("before", uuid.uuid4(), 1, {}, ((1,),)))
             server.restart()
-            wait_for(lambda: states[-2:] == [KazooState.SUSPENDED, KazooState.CONNECTED])
+            wait_until(
+                lambda: states[-2:] == [KazooState.SUSPENDED, KazooState.CONNECTED],
+                15,
+                0.02,
+                "a reconnect",
+            )
             store.put(TopicMetadata("after", uuid.uuid4(), 1, {}, ((1,),)))
             other = open_store(server.connect_string("/restart"))
             assert set(other.topics) == {"before", "after"}

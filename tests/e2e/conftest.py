@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import struct
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.clock import ManualClock
 from odradek.protocol.record_batch import iter_headers
 from odradek.testing import RunningBroker, running_broker
 
@@ -30,6 +32,13 @@ _BATCH_PREFIX = struct.Struct(">qiibIh")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     with running_broker(tmp_path_factory.mktemp("e2e")) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def clock() -> ManualClock:
+    """A manual clock starting at the real time (so that producers' timestamps are accepted),
+    for a module whose ``broker`` runs on it."""
+    return ManualClock(int(time.time() * 1000))
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ the broker itself, through odradek's own admin client (what ``odradek groups des
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 
+from odradek import testing
 from odradek.client.admin import GroupAdmin, GroupInfo
 from odradek.testing import BrokerProcess, RunningBroker, running_broker
 
@@ -71,15 +71,19 @@ def wait_until(
     what: str = "condition",
     tick: Callable[[], object] | None = None,
 ) -> None:
-    """Poll ``predicate`` (calling ``tick`` between tries, e.g. to poll consumers)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        if tick is not None:
-            tick()
-        else:
-            time.sleep(0.05)
+    """:func:`odradek.testing.wait_until` for ``predicate``, calling ``tick`` between tries
+    instead of sleeping when given (e.g. to poll consumers)."""
+    if tick is None:
+        testing.wait_until(predicate, timeout, 0.05, what)
+        return
+
+    def tried() -> bool:
+        if predicate():
+            return True
+        tick()
+        return False
+
+    testing.wait_until(tried, timeout, 0, what)
 
 
 def split_among(

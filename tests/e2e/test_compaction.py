@@ -26,23 +26,12 @@ from kafka import TopicPartition as KafkaTopicPartition
 
 from odradek.clock import ManualClock
 from odradek.storage import PartitionLog
-from odradek.testing import RunningBroker, running_broker
+from odradek.testing import RunningBroker, running_broker, wait_until
 
 TIMEOUT_S = 15
+POLL_S = 0.05
 DAY_MS = 86_400_000
 Record = tuple[int, bytes | None, bytes | None]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 15, what: str = "it") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.05)
-
-
-@pytest.fixture(scope="module")
-def clock() -> ManualClock:
-    return ManualClock(int(time.time() * 1000))
 
 
 @pytest.fixture(scope="module")
@@ -192,7 +181,9 @@ def test_compaction_keeps_the_latest_value_per_key_then_drops_tombstones(
 
     end = active_base(broker, topic_name)
     assert end > max(tombstones)
-    wait_until(lambda: is_compacted(read_all(bootstrap, topic_name), end), what="compaction")
+    wait_until(
+        lambda: is_compacted(read_all(bootstrap, topic_name), end), TIMEOUT_S, POLL_S, "compaction"
+    )
     records = read_all(bootstrap, topic_name)
     check_against_acks(records, acks)
     assert {offset for offset, _, value in records if value is None} == tombstones
@@ -202,7 +193,9 @@ def test_compaction_keeps_the_latest_value_per_key_then_drops_tombstones(
     clock.advance(DAY_MS)  # delete.retention.ms later the tombstones go, with no new writes
     wait_until(
         lambda: not [r for r in read_all(bootstrap, topic_name) if r[2] is None],
-        what="tombstone removal",
+        TIMEOUT_S,
+        POLL_S,
+        "tombstone removal",
     )
     records = read_all(bootstrap, topic_name)
     check_against_acks(records, acks)
@@ -296,7 +289,7 @@ def test_consumer_offsets_is_compacted_and_still_replays(
 
         return broker.call(look())
 
-    wait_until(compacted, what="__consumer_offsets compaction")
+    wait_until(compacted, TIMEOUT_S, POLL_S, "__consumer_offsets compaction")
 
     broker.restart()  # the coordinator replays the compacted log
     consumer = Consumer(
@@ -325,7 +318,9 @@ def test_clients_read_past_an_idempotent_producers_emptied_batch(
     idempotent.flush(TIMEOUT_S)
     produce_rounds(bootstrap, topic_name, acks, rounds=12, keys=5)  # overwrites every key
     end = active_base(broker, topic_name)
-    wait_until(lambda: is_compacted(read_all(bootstrap, topic_name), end), what="compaction")
+    wait_until(
+        lambda: is_compacted(read_all(bootstrap, topic_name), end), TIMEOUT_S, POLL_S, "compaction"
+    )
 
     async def producer_batches() -> list[tuple[int, int]]:
         headers = partition_log(broker, topic_name).recent_batch_headers(100)
@@ -376,7 +371,9 @@ def test_compaction_removes_aborted_transactions_then_their_markers(
         else:
             producer.abort_transaction(TIMEOUT_S)
         marker = start + len(values)
-        wait_until(lambda: partition_log_end(broker, topic_name) > marker, what="the marker")
+        wait_until(
+            lambda: partition_log_end(broker, topic_name) > marker, TIMEOUT_S, POLL_S, "the marker"
+        )
         return marker
 
     transaction({k: b"committed-%d" % k for k in range(6)}, commit=True)
@@ -388,7 +385,7 @@ def test_compaction_removes_aborted_transactions_then_their_markers(
         values = [v for offset, _, v in read_all(bootstrap, topic_name) if offset < end]
         return not any(v is not None and v.startswith(b"aborted") for v in values)
 
-    wait_until(aborted_gone, what="the cleaner removing the aborted transaction")
+    wait_until(aborted_gone, TIMEOUT_S, POLL_S, "the cleaner removing the aborted transaction")
     records = read_all(bootstrap, topic_name)
     latest = {key: value for _, key, value in records if value is not None}
     # Compaction kept the committed value of every key, not the newer aborted one.
@@ -413,7 +410,9 @@ def test_compaction_removes_aborted_transactions_then_their_markers(
         clock.advance(DAY_MS + 1)
         transaction({k: b"again-%d" % k for k in range(12 + round_, 13 + round_)}, commit=True)
         try:
-            wait_until(lambda: abort_marker not in control_batches(), timeout=4)
+            wait_until(
+                lambda: abort_marker not in control_batches(), 4, POLL_S, "the marker removed"
+            )
             break
         except AssertionError:
             continue

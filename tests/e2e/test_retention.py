@@ -17,21 +17,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from odradek.clock import ManualClock
-from odradek.testing import RunningBroker, running_broker
+from odradek.testing import RunningBroker, running_broker, wait_until
 
 TIMEOUT_S = 15
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10, what: str = "it") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.05)
-
-
-@pytest.fixture(scope="module")
-def clock() -> ManualClock:
-    return ManualClock(int(time.time() * 1000))
+RETENTION_WAIT_S = 10
+POLL_S = 0.05
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +92,9 @@ def test_time_retention_and_a_consumer_reset_to_the_new_log_start(
     assert (start, end) == ("0", "40") and int(segments) > 4
 
     clock.advance(120_000)  # every record is now two minutes old
-    wait_until(lambda: watermarks(bootstrap, topic_name)[0] > 0, what="retention")
+    wait_until(
+        lambda: watermarks(bootstrap, topic_name)[0] > 0, RETENTION_WAIT_S, POLL_S, "retention"
+    )
     low, high = watermarks(bootstrap, topic_name)
     assert 0 < low < high == 40
     _, _, start, end, segments, _, _ = describe(bootstrap, topic_name)
@@ -143,7 +135,9 @@ def test_size_retention_keeps_the_newest_bytes(
     _, _, _, _, _, size_before, _ = describe(bootstrap, topic_name)
     assert int(size_before) > 3000
     clock.advance(1_000)  # a retention check is due
-    wait_until(lambda: watermarks(bootstrap, topic_name)[0] > 0, what="retention")
+    wait_until(
+        lambda: watermarks(bootstrap, topic_name)[0] > 0, RETENTION_WAIT_S, POLL_S, "retention"
+    )
     _, _, start, end, segments, size, _ = describe(bootstrap, topic_name)
     assert end == "40" and int(start) > 0
     # At least retention.bytes stay; no more than one segment beyond it.

@@ -10,6 +10,7 @@ import pytest
 
 from odradek.security.acl import AclOperation, ResourceType
 from odradek.testing import RunningBroker, running_broker
+from tests.security.support import may
 
 from .support import ACLS_TOOL, classpath, run_java
 
@@ -23,13 +24,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
         super_users="User:ANONYMOUS",
     ) as running:
         yield running
-
-
-def may(broker: RunningBroker, principal: str, op: AclOperation, rtype: ResourceType, name: str):
-    assert broker.broker is not None
-    authorizer = broker.broker.services.authorizer
-    assert authorizer is not None
-    return authorizer.authorize(principal, "10.0.0.1", op, rtype, name)
 
 
 def test_kafka_acls_add_list_remove(broker: RunningBroker) -> None:

@@ -13,16 +13,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from odradek.client.data import READ_COMMITTED, DataClient, TopicPartition
 from odradek.protocol.records import NewRecord
-from odradek.testing import RunningBroker
+from odradek.testing import RunningBroker, wait_until
 
 from .conftest import create_topic, produce
 from .test_exactly_once import output_values
@@ -31,6 +29,9 @@ KILLS = 3
 MARKER_SLACK = 10  # two tasks' transactions over two partitions: at most four markers
 ROWS_PER_PARTITION = 3000
 DRIVER = Path(__file__).with_name("eos_query.py")
+# Each phase's wait has its own budget: a driver start (a JVM and Spark's planning) is most of
+# it, and on a loaded machine four of them in a row overran one shared deadline. The waits poll
+# every millisecond, to kill as soon as a transaction is open.
 PHASE_S = 120
 
 
@@ -109,15 +110,6 @@ def kill(driver: subprocess.Popen[bytes]) -> None:
     driver.wait(30)
 
 
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    # Each phase has its own budget: a driver start (a JVM and Spark's planning) is most of
-    # it, and on a loaded machine four of them in a row overran one shared deadline.
-    deadline = time.monotonic() + PHASE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.001)
-
-
 def test_killed_and_restarted_query_writes_each_row_once(
     broker: RunningBroker, topic: str, tmp_path: Path
 ) -> None:
@@ -148,7 +140,9 @@ def test_killed_and_restarted_query_writes_each_row_once(
                 high, stable = ends()
                 return high > since and high > stable
 
-            wait_for(open_transaction, f"an open transaction before kill {kill_number}")
+            wait_until(
+                open_transaction, PHASE_S, 0.001, f"an open transaction before kill {kill_number}"
+            )
             kill(driver)
             # Mid-batch: Spark had planned a micro-batch and not committed it.
             assert uncommitted_batches(checkpoint), f"kill {kill_number} fell between batches"
@@ -163,7 +157,7 @@ def test_killed_and_restarted_query_writes_each_row_once(
                 and (len(output_values(bootstrap, output, 2, READ_COMMITTED)) >= len(sent))
             )
 
-        wait_for(all_committed, "the output to hold every row")
+        wait_until(all_committed, PHASE_S, 0.001, "the output to hold every row")
     finally:
         kill(driver)
         ends.close()

@@ -14,7 +14,7 @@ import pytest
 from odradek.clock import ManualClock
 from odradek.protocol.record_batch import BatchHeader, iter_headers, validate_batches
 from odradek.protocol.records import encode_batch, iter_records
-from odradek.storage import AppendInfo, LogConfig, PartitionLog
+from odradek.storage import AppendInfo, LogConfig, LogManager, PartitionLog
 from odradek.storage.flusher import LogFlusher
 
 
@@ -79,6 +79,29 @@ BATCH_SIZE = len(make_batch())
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
+
+
+DAY = 24 * 3_600_000
+
+
+def compacted(segment_bytes: int) -> LogConfig:
+    """A compacted topic (no deletion) whose every dirty byte is due for cleaning; tombstones
+    and transaction markers stay a day (delete.retention.ms)."""
+    return LogConfig(
+        segment_bytes=segment_bytes,
+        index_interval_bytes=0,
+        delete=False,
+        compact=True,
+        min_cleanable_dirty_ratio=0.0,
+        delete_retention_ms=DAY,
+    )
+
+
+def open_manager(directory: Path, clock: ManualClock, config: LogConfig) -> LogManager:
+    """A log manager on ``directory`` whose every topic takes ``config``; the caller closes it."""
+    manager = LogManager([directory], clock)
+    manager.open(lambda topic: config)
+    return manager
 
 
 @pytest.fixture

@@ -17,24 +17,15 @@ from odradek.storage import LogConfig, LogManager, PartitionLog
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.producer_state import ProducerStateManager
 
-from .conftest import append, keyed_batch, read_all, records_of
+from .conftest import DAY, append, compacted, keyed_batch, open_manager, read_all, records_of
 
 Record = tuple[int, bytes | None, bytes | None]
-DAY = 24 * 3_600_000
-COMPACT = LogConfig(
-    segment_bytes=1000,
-    index_interval_bytes=0,
-    delete=False,
-    compact=True,
-    min_cleanable_dirty_ratio=0.0,
-    delete_retention_ms=DAY,
-)
+COMPACT = compacted(segment_bytes=1000)
 
 
 @pytest.fixture
 def manager(tmp_path: Path, clock: ManualClock) -> Iterator[LogManager]:
-    manager = LogManager([tmp_path], clock)
-    manager.open(lambda topic: COMPACT)
+    manager = open_manager(tmp_path, clock, COMPACT)
     yield manager
     manager.close()
 
@@ -156,8 +147,7 @@ def test_min_cleanable_dirty_ratio_decides_when_a_log_is_due(
     config = LogConfig(
         segment_bytes=1000, compact=True, delete=False, min_cleanable_dirty_ratio=0.5
     )
-    manager = LogManager([tmp_path], clock)
-    manager.open(lambda topic: config)
+    manager = open_manager(tmp_path, clock, config)
     log = manager.create("table", 0, config)
     n = unique_keys(log, clock, 40, 0)  # nothing to remove: all of it stays as the clean section
     cleaner = LogCleaner(manager, clock)
@@ -185,8 +175,7 @@ def test_min_compaction_lag_keeps_young_segments_dirty(tmp_path: Path, clock: Ma
         min_cleanable_dirty_ratio=0.0,
         min_compaction_lag_ms=60_000,
     )
-    manager = LogManager([tmp_path], clock)
-    manager.open(lambda topic: config)
+    manager = open_manager(tmp_path, clock, config)
     log = manager.create("table", 0, config)
     written = fill(log, clock, rounds=20)
     cleaner = LogCleaner(manager, clock)
@@ -211,8 +200,7 @@ def test_max_compaction_lag_forces_a_pass_and_rolls_the_active_segment(
         min_cleanable_dirty_ratio=0.99,
         max_compaction_lag_ms=60_000,
     )
-    manager = LogManager([tmp_path], clock)
-    manager.open(lambda topic: config)
+    manager = open_manager(tmp_path, clock, config)
     log = manager.create("table", 0, config)
     written = fill(log, clock, rounds=10)
     cleaner = LogCleaner(manager, clock)
@@ -246,8 +234,7 @@ def test_rewritten_batches_take_the_topic_codec(tmp_path: Path, clock: ManualClo
         min_cleanable_dirty_ratio=0.0,
         compression=compression.ZSTD,
     )
-    manager = LogManager([tmp_path], clock)
-    manager.open(lambda topic: config)
+    manager = open_manager(tmp_path, clock, config)
     log = manager.create("table", 0, config)
     append(log, keyed_batch([(b"a", b"1"), (b"b", b"1")], compression=compression.GZIP))
     append(log, keyed_batch([(b"c", b"1")], compression=compression.LZ4))
@@ -290,8 +277,7 @@ def test_a_small_dedupe_buffer_cleans_in_several_passes(
 
 
 def test_the_first_dirty_offset_survives_a_restart(tmp_path: Path, clock: ManualClock) -> None:
-    manager = LogManager([tmp_path], clock)
-    manager.open(lambda topic: COMPACT)
+    manager = open_manager(tmp_path, clock, COMPACT)
     log = manager.create("table", 0, COMPACT)
     written = fill(log, clock, rounds=30)
     cleaner = LogCleaner(manager, clock)
@@ -302,8 +288,7 @@ def test_the_first_dirty_offset_survives_a_restart(tmp_path: Path, clock: Manual
     )
     manager.close()
 
-    manager = LogManager([tmp_path], clock)
-    manager.open(lambda topic: COMPACT)
+    manager = open_manager(tmp_path, clock, COMPACT)
     reopened = manager.get("table", 0)
     assert reopened is not None
     assert records_of(reopened) == cleaned == latest_per_key(written, result.end_offset)

@@ -11,26 +11,17 @@ import pytest
 from odradek.clock import ManualClock
 from odradek.protocol.control import encode_end_txn_marker
 from odradek.protocol.records import encode_batch
-from odradek.storage import LogConfig, LogManager, PartitionLog
+from odradek.storage import LogManager, PartitionLog
 from odradek.storage.cleaner import LogCleaner
 
-from .conftest import append, keyed_batch, read_all, records_of
+from .conftest import DAY, append, compacted, keyed_batch, open_manager, read_all, records_of
 
-DAY = 24 * 3_600_000
-COMPACT = LogConfig(
-    segment_bytes=400,
-    index_interval_bytes=0,
-    delete=False,
-    compact=True,
-    min_cleanable_dirty_ratio=0.0,
-    delete_retention_ms=DAY,
-)
+COMPACT = compacted(segment_bytes=400)
 
 
 @pytest.fixture
 def manager(tmp_path: Path, clock: ManualClock) -> Iterator[LogManager]:
-    manager = LogManager([tmp_path], clock)
-    manager.open(lambda topic: COMPACT)
+    manager = open_manager(tmp_path, clock, COMPACT)
     yield manager
     manager.close()
 

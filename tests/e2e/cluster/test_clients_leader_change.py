@@ -64,6 +64,26 @@ def kill_leader_under_load(cluster: RunningCluster, topic: str, progress: Callab
     return before.leader, during.leader
 
 
+Loop = Callable[[threading.Event], None]
+
+
+def through_a_leader_change(
+    cluster: RunningCluster, topic: str, ledger: Ledger, client: str, produce: Loop, consume: Loop
+) -> None:
+    """The client's consumer and producer loops run (each a :class:`Load`) while the leader is
+    killed and comes back; then every record acknowledged to the producer must be read back."""
+    consumer = Load(f"{client}-consumer", ledger, consume)
+    producer = Load(f"{client}-producer", ledger, produce)
+    try:
+        kill_leader_under_load(cluster, topic, ledger.acks)
+    finally:
+        producer.stop()
+    try:
+        assert_read_back(ledger, cluster, topic)
+    finally:
+        consumer.stop()
+
+
 @pytest.fixture
 def cluster(zookeeper: ZooKeeperServer, tmp_path) -> Iterator[RunningCluster]:
     with started_cluster(tmp_path, zookeeper=zookeeper) as running:
@@ -80,16 +100,14 @@ def topic(cluster: RunningCluster, request: pytest.FixtureRequest) -> str:
 def test_confluent_kafka_through_a_leader_change(cluster, topic):
     ledger = Ledger()
     bootstrap = cluster.bootstrap
-    consumer = Load("confluent-consumer", ledger, confluent_consumer(bootstrap, topic, ledger))
-    producer = Load("confluent-producer", ledger, confluent_producer(bootstrap, topic, ledger))
-    try:
-        kill_leader_under_load(cluster, topic, ledger.acks)
-    finally:
-        producer.stop()
-    try:
-        assert_read_back(ledger, cluster, topic)
-    finally:
-        consumer.stop()
+    through_a_leader_change(
+        cluster,
+        topic,
+        ledger,
+        "confluent",
+        produce=confluent_producer(bootstrap, topic, ledger),
+        consume=confluent_consumer(bootstrap, topic, ledger),
+    )
 
 
 def test_kafka_python_through_a_leader_change(cluster, topic):
@@ -137,16 +155,7 @@ def test_kafka_python_through_a_leader_change(cluster, topic):
         finally:
             consumer.close()
 
-    consumer = Load("kafka-python-consumer", ledger, consume)
-    producer = Load("kafka-python-producer", ledger, produce)
-    try:
-        kill_leader_under_load(cluster, topic, ledger.acks)
-    finally:
-        producer.stop()
-    try:
-        assert_read_back(ledger, cluster, topic)
-    finally:
-        consumer.stop()
+    through_a_leader_change(cluster, topic, ledger, "kafka-python", produce, consume)
 
 
 def test_aiokafka_through_a_leader_change(cluster, topic):
@@ -202,16 +211,14 @@ def test_aiokafka_through_a_leader_change(cluster, topic):
         finally:
             await consumer.stop()
 
-    consumer = Load("aiokafka-consumer", ledger, lambda s: asyncio.run(consume_async(s)))
-    producer = Load("aiokafka-producer", ledger, lambda s: asyncio.run(produce_async(s)))
-    try:
-        kill_leader_under_load(cluster, topic, ledger.acks)
-    finally:
-        producer.stop()
-    try:
-        assert_read_back(ledger, cluster, topic)
-    finally:
-        consumer.stop()
+    through_a_leader_change(
+        cluster,
+        topic,
+        ledger,
+        "aiokafka",
+        produce=lambda s: asyncio.run(produce_async(s)),
+        consume=lambda s: asyncio.run(consume_async(s)),
+    )
 
 
 @pytest.mark.skipif(KCAT is None, reason="kcat is not installed")

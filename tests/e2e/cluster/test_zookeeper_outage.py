@@ -22,7 +22,9 @@ import contextlib
 import json
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
@@ -111,6 +113,37 @@ def all_registered(connect: str) -> Registrations | None:
     return found
 
 
+def proxied_cluster(
+    stack: contextlib.ExitStack, tmp_path: Path, settings: dict[str, str] | None = None
+) -> tuple[ZooKeeperServer, ZooKeeperProxy, RunningCluster]:
+    """A ZooKeeper of the test's own, the proxy the brokers reach it through and a started
+    cluster, each closed with ``stack``."""
+    zookeeper = stack.enter_context(ZooKeeperServer(tmp_path / "zookeeper"))
+    proxy = ZooKeeperProxy(zookeeper).start()
+    stack.callback(proxy.stop)
+    cluster = stack.enter_context(
+        started_cluster(tmp_path / "cluster", zookeeper=proxy, settings=settings)
+    )
+    return zookeeper, proxy, cluster
+
+
+@contextlib.contextmanager
+def confluent_load(
+    stack: contextlib.ExitStack, cluster: RunningCluster, topic: str, ledger: Ledger
+) -> Iterator[None]:
+    """A confluent-kafka consumer (stopped with ``stack``) and producer (stopped, flushing, when
+    the block ends) on ``topic``, noting what they see in ``ledger``."""
+    consumer = Load(
+        "confluent-consumer", ledger, confluent_consumer(cluster.bootstrap, topic, ledger)
+    )
+    stack.callback(consumer.stop)
+    producer = Load("producer", ledger, confluent_producer(cluster.bootstrap, topic, ledger))
+    try:
+        yield
+    finally:
+        producer.stop()
+
+
 def assert_cluster_recovered(cluster: RunningCluster, topic: str) -> None:
     """The loaded partition has a leader and a full ISR on every broker, and a topic made now
     gets the same (every broker follows ZooKeeper's changes again)."""
@@ -125,22 +158,12 @@ def test_a_zookeeper_restart_shorter_than_the_session_timeout_keeps_the_sessions
     then waits a whole session timeout for the answer, which loses the session."""
     settings = {"zookeeper.session.timeout.ms": str(LONG_SESSION_TIMEOUT_MS)}
     with contextlib.ExitStack() as stack:
-        zookeeper = stack.enter_context(ZooKeeperServer(tmp_path / "zookeeper"))
-        proxy = ZooKeeperProxy(zookeeper).start()
-        stack.callback(proxy.stop)
-        cluster = stack.enter_context(
-            started_cluster(tmp_path / "cluster", zookeeper=proxy, settings=settings)
-        )
+        zookeeper, proxy, cluster = proxied_cluster(stack, tmp_path, settings)
         direct = zookeeper.connect_string(cluster.chroot)
         topic = unique_name("short-outage")
         create_replicated_topic(cluster, topic)
         ledger = Ledger()
-        consumer = Load(
-            "confluent-consumer", ledger, confluent_consumer(cluster.bootstrap, topic, ledger)
-        )
-        stack.callback(consumer.stop)
-        producer = Load("producer", ledger, confluent_producer(cluster.bootstrap, topic, ledger))
-        try:
+        with confluent_load(stack, cluster, topic, ledger):
             wait_for_progress(ledger.acks, STEP, "progress before the outage")
             before = all_registered(direct)
             assert before is not None
@@ -165,28 +188,18 @@ def test_a_zookeeper_restart_shorter_than_the_session_timeout_keeps_the_sessions
             wait_for_progress(ledger.acks, STEP, "progress after the outage")
             assert_cluster_recovered(cluster, topic)
             wait_for_progress(ledger.acks, STEP, "progress after the recovery")
-        finally:
-            producer.stop()
         assert_read_back(ledger, cluster, topic)
         assert all(cluster.is_running(b) for b in cluster.brokers)
 
 
 def test_a_zookeeper_outage_longer_than_the_session_timeout_re_registers_every_broker(tmp_path):
     with contextlib.ExitStack() as stack:
-        zookeeper = stack.enter_context(ZooKeeperServer(tmp_path / "zookeeper"))
-        proxy = ZooKeeperProxy(zookeeper).start()
-        stack.callback(proxy.stop)
-        cluster = stack.enter_context(started_cluster(tmp_path / "cluster", zookeeper=proxy))
+        zookeeper, proxy, cluster = proxied_cluster(stack, tmp_path)
         direct = zookeeper.connect_string(cluster.chroot)
         topic = unique_name("long-outage")
         create_replicated_topic(cluster, topic)
         ledger = Ledger()
-        consumer = Load(
-            "confluent-consumer", ledger, confluent_consumer(cluster.bootstrap, topic, ledger)
-        )
-        stack.callback(consumer.stop)
-        producer = Load("producer", ledger, confluent_producer(cluster.bootstrap, topic, ledger))
-        try:
+        with confluent_load(stack, cluster, topic, ledger):
             wait_for_progress(ledger.acks, STEP, "progress before the outage")
             before = all_registered(direct)
             assert before is not None
@@ -216,8 +229,6 @@ def test_a_zookeeper_outage_longer_than_the_session_timeout_re_registers_every_b
             wait_for_progress(ledger.acks, STEP, "progress after the outage")
             assert_cluster_recovered(cluster, topic)
             wait_for_progress(ledger.acks, STEP, "progress after the recovery")
-        finally:
-            producer.stop()
         assert_read_back(ledger, cluster, topic)
         assert all(cluster.is_running(b) for b in cluster.brokers)
 
@@ -229,12 +240,7 @@ def test_create_topics_that_outlasts_the_session_fails_the_topic_not_the_connect
     (Kafka's answer to a ZooKeeper client timeout) and the connection stays open."""
     settings = {"zookeeper.connection.timeout.ms": "1500"}
     with contextlib.ExitStack() as stack:
-        zookeeper = stack.enter_context(ZooKeeperServer(tmp_path / "zookeeper"))
-        proxy = ZooKeeperProxy(zookeeper).start()
-        stack.callback(proxy.stop)
-        cluster = stack.enter_context(
-            started_cluster(tmp_path / "cluster", zookeeper=proxy, settings=settings)
-        )
+        zookeeper, proxy, cluster = proxied_cluster(stack, tmp_path, settings)
         direct = zookeeper.connect_string(cluster.chroot)
         before = all_registered(direct)
         assert before is not None
