@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from odradek.counters import BrokerCounters, Histogram, RequestCounters, RequestTiming
+import asyncio
+
+from odradek.counters import (
+    BrokerCounters,
+    Histogram,
+    RequestCounters,
+    RequestTiming,
+    current_request,
+    remote_wait,
+)
 
 
 def test_an_observation_on_a_bound_counts_in_that_bucket() -> None:
@@ -71,3 +80,19 @@ def test_a_deleted_topic_loses_its_counters() -> None:
     assert counters.topic("a").bytes_in == 10
     counters.topic_deleted("a")
     assert counters.topic("a").bytes_in == 0
+
+
+def test_a_wait_outside_the_purgatory_can_count_as_remote_time() -> None:
+    """remote_wait: a JoinGroup held until its rebalance completes is RemoteTime (as Kafka's
+    purgatory counts it); without metrics (no current request) it is a plain await."""
+
+    async def held(timing: RequestTiming | None) -> str:
+        current_request.set(timing)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(future.set_result, "answer")
+        return await remote_wait(future)
+
+    timing = RequestTiming()
+    assert asyncio.run(held(timing)) == "answer"
+    assert timing.remote_ns > 0
+    assert asyncio.run(held(None)) == "answer"

@@ -17,9 +17,11 @@ and nothing in the broker decides anything by them.
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from contextvars import ContextVar
+from typing import TypeVar
 
 # Upper bounds, in seconds, of the request latency buckets: from a pipelined Produce on an idle
 # broker (~100 µs) to a Fetch long-poll that waits out max.wait.ms (500 ms by default) and a
@@ -123,6 +125,21 @@ class RequestTiming:
 current_request: ContextVar[RequestTiming | None] = ContextVar(
     "odradek_current_request", default=None
 )
+
+_T = TypeVar("_T")
+
+
+async def remote_wait(waited: Awaitable[_T]) -> _T:
+    """Await something other than the purgatory that Kafka counts as RemoteTime too: a JoinGroup
+    or SyncGroup held until its rebalance completes (Kafka parks those in its purgatory)."""
+    timing = current_request.get()
+    if timing is None:
+        return await waited
+    timing.park_began(time.perf_counter_ns())
+    try:
+        return await waited
+    finally:
+        timing.park_ended(time.perf_counter_ns())
 
 
 class RequestTimes:

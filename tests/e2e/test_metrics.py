@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from odradek.protocol.errors import ErrorCode
-from odradek.testing import RunningBroker, running_broker
+from odradek.testing import RunningBroker, running_broker, wait_until
 from tests.server.conftest import KafkaConnection, batch_of
 
 from .conftest import create_topics
@@ -173,6 +173,39 @@ def test_request_time_is_split_into_queue_local_remote_and_send(broker: RunningB
     # The cleaner runs (log.cleaner.enable is on by default) and has looked for work.
     assert answered.value("kafka_log_logcleanermanager_time_since_last_run_ms") >= 0
     assert "kafka_log_logcleaner_cleaner_recopy_percent" in answered.text
+
+
+def test_a_join_held_for_its_rebalance_is_remote_time(broker: RunningBroker) -> None:
+    """A second member's JoinGroup waits until the first member rejoins: that wait is
+    RemoteTime (Kafka parks joins in its purgatory), not LocalTime."""
+    address = _address(broker)
+    create_topics(broker.bootstrap, {"joined": 2})
+    config = {
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": "joiners",
+        "heartbeat.interval.ms": 200,
+        "session.timeout.ms": 6000,
+    }
+    first, second = Consumer(config), Consumer(config)
+    try:
+        first.subscribe(["joined"])
+        wait_until(lambda: first.poll(0.05) is None and first.assignment(), 30, what="first")
+        second.subscribe(["joined"])
+
+        def both_assigned() -> bool:
+            first.poll(0.05)
+            second.poll(0.05)
+            return len(first.assignment()) == len(second.assignment()) == 1
+
+        wait_until(both_assigned, 30, interval_s=0, what="both members assigned")
+    finally:
+        first.close()
+        second.close()
+    answered = scrape(address)
+    prefix = "kafka_network_requestmetrics_"
+    remote = answered.value(prefix + "remotetime_seconds_sum", request="JoinGroup")
+    local = answered.value(prefix + "localtime_seconds_sum", request="JoinGroup")
+    assert remote > local, (remote, local)
 
 
 def test_group_lag_is_the_high_watermark_minus_the_committed_offset(

@@ -9,6 +9,7 @@ from typing import Any
 
 from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import JoinRequest, JoinResult, Protocol
+from odradek.counters import remote_wait
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, client_host, permits, refusal
 from odradek.server.context import RequestContext, Response
@@ -50,7 +51,7 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Response:
     if refused != ErrorCode.none:
         result = JoinResult(write_error(refused), member_id=join.member_id)
     else:
-        result = await future
+        result = await remote_wait(future)
     # Resumed after the operation that answered, and its writes, ran to their end: the
     # group's log end now covers every record the answer may depend on.
     (failure,) = await committed(ctx, [groups.commit_point(join.group_id)])

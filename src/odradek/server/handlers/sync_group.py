@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import SyncRequest, SyncResult
+from odradek.counters import remote_wait
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
@@ -39,7 +40,7 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Response:
     if refused != ErrorCode.none:
         result = SyncResult(write_error(refused))
     else:
-        result = await future
+        result = await remote_wait(future)
     (failure,) = await committed(ctx, [groups.commit_point(sync.group_id)])
     if failure != ErrorCode.none:
         result = SyncResult(failure)
