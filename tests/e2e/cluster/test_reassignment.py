@@ -55,11 +55,16 @@ def create_on(bootstrap: str, name: str, replicas: list[int], **configs: str) ->
     )
     for future in futures.values():
         future.result(30)
-    wait_until(
-        lambda: set(partition_view(bootstrap, name).isr) == set(replicas),
-        60,
-        what=f"{name} in sync on {replicas}",
-    )
+    views: list[Any] = []
+
+    def in_sync() -> bool:
+        views[:] = [partition_view(bootstrap, name)]
+        return set(views[0].isr) == set(replicas)
+
+    try:
+        wait_until(in_sync, 60, what=f"{name} in sync on {replicas}")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; the last Metadata answer: {views}") from None
 
 
 @contextmanager
