@@ -130,8 +130,9 @@ _T = TypeVar("_T")
 
 
 async def remote_wait(waited: Awaitable[_T]) -> _T:
-    """Await something other than the purgatory that Kafka counts as RemoteTime too: a JoinGroup
-    or SyncGroup held until its rebalance completes (Kafka parks those in its purgatory)."""
+    """Await a wait Kafka counts as RemoteTime, adding it to the current request's timing: a
+    purgatory wait, or a JoinGroup or SyncGroup held until its rebalance completes (Kafka parks
+    those in its purgatory too)."""
     timing = current_request.get()
     if timing is None:
         return await waited

@@ -11,11 +11,10 @@ Runs on the broker's event loop only.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from odradek.counters import RequestCounters, current_request
+from odradek.counters import RequestCounters, remote_wait
 from odradek.protocol.errors import ErrorCode
 
 
@@ -49,38 +48,39 @@ class Purgatory:
         watched partition changes, and once more at the end) or ``timeout_s`` passed; returns
         ``ready()``'s last answer. ``api_key``: the request that waits (Kafka's RemoteTime)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_s, 0.0)
-        watched = list(watched)
+        waited = self._wait(list(watched), ready, loop.time() + max(timeout_s, 0.0))
         self.parked += 1
-        timing = current_request.get() if self._counters is not None and api_key >= 0 else None
-        if timing is not None:
-            timing.park_began(time.perf_counter_ns())
         try:
-            while True:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return ready()
-                future: asyncio.Future[None] = loop.create_future()
-
-                def wake(future: asyncio.Future[None] = future) -> None:
-                    if not future.done():
-                        future.set_result(None)
-
-                for item in watched:
-                    item.add_waiter(wake)
-                try:
-                    await asyncio.wait_for(future, remaining)
-                except TimeoutError:
-                    pass
-                finally:
-                    for item in watched:
-                        item.remove_waiter(wake)
-                if ready():
-                    return True
+            if self._counters is not None and api_key >= 0:
+                return await remote_wait(waited)
+            return await waited
         finally:
             self.parked -= 1
-            if timing is not None:
-                timing.park_ended(time.perf_counter_ns())
+
+    @staticmethod
+    async def _wait(watched: list[Watchable], ready: Callable[[], bool], deadline: float) -> bool:
+        loop = asyncio.get_running_loop()
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return ready()
+            future: asyncio.Future[None] = loop.create_future()
+
+            def wake(future: asyncio.Future[None] = future) -> None:
+                if not future.done():
+                    future.set_result(None)
+
+            for item in watched:
+                item.add_waiter(wake)
+            try:
+                await asyncio.wait_for(future, remaining)
+            except TimeoutError:
+                pass
+            finally:
+                for item in watched:
+                    item.remove_waiter(wake)
+            if ready():
+                return True
 
     async def replicated(
         self, partition: Replicating, required_offset: int, timeout_s: float, api_key: int = -1
