@@ -243,53 +243,14 @@ class ConsumerProtocol:
         group = self._group_for(request, step)
         cg = group.consumer
         assert cg is not None
-        joining = request.member_epoch == JOIN_EPOCH
         member_id = request.member_id or str(uuid.uuid4())
-        if len(cg.members) >= self._config.max_size and (
-            not request.member_id or request.member_id not in cg.members
-        ):
-            raise _Refused(
-                ErrorCode.group_max_size_reached,
-                f"The consumer group has reached its maximum capacity of "
-                f"{self._config.max_size} members.",
-            )
+        self._check_capacity(cg, request)
         member, replaced = self._member(cg, request, member_id, step)
-        updated = replace(
-            member,
-            instance_id=request.instance_id or member.instance_id,
-            rack_id=request.rack_id or member.rack_id,
-            rebalance_timeout_ms=(
-                request.rebalance_timeout_ms
-                if request.rebalance_timeout_ms != -1
-                else member.rebalance_timeout_ms
-            ),
-            server_assignor=request.server_assignor or member.server_assignor,
-            subscribed_topic_names=(
-                tuple(request.subscribed_topic_names)
-                if request.subscribed_topic_names is not None
-                else member.subscribed_topic_names
-            ),
-            subscribed_topic_regex=(
-                request.subscribed_topic_regex
-                if request.subscribed_topic_regex is not None
-                else member.subscribed_topic_regex
-            ),
-            client_id=request.client_id,
-            client_host=request.client_host,
-        )
-        bump = False
-        if updated.metadata_value() != member.metadata_value() or member_id not in cg.members:
-            step.put(updated.metadata_value(), member_id)
-            bump = (
-                replaced is not None
-                or member_id not in cg.members
-                or updated.subscribed_topic_names != member.subscribed_topic_names
-                or updated.subscribed_topic_regex != member.subscribed_topic_regex
-                or updated.server_assignor != member.server_assignor
-            )
+        updated = _updated(member, request)
         members = {m.member_id: m for m in cg.members.values() if m.member_id != replaced}
         members[member_id] = updated
         topics = self._subscribed_topics(members.values())
+        bump = _put_member(cg, step, member, updated, replaced)
         if topics != cg.subscribed_topics:
             step.put(crec.PartitionMetadataValue(tuple(topics.values())))
             bump = True
@@ -304,15 +265,7 @@ class ConsumerProtocol:
         else:
             target = cg.target.get(member_id, {})
             target_epoch = cg.assignment_epoch
-        owned = _owned(request)
-        try:
-            reconciled = (
-                updated
-                if updated.is_reconciled_to(target_epoch)
-                else reconcile(updated, target_epoch, target, cg.partition_epoch, owned)
-            )
-        except FencedMember as e:
-            raise _Refused(ErrorCode.fenced_member_epoch, str(e)) from e
+        reconciled = _reconciled(updated, target_epoch, target, cg, request)
         if reconciled.assignment_value() != member.assignment_value() or replaced is not None:
             step.put(reconciled.assignment_value(), member_id)
 
@@ -321,15 +274,8 @@ class ConsumerProtocol:
                 self._schedule_session(request.group_id, replaced)
 
         self._commit(group, step, restored)
-        if replaced is not None:
-            self._cancel_timers(request.group_id, replaced)
-        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-            if reconciled.assignment_value() != member.assignment_value():
-                self._schedule_rebalance(request.group_id, reconciled)
-        else:
-            self.coordinator.timers.cancel(("consumer-rebalance", request.group_id, member_id))
-        self._schedule_session(request.group_id, member_id)
-        full = joining or (
+        self._reschedule(request.group_id, member, reconciled, replaced)
+        full = request.member_epoch == JOIN_EPOCH or (
             request.rebalance_timeout_ms != -1
             and request.subscribed_topic_names is not None
             and request.owned is not None
@@ -342,6 +288,35 @@ class ConsumerProtocol:
             heartbeat_interval_ms=self._interval(cg, reconciled),
             assignment=dict(reconciled.assigned) if full or changed else None,
         )
+
+    def _check_capacity(self, cg: ConsumerGroup, request: ConsumerHeartbeatRequest) -> None:
+        """A new member of a group at ``group.consumer.max.size`` is refused."""
+        if len(cg.members) >= self._config.max_size and (
+            not request.member_id or request.member_id not in cg.members
+        ):
+            raise _Refused(
+                ErrorCode.group_max_size_reached,
+                f"The consumer group has reached its maximum capacity of "
+                f"{self._config.max_size} members.",
+            )
+
+    def _reschedule(
+        self,
+        group_id: str,
+        member: ConsumerMember,
+        reconciled: ConsumerMember,
+        replaced: str | None,
+    ) -> None:
+        """The member's timers after a written heartbeat: its session, and the rebalance
+        timeout while it still owes partitions it was asked to revoke."""
+        if replaced is not None:
+            self._cancel_timers(group_id, replaced)
+        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+            if reconciled.assignment_value() != member.assignment_value():
+                self._schedule_rebalance(group_id, reconciled)
+        else:
+            self.coordinator.timers.cancel(("consumer-rebalance", group_id, reconciled.member_id))
+        self._schedule_session(group_id, reconciled.member_id)
 
     def _interval(self, cg: ConsumerGroup, member: ConsumerMember) -> int:
         """The heartbeat interval to answer with: ``group.consumer.heartbeat.interval.ms``,
@@ -773,3 +748,69 @@ def is_consumer_group_key(key: bytes) -> bool:
     return len(key) >= 2 and int.from_bytes(key[:2], "big", signed=True) in (
         crec.CONSUMER_GROUP_KEY_TYPES
     )
+
+
+def _updated(member: ConsumerMember, request: ConsumerHeartbeatRequest) -> ConsumerMember:
+    """The member as this heartbeat describes it: a field the request leaves out (null, or -1
+    for the rebalance timeout) keeps its value."""
+    return replace(
+        member,
+        instance_id=request.instance_id or member.instance_id,
+        rack_id=request.rack_id or member.rack_id,
+        rebalance_timeout_ms=(
+            request.rebalance_timeout_ms
+            if request.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms
+        ),
+        server_assignor=request.server_assignor or member.server_assignor,
+        subscribed_topic_names=(
+            tuple(request.subscribed_topic_names)
+            if request.subscribed_topic_names is not None
+            else member.subscribed_topic_names
+        ),
+        subscribed_topic_regex=(
+            request.subscribed_topic_regex
+            if request.subscribed_topic_regex is not None
+            else member.subscribed_topic_regex
+        ),
+        client_id=request.client_id,
+        client_host=request.client_host,
+    )
+
+
+def _put_member(
+    cg: ConsumerGroup,
+    step: _Step,
+    member: ConsumerMember,
+    updated: ConsumerMember,
+    replaced: str | None,
+) -> bool:
+    """Write the member's metadata if it changed; whether the change bumps the group epoch
+    (a new or replacing member, or a new subscription or assignor)."""
+    member_id = updated.member_id
+    if updated.metadata_value() == member.metadata_value() and member_id in cg.members:
+        return False
+    step.put(updated.metadata_value(), member_id)
+    return (
+        replaced is not None
+        or member_id not in cg.members
+        or updated.subscribed_topic_names != member.subscribed_topic_names
+        or updated.subscribed_topic_regex != member.subscribed_topic_regex
+        or updated.server_assignor != member.server_assignor
+    )
+
+
+def _reconciled(
+    updated: ConsumerMember,
+    target_epoch: int,
+    target: crec.Assignment,
+    cg: ConsumerGroup,
+    request: ConsumerHeartbeatRequest,
+) -> ConsumerMember:
+    """The member moved as far towards its target assignment as its owned partitions allow."""
+    if updated.is_reconciled_to(target_epoch):
+        return updated
+    try:
+        return reconcile(updated, target_epoch, target, cg.partition_epoch, _owned(request))
+    except FencedMember as e:
+        raise _Refused(ErrorCode.fenced_member_epoch, str(e)) from e
