@@ -1351,37 +1351,9 @@ class GroupCoordinator:
         group with an open transaction is not deleted (as Kafka). An empty group left
         without offsets is deleted. Returns how many offsets expired."""
         now = self._wall()
-        retention = self.config.offsets_retention_ms
         expired_total = 0
         for group in self._active_groups():
-            expired: list[TopicPartition] = []
-            if group.consumer is not None:
-                # As Kafka's consumer groups: from each commit, for topics no member
-                # subscribes to.
-                consumer_topics = self.consumer.subscribed_topics(group.consumer)
-                expired = [
-                    tp
-                    for tp, c in group.offsets.items()
-                    if tp[0] not in consumer_topics and c.commit_timestamp + retention <= now
-                ]
-            elif group.is_in(GroupState.EMPTY):
-                if group.protocol_type is not None:
-                    if group.state_timestamp + retention <= now:
-                        expired = list(group.offsets)
-                else:
-                    expired = [
-                        tp
-                        for tp, c in group.offsets.items()
-                        if c.commit_timestamp + retention <= now
-                    ]
-            elif group.is_in(GroupState.STABLE) and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-                subscribed = group.subscribed_topics()
-                if subscribed is not None:
-                    expired = [
-                        tp
-                        for tp, c in group.offsets.items()
-                        if tp[0] not in subscribed and c.commit_timestamp + retention <= now
-                    ]
+            expired = self._expirable(group, now)
             if group.pending_offsets:
                 expired = [tp for tp in expired if not group.has_pending_offset(tp)]
             records: list[tuple[bytes, bytes | None]] = [
@@ -1407,6 +1379,31 @@ class GroupCoordinator:
             )
             expired_total += len(expired)
         return expired_total
+
+    def _expirable(self, group: Group, now: int) -> list[TopicPartition]:
+        """The group's offsets past ``offsets.retention.minutes`` by the rule for its kind
+        (see :meth:`expire_offsets`), pending transactional commits not yet set aside."""
+        retention = self.config.offsets_retention_ms
+
+        def committed_before(excluded: frozenset[str] | set[str]) -> list[TopicPartition]:
+            return [
+                tp
+                for tp, c in group.offsets.items()
+                if tp[0] not in excluded and c.commit_timestamp + retention <= now
+            ]
+
+        if group.consumer is not None:
+            # As Kafka's consumer groups: from each commit, for topics no member subscribes to.
+            return committed_before(self.consumer.subscribed_topics(group.consumer))
+        if group.is_in(GroupState.EMPTY):
+            if group.protocol_type is None:
+                return committed_before(frozenset())
+            return list(group.offsets) if group.state_timestamp + retention <= now else []
+        if group.is_in(GroupState.STABLE) and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            subscribed = group.subscribed_topics()
+            if subscribed is not None:
+                return committed_before(subscribed)
+        return []
 
     def _expired(
         self, group: Group, expired: list[TopicPartition], remove_group: bool, _: int
