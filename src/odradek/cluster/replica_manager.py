@@ -178,7 +178,7 @@ class ReplicaManager:
         if address is None:
             return None
         fetcher = LeaderFetcher(
-            leader_id, address, self.fetcher_config, self._checkpoint, self.quotas
+            leader_id, address, self.fetcher_config, self._checkpoint, self.quotas, self.clock
         )
         fetcher.start()
         self._fetchers[leader_id] = fetcher
