@@ -69,6 +69,7 @@ from odradek.coordinator.internal_topic import (
     WaitReplicated,
     committed,
 )
+from odradek.coordinator.loader import ShardLoader
 from odradek.coordinator.log_reader import read_batches
 from odradek.coordinator.messages import NO_PRODUCER_ID
 from odradek.protocol.control import marker_commits
@@ -273,7 +274,7 @@ class GroupCoordinatorRuntime:
         self.coordinator.consumer.topics = TopicsCatalog(topics)
         # offsets.commit.timeout.ms: how long an answer waits for its records' replication.
         self.commit_timeout_ms = config.get_int("offsets.commit.timeout.ms")
-        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._loader = ShardLoader(self.offsets_topic, _GroupShard(self), "groups")
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -285,7 +286,7 @@ class GroupCoordinatorRuntime:
         for index in range(self.offsets_topic.partitions):
             partition = self.offsets_topic.partition(index)
             if partition is not None:
-                count += self._replay_all(partition)
+                count += self._loader.replay_all(partition)
         self.coordinator.finish_loading()
         if count:
             log.info("replayed %d records of %s", count, OFFSETS_TOPIC)
@@ -306,68 +307,15 @@ class GroupCoordinatorRuntime:
         leads, loading those it leads now at once (before the broker serves), and the others
         as leadership moves here (``leadership_listeners``: the replica manager's)."""
         leadership_listeners.append(self.leadership_changed)
-        for index in range(self.offsets_topic.partitions):
-            partition = self.offsets_topic.partition(index)
-            if partition is None or not partition.is_leader:
-                continue
-            self.coordinator.begin_loading(index)
-            count = self._replay_all(partition)
-            self.coordinator.finish_loading([index])
-            log.info("%s: replayed %d records", partition.name, count)
+        self._loader.load_led()
 
     def leadership_changed(self, partition: Partition, leader: bool) -> None:
-        """A partition state was applied (called again for the same role: idempotent). A new
-        leadership of an offsets partition loads its groups in a task that yields to the event
-        loop between reads (their requests get COORDINATOR_LOAD_IN_PROGRESS meanwhile); a lost
-        one unloads them."""
-        if partition.topic != OFFSETS_TOPIC or self._stopping:
-            return
-        index = partition.index
-        coordinator = self.coordinator
-        if leader:
-            if index in coordinator.owned or index in coordinator.loading:
-                return
-            coordinator.begin_loading(index)
-            self._loads[index] = asyncio.create_task(
-                self._load(partition), name=f"load-{partition.name}"
-            )
-            return
-        task = self._loads.pop(index, None)
-        if task is not None:
-            task.cancel()
-        if index in coordinator.owned or index in coordinator.loading:
-            coordinator.unload(index)
+        """A partition state was applied (called again for the same role: idempotent): a new
+        leadership of an offsets partition loads its groups (their requests get
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile); a lost one unloads them."""
+        self._loader.leadership_changed(partition, leader)
 
-    async def _load(self, partition: Partition) -> None:
-        index = partition.index
-        offset: int | None = partition.log.log_start_offset
-        count = 0
-        try:
-            while offset is not None:
-                replayed, offset = self._replay_from(partition, offset)
-                count += replayed
-                if offset is not None:
-                    await asyncio.sleep(0)
-            self.coordinator.finish_loading([index])
-            log.info("%s: loaded as its leader, %d records replayed", partition.name, count)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("loading the groups of %s failed", partition.name)
-            self.coordinator.unload(index)
-        finally:
-            if self._loads.get(index) is asyncio.current_task():
-                del self._loads[index]
-
-    def _replay_all(self, partition: Partition) -> int:
-        offset: int | None = partition.log.log_start_offset
-        count = 0
-        while offset is not None:
-            replayed, offset = self._replay_from(partition, offset)
-            count += replayed
-        return count
-
-    def _replay_from(self, partition: Partition, offset: int) -> tuple[int, int | None]:
+    def replay_from(self, partition: Partition, offset: int) -> tuple[int, int | None]:
         """Replay one read's records; how many, and where the next read starts (None: done)."""
         entries, next_offset = self.offsets_topic.read_from(partition, offset)
         for entry in entries:
@@ -475,22 +423,41 @@ class GroupCoordinatorRuntime:
         elif not self.offsets_topic.topics.leads_alone:
             # Its partitions are no longer led here (a lone broker keeps serving and creates
             # the topic again on the next write, as before).
-            for task in self._loads.values():
-                task.cancel()
-            self._loads.clear()
-            for index in self.coordinator.owned | self.coordinator.loading:
-                self.coordinator.unload(index)
+            self._loader.unload_all(self.coordinator.owned | self.coordinator.loading)
 
     async def stop(self) -> None:
         """Answer waiting JoinGroup/SyncGroup requests and stop the timers and loads."""
         self.coordinator.shutdown()
         self._stopping = True
-        for task in self._loads.values():
-            task.cancel()
-        self._loads.clear()
+        self._loader.stop()
         if self._wake is not None:
             self._wake.set()
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+
+class _GroupShard:
+    """The group coordinator as its loader sees it: a partition loaded once stays loaded
+    across leader epochs."""
+
+    def __init__(self, runtime: GroupCoordinatorRuntime) -> None:
+        self._runtime = runtime
+
+    def is_loaded(self, index: int, epoch: int) -> bool:
+        coordinator = self._runtime.coordinator
+        return index in coordinator.owned or index in coordinator.loading
+
+    def begin_loading(self, index: int, epoch: int) -> None:
+        self._runtime.coordinator.begin_loading(index)
+
+    def replay_from(self, partition: Partition, offset: int) -> tuple[int, int | None]:
+        return self._runtime.replay_from(partition, offset)
+
+    def finish_loading(self, index: int) -> None:
+        self._runtime.coordinator.finish_loading([index])
+
+    def unload(self, index: int) -> None:
+        if self.is_loaded(index, -1):
+            self._runtime.coordinator.unload(index)

@@ -222,6 +222,9 @@ class TransactionCoordinator:
     def owned(self) -> set[int]:
         return set(self._owned)
 
+    def is_loading(self, partition: int) -> bool:
+        return partition in self._loading
+
     def coordinator_epoch(self, partition: int) -> int | None:
         owned = self._owned.get(partition)
         return None if owned is None else owned.coordinator_epoch

@@ -43,6 +43,7 @@ from odradek.coordinator.internal_topic import (
     committed,
     write_error,
 )
+from odradek.coordinator.loader import ShardLoader
 from odradek.coordinator.log_reader import read_batches
 from odradek.coordinator.records import RecordFormatError
 from odradek.coordinator.transactions import (
@@ -133,7 +134,7 @@ class TransactionCoordinatorRuntime:
         self.cluster: ClusterView | None = None
         self._connections: dict[int, AsyncConnection] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._loader = ShardLoader(self.state_topic, _TransactionShard(self), "transactions")
         self._timer: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -147,8 +148,8 @@ class TransactionCoordinatorRuntime:
             epoch = partition.leader_epoch if partition is not None else 0
             self.coordinator.begin_loading(index, max(epoch, 0))
             if partition is not None:
-                self._replay_all(index, partition)
-            self._resume(self.coordinator.finish_loading(index))
+                self._loader.replay_all(partition)
+            self.resume_markers(self.coordinator.finish_loading(index))
 
     def start(self) -> None:
         """Load (a lone broker) and start the timeout timer; in a cluster nothing is owned
@@ -158,60 +159,20 @@ class TransactionCoordinatorRuntime:
         self._timer = asyncio.create_task(self._abort_expired_loop(), name="txn-timeouts")
 
     def follow(self, leadership_listeners: list[Callable[[Partition, bool], None]]) -> None:
+        """In a cluster: load the partitions this broker leads now, and the rest as leadership
+        moves here (``leadership_listeners``: the replica manager's)."""
         leadership_listeners.append(self.leadership_changed)
-        for index in range(self.state_topic.partitions):
-            partition = self.state_topic.partition(index)
-            if partition is not None and partition.is_leader:
-                self.coordinator.begin_loading(index, partition.leader_epoch)
-                self._replay_all(index, partition)
-                self._resume(self.coordinator.finish_loading(index))
+        self._loader.load_led()
 
     def leadership_changed(self, partition: Partition, leader: bool) -> None:
-        if partition.topic != TXN_TOPIC or self._stopping:
-            return
+        """A new leadership, or one in a new epoch (which fences the markers of the old),
+        loads the partition again; a lost one unloads it."""
+        self._loader.leadership_changed(partition, leader)
+
+    def replay_from(self, partition: Partition, offset: int) -> tuple[int, int | None]:
+        """Replay one read of ``partition`` from ``offset``: how many records, and where the
+        next read starts (None: done)."""
         index = partition.index
-        coordinator = self.coordinator
-        if leader:
-            if (
-                index in coordinator.owned or index in self._loads
-            ) and coordinator.coordinator_epoch(index) in (None, partition.leader_epoch):
-                return
-            coordinator.begin_loading(index, partition.leader_epoch)
-            self._loads[index] = asyncio.create_task(
-                self._load(index, partition), name=f"load-{partition.name}"
-            )
-            return
-        task = self._loads.pop(index, None)
-        if task is not None:
-            task.cancel()
-        coordinator.unload(index)
-
-    async def _load(self, index: int, partition: Partition) -> None:
-        offset: int | None = partition.log.log_start_offset
-        count = 0
-        try:
-            while offset is not None:
-                replayed, offset = self._replay_from(index, partition, offset)
-                count += replayed
-                if offset is not None:
-                    await asyncio.sleep(0)
-            self._resume(self.coordinator.finish_loading(index))
-            log.info("%s: loaded as its leader, %d records replayed", partition.name, count)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("loading the transactions of %s failed", partition.name)
-            self.coordinator.unload(index)
-        finally:
-            if self._loads.get(index) is asyncio.current_task():
-                del self._loads[index]
-
-    def _replay_all(self, index: int, partition: Partition) -> None:
-        offset: int | None = partition.log.log_start_offset
-        while offset is not None:
-            _, offset = self._replay_from(index, partition, offset)
-
-    def _replay_from(self, index: int, partition: Partition, offset: int) -> tuple[int, int | None]:
         batches, next_offset = read_batches(partition, offset)
         count = 0
         for header, records in batches:
@@ -225,7 +186,7 @@ class TransactionCoordinatorRuntime:
                 count += 1
         return count, next_offset
 
-    def _resume(self, jobs: Iterable[MarkerJob]) -> None:
+    def resume_markers(self, jobs: Iterable[MarkerJob]) -> None:
         for job in jobs:
             log.info(
                 "transaction %s was found prepared to %s on loading (coordinator epoch %d): "
@@ -238,11 +199,7 @@ class TransactionCoordinatorRuntime:
 
     def on_topic_deleted(self, topic: str) -> None:
         if topic == TXN_TOPIC and not self.state_topic.topics.leads_alone:
-            for task in self._loads.values():
-                task.cancel()
-            self._loads.clear()
-            for index in self.coordinator.owned:
-                self.coordinator.unload(index)
+            self._loader.unload_all(self.coordinator.owned)
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -517,7 +474,7 @@ class TransactionCoordinatorRuntime:
 
     async def stop(self) -> None:
         self._stopping = True
-        tasks = [*self._tasks, *self._loads.values()]
+        tasks = [*self._tasks, *self._loader.stop()]
         if self._timer is not None:
             tasks.append(self._timer)
         for task in tasks:
@@ -527,3 +484,28 @@ class TransactionCoordinatorRuntime:
         connections = list(self._connections.values())
         self._connections.clear()
         await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+
+
+class _TransactionShard:
+    """The transaction coordinator as its loader sees it: a partition is loaded again in a new
+    leader epoch, which becomes the coordinator epoch its markers carry."""
+
+    def __init__(self, runtime: TransactionCoordinatorRuntime) -> None:
+        self._runtime = runtime
+
+    def is_loaded(self, index: int, epoch: int) -> bool:
+        coordinator = self._runtime.coordinator
+        return coordinator.is_loading(index) or coordinator.coordinator_epoch(index) == epoch
+
+    def begin_loading(self, index: int, epoch: int) -> None:
+        self._runtime.coordinator.begin_loading(index, epoch)
+
+    def replay_from(self, partition: Partition, offset: int) -> tuple[int, int | None]:
+        return self._runtime.replay_from(partition, offset)
+
+    def finish_loading(self, index: int) -> None:
+        runtime = self._runtime
+        runtime.resume_markers(runtime.coordinator.finish_loading(index))
+
+    def unload(self, index: int) -> None:
+        self._runtime.coordinator.unload(index)
