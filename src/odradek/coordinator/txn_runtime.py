@@ -6,11 +6,11 @@ through ``Partition.append`` on the leader) and creates the compacted topic on f
 Kafka does. :class:`TransactionCoordinatorRuntime` runs the
 :class:`~odradek.coordinator.transactions.TransactionCoordinator`: it owns the partitions this
 broker leads (a lone broker all of them), loads them by replay when leadership arrives and drops
-them when it leaves; it answers a request once the record it wrote is replicated (the
-``wait_replicated`` the broker passes in: its purgatory), and it sends the transaction markers:
-WriteTxnMarkers requests over the Kafka protocol to each partition's leader — this broker too,
-over a connection to itself, so that a marker takes one path whoever leads the partition —
-retrying until every partition has its marker, then writing the Complete record.
+them when it leaves (:mod:`odradek.coordinator.loader`); it answers a request once the record
+it wrote is replicated (the ``wait_replicated`` the broker passes in: its purgatory), and it has
+the transaction markers sent (:mod:`odradek.coordinator.markers`: WriteTxnMarkers to each
+partition's leader, retried until every partition has its marker), then writes the Complete
+record.
 
 A crash anywhere in this leaves a Prepare record without its Complete one, or nothing: the next
 load finds the Prepare state and sends the markers again (a second marker for a transaction
@@ -28,13 +28,11 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from odradek.client.aio import AsyncConnection
-from odradek.client.core import ClientError
 from odradek.clock import Clock
 from odradek.cluster.partition import Partition
 from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.cluster.topics import TopicManager
-from odradek.cluster.view import BrokerEndpoint, ClusterView, leader_endpoint
+from odradek.cluster.view import ClusterView, leader_endpoint
 from odradek.config import BrokerConfig
 from odradek.coordinator.internal_topic import (
     CommitPoint,
@@ -45,6 +43,7 @@ from odradek.coordinator.internal_topic import (
 )
 from odradek.coordinator.loader import ShardLoader
 from odradek.coordinator.log_reader import read_batches
+from odradek.coordinator.markers import MarkerChannel
 from odradek.coordinator.records import RecordFormatError
 from odradek.coordinator.transactions import (
     MarkerJob,
@@ -55,26 +54,14 @@ from odradek.coordinator.transactions import (
     TxnWrite,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
 
 TXN_TOPIC = "__transaction_state"
-WRITE_TXN_MARKERS = 27
 _WRITE_TIMEOUT_S = 5.0
-_MARKER_TIMEOUT_S = 30.0
+# A Complete record that cannot be written yet is retried with this backoff.
 _RETRY_FIRST_S = 0.05
 _RETRY_MAX_S = 1.0
-# Marker answers that retrying cannot change: the partition stops waiting for its marker.
-_MARKER_FATAL = frozenset(
-    {
-        ErrorCode.invalid_producer_epoch,
-        ErrorCode.producer_fenced,
-        ErrorCode.transaction_coordinator_fenced,
-        ErrorCode.invalid_request,
-        ErrorCode.unsupported_version,
-    }
-)
 
 
 class TransactionStateTopic(InternalTopic):
@@ -132,7 +119,7 @@ class TransactionCoordinatorRuntime:
         )
         # Set by the broker once its cluster view exists: where markers go.
         self.cluster: ClusterView | None = None
-        self._connections: dict[int, AsyncConnection] = {}
+        self.markers = MarkerChannel(config, lambda: self.cluster)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loader = ShardLoader(self.state_topic, _TransactionShard(self), "transactions")
         self._timer: asyncio.Task[None] | None = None
@@ -255,48 +242,9 @@ class TransactionCoordinatorRuntime:
         )
         if endpoint is None or endpoint.node_id == self.cluster.node_id:
             return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
-        return await self._verify_remote(
+        return await self.markers.verify(
             endpoint, transactional_id, producer_id, producer_epoch, wanted
         )
-
-    async def _verify_remote(
-        self,
-        endpoint: BrokerEndpoint,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        partitions: list[tuple[str, int]],
-    ) -> dict[tuple[str, int], ErrorCode]:
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in partitions:
-            by_topic.setdefault(topic, []).append(index)
-        request = {
-            "transactions": [
-                {
-                    "transactional_id": transactional_id,
-                    "producer_id": producer_id,
-                    "producer_epoch": producer_epoch,
-                    "verify_only": True,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
-                }
-            ]
-        }
-        try:
-            connection = await self._connection(endpoint)
-            response = await connection.request(24, request, version=4, timeout_s=_WRITE_TIMEOUT_S)
-        except (ClientError, OSError) as e:
-            log.info(
-                "verifying %s with broker %d failed: %s", transactional_id, endpoint.node_id, e
-            )
-            return dict.fromkeys(partitions, ErrorCode.coordinator_not_available)
-        if response.error_code:
-            return dict.fromkeys(partitions, ErrorCode(response.error_code))
-        out: dict[tuple[str, int], ErrorCode] = {}
-        for result in response.results_by_transaction:
-            for topic in result.topic_results:
-                for p in topic.results_by_partition:
-                    out[(topic.name, int(p.partition_index))] = ErrorCode(p.partition_error_code)
-        return {tp: out.get(tp, ErrorCode.invalid_txn_state) for tp in partitions}
 
     async def _run(self, outcome: TxnOutcome) -> TxnAnswer:
         if isinstance(outcome, TxnAnswer):
@@ -334,7 +282,7 @@ class TransactionCoordinatorRuntime:
     async def _complete(self, job: MarkerJob) -> None:
         """Write ``job``'s markers to every partition, then the Complete record."""
         try:
-            await self._send_markers(job)
+            await self.markers.send(job, lambda: self._still_owned(job))
             delay = _RETRY_FIRST_S
             # A failed Complete write (too few in-sync replicas of __transaction_state while a
             # broker is down, a timeout) leaves the transaction prepared, and its producer
@@ -361,94 +309,6 @@ class TransactionCoordinatorRuntime:
     def _still_owned(self, job: MarkerJob) -> bool:
         index = self.coordinator.partition_for(job.transactional_id)
         return self.coordinator.coordinator_epoch(index) == job.coordinator_epoch
-
-    async def _send_markers(self, job: MarkerJob) -> None:
-        remaining = set(job.partitions)
-        delay = _RETRY_FIRST_S
-        while remaining and not self._stopping and self._still_owned(job):
-            cluster = self.cluster
-            by_leader: dict[int, tuple[BrokerEndpoint, list[tuple[str, int]]]] = {}
-            for tp in sorted(remaining):
-                if cluster is None:
-                    break
-                if cluster.partition_info(*tp) is None:
-                    remaining.discard(tp)  # the topic is gone: nothing to mark
-                    continue
-                endpoint = leader_endpoint(cluster, *tp)
-                if endpoint is not None:
-                    by_leader.setdefault(endpoint.node_id, (endpoint, []))[1].append(tp)
-            results = await asyncio.gather(
-                *(self._send_to(endpoint, job, tps) for endpoint, tps in by_leader.values())
-            )
-            for answered in results:
-                for tp, code in answered.items():
-                    if code == ErrorCode.none:
-                        remaining.discard(tp)
-                    elif code in _MARKER_FATAL:
-                        log.warning(
-                            "marker of transaction %s for %s-%d refused: %s",
-                            job.transactional_id,
-                            *tp,
-                            code.name,
-                        )
-                        remaining.discard(tp)
-            if remaining:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _RETRY_MAX_S)
-
-    async def _send_to(
-        self, endpoint: BrokerEndpoint, job: MarkerJob, partitions: list[tuple[str, int]]
-    ) -> dict[tuple[str, int], ErrorCode]:
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in partitions:
-            by_topic.setdefault(topic, []).append(index)
-        request = {
-            "markers": [
-                {
-                    "producer_id": job.producer_id,
-                    "producer_epoch": job.producer_epoch,
-                    "transaction_result": job.commit,
-                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
-                    "coordinator_epoch": job.coordinator_epoch,
-                }
-            ]
-        }
-        try:
-            connection = await self._connection(endpoint)
-            response = await connection.request(
-                WRITE_TXN_MARKERS, request, timeout_s=_MARKER_TIMEOUT_S
-            )
-        except (ClientError, OSError) as e:
-            log.info("markers to broker %d: %s; retrying", endpoint.node_id, e)
-            self._drop_connection(endpoint.node_id)
-            return {}
-        out: dict[tuple[str, int], ErrorCode] = {}
-        for marker in response.markers:
-            for topic in marker.topics:
-                for p in topic.partitions:
-                    out[(topic.name, int(p.partition_index))] = ErrorCode(p.error_code)
-        return out
-
-    async def _connection(self, endpoint: BrokerEndpoint) -> AsyncConnection:
-        connection = self._connections.get(endpoint.node_id)
-        if connection is not None and not connection.closed:
-            return connection
-        connection = await AsyncConnection.open(
-            f"{endpoint.host}:{endpoint.port}",
-            client_id=f"odradek-txn-coordinator-{self.cluster.node_id if self.cluster else -1}",
-            timeout_s=_MARKER_TIMEOUT_S,
-            # Markers and KIP-890 checks go over the inter-broker listener with its TLS and
-            # SASL (to this broker too). Read when first needed: a lone broker whose only
-            # listener is SASL and that never sees a transaction needs no credentials of its own.
-            security=inter_broker_security(self._config),
-        )
-        self._connections[endpoint.node_id] = connection
-        return connection
-
-    def _drop_connection(self, node_id: int) -> None:
-        connection = self._connections.pop(node_id, None)
-        if connection is not None:
-            self._spawn(connection.close(), "txn-marker-connection-close")
 
     # -- timeouts ------------------------------------------------------------------------------
 
@@ -481,9 +341,7 @@ class TransactionCoordinatorRuntime:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        connections = list(self._connections.values())
-        self._connections.clear()
-        await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+        await self.markers.close()
 
 
 class _TransactionShard:
