@@ -19,7 +19,8 @@ _INTRO = """\
 odradek takes Kafka's own setting names. A broker reads a Java-style properties file
 (`odradek serve --config server.properties`) and `-o key=value` overrides, which win over the
 file. A setting it does not know is logged as a warning (naming the closest known one, if one
-is close) and otherwise ignored; a known setting with a bad value stops the start with exit status 2.
+is close) and otherwise ignored; a known setting with a bad value stops the start with exit
+status 2.
 
 Settings not listed here are not implemented. Where the last column is empty, the setting has
 Kafka's default and meaning. Per-listener overrides (`listener.name.<listener>.<setting>`, for
