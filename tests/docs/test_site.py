@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,3 +30,11 @@ def test_the_readme_gives_the_two_commands() -> None:
     assert any(line.startswith("bash scripts/serve.sh ") for line in lines)
     assert any(line.startswith("bash scripts/test.sh ") for line in lines)
     assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_link_of_the_readme_leads_to_a_file() -> None:
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+    local = [t for t in targets if "://" not in t]
+    assert local
+    missing = [t for t in local if not (ROOT / t).is_file()]
+    assert not missing
