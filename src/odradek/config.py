@@ -957,7 +957,8 @@ for _d, _synonym in TOPIC_CONFIGS.values():
 
 # Where a setting differs from Apache Kafka's (4.x; Kafka 3.9 for its ZooKeeper mode), for the
 # configuration reference (`python -m odradek.docs`). A setting not named here has Kafka's
-# default and meaning; one Kafka has and odradek lacks is warned about at start as unknown.
+# default and meaning; one Kafka has and odradek lacks is warned about at start as unknown. A
+# topic setting's text applies to its broker synonym too.
 KAFKA_DIFFERENCES: dict[str, str] = {
     "node.id": "Kafka requires it (no default); a lone odradek broker is 1.",
     "broker.id": "Kafka 3.9's name (ZooKeeper mode). Unset or -1 means node.id here; Kafka "
@@ -996,7 +997,6 @@ KAFKA_DIFFERENCES: dict[str, str] = {
     "replicas never move between the log dirs of one broker here.",
     "log.flush.scheduler.interval.ms": "Accepted, not read: flush.ms is checked every 0.5 s.",
     "segment.jitter.ms": "Accepted, not applied: no jitter is added to segment rolls.",
-    "log.roll.jitter.ms": "Accepted, not applied: no jitter is added to segment rolls.",
     "offsets.topic.replication.factor": "Fewer replicas while fewer brokers are live (Kafka "
     "refuses to create the topic until enough are).",
     "transaction.state.log.replication.factor": "Fewer replicas while fewer brokers are live "

@@ -83,7 +83,8 @@ def page() -> str:
                 definition.kind.name.lower(),
                 _default(definition),
                 meaning,
-                KAFKA_DIFFERENCES.get(name, ""),
+                # A topic setting's broker synonym differs from Kafka as the topic setting does.
+                KAFKA_DIFFERENCES.get(name) or KAFKA_DIFFERENCES.get(synonyms.get(name, ""), ""),
             ]
         )
     return (
