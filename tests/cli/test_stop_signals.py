@@ -76,9 +76,10 @@ def test_serve_stops_cleanly_on_sigterm_from_its_first_line_on(tmp_path: Path) -
         [*serve, "--listen", "127.0.0.1:0", "-o", "log.retention.hourz=5"]
     )
     assert status == 0, output
-    assert output.splitlines()[0].endswith(
-        "unknown setting 'log.retention.hourz' is ignored (did you mean 'log.retention.hours'?)"
-    ), output
+    lines = output.splitlines()
+    # The first SIGTERM went out before the broker listened.
+    assert "listening on" not in lines[0], output
+    assert any("unknown setting 'log.retention.hourz' is ignored" in line for line in lines)
     assert "listening on" in output and "stopping on SIGTERM" in output, output
     assert output.rstrip().endswith("stopped cleanly"), output
 
