@@ -955,6 +955,63 @@ for _d, _synonym in TOPIC_CONFIGS.values():
     if _synonym and _synonym not in BROKER_CONFIGS:
         BROKER_CONFIGS[_synonym] = ConfigDef(_synonym, _d.kind, _d.default, _d.doc, _d.check)
 
+# Where a setting differs from Apache Kafka's (4.x; Kafka 3.9 for its ZooKeeper mode), for the
+# configuration reference (`python -m odradek.docs`). A setting not named here has Kafka's
+# default and meaning; one Kafka has and odradek lacks is warned about at start as unknown. A
+# topic setting's text applies to its broker synonym too.
+KAFKA_DIFFERENCES: dict[str, str] = {
+    "node.id": "Kafka requires it (no default); a lone odradek broker is 1.",
+    "broker.id": "Kafka 3.9's name (ZooKeeper mode). Unset or -1 means node.id here; Kafka "
+    "generates an id instead.",
+    "log.dir": "Kafka's default is /tmp/kafka-logs.",
+    "listeners": "Kafka's default PLAINTEXT://:9092 listens on every interface; odradek's only on "
+    "127.0.0.1. A bare HOST:PORT is a PLAINTEXT listener.",
+    "cluster.id": "odradek's own: the id a lone broker takes when it first starts (Kafka sets it "
+    "with kafka-storage format, or in ZooKeeper's /cluster/id); made up when unset.",
+    "sasl.enabled.mechanisms": "GSSAPI (Kerberos, Kafka's default) and OAUTHBEARER are not "
+    "implemented and are ignored: a SASL listener that enables none of PLAIN, SCRAM-SHA-256 and "
+    "SCRAM-SHA-512 stops the start.",
+    "sasl.mechanism.inter.broker.protocol": "Kafka's default is GSSAPI; unset here means the "
+    "inter-broker listener's first enabled mechanism.",
+    "ssl.keystore.type": "Only PEM; Kafka's default is JKS (JKS and PKCS12 stores are refused).",
+    "ssl.truststore.type": "Only PEM; Kafka's default is JKS (JKS and PKCS12 stores are refused).",
+    "ssl.principal.mapping.rules": "Only DEFAULT: other rules are refused.",
+    "metrics.listener": "odradek's own: Kafka exposes JMX MBeans instead; the metric names are "
+    "those the Prometheus JMX exporter gives Kafka's MBeans.",
+    "console.enabled": "odradek's own (the web console).",
+    "console.bootstrap.servers": "odradek's own (the web console).",
+    "console.allowed.hosts": "odradek's own (the web console).",
+    "console.client.config": "odradek's own (the web console).",
+    "zookeeper.connect": "Kafka 3.9's (Kafka 4 has no ZooKeeper mode): unset, odradek runs as a "
+    "lone broker with its metadata in a local file.",
+    "zookeeper.session.timeout.ms": "Kafka 3.9's (Kafka 4 has no ZooKeeper mode).",
+    "zookeeper.connection.timeout.ms": "Kafka 3.9's (Kafka 4 has no ZooKeeper mode). A broker "
+    "that cannot reach ZooKeeper in time at start exits with status 1.",
+    "leader.imbalance.per.broker.percentage": "Kafka 3.9's; Kafka 4 no longer has it.",
+    "min.incremental.fetch.session.eviction.ms": "A setting here; a fixed value (120000) in Kafka.",
+    "leader.replication.throttled.rate": "A dynamic broker config in Kafka (kafka-configs "
+    "--entity-type brokers), as here: set it with IncrementalAlterConfigs, or statically.",
+    "follower.replication.throttled.rate": "A dynamic broker config in Kafka (kafka-configs "
+    "--entity-type brokers), as here: set it with IncrementalAlterConfigs, or statically.",
+    "replica.alter.log.dirs.io.max.bytes.per.second": "Accepted for Kafka's tools, no effect: "
+    "replicas never move between the log dirs of one broker here.",
+    "log.flush.scheduler.interval.ms": "Accepted, not read: flush.ms is checked every 0.5 s.",
+    "segment.jitter.ms": "Accepted, not applied: no jitter is added to segment rolls.",
+    "offsets.topic.replication.factor": "Fewer replicas while fewer brokers are live (Kafka "
+    "refuses to create the topic until enough are).",
+    "transaction.state.log.replication.factor": "Fewer replicas while fewer brokers are live "
+    "(Kafka refuses to create the topic until enough are).",
+    "group.consumer.heartbeat.interval.ms": "While a group settles (a member is still to revoke "
+    "or receive partitions) the broker asks for heartbeats every 200 ms instead, so a group "
+    "is stable in well under a second.",
+    "file.delete.delay.ms": "A segment that leaves the log has its files removed at once; its "
+    "open file is kept this long for reads already under way (Kafka renames the files to "
+    ".deleted and removes them after the delay).",
+    "authorizer.class.name": "Any of Kafka's authorizer class names means Kafka's ACL rules "
+    "(StandardAuthorizer's); another class stops the start.",
+    "replica.selector.class": "Only Kafka's RackAwareReplicaSelector (or unset: the leader).",
+}
+
 
 def parse_properties(text: str) -> dict[str, str]:
     """Java-style properties: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments."""

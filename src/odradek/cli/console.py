@@ -11,12 +11,11 @@ process; ``--command-config`` is a Kafka client properties file (``security.prot
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from pathlib import Path
 
 from odradek.cli.options import DEFAULT_BOOTSTRAP
+from odradek.cli.stop_signals import StopSignals
 from odradek.client.core import ClientError, parse_address
 from odradek.client.security import ClientSecurity
 from odradek.config import parse_properties
@@ -60,6 +59,8 @@ def _run(args: argparse.Namespace) -> int:
     from odradek.console.api import ConsoleApi
     from odradek.console.server import HttpServer
 
+    # Before the address is printed: whoever reads it may send SIGTERM at once.
+    stop_signals = StopSignals().install()
     try:
         settings = (
             parse_properties(Path(args.command_config).read_text()) if args.command_config else {}
@@ -79,10 +80,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"odradek console: cannot listen on {args.listen}: {e}", file=sys.stderr)
         return 1
     print(f"odradek console on http://{bound[0]}:{bound[1]}/ for {args.bootstrap}", flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    stop_signals.wait()
     server.stop()
     api.close()
     return 0

@@ -6,12 +6,12 @@ import argparse
 import asyncio
 import faulthandler
 import logging
-import signal
 import sys
 from pathlib import Path
 
 from odradek.bench.options import add_arguments as add_bench_arguments
 from odradek.cli.progress import quiet_option
+from odradek.cli.stop_signals import StopSignals
 from odradek.config import BrokerConfig, ConfigError
 
 log = logging.getLogger("odradek.serve")
@@ -47,6 +47,9 @@ def _task_names(tasks: list[asyncio.Task[object]]) -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    # Before the first line is logged: a SIGTERM from then on is a clean stop, during start-up
+    # too (it takes effect once the broker has started).
+    stop_signals = StopSignals().install()
     overrides = list(args.override or [])
     if args.data_dir:
         overrides.append(f"log.dirs={args.data_dir}")
@@ -66,11 +69,8 @@ def _serve(args: argparse.Namespace) -> int:
     async def run() -> None:
         broker = Broker(config)
         await broker.start()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        received = await stop_signals.wait_async()
+        log.info("stopping on %s", received.name)
         # A stop that hangs (a bug) must neither keep the process, nor its ZooKeeper session and
         # leaderships, forever: past the watchdog every thread's stack is written to stderr (the
         # evidence) and the process exits; the next start recovers the logs as after a crash.
