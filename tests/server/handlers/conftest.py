@@ -109,6 +109,12 @@ class HandlerCaller:
         handler = HANDLERS[api_key]
         assert handler.min_version <= version <= handler.max_version
         response = self._loop.run_until_complete(handler.fn(ctx, request))
+        return self.decode(ctx, response)
+
+    def decode(self, ctx: RequestContext, response: Any) -> Any:
+        """A handler's answer decoded from the bytes a client would receive (None: none)."""
+        api_key = ctx.header.api_key
+        version = ctx.header.api_version
         if response is None:
             return None
         if isinstance(response, FrameParts):

@@ -7,6 +7,7 @@ Kafka 3.x answered them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.cluster.partition import Partition
@@ -127,109 +128,193 @@ def _forgotten(request: Any) -> list[TopicPartitionKey]:
     ]
 
 
-def _read_all(
-    ctx: RequestContext,
-    request: Any,
-    wanted: list[tuple[TopicPartitionKey, SessionPartition]],
-    replica: bool = False,
-    errors: dict[tuple[str, int], ErrorCode] | None = None,
-    rack: str | None = None,
-    incremental: bool = False,
-    denied: frozenset[str] = frozenset(),
-    replica_id: int = -1,
-) -> tuple[list[fetch_response.TopicData[ReadSlice]], int, bool]:
-    """One pass over the requested partitions: (topics, bytes found, any error). A consumer
-    reads below the high watermark (read_committed: below the last stable offset, with the
-    aborted transactions in what it reads), a follower (``replica``) up to the log end; a
-    consumer in ``rack`` is sent to an in-sync replica there (KIP-392); a follower outside the
-    ISR of a throttled partition gets no records while the leader's quota is exceeded."""
-    topics = ctx.services.topics
-    quotas = ctx.services.replicas.quotas if replica and ctx.services.replicas else None
-    read_committed = not replica and int(request.isolation_level) == READ_COMMITTED
-    budget = int(request.max_bytes) if ctx.version >= 3 else 2**31 - 1
-    total = 0
-    any_error = False
-    grouped: list[tuple[str, list[PartitionData[ReadSlice]]]] = []
-    for (name, index), p in wanted:
-        if not grouped or grouped[-1][0] != name:
-            grouped.append((name, []))
-        partitions = grouped[-1][1]
-        partition = None if name in denied else topics.partition(name, index)
-        if partition is None:
-            any_error = True
-            code = (
-                ErrorCode.topic_authorization_failed
-                if name in denied
-                else ErrorCode.unknown_topic_or_partition
-            )
-            partitions.append(PartitionData(index, code, -1, -1, -1, None, 0))
-            continue
-        refused = _refused(partition, p, errors, rack is not None)
-        if refused != ErrorCode.none:
-            any_error = True
-            partitions.append(PartitionData(index, refused, -1, -1, -1, None, 0))
-            continue
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What one Fetch request asks of every partition it names (the same on every pass)."""
+
+    replica: bool
+    read_committed: bool
+    budget: int  # the response's max_bytes
+    errors: dict[tuple[str, int], ErrorCode] | None
+    rack: str | None
+    incremental: bool
+    denied: frozenset[str]
+    replica_id: int
+    quotas: ReplicationQuotas | None
+
+    def upper(self, partition: Partition) -> int:
+        """How far this fetcher may read: a follower to the log end, a read_committed consumer
+        to the last stable offset, any other consumer to the high watermark."""
         log = partition.log
-        hw = partition.high_watermark
-        lso = log.last_stable_offset
-        if rack is not None and partition.is_leader:
-            preferred = _preferred_replica(ctx, partition, rack)
-            if preferred >= 0:
-                any_error = True  # answer now: the consumer goes elsewhere
-                partitions.append(
-                    PartitionData(index, 0, hw, lso, log.log_start_offset, None, 0, preferred)
-                )
-                continue
-        slice_: ReadSlice | None = None
-        error = ErrorCode.none
-        limit = min(p.max_bytes, budget - total)
-        held_back = quotas is not None and quotas.leader_holds_back(
-            name, index, replica_id in partition.isr
+        if self.replica:
+            return log.log_end_offset
+        return log.last_stable_offset if self.read_committed else partition.high_watermark
+
+
+Mark = tuple[int, int, int, int, int, int, int, bool, tuple[int, ...], bool]
+
+
+def _mark(scope: _Scope, partition: Partition) -> Mark:
+    """What a partition's answer depends on besides the request: which partition object serves
+    it, its read bound, high watermark, last stable offset, log start, leader epoch and leader,
+    role, (for a rack-aware consumer) ISR and (for a throttled follower) whether the quota holds
+    it back."""
+    quotas = scope.quotas
+    log = partition.log
+    return (
+        id(partition),
+        scope.upper(partition),
+        partition.high_watermark,
+        log.last_stable_offset,
+        log.log_start_offset,
+        partition.leader_epoch,
+        partition.leader_id,
+        partition.is_leader,
+        partition.isr if scope.rack is not None else (),
+        quotas is not None
+        and quotas.leader_holds_back(
+            partition.topic, partition.index, scope.replica_id in partition.isr
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """One partition's part of a pass: its data (None: left out of an incremental response),
+    whether it ends the wait, and whether the log was read for it."""
+
+    mark: Mark | None  # None: no such partition here (or denied)
+    data: PartitionData[ReadSlice] | None
+    ends_wait: bool
+    read: bool
+
+
+class _Passes:
+    """The passes of one Fetch over its partitions: the first when it arrives, then one per
+    wake while it is parked. A partition whose answer did not need the log, and whose mark has
+    not moved since, keeps that answer (Kafka's DelayedFetch compares offsets): a wake costs a
+    look at each partition's offsets, and makes answers again only where something moved or
+    where records were read (a slice is read again, never kept across a wake: the cleaner may
+    have replaced its segment meanwhile)."""
+
+    def __init__(
+        self,
+        ctx: RequestContext,
+        scope: _Scope,
+        wanted: list[tuple[TopicPartitionKey, SessionPartition]],
+    ) -> None:
+        self._ctx = ctx
+        self._scope = scope
+        self._wanted = wanted
+        self._answers: list[_Answer | None] = [None] * len(wanted)
+
+    def read(self) -> tuple[list[fetch_response.TopicData[ReadSlice]], int, bool]:
+        """One pass: (topics, bytes found, whether the wait ends now)."""
+        topics = self._ctx.services.topics
+        scope = self._scope
+        total = 0
+        ends_wait = False
+        grouped: list[tuple[str, list[PartitionData[ReadSlice]]]] = []
+        for slot, ((name, index), p) in enumerate(self._wanted):
+            if not grouped or grouped[-1][0] != name:
+                grouped.append((name, []))
+            partition = None if name in scope.denied else topics.partition(name, index)
+            mark = None if partition is None else _mark(scope, partition)
+            answer = self._answers[slot]
+            if answer is None or answer.read or answer.mark != mark:
+                answer = _read_one(self._ctx, scope, partition, mark, name, index, p, total)
+                self._answers[slot] = answer
+            ends_wait = ends_wait or answer.ends_wait
+            if answer.data is not None:
+                grouped[-1][1].append(answer.data)
+                total += answer.data.records_size
+        result = [fetch_response.TopicData(name, ps) for name, ps in grouped if ps]
+        return result, total, ends_wait
+
+
+def _read_one(
+    ctx: RequestContext,
+    scope: _Scope,
+    partition: Partition | None,
+    mark: Mark | None,
+    name: str,
+    index: int,
+    p: SessionPartition,
+    total: int,
+) -> _Answer:
+    """One partition's answer (its data None: left out of an incremental response, nothing
+    new); it ends the wait if it is an error, or a consumer sent to another replica.
+    A consumer reads below the high watermark (read_committed: below the last stable offset,
+    with the aborted transactions in what it reads), a follower up to the log end; a consumer
+    in ``rack`` is sent to an in-sync replica there (KIP-392); a follower outside the ISR of a
+    throttled partition gets no records while the leader's quota is exceeded. ``total``: the
+    bytes the response holds so far."""
+    if partition is None:
+        code = (
+            ErrorCode.topic_authorization_failed
+            if name in scope.denied
+            else ErrorCode.unknown_topic_or_partition
         )
-        fetch_offset = p.fetch_offset
-        upper = log.log_end_offset if replica else lso if read_committed else hw
-        if (
-            incremental
-            and fetch_offset == upper
-            and p.sent_high_watermark == hw
-            and p.sent_last_stable_offset == lso
-            and p.sent_log_start_offset == log.log_start_offset
-        ):
-            continue  # nothing new: an incremental response leaves it out
-        # A fetcher already at the end (the usual case for most partitions of an idle
-        # consumer's fetch) needs no look into the segments.
-        if fetch_offset != upper and not held_back and (limit > 0 or total == 0):
-            try:
-                slice_ = log.read(
-                    fetch_offset,
-                    max(limit, 0),
-                    max_offset=None if replica else upper,
-                    min_one_batch=total == 0,
-                )
-            except OffsetOutOfRange:
-                error = ErrorCode.offset_out_of_range
-                any_error = True
-        size = slice_.size if slice_ is not None else 0
-        total += size
-        aborted: list[tuple[int, int]] = []
-        if read_committed and size:
-            # Bounded by the LSO rather than the slice's end: entries past what the
-            # consumer reads are never matched against a batch, as Kafka's clients use them.
-            aborted = log.aborted_transactions(fetch_offset, lso)
-        partitions.append(
-            PartitionData(
-                index,
-                error,
-                hw,
-                lso,
-                log.log_start_offset,
-                slice_ if size else None,
-                size,
-                aborted_transactions=aborted,
+        return _Answer(mark, PartitionData(index, code, -1, -1, -1, None, 0), True, False)
+    refused = _refused(partition, p, scope.errors, scope.rack is not None)
+    if refused != ErrorCode.none:
+        return _Answer(mark, PartitionData(index, refused, -1, -1, -1, None, 0), True, False)
+    log = partition.log
+    hw = partition.high_watermark
+    lso = log.last_stable_offset
+    if scope.rack is not None and partition.is_leader:
+        preferred = _preferred_replica(ctx, partition, scope.rack)
+        if preferred >= 0:  # answer now: the consumer goes elsewhere
+            elsewhere: PartitionData[ReadSlice] = PartitionData(
+                index, 0, hw, lso, log.log_start_offset, None, 0, preferred
             )
-        )
-    result = [fetch_response.TopicData(name, ps) for name, ps in grouped if ps]
-    return result, total, any_error
+            return _Answer(mark, elsewhere, True, False)
+    fetch_offset = p.fetch_offset
+    upper = scope.upper(partition)
+    if (
+        scope.incremental
+        and fetch_offset == upper
+        and p.sent_high_watermark == hw
+        and p.sent_last_stable_offset == lso
+        and p.sent_log_start_offset == log.log_start_offset
+    ):
+        return _Answer(mark, None, False, False)  # nothing new: left out of the response
+    limit = min(p.max_bytes, scope.budget - total)
+    held_back = scope.quotas is not None and scope.quotas.leader_holds_back(
+        name, index, scope.replica_id in partition.isr
+    )
+    slice_: ReadSlice | None = None
+    error = ErrorCode.none
+    # A fetcher already at the end (the usual case for most partitions of an idle consumer's
+    # fetch) needs no look into the segments.
+    reads = fetch_offset != upper and not held_back and (limit > 0 or total == 0)
+    if reads:
+        try:
+            slice_ = log.read(
+                fetch_offset,
+                max(limit, 0),
+                max_offset=None if scope.replica else upper,
+                min_one_batch=total == 0,
+            )
+        except OffsetOutOfRange:
+            error = ErrorCode.offset_out_of_range
+    size = slice_.size if slice_ is not None else 0
+    aborted: list[tuple[int, int]] = []
+    if scope.read_committed and size:
+        # Bounded by the LSO rather than the slice's end: entries past what the consumer reads
+        # are never matched against a batch, as Kafka's clients use them.
+        aborted = log.aborted_transactions(fetch_offset, lso)
+    data = PartitionData(
+        index,
+        error,
+        hw,
+        lso,
+        log.log_start_offset,
+        slice_ if size else None,
+        size,
+        aborted_transactions=aborted,
+    )
+    return _Answer(mark, data, error != ErrorCode.none, reads)
 
 
 @handles(
@@ -255,16 +340,23 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
         elif session_id != NO_SESSION or epoch > INITIAL_EPOCH:
             return _frame(ctx, [], error_code=ErrorCode.fetch_session_id_not_found)
     denied = fetch_denials(ctx, (name for (name, _), _ in wanted), replica)
-    errors = _follower_fetched(ctx, request, replica_id) if replica and not denied else None
-    rack = _rack_aware(ctx, request, replica)
-    incremental = session is not None and session.incremental
-    found = _read_all(ctx, request, wanted, replica, errors, rack, incremental, denied, replica_id)
+    scope = _Scope(
+        replica=replica,
+        read_committed=not replica and int(request.isolation_level) == READ_COMMITTED,
+        budget=int(request.max_bytes) if ctx.version >= 3 else 2**31 - 1,
+        errors=_follower_fetched(ctx, request, replica_id) if replica and not denied else None,
+        rack=_rack_aware(ctx, request, replica),
+        incremental=session is not None and session.incremental,
+        denied=denied,
+        replica_id=replica_id,
+        quotas=ctx.services.replicas.quotas if replica and ctx.services.replicas else None,
+    )
+    passes = _Passes(ctx, scope, wanted)
+    found = passes.read()
 
     def enough() -> bool:
         nonlocal found
-        found = _read_all(
-            ctx, request, wanted, replica, errors, rack, incremental, denied, replica_id
-        )
+        found = passes.read()
         return found[1] >= min_bytes or found[2]
 
     _, total, any_error = found
