@@ -14,7 +14,7 @@ import pytest
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import RequestHeader, build, encode_request, request_schema
 from odradek.protocol.records import encode_batch
-from odradek.server import connection as connection_module
+from odradek.server import connection_core
 from odradek.testing import RunningBroker, running_broker
 
 from .conftest import (
@@ -115,7 +115,7 @@ def test_requests_larger_than_a_receive_buffer_keep_their_bytes(
 ) -> None:
     topic = unique_topic("large")
     client.create_topic(topic)
-    sizes = [3 * connection_module._MAX_BUFFER, 100, connection_module._MIN_BUFFER + 1]
+    sizes = [3 * connection_core.MAX_BUFFER, 100, connection_core.MIN_BUFFER + 1]
     frames, expected = [], []
     for n, size in enumerate(sizes * 2):
         values = big_values(max(1, size // 50_000), min(size, 50_000), seed=n)
@@ -148,7 +148,7 @@ def test_a_bad_size_after_good_requests_closes_only_that_connection(
 
 async def _paused_connections(broker: RunningBroker) -> list[tuple[bool, int]]:
     assert broker.broker is not None
-    return [(c._reading_paused, c._queued_bytes) for c in broker.broker._open]
+    return [(c._reading_paused, c.core.queued_bytes) for c in broker.broker._open]
 
 
 def test_a_client_pipelining_more_than_the_read_ahead_is_paused_then_served(
@@ -166,7 +166,7 @@ def test_a_client_pipelining_more_than_the_read_ahead_is_paused_then_served(
             **piper.fetch_request_fields([(watched, 0, 0)], max_wait_ms=30_000, min_bytes=1),
         )
         value = bytes(range(256)) * 1024  # 256 KiB
-        count = 4 * connection_module._READ_AHEAD_BYTES // len(value)
+        count = 4 * connection_core.READ_AHEAD_BYTES // len(value)
         frames = [
             produce_frame(9000 + i, other, batch_of(value + i.to_bytes(4, "big")))
             for i in range(count)
@@ -182,7 +182,7 @@ def test_a_client_pipelining_more_than_the_read_ahead_is_paused_then_served(
                 assert time.monotonic() < deadline, f"reading never paused: {states}"
                 piper.has_data(0.01)  # a bounded wait for the broker to read more
             # Reading stops within one receive of the read-ahead limit.
-            bound = connection_module._READ_AHEAD_BYTES + 2 * connection_module._MAX_BUFFER
+            bound = connection_core.READ_AHEAD_BYTES + 2 * connection_core.MAX_BUFFER
             assert all(queued <= bound for _, queued in states), states
             assert not piper.has_data(0), "the pipelined requests overtook the fetch"
 
