@@ -35,6 +35,11 @@ def framed(body: bytes) -> bytes:
     return SIZE.pack(len(body)) + body
 
 
+def fill_size_prefix(frame: bytearray | memoryview) -> None:
+    """Write the size of a frame encoded after 4 reserved bytes into those bytes."""
+    SIZE.pack_into(frame, 0, len(frame) - PREFIX_BYTES)
+
+
 class FrameSizeError(ValueError):
     """A size prefix outside the bounds the reader was given: the stream cannot be trusted from
     there on. Frames before it were cut and stay available."""

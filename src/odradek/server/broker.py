@@ -25,8 +25,8 @@ from odradek.security.authorizer import Authorizer
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
 from odradek.server.connection import Connection
-from odradek.server.memory_pool import MemoryPool
 from odradek.server.fetch_sessions import FetchSessionCache
+from odradek.server.memory_pool import MemoryPool
 from odradek.server.purgatory import Purgatory
 from odradek.server.registry import load_handlers
 from odradek.server.services import BrokerServices, Session
