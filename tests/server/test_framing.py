@@ -220,3 +220,69 @@ def test_a_response_is_not_held_back_by_a_later_pipelined_request(
         other.produce(watched, 0, batch_of(b"late"))
     fetched = decode_exactly(FETCH, FETCH_VERSION, client.read_frame(), 10_002)
     assert values_of(fetched.responses[0].partitions[0].records) == [b"late"]
+
+
+async def _pool_state(broker: RunningBroker) -> tuple[bool, list[tuple[bool, int]]]:
+    assert broker.broker is not None
+    return broker.broker.request_memory.exhausted, [
+        (c._reading_paused, c.core.queued_bytes) for c in broker.broker._open
+    ]
+
+
+def test_queued_max_request_bytes_holds_back_reads_and_loses_no_request(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """With the broker's pool smaller than one connection's read-ahead, the pool is what stops
+    reading; once memory is released every request is read and answered, in order."""
+    pool_bytes = 1024 * 1024
+    with (
+        running_broker(
+            tmp_path_factory.mktemp("pool"),
+            message_max_bytes=str(4 * 1024 * 1024),
+            queued_max_request_bytes=str(pool_bytes),
+        ) as broker,
+        KafkaConnection(broker.bootstrap) as admin,
+        KafkaConnection(broker.bootstrap) as piper,
+    ):
+        watched, other = unique_topic("watched"), unique_topic("piped")
+        admin.create_topic(watched)
+        admin.create_topic(other)
+        # A long-polling Fetch holds the connection's one request slot; what is pipelined
+        # behind it waits, charged to the pool.
+        fetch_id = piper.send(
+            FETCH,
+            FETCH_VERSION,
+            **piper.fetch_request_fields([(watched, 0, 0)], max_wait_ms=30_000, min_bytes=1),
+        )
+        value = bytes(range(256)) * 256  # 64 KiB
+        count = 3 * pool_bytes // len(value)
+        frames = [
+            produce_frame(11_000 + i, other, batch_of(value + i.to_bytes(4, "big")))
+            for i in range(count)
+        ]
+        sender = threading.Thread(target=piper.send_raw, args=(b"".join(frames),))
+        sender.start()
+        try:
+            exhausted, states = broker.call(_pool_state(broker))
+            deadline = time.monotonic() + 20
+            while not (exhausted and any(paused for paused, _ in states)):
+                assert time.monotonic() < deadline, f"reading never paused: {states}"
+                piper.has_data(0.01)  # a bounded wait for the broker to read more
+                exhausted, states = broker.call(_pool_state(broker))
+            # Far below the 4 MiB read-ahead: the pool stopped the reading.
+            assert all(queued <= 2 * pool_bytes for _, queued in states), states
+
+            # A small request on another connection is still read and served.
+            admin.produce(watched, 0, batch_of(b"wake up"))
+            fetched = decode_exactly(FETCH, FETCH_VERSION, piper.read_frame(), fetch_id)
+            assert values_of(fetched.responses[0].partitions[0].records) == [b"wake up"]
+            for i in range(count):
+                response = read_produce_response(piper, 11_000 + i)
+                assert response.error_code == ErrorCode.none  # type: ignore[attr-defined]
+                assert response.base_offset == i  # type: ignore[attr-defined]
+        finally:
+            sender.join(timeout=30)
+        values = [r.value for r in admin.read_all(other, 0)]
+        assert values == [value + i.to_bytes(4, "big") for i in range(count)]
+        exhausted, _ = broker.call(_pool_state(broker))
+        assert not exhausted

@@ -228,4 +228,3 @@ def _malformed() -> Iterator[None]:
         yield
     except MalformedProduceRequest as e:
         raise MalformedControlledShutdown(str(e)) from e
-

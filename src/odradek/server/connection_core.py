@@ -102,12 +102,7 @@ class ConnectionCore:
     @property
     def reading(self) -> bool:
         """Whether the socket should be read now."""
-        return not (
-            self.closing is not None
-            or self.lost
-            or self._ahead_full
-            or self._pool_waiting
-        )
+        return not (self.closing is not None or self.lost or self._ahead_full or self._pool_waiting)
 
     @property
     def queued_bytes(self) -> int:
