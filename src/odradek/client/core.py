@@ -379,14 +379,11 @@ class ClientCore:
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Bytes received from the broker, however the stream was cut."""
-        view = memoryview(data)
-        while view:
-            buffer = self.get_buffer(len(view))
-            n = min(len(buffer), len(view))
-            buffer[:n] = view[:n]
-            del buffer
-            self.buffer_updated(n)
-            view = view[n:]
+        self._check_open()
+        try:
+            self._reader.feed(data)
+        except FrameSizeError as e:
+            raise self._bad_size(e) from e
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Where to put the next received bytes (as :class:`asyncio.BufferedProtocol` asks).
@@ -399,7 +396,7 @@ class ClientCore:
         try:
             self._reader.buffer_updated(nbytes)
         except FrameSizeError as e:
-            raise self._fail(ProtocolError(f"the broker sent a frame of {e.size} bytes")) from e
+            raise self._bad_size(e) from e
 
     def next_frame(self) -> bytes | memoryview | None:
         """The next whole frame received, unmatched to any request: only for a caller that sent
@@ -452,6 +449,9 @@ class ClientCore:
         return ProtocolError(
             f"a response to unknown correlation id {correlation_id} (expected {expected})"
         )
+
+    def _bad_size(self, error: FrameSizeError) -> ProtocolError:
+        return self._fail(ProtocolError(f"the broker sent a frame of {error.size} bytes"))
 
     def _fail(self, error: ProtocolError) -> ProtocolError:
         self._broken = error

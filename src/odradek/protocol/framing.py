@@ -127,6 +127,18 @@ class FrameReader:
         self.frame_bytes -= len(frame)
         return frame
 
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Bytes received into a buffer of the caller's (a copy): :meth:`get_buffer` and
+        :meth:`buffer_updated` until all are in."""
+        with memoryview(data) as view:
+            position = 0
+            while position < len(view):
+                with self.get_buffer() as buffer:
+                    n = min(len(buffer), len(view) - position)
+                    buffer[:n] = view[position : position + n]
+                self.buffer_updated(n)
+                position += n
+
     def get_buffer(self) -> memoryview:
         """Where to receive the next bytes (as :class:`asyncio.BufferedProtocol` asks); then
         call :meth:`buffer_updated` with how many were put at its start."""

@@ -211,8 +211,6 @@ class Connection(asyncio.BufferedProtocol):
         while True:
             frame = core.next_request()
             if frame is not None:
-                if core.reading and self._reading_paused:
-                    self._sync_reading()
                 return frame
             if core.ended:
                 if core.ended_mid_request:
