@@ -19,7 +19,8 @@ What the core keeps:
   received stream is cut into frames at their 4-byte size prefixes, however the reads split
   them. Small frames are copied out of a reusable buffer; a large one is handed out as a
   read-only view of the buffer it was received into, which is then not reused (so records can
-  stay views of it). A buffer grows with the bytes that arrive, not with the size announced.
+  stay views of it). A response past 64 MiB gets a buffer that grows with the bytes that arrive,
+  not with the size announced.
 - **decoding**: a response is decoded with kio at the version of its request, or handed back as
   its undecoded frame when the request asked for ``raw`` (for callers that parse it in place).
 - **versions**: given the broker's ApiVersions answer, :meth:`~ClientCore.version_for` picks the
@@ -66,6 +67,10 @@ _FIRST_FLEXIBLE_PRODUCE = 9  # Produce v9 and later have flexible (v2) request h
 _SMALL_FRAME = 64 << 10
 _BUFFER_BYTES = 256 << 10
 _MIN_READ = 16 << 10
+# A response up to this size gets its whole buffer as soon as its size prefix is read (the broker
+# is trusted about sizes); a larger one, a buffer that grows as its bytes arrive. Kafka's default
+# fetch.max.bytes (50 MiB) fits.
+_TRUSTED_FRAME = 64 << 20
 
 
 class ClientError(Exception):
@@ -223,6 +228,7 @@ class ClientCore:
             min_buffer=_BUFFER_BYTES,
             max_buffer=_BUFFER_BYTES,
             min_read=_MIN_READ,
+            trusted=_TRUSTED_FRAME,
         )
 
     # -- state ---------------------------------------------------------------------------------
@@ -401,14 +407,19 @@ class ClientCore:
     def next_frame(self) -> bytes | memoryview | None:
         """The next whole frame received, unmatched to any request: only for a caller that sent
         its own bytes and tracks their answers itself. None when more bytes are needed."""
-        frame = self._reader.next_frame()
+        frames = self._reader.frames
+        if not frames:
+            return None
+        frame = frames.popleft()
         return frame.toreadonly() if isinstance(frame, memoryview) else frame
 
     def next_event(self) -> Response | None:
         """The next response, or None when more bytes are needed. Answers to abandoned
         requests are dropped. Raises :class:`ProtocolError` for a response that does not
         answer the oldest request in flight, or that cannot be decoded."""
-        while (frame := self._reader.next_frame()) is not None:
+        frames = self._reader.frames
+        while frames:
+            frame = frames.popleft()
             if isinstance(frame, memoryview):
                 frame = frame.toreadonly()
             (correlation_id,) = _INT32.unpack_from(frame, 0)

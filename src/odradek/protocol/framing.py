@@ -79,8 +79,10 @@ class FrameReader:
     ends at ``_frame_end`` (or its size prefix does, while that is incomplete). The buffer starts
     at ``min_buffer`` bytes and doubles, up to ``max_buffer``, while it keeps filling up with
     whole frames (a busy peer reads in bigger gulps); a frame larger than that gets a buffer that
-    grows with its bytes. A buffer is reused only when no frame cut from it is still alive;
-    otherwise a new one is taken and the old one lives as long as its frames do.
+    grows with its bytes, or, up to ``trusted`` bytes (a peer trusted not to lie about sizes, as
+    a client trusts its broker), its whole size at once, which saves the copies. A buffer is
+    reused only when no frame cut from it is still alive; otherwise a new one is taken and the old
+    one lives as long as its frames do.
     """
 
     def __init__(
@@ -92,15 +94,18 @@ class FrameReader:
         min_buffer: int = 64 * 1024,
         max_buffer: int = 1024 * 1024,
         min_read: int = 16 * 1024,
+        trusted: int = 0,
     ) -> None:
         self.max_size = max_size
+        self.trusted = trusted
         self.min_size = min_size
         self.copy_below = copy_below
         self.max_buffer = max_buffer
         self.min_read = min_read
-        # Complete frames not yet taken, oldest first, and their bytes (prefixes not counted).
+        # Complete frames not yet taken, oldest first (take them with ``popleft``).
         self.frames: deque[memoryview | bytes] = deque()
-        self.frame_bytes = 0
+        # Bytes of all frames cut so far, prefixes not counted (what was taken is the caller's).
+        self.cut_bytes = 0
         self._buffer_size = min_buffer
         self._buffer = bytearray()
         self._view: memoryview | None = None
@@ -121,11 +126,7 @@ class FrameReader:
 
     def next_frame(self) -> memoryview | bytes | None:
         """The oldest complete frame, or None."""
-        if not self.frames:
-            return None
-        frame = self.frames.popleft()
-        self.frame_bytes -= len(frame)
-        return frame
+        return self.frames.popleft() if self.frames else None
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Bytes received into a buffer of the caller's (a copy): :meth:`get_buffer` and
@@ -143,19 +144,17 @@ class FrameReader:
         """Where to receive the next bytes (as :class:`asyncio.BufferedProtocol` asks); then
         call :meth:`buffer_updated` with how many were put at its start."""
         view = self._view
-        room = len(self._buffer) - self._end
-        if view is None or room < self._least_room():
+        end = self._end
+        # Less room than a gulp costs a syscall for too few bytes, unless it holds the rest of
+        # a frame that is nearly complete.
+        least = self.min_read
+        if end - self._start >= PREFIX_BYTES:
+            least = min(self._frame_end - end, least)
+        if view is None or len(self._buffer) - end < least:
             self._make_room()
             view = self._view
             assert view is not None
         return view[self._end :]
-
-    def _least_room(self) -> int:
-        """The room below which a receive costs a syscall for too few bytes: a gulp, or the rest
-        of a frame that is nearly complete."""
-        if self._end - self._start < PREFIX_BYTES:
-            return self.min_read
-        return min(self._frame_end - self._end, self.min_read)
 
     def _make_room(self) -> None:
         """Give the frame being received a buffer with room to read into; only the partial
@@ -167,7 +166,10 @@ class FrameReader:
             self._buffer_size = min(self._buffer_size * 2, self.max_buffer)
         # Grow with what arrived, never past the frame: what a prefix announces is a claim.
         needed = self._frame_end - self._start
-        size = max(self._buffer_size, min(needed, 2 * partial + self.min_read))
+        if needed <= self.trusted:
+            size = max(self._buffer_size, needed)
+        else:
+            size = max(self._buffer_size, min(needed, 2 * partial + self.min_read))
         if old_view is not None:
             old_view.release()
         if size <= len(old) <= max(size, self.max_buffer) and _unexported(old):
@@ -194,25 +196,25 @@ class FrameReader:
         start, end = self._start, self._end
         frames = self.frames
         copy_below = self.copy_below
-        size = 0
+        low, high = self.min_size, self.max_size
+        size = cut = 0
         try:
-            while end - start >= PREFIX_BYTES:
+            while end - start >= 4:
                 (size,) = SIZE.unpack_from(view, start)
-                if size < self.min_size or size > self.max_size:
-                    self.error = FrameSizeError(
-                        size, self.min_size, self.max_size, bytes(view[start : start + 4])
-                    )
+                if size < low or size > high:
+                    self.error = FrameSizeError(size, low, high, bytes(view[start : start + 4]))
                     raise self.error
-                frame_end = start + PREFIX_BYTES + size
+                frame_end = start + 4 + size
                 if frame_end > end:
                     break
                 if size < copy_below:
-                    frames.append(bytes(view[start + PREFIX_BYTES : frame_end]))
+                    frames.append(bytes(view[start + 4 : frame_end]))
                 else:
-                    frames.append(view[start + PREFIX_BYTES : frame_end])
-                self.frame_bytes += size
+                    frames.append(view[start + 4 : frame_end])
+                cut += size
                 start = frame_end
         finally:
+            self.cut_bytes += cut
             self._start = start
             self._frame_end = start + PREFIX_BYTES + size if end - start >= 4 else start + 4
 
@@ -228,4 +230,3 @@ class FrameReader:
     def clear(self) -> None:
         """The stream is gone: drop what was received."""
         self.frames.clear()
-        self.frame_bytes = 0

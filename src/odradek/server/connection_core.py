@@ -83,6 +83,7 @@ class ConnectionCore:
         self._reader = FrameReader(
             max_request_bytes, min_buffer=MIN_BUFFER, max_buffer=MAX_BUFFER, min_read=MIN_READ
         )
+        self._taken_bytes = 0  # of the reader's cut_bytes
         # With arrival_clock: when each frame waiting in the reader was received.
         self._arrivals: deque[int] = deque()
         self.arrived = 0
@@ -106,8 +107,8 @@ class ConnectionCore:
 
     @property
     def queued_bytes(self) -> int:
-        """Bytes of whole requests received and not yet taken."""
-        return self._reader.frame_bytes
+        """Bytes of whole requests received and not yet taken (size prefixes not counted)."""
+        return self._reader.cut_bytes - self._taken_bytes
 
     @property
     def has_requests(self) -> bool:
@@ -133,7 +134,7 @@ class ConnectionCore:
         pool.take(nbytes)
         self._charged += nbytes
         before = len(reader.frames)
-        before_bytes = reader.frame_bytes
+        before_bytes = reader.cut_bytes
         try:
             reader.buffer_updated(nbytes)
         except FrameSizeError as e:
@@ -143,7 +144,7 @@ class ConnectionCore:
             )
         added = len(reader.frames) - before
         if added:
-            whole = reader.frame_bytes - before_bytes + PREFIX_BYTES * added
+            whole = reader.cut_bytes - before_bytes + PREFIX_BYTES * added
             self._charged_whole += whole
             pool.complete(whole)
             if self._clock is not None:
@@ -152,7 +153,7 @@ class ConnectionCore:
             if self._overdraft:
                 self._overdraft = False
                 pool.end_overdraft(self._pool_ready)
-            if reader.frame_bytes >= self.read_ahead_bytes:
+            if reader.cut_bytes - self._taken_bytes >= self.read_ahead_bytes:
                 self._ahead_full = True
         if pool.exhausted and not self._overdraft and not self._pool_waiting:
             self._pool_waiting = True
@@ -178,6 +179,7 @@ class ConnectionCore:
         """The socket is gone: nothing more is taken, and the pool gets everything back."""
         self.lost = True
         self._reader.clear()
+        self._taken_bytes = self._reader.cut_bytes
         self._arrivals.clear()
         self._release_all()
 
@@ -202,12 +204,12 @@ class ConnectionCore:
             if self.closing is not None:
                 raise CloseConnection(self.closing)
             return None
-        frame = reader.next_frame()
-        assert frame is not None
+        frame = reader.frames.popleft()
+        self._taken_bytes += len(frame)
         if self._clock is not None:
             self.arrived = self._arrivals.popleft()
         self._handling = len(frame) + PREFIX_BYTES
-        if self._ahead_full and reader.frame_bytes <= self.read_ahead_bytes // 2:
+        if self._ahead_full and self.queued_bytes <= self.read_ahead_bytes // 2:
             self._ahead_full = False
             if self.on_reading_change is not None:
                 self.on_reading_change()
