@@ -1,6 +1,7 @@
 """Request framing over real sockets, however the bytes are cut: a request split across many
 reads, many requests in one read, requests larger than a receive buffer, a bad size prefix after
-good requests, and a client that pipelines far more than the broker reads ahead."""
+good requests, a client that pipelines far more than the broker reads ahead, and the broker's
+queued.max.request.bytes holding reads back."""
 
 from __future__ import annotations
 

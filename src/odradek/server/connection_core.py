@@ -149,13 +149,13 @@ class ConnectionCore:
             pool.complete(whole)
             if self._clock is not None:
                 now = self._clock()
-                self._arrivals.extend(now for _ in range(added))
+                self._arrivals.extend([now] * added)
             if self._overdraft:
                 self._overdraft = False
                 pool.end_overdraft(self._pool_ready)
             if reader.cut_bytes - self._taken_bytes >= self.read_ahead_bytes:
                 self._ahead_full = True
-        if pool.exhausted and not self._overdraft and not self._pool_waiting:
+        if pool.exhausted and not (self._overdraft or self._pool_waiting or self.closing):
             self._pool_waiting = True
             pool.wait(self._pool_ready, reader.partial > 0)
 

@@ -74,13 +74,13 @@ class MemoryPool:
     def cancel(self, waiter: Waiter) -> None:
         """``waiter`` no longer waits (its connection closed, or its overdraft ended)."""
         self._waiters.pop(waiter, None)
-        if self._overdrawn is waiter:
+        if self._overdrawn == waiter:  # equal, not identical: bound methods
             self._overdrawn = None
             self._wake()
 
     def end_overdraft(self, waiter: Waiter) -> None:
         """The request ``waiter`` was let finish past the limit is whole."""
-        if self._overdrawn is waiter:
+        if self._overdrawn == waiter:  # equal, not identical: bound methods
             self._overdrawn = None
             self._wake()
 
