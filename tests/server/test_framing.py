@@ -287,3 +287,26 @@ def test_queued_max_request_bytes_holds_back_reads_and_loses_no_request(
         assert values == [value + i.to_bytes(4, "big") for i in range(count)]
         exhausted, _ = broker.call(_pool_state(broker))
         assert not exhausted
+
+
+def test_a_request_larger_than_queued_max_request_bytes_is_served(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A pool smaller than one request cannot wedge the broker: the request is read whole."""
+    with (
+        running_broker(
+            tmp_path_factory.mktemp("small-pool"),
+            message_max_bytes=str(8 * 1024 * 1024),
+            queued_max_request_bytes=str(1024 * 1024),
+        ) as broker,
+        KafkaConnection(broker.bootstrap) as client,
+    ):
+        topic = unique_topic("big")
+        client.create_topic(topic)
+        values = big_values(60, 50_000, seed=3)  # 3 MB in one request
+        client.send_raw(produce_frame(12_001, topic, batch_of(*values)))
+        response = read_produce_response(client, 12_001)
+        assert response.error_code == ErrorCode.none  # type: ignore[attr-defined]
+        assert [r.value for r in client.read_all(topic, 0)] == values
+        exhausted, _ = broker.call(_pool_state(broker))
+        assert not exhausted
