@@ -112,7 +112,6 @@ class FrameReader:
         self._start = 0
         self._end = 0
         self._frame_end = PREFIX_BYTES
-        self.error: FrameSizeError | None = None
 
     @property
     def partial(self) -> int:
@@ -202,8 +201,7 @@ class FrameReader:
             while end - start >= 4:
                 (size,) = SIZE.unpack_from(view, start)
                 if size < low or size > high:
-                    self.error = FrameSizeError(size, low, high, bytes(view[start : start + 4]))
-                    raise self.error
+                    raise FrameSizeError(size, low, high, bytes(view[start : start + 4]))
                 frame_end = start + 4 + size
                 if frame_end > end:
                     break
