@@ -7,6 +7,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from odradek.protocol.framing import framed, size_prefix
 from odradek.security.sasl import SaslSession, SaslSettings
@@ -221,3 +223,67 @@ def test_a_failed_legacy_token_gets_no_answer_and_a_reason() -> None:
     sasl.legacy_tokens = True
     assert core.legacy_token(b"\0alice\0wrong", now_ms=0) is None
     assert core.authentication_failure is not None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.integers(min_value=0, max_value=5000), min_size=1, max_size=6),
+        min_size=1,
+        max_size=4,
+    ),
+    st.integers(min_value=500, max_value=8000),
+    st.data(),
+)
+def test_connections_sharing_a_small_pool_lose_nothing_and_never_wedge(
+    bodies: list[list[int]], limit: int, data: st.DataObject
+) -> None:
+    """Any interleaving of receives and handling over a pool smaller than the requests: every
+    request comes out whole and in order, memory stays within the limit plus one request and a
+    receive per connection, and something can always happen until all is done."""
+    pool = MemoryPool(limit)
+    shells = [Shell(pool=pool) for _ in bodies]
+    streams = [
+        [request(METADATA, i, bytes([i % 251]) * n) for i, n in enumerate(sizes)]
+        for sizes in bodies
+    ]
+    wire = [b"".join(frames) for frames in streams]
+    sent = [0] * len(shells)
+    got: list[list[bytes]] = [[] for _ in shells]
+    holding = [False] * len(shells)
+    largest = max(len(f) for frames in streams for f in frames)
+    while any(len(g) < len(s) for g, s in zip(got, streams, strict=True)):
+        moves = [
+            ("receive", i)
+            for i, s in enumerate(shells)
+            if s.core.reading and sent[i] < len(wire[i])
+        ]
+        moves += [("finish", i) for i in range(len(shells)) if holding[i]]
+        moves += [
+            ("take", i) for i, s in enumerate(shells) if not holding[i] and s.core.has_requests
+        ]
+        assert moves, "wedged: no connection may read and no request waits"
+        move, i = data.draw(st.sampled_from(moves))
+        shell = shells[i]
+        if move == "receive":
+            buffer = shell.core.get_buffer()
+            n = min(len(buffer), len(wire[i]) - sent[i], data.draw(st.integers(1, 3000)))
+            buffer[:n] = wire[i][sent[i] : sent[i] + n]
+            del buffer
+            shell.core.buffer_updated(n)
+            sent[i] += n
+        elif move == "take":
+            frame = shell.core.next_request()
+            assert frame is not None
+            got[i].append(bytes(frame))
+            del frame
+            holding[i] = True
+        else:
+            shell.core.request_done()
+            holding[i] = False
+        assert pool.used <= limit + largest + len(shells) * 16 * 1024
+    assert got == [[f[4:] for f in frames] for frames in streams]
+    for i, shell in enumerate(shells):
+        if holding[i]:
+            shell.core.request_done()
+    assert pool.used == 0
