@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable
 
 from odradek.protocol.framing import PREFIX_BYTES, FrameReader, FrameSizeError, framed
-from odradek.security.sasl import SaslFailure, SaslSession
+from odradek.security.sasl import SaslFailure
 from odradek.server.memory_pool import MemoryPool
 from odradek.server.services import Session
 
@@ -283,7 +283,3 @@ class ConnectionCore:
         """Why authentication failed, once it has: the connection closes (after a delay)."""
         sasl = self.session.sasl
         return sasl.failure if sasl is not None else None
-
-    @property
-    def sasl(self) -> SaslSession | None:
-        return self.session.sasl
