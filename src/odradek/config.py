@@ -567,6 +567,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "largest request accepted",
             _at_least(1),
         ),
+        # Kafka's default is -1 (unbounded); a bound by default, because a broker's memory is
+        # finite and this is what keeps many clients sending large requests from exhausting it.
+        # 512 MiB holds five requests of socket.request.max.bytes, or hundreds of typical ones.
+        ConfigDef(
+            "queued.max.request.bytes",
+            ConfigType.LONG,
+            "536870912",
+            "bytes of requests received and not yet handled, over all connections, past which "
+            "connections stop reading until some are handled (<= 0: unbounded)",
+            read_only=True,
+        ),
         ConfigDef("cluster.id", ConfigType.STRING, None, "cluster id (made on first start)"),
         # The Prometheus endpoint (odradek.metrics); unset: no metrics are counted or served.
         ConfigDef(

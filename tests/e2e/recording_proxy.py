@@ -21,9 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from odradek.protocol.framing import FrameReader, FrameSizeError
 from odradek.testing import RunningBroker, running_broker
 
 CAPTURED_DIR = Path(__file__).resolve().parents[1] / "protocol" / "captured"
+# A proxy records whatever a size prefix can announce.
+_MAX_FRAME_BYTES = 2**31 - 1
 # Set to write the frames the tests of a client see into CAPTURED_DIR (see its README).
 CAPTURE_ENV = "ODRADEK_CAPTURE"
 
@@ -114,19 +117,15 @@ class RecordingProxy:
             _shutdown_write(sink)
 
     def _relay_requests(self, client: socket.socket, broker: socket.socket) -> None:
-        pending = b""
+        reader = FrameReader(_MAX_FRAME_BYTES)
         try:
             while chunk := client.recv(65536):
                 broker.sendall(chunk)
-                pending += chunk
-                while len(pending) >= 4:
-                    (size,) = struct.unpack_from(">i", pending)
-                    if len(pending) < 4 + size:
-                        break
-                    with self._lock:
-                        self.frames.append(pending[4 : 4 + size])
-                    pending = pending[4 + size :]
-        except OSError:
+                reader.feed(chunk)
+                with self._lock:
+                    while (frame := reader.next_frame()) is not None:
+                        self.frames.append(bytes(frame))
+        except (OSError, FrameSizeError):
             pass
         finally:
             _shutdown_write(broker)

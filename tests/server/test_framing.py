@@ -1,6 +1,7 @@
 """Request framing over real sockets, however the bytes are cut: a request split across many
 reads, many requests in one read, requests larger than a receive buffer, a bad size prefix after
-good requests, and a client that pipelines far more than the broker reads ahead."""
+good requests, a client that pipelines far more than the broker reads ahead, and the broker's
+queued.max.request.bytes holding reads back."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import RequestHeader, build, encode_request, request_schema
 from odradek.protocol.records import encode_batch
-from odradek.server import connection as connection_module
+from odradek.server import connection_core
 from odradek.testing import RunningBroker, running_broker
 
 from .conftest import (
@@ -115,7 +116,7 @@ def test_requests_larger_than_a_receive_buffer_keep_their_bytes(
 ) -> None:
     topic = unique_topic("large")
     client.create_topic(topic)
-    sizes = [3 * connection_module._MAX_BUFFER, 100, connection_module._MIN_BUFFER + 1]
+    sizes = [3 * connection_core.MAX_BUFFER, 100, connection_core.MIN_BUFFER + 1]
     frames, expected = [], []
     for n, size in enumerate(sizes * 2):
         values = big_values(max(1, size // 50_000), min(size, 50_000), seed=n)
@@ -148,7 +149,7 @@ def test_a_bad_size_after_good_requests_closes_only_that_connection(
 
 async def _paused_connections(broker: RunningBroker) -> list[tuple[bool, int]]:
     assert broker.broker is not None
-    return [(c._reading_paused, c._queued_bytes) for c in broker.broker._open]
+    return [(c._reading_paused, c.core.queued_bytes) for c in broker.broker._open]
 
 
 def test_a_client_pipelining_more_than_the_read_ahead_is_paused_then_served(
@@ -166,7 +167,7 @@ def test_a_client_pipelining_more_than_the_read_ahead_is_paused_then_served(
             **piper.fetch_request_fields([(watched, 0, 0)], max_wait_ms=30_000, min_bytes=1),
         )
         value = bytes(range(256)) * 1024  # 256 KiB
-        count = 4 * connection_module._READ_AHEAD_BYTES // len(value)
+        count = 4 * connection_core.READ_AHEAD_BYTES // len(value)
         frames = [
             produce_frame(9000 + i, other, batch_of(value + i.to_bytes(4, "big")))
             for i in range(count)
@@ -182,7 +183,7 @@ def test_a_client_pipelining_more_than_the_read_ahead_is_paused_then_served(
                 assert time.monotonic() < deadline, f"reading never paused: {states}"
                 piper.has_data(0.01)  # a bounded wait for the broker to read more
             # Reading stops within one receive of the read-ahead limit.
-            bound = connection_module._READ_AHEAD_BYTES + 2 * connection_module._MAX_BUFFER
+            bound = connection_core.READ_AHEAD_BYTES + 2 * connection_core.MAX_BUFFER
             assert all(queued <= bound for _, queued in states), states
             assert not piper.has_data(0), "the pipelined requests overtook the fetch"
 
@@ -220,3 +221,92 @@ def test_a_response_is_not_held_back_by_a_later_pipelined_request(
         other.produce(watched, 0, batch_of(b"late"))
     fetched = decode_exactly(FETCH, FETCH_VERSION, client.read_frame(), 10_002)
     assert values_of(fetched.responses[0].partitions[0].records) == [b"late"]
+
+
+async def _pool_state(broker: RunningBroker) -> tuple[bool, list[tuple[bool, int]]]:
+    assert broker.broker is not None
+    return broker.broker.request_memory.exhausted, [
+        (c._reading_paused, c.core.queued_bytes) for c in broker.broker._open
+    ]
+
+
+def test_queued_max_request_bytes_holds_back_reads_and_loses_no_request(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """With the broker's pool smaller than one connection's read-ahead, the pool is what stops
+    reading; once memory is released every request is read and answered, in order."""
+    pool_bytes = 1024 * 1024
+    with (
+        running_broker(
+            tmp_path_factory.mktemp("pool"),
+            message_max_bytes=str(4 * 1024 * 1024),
+            queued_max_request_bytes=str(pool_bytes),
+        ) as broker,
+        KafkaConnection(broker.bootstrap) as admin,
+        KafkaConnection(broker.bootstrap) as piper,
+    ):
+        watched, other = unique_topic("watched"), unique_topic("piped")
+        admin.create_topic(watched)
+        admin.create_topic(other)
+        # A long-polling Fetch holds the connection's one request slot; what is pipelined
+        # behind it waits, charged to the pool.
+        fetch_id = piper.send(
+            FETCH,
+            FETCH_VERSION,
+            **piper.fetch_request_fields([(watched, 0, 0)], max_wait_ms=30_000, min_bytes=1),
+        )
+        value = bytes(range(256)) * 256  # 64 KiB
+        count = 3 * pool_bytes // len(value)
+        frames = [
+            produce_frame(11_000 + i, other, batch_of(value + i.to_bytes(4, "big")))
+            for i in range(count)
+        ]
+        sender = threading.Thread(target=piper.send_raw, args=(b"".join(frames),))
+        sender.start()
+        try:
+            exhausted, states = broker.call(_pool_state(broker))
+            deadline = time.monotonic() + 20
+            while not (exhausted and any(paused for paused, _ in states)):
+                assert time.monotonic() < deadline, f"reading never paused: {states}"
+                piper.has_data(0.01)  # a bounded wait for the broker to read more
+                exhausted, states = broker.call(_pool_state(broker))
+            # Far below the 4 MiB read-ahead: the pool stopped the reading.
+            assert all(queued <= 2 * pool_bytes for _, queued in states), states
+
+            # A small request on another connection is still read and served.
+            admin.produce(watched, 0, batch_of(b"wake up"))
+            fetched = decode_exactly(FETCH, FETCH_VERSION, piper.read_frame(), fetch_id)
+            assert values_of(fetched.responses[0].partitions[0].records) == [b"wake up"]
+            for i in range(count):
+                response = read_produce_response(piper, 11_000 + i)
+                assert response.error_code == ErrorCode.none  # type: ignore[attr-defined]
+                assert response.base_offset == i  # type: ignore[attr-defined]
+        finally:
+            sender.join(timeout=30)
+        values = [r.value for r in admin.read_all(other, 0)]
+        assert values == [value + i.to_bytes(4, "big") for i in range(count)]
+        exhausted, _ = broker.call(_pool_state(broker))
+        assert not exhausted
+
+
+def test_a_request_larger_than_queued_max_request_bytes_is_served(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A pool smaller than one request cannot wedge the broker: the request is read whole."""
+    with (
+        running_broker(
+            tmp_path_factory.mktemp("small-pool"),
+            message_max_bytes=str(8 * 1024 * 1024),
+            queued_max_request_bytes=str(1024 * 1024),
+        ) as broker,
+        KafkaConnection(broker.bootstrap) as client,
+    ):
+        topic = unique_topic("big")
+        client.create_topic(topic)
+        values = big_values(60, 50_000, seed=3)  # 3 MB in one request
+        client.send_raw(produce_frame(12_001, topic, batch_of(*values)))
+        response = read_produce_response(client, 12_001)
+        assert response.error_code == ErrorCode.none  # type: ignore[attr-defined]
+        assert [r.value for r in client.read_all(topic, 0)] == values
+        exhausted, _ = broker.call(_pool_state(broker))
+        assert not exhausted

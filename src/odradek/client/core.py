@@ -15,10 +15,12 @@ What the core keeps:
   they were sent, so a response must answer the oldest request in flight; any other correlation
   id (out of order, or never sent) is a :class:`ProtocolError`. A Produce with acks=0 gets no
   answer, so it never joins the queue.
-- **framing**: the received stream is cut into frames at their 4-byte size prefixes, however the
-  reads split them. Small frames are copied out of a reusable buffer; a large one gets a buffer of
-  its own that the shell reads into directly and that is handed out as the frame, never reused
-  (so records can stay views of it).
+- **framing** (:class:`~odradek.protocol.framing.FrameReader`, the broker's framing too): the
+  received stream is cut into frames at their 4-byte size prefixes, however the reads split
+  them. Small frames are copied out of a reusable buffer; a large one is handed out as a
+  read-only view of the buffer it was received into, which is then not reused (so records can
+  stay views of it). A response past 64 MiB gets a buffer that grows with the bytes that arrive,
+  not with the size announced.
 - **decoding**: a response is decoded with kio at the version of its request, or handed back as
   its undecoded frame when the request asked for ``raw`` (for callers that parse it in place).
 - **versions**: given the broker's ApiVersions answer, :meth:`~ClientCore.version_for` picks the
@@ -39,6 +41,7 @@ from typing import Any, NamedTuple
 from kio.schema.index import api_key_map, schema_name_map
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.framing import SIZE, FrameReader, FrameSizeError
 from odradek.protocol.messages import (
     RequestHeader,
     build,
@@ -54,7 +57,7 @@ SOFTWARE_NAME, SOFTWARE_VERSION = "odradek", "0.1.0"
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_FRAME_BYTES = 1 << 30
 
-_INT32 = struct.Struct(">i")
+_INT32 = SIZE
 _KEY_AND_VERSION = struct.Struct(">hh")
 _INT16 = struct.Struct(">h")
 _CORRELATION_AT = 8  # in a request frame: size prefix (4), api key (2), api version (2)
@@ -64,6 +67,10 @@ _FIRST_FLEXIBLE_PRODUCE = 9  # Produce v9 and later have flexible (v2) request h
 _SMALL_FRAME = 64 << 10
 _BUFFER_BYTES = 256 << 10
 _MIN_READ = 16 << 10
+# A response up to this size gets its whole buffer as soon as its size prefix is read (the broker
+# is trusted about sizes); a larger one, a buffer that grows as its bytes arrive. Kafka's default
+# fetch.max.bytes (50 MiB) fits.
+_TRUSTED_FRAME = 64 << 20
 
 
 class ClientError(Exception):
@@ -214,13 +221,15 @@ class ClientCore:
         self._in_flight: deque[Request] = deque()
         self._abandoned: set[Request] = set()
         self._broken: ClientError | None = None
-        # Received bytes: ``_buffer[_start:_end]`` not yet cut into frames, or a large frame
-        # being filled in ``_large`` (``_large_filled`` bytes so far).
-        self._buffer = bytearray(_BUFFER_BYTES)
-        self._start = self._end = 0
-        self._large: bytearray | None = None
-        self._large_filled = 0
-        self._frames: deque[bytes | memoryview] = deque()
+        self._reader = FrameReader(
+            max_frame_bytes,
+            min_size=4,  # a correlation id
+            copy_below=_SMALL_FRAME,
+            min_buffer=_BUFFER_BYTES,
+            max_buffer=_BUFFER_BYTES,
+            min_read=_MIN_READ,
+            trusted=_TRUSTED_FRAME,
+        )
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -232,7 +241,7 @@ class ClientCore:
     @property
     def buffered(self) -> bool:
         """Whether bytes were received that no event or frame has handed out yet."""
-        return bool(self._frames) or self._large is not None or self._end > self._start
+        return bool(self._reader.frames) or self._reader.partial > 0
 
     def requests_in_flight(self) -> tuple[Request, ...]:
         return tuple(r for r in self._in_flight if r not in self._abandoned)
@@ -245,7 +254,7 @@ class ClientCore:
         unanswered = [r for r in self._in_flight if r not in self._abandoned]
         self._in_flight.clear()
         self._abandoned.clear()
-        self._frames.clear()
+        self._reader.clear()
         return unanswered
 
     @property
@@ -376,81 +385,43 @@ class ClientCore:
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Bytes received from the broker, however the stream was cut."""
-        view = memoryview(data)
-        while view:
-            buffer = self.get_buffer(len(view))
-            n = min(len(buffer), len(view))
-            buffer[:n] = view[:n]
-            del buffer
-            self.buffer_updated(n)
-            view = view[n:]
+        self._check_open()
+        try:
+            self._reader.feed(data)
+        except FrameSizeError as e:
+            raise self._bad_size(e) from e
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
-        """Where to put the next received bytes (as :class:`asyncio.BufferedProtocol` asks):
-        the rest of a large frame, or free space in the read buffer. Call
-        :meth:`buffer_updated` with how many were put there."""
+        """Where to put the next received bytes (as :class:`asyncio.BufferedProtocol` asks).
+        Call :meth:`buffer_updated` with how many were put there."""
         self._check_open()
-        if self._large is not None:
-            return memoryview(self._large)[self._large_filled :]
-        if len(self._buffer) - self._end < _MIN_READ:
-            pending = self._end - self._start
-            # A new buffer rather than a resize: a view of the old one may still be alive.
-            fresh = bytearray(max(_BUFFER_BYTES, 2 * pending + _MIN_READ))
-            fresh[:pending] = self._buffer[self._start : self._end]
-            self._buffer, self._start, self._end = fresh, 0, pending
-        return memoryview(self._buffer)[self._end :]
+        return self._reader.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` were written at the start of the last :meth:`get_buffer`."""
-        if self._large is not None:
-            self._large_filled += nbytes
-            if self._large_filled == len(self._large):
-                self._frames.append(memoryview(self._large).toreadonly())
-                self._large = None
-            return
-        self._end += nbytes
-        self._cut_frames()
-
-    def _cut_frames(self) -> None:
-        buffer, start, end = self._buffer, self._start, self._end
-        view = memoryview(buffer)
         try:
-            start = self._cut(buffer, view, start, end)
-        finally:
-            view.release()
-        if start == end:
-            start = end = 0
-        self._start, self._end = start, end
-
-    def _cut(self, buffer: bytearray, view: memoryview, start: int, end: int) -> int:
-        while end - start >= 4:
-            (size,) = _INT32.unpack_from(buffer, start)
-            if size < 4 or size > self.max_frame_bytes:
-                raise self._fail(ProtocolError(f"the broker sent a frame of {size} bytes"))
-            available = end - start - 4
-            if available >= size:
-                self._frames.append(bytes(view[start + 4 : start + 4 + size]))
-                start += 4 + size
-            elif size > _SMALL_FRAME:
-                large = bytearray(size)
-                large[:available] = view[start + 4 : end]
-                self._large, self._large_filled = large, available
-                return end
-            else:
-                break
-        return start
+            self._reader.buffer_updated(nbytes)
+        except FrameSizeError as e:
+            raise self._bad_size(e) from e
 
     def next_frame(self) -> bytes | memoryview | None:
         """The next whole frame received, unmatched to any request: only for a caller that sent
         its own bytes and tracks their answers itself. None when more bytes are needed."""
-        return self._frames.popleft() if self._frames else None
+        frames = self._reader.frames
+        if not frames:
+            return None
+        frame = frames.popleft()
+        return frame.toreadonly() if isinstance(frame, memoryview) else frame
 
     def next_event(self) -> Response | None:
         """The next response, or None when more bytes are needed. Answers to abandoned
         requests are dropped. Raises :class:`ProtocolError` for a response that does not
         answer the oldest request in flight, or that cannot be decoded."""
-        while self._frames:
-            frame = self._frames.popleft()
+        frames = self._reader.frames
+        while frames:
+            frame = frames.popleft()
+            if isinstance(frame, memoryview):
+                frame = frame.toreadonly()
             (correlation_id,) = _INT32.unpack_from(frame, 0)
             if not self._in_flight or self._in_flight[0].correlation_id != correlation_id:
                 raise self._fail(self._mismatch(correlation_id))
@@ -489,6 +460,9 @@ class ClientCore:
         return ProtocolError(
             f"a response to unknown correlation id {correlation_id} (expected {expected})"
         )
+
+    def _bad_size(self, error: FrameSizeError) -> ProtocolError:
+        return self._fail(ProtocolError(f"the broker sent a frame of {error.size} bytes"))
 
     def _fail(self, error: ProtocolError) -> ProtocolError:
         self._broken = error

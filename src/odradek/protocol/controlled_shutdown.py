@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_response import uvarint
+from odradek.protocol.framing import framed
 from odradek.protocol.messages import RequestHeader, peek_header
 from odradek.protocol.produce_request import MalformedProduceRequest, _Reader
 
@@ -143,7 +144,7 @@ def encode_request(
             header += _INT16.pack(len(encoded)) + encoded
     if request_header_version(version) >= 2:
         header += _NO_TAGS
-    return _framed(bytes(header) + encode_request_body(version, request))
+    return framed(bytes(header) + encode_request_body(version, request))
 
 
 def decode_request(
@@ -171,7 +172,7 @@ def encode_response(
     header = _INT32.pack(correlation_id)
     if response_header_version(version) >= 1:
         header += _NO_TAGS
-    return _framed(header + encode_response_body(version, response))
+    return framed(header + encode_response_body(version, response))
 
 
 def decode_response(
@@ -227,7 +228,3 @@ def _malformed() -> Iterator[None]:
         yield
     except MalformedProduceRequest as e:
         raise MalformedControlledShutdown(str(e)) from e
-
-
-def _framed(body: bytes) -> bytes:
-    return _INT32.pack(len(body)) + body

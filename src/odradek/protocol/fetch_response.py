@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from odradek.protocol.framing import size_prefix
+
 S = TypeVar("S")
 
 MAX_VERSION = 12
@@ -118,5 +120,5 @@ def encode(
         head += b"\0"  # body tagged fields
     parts.append(bytes(head))
     size += len(head)
-    parts.insert(0, struct.pack(">i", size))
+    parts.insert(0, size_prefix(size))
     return parts, size + 4

@@ -24,6 +24,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
+from odradek.protocol.framing import fill_size_prefix
+
 E = TypeVar("E")
 
 _REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
@@ -81,7 +83,7 @@ def encode_response(correlation_id: int, response: ResponsePayload) -> bytes:
     entity_writer(header_schema)(buffer, header_schema(**header_kwargs))
     entity_writer(type(response))(buffer, response)
     frame = buffer.getbuffer()
-    _INT32.pack_into(frame, 0, len(frame) - 4)
+    fill_size_prefix(frame)
     return bytes(frame)
 
 
@@ -99,7 +101,7 @@ def encode_request(header: RequestHeader, request: RequestPayload) -> bytes:
     entity_writer(header_schema)(buffer, header_schema(**kwargs))
     entity_writer(type(request))(buffer, request)
     frame = buffer.getbuffer()
-    _INT32.pack_into(frame, 0, len(frame) - 4)
+    fill_size_prefix(frame)
     return bytes(frame)
 
 

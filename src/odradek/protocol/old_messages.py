@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from odradek.protocol.framing import fill_size_prefix
 from odradek.protocol.messages import RequestHeader, decode_request, peek_header
 from odradek.protocol.produce_request import MalformedProduceRequest, _Reader
 
@@ -461,7 +462,7 @@ def encode_response(
     layout = RESPONSES[(api_key, version)]
     out = bytearray(struct.pack(">ii", 0, correlation_id))
     _write_struct(out, layout, fields)
-    struct.pack_into(">i", out, 0, len(out) - 4)
+    fill_size_prefix(out)
     return bytes(out)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from odradek.protocol.fetch_response import uvarint
+from odradek.protocol.framing import fill_size_prefix
 from odradek.protocol.produce_request import FIRST_FLEXIBLE_VERSION, MAX_VERSION, MIN_VERSION
 
 _INT32 = struct.Struct(">i")
@@ -88,5 +89,5 @@ def encode(
         out += _INT32.pack(throttle_time_ms)
     if flexible:
         out += b"\0"
-    _INT32.pack_into(out, 0, len(out) - 4)
+    fill_size_prefix(out)
     return bytes(out)

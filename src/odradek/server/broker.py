@@ -26,6 +26,7 @@ from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
 from odradek.server.connection import Connection
 from odradek.server.fetch_sessions import FetchSessionCache
+from odradek.server.memory_pool import MemoryPool
 from odradek.server.purgatory import Purgatory
 from odradek.server.registry import load_handlers
 from odradek.server.services import BrokerServices, Session
@@ -69,6 +70,8 @@ class Broker:
         self._listener_services: dict[str, BrokerServices] = {}
         self._connections: set[asyncio.Task[None]] = set()
         self._open: set[Connection] = set()
+        # queued.max.request.bytes: what all connections together may hold of unhandled requests.
+        self.request_memory = MemoryPool(config.get_int("queued.max.request.bytes"))
         self._housekeeping: asyncio.Task[None] | None = None
         self.cleaner: LogCleaner | None = None
         self._next_retention_ms = 0
@@ -264,7 +267,9 @@ class Broker:
 
     def _connection_factory(self, listener: Listener) -> Callable[[], Connection]:
         def make() -> Connection:
-            return Connection(self._listener_services[listener.name], self._accept, listener)
+            return Connection(
+                self._listener_services[listener.name], self._accept, listener, self.request_memory
+            )
 
         return make
 

@@ -1,13 +1,16 @@
-"""One client connection: read length-prefixed frames, dispatch them in order, write responses.
+"""One client connection: the asyncio shell over its sans-I/O core (``ConnectionCore``).
+
+The core (no I/O) cuts the received bytes into requests, decides when reading pauses (read-ahead,
+the broker's ``queued.max.request.bytes`` pool) and holds the SASL gate; this shell owns the
+socket: it receives into the core's buffer, dispatches requests in order, writes responses
+(corked, or with ``sendfile``) and runs the TLS handshake.
 
 Like Kafka, a connection has one request in flight at a time (Kafka mutes the channel), so
 responses leave in request order. Framing errors close only this connection.
 
 Reading is an :class:`asyncio.BufferedProtocol`: the event loop receives straight into a buffer
-the connection owns, and each request reaches its handler as a ``memoryview`` of that buffer, so
-a Produce request's record batches are not copied between the socket and the segment file. A
-fast client cannot make the broker buffer without bound: reading pauses while
-``_READ_AHEAD_BYTES`` of whole requests wait, as Kafka stops reading a muted channel.
+the core owns, and each request reaches its handler as a ``memoryview`` of that buffer, so
+a Produce request's record batches are not copied between the socket and the segment file.
 
 On an SSL or SASL_SSL listener the connection first completes a TLS handshake (``start_tls``,
 so a failed handshake is logged with its reason), and Fetch responses are copied rather than sent
@@ -20,7 +23,6 @@ is closed at its next request unless it re-authenticates first (KIP-368).
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import errno
 import logging
@@ -43,40 +45,30 @@ from odradek.protocol.messages import (
     response_schema,
 )
 from odradek.security.listeners import Listener
-from odradek.security.sasl import SaslFailure, SaslSession
+from odradek.security.sasl import SaslSession
 from odradek.security.tls import certificate_principal
+from odradek.server.connection_core import (
+    API_VERSIONS_KEY,
+    SASL_AUTHENTICATE_KEY,
+    CloseConnection,
+    ConnectionCore,
+)
 from odradek.server.context import FrameParts, RequestContext
+from odradek.server.memory_pool import MemoryPool
 from odradek.server.registry import HANDLERS
 from odradek.server.services import BrokerServices, Session
 from odradek.storage import ReadSlice
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS_KEY = 18
-SASL_HANDSHAKE_KEY = 17
-SASL_AUTHENTICATE_KEY = 36
-# What a SASL listener serves before the client has authenticated (Kafka's
-# SaslServerAuthenticator; anything else closes the connection).
-_BEFORE_AUTHENTICATION = frozenset({API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
-# A TLS record's first bytes (handshake content type 22, major version 3), as a size prefix.
-_TLS_HELLO_PREFIX = b"\x16\x03"
 _TLS_HANDSHAKE_TIMEOUT_S = 10.0
-_INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 # Below this, a pread and one write cost fewer syscalls and event-loop turns than sendfile,
 # which must first drain the transport's buffer.
 SENDFILE_MIN_BYTES = 64 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
-# Whole requests received but not yet handled, past which reading pauses until half are handled.
-_READ_AHEAD_BYTES = 4 * 1024 * 1024
-# Receive buffers start small (most connections carry small requests) and double while they keep
-# filling, up to _MAX_BUFFER; a request larger than that gets a buffer of its own size.
-_MIN_BUFFER = 64 * 1024
-_MAX_BUFFER = 1024 * 1024
 # Responses to a burst of pipelined requests are sent together, up to this many bytes at a time.
 _CORK_BYTES = 256 * 1024
-# A receive into less room than this costs a syscall for too few bytes: take a new buffer instead.
-_MIN_READ = 16 * 1024
 
 
 class _FdFile:
@@ -92,39 +84,21 @@ class _FdFile:
         return offset
 
 
-class CloseConnection(Exception):
-    """The client sent something that ends the connection, as Kafka ends it."""
-
-
-def _unexported(buffer: bytearray) -> bool:
-    """Whether no memoryview of ``buffer`` is alive, so its bytes may be overwritten.
-
-    A bytearray refuses to change size while exported; shrinking by one byte and growing back
-    stays within its allocation, so the probe costs no copy.
-    """
-    last = buffer[-1]
-    try:
-        del buffer[-1:]
-    except BufferError:
-        return False
-    buffer.append(last)
-    return True
-
-
 class Connection(asyncio.BufferedProtocol):
     """The protocol object of one accepted socket; :meth:`serve` is its request loop, run by
-    ``on_open`` (the broker's accept callback, which tracks it) as a task of its own."""
+    ``on_open`` (the broker's accept callback, which tracks it) as a task of its own.
+    ``pool`` is the broker's bound on request bytes received and not yet handled."""
 
     def __init__(
         self,
         services: BrokerServices,
         on_open: Callable[[Connection], Coroutine[Any, Any, None]],
         listener: Listener | None = None,
+        pool: MemoryPool | None = None,
     ) -> None:
         self.services = services
         self._on_open = on_open
         self.listener = listener if listener is not None else Listener.plaintext()
-        self._max_request = services.config.get_int("socket.request.max.bytes")
         self.transport: asyncio.Transport | None = None
         self.session = Session("?")
         self.sendfile_ok = False
@@ -133,28 +107,21 @@ class Connection(asyncio.BufferedProtocol):
         self.busy = False
         self._counters = services.counters.requests if services.counters is not None else None
         self._task: asyncio.Task[None] | None = None
-        # Received bytes: [_start, _end) of _buffer is not yet split into frames, and the frame
-        # being received ends at _frame_end (or its size prefix does, while that is incomplete).
-        self._buffer = bytearray()
-        self._view: memoryview | None = None
-        self._buffer_size = _MIN_BUFFER
-        self._start = 0
-        self._end = 0
-        self._frame_end = 4
-        self._frames: collections.deque[memoryview] = collections.deque()
-        # With metrics on: when each frame of _frames was received (perf_counter_ns).
-        self._arrivals: collections.deque[int] = collections.deque()
-        self._queued_bytes = 0
+        self.core = ConnectionCore(
+            self.session,
+            max_request_bytes=services.config.get_int("socket.request.max.bytes"),
+            pool=pool,
+            arrival_clock=time.perf_counter_ns if self._counters is not None else None,
+            on_reading_change=self._sync_reading,
+        )
+        # Until the TLS handshake is done, the client's bytes are not requests.
+        self._handshaking = False
         self._reading_paused = False
         self._frame_waiter: asyncio.Future[None] | None = None
-        self._eof = False
-        self._lost = False
-        self._framing_error: str | None = None
         self._writing_paused = False
         self._drain_waiter: asyncio.Future[None] | None = None
         self._corked: list[bytes] = []
         self._corked_bytes = 0
-        self._arrived = 0
 
     @property
     def peer(self) -> str:
@@ -171,6 +138,7 @@ class Connection(asyncio.BufferedProtocol):
             listener=listener.name,
             sasl=SaslSession(listener.sasl) if listener.sasl is not None else None,
         )
+        self.core.session = self.session
         self.sendfile_ok = listener.ssl_context is None
         if self.sendfile_ok:
             sock = transport.get_extra_info("socket")
@@ -178,39 +146,30 @@ class Connection(asyncio.BufferedProtocol):
         if listener.ssl_context is not None:
             # The client's first bytes belong to the TLS handshake that serve() starts: none
             # may be read as a request before then.
+            self._handshaking = True
             self.transport.pause_reading()
         else:
             self.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         self._task = asyncio.get_running_loop().create_task(self._on_open(self))
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        room = len(self._buffer) - self._end
-        size_known = self._end - self._start >= 4
-        if (
-            self._view is None
-            or room < self._frame_end - self._end
-            or (not size_known and room < _MIN_READ)
-        ):
-            self._make_room()
-        assert self._view is not None
-        return self._view[self._end :]
+        return self.core.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._framing_error is not None:
-            return  # reading stopped; bytes that were already in flight are dropped
-        self._end += nbytes
-        self._split_frames()
+        core = self.core
+        core.buffer_updated(nbytes)
+        if core.has_requests or core.closing is not None:
+            self._wake_reader()
+        if not core.reading:
+            self._sync_reading()
 
     def eof_received(self) -> bool:
-        self._eof = True
+        self.core.eof_received()
         self._wake_reader()
         return True  # keep the transport: responses to requests already received still go out
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._lost = True
-        self._frames.clear()
-        self._arrivals.clear()
-        self._queued_bytes = 0
+        self.core.connection_lost()
         self._wake_reader()
         waiter, self._drain_waiter = self._drain_waiter, None
         if waiter is not None and not waiter.done():
@@ -225,94 +184,20 @@ class Connection(asyncio.BufferedProtocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    # -- receive buffer ---------------------------------------------------------------------------
+    # -- receiving -------------------------------------------------------------------------------
 
-    def _make_room(self) -> None:
-        """Give the frame being received a buffer it fits in, with room to read into.
-
-        Frames already handed out are views of the current buffer, so it is reused only when
-        none is alive; otherwise a new one is taken and the old one lives as long as they do.
-        Only the partial frame is copied.
-        """
-        old, old_view = self._buffer, self._view
-        partial = self._end - self._start
-        if old_view is not None and partial < len(old) // 2:
-            # The old buffer filled up with frames: the client is busy, so read in bigger gulps.
-            self._buffer_size = min(self._buffer_size * 2, _MAX_BUFFER)
-        size = max(self._frame_end - self._start, self._buffer_size)
-        if old_view is not None:
-            old_view.release()
-        if size <= len(old) <= max(size, _MAX_BUFFER) and _unexported(old):
-            buffer = old
-            view = memoryview(buffer)
-            view[:partial] = view[self._start : self._end]
-        else:
-            buffer = bytearray(size)
-            view = memoryview(buffer)
-            if partial:
-                with memoryview(old) as source:
-                    view[:partial] = source[self._start : self._end]
-        self._buffer, self._view = buffer, view
-        self._frame_end -= self._start
-        self._start, self._end = 0, partial
-
-    def _shed_big_buffer(self) -> None:
-        """Between requests, let go of a buffer that only one outsized request needed."""
-        if len(self._buffer) > _MAX_BUFFER and self._start == self._end and not self._frames:
-            if self._view is not None:
-                self._view.release()
-            self._buffer, self._view = bytearray(), None
-            self._start = self._end = 0
-            self._frame_end = 4
-
-    def _split_frames(self) -> None:
-        view = self._view
-        assert view is not None
-        start, end = self._start, self._end
-        # Frames completed by one read arrived together: one clock reading serves them all.
-        arrived = time.perf_counter_ns() if self._counters is not None else 0
-        while end - start >= 4:
-            (size,) = _INT32.unpack_from(view, start)
-            if size < 0 or size > self._max_request:
-                prefix = bytes(view[start : start + 4])
-                hint = (
-                    " (an HTTP request?)"
-                    if prefix.isalpha()
-                    else " (a TLS handshake on a plaintext listener?)"
-                    if prefix.startswith(_TLS_HELLO_PREFIX)
-                    else ""
-                )
-                self._stop_reading(
-                    f"frame of {size} bytes is outside 0..socket.request.max.bytes "
-                    f"({self._max_request}){hint}"
-                )
-                break
-            if size < 8:
-                self._stop_reading(f"frame of {size} bytes is too short for a header")
-                break
-            frame_end = start + 4 + size
-            if frame_end > end:
-                break
-            self._frames.append(view[start + 4 : frame_end])
-            if self._counters is not None:
-                self._arrivals.append(arrived)
-            self._queued_bytes += size
-            start = frame_end
-        self._start = start
-        self._frame_end = start + 4 + size if end - start >= 4 else start + 4
-        if self._frames:
-            self._wake_reader()
-            if self._queued_bytes >= _READ_AHEAD_BYTES and not self._reading_paused:
-                self._reading_paused = True
-                assert self.transport is not None
-                self.transport.pause_reading()
-
-    def _stop_reading(self, reason: str) -> None:
-        # Requests before the bad frame are still answered; the close comes in their order.
-        self._framing_error = reason
-        self._wake_reader()
-        assert self.transport is not None
-        self.transport.pause_reading()
+    def _sync_reading(self) -> None:
+        """Pause or resume the socket as the core wants (read-ahead, memory pool, closing)."""
+        transport = self.transport
+        if transport is None or self._handshaking or transport.is_closing():
+            return
+        reading = self.core.reading
+        if reading == self._reading_paused:
+            self._reading_paused = not reading
+            if reading:
+                transport.resume_reading()
+            else:
+                transport.pause_reading()
 
     def _wake_reader(self) -> None:
         waiter = self._frame_waiter
@@ -321,12 +206,14 @@ class Connection(asyncio.BufferedProtocol):
 
     async def _next_frame(self) -> memoryview | None:
         """The next request frame (without its size prefix), or None once the client is gone;
-        with metrics on, :attr:`_arrived` is when it was received."""
-        while not self._frames:
-            if self._framing_error is not None:
-                raise CloseConnection(self._framing_error)
-            if self._lost or self._eof:
-                if self._end > self._start and not self._lost:
+        with metrics on, ``core.arrived`` is when it was received."""
+        core = self.core
+        while True:
+            frame = core.next_request()
+            if frame is not None:
+                return frame
+            if core.ended:
+                if core.ended_mid_request:
                     log.info("connection from %s closed in the middle of a request", self.peer)
                 return None
             self._frame_waiter = asyncio.get_running_loop().create_future()
@@ -334,16 +221,6 @@ class Connection(asyncio.BufferedProtocol):
                 await self._frame_waiter
             finally:
                 self._frame_waiter = None
-        frame = self._frames.popleft()
-        if self._counters is not None:
-            self._arrived = self._arrivals.popleft()
-        self._queued_bytes -= len(frame)
-        if self._reading_paused and self._queued_bytes <= _READ_AHEAD_BYTES // 2:
-            self._reading_paused = False
-            if self._framing_error is None:
-                assert self.transport is not None
-                self.transport.resume_reading()
-        return frame
 
     # -- requests ----------------------------------------------------------------------------------
 
@@ -381,6 +258,9 @@ class Connection(asyncio.BufferedProtocol):
             return False
         self.transport = transport
         self.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        self._handshaking = False
+        self._reading_paused = False  # a new transport, reading
+        self._sync_reading()
         if self.session.sasl is None:
             self.session.principal = certificate_principal(transport.get_extra_info("ssl_object"))
         return True
@@ -389,8 +269,7 @@ class Connection(asyncio.BufferedProtocol):
         # Kafka delays the close so that a client guessing passwords gets few tries a second;
         # nothing more is read meanwhile.
         assert self.transport is not None
-        self._framing_error = reason
-        self.transport.pause_reading()
+        self.core.stop(reason)
         self._uncork()
         await asyncio.sleep(self.listener.failed_auth_delay_ms / 1000)
         raise CloseConnection(reason)
@@ -414,10 +293,10 @@ class Connection(asyncio.BufferedProtocol):
                 if timing is not None:
                     started = time.perf_counter_ns()
                     timing.reset()
-                    (api_key,) = _INT16.unpack_from(frame)
-                    sasl = self.session.sasl
-                    if sasl is not None and sasl.legacy_tokens:
+                    if self.core.expects_legacy_token:
                         api_key = SASL_AUTHENTICATE_KEY  # a bare token has no header
+                    else:
+                        (api_key,) = _INT16.unpack_from(frame)
                 try:
                     response = await self.dispatch(frame)
                     # A live view would keep the receive buffer from being reused.
@@ -426,22 +305,23 @@ class Connection(asyncio.BufferedProtocol):
                         handled = time.perf_counter_ns()
                     if response is not None:
                         await self.write(response)
-                    sasl = self.session.sasl
-                    if sasl is not None and sasl.failure is not None:
-                        await self._close_after_failed_authentication(sasl.failure)
+                    failure = self.core.authentication_failure
+                    if failure is not None:
+                        await self._close_after_failed_authentication(failure)
                     if counters is not None and timing is not None:
                         # Kafka's ResponseSendTimeMs ends when the response is sent; here, when
                         # the transport has it (or, corked, when it will go at this loop turn).
                         remote = min(timing.remote_ns, handled - started)
                         counters.handled(
                             api_key,
-                            queue_ns=started - self._arrived,
+                            queue_ns=started - self.core.arrived,
                             local_ns=handled - started - remote,
                             remote_ns=remote,
                             send_ns=time.perf_counter_ns() - handled,
                         )
-                    self._shed_big_buffer()
+                    self.core.shed()
                 finally:
+                    self.core.request_done()
                     self.busy = False
                     self.last_active_ms = self.services.clock.monotonic_ms()
         except CloseConnection as e:
@@ -468,22 +348,14 @@ class Connection(asyncio.BufferedProtocol):
                 self.transport.close()
 
     async def dispatch(self, frame: memoryview) -> bytes | FrameParts | None:
-        sasl = self.session.sasl
-        if sasl is not None and sasl.legacy_tokens and sasl.mechanism is not None:
-            return self._legacy_sasl_token(sasl, bytes(frame))
+        core = self.core
+        if core.expects_legacy_token:
+            return core.legacy_token(bytes(frame), self.services.clock.monotonic_ms())
         api_key, api_version, correlation_id = peek_header(frame)
         handler = HANDLERS.get(api_key)
         if handler is None:
             raise CloseConnection(f"unknown API key {api_key}")
-        if sasl is not None and api_key not in _BEFORE_AUTHENTICATION:
-            if not sasl.authenticated:
-                raise CloseConnection(
-                    f"API key {api_key} before SASL authentication on listener {self.listener.name}"
-                )
-            if sasl.expired(self.services.clock.monotonic_ms()):
-                raise CloseConnection(
-                    "SASL session expired (connections.max.reauth.ms) without re-authentication"
-                )
+        core.admit(api_key, self.services.clock.monotonic_ms())
         if not handler.min_version <= api_version <= handler.max_version:
             if api_key == API_VERSIONS_KEY:
                 # KIP-511: answer in v0's format so the client can retry with a version we have.
@@ -512,19 +384,6 @@ class Connection(asyncio.BufferedProtocol):
             return response
         return encode_response(correlation_id, response)
 
-    def _legacy_sasl_token(self, sasl: SaslSession, token: bytes) -> bytes | None:
-        """A SASL token after SaslHandshake v0: the answer goes back as a bare frame too; a
-        failure has no answer (Kafka just closes)."""
-        try:
-            answer, complete = sasl.authenticate(token, self.services.clock.monotonic_ms())
-        except SaslFailure:
-            return None  # serve() sees sasl.failure and closes after the delay
-        if complete:
-            assert sasl.principal is not None
-            self.session.principal = sasl.principal
-            sasl.legacy_tokens = False
-        return _INT32.pack(len(answer)) + answer
-
     def _unsupported_api_versions(self) -> Any:
         return build(
             response_schema(API_VERSIONS_KEY, 0),
@@ -544,7 +403,7 @@ class Connection(asyncio.BufferedProtocol):
             response = b"".join(
                 p.read_bytes() if isinstance(p, ReadSlice) else p for p in response.parts
             )
-        if isinstance(response, bytes) and self._frames:
+        if isinstance(response, bytes) and self.core.has_requests:
             # More requests are already here and will be handled before the loop turns: send
             # their responses in one syscall rather than one each.  The flush is scheduled, so
             # a response never waits for a later request that blocks (a long-polling Fetch).
@@ -578,7 +437,7 @@ class Connection(asyncio.BufferedProtocol):
 
     async def _drain(self) -> None:
         """Wait while more than ``_WRITE_HIGH_WATER`` bytes of responses are unsent."""
-        if self._lost:
+        if self.core.lost:
             raise ConnectionResetError("connection lost")
         if self._writing_paused:
             self._drain_waiter = asyncio.get_running_loop().create_future()
