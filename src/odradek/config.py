@@ -971,6 +971,9 @@ for _d, _synonym in TOPIC_CONFIGS.values():
 # default and meaning; one Kafka has and odradek lacks is warned about at start as unknown. A
 # topic setting's text applies to its broker synonym too.
 KAFKA_DIFFERENCES: dict[str, str] = {
+    "queued.max.request.bytes": "Kafka's default is -1 (unbounded) and it charges a request's "
+    "announced size up front; odradek bounds the bytes that have arrived (512 MiB), and a request "
+    "larger than the bound is still served once it waits longest.",
     "node.id": "Kafka requires it (no default); a lone odradek broker is 1.",
     "broker.id": "Kafka 3.9's name (ZooKeeper mode). Unset or -1 means node.id here; Kafka "
     "generates an id instead.",
