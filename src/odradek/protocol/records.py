@@ -135,8 +135,13 @@ def _write_varint(out: bytearray, value: int) -> None:
 # One-byte zigzag varints, decoded.
 _ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
 # How far a one-byte length of a key, value or header value moves the reader: past the varint
-# and the bytes it announces; a negative length (-1, null) announces none, as Kafka reads it.
-_SKIP = tuple(1 + max((b >> 1) ^ -(b & 1), 0) for b in range(0x80))
+# and the bytes it announces; -1 (null) announces none. Kafka's reader takes any negative length
+# for null, but other readers (librdkafka, this project's own) refuse one below -1, so such a
+# length moves the reader out of any record, and the record is refused.
+_NOWHERE = 1 << 62
+_SKIP = tuple(
+    _NOWHERE if b & 1 and b != 1 else 1 + max((b >> 1) ^ -(b & 1), 0) for b in range(0x80)
+)
 # The first byte of a two-byte non-negative zigzag varint, as the value's low six bits.
 _LOW_SEVEN = tuple((b & 0x7F) >> 1 for b in range(0x100))
 # A record takes at least 7 bytes: its length, attributes, and five one-byte varints (timestamp
@@ -184,7 +189,8 @@ def check_records(buf: Bytes, start: int, end: int, count: int) -> RecordsCheck:
     Each record's length must fit what remains, its fields (varints of at most 5 bytes, 10 for
     the timestamp delta; key, value and header values whose length is -1 or fits; a header count
     of 0 to the bytes left; header keys not null) must take exactly that length, and no byte
-    may follow the last record. ``buf`` is best a ``bytes`` or ``bytearray`` (indexing a
+    may follow the last record. One check is stricter than Kafka's reader: a key, value or
+    header value length below -1 is refused, not read as null, since other readers refuse it. ``buf`` is best a ``bytes`` or ``bytearray`` (indexing a
     memoryview is slower). Nothing is allocated per record, and a ``count`` the bytes cannot hold
     is refused before any is read.
     """
@@ -249,15 +255,17 @@ def check_records(buf: Bytes, start: int, end: int, count: int) -> RecordsCheck:
             # key
             b = buf[position]
             if b < 0x80:
-                if b & 1:
+                if b == 1:
                     null_keys += 1
                 position += skip[b]
             else:
                 size, position = varint(buf, position, 5)
                 if size >= 0:
                     position += size
-                else:
+                elif size == -1:
                     null_keys += 1
+                else:
+                    raise InvalidRecords(f"record key length {size} is below -1")
             # value
             b = buf[position]
             if b < 0x80:
@@ -268,8 +276,10 @@ def check_records(buf: Bytes, start: int, end: int, count: int) -> RecordsCheck:
                     position += 2 + low[b] + (c << 6)
                 else:
                     size, position = varint(buf, position, 5)
-                    if size > 0:
+                    if size >= 0:
                         position += size
+                    elif size != -1:
+                        raise InvalidRecords(f"record value length {size} is below -1")
             # headers
             b = buf[position]
             if b:
@@ -290,8 +300,10 @@ def check_records(buf: Bytes, start: int, end: int, count: int) -> RecordsCheck:
                         raise InvalidRecords(f"record header key length {size} is negative")
                     position += size
                     size, position = varint(buf, position, 5)
-                    if size > 0:
+                    if size >= 0:
                         position += size
+                    elif size != -1:
+                        raise InvalidRecords(f"record header value length {size} is below -1")
                     if position > record_end:
                         break
             else:
