@@ -190,9 +190,10 @@ def check_records(buf: Bytes, start: int, end: int, count: int) -> RecordsCheck:
     the timestamp delta; key, value and header values whose length is -1 or fits; a header count
     of 0 to the bytes left; header keys not null) must take exactly that length, and no byte
     may follow the last record. One check is stricter than Kafka's reader: a key, value or
-    header value length below -1 is refused, not read as null, since other readers refuse it. ``buf`` is best a ``bytes`` or ``bytearray`` (indexing a
-    memoryview is slower). Nothing is allocated per record, and a ``count`` the bytes cannot hold
-    is refused before any is read.
+    header value length below -1 is refused, not read as null, since other readers refuse it.
+
+    ``buf`` is best a ``bytes`` or ``bytearray`` (indexing a memoryview is slower). Nothing is
+    allocated per record, and a ``count`` the bytes cannot hold is refused before any is read.
     """
     if count < 0 or count > (end - start) // MIN_RECORD_SIZE:
         raise InvalidRecords(
