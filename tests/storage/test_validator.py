@@ -295,6 +295,12 @@ def test_every_records_timestamp_is_held_to_the_bounds_not_only_the_greatest() -
     assert validate_for_leader(data, LogConfig(timestamp_before_max_ms=20_000), NOW, "t-0")
 
 
+@pytest.mark.parametrize("delta", [1 << 64, -(1 << 64), (1 << 63) - NOW])
+def test_a_timestamp_delta_past_64_bits_is_invalid_record(delta: int) -> None:
+    section = record(0, timestamp_delta=delta)
+    assert rejected(framed(section, 1), LogConfig()).code == ErrorCode.invalid_record
+
+
 def test_a_compressed_batch_with_offset_deltas_out_of_order_is_renumbered() -> None:
     section = record(0, b"a") + record(0, b"b") + record(5, b"c")
     data = framed(section, 3, "zstd")

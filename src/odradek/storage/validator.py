@@ -158,9 +158,9 @@ def _check(
             # A copy to read from: indexing bytes is faster than indexing a view, by more than
             # the copy costs.
             section = bytes(payload)
-            return check_records(section, 0, len(section), header.record_count)
+            return _in_range(check_records(section, 0, len(section), header.record_count), header)
         records, size = compression.decompress_bounded(header.compression, payload, limit)
-        return check_records(records, 0, size, header.record_count)
+        return _in_range(check_records(records, 0, size, header.record_count), header)
     except compression.DecompressedTooLarge as e:
         raise RecordsRejected(
             ErrorCode.message_too_large,
@@ -174,6 +174,16 @@ def _check(
         raise RecordsRejected(
             ErrorCode.invalid_record, f"invalid record in a batch to {name}: {e}"
         ) from e
+
+
+def _in_range(check: RecordsCheck, header: BatchHeader) -> RecordsCheck:
+    """The records' timestamps must be int64s (a varlong delta can say more), as the header's
+    maxTimestamp will hold one of them."""
+    low = header.base_timestamp + check.min_timestamp_delta
+    high = header.base_timestamp + check.max_timestamp_delta
+    if low < -(1 << 63) or high >= 1 << 63:
+        raise InvalidRecords(f"record timestamps [{low}, {high}] are not 64-bit integers")
+    return check
 
 
 def _check_timestamps(
