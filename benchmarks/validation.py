@@ -5,15 +5,16 @@ LogValidator does it), per codec.
 which compress about 3x), validated again and again in this process: the whole leader check
 (:func:`odradek.storage.validator.validate_for_leader`) against what the leader did before it
 read records (headers and CRC: :func:`odradek.protocol.record_batch.validate_batches`), and its
-two parts alone, bounded decompression and the framing scan. The best of ``--repeats`` timings
-(this machine is shared: the least disturbed one is the cost), in ns per record.
+two parts alone, bounded decompression and the framing scan. The best of ``--repeats`` timings of
+CPU time (this machine is shared: the least disturbed one is the cost), in ns per record.
 
 ``ceiling``: the produce ceiling per codec, before and after: the raw pipelined Produce load
 (``odradek bench``'s ``raw`` scenario, :func:`odradek.bench.wire.raw_load`, sending the same
 prebuilt batch) against a fresh broker process running this checkout's ``src`` ("after") and the
 ``src`` of a checkout without record validation ("before": ``--before-src DIR``, or
 ``--before-commit REV`` extracted with ``git archive``), alternating before and after in every
-round, as the machine's load drifts. Each run reports records/s and records per second of broker
+round, as the machine's load drifts (``--interpreted`` adds "after" with the scan forced to run as
+Python, where it is compiled). Each run reports records/s and records per second of broker
 CPU (user + system time of the broker process), the second less sensitive to other processes
 taking the cores; then the median per codec and configuration.
 
@@ -43,7 +44,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.bench.wire import raw_load
 from odradek.protocol import compression
 from odradek.protocol.record_batch import HEADER_SIZE, read_header, validate_batches
-from odradek.protocol.records import NewRecord, check_records, encode_batch
+from odradek.protocol.records import SCANNER_COMPILED, NewRecord, check_records, encode_batch
 from odradek.storage.log import LogConfig
 from odradek.storage.validator import decompressed_limit, validate_for_leader
 
@@ -75,13 +76,15 @@ def text_batch(codec: str, records: int, size: int, seed: int = 7) -> bytes:
 
 
 def best_of(repeats: int, work: Callable[[], object], per_call: int) -> float:
-    """The least seconds one call of ``work`` took, over ``repeats`` timings of ``per_call``."""
+    """The least CPU seconds one call of ``work`` took, over ``repeats`` timings of
+    ``per_call`` calls (CPU time, not wall time: on a shared machine the wait for a core is not
+    the code's)."""
     best = float("inf")
     for _ in range(repeats):
-        started = time.perf_counter()
+        started = time.process_time()
         for _ in range(per_call):
             work()
-        best = min(best, (time.perf_counter() - started) / per_call)
+        best = min(best, (time.process_time() - started) / per_call)
     return best
 
 
@@ -92,7 +95,12 @@ def micro(args: argparse.Namespace) -> None:
     now = int(time.time() * 1000)
     print(
         f"{n} records of {args.record_size} B a batch; ns per record (best of {args.repeats}); "
-        "before = headers and CRC only"
+        "before = headers and CRC only; the scan "
+        + (
+            "compiled (mypyc)"
+            if SCANNER_COMPILED
+            else "interpreted (record_scan not built, or ODRADEK_PURE_PYTHON=1)"
+        )
     )
     print(
         f"{'codec':>7} {'bytes':>8} {'before':>8} {'after':>8} {'x':>6} {'inflate':>8} {'scan':>8}"
@@ -115,13 +123,13 @@ def micro(args: argparse.Namespace) -> None:
             return compression.decompress_bounded(codec_id, payload, limit)
 
         if header.compression == compression.NONE:
-            section, size = bytes(payload), len(payload)
+            section = bytes(payload)
         else:
-            section, size = compression.decompress_bounded(header.compression, payload, limit)
-            section = bytearray(section[:size])
+            inflated, size = compression.decompress_bounded(header.compression, payload, limit)
+            section = bytes(inflated[:size])
 
-        def scan(section: bytes | bytearray = section, size: int = size) -> object:
-            return check_records(section, 0, size, n)
+        def scan(section: bytes = section) -> object:
+            return check_records(section, 0, len(section), n)
 
         per_call = max(1, 20_000 // n)
         times = {
@@ -153,13 +161,15 @@ class Run:
 
 
 class Broker:
-    def __init__(self, src: Path) -> None:
+    def __init__(self, src: Path, pure_python: bool = False) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="validation-bench-"))
         args = [
             sys.executable, "-m", "odradek", "serve", "--data-dir", str(self.directory),
             "--listen", "127.0.0.1:0",
         ]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(src), "PYTHONUNBUFFERED": "1"}
+        if pure_python:
+            env["ODRADEK_PURE_PYTHON"] = "1"
         self.process = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
         )
@@ -190,7 +200,7 @@ class Broker:
 
 
 def measure(codec: str, config: str, src: Path, batch: bytes, args: argparse.Namespace) -> Run:
-    broker = Broker(src)
+    broker = Broker(src, pure_python=config == "after-py")
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         topic = "raw"
@@ -235,12 +245,15 @@ def before_src(args: argparse.Namespace) -> tuple[Path, Path | None]:
 def ceiling(args: argparse.Namespace) -> None:
     before, made = before_src(args)
     configs = {"before": before, "after": SRC}
+    if args.interpreted:
+        configs["after-py"] = SRC
     runs: list[Run] = []
     try:
         for round_ in range(args.rounds):
             for codec in args.codecs.split(","):
                 batch = text_batch(codec, args.batch_records, args.record_size)
-                names = list(configs) if round_ % 2 == 0 else list(reversed(configs))
+                names = list(configs)
+                names = names[round_ % len(names) :] + names[: round_ % len(names)]
                 for name in names:
                     run = measure(codec, name, configs[name], batch, args)
                     runs.append(run)
@@ -284,6 +297,12 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=16)
     parser.add_argument("--before-src", type=Path, help="ceiling: src without record validation")
     parser.add_argument("--before-commit", help="ceiling: a commit whose src is 'before'")
+    parser.add_argument(
+        "--interpreted",
+        action="store_true",
+        help="ceiling: a third configuration, 'after-py', with the scan forced to Python "
+        "(ODRADEK_PURE_PYTHON=1), where record_scan is compiled",
+    )
     args = parser.parse_args()
     if args.what == "micro":
         micro(args)

@@ -25,9 +25,13 @@ varint/varlong are zigzag-encoded base-128 varints, least significant group firs
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import NamedTuple
 
 import crc32c
@@ -127,28 +131,8 @@ def _write_varint(out: bytearray, value: int) -> None:
 
 # -- checking ----------------------------------------------------------------------------------
 #
-# A leader checks the framing of every record it accepts, as Kafka's LogValidator does by reading
-# each record (DefaultRecord.readFrom): a batch whose records do not parse would break every
-# reader later. The check below reads the records section in place, building no object per
-# record: each field is a one- or two-byte varint in all but odd records, so those are read inline
-# (one-byte zigzag values from a table), and anything longer through _varint.
-
-# One-byte zigzag varints, decoded.
-_ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))
-# How far a one-byte length of a key, value or header value moves the reader: past the varint
-# and the bytes it announces; -1 (null) announces none. Kafka's reader takes any negative length
-# for null, but other readers (librdkafka, this project's own) refuse one below -1, so such a
-# length moves the reader out of any record, and the record is refused.
-_NOWHERE = 1 << 62
-_SKIP = tuple(
-    _NOWHERE if b & 1 and b != 1 else 1 + max((b >> 1) ^ -(b & 1), 0) for b in range(0x80)
-)
-# The first byte of a two-byte non-negative zigzag varint, as the value's low six bits.
-_LOW_SEVEN = tuple((b & 0x7F) >> 1 for b in range(0x100))
-# A record takes at least 7 bytes: its length, attributes, and five one-byte varints (timestamp
-# delta, offset delta, key length, value length, header count).
-MIN_RECORD_SIZE = 7
-_MAX_LONG = 2**63 - 1
+# The framing check itself is odradek.protocol.record_scan, compiled by mypyc where it could be
+# built; _scanner() picks the compiled module unless its source is newer (an edit not yet built).
 
 
 class InvalidRecords(RecordDecodeError):
@@ -167,161 +151,42 @@ class RecordsCheck(NamedTuple):
     offsets_in_order: bool
 
 
-def _varint(buf: Bytes, position: int, max_bytes: int) -> tuple[int, int]:
-    """The zigzag varint of at most ``max_bytes`` bytes at ``position``, and the position after
-    it (5 bytes for Kafka's int32 fields, 10 for its varlongs)."""
-    raw = 0
-    shift = 0
-    end = position + max_bytes
-    while position < end:
-        b = buf[position]
-        position += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
-        shift += 7
-    raise InvalidRecords(f"varint longer than {max_bytes} bytes")
+def _scanner() -> ModuleType:
+    """record_scan compiled, if it was built from the source beside it; else that source.
+
+    ``ODRADEK_PURE_PYTHON=1`` takes the source regardless (for tests comparing the two)."""
+    from odradek.protocol import record_scan
+
+    compiled = record_scan.__file__ or ""
+    if compiled.endswith(".py"):
+        return record_scan
+    source = Path(compiled).with_name("record_scan.py")
+    # Newer by seconds: edited since the build (an installer writes both within a moment).
+    stale = source.exists() and source.stat().st_mtime > Path(compiled).stat().st_mtime + 2
+    if not stale and os.environ.get("ODRADEK_PURE_PYTHON") != "1":
+        return record_scan
+    spec = importlib.util.spec_from_file_location("odradek.protocol._record_scan_source", source)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def check_records(buf: Bytes, start: int, end: int, count: int) -> RecordsCheck:
+_scan_module = _scanner()
+SCANNER_COMPILED = not (_scan_module.__file__ or "").endswith(".py")
+_scan = _scan_module.scan
+_FramingError: type[ValueError] = _scan_module.FramingError
+
+
+def check_records(buf: bytes, start: int, end: int, count: int) -> RecordsCheck:
     """Check that ``buf[start:end]`` is exactly ``count`` well-framed records, as Kafka's
-    ``DefaultRecord.readFrom`` reads them; raise :class:`InvalidRecords` otherwise.
-
-    Each record's length must fit what remains, its fields (varints of at most 5 bytes, 10 for
-    the timestamp delta; key, value and header values whose length is -1 or fits; a header count
-    of 0 to the bytes left; header keys not null) must take exactly that length, and no byte
-    may follow the last record. One check is stricter than Kafka's reader: a key, value or
-    header value length below -1 is refused, not read as null, since other readers refuse it.
-
-    ``buf`` is best a ``bytes`` or ``bytearray`` (indexing a memoryview is slower). Nothing is
-    allocated per record, and a ``count`` the bytes cannot hold is refused before any is read.
-    """
-    if count < 0 or count > (end - start) // MIN_RECORD_SIZE:
-        raise InvalidRecords(
-            f"record count {count} does not fit the {end - start} bytes of the batch's records"
-        )
-    zigzag = _ZIGZAG
-    skip = _SKIP
-    low = _LOW_SEVEN
-    varint = _varint
-    position = start
-    min_delta = _MAX_LONG
-    max_delta = -_MAX_LONG
-    null_keys = 0
-    in_order = True
+    ``DefaultRecord.readFrom`` reads them (see :func:`odradek.protocol.record_scan.scan`); raise
+    :class:`InvalidRecords` otherwise. ``buf`` must be ``bytes`` (what the compiled scan reads
+    fastest, and all it takes)."""
     try:
-        # ``expected``: the zigzag form of the offset delta the record should carry.
-        for expected in range(0, 2 * count, 2):
-            b = buf[position]
-            if b < 0x80:
-                length = zigzag[b]
-                position += 1
-            else:
-                c = buf[position + 1]
-                if c < 0x80 and not b & 1:
-                    length = low[b] + (c << 6)
-                    position += 2
-                else:
-                    length, position = varint(buf, position, 5)
-            record_end = position + length
-            if length < 6 or record_end > end:  # MIN_RECORD_SIZE less the length itself
-                raise InvalidRecords(
-                    f"record length {length} does not fit the {end - position} bytes left"
-                )
-            # attributes (unused), then the timestamp delta
-            b = buf[position + 1]
-            if b < 0x80:
-                delta = zigzag[b]
-                position += 2
-            else:
-                delta, position = varint(buf, position + 1, 10)
-            if delta > max_delta:
-                max_delta = delta
-            if delta < min_delta:
-                min_delta = delta
-            b = buf[position]
-            if b < 0x80:
-                position += 1
-                if b != expected:
-                    in_order = False
-            else:
-                c = buf[position + 1]
-                if c < 0x80:
-                    position += 2
-                    if (b & 0x7F) | (c << 7) != expected:
-                        in_order = False
-                else:
-                    offset_delta, position = varint(buf, position, 5)
-                    if offset_delta != expected >> 1:
-                        in_order = False
-            # key
-            b = buf[position]
-            if b < 0x80:
-                if b == 1:
-                    null_keys += 1
-                position += skip[b]
-            else:
-                size, position = varint(buf, position, 5)
-                if size >= 0:
-                    position += size
-                elif size == -1:
-                    null_keys += 1
-                else:
-                    raise InvalidRecords(f"record key length {size} is below -1")
-            # value
-            b = buf[position]
-            if b < 0x80:
-                position += skip[b]
-            else:
-                c = buf[position + 1]
-                if c < 0x80 and not b & 1:
-                    position += 2 + low[b] + (c << 6)
-                else:
-                    size, position = varint(buf, position, 5)
-                    if size >= 0:
-                        position += size
-                    elif size != -1:
-                        raise InvalidRecords(f"record value length {size} is below -1")
-            # headers
-            b = buf[position]
-            if b:
-                if b < 0x80 and not b & 1:
-                    headers = b >> 1
-                    position += 1
-                else:
-                    headers, position = varint(buf, position, 5)
-                    if headers < 0:
-                        raise InvalidRecords(f"record header count {headers} is negative")
-                if headers > record_end - position:
-                    raise InvalidRecords(
-                        f"record header count {headers} is more than the record's bytes left"
-                    )
-                for _ in range(headers):
-                    size, position = varint(buf, position, 5)
-                    if size < 0:
-                        raise InvalidRecords(f"record header key length {size} is negative")
-                    position += size
-                    size, position = varint(buf, position, 5)
-                    if size >= 0:
-                        position += size
-                    elif size != -1:
-                        raise InvalidRecords(f"record header value length {size} is below -1")
-                    if position > record_end:
-                        break
-            else:
-                position += 1
-            if position != record_end:
-                raise InvalidRecords(
-                    f"record length {length} disagrees with its fields, which take "
-                    f"{position - record_end + length}"
-                )
-    except IndexError:
-        raise InvalidRecords(
-            f"the batch's records end inside a record (record count {count})"
-        ) from None
-    if position != end:
-        raise InvalidRecords(f"{end - position} bytes follow the {count} records of the batch")
-    return RecordsCheck(min_delta, max_delta, null_keys, in_order)
+        return RecordsCheck(*_scan(buf, start, end, count))
+    except _FramingError as e:
+        raise InvalidRecords(str(e)) from None
 
 
 # -- decoding ----------------------------------------------------------------------------------

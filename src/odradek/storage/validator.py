@@ -155,12 +155,13 @@ def _check(
     payload = memoryview(buffer)[start : header.position + header.size]
     try:
         if header.compression == compression.NONE:
-            # A copy to read from: indexing bytes is faster than indexing a view, by more than
-            # the copy costs.
             section = bytes(payload)
-            return _in_range(check_records(section, 0, len(section), header.record_count), header)
-        records, size = compression.decompress_bounded(header.compression, payload, limit)
-        return _in_range(check_records(records, 0, size, header.record_count), header)
+        else:
+            records, size = compression.decompress_bounded(header.compression, payload, limit)
+            section = bytes(memoryview(records)[:size])
+        # A copy to read from: the scan reads bytes (compiled, it takes nothing else), and reads
+        # them faster than a view, by more than the copy costs.
+        return _in_range(check_records(section, 0, len(section), header.record_count), header)
     except compression.DecompressedTooLarge as e:
         raise RecordsRejected(
             ErrorCode.message_too_large,
