@@ -4,8 +4,9 @@ A produced record set is validated by its batch headers and CRCs, then every rec
 batch is read, as Kafka reads them before appending: a compressed batch is decompressed (at most
 :func:`decompressed_limit` bytes) and the records' framing checked (lengths, varints, header
 counts, the batch's record count against the records present, no trailing bytes; see
-:func:`odradek.protocol.records.check_records`). The batch is still stored as the bytes that came:
-the check reads them, it builds nothing per record. What the client gets, as Kafka answers:
+:func:`odradek.protocol.records.check_records`, compiled by mypyc where it was built). The batch
+is still stored as the bytes that came: the check reads a transient copy of its records and
+builds nothing per record. What the client gets, as Kafka answers:
 
 - CORRUPT_MESSAGE: a CRC that does not match, a batch that ends early, a compressed payload its
   codec cannot decode (Kafka 3.x lets the codec's exception through as UNKNOWN_SERVER_ERROR; the
@@ -13,6 +14,8 @@ the check reads them, it builds nothing per record. What the client gets, as Kaf
 - INVALID_RECORD: records whose framing Kafka's ``DefaultRecord.readFrom`` refuses, a record
   count that disagrees with the records or the last offset delta, control batches, an idempotent
   batch without a base sequence, and keyless records on a compacted topic (by record index);
+  also, stricter than Kafka, a key, value or header value length below -1 (Kafka reads it as
+  null; librdkafka and this project's readers refuse it) and a timestamp past 64 bits;
 - MESSAGE_TOO_LARGE: a batch over ``max.message.bytes``, or records inflating past the limit;
 - INVALID_TIMESTAMP: a record's CreateTime outside the topic's bounds of the broker's clock
   (``message.timestamp.before/after.max.ms``), by record index.
