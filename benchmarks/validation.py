@@ -202,7 +202,7 @@ class Broker:
 def measure(codec: str, config: str, src: Path, batch: bytes, args: argparse.Namespace) -> Run:
     broker = Broker(src, pure_python=config == "after-py")
     try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
         topic = "raw"
         admin.create_topics([NewTopic(topic, args.connections, 1)])[topic].result(30)
         time.sleep(1)  # the topic's partitions open
