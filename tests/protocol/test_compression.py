@@ -124,3 +124,62 @@ def test_unknown_codec_raises() -> None:
         with pytest.raises(CompressionError):
             decompress(codec, b"x")
     assert issubclass(CompressionError, ValueError)
+
+
+# -- bounded decompression (bytes from the network) ---------------------------------------------
+
+
+def bounded(codec: int, data: bytes, limit: int) -> bytes:
+    buffer, size = c.decompress_bounded(codec, data, limit)
+    return bytes(buffer[:size])
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("data", SAMPLES, ids=lambda d: f"{len(d)}B")
+def test_bounded_round_trip(codec: int, data: bytes) -> None:
+    packed = compress(codec, data)
+    assert bounded(codec, packed, len(data)) == data  # exactly at the limit
+    assert bounded(codec, packed, 1 << 30) == data
+    assert bounded(c.SNAPPY, _xerial(data, 1000), len(data)) == data
+
+
+@given(codec=st.sampled_from(CODECS), data=st.binary(max_size=3000))
+def test_bounded_round_trip_any_bytes(codec: int, data: bytes) -> None:
+    assert bounded(codec, compress(codec, data), len(data)) == data
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_bomb_is_refused_without_inflating_it(codec: int) -> None:
+    """16 MiB of zeros packs into a few KB (gzip, lz4, zstd) to a few hundred KB (snappy); a
+    1 MiB limit refuses it having written little more than the limit."""
+    bomb = compress(codec, bytes(16 << 20))
+    with pytest.raises(c.DecompressedTooLarge):
+        c.decompress_bounded(codec, bomb, 1 << 20)
+    with pytest.raises(c.DecompressedTooLarge):
+        c.decompress_bounded(c.SNAPPY, _xerial(bytes(16 << 20), 1 << 20), 1 << 20)
+    buffer, _ = c.decompress_bounded(codec, compress(codec, b"small"), 1 << 20)
+    assert len(buffer) <= 8 << 20  # the reused buffer did not keep the bomb's size
+
+
+def test_a_snappy_claim_beyond_what_its_bytes_can_hold_is_corrupt() -> None:
+    # the varint preamble says 2^31 bytes; 10 bytes of snappy cannot say that much
+    with pytest.raises(CompressionError) as caught:
+        c.decompress_bounded(c.SNAPPY, b"\x80\x80\x80\x80\x08abcde", 1 << 40)
+    assert not isinstance(caught.value, c.DecompressedTooLarge)
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+@pytest.mark.parametrize("garbage", [b"garbage, not compressed at all", b"\xff" * 40])
+def test_bounded_garbage_raises(codec: int, garbage: bytes) -> None:
+    with pytest.raises(CompressionError) as caught:
+        c.decompress_bounded(codec, garbage, 1 << 20)
+    assert not isinstance(caught.value, c.DecompressedTooLarge)
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_bounded_truncated_raises(codec: int) -> None:
+    packed = compress(codec, bytes(range(256)) * 100)
+    with pytest.raises(CompressionError):
+        c.decompress_bounded(codec, packed[: len(packed) // 2], 1 << 20)
+    with pytest.raises(CompressionError):
+        c.decompress_bounded(codec, packed + b"trailing junk", 1 << 20)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode
@@ -12,8 +14,8 @@ from odradek.protocol.record_batch import (
     set_max_timestamp,
     validate_batches,
 )
-from odradek.protocol.records import NewRecord, decode_batch, encode_batch
-from odradek.storage import LogConfig
+from odradek.protocol.records import Header, NewRecord, batch_around, decode_batch, encode_batch
+from odradek.storage import LogConfig, validator
 from odradek.storage.validator import RecordsRejected, validate_for_leader
 
 NOW = 1_700_000_000_000
@@ -116,3 +118,240 @@ def test_a_batch_without_any_timestamp_is_left_as_it_came() -> None:
     valid = validate_for_leader(data, LogConfig(), NOW, "t-0")
     assert valid.buffer == data
     assert [h.max_timestamp for h in valid.headers] == [NO_TIMESTAMP]
+
+
+# -- every record read before the append (Kafka's LogValidator) ---------------------------------
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def varint(n: int) -> bytes:
+    raw = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while raw >= 0x80:
+        out.append(raw & 0x7F | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def record(
+    offset_delta: int = 0,
+    value: bytes = b"v",
+    *,
+    key_length: int = -1,
+    key_bytes: int | None = None,
+    timestamp_delta: int = 0,
+    extra: bytes = b"",
+    length_change: int = 0,
+) -> bytes:
+    """One record as DefaultRecord writes it; ``key_bytes`` of key follow its ``key_length``
+    (as many as it says, by default), ``extra`` goes after the header count and
+    ``length_change`` makes the length prefix lie."""
+    body = b"\x00" + varint(timestamp_delta) + varint(offset_delta) + varint(key_length)
+    body += (
+        b"k" * (max(key_length, 0) if key_bytes is None else key_bytes)
+        + varint(len(value))
+        + value
+        + varint(0)
+        + extra
+    )
+    return varint(len(body) + length_change) + body
+
+
+def framed(section: bytes, count: int, codec: str = "none", *, compress: bool = True) -> bytes:
+    """A batch with a valid CRC around ``section`` claiming ``count`` records, ``section``
+    packed with ``codec`` (or, with ``compress=False``, taken as the packed payload as it is)."""
+    codec_bits = compression.codec_id(codec)
+    payload = compression.compress(codec_bits, section) if compress else section
+    return batch_around(payload, count, NOW, NOW, attributes=codec_bits)
+
+
+def records(count: int) -> bytes:
+    return b"".join(record(i) for i in range(count))
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_valid_batch_of_each_codec_is_stored_as_it_came(codec: str) -> None:
+    data = bytearray(framed(records(50), 50, codec))
+    view = memoryview(data)
+    valid = validate_for_leader(view, LogConfig(), NOW, "t-0")
+    assert valid.buffer is view
+    assert bytes(valid.buffer) == bytes(framed(records(50), 50, codec))
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+@pytest.mark.parametrize(
+    "payload", [b"garbage, not compressed at all", bytes(range(256)), b"\xff" * 64]
+)
+def test_a_valid_crc_around_a_garbage_payload_is_corrupt_message(
+    codec: str, payload: bytes
+) -> None:
+    error = rejected(framed(payload, 1, codec, compress=False), LogConfig())
+    assert error.code == ErrorCode.corrupt_message
+    assert "t-0" in error.message
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_a_truncated_compressed_payload_is_corrupt_message(codec: str) -> None:
+    packed = compression.compress(compression.codec_id(codec), records(100))
+    error = rejected(framed(packed[: len(packed) // 2], 100, codec, compress=False), LogConfig())
+    assert error.code == ErrorCode.corrupt_message
+
+
+def test_an_unknown_codec_is_corrupt_message() -> None:
+    data = batch_around(records(1), 1, NOW, NOW, attributes=5)
+    assert rejected(data, LogConfig()).code == ErrorCode.corrupt_message
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize(
+    ("section", "count"),
+    [
+        (records(3), 4),  # fewer records than the count
+        (records(4), 3),  # more: bytes left over after the count
+        (records(3) + b"\x00", 3),  # a trailing byte
+        (records(2) + record(2)[:-3], 3),  # the last record cut short
+        (record(0, length_change=1), 1),  # a length past the end
+        (record(0, length_change=-1), 1),  # a length shorter than the fields
+        (record(0, extra=b"\x00"), 1),  # fields shorter than the length
+        (record(0, key_length=1 << 30, key_bytes=3), 1),  # a key past the record
+        (record(0, value=b"")[:-1] + varint(0x7FFFFFFF), 1),  # a header count past the record
+        (record(0)[:-1] + varint(-2), 1),  # a negative header count
+        (record(0)[:-1] + varint(1) + varint(-5) + varint(-1), 1),  # a negative header key length
+        (b"\xff\xff\xff\xff\xff\x01" + bytes(20), 1),  # a varint past 5 bytes
+        (varint(0x7FFFFFFF) + bytes(10), 1),  # a huge record length
+        (bytes(7), 0x7FFFFFFF),  # a huge record count
+    ],
+    ids=[
+        "too-few",
+        "too-many",
+        "trailing-byte",
+        "truncated-record",
+        "length-past-end",
+        "length-short",
+        "fields-short",
+        "huge-key",
+        "huge-header-count",
+        "negative-header-count",
+        "negative-header-key",
+        "long-varint",
+        "huge-length",
+        "huge-count",
+    ],
+)
+def test_broken_framing_is_invalid_record(codec: str, section: bytes, count: int) -> None:
+    error = rejected(framed(section, count, codec), LogConfig())
+    assert error.code == ErrorCode.invalid_record, error.message
+
+
+@pytest.mark.parametrize("length", [-2, -7, -100_000])
+def test_a_length_below_minus_one_is_invalid_record(length: int) -> None:
+    """Kafka's reader takes it for null; librdkafka's and this project's refuse it, so the log
+    must not hold it."""
+    key = record(0, key_length=length)
+    value = record(0)[:-3] + varint(length) + varint(0)
+    header = record(0)[:-1] + varint(1) + varint(1) + b"h" + varint(length)
+    for section in (key, value, header):
+        fixed = varint(len(section) - 1) + section[1:]  # the length prefix made to match
+        assert rejected(framed(fixed, 1), LogConfig()).code == ErrorCode.invalid_record
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_records_that_inflate_past_the_limit_are_message_too_large(
+    codec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(validator, "DECOMPRESSION_FACTOR", 1)
+    config = LogConfig()  # the limit: 1 x max.message.bytes (at least 1 MiB)
+    big = record(0, value=bytes(2 << 20))
+    assert rejected(framed(big, 1, codec), config).code == ErrorCode.message_too_large
+    assert validate_for_leader(framed(record(0, bytes(1000)), 1, codec), config, NOW, "t-0")
+
+
+def test_an_idempotent_batch_needs_a_base_sequence() -> None:
+    data = encode_batch([NewRecord(None, b"v")], now_ms=NOW, producer_id=7, producer_epoch=0)
+    assert rejected(data, LogConfig()).code == ErrorCode.invalid_record
+    good = encode_batch(
+        [NewRecord(None, b"v")], now_ms=NOW, producer_id=7, producer_epoch=0, base_sequence=0
+    )
+    assert validate_for_leader(good, LogConfig(), NOW, "t-0").headers
+
+
+def test_max_timestamp_is_taken_from_the_records_where_the_header_lies() -> None:
+    data = bytearray(batch(b"a", timestamp=NOW))
+    (header,) = iter_headers(data)
+    set_max_timestamp(data, header, NOW + 999_999)
+    valid = validate_for_leader(data, LogConfig(), NOW, "t-0")
+    assert [h.max_timestamp for h in valid.headers] == [NOW]
+    assert validate_batches(valid.buffer, 1 << 20)  # its CRC made to match
+
+
+def test_every_records_timestamp_is_held_to_the_bounds_not_only_the_greatest() -> None:
+    stamps = [NOW, NOW - 10_000, NOW - 1, NOW - 20_000]
+    data = encode_batch([NewRecord(None, b"v", timestamp=t) for t in stamps], now_ms=NOW)
+    error = rejected(data, LogConfig(timestamp_before_max_ms=5000))
+    assert error.code == ErrorCode.invalid_timestamp
+    assert [i for i, _ in error.record_errors] == [1, 3]
+    assert validate_for_leader(data, LogConfig(timestamp_before_max_ms=20_000), NOW, "t-0")
+
+
+@pytest.mark.parametrize("delta", [1 << 64, -(1 << 64), (1 << 63) - NOW])
+def test_a_timestamp_delta_past_64_bits_is_invalid_record(delta: int) -> None:
+    section = record(0, timestamp_delta=delta)
+    assert rejected(framed(section, 1), LogConfig()).code == ErrorCode.invalid_record
+
+
+def test_a_compressed_batch_with_offset_deltas_out_of_order_is_renumbered() -> None:
+    section = record(0, b"a") + record(0, b"b") + record(5, b"c")
+    data = framed(section, 3, "zstd")
+    valid = validate_for_leader(data, LogConfig(), NOW, "t-0")
+    assert [h.compression for h in valid.headers] == [compression.codec_id("zstd")]
+    decoded = decode_batch(bytes(valid.buffer))
+    assert [(r.offset, r.value) for r in decoded] == [(0, b"a"), (1, b"b"), (2, b"c")]
+    # uncompressed, Kafka leaves the deltas as they came
+    plain = framed(section, 3)
+    assert bytes(validate_for_leader(plain, LogConfig(), NOW, "t-0").buffer) == plain
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.none() | st.binary(max_size=80),
+            st.none() | st.binary(max_size=300),
+            st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=3),
+            st.integers(-(10**9), 10**9),
+        ),
+        min_size=1,
+        max_size=80,
+    ),
+    st.sampled_from(CODECS),
+)
+def test_what_any_client_writes_is_accepted(
+    items: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]], codec: str
+) -> None:
+    data = encode_batch(
+        [NewRecord(k, v, [Header(hk, hv) for hk, hv in hs], NOW + t) for k, v, hs, t in items],
+        now_ms=NOW,
+        compression=compression.codec_id(codec),
+    )
+    valid = validate_for_leader(data, LogConfig(), NOW, "t-0")
+    assert [h.max_timestamp for h in valid.headers] == [NOW + max(t for *_, t in items)]
+
+
+@settings(max_examples=100)
+@given(st.data())
+def test_a_mutated_batch_is_refused_with_kafkas_codes_or_reads_back(data: st.DataObject) -> None:
+    """Bytes flipped under a valid CRC: refused with one of Kafka's codes, never a crash; and a
+    set that is accepted decodes."""
+    codec = data.draw(st.sampled_from(["none", "gzip"]))
+    section = bytearray(b"".join(record(i, b"x" * (i * 7 % 90)) for i in range(12)))
+    for _ in range(data.draw(st.integers(1, 4))):
+        section[data.draw(st.integers(0, len(section) - 1))] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, 3))
+    batch_bytes = framed(bytes(section[: len(section) - cut]), 12, codec)
+    try:
+        valid = validate_for_leader(batch_bytes, LogConfig(), NOW, "t-0")
+    except RecordsRejected as e:
+        assert e.code in (ErrorCode.invalid_record, ErrorCode.corrupt_message)
+        return
+    decode_batch(bytes(valid.buffer))

@@ -285,16 +285,20 @@ def raw_load(
     total_records: int | None = None,
     acks: int = 1,
     timeout_ms: int = 30_000,
+    batch: bytes | None = None,
 ) -> RawLoadResult:
     """Load ``topic`` over ``connections`` pipelined connections, for ``duration_s`` or until
     ``total_records`` are acknowledged (rounded up to whole batches). Partitions are shared out
-    among the connections, each connection going to its partitions' leader."""
+    among the connections, each connection going to its partitions' leader. ``batch``: a
+    prebuilt batch of ``batch_records`` records of ``record_size`` bytes to send instead of
+    :func:`make_batch`'s (a compressed one, say)."""
     if acks not in (1, -1):
         raise ValueError("raw load needs acks=1 or acks=-1: it counts acknowledged records")
     layout = topic_layout(bootstrap, topic)
     if layout is None:
         raise RuntimeError(f"topic {topic} has no leader for every partition")
-    batch = make_batch(record_size, batch_records)
+    if batch is None:
+        batch = make_batch(record_size, batch_records)
     plans = _plan_connections(layout, connections, topic, batch, acks, timeout_ms)
     budgets: list[int | None] = [None] * len(plans)
     if total_records is not None:

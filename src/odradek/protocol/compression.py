@@ -17,11 +17,17 @@ writes raw snappy, which every client reads.
 
 Pure functions on bytes, backed by ``cramjam``. Mapping a topic's ``compression.type`` values
 ``producer`` and ``uncompressed`` onto these ids is the caller's business.
+
+:func:`decompress_bounded` is for bytes from the network: it never writes more than a given
+limit, so a small batch that claims (or inflates to) gigabytes costs no more memory than the
+limit, and it decompresses into a buffer each thread reuses, so a produce path that validates
+every compressed batch does not allocate one per batch.
 """
 
 from __future__ import annotations
 
 import struct
+import threading
 
 import cramjam
 
@@ -51,6 +57,10 @@ Bytes = bytes | bytearray | memoryview
 
 class CompressionError(ValueError):
     """Data that the codec cannot decode, or a codec id Kafka does not define."""
+
+
+class DecompressedTooLarge(CompressionError):
+    """Data that decompresses to more than the limit it was given."""
 
 
 def codec_id(name: str) -> int:
@@ -122,3 +132,130 @@ def _xerial_decompress(data: memoryview) -> bytes:
         out += cramjam.snappy.decompress_raw(data[position : position + length])
         position += length
     return bytes(out)
+
+
+# -- bounded decompression ---------------------------------------------------------------------
+
+# The reused buffer starts at this size and is kept between calls up to _SCRATCH_KEEP; a batch
+# that inflates beyond that gets a buffer of its own, dropped afterwards.
+_SCRATCH_START = 256 * 1024
+_SCRATCH_KEEP = 8 * 1024 * 1024
+# What cramjam's streaming decoders (gzip, lz4 frame, zstd) say when the output buffer is full,
+# as opposed to when the input is not valid.
+_OUTPUT_FULL = "failed to write whole buffer"
+
+
+class _Scratch(threading.local):
+    buffer: bytearray | None = None
+
+
+_scratch = _Scratch()
+
+
+def decompress_bounded(codec: int, data: Bytes, limit: int) -> tuple[bytearray, int]:
+    """The bytes ``data`` holds compressed with ``codec``, at most ``limit`` of them: the answer
+    ``(buffer, size)`` has them in ``buffer[:size]``.
+
+    Raises :class:`DecompressedTooLarge` past the limit (having written no more than ``limit + 1``
+    bytes) and :class:`CompressionError` for data the codec cannot decode. ``buffer`` is one this
+    thread reuses: read it before the next call on the same thread.
+
+    Snappy says its decompressed size up front, so it is checked before anything is allocated;
+    the stream codecs are decompressed into a buffer that grows (4x at a time, to ``limit + 1``)
+    only while the output keeps filling it.
+    """
+    if codec == NONE:
+        if len(data) > limit:
+            raise DecompressedTooLarge(f"{len(data)} bytes are over the limit of {limit}")
+        return bytearray(data), len(data)
+    try:
+        if codec == SNAPPY:
+            if bytes(data[: len(XERIAL_MAGIC)]) == XERIAL_MAGIC:
+                return _xerial_bounded(memoryview(data), limit)
+            size = _snappy_claim(data)
+            if size > limit:
+                raise DecompressedTooLarge(
+                    f"snappy data claims {size} bytes, over the limit of {limit}"
+                )
+            buffer = _buffer(size)
+            return buffer, int(cramjam.snappy.decompress_raw_into(data, memoryview(buffer)[:size]))
+        if codec == GZIP:
+            into = cramjam.gzip.decompress_into
+        elif codec == LZ4:
+            into = cramjam.lz4.decompress_into
+        elif codec == ZSTD:
+            into = cramjam.zstd.decompress_into
+        else:
+            raise CompressionError(f"unknown compression codec id {codec}")
+        size = min(limit + 1, max(_SCRATCH_START, 8 * len(data)))
+        while True:
+            buffer = _buffer(size)
+            try:
+                written = int(into(data, memoryview(buffer)[:size]))
+            except cramjam.DecompressionError as e:
+                if _OUTPUT_FULL not in str(e):
+                    raise
+                written = size
+            if written > limit:
+                raise DecompressedTooLarge(
+                    f"{codec_name(codec)} data inflates past the limit of {limit} bytes"
+                )
+            if written < size:
+                return buffer, written
+            # Full: the data may be exactly this long or longer; only a bigger buffer can tell.
+            size = min(limit + 1, size * 4)
+    except cramjam.DecompressionError as e:
+        raise CompressionError(f"invalid {codec_name(codec)} data: {e}") from e
+
+
+def _buffer(size: int) -> bytearray:
+    """A buffer of at least ``size`` bytes: this thread's reused one where it is big enough."""
+    buffer = _scratch.buffer
+    if buffer is not None and len(buffer) >= size:
+        return buffer
+    buffer = bytearray(max(size, _SCRATCH_START))
+    if len(buffer) <= _SCRATCH_KEEP:
+        _scratch.buffer = buffer
+    return buffer
+
+
+# Snappy's densest element, a copy of 64 bytes, takes 3 bytes: no data inflates further.
+_SNAPPY_MAX_RATIO = 22
+
+
+def _snappy_claim(data: Bytes) -> int:
+    """The decompressed size raw snappy ``data`` announces, if it could be true."""
+    size = int(cramjam.snappy.decompress_raw_len(data))
+    if size > _SNAPPY_MAX_RATIO * len(data) + 64:
+        raise CompressionError(f"snappy data of {len(data)} bytes claims {size} bytes")
+    return size
+
+
+def _xerial_bounded(data: memoryview, limit: int) -> tuple[bytearray, int]:
+    if len(data) < _XERIAL_HEADER_SIZE:
+        raise CompressionError("xerial snappy stream ends inside its header")
+    blocks: list[tuple[int, int, int]] = []  # (start, end, decompressed size)
+    total = 0
+    position = _XERIAL_HEADER_SIZE
+    end = len(data)
+    while position < end:
+        if end - position < 4:
+            raise CompressionError("xerial snappy stream ends inside a block length")
+        (length,) = _BLOCK_LENGTH.unpack_from(data, position)
+        position += 4
+        if length < 0 or position + length > end:
+            raise CompressionError(f"xerial snappy block length {length} overruns the stream")
+        size = _snappy_claim(data[position : position + length])
+        total += size
+        if total > limit:
+            raise DecompressedTooLarge(f"snappy data claims over the limit of {limit} bytes")
+        blocks.append((position, position + length, size))
+        position += length
+    buffer = _buffer(total)
+    view = memoryview(buffer)
+    written = 0
+    for start, stop, size in blocks:
+        if cramjam.snappy.decompress_raw_into(data[start:stop], view[written:]) != size:
+            raise CompressionError("xerial snappy block is shorter than it claims")
+        written += size
+    return buffer, written

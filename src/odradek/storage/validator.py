@@ -1,13 +1,30 @@
 """What a leader accepts into its log: the checks and rewrites of Kafka's ``LogValidator``.
 
-A produced record set is validated by its batch headers and CRCs (records stay undecoded),
-except where the topic's policy needs more: a compacted topic refuses keyless records, so only
-there records are scanned; a topic with its own ``compression.type`` has its batches rewritten in
-that codec; ``message.timestamp.type=LogAppendTime`` stamps the broker's time later, in the append,
-and ``CreateTime`` timestamps must fall within the topic's bounds of the broker's clock. A batch
-whose header leaves maxTimestamp unset (-1) although its records have timestamps (sarama before
-1.23 writes them so) gets it from its records, as Kafka's LogValidator sets maxTimestamp from
-the records it validates: time lookups, time indexes and retention read the header.
+A produced record set is validated by its batch headers and CRCs, then every record of every
+batch is read, as Kafka reads them before appending: a compressed batch is decompressed (at most
+:func:`decompressed_limit` bytes) and the records' framing checked (lengths, varints, header
+counts, the batch's record count against the records present, no trailing bytes; see
+:func:`odradek.protocol.records.check_records`, compiled by mypyc where it was built). The batch
+is still stored as the bytes that came: the check reads a transient copy of its records and
+builds nothing per record. What the client gets, as Kafka answers:
+
+- CORRUPT_MESSAGE: a CRC that does not match, a batch that ends early, a compressed payload its
+  codec cannot decode (Kafka 3.x lets the codec's exception through as UNKNOWN_SERVER_ERROR; the
+  damaged-bytes answer is the useful one, and the one a CRC failure gets);
+- INVALID_RECORD: records whose framing Kafka's ``DefaultRecord.readFrom`` refuses, a record
+  count that disagrees with the records or the last offset delta, control batches, an idempotent
+  batch without a base sequence, and keyless records on a compacted topic (by record index);
+  also, stricter than Kafka, a key, value or header value length below -1 (Kafka reads it as
+  null; librdkafka and this project's readers refuse it) and a timestamp past 64 bits;
+- MESSAGE_TOO_LARGE: a batch over ``max.message.bytes``, or records inflating past the limit;
+- INVALID_TIMESTAMP: a record's CreateTime outside the topic's bounds of the broker's clock
+  (``message.timestamp.before/after.max.ms``), by record index.
+
+As Kafka does, the header's maxTimestamp is set from the records' timestamps when it disagrees
+(sarama before 1.23 leaves it -1; time lookups, time indexes and retention read the header), and a
+compressed batch whose offset deltas do not run 0, 1, 2, ... is rebuilt with ones that do. A
+topic with its own ``compression.type`` has its batches rewritten in that codec, and
+``message.timestamp.type=LogAppendTime`` stamps the broker's time later, in the append.
 
 Pure functions on bytes and a :class:`~odradek.storage.log.LogConfig`: no I/O, any thread.
 A follower's appends do not come here; they hold the leader's batches as the leader stored them.
@@ -17,9 +34,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import (
     CONTROL_BIT,
+    HEADER_SIZE,
     NO_TIMESTAMP,
     BatchHeader,
     InvalidBatch,
@@ -28,7 +47,23 @@ from odradek.protocol.record_batch import (
     validate_batches,
     with_compression,
 )
+from odradek.protocol.records import (
+    InvalidRecords,
+    NewRecord,
+    RecordDecodeError,
+    RecordsCheck,
+    check_records,
+    decode_batch,
+    encode_batch,
+)
 from odradek.storage.log import LogConfig
+
+NO_PRODUCER_ID = -1
+# How far a batch's records may inflate, as a multiple of max.message.bytes (at least 1 MiB).
+# Kafka streams a compressed batch through its codec and sets no limit; here the records are
+# decompressed whole before they are read, so the limit bounds the memory one batch can take
+# while leaving room for the ratios real data reaches (JSON, logs: 5-20x; zeros: far more).
+DECOMPRESSION_FACTOR = 64
 
 _BATCH_ERRORS = {
     "corrupt_message": ErrorCode.corrupt_message,
@@ -80,40 +115,173 @@ def validate_for_leader(
         if header.attributes & CONTROL_BIT:
             # Markers are the transaction coordinator's to write (WriteTxnMarkers), as in Kafka.
             raise RecordsRejected(ErrorCode.invalid_record, "clients may not write control batches")
-    if config.compact:
+        if header.producer_id != NO_PRODUCER_ID and header.base_sequence < 0:
+            raise RecordsRejected(
+                ErrorCode.invalid_record,
+                f"invalid sequence number {header.base_sequence} in a record batch with "
+                f"producer id {header.producer_id} in {name}",
+            )
+    limit = decompressed_limit(config)
+    checks = [_check(buffer, header, limit, name) for header in headers]
+    if config.compact and any(check.null_keys for check in checks):
         _refuse_keyless(buffer, headers, name)
+    if any(not c.offsets_in_order and h.compression for h, c in zip(headers, checks, strict=True)):
+        buffer = _renumber(buffer, headers, checks, now_ms)
+        headers = list(iter_headers(buffer))
+        checks = [_check(buffer, header, limit, name) for header in headers]
     target = config.compression
     if target is not None and any(h.compression != target for h in headers):
         buffer = _recompress(buffer, headers, target)
         headers = list(iter_headers(buffer))
     if config.log_append_time:
         return ValidatedRecords(buffer, headers, now_ms)
-    for header in headers:
-        if header.max_timestamp == NO_TIMESTAMP and header.base_timestamp != NO_TIMESTAMP:
-            _set_max_timestamps(buffer, headers)
-            headers = list(iter_headers(buffer))
-            break
-    too_new, too_old = config.timestamp_after_max_ms, config.timestamp_before_max_ms
-    for header in headers:
-        ts = header.max_timestamp
-        if ts - now_ms > too_new or now_ms - ts > too_old:
-            raise RecordsRejected(
-                ErrorCode.invalid_timestamp,
-                f"timestamp {ts} is out of range of the broker's time {now_ms}",
-            )
+    _check_timestamps(buffer, headers, checks, config, now_ms, name)
+    if any(
+        not h.is_log_append_time and h.max_timestamp != h.base_timestamp + c.max_timestamp_delta
+        for h, c in zip(headers, checks, strict=True)
+    ):
+        _set_max_timestamps(buffer, headers, checks)
+        headers = list(iter_headers(buffer))
     return ValidatedRecords(buffer, headers, None)
 
 
-def _set_max_timestamps(buffer: bytearray | memoryview, headers: list[BatchHeader]) -> None:
-    """Give each batch lacking it the maxTimestamp of its records (rare: off the hot path)."""
-    from odradek.protocol.records import RecordDecodeError, max_record_timestamp
+def decompressed_limit(config: LogConfig) -> int:
+    """The most bytes a batch's records may take once decompressed (MESSAGE_TOO_LARGE past it)."""
+    return DECOMPRESSION_FACTOR * max(config.max_message_bytes, 1 << 20)
 
-    for header in headers:
-        if header.max_timestamp == NO_TIMESTAMP and header.base_timestamp != NO_TIMESTAMP:
-            try:
-                set_max_timestamp(buffer, header, max_record_timestamp(buffer, header))
-            except RecordDecodeError as e:
-                raise RecordsRejected(ErrorCode.corrupt_message, str(e)) from e
+
+def _check(
+    buffer: bytearray | memoryview, header: BatchHeader, limit: int, name: str
+) -> RecordsCheck:
+    """Read every record of the batch at ``header`` (decompressed, if it is) for its framing."""
+    start = header.position + HEADER_SIZE
+    payload = memoryview(buffer)[start : header.position + header.size]
+    try:
+        if header.compression == compression.NONE:
+            section = bytes(payload)
+        else:
+            records, size = compression.decompress_bounded(header.compression, payload, limit)
+            section = bytes(memoryview(records)[:size])
+        # A copy to read from: the scan reads bytes (compiled, it takes nothing else), and reads
+        # them faster than a view, by more than the copy costs.
+        return _in_range(check_records(section, 0, len(section), header.record_count), header)
+    except compression.DecompressedTooLarge as e:
+        raise RecordsRejected(
+            ErrorCode.message_too_large,
+            f"the records of a batch to {name} take more than {limit} bytes decompressed: {e}",
+        ) from e
+    except compression.CompressionError as e:
+        raise RecordsRejected(
+            ErrorCode.corrupt_message, f"cannot decompress a record batch to {name}: {e}"
+        ) from e
+    except InvalidRecords as e:
+        raise RecordsRejected(
+            ErrorCode.invalid_record, f"invalid record in a batch to {name}: {e}"
+        ) from e
+
+
+def _in_range(check: RecordsCheck, header: BatchHeader) -> RecordsCheck:
+    """The records' timestamps must be int64s (a varlong delta can say more), as the header's
+    maxTimestamp will hold one of them."""
+    low = header.base_timestamp + check.min_timestamp_delta
+    high = header.base_timestamp + check.max_timestamp_delta
+    if low < -(1 << 63) or high >= 1 << 63:
+        raise InvalidRecords(f"record timestamps [{low}, {high}] are not 64-bit integers")
+    return check
+
+
+def _check_timestamps(
+    buffer: bytearray | memoryview,
+    headers: list[BatchHeader],
+    checks: list[RecordsCheck],
+    config: LogConfig,
+    now_ms: int,
+    name: str,
+) -> None:
+    """CreateTime timestamps must lie within the topic's bounds of the broker's clock: every
+    record's (Kafka's ``validateTimestamp``), told by the batch's least and greatest."""
+    too_new, too_old = config.timestamp_after_max_ms, config.timestamp_before_max_ms
+    for header, check in zip(headers, checks, strict=True):
+        if header.is_log_append_time:
+            low = high = header.max_timestamp
+        else:
+            low = header.base_timestamp + check.min_timestamp_delta
+            high = header.base_timestamp + check.max_timestamp_delta
+        if (high - now_ms > too_new and high != NO_TIMESTAMP) or (
+            now_ms - low > too_old and low != NO_TIMESTAMP
+        ):
+            message = (
+                f"a record's timestamp is out of range [{now_ms - too_old}, {now_ms + too_new}] "
+                f"of the broker's time in {name}"
+            )
+            raise RecordsRejected(
+                ErrorCode.invalid_timestamp,
+                message,
+                _late_or_early(buffer, header, message, config, now_ms),
+            )
+
+
+def _late_or_early(
+    buffer: bytearray | memoryview,
+    header: BatchHeader,
+    message: str,
+    config: LogConfig,
+    now_ms: int,
+) -> list[tuple[int, str]]:
+    """The indexes of the records out of bounds, for Produce's record errors (rare: decodes)."""
+    too_new, too_old = config.timestamp_after_max_ms, config.timestamp_before_max_ms
+    try:
+        records = decode_batch(memoryview(buffer)[header.position : header.position + header.size])
+    except RecordDecodeError:
+        return []
+    return [
+        (i, message)
+        for i, r in enumerate(records)
+        if r.timestamp != NO_TIMESTAMP
+        and (r.timestamp - now_ms > too_new or now_ms - r.timestamp > too_old)
+    ]
+
+
+def _set_max_timestamps(
+    buffer: bytearray | memoryview, headers: list[BatchHeader], checks: list[RecordsCheck]
+) -> None:
+    """Give each batch the maxTimestamp of its records where its header says otherwise (rare:
+    every client but old sarama writes it right)."""
+    for header, check in zip(headers, checks, strict=True):
+        greatest = header.base_timestamp + check.max_timestamp_delta
+        if not header.is_log_append_time and header.max_timestamp != greatest:
+            set_max_timestamp(buffer, header, greatest)
+
+
+def _renumber(
+    buffer: bytearray | memoryview,
+    headers: list[BatchHeader],
+    checks: list[RecordsCheck],
+    now_ms: int,
+) -> bytearray:
+    """Rebuild compressed batches whose offset deltas do not run 0, 1, 2, ...: Kafka rewrites
+    such a batch rather than refusing it (rare: every current client numbers them so)."""
+    out = bytearray()
+    for header, check in zip(headers, checks, strict=True):
+        batch = memoryview(buffer)[header.position : header.position + header.size]
+        if check.offsets_in_order or not header.compression:
+            out += batch
+            continue
+        try:
+            records = decode_batch(batch)
+        except RecordDecodeError as e:
+            raise RecordsRejected(ErrorCode.invalid_record, str(e)) from e
+        out += encode_batch(
+            [NewRecord(r.key, r.value, r.headers, r.timestamp) for r in records],
+            compression=header.compression,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            partition_leader_epoch=header.partition_leader_epoch,
+            transactional=header.is_transactional,
+            now_ms=now_ms,
+        )
+    return out
 
 
 def _recompress(
@@ -128,7 +296,7 @@ def _recompress(
 
 def _refuse_keyless(buffer: bytearray | memoryview, headers: list[BatchHeader], name: str) -> None:
     """On a compacted log every record needs a key: the cleaner keeps records by key."""
-    from odradek.protocol.records import RecordDecodeError, records_section, scan_records
+    from odradek.protocol.records import records_section, scan_records
 
     for header in headers:
         try:
