@@ -24,6 +24,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
+from odradek.protocol.bounds import MalformedRequest, message_check
+
 E = TypeVar("E")
 
 _REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
@@ -33,6 +35,9 @@ _INT32 = struct.Struct(">i")
 # kio resolves a schema by importing its module path on every call: a cost on each request.
 load_request_schema = cache(_load_request_schema)
 load_response_schema = cache(_load_response_schema)
+
+
+__all__ = ["MalformedRequest"]  # re-exported: the protocol layer's one "cannot parse" error
 
 
 class UnsupportedRequest(Exception):
@@ -56,14 +61,17 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
 def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, RequestPayload]:
     """Parse a whole request frame (without its length prefix).
 
-    Raises :class:`UnsupportedRequest` when kio has no schema for the key and version, and
-    ``ValueError``-like errors from kio when the body is malformed.
+    Raises :class:`UnsupportedRequest` when kio has no schema for the key and version,
+    :class:`MalformedRequest` when a length or count does not fit the frame (checked before kio
+    reads it: see :mod:`odradek.protocol.bounds`), and ``ValueError``-like errors from kio when
+    the body is otherwise malformed.
     """
     api_key, api_version, _ = peek_header(frame)
     try:
         schema = load_request_schema(api_key, api_version)
     except Exception as e:  # kio's UnknownAPIKey / UnknownEntity
         raise UnsupportedRequest(f"API key {api_key} version {api_version}") from e
+    message_check(schema)(frame)
     header, size = entity_reader(schema.__header_schema__)(frame, 0)
     body, _ = entity_reader(schema)(frame, size)
     return (
@@ -106,6 +114,7 @@ def encode_request(header: RequestHeader, request: RequestPayload) -> bytes:
 def decode_response(schema: type[E], frame: bytes | memoryview) -> tuple[int, E]:
     """Correlation id and body of a response frame (without its length prefix)."""
     header_schema = typing.cast(Any, schema).__header_schema__
+    message_check(schema)(frame)
     header, size = entity_reader(header_schema)(frame, 0)
     body, _ = entity_reader(typing.cast(Any, schema))(frame, size)
     return int(header.correlation_id), typing.cast(E, body)
