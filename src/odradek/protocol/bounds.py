@@ -46,7 +46,7 @@ from kio.serial._introspect import (
 )
 
 Buffer = bytes | bytearray | memoryview
-Check = Callable[[Buffer, int], int]
+Check = Callable[[Buffer], int]
 
 _FIXED_SIZES = {
     "bool": 1,
@@ -95,7 +95,8 @@ _NAMESPACE: dict[str, Any] = {
 
 
 def _fields(entity: type) -> tuple[list[dataclasses.Field[Any]], list[dataclasses.Field[Any]]]:
-    plain, tagged = [], []
+    plain: list[dataclasses.Field[Any]] = []
+    tagged: list[dataclasses.Field[Any]] = []
     for f in dataclasses.fields(entity):
         (plain if get_field_tag(f) is None else tagged).append(f)
     return plain, tagged
@@ -325,15 +326,15 @@ def _compile(name: str, header: type, body: type) -> Check:
     exec(compile(source, f"<bounds check of {name}>", "exec"), namespace)
     walk: Callable[[Buffer, int, int], int] = namespace[name]
 
-    def check(frame: Buffer, offset: int = 0) -> int:
+    def check(frame: Buffer) -> int:
         view = frame
         if isinstance(view, memoryview) and view.format != "B":
             view = view.cast("B")
         end = len(view)
         try:
-            position = walk(view, offset, end)
+            position = walk(view, 0, end)
         except (IndexError, struct.error):
-            raise MalformedRequest(f"{name}: the frame of {end} bytes ends inside a field") from None
+            raise MalformedRequest(f"{name}: a field runs past the frame's {end} bytes") from None
         if position > end:
             raise MalformedRequest(f"{name}: fields claim {position} bytes of a {end}-byte frame")
         return position
@@ -347,5 +348,6 @@ def message_check(schema: type) -> Check:
     """The check of a whole frame (header and body, without the length prefix) of a kio request
     or response ``schema``: returns the position where kio's read of it will end, or raises
     :class:`MalformedRequest`."""
-    header = getattr(schema, "__header_schema__")
-    return _compile(f"check_{schema.__name__}_v{getattr(schema, '__version__')}", header, body=schema)
+    entity: Any = schema
+    name = f"check_{entity.__name__}_v{entity.__version__}"
+    return _compile(name, entity.__header_schema__, entity)

@@ -114,7 +114,7 @@ def encode_request(header: RequestHeader, request: RequestPayload) -> bytes:
 def decode_response(schema: type[E], frame: bytes | memoryview) -> tuple[int, E]:
     """Correlation id and body of a response frame (without its length prefix)."""
     header_schema = typing.cast(Any, schema).__header_schema__
-    message_check(schema)(frame)
+    message_check(typing.cast(type, schema))(frame)
     header, size = entity_reader(header_schema)(frame, 0)
     body, _ = entity_reader(typing.cast(Any, schema))(frame, size)
     return int(header.correlation_id), typing.cast(E, body)
