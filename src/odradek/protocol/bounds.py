@@ -19,6 +19,9 @@ The walk follows kio exactly, so that kio reads each count at the position check
 - a tagged field's declared size must be the size its value takes (kio reads the value and
   ignores the size; Kafka reads exactly that many bytes);
 - a nullable struct is an int8 marker (-1: null) before its fields;
+- an array may be null only where Kafka's schema allows it (kio reads any array as None when
+  its length says null, and handlers would meet None where Kafka never lets one through: Kafka's
+  generated readers refuse "non-nullable field ... was serialized as null");
 - the request header's ``client_id`` is a non-compact nullable string even in header v2.
 
 Each schema is compiled once into a Python function (source generated here, like kio's own
@@ -30,6 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import types
+import typing
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -158,6 +163,11 @@ def _entity_fixed_size(entity: type, nullable: bool) -> int | None:
     return total
 
 
+def _nullable_array(f: dataclasses.Field[Any]) -> bool:
+    """kio types an array whose Kafka schema has ``nullableVersions`` as ``tuple[...] | None``."""
+    return typing.get_origin(f.type) in (typing.Union, types.UnionType)
+
+
 class _Emitter:
     """Writes the source of one check function."""
 
@@ -247,6 +257,7 @@ class _Emitter:
                 depth,
                 f"{entity.__name__}.{f.name}",
                 flexible,
+                _nullable_array(f),
                 _primitive_min_size(element, flexible),
                 fixed,
                 lambda d: self.primitive(d, element, flexible),
@@ -258,6 +269,7 @@ class _Emitter:
                 depth,
                 f"{entity.__name__}.{f.name}",
                 flexible,
+                _nullable_array(f),
                 _entity_min_size(nested, False),
                 _entity_fixed_size(nested, False),
                 lambda d: self.entity(d, nested, False),
@@ -289,6 +301,7 @@ class _Emitter:
         depth: int,
         what: str,
         flexible: bool,
+        nullable: bool,
         min_size: int,
         fixed: int | None,
         element: Callable[[int], None],
@@ -301,6 +314,10 @@ class _Emitter:
         else:
             self.line(depth, f"{count} = _i32(b, p)[0]")
             self.line(depth, "p += 4")
+        if not nullable:
+            # kio reads any array as None when its length says null; Kafka refuses that
+            self.line(depth, f"if {count} < 0:")
+            self.line(depth + 1, f"raise _Bad('non-nullable field {what} was serialized as null')")
         self.line(depth, f"if {count} > 0:")
         depth += 1
         self.line(depth, f"if {count} * {max(min_size, 1)} > e - p:")

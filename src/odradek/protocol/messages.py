@@ -24,7 +24,9 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
-from odradek.protocol.bounds import MalformedRequest, message_check
+# MalformedRequest is re-exported: the error of every request decoder in the protocol layer
+from odradek.protocol.bounds import MalformedRequest as MalformedRequest
+from odradek.protocol.bounds import message_check
 
 E = TypeVar("E")
 
@@ -35,9 +37,6 @@ _INT32 = struct.Struct(">i")
 # kio resolves a schema by importing its module path on every call: a cost on each request.
 load_request_schema = cache(_load_request_schema)
 load_response_schema = cache(_load_response_schema)
-
-
-__all__ = ["MalformedRequest"]  # re-exported: the protocol layer's one "cannot parse" error
 
 
 class UnsupportedRequest(Exception):
