@@ -37,7 +37,9 @@ from tests.protocol.lying_frames import (
     METADATA_V12,
     header,
 )
+from tests.protocol.null_arrays import NullArray, null_arrays, request_with_null
 
+from odradek.protocol import fetch_request, old_messages, produce_request
 from odradek.protocol.bounds import MalformedRequest, message_check
 from odradek.protocol.messages import (
     RequestHeader,
@@ -246,3 +248,74 @@ def test_every_response_kio_writes_passes(api_key: int, data: st.DataObject) -> 
 
 def test_check_source_is_compiled_once() -> None:
     assert message_check(request_schema(3, 12)) is message_check(request_schema(3, 12))
+
+
+# -- null arrays: refused where Kafka's schema allows none, read as None where it allows one ----
+
+NULL_ARRAYS = null_arrays()
+
+
+@pytest.mark.parametrize("case", NULL_ARRAYS, ids=lambda c: c.id)
+def test_null_array(case: NullArray) -> None:
+    request = request_with_null(request_schema(case.api_key, case.version), case.path)
+    frame = encode_request(RequestHeader(case.api_key, case.version, 3, "null"), request)[4:]
+    if not case.nullable:
+        with pytest.raises(MalformedRequest, match=r"non-nullable field .* serialized as null"):
+            decode_request(frame)
+        return
+    _, decoded = decode_request(frame)
+    for name in case.path[:-1]:
+        decoded = getattr(decoded, name)
+        decoded = decoded[0] if isinstance(decoded, tuple) else decoded
+    assert getattr(decoded, case.path[-1]) is None
+
+
+# -- the hand-written readers check counts the same way ------------------------------------------
+
+HAND_READ = {
+    # Produce v3: transactional id (null), acks, timeout, then the topic count
+    "produce-v3": (
+        produce_request.decode_produce_request,
+        header(0, 3, False) + struct.pack(">hhi", -1, 1, 1000) + struct.pack(">i", 0x7FFFFFFF),
+    ),
+    # Produce v9: compact, with tagged-field sections
+    "produce-v9": (
+        produce_request.decode_produce_request,
+        header(0, 9, True) + b"\x00" + struct.pack(">hi", 1, 1000) + b"\xff\xff\xff\xff\x0f",
+    ),
+    "produce-v9-tags": (
+        produce_request.decode_produce_request,
+        header(0, 9, True)[:-1] + b"\xff\xff\xff\xff\x0f",
+    ),
+    # Fetch v0: replica id, max wait, min bytes, then the topic count
+    "fetch-v0": (
+        fetch_request.decode_fetch_request,
+        header(1, 0, False) + struct.pack(">iiii", -1, 100, 1, 0x7FFFFFFF),
+    ),
+    # Fetch v3, one topic claiming 2^28 partitions of 16 bytes each
+    "fetch-v3-partitions": (
+        fetch_request.decode_fetch_request,
+        header(1, 3, False)
+        + struct.pack(">iiiii", -1, 100, 1, 1 << 20, 1)
+        + b"\x00\x01t"
+        + struct.pack(">i", 1 << 28)
+        + b"\x00" * 64,
+    ),
+    # ListOffsets v0 (old_messages): replica id, then the topic count
+    "list-offsets-v0": (
+        old_messages.decode_old_request,
+        header(2, 0, False) + struct.pack(">ii", -1, 0x7FFFFFFF),
+    ),
+    # DeleteTopics v0: a string array claiming 2^31-1 names
+    "delete-topics-v0": (
+        old_messages.decode_old_request,
+        header(20, 0, False) + struct.pack(">i", 0x7FFFFFFF) + b"\x00\x01a",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HAND_READ))
+def test_hand_written_reader_refuses_a_count_past_the_frame(name: str) -> None:
+    decode, frame = HAND_READ[name]
+    with pytest.raises(MalformedRequest, match="claimed with"):
+        decode(memoryview(frame))
