@@ -144,23 +144,32 @@ def _primitive_min_size(kafka_type: str, flexible: bool) -> int:
 
 
 @cache
-def _entity_fixed_size(entity: type, nullable: bool) -> int | None:
-    """The size every instance takes on the wire, if it has one (no variable-length field)."""
-    if nullable or getattr(entity, "__flexible__", False):
+def _entity_layout(entity: type, nullable: bool) -> tuple[int, tuple[int, ...]] | None:
+    """The size every instance takes on the wire, and the offsets in it of its (and its nested
+    structs') tagged-field sections, when it has one: no variable-length field, no tagged
+    field defined (so each section must be the single byte 0)."""
+    if nullable:
         return None
-    plain, _ = _fields(entity)
+    plain, tagged = _fields(entity)
+    if tagged:
+        return None
     total = 0
+    zeros: list[int] = []
     for f in plain:
         kind = classify_field(f)
         if isinstance(kind, PrimitiveField) and _kafka_type(entity, f) in _FIXED_SIZES:
             total += _FIXED_SIZES[_kafka_type(entity, f)]
         elif isinstance(kind, EntityField) and (
-            size := _entity_fixed_size(kind.type_, is_optional(f))
+            layout := _entity_layout(kind.type_, is_optional(f))
         ):
-            total += size
+            zeros.extend(total + z for z in layout[1])
+            total += layout[0]
         else:
             return None
-    return total
+    if getattr(entity, "__flexible__", False):
+        zeros.append(total)
+        total += 1
+    return total, tuple(zeros)
 
 
 def _nullable_array(f: dataclasses.Field[Any]) -> bool:
@@ -214,12 +223,15 @@ class _Emitter:
             self.flush(depth)
 
     def tagged(self, depth: int, entity: type, tagged: list[dataclasses.Field[Any]]) -> None:
+        if not tagged:
+            # kio knows no tag here: the section must be the one byte 0 (a longer zero varint
+            # would move kio's reading away from this walk's)
+            self.line(depth, f"if b[p + {self.pending}]:" if self.pending else "if b[p]:")
+            self.line(depth + 1, f"raise _Bad('unknown tagged field in {entity.__name__}')")
+            self.pending += 1
+            return
         count = self.name("t")
         self.uvarint(depth, count)
-        if not tagged:
-            self.line(depth, f"if {count}:")
-            self.line(depth + 1, f"raise _Bad('unknown tagged field in {entity.__name__}')")
-            return
         self.line(depth, f"if {count}:")
         depth += 1
         # each tagged field takes at least a tag and a size
@@ -259,7 +271,7 @@ class _Emitter:
                 flexible,
                 _nullable_array(f),
                 _primitive_min_size(element, flexible),
-                fixed,
+                None if fixed is None else (fixed, ()),
                 lambda d: self.primitive(d, element, flexible),
             )
         else:
@@ -271,7 +283,7 @@ class _Emitter:
                 flexible,
                 _nullable_array(f),
                 _entity_min_size(nested, False),
-                _entity_fixed_size(nested, False),
+                _entity_layout(nested, False),
                 lambda d: self.entity(d, nested, False),
             )
 
@@ -303,7 +315,7 @@ class _Emitter:
         flexible: bool,
         nullable: bool,
         min_size: int,
-        fixed: int | None,
+        fixed: tuple[int, tuple[int, ...]] | None,
         element: Callable[[int], None],
     ) -> None:
         self.flush(depth)
@@ -326,7 +338,11 @@ class _Emitter:
             f"raise _Bad(f'{what} claims {{{count}}} elements with {{e - p}} bytes left')",
         )
         if fixed is not None:
-            self.line(depth, f"p += {count} * {fixed}")
+            size, zeros = fixed
+            for zero in zeros:
+                self.line(depth, f"if any(b[p + {zero} : p + {count} * {size} : {size}]):")
+                self.line(depth + 1, f"raise _Bad('unknown tagged field in {what}')")
+            self.line(depth, f"p += {count} * {size}")
             return
         self.line(depth, f"for _ in range({count}):")
         element(depth + 1)
