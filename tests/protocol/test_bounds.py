@@ -319,3 +319,17 @@ def test_hand_written_reader_refuses_a_count_past_the_frame(name: str) -> None:
     decode, frame = HAND_READ[name]
     with pytest.raises(MalformedRequest, match="claimed with"):
         decode(memoryview(frame))
+
+
+def test_a_consumer_assignment_with_a_lying_count_is_unreadable() -> None:
+    """A member's assignment bytes are the group leader's to choose; the admin client (odradek
+    groups describe, the console) reads them with kio."""
+    from odradek.client.admin import decode_assignment
+    from odradek.client.core import ClientError
+
+    # version 3: assigned_partitions claims 2^31-2 topics
+    lying = struct.pack(">hi", 3, 0x7FFFFFFE) + b"\x00" * 8
+    with pytest.raises(ClientError, match="claims 2147483646 elements"):
+        decode_assignment(lying)
+    good = struct.pack(">hi", 3, 1) + b"\x00\x01t" + struct.pack(">ii", 1, 4) + b"\xff\xff\xff\xff"
+    assert decode_assignment(good) == (("t", 4),)

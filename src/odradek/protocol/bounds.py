@@ -52,6 +52,7 @@ from kio.serial._introspect import (
 
 Buffer = bytes | bytearray | memoryview
 Check = Callable[[Buffer], int]
+EntityCheck = Callable[[Buffer, int], int]
 
 _FIXED_SIZES = {
     "bool": 1,
@@ -349,27 +350,27 @@ class _Emitter:
         self.flush(depth + 1)
 
 
-def _compile(name: str, header: type, body: type) -> Check:
+def _compile(name: str, entities: tuple[type, ...]) -> EntityCheck:
     emitter = _Emitter()
-    emitter.entity(1, header, False)
-    emitter.entity(1, body, False)
+    for entity in entities:
+        emitter.entity(1, entity, False)
     emitter.flush(1)
     source = "\n".join([f"def {name}(b, p, e):", *emitter.lines, "    return p", ""])
     namespace = dict(_NAMESPACE)
     exec(compile(source, f"<bounds check of {name}>", "exec"), namespace)
     walk: Callable[[Buffer, int, int], int] = namespace[name]
 
-    def check(frame: Buffer) -> int:
-        view = frame
+    def check(data: Buffer, offset: int = 0) -> int:
+        view = data
         if isinstance(view, memoryview) and view.format != "B":
             view = view.cast("B")
         end = len(view)
         try:
-            position = walk(view, 0, end)
+            position = walk(view, offset, end)
         except (IndexError, struct.error):
-            raise MalformedRequest(f"{name}: a field runs past the frame's {end} bytes") from None
+            raise MalformedRequest(f"{name}: a field runs past the data's {end} bytes") from None
         if position > end:
-            raise MalformedRequest(f"{name}: fields claim {position} bytes of a {end}-byte frame")
+            raise MalformedRequest(f"{name}: fields claim {position} bytes of {end}")
         return position
 
     check.source = source  # type: ignore[attr-defined]
@@ -382,5 +383,15 @@ def message_check(schema: type) -> Check:
     or response ``schema``: returns the position where kio's read of it will end, or raises
     :class:`MalformedRequest`."""
     entity: Any = schema
-    name = f"check_{entity.__name__}_v{entity.__version__}"
-    return _compile(name, entity.__header_schema__, entity)
+    return _compile(
+        f"check_{entity.__name__}_v{entity.__version__}", (entity.__header_schema__, entity)
+    )
+
+
+@cache
+def entity_check(schema: type) -> EntityCheck:
+    """The check of one kio entity (no header) at an offset of some bytes, for what kio reads
+    that is no message: the consumer protocol's subscription and assignment, whose bytes a
+    client chose."""
+    entity: Any = schema
+    return _compile(f"check_{entity.__name__}_v{entity.__version__}", (entity,))
