@@ -37,7 +37,7 @@ import types
 import typing
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 from kio.serial._introspect import (
     EntityField,
@@ -51,8 +51,14 @@ from kio.serial._introspect import (
 )
 
 Buffer = bytes | bytearray | memoryview
-Check = Callable[[Buffer], int]
-EntityCheck = Callable[[Buffer, int], int]
+
+
+class Check(Protocol):
+    """Walks ``data`` from ``offset``; returns where kio's read will end, or raises
+    :class:`MalformedRequest`."""
+
+    def __call__(self, data: Buffer, offset: int = 0, /) -> int: ...
+
 
 _FIXED_SIZES = {
     "bool": 1,
@@ -350,7 +356,7 @@ class _Emitter:
         self.flush(depth + 1)
 
 
-def _compile(name: str, entities: tuple[type, ...]) -> EntityCheck:
+def _compile(name: str, entities: tuple[type, ...]) -> Check:
     emitter = _Emitter()
     for entity in entities:
         emitter.entity(1, entity, False)
@@ -360,7 +366,7 @@ def _compile(name: str, entities: tuple[type, ...]) -> EntityCheck:
     exec(compile(source, f"<bounds check of {name}>", "exec"), namespace)
     walk: Callable[[Buffer, int, int], int] = namespace[name]
 
-    def check(data: Buffer, offset: int = 0) -> int:
+    def check(data: Buffer, offset: int = 0, /) -> int:
         view = data
         if isinstance(view, memoryview) and view.format != "B":
             view = view.cast("B")
@@ -389,7 +395,7 @@ def message_check(schema: type) -> Check:
 
 
 @cache
-def entity_check(schema: type) -> EntityCheck:
+def entity_check(schema: type) -> Check:
     """The check of one kio entity (no header) at an offset of some bytes, for what kio reads
     that is no message: the consumer protocol's subscription and assignment, whose bytes a
     client chose."""
