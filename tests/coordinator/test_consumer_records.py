@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from odradek.coordinator import consumer_records as crec
+from odradek.coordinator import records as rec
 
 TOPIC = uuid.UUID("00000000-0000-0000-0000-000000000001")
 
@@ -48,3 +51,10 @@ def test_round_trips_and_unknown_tags_are_skipped() -> None:
     member = crec.encode_value(values[1])
     tagged = member[:-1] + b"\x01\x00\x03abc"
     assert crec.decode_value(crec.CONSUMER_GROUP_MEMBER_METADATA_KEY, tagged) == values[1]
+
+
+def test_a_count_past_the_value_bytes_is_refused() -> None:
+    # a member metadata value (kind 5): instance id, rack, client id, host, then topic names
+    data = b"\x00\x00" + b"\x00\x00\x02c\x02h" + b"\xff\xff\xff\xff\x07"
+    with pytest.raises(rec.RecordFormatError, match="elements claimed"):
+        crec.decode_value(crec.CONSUMER_GROUP_MEMBER_METADATA_KEY, data)

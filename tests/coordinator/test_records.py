@@ -169,3 +169,22 @@ def test_group_values_round_trip(
 ) -> None:
     value = rec.GroupValue(protocol_type, generation, protocol, leader, ts, member_values)
     assert rec.decode_group_value(rec.encode_group_value(value)) == value
+
+
+def test_group_value_member_count_past_its_bytes_is_refused() -> None:
+    value = rec.encode_group_value(rec.GroupValue("consumer", 4, None, None, 5, ()))
+    lying = value[:-4] + struct.pack(">i", 0x7FFFFFFF)
+    with pytest.raises(rec.RecordFormatError, match="2147483647 elements"):
+        rec.decode_group_value(lying)
+
+
+def test_tagged_field_count_past_its_bytes_is_refused() -> None:
+    with pytest.raises(rec.RecordFormatError, match="elements claimed"):
+        rec.RecordReader(b"\xff\xff\xff\xff\x07").skip_tags()
+
+
+def test_subscription_with_a_lying_topic_count_is_unreadable() -> None:
+    from odradek.coordinator.group import subscription_topics
+
+    assert subscription_topics(struct.pack(">hi", 0, 0x7FFFFFFF) + b"\x00\x01a") is None
+    assert subscription_topics(struct.pack(">hi", 0, 1) + b"\x00\x01a") == ["a"]

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.coordinator.records import java_string_hash
+from odradek.coordinator.records import RecordFormatError, java_string_hash
 from odradek.coordinator.transactions import (
     TransactionCoordinator,
     TxnAnswer,
@@ -260,6 +260,15 @@ def test_records_round_trip_in_kafkas_layout() -> None:
     assert decode_txn_key(encode_txn_key("tx-é")) == "tx-é"
     # Key version 0 then an int16-length string, as Kafka's TransactionLogKey.
     assert encode_txn_key("ab") == b"\x00\x00\x00\x02ab"
+
+
+def test_a_partition_count_past_the_value_bytes_is_refused() -> None:
+    value = encode_txn_value(TxnValue(42, 3, 60_000, TxnState.EMPTY, frozenset(), 10, 5))
+    # version, producer id, epoch, timeout, state: then the topic count
+    at = 2 + 8 + 2 + 4 + 1
+    lying = value[:at] + b"\x7f\xff\xff\xff" + value[at + 4 :]
+    with pytest.raises(RecordFormatError, match="elements claimed"):
+        decode_txn_value(lying)
 
 
 def test_partition_choice_is_kafkas_utils_abs() -> None:

@@ -38,6 +38,7 @@ from kio.serial import entity_reader
 
 from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError, ConnectionFailed, parse_address
+from odradek.protocol.bounds import entity_check
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -125,6 +126,8 @@ def decode_assignment(data: bytes) -> tuple[TopicPartition, ...]:
     (version,) = struct.unpack_from(">h", data, 0)
     schema = _ASSIGNMENT_VERSIONS[min(max(version, 0), len(_ASSIGNMENT_VERSIONS) - 1)]
     try:
+        # its counts are a client's word: checked before kio reserves room for them
+        entity_check(schema)(data, 2)
         assignment, _ = entity_reader(schema)(data, 2)
     except Exception as e:
         raise ClientError(f"unreadable consumer assignment: {e}") from e

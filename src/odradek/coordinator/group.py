@@ -232,6 +232,8 @@ def subscription_topics(metadata: bytes) -> list[str] | None:
     try:
         (count,) = struct.unpack_from(">i", metadata, 2)
         position = 6
+        if count * 2 > len(metadata) - position:  # each name takes its length at the least
+            return None
         topics = []
         for _ in range(count):
             (length,) = struct.unpack_from(">h", metadata, position)

@@ -281,12 +281,21 @@ class RecordReader:
             raise RecordFormatError("null where a string is required")
         return value
 
+    def bounded(self, count: int) -> int:
+        """``count`` elements to read, each taking a byte at the least: refused when the bytes
+        left cannot hold them, before anything loops over them."""
+        if count > len(self.data) - self.position:
+            raise RecordFormatError(
+                f"{count} elements claimed with {len(self.data) - self.position} bytes left"
+            )
+        return count
+
     def count(self) -> int:
         """A compact array's length (a null array reads as empty)."""
-        return max(self.uvarint() - 1, 0)
+        return self.bounded(max(self.uvarint() - 1, 0))
 
     def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
+        for _ in range(self.bounded(self.uvarint())):
             self.uvarint()
             self._raw(self.uvarint())
 
@@ -332,9 +341,8 @@ def decode_group_value(data: bytes) -> GroupValue:
     protocol = r.nullable_string()
     leader = r.nullable_string()
     state_timestamp = r.int64() if version >= 2 else -1
-    count = r.int32()
     members = []
-    for _ in range(max(count, 0)):
+    for _ in range(r.bounded(max(r.int32(), 0))):
         member_id = r.string()
         instance_id = r.nullable_string() if version >= 3 else None
         client_id = r.string()

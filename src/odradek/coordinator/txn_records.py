@@ -130,7 +130,8 @@ class _Reader(RecordReader):
 
     def length(self) -> int:
         """An array's length (-1 for null)."""
-        return self.uvarint() - 1 if self.flexible else self.int32()
+        length = self.uvarint() - 1 if self.flexible else self.int32()
+        return self.bounded(length) if length > 0 else length
 
     def string(self) -> str:
         return self.required_compact_string() if self.flexible else super().string()

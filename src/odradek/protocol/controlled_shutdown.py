@@ -22,6 +22,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from odradek.protocol.bounds import MalformedRequest
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_response import uvarint
 from odradek.protocol.framing import framed
@@ -42,7 +43,7 @@ _HEADER_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 _NO_TAGS = b"\0"
 
 
-class MalformedControlledShutdown(ValueError):
+class MalformedControlledShutdown(MalformedRequest):
     """Bytes that are not a ControlledShutdown message of the version named."""
 
 

@@ -23,6 +23,7 @@ MAX_BYTES_DEFAULT = 0x7FFFFFFF
 _HEADER_PREFIX_SIZE = 8  # api key, api version, correlation id
 _PARTITION = struct.Struct(">iqi")  # partition, fetch offset, partition max bytes
 _REQUEST = struct.Struct(">iii")  # replica id, max wait ms, min bytes
+_TOPIC_MIN_SIZE = 6  # name length, partition count
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +64,13 @@ def decode_fetch_request(frame: memoryview) -> tuple[RequestHeader, Any]:
     replica_id, max_wait_ms, min_bytes = reader.unpack(_REQUEST)
     max_bytes = reader.int32() if version >= 3 else MAX_BYTES_DEFAULT
     topics = []
-    for _ in range(reader.array_length(False)):
+    for _ in range(reader.array_length(False, _TOPIC_MIN_SIZE)):
         name = reader.nullable_string()
         if name is None:
             raise MalformedProduceRequest("null topic name")
         partitions = tuple(
             FetchPartition(*map(int, reader.unpack(_PARTITION)))
-            for _ in range(reader.array_length(False))
+            for _ in range(reader.array_length(False, _PARTITION.size))
         )
         topics.append(FetchTopic(name, partitions))
     request = OldFetchRequest(

@@ -24,12 +24,14 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
+# MalformedRequest is re-exported: the error of every request decoder in the protocol layer
+from odradek.protocol.bounds import MalformedRequest as MalformedRequest
+from odradek.protocol.bounds import message_check
 from odradek.protocol.framing import fill_size_prefix
 
 E = TypeVar("E")
 
 _REQUEST_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
-_INT32 = struct.Struct(">i")
 
 
 # kio resolves a schema by importing its module path on every call: a cost on each request.
@@ -58,14 +60,17 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
 def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, RequestPayload]:
     """Parse a whole request frame (without its length prefix).
 
-    Raises :class:`UnsupportedRequest` when kio has no schema for the key and version, and
-    ``ValueError``-like errors from kio when the body is malformed.
+    Raises :class:`UnsupportedRequest` when kio has no schema for the key and version,
+    :class:`MalformedRequest` when a length or count does not fit the frame (checked before kio
+    reads it: see :mod:`odradek.protocol.bounds`), and ``ValueError``-like errors from kio when
+    the body is otherwise malformed.
     """
     api_key, api_version, _ = peek_header(frame)
     try:
         schema = load_request_schema(api_key, api_version)
     except Exception as e:  # kio's UnknownAPIKey / UnknownEntity
         raise UnsupportedRequest(f"API key {api_key} version {api_version}") from e
+    message_check(schema)(frame)
     header, size = entity_reader(schema.__header_schema__)(frame, 0)
     body, _ = entity_reader(schema)(frame, size)
     return (
@@ -108,6 +113,7 @@ def encode_request(header: RequestHeader, request: RequestPayload) -> bytes:
 def decode_response(schema: type[E], frame: bytes | memoryview) -> tuple[int, E]:
     """Correlation id and body of a response frame (without its length prefix)."""
     header_schema = typing.cast(Any, schema).__header_schema__
+    message_check(typing.cast(type, schema))(frame)
     header, size = entity_reader(header_schema)(frame, 0)
     body, _ = entity_reader(typing.cast(Any, schema))(frame, size)
     return int(header.correlation_id), typing.cast(E, body)

@@ -435,6 +435,10 @@ def _read(reader: _Reader, kind: FieldType) -> Any:
             return None
         if count < 0:
             raise MalformedProduceRequest(f"array length {count} where no null is allowed")
+        if count > reader.end - reader.position:  # every element takes a byte at the least
+            raise MalformedProduceRequest(
+                f"array of {count} elements claimed with {reader.end - reader.position} bytes left"
+            )
         if isinstance(item, list):
             return tuple(_read_struct(reader, item) for _ in range(count))
         return tuple(_read(reader, item) for _ in range(count))

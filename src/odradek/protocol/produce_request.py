@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from odradek.protocol.bounds import MalformedRequest
 from odradek.protocol.messages import RequestHeader, peek_header
 
 API_KEY = 0
@@ -29,8 +30,9 @@ _INT32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 
 
-class MalformedProduceRequest(ValueError):
-    """The frame is not a whole Produce request of the version its header names."""
+class MalformedProduceRequest(MalformedRequest):
+    """The frame is not a whole request of the version its header names (the error of every
+    reader built on this module's :class:`_Reader`, Produce's first)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,14 +118,25 @@ class _Reader:
 
     def skip_tagged_fields(self) -> None:
         # Produce defines no tagged fields in v9-v11; unknown ones are skipped, as Kafka does.
-        for _ in range(self.uvarint()):
+        count = self.uvarint()
+        if count * 2 > self.end - self.position:  # each takes a tag and a size at the least
+            raise MalformedProduceRequest(
+                f"{count} tagged fields claimed with {self.end - self.position} bytes left"
+            )
+        for _ in range(count):
             self.uvarint()
             self.take(self.uvarint())
 
-    def array_length(self, flexible: bool) -> int:
+    def array_length(self, flexible: bool, element_size: int = 1) -> int:
+        """An array's element count, checked against the bytes left (each element takes
+        ``element_size`` bytes at the least) before anyone loops over it, as Kafka checks it."""
         count = self.uvarint() - 1 if flexible else self.int32()
         if count < 0:
             raise MalformedProduceRequest(f"array length {count} where no null is allowed")
+        if count * element_size > self.end - self.position:
+            raise MalformedProduceRequest(
+                f"array of {count} elements claimed with {self.end - self.position} bytes left"
+            )
         return count
 
 

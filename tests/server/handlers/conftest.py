@@ -104,7 +104,10 @@ class HandlerCaller:
         """The response to a request built from ``fields`` (see ``odradek.protocol.messages.
         build``), decoded from the bytes the handler's answer encodes to; None if it sends none
         (Produce with acks=0)."""
-        request = build(request_schema(api_key, version), fields)
+        return self.call_request(api_key, version, build(request_schema(api_key, version), fields))
+
+    def call_request(self, api_key: int, version: int, request: Any) -> Any:
+        """As :meth:`call`, for a request made already (a kio entity of ``version``)."""
         ctx = self.context(api_key, version)
         handler = HANDLERS[api_key]
         assert handler.min_version <= version <= handler.max_version
