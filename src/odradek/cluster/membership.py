@@ -40,11 +40,11 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.metadata_store import MetadataStoreError
-from odradek.cluster.zookeeper import CONTROLLER_EPOCH_PATH, ZooKeeperSession
+from odradek.cluster.zookeeper import BROKER_IDS_PATH, CONTROLLER_EPOCH_PATH, ZooKeeperSession
 
 log = logging.getLogger(__name__)
 
-BROKER_IDS_PATH = "/brokers/ids"
+__all__ = ["BROKER_IDS_PATH", "BrokerMembership", "BrokerRegistration", "MembershipChange"]
 CONTROLLER_PATH = "/controller"
 REGISTRATION_VERSION = 5
 

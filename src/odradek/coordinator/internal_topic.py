@@ -122,6 +122,8 @@ class InternalTopic:
         self.config = config
         self.clock = clock
         self._configs = dict(configs)
+        # The creation in flight: two FindCoordinator requests at once make the topic once.
+        self._creating: asyncio.Future[None] | None = None
 
     @property
     def partitions(self) -> int:
@@ -137,10 +139,16 @@ class InternalTopic:
             self.topics.live_broker_count(),
         )
 
-    def ensure(self) -> None:
+    async def ensure(self) -> None:
+        """Create the topic unless it exists (FindCoordinator does, before anyone appends)."""
         if self.topics.topic(self.name) is not None:
             return
-        self.topics.create_topic(
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.ensure_future(self._create())
+        await asyncio.shield(self._creating)
+
+    async def _create(self) -> None:
+        await self.topics.create_topic(
             self.name,
             self.config.get_int(f"{self.prefix}.num.partitions"),
             self.replication(),
@@ -170,7 +178,6 @@ class InternalTopic:
         """Append ``records`` as one batch to partition ``index`` as its leader; the partition
         and where the batch went. Raises :class:`KafkaError` (UNKNOWN_TOPIC_OR_PARTITION,
         NOT_LEADER_OR_FOLLOWER, RECORD_LIST_TOO_LARGE, KAFKA_STORAGE_ERROR, …)."""
-        self.ensure()
         target = self.partition(index)
         if target is None:
             raise KafkaError(

@@ -118,7 +118,7 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Response:
                     described.append(_missing(name, ErrorCode.topic_authorization_failed))
                     continue
                 try:
-                    topic = topics.create_topic(name)
+                    topic = await topics.create_topic(name)
                 except KafkaError as e:
                     described.append(_missing(name, e.code))
                     continue
