@@ -340,6 +340,8 @@ class ZooKeeperSession:
         )
 
         def attempt() -> T:
+            if self._closing.is_set():
+                raise ZooKeeperUnreachableError("the ZooKeeper session is closed")
             if not self.client.connected:
                 raise ConnectionLoss("not connected to ZooKeeper")
             return fn(*args, **kwargs)
@@ -1102,7 +1104,8 @@ class ZooKeeperMetadataStore:
         try:
             read = self._read_for(change)
         except Exception as e:
-            log.warning("could not read the metadata change %s: %r", change, e)
+            if self._loop is not None:  # else: closed meanwhile, and nobody is told
+                log.warning("could not read the metadata change %s: %r", change, e)
             return
         loop = self._loop
         if loop is not None and not loop.is_closed():
