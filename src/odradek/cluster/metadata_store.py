@@ -23,10 +23,11 @@ load: every partition is then assigned to this node.
 It is rewritten whole (temp file, fsync, rename) on every change, so a crash leaves the old or the
 new state, never a mix.
 
-Threads: both engines are called from the broker's event loop and answer with awaitables; what
-waits for a disk or a server runs off the loop. The local store changes its state on the loop
-and hands the file write to a thread of its own (one, so that writes land in order); the
-awaited call returns once the file is written.
+Threads: both engines are called from the broker's event loop and answer with coroutines. The
+ZooKeeper engine's wait for ZooKeeper happens off the loop. The local store's coroutines never
+suspend (``answers_at_once``): each change rewrites a file of a few kilobytes before it returns,
+as a single broker always did, so callers that cannot await (a coordinator's first write, a
+producer id) may complete them at once with :func:`result_now`.
 """
 
 from __future__ import annotations
@@ -35,11 +36,10 @@ import asyncio
 import base64
 import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from odradek.security.acl import (
     AccessControlEntry,
@@ -52,6 +52,8 @@ from odradek.security.acl import (
     zk_name,
 )
 from odradek.storage.fileio import write_file_atomically
+
+T = TypeVar("T")
 
 FILE_NAME = "odradek-metadata.json"
 FORMAT_VERSION = 2
@@ -128,6 +130,12 @@ class MetadataStore(Protocol):
     @property
     def topics(self) -> Mapping[str, TopicMetadata]:
         """The topics as last read (kept current by the store; do not mutate)."""
+        ...
+
+    @property
+    def answers_at_once(self) -> bool:
+        """Whether every coroutine of the store completes without suspending (the local
+        store), so that :func:`result_now` may complete it."""
         ...
 
     async def put(self, topic: TopicMetadata) -> None:
@@ -207,6 +215,23 @@ class MetadataStore(Protocol):
     def close(self) -> None: ...
 
 
+class WouldWaitError(Exception):
+    """:func:`result_now` was given work that must wait (for ZooKeeper): it was not done."""
+
+
+def result_now(work: Coroutine[Any, Any, T]) -> T:
+    """The result of ``work``, a coroutine of a store that ``answers_at_once``, completed here
+    without an event loop's turn; :class:`WouldWaitError` (and ``work`` cancelled) if it
+    would suspend."""
+    try:
+        work.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    work.close()
+    raise WouldWaitError("the metadata store must be awaited")
+
+
 def new_cluster_id() -> str:
     """Kafka's format: a random UUID as 22 URL-safe base64 characters."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -243,8 +268,6 @@ class LocalMetadataStore:
         self._cluster_id = cluster_id or new_cluster_id()
         self.next_producer_id_block = 0
         self._listeners = ChangeListeners()
-        # One thread, so that the whole-file rewrites land in the order they were made.
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metadata-file")
         if self.path.exists():
             self._load()
         else:
@@ -294,12 +317,13 @@ class LocalMetadataStore:
             for a in state.get("acls", [])
         }
 
+    @property
+    def answers_at_once(self) -> bool:
+        return True
+
     async def _save(self) -> None:
-        """Write the state as it is now, off the loop; returns once it is on disk."""
-        data = self._encoded()
-        await asyncio.get_running_loop().run_in_executor(
-            self._writer, write_file_atomically, self.path, data
-        )
+        """Write the state as it is now (at once: see the module doc)."""
+        write_file_atomically(self.path, self._encoded())
 
     def _encoded(self) -> bytes:
         state = {
@@ -443,5 +467,4 @@ class LocalMetadataStore:
         self._listeners.add(loop, listener)
 
     def close(self) -> None:
-        """Every awaited change is on disk; one not awaited yet is finished first."""
-        self._writer.shutdown(wait=True)
+        """Nothing to release: every change is already on disk."""

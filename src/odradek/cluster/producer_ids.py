@@ -3,10 +3,11 @@
 Ids are taken from blocks reserved in the metadata store (Kafka's controller hands out blocks the
 same way), so a restart skips the rest of a block instead of writing on every id.
 
-Reserving a block waits for the store (ZooKeeper in a cluster), so it never happens inside
+Reserving a block in a cluster waits for ZooKeeper, so it never happens inside
 :meth:`ProducerIdManager.next_id`: the next block is reserved in the background once most of the
 current one is used, as Kafka's ``RPCProducerIdManager`` prefetches, and :meth:`ready` awaits a
-block for callers that can wait. Called on the broker's event loop only.
+block for callers that can wait. A store that answers at once (a single broker's) is asked when
+a block runs out. Called on the broker's event loop only.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 
-from odradek.cluster.metadata_store import MetadataStore
+from odradek.cluster.metadata_store import MetadataStore, result_now
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ class ProducerIdManager:
         """Whether an id is at hand within ``timeout_s`` (reserving a block if none is)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        if self._store.answers_at_once:
+            return True
         while self._next >= self._block_end and self._prefetched is None:
             self._reserve()
             assert self._reserving is not None
@@ -51,6 +54,8 @@ class ProducerIdManager:
         """The next id; COORDINATOR_LOAD_IN_PROGRESS (retriable, as Kafka answers) while the
         next block is still being reserved."""
         if self._next >= self._block_end:
+            if self._prefetched is None and self._store.answers_at_once:
+                self._prefetched = result_now(self._store.reserve_producer_ids(BLOCK_SIZE))
             if self._prefetched is None:
                 self._reserve()
                 raise KafkaError(
@@ -61,7 +66,9 @@ class ProducerIdManager:
             self._block_end = self._next + BLOCK_SIZE
         producer_id = self._next
         self._next += 1
-        if self._block_end - self._next < BLOCK_SIZE * (1 - PREFETCH_AT):
+        # A store that answers at once is asked when the block runs out instead.
+        running_low = self._block_end - self._next < BLOCK_SIZE * (1 - PREFETCH_AT)
+        if running_low and not self._store.answers_at_once:
             self._reserve()
         return producer_id
 

@@ -495,6 +495,10 @@ class ZooKeeperMetadataStore:
     def topics(self) -> Mapping[str, TopicMetadata]:
         return self._topics
 
+    @property
+    def answers_at_once(self) -> bool:
+        return False
+
     # -- topics ----------------------------------------------------------------------------------
 
     def _read_topic(self, name: str) -> TopicMetadata | None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from odradek.clock import Clock
+from odradek.cluster.metadata_store import result_now
 from odradek.cluster.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
@@ -147,6 +148,17 @@ class InternalTopic:
             self._creating = asyncio.ensure_future(self._create())
         await asyncio.shield(self._creating)
 
+    def _create_now(self) -> None:
+        """Made by FindCoordinator first, as clients ask. A write before that creates it here
+        when the store answers at once (a single broker); in a cluster it starts the creation
+        (a ZooKeeper write, awaited off this call) and is refused meanwhile, retriably."""
+        if self.topics.store.answers_at_once:
+            result_now(self._create())
+            return
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.ensure_future(self._create())
+        raise KafkaError(ErrorCode.coordinator_not_available, f"{self.name} is being created")
+
     async def _create(self) -> None:
         await self.topics.create_topic(
             self.name,
@@ -178,6 +190,8 @@ class InternalTopic:
         """Append ``records`` as one batch to partition ``index`` as its leader; the partition
         and where the batch went. Raises :class:`KafkaError` (UNKNOWN_TOPIC_OR_PARTITION,
         NOT_LEADER_OR_FOLLOWER, RECORD_LIST_TOO_LARGE, KAFKA_STORAGE_ERROR, …)."""
+        if self.topics.topic(self.name) is None:
+            self._create_now()
         target = self.partition(index)
         if target is None:
             raise KafkaError(
