@@ -422,8 +422,8 @@ class RunningCluster:
         """Start broker ``broker_id`` (again, on its port and data, if it ran before)."""
         overrides = {
             **self.settings,
+            "zookeeper.connect": self.zookeeper_connect,  # a broker's own path to it may differ
             **settings,
-            "zookeeper.connect": self.zookeeper_connect,
             "broker.id": str(broker_id),
         }
         if broker_id in self.racks:

@@ -9,8 +9,9 @@ and the next request sees the outcome.
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 
@@ -30,3 +31,12 @@ async def within_timeout(work: Awaitable[T], timeout_ms: int) -> T:
             ErrorCode.request_timed_out,
             f"not done within the request's timeout of {timeout_ms} ms; it goes on",
         ) from None
+
+
+def request_timeout_ms(request: Any) -> int:
+    """The request's ``timeout`` field (CreateTopics, DeleteTopics, CreatePartitions) in
+    milliseconds; 0 when it has none."""
+    timeout = getattr(request, "timeout", None)
+    if isinstance(timeout, datetime.timedelta):
+        return int(timeout.total_seconds() * 1000)
+    return int(timeout) if isinstance(timeout, int) else 0

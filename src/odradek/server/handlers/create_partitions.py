@@ -7,7 +7,7 @@ from typing import Any
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
-from odradek.server.deadline import within_timeout
+from odradek.server.deadline import request_timeout_ms, within_timeout
 from odradek.server.registry import handles
 
 
@@ -32,7 +32,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Respons
                     assignments,
                     validate_only=bool(request.validate_only),
                 ),
-                int(request.timeout_ms),
+                request_timeout_ms(request),
             )
         except KafkaError as e:
             results.append({"name": item.name, "error_code": e.code, "error_message": e.message})

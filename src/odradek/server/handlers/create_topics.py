@@ -11,7 +11,7 @@ from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits, permits_cluster
 from odradek.server.context import RequestContext, Response
-from odradek.server.deadline import within_timeout
+from odradek.server.deadline import request_timeout_ms, within_timeout
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 from odradek.server.topic_configs import describe_topic_configs
@@ -91,7 +91,7 @@ async def _create(
 async def handle_create_topics(ctx: RequestContext, request: Any) -> Response:
     seen: set[str] = set()
     results: list[Awaitable[dict[str, Any]]] = []
-    timeout_ms = int(getattr(request, "timeout_ms", 0))
+    timeout_ms = request_timeout_ms(request)
     for item in request.topics:
         if item.name in seen:
             results.append(

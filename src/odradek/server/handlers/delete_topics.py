@@ -8,7 +8,7 @@ from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
-from odradek.server.deadline import within_timeout
+from odradek.server.deadline import request_timeout_ms, within_timeout
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 
@@ -42,6 +42,6 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Response:
         targets = [(t.name, t.topic_id) for t in request.topics]
     else:
         targets = [(name, None) for name in request.topic_names]
-    timeout_ms = int(getattr(request, "timeout_ms", 0))
+    timeout_ms = request_timeout_ms(request)
     responses = [await _delete(ctx, name, topic_id, timeout_ms) for name, topic_id in targets]
     return respond(ctx, throttle_time=0, responses=responses)
