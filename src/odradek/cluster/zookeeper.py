@@ -258,8 +258,10 @@ class ZooKeeperSession:
     :meth:`start` waits up to the connection timeout for a server, then fails with
     :class:`ZooKeeperUnreachableError`. When the session expires (kazoo's LOST state: its
     ephemeral znodes are gone), kazoo opens a new one; the hooks given to :meth:`on_new_session`
-    then run on a thread of kazoo's, to register again what the lost session held. Made and
-    closed by the broker (on its loop); :meth:`call` is safe from any thread.
+    then run on a thread of kazoo's, to register again what the lost session held. :meth:`start`
+    and :meth:`close` block (connecting, and joining kazoo's threads): the broker calls them off
+    its loop. :meth:`call` blocks for up to the connection timeout and is safe from any thread
+    but the loop's: the store runs it on its pool.
     """
 
     def __init__(

@@ -5,6 +5,7 @@ alone has a proxy of its own). Under each fault, :class:`~.latency_support.Probe
 (acks=1) and fetch on partitions the fault does not concern; every request must be answered, with
 no error, within its timeout. The latencies are printed (``-s``), never asserted:
 
+- none (ZooKeeper healthy: the numbers to compare with);
 - ZooKeeper frozen (SIGSTOP) for a while;
 - ZooKeeper answering 300 ms late while topics are created and configs altered;
 - a leader cut off from ZooKeeper until its session expires: every request to it gets an answer
@@ -136,6 +137,16 @@ def probe_during(targets: list[tuple[str, str]], fault: Iterator[None], label: s
         report = probe.stop()
     assert_all_answered(report, label)
     return report
+
+
+def test_a_healthy_zookeeper_for_comparison(tmp_path: Path) -> None:
+    with cluster_behind_proxies(tmp_path) as (cluster, _, _):
+        targets = [placed_topic(cluster, [b, *(r for r in (1, 2, 3) if r != b)]) for b in (1, 2)]
+
+        def nothing() -> Iterator[None]:
+            yield
+
+        probe_during(targets, nothing(), "ZooKeeper healthy")
 
 
 def test_a_frozen_zookeeper_delays_no_produce_or_fetch(tmp_path: Path) -> None:
