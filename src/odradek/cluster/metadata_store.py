@@ -63,6 +63,10 @@ class MetadataStoreError(Exception):
     """The metadata store could not do what was asked (other than a version conflict)."""
 
 
+class TopicExistsError(MetadataStoreError):
+    """A topic was to be created, and another writer (another broker) made it first."""
+
+
 class StaleVersionError(MetadataStoreError):
     """A compare-and-set write named a version that is no longer the current one (or asked to
     create what already exists): someone else wrote first. Re-read and decide again."""
@@ -139,7 +143,8 @@ class MetadataStore(Protocol):
         ...
 
     async def put(self, topic: TopicMetadata) -> None:
-        """Create ``topic`` (or replace it, keeping its id)."""
+        """Create ``topic``; :class:`TopicExistsError` if another writer made it first (the
+        local store, the only writer of its file, replaces it)."""
         ...
 
     async def remove(self, name: str) -> None:

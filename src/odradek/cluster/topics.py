@@ -25,7 +25,12 @@ from odradek.cluster.assignment import (
     check_added_assignment,
     check_assignment,
 )
-from odradek.cluster.metadata_store import MetadataStore, MetadataStoreError, TopicMetadata
+from odradek.cluster.metadata_store import (
+    MetadataStore,
+    MetadataStoreError,
+    TopicExistsError,
+    TopicMetadata,
+)
 from odradek.cluster.partition import Partition
 from odradek.cluster.view import ClusterView
 from odradek.config import (
@@ -299,6 +304,10 @@ class TopicManager:
         try:
             with _store_errors():
                 await self.store.put(topic)
+        except KafkaError as e:
+            if isinstance(e.__cause__, TopicExistsError):
+                raise KafkaError(ErrorCode.topic_already_exists, str(e.__cause__)) from None
+            raise
         finally:
             self._creating.discard(name)
         self._topic_configs.pop(name, None)

@@ -87,6 +87,7 @@ from odradek.cluster.metadata_store import (
     MetadataStoreError,
     PartitionState,
     StaleVersionError,
+    TopicExistsError,
     TopicMetadata,
     new_cluster_id,
 )
@@ -558,11 +559,17 @@ class ZooKeeperMetadataStore:
             results: list[object] = tx.commit()
             return results
 
-        # A retry after a create that landed finds the znodes: then it is an update, the same.
         results = self._call(create)
         if any(isinstance(r, NodeExistsError) for r in results):
-            self._call(self.zk.set, config_path, encode_topic_configs(topic.configs))
-            self._call(self.zk.set, topic_path(topic.name), encode_topic(topic))
+            # Ours, if a retry found the create that landed before the connection broke (the
+            # znode holds this very topic, its id included); else another broker's, made
+            # meanwhile (a Metadata request's auto-creation, say), which is never overwritten.
+            try:
+                data, _ = self._call(self.zk.get, topic_path(topic.name))
+            except NoNodeError:
+                data = b""
+            if data != encode_topic(topic):
+                raise TopicExistsError(f"topic {topic.name} already exists")
         elif any(isinstance(r, Exception) for r in results):
             raise MetadataStoreError(f"could not create topic {topic.name}: {results}")
 
