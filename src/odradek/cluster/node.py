@@ -164,8 +164,10 @@ class ClusterNode:
             ),
         )
         self._controller = ControllerRuntime(store, membership, config, self.clock)
-        self._controller.start()
+        # This broker's listener first: the first listener starts the store's watches, whose
+        # first reports (every partition's state) it must not miss.
         store.add_listener(loop, self._metadata_changed)
+        self._controller.start()
         # Registration and the first election: ZooKeeper calls, off the loop.
         await asyncio.to_thread(membership.start, loop, self._membership_changed)
         await view.membership_changed(membership.brokers)
