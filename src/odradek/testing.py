@@ -10,6 +10,8 @@ kafka-python) and asyncio clients alike can use it from the test. The pytest fix
 ``ZooKeeperServer`` runs a real ZooKeeper (Debian's ``zookeeper`` package) as a child process for
 the cluster tests; the fixture ``zookeeper`` shares one per test session and ``zookeeper_connect``
 gives each test a ``zookeeper.connect`` string with a chroot of its own.
+
+A test written ``async def`` runs to completion on an event loop of its own (``asyncio.run``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import inspect
 import os
 import re
 import shutil
@@ -43,6 +46,17 @@ from odradek.server.broker import Broker
 T = TypeVar("T")
 
 _START_TIMEOUT_S = 30
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run an ``async def`` test on a fresh event loop (the store's and the broker's APIs are
+    coroutines); other tests are left to pytest."""
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    names = pyfuncitem._fixtureinfo.argnames
+    asyncio.run(pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names}))
+    return True
 
 
 class RunningBroker:
@@ -211,7 +225,7 @@ def odradek_bootstrap(odradek_broker: RunningBroker) -> str:
 
 
 ZOOKEEPER_SERVER_SH = Path("/usr/share/zookeeper/bin/zkServer.sh")
-_ZOOKEEPER_START_TIMEOUT_S = 60
+ZOOKEEPER_START_TIMEOUT_S = 60
 
 
 def free_port() -> int:
@@ -294,7 +308,7 @@ class ZooKeeperServer:
                     "JMXDISABLE": "true",
                 },
             )
-        deadline = time.monotonic() + _ZOOKEEPER_START_TIMEOUT_S
+        deadline = time.monotonic() + ZOOKEEPER_START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(
@@ -309,7 +323,7 @@ class ZooKeeperServer:
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(
-            f"ZooKeeper did not answer ruok within {_ZOOKEEPER_START_TIMEOUT_S} s:\n"
+            f"ZooKeeper did not answer ruok within {ZOOKEEPER_START_TIMEOUT_S} s:\n"
             + log_path.read_text(errors="replace")[-4000:]
         )
 
@@ -408,8 +422,8 @@ class RunningCluster:
         """Start broker ``broker_id`` (again, on its port and data, if it ran before)."""
         overrides = {
             **self.settings,
+            "zookeeper.connect": self.zookeeper_connect,  # a broker's own path to it may differ
             **settings,
-            "zookeeper.connect": self.zookeeper_connect,
             "broker.id": str(broker_id),
         }
         if broker_id in self.racks:

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from odradek.client.data import TopicPartition
 from odradek.clock import ManualClock
@@ -27,6 +28,8 @@ from odradek.cluster.zookeeper import (
     CONTROLLER_EPOCH_PATH,
     ZooKeeperMetadataStore,
     ZooKeeperSession,
+    decode_partition_state,
+    partition_state_path,
 )
 from odradek.config import BrokerConfig
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -95,22 +98,27 @@ class Cluster:
         return [b for b in self.brokers.values() if b.up and b.runtime.active]
 
     def state(self, topic: str, partition: int) -> PartitionState | None:
-        return self.admin.partition_state(topic, partition)
+        """The state znode, read at once (a blocking read: the tests poll it in conditions)."""
+        try:
+            data, stat = self.admin.zk.get(partition_state_path(topic, partition))
+        except NoNodeError:
+            return None
+        return decode_partition_state(data, stat.version)
 
-    def create(self, topic: str, *replicas: tuple[int, ...], **configs: str) -> None:
+    async def create(self, topic: str, *replicas: tuple[int, ...], **configs: str) -> None:
         props = {k.replace("_", "."): v for k, v in configs.items()}
-        self.admin.put(TopicMetadata(topic, uuid.uuid4(), len(replicas), props, replicas))
+        await self.admin.put(TopicMetadata(topic, uuid.uuid4(), len(replicas), props, replicas))
 
     async def states(self, topic: str, count: int) -> list[PartitionState]:
         """The topic's partition states, once all exist."""
         await until(lambda: all(self.state(topic, p) is not None for p in range(count)))
         return [s for p in range(count) if (s := self.state(topic, p)) is not None]
 
-    def leader_writes_isr(self, topic: str, partition: int, isr: tuple[int, ...]) -> None:
+    async def leader_writes_isr(self, topic: str, partition: int, isr: tuple[int, ...]) -> None:
         """What a ZooKeeper-era leader does on ISR changes: rewrite the state itself, same epoch."""
         current = self.state(topic, partition)
         assert current is not None
-        self.admin.write_partition_state(
+        await self.admin.write_partition_state(
             topic, partition, replace(current, isr=isr), current.version
         )
 
@@ -148,21 +156,21 @@ def test_a_new_topic_gets_its_first_states(zookeeper_connect: str) -> None:
         assert controller.runtime.live_brokers[2].rack == "rack-2"
 
         # Broker 4 never registered: the first live replica leads, the live replicas are the ISR.
-        cluster.create("t", (1, 2, 3), (4, 3, 2))
+        await cluster.create("t", (1, 2, 3), (4, 3, 2))
         assert await cluster.states("t", 2) == [
             PartitionState(1, 0, (1, 2, 3), 1, 0),
             PartitionState(3, 0, (3, 2), 1, 0),
         ]
-        cluster.admin.set_partitions("t", 3, [[2, 1]])
+        await cluster.admin.set_partitions("t", 3, [[2, 1]])
         assert (await cluster.states("t", 3))[2] == PartitionState(2, 0, (2, 1), 1, 0)
 
         # The store deletes the topic's znodes; the controller forgets it, and a new topic of
         # the same name starts afresh.
         state = controller.runtime.controller
         assert state is not None
-        cluster.admin.remove("t")
+        await cluster.admin.remove("t")
         await until(lambda: "t" not in state.topics)
-        cluster.create("t", (2, 3))
+        await cluster.create("t", (2, 3))
         assert await cluster.states("t", 1) == [PartitionState(2, 0, (2, 3), 1, 0)]
         await controller.runtime.idle()
         assert cluster.state("t", 1) is None
@@ -175,7 +183,7 @@ def test_a_dead_brokers_leaderships_move_to_isr_members(zookeeper_connect: str) 
     async def scenario(cluster: Cluster) -> None:
         cluster.start(1, 2, 3)
         await cluster.controller()
-        cluster.create("t", (1, 2, 3), (2, 3, 1))
+        await cluster.create("t", (1, 2, 3), (2, 3, 1))
         await cluster.states("t", 2)
 
         await cluster.crash(2)
@@ -189,14 +197,14 @@ def test_a_new_controller_repairs_what_changed_meanwhile(zookeeper_connect: str)
     async def scenario(cluster: Cluster) -> None:
         cluster.start(1, 2, 3)
         first = await cluster.controller()
-        cluster.create("t", (1, 2), (3, 2))
+        await cluster.create("t", (1, 2), (3, 2))
         await cluster.states("t", 2)
 
         # The controller stops acting (still registered as controller): what happens next
         # waits for the next one.
         await first.runtime.stop()
         await cluster.crash(3)
-        cluster.create("u", (2, 1))
+        await cluster.create("u", (2, 1))
         await cluster.crash(1)
 
         second = await cluster.controller()
@@ -217,7 +225,7 @@ async def preferred_leader_back_in_sync(
     ISR. Broker 2 still does not lead."""
     cluster.start(1, 2, 3, **config)
     controller = await cluster.controller()
-    cluster.create("t", (2, 1, 3))
+    await cluster.create("t", (2, 1, 3))
     await cluster.states("t", 1)
     await cluster.crash(2)
     await until(lambda: cluster.state("t", 0) == PartitionState(1, 1, (1, 3), 1, 1))
@@ -231,7 +239,7 @@ async def preferred_leader_back_in_sync(
     results = await controller.runtime.elect_preferred([tp])
     assert results[tp].error == ErrorCode.preferred_leader_not_available
 
-    cluster.leader_writes_isr("t", 0, (1, 3, 2))
+    await cluster.leader_writes_isr("t", 0, (1, 3, 2))
     state = controller.runtime.controller
     assert state is not None
     await until(lambda: state.state(tp) == PartitionState(1, 1, (1, 3, 2), 1, 2))
@@ -282,9 +290,9 @@ def test_controlled_shutdown_leaves_the_broker_leading_nothing_it_can_hand_over(
     async def scenario(cluster: Cluster) -> None:
         cluster.start(1, 2, 3)
         controller = await cluster.controller()
-        cluster.create("t", (2, 1, 3), (1, 2, 3), (3, 2, 1))
-        cluster.create("pair", (2, 3))
-        cluster.create("solo", (2,))
+        await cluster.create("t", (2, 1, 3), (1, 2, 3), (3, 2, 1))
+        await cluster.create("pair", (2, 3))
+        await cluster.create("solo", (2,))
         await cluster.states("t", 3)
         await cluster.states("pair", 1)
         await cluster.states("solo", 1)
@@ -319,7 +327,7 @@ def test_a_stale_controllers_write_is_refused(
     async def scenario(cluster: Cluster) -> None:
         cluster.start(1, 2)
         controller = await cluster.controller()
-        cluster.create("t", (1, 2))
+        await cluster.create("t", (1, 2))
         await cluster.states("t", 1)
 
         # Another controller's election bumps /controller_epoch (broker 1 has not noticed yet).
@@ -349,9 +357,9 @@ def test_unclean_election_only_when_the_topic_enables_it(zookeeper_connect: str)
     async def scenario(cluster: Cluster) -> None:
         cluster.start(1, 2, 3)
         controller = await cluster.controller()
-        cluster.create("u", (2, 3))
+        await cluster.create("u", (2, 3))
         await cluster.states("u", 1)
-        cluster.leader_writes_isr("u", 0, (2,))  # broker 3 fell behind
+        await cluster.leader_writes_isr("u", 0, (2,))  # broker 3 fell behind
         tp = TopicPartition("u", 0)
         state = controller.runtime.controller
         assert state is not None
@@ -362,7 +370,7 @@ def test_unclean_election_only_when_the_topic_enables_it(zookeeper_connect: str)
         await controller.runtime.idle()
         assert cluster.state("u", 0) == PartitionState(NO_LEADER, 1, (2,), 1, 2)
 
-        cluster.admin.set_configs("u", {"unclean.leader.election.enable": "true"})
+        await cluster.admin.set_configs("u", {"unclean.leader.election.enable": "true"})
         await until(lambda: cluster.state("u", 0) == PartitionState(3, 2, (3,), 1, 3))
 
     run(zookeeper_connect, scenario)

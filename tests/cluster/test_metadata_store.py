@@ -72,15 +72,15 @@ def own(count: int) -> tuple[tuple[int, ...], ...]:
     return ((NODE,),) * count
 
 
-def test_topics_round_trip_and_survive_reopen(engine: Engine) -> None:
+async def test_topics_round_trip_and_survive_reopen(engine: Engine) -> None:
     store = engine.open()
     topic_id = uuid.uuid4()
-    store.put(TopicMetadata("orders", topic_id, 3, {"retention.ms": "1000"}, own(3)))
-    grown = store.set_partitions("orders", 5, [[NODE], [NODE]])
+    await store.put(TopicMetadata("orders", topic_id, 3, {"retention.ms": "1000"}, own(3)))
+    grown = await store.set_partitions("orders", 5, [[NODE], [NODE]])
     assert grown.partitions == 5 and grown.replicas == own(5)
-    store.set_configs("orders", {"cleanup.policy": "compact"})
-    store.put(TopicMetadata("gone", uuid.uuid4(), 1, {}, own(1)))
-    store.remove("gone")
+    await store.set_configs("orders", {"cleanup.policy": "compact"})
+    await store.put(TopicMetadata("gone", uuid.uuid4(), 1, {}, own(1)))
+    await store.remove("gone")
     expected = {
         "orders": TopicMetadata("orders", topic_id, 5, {"cleanup.policy": "compact"}, own(5))
     }
@@ -100,50 +100,54 @@ def test_cluster_id_is_kafka_shaped_and_kept(engine: Engine) -> None:
     assert engine.open().cluster_id == first.cluster_id
 
 
-def test_partition_state_compare_and_set(engine: Engine) -> None:
+async def test_partition_state_compare_and_set(engine: Engine) -> None:
     store = engine.open()
-    store.put(TopicMetadata("t", uuid.uuid4(), 1, {}, own(1)))
-    assert store.partition_state("t", 0) is None
+    await store.put(TopicMetadata("t", uuid.uuid4(), 1, {}, own(1)))
+    assert await store.partition_state("t", 0) is None
 
-    created = store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 1), None)
+    created = await store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 1), None)
     assert created.version == 0
     with pytest.raises(StaleVersionError):
-        store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 1), None)
+        await store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 1), None)
 
-    moved = store.write_partition_state("t", 0, PartitionState(2, 1, (2,), 1), created.version)
+    moved = await store.write_partition_state(
+        "t", 0, PartitionState(2, 1, (2,), 1), created.version
+    )
     assert moved.version == created.version + 1
     with pytest.raises(StaleVersionError):  # written from a stale read
-        store.write_partition_state("t", 0, PartitionState(3, 1, (3,), 1), created.version)
+        await store.write_partition_state("t", 0, PartitionState(3, 1, (3,), 1), created.version)
     with pytest.raises(StaleVersionError):  # no state yet: nothing to compare with
-        store.write_partition_state("t", 1, PartitionState(3, 1, (3,), 1), 0)
+        await store.write_partition_state("t", 1, PartitionState(3, 1, (3,), 1), 0)
 
     store.close()
-    assert engine.open().partition_state("t", 0) == PartitionState(2, 1, (2,), 1, moved.version)
+    assert await engine.open().partition_state("t", 0) == PartitionState(
+        2, 1, (2,), 1, moved.version
+    )
 
 
-def test_producer_id_blocks_never_repeat_across_stores(engine: Engine) -> None:
+async def test_producer_id_blocks_never_repeat_across_stores(engine: Engine) -> None:
     first = engine.open()
-    a = first.reserve_producer_ids(1000)
-    b = first.reserve_producer_ids(1000)
+    a = await first.reserve_producer_ids(1000)
+    b = await first.reserve_producer_ids(1000)
     first.close()
-    c = engine.open().reserve_producer_ids(1000)
+    c = await engine.open().reserve_producer_ids(1000)
     starts = [a, b, c]
     assert starts == sorted(set(starts))
     assert all(y - x >= 1000 for x, y in itertools.pairwise(starts))
 
 
-def test_acls_round_trip_and_survive_reopen(engine: Engine) -> None:
+async def test_acls_round_trip_and_survive_reopen(engine: Engine) -> None:
     store = engine.open()
     orders = ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL)
     fin = ResourcePattern(ResourceType.GROUP, "fin-", PatternType.PREFIXED)
     read = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
     deny = AccessControlEntry("User:bob", "10.0.0.1", AclOperation.WRITE, AclPermissionType.DENY)
-    assert store.change_acls(orders, add=[read, deny]) == {read, deny}
-    store.change_acls(fin, add=[read])
-    assert store.change_acls(orders, remove=[deny]) == {read}
+    assert await store.change_acls(orders, add=[read, deny]) == {read, deny}
+    await store.change_acls(fin, add=[read])
+    assert await store.change_acls(orders, remove=[deny]) == {read}
     gone = ResourcePattern(ResourceType.TOPIC, "gone", PatternType.LITERAL)
-    store.change_acls(gone, add=[read])
-    assert store.change_acls(gone, remove=[read]) == frozenset()
+    await store.change_acls(gone, add=[read])
+    assert await store.change_acls(gone, remove=[read]) == frozenset()
     expected = {orders: frozenset({read}), fin: frozenset({read})}
     assert dict(store.acls) == expected
 
@@ -166,12 +170,11 @@ def test_changes_are_told_on_the_loop(engine: Engine) -> None:
                 got.set()
 
         store.add_listener(loop, listener)
-        await asyncio.sleep(0)  # the ZooKeeper store starts watching on the loop
-        store.put(TopicMetadata("t", uuid.uuid4(), 1, {}, own(1)))
+        await store.put(TopicMetadata("t", uuid.uuid4(), 1, {}, own(1)))
         await _until(lambda: any(c.topic == "t" for c, _ in seen))
-        store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 0), None)
+        await store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 0), None)
         await asyncio.wait_for(got.wait(), 10)
-        store.change_acls(
+        await store.change_acls(
             ResourcePattern(ResourceType.TOPIC, "t", PatternType.LITERAL),
             add=[AccessControlEntry("User:a", "*", AclOperation.READ, AclPermissionType.ALLOW)],
         )
@@ -179,7 +182,9 @@ def test_changes_are_told_on_the_loop(engine: Engine) -> None:
         return seen
 
     seen = asyncio.run(scenario())
-    assert MetadataChange("partition_state", "t", 0) in [c for c, _ in seen]
+    # A partition-state change carries the state as the store saw it: nobody reads it again.
+    written = PartitionState(NODE, 0, (NODE,), 0, 0)
+    assert MetadataChange("partition_state", "t", 0, written) in [c for c, _ in seen]
     assert all(on_loop for _, on_loop in seen)
 
 
@@ -193,16 +198,16 @@ async def _until(condition: Callable[[], bool], timeout: float = 10) -> None:
 # -- the local store's file --------------------------------------------------------------------
 
 
-def test_file_is_replaced_whole(tmp_path: Path) -> None:
+async def test_file_is_replaced_whole(tmp_path: Path) -> None:
     store = LocalMetadataStore(tmp_path)
-    store.put(TopicMetadata("a", uuid.uuid4(), 1))
+    await store.put(TopicMetadata("a", uuid.uuid4(), 1))
     state = json.loads((tmp_path / FILE_NAME).read_text())
     assert list(state["topics"]) == ["a"]
     assert state["version"] == 2
     assert not (tmp_path / (FILE_NAME + ".tmp")).exists()
 
 
-def test_version_1_files_load_with_every_partition_on_this_node(tmp_path: Path) -> None:
+async def test_version_1_files_load_with_every_partition_on_this_node(tmp_path: Path) -> None:
     topic_id = uuid.uuid4()
     (tmp_path / FILE_NAME).write_text(
         json.dumps(
@@ -216,15 +221,15 @@ def test_version_1_files_load_with_every_partition_on_this_node(tmp_path: Path) 
     )
     store = LocalMetadataStore(tmp_path, node_id=7)
     assert store.topics["old"] == TopicMetadata("old", topic_id, 2, {}, ((7,), (7,)))
-    assert store.partition_state("old", 0) is None
-    assert store.reserve_producer_ids(10) == 2000
+    assert await store.partition_state("old", 0) is None
+    assert await store.reserve_producer_ids(10) == 2000
 
 
-def test_broker_configs_round_trip_and_survive_reopen(engine: Engine) -> None:
+async def test_broker_configs_round_trip_and_survive_reopen(engine: Engine) -> None:
     store = engine.open()
-    assert store.broker_configs(2) == {}
-    store.set_broker_configs(2, {"follower.replication.throttled.rate": "500"})
-    assert engine.open().broker_configs(2) == {"follower.replication.throttled.rate": "500"}
-    assert store.broker_configs(3) == {}
-    store.set_broker_configs(2, {})
-    assert engine.open().broker_configs(2) == {}
+    assert await store.broker_configs(2) == {}
+    await store.set_broker_configs(2, {"follower.replication.throttled.rate": "500"})
+    assert await engine.open().broker_configs(2) == {"follower.replication.throttled.rate": "500"}
+    assert await store.broker_configs(3) == {}
+    await store.set_broker_configs(2, {})
+    assert await engine.open().broker_configs(2) == {}

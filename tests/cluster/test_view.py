@@ -57,44 +57,44 @@ def topics(tmp_path: Path) -> Iterator[TopicManager]:
     logs.close()
 
 
-def test_the_local_view_leads_what_the_broker_hosts(topics: TopicManager) -> None:
+async def test_the_local_view_leads_what_the_broker_hosts(topics: TopicManager) -> None:
     view = LocalClusterView(HERE, "cid", topics, group_partition=lambda group: len(group) % 2)
     topics.cluster = view
     assert (view.node_id, view.cluster_id, view.controller_id()) == (5, "cid", 5)
     assert list(view.live_brokers()) == [HERE]
-    topics.create_topic("t", 2)
+    await topics.create_topic("t", 2)
     assert view.partition_info("t", 1) == PartitionInfo(5, 0, (5,), (5,), ())
     assert view.partition_info("t", 2) is None
     assert view.partition_info("other", 0) is None
     assert leader_endpoint(view, "t", 0) == HERE
     assert view.group_coordinator("g") is None  # no __consumer_offsets yet
-    topics.create_topic(CONSUMER_OFFSETS, 2)
+    await topics.create_topic(CONSUMER_OFFSETS, 2)
     assert view.group_coordinator("g") == HERE
 
 
-def test_replication_factor_is_checked_against_live_brokers(topics: TopicManager) -> None:
+async def test_replication_factor_is_checked_against_live_brokers(topics: TopicManager) -> None:
     topics.cluster = Brokers(1, 2, 3)
-    topics.create_topic("three", 1, 3, validate_only=True)
+    await topics.create_topic("three", 1, 3, validate_only=True)
     with pytest.raises(KafkaError) as refused:
-        topics.create_topic("four", 1, 4, validate_only=True)
+        await topics.create_topic("four", 1, 4, validate_only=True)
     assert refused.value.code == ErrorCode.invalid_replication_factor
     assert refused.value.message == "replication factor 4 is larger than the 3 brokers available"
 
 
-def test_assignments_are_checked_against_live_brokers(topics: TopicManager) -> None:
+async def test_assignments_are_checked_against_live_brokers(topics: TopicManager) -> None:
     topics.cluster = Brokers(1, 2, 3)
-    topics.create_topic("spread", assignments={0: [1, 2], 1: [3, 1]}, validate_only=True)
+    await topics.create_topic("spread", assignments={0: [1, 2], 1: [3, 1]}, validate_only=True)
     for bad in ({0: [1, 7]}, {0: [2, 2]}, {0: []}, {0: [1, 2], 1: [3]}, {1: [1]}):
         with pytest.raises(KafkaError) as refused:
-            topics.create_topic("bad", assignments=bad, validate_only=True)
+            await topics.create_topic("bad", assignments=bad, validate_only=True)
         assert refused.value.code == ErrorCode.invalid_replica_assignment, bad
 
 
-def test_added_partitions_are_checked_against_live_brokers(topics: TopicManager) -> None:
+async def test_added_partitions_are_checked_against_live_brokers(topics: TopicManager) -> None:
     topics.cluster = Brokers(1, 2, 3)
-    topics.create_topic("grown", assignments={0: [1, 2]})
-    topics.create_partitions("grown", 3, [[2, 3], [3, 1]], validate_only=True)
+    await topics.create_topic("grown", assignments={0: [1, 2]})
+    await topics.create_partitions("grown", 3, [[2, 3], [3, 1]], validate_only=True)
     for bad in ([[2, 3], [3, 9]], [[2, 3], [3]]):
         with pytest.raises(KafkaError) as refused:
-            topics.create_partitions("grown", 3, bad, validate_only=True)
+            await topics.create_partitions("grown", 3, bad, validate_only=True)
         assert refused.value.code == ErrorCode.invalid_replica_assignment, bad

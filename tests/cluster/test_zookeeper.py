@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,7 +36,7 @@ from odradek.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from odradek.testing import ZooKeeperServer, free_port, wait_until
+from odradek.testing import ZOOKEEPER_START_TIMEOUT_S, ZooKeeperServer, free_port, wait_until
 
 
 @pytest.fixture
@@ -56,15 +55,24 @@ def raw(zookeeper_connect: str) -> Iterator[KazooClient]:
     client.close()
 
 
-def open_store(connect: str, node_id: int = 1) -> ZooKeeperMetadataStore:
+def open_store(
+    connect: str, node_id: int = 1, connection_timeout_ms: int = 6000
+) -> ZooKeeperMetadataStore:
     config = BrokerConfig(
         {
             "zookeeper.connect": connect,
             "broker.id": str(node_id),
             "zookeeper.session.timeout.ms": "6000",
+            "zookeeper.connection.timeout.ms": str(connection_timeout_ms),
         }
     )
     return ZooKeeperMetadataStore.open(config)
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 15) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.01)
 
 
 def znode(client: KazooClient, path: str) -> Any:
@@ -72,16 +80,16 @@ def znode(client: KazooClient, path: str) -> Any:
     return json.loads(data)
 
 
-def test_znodes_are_kafkas(zookeeper_connect: str, raw: KazooClient) -> None:
+async def test_znodes_are_kafkas(zookeeper_connect: str, raw: KazooClient) -> None:
     store = open_store(zookeeper_connect)
     try:
         topic_id = uuid.uuid4()
-        store.put(
+        await store.put(
             TopicMetadata("orders", topic_id, 2, {"retention.ms": "1000"}, ((1, 2, 3), (2, 3, 1)))
         )
-        store.write_partition_state("orders", 0, PartitionState(1, 4, (1, 2), 7), None)
-        store.set_configs("orders", {"retention.ms": "2000"})
-        first = store.reserve_producer_ids(1000)
+        await store.write_partition_state("orders", 0, PartitionState(1, 4, (1, 2), 7), None)
+        await store.set_configs("orders", {"retention.ms": "2000"})
+        first = await store.reserve_producer_ids(1000)
 
         assert znode(raw, "/cluster/id") == {"version": "1", "id": store.cluster_id}
         assert znode(raw, "/brokers/topics/orders") == {
@@ -116,7 +124,7 @@ def test_znodes_are_kafkas(zookeeper_connect: str, raw: KazooClient) -> None:
             "block_end": str(first + 999),
         }
 
-        store.remove("orders")
+        await store.remove("orders")
         assert not raw.exists("/brokers/topics/orders")
         assert not raw.exists("/config/topics/orders")
         assert raw.get_children(DELETE_TOPICS_PATH) == []
@@ -141,11 +149,11 @@ def test_topics_written_by_kafka_are_read(zookeeper_connect: str, raw: KazooClie
         store.close()
 
 
-def test_an_interrupted_deletion_is_finished_at_open(
+async def test_an_interrupted_deletion_is_finished_at_open(
     zookeeper_connect: str, raw: KazooClient
 ) -> None:
     store = open_store(zookeeper_connect)
-    store.put(TopicMetadata("doomed", uuid.uuid4(), 1, {}, ((1,),)))
+    await store.put(TopicMetadata("doomed", uuid.uuid4(), 1, {}, ((1,),)))
     store.close()
     raw.create(f"{DELETE_TOPICS_PATH}/doomed", b"")  # as if a crash came right after marking
 
@@ -158,57 +166,53 @@ def test_an_interrupted_deletion_is_finished_at_open(
         reopened.close()
 
 
-def test_a_controllers_write_is_fenced_by_the_controller_epoch(
+async def test_a_controllers_write_is_fenced_by_the_controller_epoch(
     zookeeper_connect: str, raw: KazooClient
 ) -> None:
     store = open_store(zookeeper_connect)
     try:
-        assert store.controller_epoch() is None
+        assert await store.controller_epoch() is None
         raw.create(CONTROLLER_EPOCH_PATH, b"1")
-        epoch, version = store.controller_epoch() or (0, -1)
+        epoch, version = await store.controller_epoch() or (0, -1)
         assert (epoch, version) == (1, 0)
-        store.put(TopicMetadata("t", uuid.uuid4(), 2, {}, ((1, 2), (2, 1))))
+        await store.put(TopicMetadata("t", uuid.uuid4(), 2, {}, ((1, 2), (2, 1))))
         first = PartitionState(1, 0, (1, 2), 1)
-        written = store.write_partition_state("t", 0, first, None, controller_epoch_zk_version=0)
-        assert written.version == 0 and store.partition_state("t", 0) == written
+        written = await store.write_partition_state(
+            "t", 0, first, None, controller_epoch_zk_version=0
+        )
+        assert written.version == 0 and await store.partition_state("t", 0) == written
         moved = PartitionState(2, 1, (2,), 1)
         with pytest.raises(StaleVersionError):  # the version check still applies
-            store.write_partition_state("t", 0, moved, 5, controller_epoch_zk_version=0)
+            await store.write_partition_state("t", 0, moved, 5, controller_epoch_zk_version=0)
 
         raw.set(CONTROLLER_EPOCH_PATH, b"2")  # another controller's election
         with pytest.raises(ControllerMovedError):
-            store.write_partition_state("t", 0, moved, 0, controller_epoch_zk_version=0)
+            await store.write_partition_state("t", 0, moved, 0, controller_epoch_zk_version=0)
         with pytest.raises(ControllerMovedError):
-            store.write_partition_state("t", 1, moved, None, controller_epoch_zk_version=0)
-        assert store.partition_state("t", 0) == written
-        assert store.partition_state("t", 1) is None
+            await store.write_partition_state("t", 1, moved, None, controller_epoch_zk_version=0)
+        assert await store.partition_state("t", 0) == written
+        assert await store.partition_state("t", 1) is None
 
         # A first state for a deleted topic does not bring the topic's znode back.
-        store.remove("t")
+        await store.remove("t")
         with pytest.raises(StaleVersionError):
-            store.write_partition_state("t", 0, first, None, controller_epoch_zk_version=1)
+            await store.write_partition_state("t", 0, first, None, controller_epoch_zk_version=1)
         assert not raw.exists("/brokers/topics/t")
     finally:
         store.close()
 
 
-def test_producer_id_blocks_unique_between_brokers_at_once(zookeeper_connect: str) -> None:
+async def test_producer_id_blocks_unique_between_brokers_at_once(zookeeper_connect: str) -> None:
     stores = [open_store(zookeeper_connect, node_id) for node_id in (1, 2)]
     starts: list[int] = []
-    lock = threading.Lock()
 
-    def reserve(store: ZooKeeperMetadataStore) -> None:
+    async def reserve(store: ZooKeeperMetadataStore) -> None:
         for _ in range(15):
-            first = store.reserve_producer_ids(1000)
-            with lock:
-                starts.append(first)
+            starts.append(await store.reserve_producer_ids(1000))
 
     try:
-        threads = [threading.Thread(target=reserve, args=(s,)) for s in stores]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        # Both brokers' reservations in flight at once: each compare-and-set races the other.
+        await asyncio.gather(*(reserve(s) for s in stores))
     finally:
         for s in stores:
             s.close()
@@ -230,16 +234,16 @@ def test_another_brokers_changes_reach_the_loop(zookeeper_connect: str) -> None:
                 while not condition():
                     await asyncio.sleep(0.01)
 
-        writer.put(TopicMetadata("t", uuid.uuid4(), 1, {}, ((1,),)))
+        await writer.put(TopicMetadata("t", uuid.uuid4(), 1, {}, ((1,),)))
         await until(lambda: "t" in watcher.topics)
-        writer.set_partitions("t", 2, [[2]])
+        await writer.set_partitions("t", 2, [[2]])
         await until(lambda: watcher.topics["t"].partitions == 2)
-        writer.set_configs("t", {"retention.ms": "5"})
+        await writer.set_configs("t", {"retention.ms": "5"})
         await until(lambda: watcher.topics["t"].configs == {"retention.ms": "5"})
         # The grown partition's state is watched too.
-        writer.write_partition_state("t", 1, PartitionState(2, 0, (2,), 1), None)
-        await until(lambda: MetadataChange("partition_state", "t", 1) in seen)
-        writer.remove("t")
+        state = await writer.write_partition_state("t", 1, PartitionState(2, 0, (2,), 1), None)
+        await until(lambda: MetadataChange("partition_state", "t", 1, state) in seen)
+        await writer.remove("t")
         await until(lambda: "t" not in watcher.topics)
         return seen
 
@@ -251,17 +255,19 @@ def test_another_brokers_changes_reach_the_loop(zookeeper_connect: str) -> None:
     assert MetadataChange("topics", "t") in seen
 
 
-def test_acl_znodes_are_kafkas(zookeeper_connect: str, raw: KazooClient) -> None:
+async def test_acl_znodes_are_kafkas(zookeeper_connect: str, raw: KazooClient) -> None:
     store = open_store(zookeeper_connect)
     allow = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
     deny = AccessControlEntry(
         "User:bob", "10.0.0.1", AclOperation.IDEMPOTENT_WRITE, AclPermissionType.DENY
     )
     try:
-        store.change_acls(
+        await store.change_acls(
             ResourcePattern(ResourceType.TRANSACTIONAL_ID, "tx", PatternType.LITERAL), [allow]
         )
-        store.change_acls(ResourcePattern(ResourceType.TOPIC, "fin-", PatternType.PREFIXED), [deny])
+        await store.change_acls(
+            ResourcePattern(ResourceType.TOPIC, "fin-", PatternType.PREFIXED), [deny]
+        )
     finally:
         store.close()
     assert znode(raw, "/kafka-acl/TransactionalId/tx") == {
@@ -306,13 +312,13 @@ def test_another_brokers_acl_changes_reach_the_loop(zookeeper_connect: str) -> N
                 while not condition():
                     await asyncio.sleep(0.01)
 
-        writer.change_acls(topic, add=[read])
+        await writer.change_acls(topic, add=[read])
         await until(lambda: watcher.acls.get(topic) == {read})
         # Both brokers change one resource: each change is applied to the other's.
-        watcher.change_acls(topic, add=[write])
-        assert writer.change_acls(topic, remove=[read]) == {write}
+        await watcher.change_acls(topic, add=[write])
+        assert await writer.change_acls(topic, remove=[read]) == {write}
         await until(lambda: watcher.acls.get(topic) == {write})
-        writer.change_acls(topic, remove=[write])
+        await writer.change_acls(topic, remove=[write])
         await until(lambda: topic not in watcher.acls)
 
     try:
@@ -331,21 +337,23 @@ def test_unreachable_zookeeper_fails_clearly_after_the_connection_timeout() -> N
     assert time.monotonic() - started < 10
 
 
-def test_store_reconnects_after_a_zookeeper_restart() -> None:
+async def test_store_reconnects_after_a_zookeeper_restart() -> None:
     with ZooKeeperServer() as server:
         store = open_store(server.connect_string("/restart"))
         states: list[str] = []
         store.zk.add_listener(states.append)
         try:
-            store.put(TopicMetadata("before", uuid.uuid4(), 1, {}, ((1,),)))
+            await store.put(TopicMetadata("before", uuid.uuid4(), 1, {}, ((1,),)))
             server.restart()
+            # A reconnect, to the old session or, when the restart outlived it (kazoo waits its
+            # read timeout on a server still starting), to a new one: SUSPENDED (LOST) CONNECTED.
             wait_until(
-                lambda: states[-2:] == [KazooState.SUSPENDED, KazooState.CONNECTED],
-                15,
+                lambda: KazooState.SUSPENDED in states and states[-1] == KazooState.CONNECTED,
+                30,
                 0.02,
                 "a reconnect",
             )
-            store.put(TopicMetadata("after", uuid.uuid4(), 1, {}, ((1,),)))
+            await store.put(TopicMetadata("after", uuid.uuid4(), 1, {}, ((1,),)))
             other = open_store(server.connect_string("/restart"))
             assert set(other.topics) == {"before", "after"}
             other.close()
@@ -353,31 +361,37 @@ def test_store_reconnects_after_a_zookeeper_restart() -> None:
             store.close()
 
 
-def test_a_write_while_zookeeper_is_down_waits_for_it() -> None:
+async def test_a_write_while_zookeeper_is_down_waits_for_it() -> None:
+    # The write's deadline (zookeeper.connection.timeout.ms) must not race ZooKeeper's start-up,
+    # a JVM start that takes from one to many seconds: it is set above the longest start the
+    # test server allows, and the server is started only once the write is known to wait.
     with ZooKeeperServer() as server:
-        store = open_store(server.connect_string("/down"))
+        store = open_store(
+            server.connect_string("/down"),
+            connection_timeout_ms=int(ZOOKEEPER_START_TIMEOUT_S * 1000) + 30_000,
+        )
         try:
-            first = store.reserve_producer_ids(1000)
+            first = await store.reserve_producer_ids(1000)
             server.kill()
-            comeback = threading.Thread(target=server.start)
-            comeback.start()
+            await until(lambda: not store.session.connected)
+            waiting = asyncio.ensure_future(store.reserve_producer_ids(1000))
+            await asyncio.to_thread(server.start)
             # Retried until ZooKeeper is back (within zookeeper.connection.timeout.ms).
-            second = store.reserve_producer_ids(1000)
-            comeback.join()
+            second = await waiting
             assert second == first + 1000
-            assert store.partition_state("nothing", 0) is None
+            assert await store.partition_state("nothing", 0) is None
         finally:
             store.close()
 
 
-def test_a_reassignment_is_written_into_the_topic_znode_as_kafka_writes_it(
+async def test_a_reassignment_is_written_into_the_topic_znode_as_kafka_writes_it(
     zookeeper_connect: str, raw: KazooClient
 ) -> None:
     store = open_store(zookeeper_connect)
     try:
         raw.create(CONTROLLER_EPOCH_PATH, b"1")
-        store.put(TopicMetadata("t", uuid.uuid4(), 2, {}, ((1, 2), (2, 1))))
-        written = store.write_assignments(
+        await store.put(TopicMetadata("t", uuid.uuid4(), 2, {}, ((1, 2), (2, 1))))
+        written = await store.write_assignments(
             "t", {0: ((2, 3, 1), (3,), (1,))}, controller_epoch_zk_version=0
         )
         assert written.replicas == ((2, 3, 1), (2, 1))
@@ -392,28 +406,30 @@ def test_a_reassignment_is_written_into_the_topic_znode_as_kafka_writes_it(
             assert (topic.adding, topic.removing) == ({0: (3,)}, {0: (1,)})
         finally:
             other.close()
-        done = store.write_assignments("t", {0: ((2, 3), (), ())}, controller_epoch_zk_version=0)
+        done = await store.write_assignments(
+            "t", {0: ((2, 3), (), ())}, controller_epoch_zk_version=0
+        )
         assert done.adding == {} and done.removing == {}
         stored = znode(raw, "/brokers/topics/t")
         assert stored["partitions"]["0"] == [2, 3] and stored["adding_replicas"] == {}
 
         raw.set(CONTROLLER_EPOCH_PATH, b"2")  # another controller's election
         with pytest.raises(ControllerMovedError):
-            store.write_assignments("t", {1: ((3,), (), ())}, controller_epoch_zk_version=0)
+            await store.write_assignments("t", {1: ((3,), (), ())}, controller_epoch_zk_version=0)
         assert znode(raw, "/brokers/topics/t")["partitions"]["1"] == [2, 1]
-        store.remove("t")
+        await store.remove("t")
         with pytest.raises(StaleVersionError):
-            store.write_assignments("t", {0: ((1,), (), ())}, controller_epoch_zk_version=1)
+            await store.write_assignments("t", {0: ((1,), (), ())}, controller_epoch_zk_version=1)
     finally:
         store.close()
 
 
-def test_broker_configs_are_kafkas_dynamic_broker_znodes(
+async def test_broker_configs_are_kafkas_dynamic_broker_znodes(
     zookeeper_connect: str, raw: KazooClient
 ) -> None:
     store = open_store(zookeeper_connect)
     try:
-        store.set_broker_configs(2, {"leader.replication.throttled.rate": "1000"})
+        await store.set_broker_configs(2, {"leader.replication.throttled.rate": "1000"})
         assert znode(raw, "/config/brokers/2") == {
             "version": 1,
             "config": {"leader.replication.throttled.rate": "1000"},

@@ -60,7 +60,7 @@ def runtime(tmp_path: Path) -> Iterator[GroupCoordinatorRuntime]:
         topics,
         runtime.coordinator.partition_for,
     )
-    runtime.offsets_topic.ensure()
+    asyncio.run(runtime.offsets_topic.ensure())
     yield runtime
     runtime.coordinator.shutdown()
     logs.close()
@@ -201,7 +201,7 @@ def test_deleting_the_offsets_topic_unloads_its_groups(runtime: GroupCoordinator
         lead(runtime, p1, 1)
         await loaded(runtime)
         assert commit(runtime, GROUP, 2) == ErrorCode.none
-        runtime.offsets_topic.topics.delete_topic(OFFSETS_TOPIC)
+        await runtime.offsets_topic.topics.delete_topic(OFFSETS_TOPIC)
         runtime.on_topic_deleted(OFFSETS_TOPIC)
         assert runtime.coordinator.owned == set()
         assert runtime.coordinator.groups == {}

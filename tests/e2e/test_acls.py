@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.cluster.metadata_store import LocalMetadataStore
+from odradek.cluster.metadata_store import LocalMetadataStore, result_now
 from odradek.security import acl
 from odradek.testing import RunningBroker, running_broker
 
@@ -40,12 +40,14 @@ def _bootstrap_acls(data_dir: Path) -> None:
     cluster = acl.ResourcePattern(
         acl.ResourceType.CLUSTER, acl.CLUSTER_NAME, acl.PatternType.LITERAL
     )
-    store.change_acls(
-        cluster,
+    result_now(
+        store.change_acls(
+            cluster,
         add=[
             acl.AccessControlEntry(ANONYMOUS, "*", operation, acl.AclPermissionType.ALLOW)
             for operation in (acl.AclOperation.ALTER, acl.AclOperation.CREATE)
-        ],
+            ],
+        )
     )
     store.close()
 
@@ -244,7 +246,7 @@ def test_changing_acls_needs_alter_on_the_cluster(broker: RunningBroker) -> None
             assert broker.broker is not None
             authorizer = broker.broker.services.authorizer
             assert authorizer is not None
-            authorizer.delete(
+            await authorizer.delete(
                 [
                     acl.AclBindingFilter(
                         acl.ResourceType.CLUSTER, permission=acl.AclPermissionType.DENY

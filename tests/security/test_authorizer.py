@@ -43,10 +43,12 @@ def test_built_only_for_kafkas_authorizer_class_names(tmp_path: Path) -> None:
     assert built.super_users == {"User:admin", "User:broker"} and built.allow_if_no_acl
 
 
-def test_changes_are_stored_and_another_authorizer_on_the_store_follows(tmp_path: Path) -> None:
+async def test_changes_are_stored_and_another_authorizer_on_the_store_follows(
+    tmp_path: Path,
+) -> None:
     store = LocalMetadataStore(tmp_path)
     writer, reader = Authorizer(store), Authorizer(store)
-    writer.create([AclBinding(ORDERS, READ)])
+    await writer.create([AclBinding(ORDERS, READ)])
     assert writer.authorize(
         "User:alice", "10.0.0.1", AclOperation.READ, ResourceType.TOPIC, "orders"
     )
@@ -60,6 +62,6 @@ def test_changes_are_stored_and_another_authorizer_on_the_store_follows(tmp_path
     store.close()
     reopened = Authorizer(LocalMetadataStore(tmp_path))
     assert reopened.describe(AclBindingFilter()) == [AclBinding(ORDERS, READ)]
-    (deleted,) = reopened.delete([AclBindingFilter(ResourceType.TOPIC)])
+    (deleted,) = await reopened.delete([AclBindingFilter(ResourceType.TOPIC)])
     assert deleted.bindings == [AclBinding(ORDERS, READ)]
     assert not LocalMetadataStore(tmp_path).acls

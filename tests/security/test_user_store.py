@@ -12,26 +12,26 @@ from odradek.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, make_credential
 from tests.cluster.test_metadata_store import Engine, engine  # noqa: F401 (fixture)
 
 
-def test_user_configs_round_trip_and_survive_reopen(engine: Engine) -> None:  # noqa: F811
+async def test_user_configs_round_trip_and_survive_reopen(engine: Engine) -> None:  # noqa: F811
     store = engine.open()
-    assert store.user_configs("carol") == {} and store.user_names() == []
+    assert await store.user_configs("carol") == {} and await store.user_names() == []
     sha512 = make_credential(SCRAM_SHA_512, "carol-secret").to_kafka()
     sha256 = make_credential(SCRAM_SHA_256, "carol-secret").to_kafka()
-    store.set_user_configs("carol", {SCRAM_SHA_512: sha512, SCRAM_SHA_256: sha256})
-    store.set_user_configs("dave", {SCRAM_SHA_512: sha512})
-    store.set_user_configs("dave", {})
+    await store.set_user_configs("carol", {SCRAM_SHA_512: sha512, SCRAM_SHA_256: sha256})
+    await store.set_user_configs("dave", {SCRAM_SHA_512: sha512})
+    await store.set_user_configs("dave", {})
     reopened = engine.open()
-    assert reopened.user_names() == ["carol"]
-    assert reopened.user_configs("carol") == {SCRAM_SHA_512: sha512, SCRAM_SHA_256: sha256}
+    assert await reopened.user_names() == ["carol"]
+    assert await reopened.user_configs("carol") == {SCRAM_SHA_512: sha512, SCRAM_SHA_256: sha256}
 
 
-def test_zookeeper_layout_is_kafkas(zookeeper_connect: str) -> None:
+async def test_zookeeper_layout_is_kafkas(zookeeper_connect: str) -> None:
     from tests.cluster.test_metadata_store import zookeeper_store
 
     store: ZooKeeperMetadataStore = zookeeper_store(zookeeper_connect)
     try:
         credential = make_credential(SCRAM_SHA_512, "s3cret").to_kafka()
-        store.set_user_configs("alice", {SCRAM_SHA_512: credential})
+        await store.set_user_configs("alice", {SCRAM_SHA_512: credential})
         client = KazooClient(zookeeper_connect)
         client.start()
         try:

@@ -17,7 +17,9 @@ read the znode and hand it to ``state_read``), the automatic preferred-leader re
 injected clock, and the calls :meth:`ControllerRuntime.elect_preferred`,
 :meth:`ControllerRuntime.elect_unclean`, :meth:`ControllerRuntime.alter_reassignments` and
 :meth:`ControllerRuntime.controlled_shutdown`. Events run one at a time from a queue, each with
-all its writes (compare-and-set, conflicts retried through ``write_conflicted``) before the next.
+all its writes (compare-and-set, conflicts retried through ``write_conflicted``) before the next;
+the writes of one event are issued together and awaited together (one round trip for a broker's
+hundred partitions, not a hundred).
 
 Reassignment: a move's assignment (with ``adding_replicas`` / ``removing_replicas``) is written to
 the topic znode by compare-and-set on its version, fenced by ``/controller_epoch`` like the
@@ -42,8 +44,9 @@ Crash: nothing here is durable; the next controller rebuilds everything from Zoo
 
 Threads: everything runs on the broker's event loop. kazoo's threads only reach it through
 ``call_soon_threadsafe`` (the membership's and the store's listeners, the session-lost hook).
-Each ZooKeeper call blocks the loop for one round trip, as the store's calls do; a controller
-event makes a few (a read per changed partition, a write per decision).
+Every ZooKeeper call is one of the store's named coroutines, run off the loop: an event awaits
+its reads and writes while the loop serves everything else; events still run one at a time.
+A partition-state notification carries the state the watch read, so it needs no read here.
 """
 
 from __future__ import annotations
@@ -52,12 +55,9 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
-
-from kazoo.exceptions import BadVersionError, NoNodeError
-from kazoo.recipe.watchers import DataWatch
 
 from odradek.clock import Clock
 from odradek.cluster.controller import (
@@ -69,13 +69,21 @@ from odradek.cluster.controller import (
     ReassignmentResult,
 )
 from odradek.cluster.membership import (
-    BROKER_IDS_PATH,
     BrokerMembership,
     BrokerRegistration,
     MembershipChange,
 )
-from odradek.cluster.metadata_store import MetadataChange, StaleVersionError, TopicMetadata
-from odradek.cluster.zookeeper import ControllerMovedError, ZooKeeperMetadataStore, topic_path
+from odradek.cluster.metadata_store import (
+    MetadataChange,
+    PartitionState,
+    StaleVersionError,
+    TopicMetadata,
+)
+from odradek.cluster.zookeeper import (
+    ADMIN_REASSIGN_PATH,
+    ControllerMovedError,
+    ZooKeeperMetadataStore,
+)
 from odradek.config import BrokerConfig
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.topic_partition import TopicPartition
@@ -88,11 +96,8 @@ UNKNOWN_BROKER_EPOCH = -1
 # An event's writes conflicting this many rounds in a row are given up (logged): the next event
 # about those partitions decides again on what ZooKeeper then holds.
 MAX_WRITE_ROUNDS = 20
-# Where Kafka's ZooKeeper-era tools (2.x kafka-reassign-partitions --zookeeper) ask for moves:
-# {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}. The controller
-# starts them, and takes each partition out of the znode once its move is done (the znode goes
-# with the last one), as Kafka's controller does.
-ADMIN_REASSIGN_PATH = "/admin/reassign_partitions"
+# The controller starts the moves ADMIN_REASSIGN_PATH asks for, and takes each partition out of
+# the znode once its move is done (the znode goes with the last one), as Kafka's controller does.
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +151,8 @@ class ControllerRuntime:
         self._loop: asyncio.AbstractEventLoop | None = None
         # Notifications already queued and not yet handled: more of the same add nothing.
         self._topics_pending = False
-        self._reads_pending: set[TopicPartition] = set()
+        # The latest state each partition's notifications brought, not yet handled.
+        self._reads_pending: dict[TopicPartition, PartitionState | None] = {}
         self._activation_pending: int | None = None
         self._stopped = False
         # The partitions /admin/reassign_partitions asked to move, until their moves are done.
@@ -184,12 +190,7 @@ class ControllerRuntime:
         self.membership.session.on_session_lost(
             lambda: self._to_loop(self._resign, "the ZooKeeper session was lost")
         )
-        DataWatch(self.store.zk, ADMIN_REASSIGN_PATH, self._admin_reassign_watched)
-
-    def _admin_reassign_watched(self, data: bytes | None, stat: Any) -> None:
-        # kazoo's thread: only hand it on.
-        if data:
-            self._to_loop(self._admin_reassign_changed)
+        self.store.watch_admin_reassignments(self._admin_reassign_changed)
 
     def _admin_reassign_changed(self) -> None:
         if self._controller is not None and not self._stopped:
@@ -211,7 +212,7 @@ class ControllerRuntime:
 
     async def idle(self) -> None:
         """Wait until every event queued so far has been handled (tests, shutdown)."""
-        await self._submit("idle", lambda: None, needs_controller=False)
+        await self._submit("idle", _nothing, needs_controller=False)
 
     def _to_loop(self, fn: Callable[..., object], *args: object) -> None:
         loop = self._loop
@@ -246,8 +247,9 @@ class ControllerRuntime:
         elif change.kind == "partition_state" and change.topic is not None:
             assert change.partition is not None
             tp = TopicPartition(change.topic, change.partition)
-            if tp not in self._reads_pending:
-                self._reads_pending.add(tp)
+            queued = tp in self._reads_pending
+            self._reads_pending[tp] = change.state
+            if not queued:
                 self._enqueue(_Event("partition state changed", lambda: self._state_changed(tp)))
 
     async def elect_preferred(
@@ -257,9 +259,9 @@ class ControllerRuntime:
         Raises ``KafkaError(NOT_CONTROLLER)`` when this broker is not the controller."""
         targets = None if partitions is None else list(partitions)
 
-        def elect() -> dict[TopicPartition, ElectionResult]:
+        async def elect() -> dict[TopicPartition, ElectionResult]:
             outcome = self._active().elect_preferred(targets)
-            self._apply(outcome.writes)
+            await self._apply(outcome.writes)
             return dict(outcome.results)
 
         return await self._submit("preferred election", elect)
@@ -270,9 +272,9 @@ class ControllerRuntime:
         """ElectLeaders (unclean, KIP-460) on ``partitions`` (every partition when None)."""
         targets = None if partitions is None else list(partitions)
 
-        def elect() -> dict[TopicPartition, ElectionResult]:
+        async def elect() -> dict[TopicPartition, ElectionResult]:
             outcome = self._active().elect_unclean(targets)
-            self._apply(outcome.writes)
+            await self._apply(outcome.writes)
             return dict(outcome.results)
 
         return await self._submit("unclean election", elect)
@@ -287,12 +289,12 @@ class ControllerRuntime:
         assignment written before the answer, as Kafka's controller does."""
         asked = dict(targets)
 
-        def reassign() -> dict[TopicPartition, ReassignmentResult]:
+        async def reassign() -> dict[TopicPartition, ReassignmentResult]:
             outcome = self._active().reassign(
                 asked, allow_replication_factor_change=allow_replication_factor_change
             )
-            self._write_assignments(outcome.assignments)
-            self._progress_reassignments()
+            await self._write_assignments(outcome.assignments)
+            await self._progress_reassignments()
             return dict(outcome.results)
 
         return await self._submit("partition reassignment", reassign)
@@ -303,7 +305,7 @@ class ControllerRuntime:
         """The reassignments in progress (of ``partitions`` only, when given)."""
         wanted = None if partitions is None else set(partitions)
 
-        def listed() -> dict[TopicPartition, Reassignment]:
+        async def listed() -> dict[TopicPartition, Reassignment]:
             ongoing = self._active().reassignments
             return {tp: r for tp, r in ongoing.items() if wanted is None or tp in wanted}
 
@@ -316,7 +318,7 @@ class ControllerRuntime:
         answers the partitions with another replica it still leads (it retries while any).
         ``broker_epoch`` (request v2+) older than its registration's is STALE_BROKER_EPOCH."""
 
-        def shut_down() -> frozenset[TopicPartition]:
+        async def shut_down() -> frozenset[TopicPartition]:
             controller = self._active()
             known = self._brokers.get(broker_id)
             if broker_epoch != UNKNOWN_BROKER_EPOCH and known and broker_epoch < known.epoch:
@@ -325,7 +327,7 @@ class ControllerRuntime:
                     f"broker epoch {broker_epoch} of broker {broker_id} is older than "
                     f"{known.epoch}",
                 )
-            self._apply(controller.controlled_shutdown(broker_id).writes)
+            await self._apply(controller.controlled_shutdown(broker_id).writes)
             return self._active().replicated_partitions_led_by(broker_id)
 
         return await self._submit("controlled shutdown", shut_down)
@@ -347,7 +349,9 @@ class ControllerRuntime:
         else:
             self._queue.put_nowait(event)
 
-    async def _submit(self, name: str, fn: Callable[[], T], *, needs_controller: bool = True) -> T:
+    async def _submit(
+        self, name: str, fn: Callable[[], Awaitable[T]], *, needs_controller: bool = True
+    ) -> T:
         event: _Event[T] = _Event(name, fn, needs_controller)
         event.future = asyncio.get_running_loop().create_future()
         self._enqueue(event)
@@ -361,7 +365,7 @@ class ControllerRuntime:
                 event.refuse()
                 continue
             try:
-                result = event.fn()
+                result = await event.fn()
             except ControllerMovedError as e:
                 self._resign(f"a write was refused: {e}")
                 event.refuse()
@@ -388,26 +392,33 @@ class ControllerRuntime:
 
     # -- taking over and stepping down -------------------------------------------------------
 
-    def _take_over(self, epoch: int) -> None:
+    async def _take_over(self, epoch: int) -> None:
         self._activation_pending = None
         if self.membership.controller_id != self.broker_id or self.controller_epoch == epoch:
             return
         if self._controller is not None:
             self._resign(f"elected again, with epoch {epoch}")
-        read = self.store.controller_epoch()
+        read = await self.store.controller_epoch()
         if read is None or read[0] != epoch:
             log.info("controller epoch %d is already over (read %s): not taking over", epoch, read)
             return
-        self._epoch_zk_version = read[1]
-        self._brokers = self._read_brokers(self._registered())
-        self.store.reload()
+        self._brokers = await self._read_brokers(await self.store.registered_brokers())
+        await self.store.reload()
         self._topics = dict(self.store.topics)
-        states = {}
-        for topic in self._topics.values():
-            for p in range(topic.partitions):
-                state = self.store.partition_state(topic.name, p)
-                if state is not None:
-                    states[TopicPartition(topic.name, p)] = state
+        partitions = [
+            TopicPartition(t.name, p) for t in self._topics.values() for p in range(t.partitions)
+        ]
+        read_states = await asyncio.gather(
+            *(self.store.partition_state(tp.topic, tp.partition) for tp in partitions)
+        )
+        states = {
+            tp: state
+            for tp, state in zip(partitions, read_states, strict=True)
+            if state is not None
+        }
+        if self.membership.controller_id != self.broker_id:
+            return  # the term ended while the cluster was read
+        self._epoch_zk_version = read[1]
         controller, writes = ControllerState.elected(
             epoch - 1,
             self.clock,
@@ -433,11 +444,11 @@ class ControllerRuntime:
             len(self._topics),
             len(writes),
         )
-        self._apply(writes)
+        await self._apply(writes)
         if controller.reassignments:
             log.info("resuming %d partition reassignments", len(controller.reassignments))
-        self._progress_reassignments()
-        self._read_admin_reassignments()
+        await self._progress_reassignments()
+        await self._read_admin_reassignments()
         if self._controller is controller:
             self._timer = asyncio.get_running_loop().create_task(
                 self._run_rebalance_timer(controller), name="controller-rebalance"
@@ -475,19 +486,19 @@ class ControllerRuntime:
 
     # -- the events --------------------------------------------------------------------------
 
-    def _brokers_changed(self, listed: frozenset[int]) -> None:
+    async def _brokers_changed(self, listed: frozenset[int]) -> None:
+        brokers = await self._read_brokers(listed)
         controller = self._active()
-        brokers = self._read_brokers(listed)
         bounced = [
             b
             for b, known in self._brokers.items()
             if b in brokers and brokers[b].epoch != known.epoch
         ]
         self._brokers = brokers
-        self._apply(controller.brokers_changed(brokers, bounced))
-        self._progress_reassignments()
+        await self._apply(controller.brokers_changed(brokers, bounced))
+        await self._progress_reassignments()
 
-    def _topics_changed(self) -> None:
+    async def _topics_changed(self) -> None:
         self._topics_pending = False
         controller = self._active()
         current = dict(self.store.topics)
@@ -511,19 +522,19 @@ class ControllerRuntime:
                 if topic.configs != known_topic.configs:
                     writes += controller.set_topic_configs(name, topic.configs)
             self._topics[name] = topic
-            self._apply(writes)
+            await self._apply(writes)
 
-    def _state_changed(self, tp: TopicPartition) -> None:
-        self._reads_pending.discard(tp)
+    async def _state_changed(self, tp: TopicPartition) -> None:
+        state = self._reads_pending.pop(tp, None)
         controller = self._active()
         if tp.topic in self._topics:
-            controller.state_read(tp, self.store.partition_state(tp.topic, tp.partition))
+            controller.state_read(tp, state)
             if tp in controller.reassignments:
-                self._progress_reassignments()
+                await self._progress_reassignments()
 
     # -- reassignment ------------------------------------------------------------------------
 
-    def _progress_reassignments(self) -> None:
+    async def _progress_reassignments(self) -> None:
         """Move every reassignment on as far as its ISR allows: leaders into their targets,
         then the final assignments (each followed by the ISR change it asks for)."""
         controller = self._active()
@@ -531,20 +542,20 @@ class ControllerRuntime:
             steps = controller.reassignment_steps()
             if not steps.states and not steps.assignments:
                 break
-            self._apply(steps.states)
-            self._write_assignments(steps.assignments)
+            await self._apply(steps.states)
+            await self._write_assignments(steps.assignments)
             for write in steps.assignments:
                 log.info("reassignment of %s done: replicas %s", write.partition, write.replicas)
-        self._update_admin_reassignments()
+        await self._update_admin_reassignments()
 
-    def _read_admin_reassignments(self) -> None:
+    async def _read_admin_reassignments(self) -> None:
         """Start the moves ``/admin/reassign_partitions`` lists (a partition already moving
         to the same target is left alone); entries that cannot start are dropped from it."""
+        read = await self.store.admin_reassignments()
         controller = self._active()
-        try:
-            data, _ = self.store.session.call(self.store.zk.get, ADMIN_REASSIGN_PATH)
-        except NoNodeError:
+        if read is None:
             return
+        data, _ = read
         try:
             entries = json.loads(data)["partitions"]
             asked = {
@@ -555,7 +566,7 @@ class ControllerRuntime:
             }
         except (ValueError, KeyError, TypeError) as e:
             log.warning("ignoring %s, which is not a reassignment: %s", ADMIN_REASSIGN_PATH, e)
-            self._delete_admin_reassignments()
+            await self.store.set_admin_reassignments(None, -1)
             return
         ongoing = controller.reassignments
         fresh = {
@@ -575,10 +586,10 @@ class ControllerRuntime:
                 )
         refused = {tp for tp, r in outcome.results.items() if r.error != ErrorCode.none}
         self._zk_requested = set(asked) - refused
-        self._write_assignments(outcome.assignments)
-        self._progress_reassignments()
+        await self._write_assignments(outcome.assignments)
+        await self._progress_reassignments()
 
-    def _update_admin_reassignments(self) -> None:
+    async def _update_admin_reassignments(self) -> None:
         """Take the partitions whose moves are done out of ``/admin/reassign_partitions``."""
         controller = self._active()
         done = {tp for tp in self._zk_requested if tp not in controller.reassignments}
@@ -586,10 +597,10 @@ class ControllerRuntime:
             return
         self._zk_requested -= done
         for _ in range(MAX_WRITE_ROUNDS):
-            try:
-                data, stat = self.store.session.call(self.store.zk.get, ADMIN_REASSIGN_PATH)
-            except NoNodeError:
+            read = await self.store.admin_reassignments()
+            if read is None:
                 return
+            data, version = read
             try:
                 entries = [
                     e
@@ -598,79 +609,100 @@ class ControllerRuntime:
                 ]
             except (ValueError, KeyError, TypeError):
                 entries = []
-            try:
-                if entries:
-                    body = json.dumps({"version": 1, "partitions": entries}).encode()
-                    self.store.session.call(
-                        self.store.zk.set, ADMIN_REASSIGN_PATH, body, version=stat.version
-                    )
-                else:
-                    self.store.session.call(
-                        self.store.zk.delete, ADMIN_REASSIGN_PATH, version=stat.version
-                    )
+            body = json.dumps({"version": 1, "partitions": entries}).encode() if entries else None
+            if await self.store.set_admin_reassignments(body, version):
                 return
-            except (BadVersionError, NoNodeError):
-                continue  # the tool wrote it again meanwhile: read it again
+            # The tool wrote it again meanwhile: read it again.
 
-    def _delete_admin_reassignments(self) -> None:
-        with contextlib.suppress(NoNodeError):
-            self.store.session.call(self.store.zk.delete, ADMIN_REASSIGN_PATH)
-
-    def _write_assignments(self, writes: list[AssignmentWrite]) -> None:
-        """Write the topic znodes' assignments (one write per topic), then apply the ISR
-        changes each asks for."""
-        controller = self._active()
+    async def _write_assignments(self, writes: list[AssignmentWrite]) -> None:
+        """Write the topic znodes' assignments (one write per topic, all in flight together),
+        then apply the ISR changes each asks for."""
         by_topic: dict[str, list[AssignmentWrite]] = {}
         for write in writes:
             by_topic.setdefault(write.partition.topic, []).append(write)
-        for topic, topic_writes in sorted(by_topic.items()):
-            try:
-                written = self.store.write_assignments(
+        topics = sorted(by_topic)
+        results = await asyncio.gather(
+            *(
+                self.store.write_assignments(
                     topic,
                     {
                         w.partition.partition: (w.replicas, w.adding, w.removing)
-                        for w in topic_writes
+                        for w in by_topic[topic]
                     },
                     controller_epoch_zk_version=self._epoch_zk_version,
                 )
-            except StaleVersionError as e:
-                log.warning("assignment of topic %s not written: %s", topic, e)
-                if not self._topic_exists(topic):
+                for topic in topics
+            ),
+            return_exceptions=True,
+        )
+        controller = self._active()
+        failure: BaseException | None = None
+        for topic, result in zip(topics, results, strict=True):
+            if isinstance(result, StaleVersionError):
+                log.warning("assignment of topic %s not written: %s", topic, result)
+                if not await self.store.topic_exists(topic):
                     self._forget_topic(topic)
                 continue
+            if isinstance(result, BaseException):
+                failure = failure or result
+                continue
             if topic in self._topics:
-                self._topics[topic] = written
-            for write in topic_writes:
-                self._apply(controller.assignment_applied(write))
+                self._topics[topic] = result
+            for write in by_topic[topic]:
+                await self._apply(controller.assignment_applied(write))
+        if failure is not None:
+            raise failure
 
     # -- ZooKeeper ---------------------------------------------------------------------------
 
-    def _apply(self, writes: list[PartitionStateWrite]) -> None:
-        """Write each state by compare-and-set, fenced by the controller epoch; a conflict is
-        read back and decided again, until nothing is left to write."""
-        controller = self._active()
+    async def _apply(self, writes: list[PartitionStateWrite]) -> None:
+        """Write each state by compare-and-set, fenced by the controller epoch, all in flight
+        together; a conflict is read back and decided again, until nothing is left to write.
+        Every write that landed is applied before a failure (ZooKeeper unreachable, the
+        controller moved) is raised."""
         pending = writes
         for _ in range(MAX_WRITE_ROUNDS):
             if not pending:
                 return
-            retries: list[PartitionStateWrite] = []
-            for write in pending:
-                tp = write.partition
-                try:
-                    written = self.store.write_partition_state(
-                        tp.topic,
-                        tp.partition,
-                        write.state,
-                        write.expected_version,
+            results = await asyncio.gather(
+                *(
+                    self.store.write_partition_state(
+                        w.partition.topic,
+                        w.partition.partition,
+                        w.state,
+                        w.expected_version,
                         controller_epoch_zk_version=self._epoch_zk_version,
                     )
-                except StaleVersionError:
-                    current = self.store.partition_state(tp.topic, tp.partition)
-                    if current is None and not self._topic_exists(tp.topic):
-                        self._forget_topic(tp.topic)
-                    retries += controller.write_conflicted(write, current)
+                    for w in pending
+                ),
+                return_exceptions=True,
+            )
+            controller = self._active()
+            failure: BaseException | None = None
+            conflicted: list[PartitionStateWrite] = []
+            for write, result in zip(pending, results, strict=True):
+                if isinstance(result, StaleVersionError):
+                    conflicted.append(write)
+                elif isinstance(result, BaseException):
+                    failure = failure or result
                 else:
-                    controller.write_applied(write, written.version)
+                    controller.write_applied(write, result.version)
+            if failure is not None:
+                raise failure
+            currents = await asyncio.gather(
+                *(
+                    self.store.partition_state(w.partition.topic, w.partition.partition)
+                    for w in conflicted
+                )
+            )
+            controller = self._active()
+            retries: list[PartitionStateWrite] = []
+            for write, current in zip(conflicted, currents, strict=True):
+                topic = write.partition.topic
+                gone = current is None and topic in self._topics
+                if gone and not await self.store.topic_exists(topic):
+                    self._forget_topic(topic)
+                retries += controller.write_conflicted(write, current)
             pending = retries
         log.warning(
             "controller writes still conflicting after %d rounds, left to the next event: %s",
@@ -678,42 +710,35 @@ class ControllerRuntime:
             ", ".join(str(w.partition) for w in pending),
         )
 
-    def _topic_exists(self, topic: str) -> bool:
-        return self.store.session.call(self.store.zk.exists, topic_path(topic)) is not None
-
     def _forget_topic(self, topic: str) -> None:
         """A topic found deleted before the store's watch told: forget it now."""
         if self._topics.pop(topic, None) is not None:
             self._active().delete_topic(topic)
             log.info("topic %s was deleted", topic)
 
-    def _registered(self) -> frozenset[int]:
-        children = self.store.session.call(self.store.zk.get_children, BROKER_IDS_PATH)
-        return frozenset(int(c) for c in children)
-
-    def _read_brokers(self, ids: Iterable[int]) -> dict[int, LiveBroker]:
+    async def _read_brokers(self, ids: Iterable[int]) -> dict[int, LiveBroker]:
         """The registrations of ``ids`` (a broker whose znode is gone meanwhile is left out)."""
-        brokers: dict[int, LiveBroker] = {}
-        for broker_id in sorted(ids):
-            try:
-                data, stat = self.store.session.call(
-                    self.store.zk.get, f"{BROKER_IDS_PATH}/{broker_id}"
-                )
-            except NoNodeError:
-                continue
-            brokers[broker_id] = LiveBroker(
-                BrokerRegistration.from_json(broker_id, data), int(stat.czxid)
-            )
-        return brokers
+        found = await self.store.broker_registrations(ids)
+        return {
+            broker_id: LiveBroker(BrokerRegistration.from_json(broker_id, data), czxid)
+            for broker_id, (data, czxid) in sorted(found.items())
+        }
+
+
+async def _nothing() -> None:
+    return None
 
 
 class _Event(Generic[T]):
-    """A queued event: ``fn`` run on the loop, its answer (if anyone awaits it) in ``future``.
+    """A queued event: ``fn`` awaited on the loop, its answer (if anyone awaits it) in
+    ``future``.
     ``needs_controller`` events are answered NOT_CONTROLLER when the controllership is gone."""
 
     __slots__ = ("fn", "future", "name", "needs_controller")
 
-    def __init__(self, name: str, fn: Callable[[], T], needs_controller: bool = True) -> None:
+    def __init__(
+        self, name: str, fn: Callable[[], Awaitable[T]], needs_controller: bool = True
+    ) -> None:
         self.name = name
         self.fn = fn
         self.needs_controller = needs_controller

@@ -19,9 +19,11 @@ Crashes: the ephemeral znodes go with the session (at once on a clean close, aft
 timeout on a crash). When a session expires while the broker lives, kazoo opens a new one and
 :class:`BrokerMembership` registers again and runs for controller again.
 
-Threads: :meth:`BrokerMembership.start` and :meth:`close` are called from the broker's event loop.
-Watches and re-registration run on kazoo's threads, keep their state under a lock, and tell the
-loop of each change with ``call_soon_threadsafe`` (a :class:`MembershipChange` value).
+Threads: :meth:`BrokerMembership.start` registers and runs for controller, ZooKeeper round
+trips: the broker calls it off its event loop (``asyncio.to_thread``); :meth:`close` only sets a
+flag. Watches and re-registration run on kazoo's threads, keep their state under a lock, and tell
+the loop of each change with ``call_soon_threadsafe`` (a :class:`MembershipChange` value); nothing
+here runs on the loop.
 """
 
 from __future__ import annotations
@@ -40,11 +42,11 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.metadata_store import MetadataStoreError
-from odradek.cluster.zookeeper import CONTROLLER_EPOCH_PATH, ZooKeeperSession
+from odradek.cluster.zookeeper import BROKER_IDS_PATH, CONTROLLER_EPOCH_PATH, ZooKeeperSession
 
 log = logging.getLogger(__name__)
 
-BROKER_IDS_PATH = "/brokers/ids"
+__all__ = ["BROKER_IDS_PATH", "BrokerMembership", "BrokerRegistration", "MembershipChange"]
 CONTROLLER_PATH = "/controller"
 REGISTRATION_VERSION = 5
 

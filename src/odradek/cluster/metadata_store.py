@@ -21,7 +21,13 @@ value}}, "brokers": {id: {config: value}}, "acls": [{"resource_type": "Topic", "
 ``brokers`` or ``acls`` have none). Version 1 files (no ``replicas``, no ``partition_states``)
 load: every partition is then assigned to this node.
 It is rewritten whole (temp file, fsync, rename) on every change, so a crash leaves the old or the
-new state, never a mix. Called only from the broker's event loop.
+new state, never a mix.
+
+Threads: both engines are called from the broker's event loop and answer with coroutines. The
+ZooKeeper engine's wait for ZooKeeper happens off the loop. The local store's coroutines never
+suspend (``answers_at_once``): each change rewrites a file of a few kilobytes before it returns,
+as a single broker always did, so callers that cannot await (a coordinator's first write, a
+producer id) may complete them at once with :func:`result_now`.
 """
 
 from __future__ import annotations
@@ -30,10 +36,10 @@ import asyncio
 import base64
 import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from odradek.security.acl import (
     AccessControlEntry,
@@ -47,12 +53,18 @@ from odradek.security.acl import (
 )
 from odradek.storage.fileio import write_file_atomically
 
+T = TypeVar("T")
+
 FILE_NAME = "odradek-metadata.json"
 FORMAT_VERSION = 2
 
 
 class MetadataStoreError(Exception):
     """The metadata store could not do what was asked (other than a version conflict)."""
+
+
+class TopicExistsError(MetadataStoreError):
+    """A topic was to be created, and another writer (another broker) made it first."""
 
 
 class StaleVersionError(MetadataStoreError):
@@ -99,19 +111,22 @@ class PartitionState:
 class MetadataChange:
     """What changed, as told to a change listener. ``kind`` is ``"topics"`` (a topic created,
     deleted, grown or reconfigured; ``topic`` names it, or is None when any may have),
-    ``"partition_state"`` (``topic`` and ``partition`` name it), ``"acls"`` (some ACLs) or
+    ``"partition_state"`` (``topic`` and ``partition`` name it, ``state`` is the state as the
+    store saw it at the change, None when it is gone), ``"acls"`` (some ACLs) or
     ``"broker_configs"`` (this broker's dynamic configs)."""
 
     kind: str
     topic: str | None = None
     partition: int | None = None
+    state: PartitionState | None = None
 
 
 ChangeListener = Callable[[MetadataChange], None]
 
 
 class MetadataStore(Protocol):
-    """Cluster metadata, read and written from the broker's event loop."""
+    """Cluster metadata, read and written from the broker's event loop: every call that may
+    wait for a disk or ZooKeeper is a coroutine, and the wait happens off the loop."""
 
     @property
     def cluster_id(self) -> str: ...
@@ -121,57 +136,64 @@ class MetadataStore(Protocol):
         """The topics as last read (kept current by the store; do not mutate)."""
         ...
 
-    def put(self, topic: TopicMetadata) -> None:
-        """Create ``topic`` (or replace it, keeping its id)."""
+    @property
+    def answers_at_once(self) -> bool:
+        """Whether every coroutine of the store completes without suspending (the local
+        store), so that :func:`result_now` may complete it."""
         ...
 
-    def remove(self, name: str) -> None:
+    async def put(self, topic: TopicMetadata) -> None:
+        """Create ``topic``; :class:`TopicExistsError` if another writer made it first (the
+        local store, the only writer of its file, replaces it)."""
+        ...
+
+    async def remove(self, name: str) -> None:
         """Delete a topic, its configs and its partitions' states (no error if it is gone)."""
         ...
 
-    def set_partitions(
+    async def set_partitions(
         self, name: str, count: int, new_replicas: Sequence[Sequence[int]] = ()
     ) -> TopicMetadata:
         """Grow a topic to ``count`` partitions; ``new_replicas`` assigns the new ones."""
         ...
 
-    def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
         """Replace the topic's config overrides."""
         ...
 
-    def reserve_producer_ids(self, count: int) -> int:
+    async def reserve_producer_ids(self, count: int) -> int:
         """The first of ``count`` producer ids no other call, on any broker, before or after a
         restart, gets."""
         ...
 
-    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+    async def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         """The partition's state with its version, or None if none was written."""
         ...
 
-    def write_partition_state(
+    async def write_partition_state(
         self, topic: str, partition: int, state: PartitionState, expected_version: int | None
     ) -> PartitionState:
         """Write ``state`` if the stored version is ``expected_version`` (None: only if there is
         no state yet). Returns it with its new version; raises :class:`StaleVersionError`."""
         ...
 
-    def user_configs(self, name: str) -> dict[str, str]:
+    async def user_configs(self, name: str) -> dict[str, str]:
         """A user's configs (``SCRAM-SHA-512`` → Kafka's credential text, …); empty if none."""
         ...
 
-    def broker_configs(self, broker: int) -> dict[str, str]:
+    async def broker_configs(self, broker: int) -> dict[str, str]:
         """A broker's dynamic configs (the replication throttle rates); empty if none."""
         ...
 
-    def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
+    async def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
         """Replace a broker's dynamic configs (a ``"broker_configs"`` change follows)."""
         ...
 
-    def user_names(self) -> list[str]:
+    async def user_names(self) -> list[str]:
         """Every user with configs, sorted."""
         ...
 
-    def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
+    async def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace a user's configs; empty configs remove the user."""
         ...
 
@@ -180,7 +202,7 @@ class MetadataStore(Protocol):
         """Every resource pattern's ACL entries as last read (kept current by the store)."""
         ...
 
-    def change_acls(
+    async def change_acls(
         self,
         pattern: ResourcePattern,
         add: Iterable[AccessControlEntry] = (),
@@ -196,6 +218,23 @@ class MetadataStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class WouldWaitError(Exception):
+    """:func:`result_now` was given work that must wait (for ZooKeeper): it was not done."""
+
+
+def result_now(work: Coroutine[Any, Any, T]) -> T:
+    """The result of ``work``, a coroutine of a store that ``answers_at_once``, completed here
+    without an event loop's turn; :class:`WouldWaitError` (and ``work`` cancelled) if it
+    would suspend."""
+    try:
+        work.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    work.close()
+    raise WouldWaitError("the metadata store must be awaited")
 
 
 def new_cluster_id() -> str:
@@ -238,7 +277,7 @@ class LocalMetadataStore:
             self._load()
         else:
             directory.mkdir(parents=True, exist_ok=True)
-            self._save()
+            write_file_atomically(self.path, self._encoded())
 
     @property
     def cluster_id(self) -> str:
@@ -283,7 +322,15 @@ class LocalMetadataStore:
             for a in state.get("acls", [])
         }
 
-    def _save(self) -> None:
+    @property
+    def answers_at_once(self) -> bool:
+        return True
+
+    async def _save(self) -> None:
+        """Write the state as it is now (at once: see the module doc)."""
+        write_file_atomically(self.path, self._encoded())
+
+    def _encoded(self) -> bytes:
         state = {
             "version": FORMAT_VERSION,
             "cluster_id": self._cluster_id,
@@ -319,46 +366,46 @@ class LocalMetadataStore:
                 for pattern, entries in sorted(self._acls.items())
             ],
         }
-        write_file_atomically(self.path, json.dumps(state, indent=1, sort_keys=True).encode())
+        return json.dumps(state, indent=1, sort_keys=True).encode()
 
-    def reserve_producer_ids(self, count: int) -> int:
+    async def reserve_producer_ids(self, count: int) -> int:
         first = self.next_producer_id_block
         self.next_producer_id_block = first + count
-        self._save()
+        await self._save()
         return first
 
-    def put(self, topic: TopicMetadata) -> None:
+    async def put(self, topic: TopicMetadata) -> None:
         if len(topic.replicas) != topic.partitions:
             topic = replace(topic, replicas=self._own(topic.partitions))
         self._topics[topic.name] = topic
-        self._save()
+        await self._save()
         self._listeners.notify(MetadataChange("topics", topic.name))
 
-    def remove(self, name: str) -> None:
+    async def remove(self, name: str) -> None:
         self._topics.pop(name, None)
         for key in [k for k in self._states if k[0] == name]:
             del self._states[key]
-        self._save()
+        await self._save()
         self._listeners.notify(MetadataChange("topics", name))
 
-    def set_partitions(
+    async def set_partitions(
         self, name: str, count: int, new_replicas: Sequence[Sequence[int]] = ()
     ) -> TopicMetadata:
         topic = self._topics[name]
         added = tuple(tuple(r) for r in new_replicas) or self._own(count - topic.partitions)
         updated = replace(topic, partitions=count, replicas=topic.replicas + added)
-        self.put(updated)
+        await self.put(updated)
         return updated
 
-    def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
         topic = replace(self._topics[name], configs=dict(configs))
-        self.put(topic)
+        await self.put(topic)
         return topic
 
-    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+    async def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         return self._states.get((topic, partition))
 
-    def write_partition_state(
+    async def write_partition_state(
         self, topic: str, partition: int, state: PartitionState, expected_version: int | None
     ) -> PartitionState:
         current = self._states.get((topic, partition))
@@ -370,39 +417,43 @@ class LocalMetadataStore:
             )
         written = replace(state, version=0 if current is None else current.version + 1)
         self._states[(topic, partition)] = written
-        self._save()
-        self._listeners.notify(MetadataChange("partition_state", topic, partition))
+        await self._save()
+        self._listeners.notify(MetadataChange("partition_state", topic, partition, written))
         return written
 
-    def user_configs(self, name: str) -> dict[str, str]:
+    async def user_configs(self, name: str) -> dict[str, str]:
+        return self.user_configs_now(name)
+
+    def user_configs_now(self, name: str) -> dict[str, str]:
+        """:meth:`user_configs` from memory, for callers that are not coroutines."""
         return dict(self._users.get(name, {}))
 
-    def user_names(self) -> list[str]:
+    async def user_names(self) -> list[str]:
         return sorted(self._users)
 
-    def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
+    async def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
         if configs:
             self._users[name] = dict(configs)
         else:
             self._users.pop(name, None)
-        self._save()
+        await self._save()
 
-    def broker_configs(self, broker: int) -> dict[str, str]:
+    async def broker_configs(self, broker: int) -> dict[str, str]:
         return dict(self._brokers.get(broker, {}))
 
-    def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
+    async def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
         if configs:
             self._brokers[broker] = dict(configs)
         else:
             self._brokers.pop(broker, None)
-        self._save()
+        await self._save()
         self._listeners.notify(MetadataChange("broker_configs"))
 
     @property
     def acls(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:
         return self._acls
 
-    def change_acls(
+    async def change_acls(
         self,
         pattern: ResourcePattern,
         add: Iterable[AccessControlEntry] = (),
@@ -413,7 +464,7 @@ class LocalMetadataStore:
             self._acls[pattern] = entries
         else:
             self._acls.pop(pattern, None)
-        self._save()
+        await self._save()
         self._listeners.notify(MetadataChange("acls"))
         return entries
 

@@ -17,7 +17,12 @@ unreachable ZooKeeper stops the start with the store's error. Stopping: the cont
 meanwhile), then the fetchers stop, then the session closes, which removes the registration.
 
 Crash: nothing here is on disk; a broker killed leaves its ephemeral znodes until ZooKeeper's
-session timeout, after which the controller elects new leaders. Runs on the event loop.
+session timeout, after which the controller elects new leaders.
+
+Threads: the event loop. Nothing here waits for ZooKeeper on it: the store's calls are
+coroutines that run kazoo off the loop (opening the store, too), notifications arrive with what
+changed, and the work a change brings (a new broker's registration read, the replication
+throttles re-read) runs as tasks, in turn.
 """
 
 from __future__ import annotations
@@ -72,6 +77,8 @@ class ClusterNode:
         self._controller: ControllerRuntime | None = None
         self._topics: TopicManager | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._membership_turn = asyncio.Lock()
+        self._rates_turn = asyncio.Lock()
 
     @property
     def store(self) -> ZooKeeperMetadataStore:
@@ -93,16 +100,18 @@ class ClusterNode:
         assert self._controller is not None, "cluster node not joined"
         return self._controller
 
-    def open_store(self) -> ZooKeeperMetadataStore:
+    async def open_store(self) -> ZooKeeperMetadataStore:
         """Connect to ZooKeeper (retrying up to ``zookeeper.connection.timeout.ms``) and open
-        the metadata store in it."""
-        self.session.start()
-        self._store = ZooKeeperMetadataStore(
-            self.session, self.node_id, self.config.raw("cluster.id")
-        )
+        the metadata store in it, off the loop."""
+
+        def open_blocking() -> ZooKeeperMetadataStore:
+            self.session.start()
+            return ZooKeeperMetadataStore(self.session, self.node_id, self.config.raw("cluster.id"))
+
+        self._store = await asyncio.to_thread(open_blocking)
         return self._store
 
-    def join(
+    async def join(
         self,
         topics: TopicManager,
         logs: LogManager,
@@ -124,7 +133,7 @@ class ClusterNode:
         )
         membership = BrokerMembership(self.session, registration, self.clock)
         self._membership = membership
-        view = ZooKeeperClusterView(self.node_id, store, membership, self.session, group_partition)
+        view = ZooKeeperClusterView(self.node_id, store, membership, group_partition)
         self._view = view
         config = self.config
         self._replicas = ReplicaManager(
@@ -155,27 +164,45 @@ class ClusterNode:
             ),
         )
         self._controller = ControllerRuntime(store, membership, config, self.clock)
-        self._controller.start()
+        # This broker's listener first: the first listener starts the store's watches, whose
+        # first reports (every partition's state) it must not miss.
         store.add_listener(loop, self._metadata_changed)
-        membership.start(loop, self._membership_changed)
-        view.membership_changed(membership.brokers)
+        self._controller.start()
+        # Registration and the first election: ZooKeeper calls, off the loop.
+        await asyncio.to_thread(membership.start, loop, self._membership_changed)
+        await view.membership_changed(membership.brokers)
         self._replicas.start()
-        self._quotas_changed(MetadataChange("broker_configs"))
+        await self._read_broker_rates()
         self._quotas_changed(MetadataChange("topics"))
         for topic, index in list(topics.partitions):
             self._replicas.refresh(topic, index)
 
     def _membership_changed(self, change: MembershipChange) -> None:
-        self.view.membership_changed(change.brokers)
-        self.controller.membership_changed(change)
-        self._spawn(self.replicas.brokers_changed())
+        self._spawn(self._apply_membership(change))
+
+    async def _apply_membership(self, change: MembershipChange) -> None:
+        # In turn: each change's registrations are read before the next change is applied.
+        async with self._membership_turn:
+            await self.view.membership_changed(change.brokers)
+            self.controller.membership_changed(change)
+            await self.replicas.brokers_changed()
+
+    async def _read_broker_rates(self) -> None:
+        """The replication throttles follow this broker's dynamic configs."""
+        async with self._rates_turn:
+            try:
+                dynamic = await self.store.broker_configs(self.node_id)
+            except Exception as e:
+                log.warning("could not read this broker's dynamic configs: %r", e)
+                return
+            static = {n: v for n in DYNAMIC_BROKER_CONFIGS if (v := self.config.raw(n)) is not None}
+            self.replicas.quotas.set_rates({**static, **dynamic})
 
     def _quotas_changed(self, change: MetadataChange) -> None:
         """The replication throttles follow the broker's dynamic configs and the topics'."""
         quotas = self.replicas.quotas
         if change.kind == "broker_configs":
-            static = {n: v for n in DYNAMIC_BROKER_CONFIGS if (v := self.config.raw(n)) is not None}
-            quotas.set_rates({**static, **self.store.broker_configs(self.node_id)})
+            self._spawn(self._read_broker_rates())
         elif change.kind == "topics":
             quotas.set_topics({t.name: t.configs for t in self.store.topics.values()})
 
@@ -199,13 +226,13 @@ class ClusterNode:
                 fresh = {(p.topic, p.index) for p in opened}
                 for name, index in list(topics.partitions):
                     if name == change.topic and (name, index) not in fresh:
-                        state = self.view.partition_state_changed(name, index)
+                        state = self.view.partition_state(name, index)
                         hosted = topics.partition(name, index)
                         if hosted is not None and state is not None:
                             self.replicas.apply(hosted, state)
         elif change.kind == "partition_state" and change.topic is not None:
             assert change.partition is not None
-            state = self.view.partition_state_changed(change.topic, change.partition)
+            state = self.view.partition_state_changed(change.topic, change.partition, change.state)
             hosted = topics.partition(change.topic, change.partition)
             if hosted is not None and state is not None:
                 self.replicas.apply(hosted, state)

@@ -14,10 +14,15 @@ After each state applied, the leadership listeners hear the partition and whethe
 As leader, the partition's ISR changes are this broker's to write (as Kafka's ZooKeeper-era
 leaders did): a follower caught up joins after its fetch, followers lagging past
 ``replica.lag.time.max.ms`` leave at the periodic check (every half of it, as Kafka), each by a
-compare-and-set on the state's version; a lost race re-reads the state and applies it.
+compare-and-set on the state's version; a lost race re-reads the state and applies it. Each
+change is queued to the partition's ISR task and never awaited by the fetch or the check that
+proposed it (Kafka's ``AlterPartitionManager``): while it is in flight the partition keeps
+serving, its high watermark computed over the maximal ISR (KIP-497), and the written ISR is
+applied when the write returns. A slow ZooKeeper delays ISR changes, never the fetches.
 
 Crash: nothing here is on disk; the states are in the metadata store, the logs (with their leader
-epochs and high watermarks) in storage. Runs on the broker's event loop.
+epochs and high watermarks) in storage. Threads: the broker's event loop; the store's writes
+happen off it.
 """
 
 from __future__ import annotations
@@ -71,6 +76,8 @@ class ReplicaManager:
         self._fetchers: dict[int, LeaderFetcher] = {}
         self._following: dict[tuple[str, int], int] = {}  # partition → leader fetched from
         self._isr_task: asyncio.Task[None] | None = None
+        # Each partition's ISR change in flight (at most one: the tracker proposes no other).
+        self._isr_writes: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._brokers_changing = asyncio.Lock()
         # Called with a partition and whether it leads, after each state applied to it (so
         # also again for the same role: listeners must be idempotent).
@@ -88,6 +95,10 @@ class ReplicaManager:
             self._isr_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._isr_task
+        for write in list(self._isr_writes.values()):
+            write.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await write
         for fetcher in list(self._fetchers.values()):
             await fetcher.stop()
         self._fetchers.clear()
@@ -247,6 +258,18 @@ class ReplicaManager:
                     self._write_isr(partition, proposal)
 
     def _write_isr(self, partition: Partition, proposal: IsrProposal) -> None:
+        """Queue the ISR change to the partition's ISR task; the caller goes on at once."""
+        tp = (partition.topic, partition.index)
+        if tp in self._isr_writes:
+            partition.isr_write_failed()  # one in flight already: proposed again later
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._write_isr_now(partition, proposal), name=f"isr-{partition.name}"
+        )
+        self._isr_writes[tp] = task
+        task.add_done_callback(lambda _: self._isr_writes.pop(tp, None))
+
+    async def _write_isr_now(self, partition: Partition, proposal: IsrProposal) -> None:
         tp = (partition.topic, partition.index)
         known = self._states.get(tp)
         controller_epoch = known.controller_epoch if known is not None else 0
@@ -258,11 +281,11 @@ class ReplicaManager:
             proposal.zk_version,
         )
         try:
-            written = self.store.write_partition_state(*tp, state, proposal.zk_version)
+            written = await self.store.write_partition_state(*tp, state, proposal.zk_version)
         except StaleVersionError:
             partition.isr_write_failed()
             log.info("%s: ISR change to %s lost a race; re-reading", partition.name, proposal.isr)
-            self.refresh(*tp)
+            await self._reread(partition)
             return
         except Exception:
             partition.isr_write_failed()
@@ -280,6 +303,26 @@ class ReplicaManager:
             self.isr_shrinks += 1
         if set(written.isr) - before:
             self.isr_expands += 1
+        if self._hosted(*tp) is not partition:
+            return  # deleted or reassigned away meanwhile
+        now = self._states.get(tp)
+        if now is not None and (now.leader_epoch, now.version) > (
+            written.leader_epoch,
+            written.version,
+        ):
+            return  # a newer state (the controller's) was applied while the write was out
         self._states[tp] = written
         self._state_written(*tp, written)
         partition.isr_written(written.isr, written.leader_epoch, written.version)
+
+    async def _reread(self, partition: Partition) -> None:
+        """After a lost compare-and-set: the state as the store holds it now, applied."""
+        tp = (partition.topic, partition.index)
+        try:
+            current = await self.store.partition_state(*tp)
+        except Exception as e:
+            log.warning("%s: could not re-read the partition state: %r", partition.name, e)
+            return
+        if current is not None and self._hosted(*tp) is partition:
+            self._state_written(*tp, current)
+            self.apply(partition, current)

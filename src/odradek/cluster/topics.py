@@ -2,6 +2,10 @@
 
 The facts live in the metadata store; the data in the log manager. Every change is validated the
 way Kafka's controller validates it and refused with the error code a Kafka client expects.
+
+Threads: the broker's event loop. A change is a coroutine that returns once the store holds it
+(the store's wait, for ZooKeeper or a disk, happens off the loop); callers bound it by their
+request's timeout.
 """
 
 from __future__ import annotations
@@ -21,7 +25,12 @@ from odradek.cluster.assignment import (
     check_added_assignment,
     check_assignment,
 )
-from odradek.cluster.metadata_store import MetadataStore, MetadataStoreError, TopicMetadata
+from odradek.cluster.metadata_store import (
+    MetadataStore,
+    MetadataStoreError,
+    TopicExistsError,
+    TopicMetadata,
+)
 from odradek.cluster.partition import Partition
 from odradek.cluster.view import ClusterView
 from odradek.config import (
@@ -136,6 +145,7 @@ class TopicManager:
         # committed offsets).
         self.deletion_listeners: list[Callable[[str], None]] = []
         self._random = random.Random()
+        self._creating: set[str] = set()
 
     def open(self) -> None:
         self.logs.open(self.log_config)
@@ -198,7 +208,12 @@ class TopicManager:
         min_insync = self.topic_config(topic.name).get_int("min.insync.replicas")
         node = self.config.node_id
         for index in indexes:
-            if node not in self._replicas_of(topic, index):
+            # Already open when the store's notification of this change came first (a change
+            # is awaited, and the watch may answer before the write does).
+            if (
+                node not in self._replicas_of(topic, index)
+                or (topic.name, index) in self.partitions
+            ):
                 continue
             partition_log = self.logs.get(topic.name, index) or self.logs.create(
                 topic.name, index, config
@@ -240,7 +255,7 @@ class TopicManager:
 
     # -- changes -------------------------------------------------------------------------------
 
-    def create_topic(
+    async def create_topic(
         self,
         name: str,
         num_partitions: int = -1,
@@ -283,8 +298,18 @@ class TopicManager:
         topic = TopicMetadata(name, uuid.uuid4(), num_partitions, valid, replicas)
         if validate_only:
             return topic
-        with _store_errors():
-            self.store.put(topic)
+        if name in self._creating:
+            raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} is being created")
+        self._creating.add(name)
+        try:
+            with _store_errors():
+                await self.store.put(topic)
+        except KafkaError as e:
+            if isinstance(e.__cause__, TopicExistsError):
+                raise KafkaError(ErrorCode.topic_already_exists, str(e.__cause__)) from None
+            raise
+        finally:
+            self._creating.discard(name)
         self._topic_configs.pop(name, None)
         self._open_partitions(topic, range(num_partitions))
         log.info("created topic %s with %d partitions", name, num_partitions)
@@ -320,14 +345,14 @@ class TopicManager:
                 f"broker{'' if live == 1 else 's'} available",
             )
 
-    def delete_topic(self, name: str) -> TopicMetadata:
+    async def delete_topic(self, name: str) -> TopicMetadata:
         topic = self.store.topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
         if not self.config.get_bool("delete.topic.enable"):
             raise KafkaError(ErrorCode.topic_deletion_disabled, "delete.topic.enable is false")
         with _store_errors():
-            self.store.remove(name)
+            await self.store.remove(name)
         self._topic_configs.pop(name, None)
         for index in range(topic.partitions):
             partition = self.partitions.pop((name, index), None)
@@ -346,7 +371,7 @@ class TopicManager:
             listener(name)
         return topic
 
-    def create_partitions(
+    async def create_partitions(
         self,
         name: str,
         count: int,
@@ -390,10 +415,10 @@ class TopicManager:
             assignments = [list(placed[p]) for p in range(topic.partitions, count)]
         new_replicas = assignments
         with _store_errors():
-            updated = self.store.set_partitions(name, count, new_replicas)
+            updated = await self.store.set_partitions(name, count, new_replicas)
         self._open_partitions(updated, range(topic.partitions, count))
 
-    def set_topic_configs(
+    async def set_topic_configs(
         self, name: str, configs: Mapping[str, str | None], *, validate_only: bool = False
     ) -> None:
         """Replace the topic's overrides with ``configs`` (None values are dropped)."""
@@ -406,7 +431,7 @@ class TopicManager:
         if validate_only:
             return
         with _store_errors():
-            self.store.set_configs(name, valid)
+            await self.store.set_configs(name, valid)
         self._topic_configs.pop(name, None)
         self._apply_config(name)
 

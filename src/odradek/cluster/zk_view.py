@@ -5,9 +5,11 @@
 What it holds is a cache fed on the broker's event loop by the membership watches
 (:meth:`ZooKeeperClusterView.membership_changed`) and the metadata store's notifications
 (:meth:`ZooKeeperClusterView.partition_state_changed`, :meth:`ZooKeeperClusterView.topic_changed`),
-so that Metadata answers without a ZooKeeper round trip per partition. A state not cached yet is
-read once from the store. Nothing is on disk; ZooKeeper is the source of truth. Called on the
-event loop only.
+so that Metadata answers without a ZooKeeper round trip per partition. The store's watch of a
+partition's state reports what it holds when set, with the data, so the cache fills without a read
+of its own; a state not reported yet answers as no leader (clients retry). Nothing is on disk;
+ZooKeeper is the source of truth. Threads: the event loop only; a new broker's registration is
+read by the store, off the loop.
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from kazoo.exceptions import NoNodeError
-
-from odradek.cluster.membership import BROKER_IDS_PATH, BrokerMembership, BrokerRegistration
-from odradek.cluster.metadata_store import MetadataStore, PartitionState
+from odradek.cluster.membership import BrokerMembership, BrokerRegistration
+from odradek.cluster.metadata_store import PartitionState
 from odradek.cluster.view import (
     CONSUMER_OFFSETS,
     NO_NODE,
@@ -26,7 +26,7 @@ from odradek.cluster.view import (
     PartitionInfo,
     leader_endpoint,
 )
-from odradek.cluster.zookeeper import ZooKeeperSession
+from odradek.cluster.zookeeper import ZooKeeperMetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +37,14 @@ class ZooKeeperClusterView:
     def __init__(
         self,
         node_id: int,
-        store: MetadataStore,
+        store: ZooKeeperMetadataStore,
         membership: BrokerMembership,
-        session: ZooKeeperSession,
         group_partition: Callable[[str], int],
     ) -> None:
         self.node_id = node_id
         self.cluster_id = store.cluster_id
         self._store = store
         self._membership = membership
-        self._session = session
         self._group_partition = group_partition
         self._brokers: dict[int, BrokerEndpoint] = {}
         self._states: dict[tuple[str, int], PartitionState | None] = {}
@@ -65,10 +63,7 @@ class ZooKeeperClusterView:
         return None if endpoint is None else f"{endpoint.host}:{endpoint.port}"
 
     def partition_state(self, topic: str, index: int) -> PartitionState | None:
-        key = (topic, index)
-        if key not in self._states:
-            self._states[key] = self._store.partition_state(topic, index)
-        return self._states[key]
+        return self._states.get((topic, index))
 
     def partition_info(self, topic: str, index: int) -> PartitionInfo | None:
         metadata = self._store.topics.get(topic)
@@ -87,17 +82,13 @@ class ZooKeeperClusterView:
 
     # -- changes ---------------------------------------------------------------------------------
 
-    def membership_changed(self, brokers: frozenset[int]) -> None:
-        """The registered brokers are now ``brokers``: read the registrations of new ones."""
+    async def membership_changed(self, brokers: frozenset[int]) -> None:
+        """The registered brokers are now ``brokers``: read the registrations of new ones (one
+        gone again meanwhile is left out). Calls must not overlap (the node runs them in turn)."""
         for gone in set(self._brokers) - brokers:
             del self._brokers[gone]
-        for broker_id in brokers - set(self._brokers):
-            try:
-                data, _ = self._session.call(
-                    self._session.client.get, f"{BROKER_IDS_PATH}/{broker_id}"
-                )
-            except NoNodeError:
-                continue  # gone again already
+        found = await self._store.broker_registrations(brokers - set(self._brokers))
+        for broker_id, (data, _) in found.items():
             registration = BrokerRegistration.from_json(broker_id, data)
             others = registration.other_endpoints
             self._brokers[broker_id] = BrokerEndpoint(
@@ -113,9 +104,10 @@ class ZooKeeperClusterView:
                 else (),
             )
 
-    def partition_state_changed(self, topic: str, index: int) -> PartitionState | None:
-        """Re-read a partition's state after a notification; returns it."""
-        state = self._store.partition_state(topic, index)
+    def partition_state_changed(
+        self, topic: str, index: int, state: PartitionState | None
+    ) -> PartitionState | None:
+        """A notification brought the partition's state (None: gone); returns the state kept."""
         self._states[(topic, index)] = state
         return state
 

@@ -45,10 +45,12 @@ version, so two writers never both succeed; the controller's partition-state wri
 the version of ``/controller_epoch`` in the same multi-op, so a controller whose term ended
 writes nothing (Kafka's fencing).
 
-Threads: :class:`ZooKeeperMetadataStore` is called from the broker's event loop; its calls block
-the loop for ZooKeeper round trips (milliseconds; they are admin operations and controller
-decisions, not the produce path). kazoo runs watches on its own threads: they only hand events to
-the loop with ``call_soon_threadsafe``; the topic cache is read and written on the loop alone.
+Threads: nothing here blocks the broker's event loop. :class:`ZooKeeperMetadataStore`'s calls
+are coroutines whose kazoo calls (with their retries) run on the store's thread pool, so a slow or
+absent ZooKeeper delays only the coroutines that wait for it (their callers bound that wait).
+kazoo runs watches on its own threads: they re-read what changed on the store's watch thread and
+hand the result to the loop with ``call_soon_threadsafe``; the caches are read and written on
+the loop alone.
 """
 
 from __future__ import annotations
@@ -56,11 +58,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -83,6 +87,7 @@ from odradek.cluster.metadata_store import (
     MetadataStoreError,
     PartitionState,
     StaleVersionError,
+    TopicExistsError,
     TopicMetadata,
     new_cluster_id,
 )
@@ -110,6 +115,12 @@ CONFIG_CHANGES_PATH = "/config/changes"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
+BROKER_IDS_PATH = "/brokers/ids"
+# Where Kafka's ZooKeeper-era tools (2.x kafka-reassign-partitions --zookeeper) ask for moves:
+# {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}.
+ADMIN_REASSIGN_PATH = "/admin/reassign_partitions"
+# The store's calls in flight at once (each a thread waiting for its answers).
+ZOOKEEPER_THREADS = 16
 ACL_PATHS = {
     PatternType.LITERAL: "/kafka-acl",
     PatternType.PREFIXED: "/kafka-acl-extended/prefixed",
@@ -248,8 +259,10 @@ class ZooKeeperSession:
     :meth:`start` waits up to the connection timeout for a server, then fails with
     :class:`ZooKeeperUnreachableError`. When the session expires (kazoo's LOST state: its
     ephemeral znodes are gone), kazoo opens a new one; the hooks given to :meth:`on_new_session`
-    then run on a thread of kazoo's, to register again what the lost session held. Made and
-    closed by the broker (on its loop); :meth:`call` is safe from any thread.
+    then run on a thread of kazoo's, to register again what the lost session held. :meth:`start`
+    and :meth:`close` block (connecting, and joining kazoo's threads): the broker calls them off
+    its loop. :meth:`call` blocks for up to the connection timeout and is safe from any thread
+    but the loop's: the store runs it on its pool.
     """
 
     def __init__(
@@ -330,6 +343,8 @@ class ZooKeeperSession:
         )
 
         def attempt() -> T:
+            if self._closing.is_set():
+                raise ZooKeeperUnreachableError("the ZooKeeper session is closed")
             if not self.client.connected:
                 raise ConnectionLoss("not connected to ZooKeeper")
             return fn(*args, **kwargs)
@@ -385,8 +400,18 @@ class ZooKeeperSession:
 class ZooKeeperMetadataStore:
     """The cluster's metadata in ZooKeeper (layout and rules in the module doc).
 
-    ``topics`` is a cache, filled at open, updated by this store's writes and, once a listener
-    is added, by watches (handled on the listener's loop before the listener is told).
+    ``topics`` and ``acls`` are caches, filled at open, updated by this store's writes and, once
+    a listener is added, by watches. Every call that talks to ZooKeeper is a coroutine: its
+    kazoo calls (and their retries, up to ``zookeeper.connection.timeout.ms``) run on the
+    store's thread pool, so that several calls of the loop are in flight at once (the
+    controller's writes of one event, an ISR change, an admin request) and none holds the loop.
+
+    Threads: the coroutines and the caches belong to the broker's event loop. The pool's
+    threads make kazoo calls only and touch no cache: results come back to the loop through the
+    awaited future. Watches fire on kazoo's threads; one watch thread re-reads what changed, in
+    the order the watches fired, and hands the result to the loop, which updates the caches and
+    tells the listeners. The constructor blocks (it reads the whole tree): call it off the loop
+    (:meth:`open_async`).
     """
 
     def __init__(
@@ -406,16 +431,20 @@ class ZooKeeperMetadataStore:
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._listeners = ChangeListeners()
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Calls of the loop in flight at once; kazoo pipelines them on its one connection.
+        self._pool = ThreadPoolExecutor(max_workers=ZOOKEEPER_THREADS, thread_name_prefix="zk")
+        # Watch events re-read one at a time, in order, so that an older read never lands last.
+        self._watch_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zk-watch")
         # A topic's watches stop when its token is replaced (deleted, grown, or made again).
+        # These three belong to the watch thread.
         self._watch_tokens: dict[str, object] = {}
-        # What the watches last showed (the cache may be ahead of them, by this store's writes).
         self._listed: set[str] = set()
         self._watched_partitions: dict[str, int] = {}
         for path in (
             TOPICS_PATH,
             TOPIC_CONFIGS_PATH,
             DELETE_TOPICS_PATH,
-            "/brokers/ids",
+            BROKER_IDS_PATH,
             *ACL_PATHS.values(),
             ACL_CHANGES_PATH,
             EXTENDED_ACL_CHANGES_PATH,
@@ -426,18 +455,26 @@ class ZooKeeperMetadataStore:
             log.warning("finishing the deletion of topic %s that a crash interrupted", name)
             self._delete_topic_znodes(name)
         for name in self._call(self.zk.get_children, TOPICS_PATH):
-            self._load_topic(name)
-        self._load_acls()
+            topic = self._read_topic(name)
+            if topic is not None:
+                self._topics[name] = topic
+        self._acls = self._read_acls()
 
     @classmethod
     def open(cls, config: BrokerConfig) -> ZooKeeperMetadataStore:
-        """Connect to ``zookeeper.connect`` with a session of the store's own."""
+        """Connect to ``zookeeper.connect`` with a session of the store's own (blocks: not on
+        the loop)."""
         session = ZooKeeperSession.from_config(config).start()
         try:
             return cls(session, config.node_id, config.raw("cluster.id"), own_session=True)
         except BaseException:
             session.close()
             raise
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the pool; the loop goes on meanwhile."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
 
     def _read_or_create_cluster_id(self, proposed: str) -> str:
         try:
@@ -461,14 +498,17 @@ class ZooKeeperMetadataStore:
     def topics(self) -> Mapping[str, TopicMetadata]:
         return self._topics
 
+    @property
+    def answers_at_once(self) -> bool:
+        return False
+
     # -- topics ----------------------------------------------------------------------------------
 
-    def _load_topic(self, name: str) -> TopicMetadata | None:
-        """Re-read one topic into the cache (None, and out of the cache, if it is gone)."""
+    def _read_topic(self, name: str) -> TopicMetadata | None:
+        """One topic as ZooKeeper holds it (None if it is gone). Blocks."""
         try:
             data, stat = self._call(self.zk.get, topic_path(name))
         except NoNodeError:
-            self._topics.pop(name, None)
             return None
         try:
             configs = decode_topic_configs(
@@ -481,23 +521,34 @@ class ZooKeeperMetadataStore:
             # As Kafka's controller does for topics made before topic ids: write one down.
             with contextlib.suppress(BadVersionError):
                 self._call(self.zk.set, topic_path(name), encode_topic(topic), version=stat.version)
-        self._topics[name] = topic
         return topic
 
-    def reload(self) -> None:
-        """Re-read every topic (the cache is otherwise kept by writes and watches)."""
-        names = set(self._call(self.zk.get_children, TOPICS_PATH))
-        for gone in set(self._topics) - names:
-            del self._topics[gone]
-        for name in names:
-            self._load_topic(name)
+    def _read_all_topics(self) -> dict[str, TopicMetadata]:
+        topics = {}
+        for name in self._call(self.zk.get_children, TOPICS_PATH):
+            topic = self._read_topic(name)
+            if topic is not None:
+                topics[name] = topic
+        return topics
 
-    def put(self, topic: TopicMetadata) -> None:
+    async def reload(self) -> None:
+        """Re-read every topic (the cache is otherwise kept by writes and watches)."""
+        self._topics = await self._run(self._read_all_topics)
+
+    async def topic_exists(self, name: str) -> bool:
+        """Whether the topic's znode is there now (the cache may lag behind a deletion)."""
+        return await self._run(self._call, self.zk.exists, topic_path(name)) is not None
+
+    async def put(self, topic: TopicMetadata) -> None:
         if len(topic.replicas) != topic.partitions:
             raise MetadataStoreError(
                 f"topic {topic.name} has {topic.partitions} partitions but "
                 f"{len(topic.replicas)} replica assignments"
             )
+        await self._run(self._put, topic)
+        self._topics[topic.name] = topic
+
+    def _put(self, topic: TopicMetadata) -> None:
         config_path = f"{TOPIC_CONFIGS_PATH}/{topic.name}"
 
         def create() -> list[object]:
@@ -508,20 +559,28 @@ class ZooKeeperMetadataStore:
             results: list[object] = tx.commit()
             return results
 
-        # A retry after a create that landed finds the znodes: then it is an update, the same.
         results = self._call(create)
         if any(isinstance(r, NodeExistsError) for r in results):
-            self._call(self.zk.set, config_path, encode_topic_configs(topic.configs))
-            self._call(self.zk.set, topic_path(topic.name), encode_topic(topic))
+            # Ours, if a retry found the create that landed before the connection broke (the
+            # znode holds this very topic, its id included); else another broker's, made
+            # meanwhile (a Metadata request's auto-creation, say), which is never overwritten.
+            try:
+                data, _ = self._call(self.zk.get, topic_path(topic.name))
+            except NoNodeError:
+                data = b""
+            if data != encode_topic(topic):
+                raise TopicExistsError(f"topic {topic.name} already exists")
         elif any(isinstance(r, Exception) for r in results):
             raise MetadataStoreError(f"could not create topic {topic.name}: {results}")
-        self._topics[topic.name] = topic
 
-    def remove(self, name: str) -> None:
+    async def remove(self, name: str) -> None:
+        await self._run(self._remove, name)
+        self._topics.pop(name, None)
+
+    def _remove(self, name: str) -> None:
         with contextlib.suppress(NodeExistsError):
             self._call(self.zk.create, f"{DELETE_TOPICS_PATH}/{name}", b"")
         self._delete_topic_znodes(name)
-        self._topics.pop(name, None)
 
     def _delete_topic_znodes(self, name: str) -> None:
         for _ in range(10):
@@ -539,11 +598,24 @@ class ZooKeeperMetadataStore:
         with contextlib.suppress(NoNodeError):
             self._call(self.zk.delete, f"{DELETE_TOPICS_PATH}/{name}")
 
-    def set_partitions(
+    async def set_partitions(
         self, name: str, count: int, new_replicas: Sequence[Sequence[int]] = ()
     ) -> TopicMetadata:
+        updated = await self._run(
+            self._set_partitions, name, count, new_replicas, self._topics.get(name)
+        )
+        self._topics[name] = updated
+        return updated
+
+    def _set_partitions(
+        self,
+        name: str,
+        count: int,
+        new_replicas: Sequence[Sequence[int]],
+        cached: TopicMetadata | None,
+    ) -> TopicMetadata:
         data, stat = self._call(self.zk.get, topic_path(name))
-        topic = self._topics.get(name) or decode_topic(name, data, {})
+        topic = cached or decode_topic(name, data, {})
         current = decode_topic(name, data, topic.configs)
         added = tuple(tuple(r) for r in new_replicas)
         if current.partitions + len(added) != count:
@@ -560,10 +632,9 @@ class ZooKeeperMetadataStore:
             path, data, stat.version, self.zk.set, path, data, version=stat.version
         ):
             raise StaleVersionError(f"topic {name} changed while adding partitions")
-        self._topics[name] = updated
         return updated
 
-    def write_assignments(
+    async def write_assignments(
         self,
         name: str,
         changes: Mapping[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]],
@@ -576,14 +647,28 @@ class ZooKeeperMetadataStore:
         whose term ended writes nothing: :class:`ControllerMovedError`). A partition grown or
         a topic recreated meanwhile is read again; a topic deleted meanwhile raises
         :class:`StaleVersionError`."""
+        cached = self._topics.get(name)
+        configs = dict(cached.configs) if cached else {}
+        updated = await self._run(
+            self._write_assignments, name, changes, configs, controller_epoch_zk_version
+        )
+        self._topics[name] = updated
+        return updated
+
+    def _write_assignments(
+        self,
+        name: str,
+        changes: Mapping[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]],
+        configs: dict[str, str],
+        controller_epoch_zk_version: int,
+    ) -> TopicMetadata:
         path = topic_path(name)
         for _ in range(10):
             try:
                 data, stat = self._call(self.zk.get, path)
             except NoNodeError:
                 raise StaleVersionError(f"topic {name} does not exist") from None
-            cached = self._topics.get(name)
-            current = decode_topic(name, data, cached.configs if cached else {})
+            current = decode_topic(name, data, configs)
             replicas = list(current.replicas)
             adding, removing = dict(current.adding), dict(current.removing)
             for partition, (rs, ars, rrs) in changes.items():
@@ -608,28 +693,17 @@ class ZooKeeperMetadataStore:
                 stat.version,
                 controller_epoch_zk_version,
             ):
-                self._topics[name] = updated
                 return updated
         raise StaleVersionError(f"topic {name} kept changing while its assignment was written")
 
-    def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
-        topic = self._topics.get(name) or self._load_topic(name)
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
+        topic = self._topics.get(name) or await self._run(self._read_topic, name)
         if topic is None:
             raise MetadataStoreError(f"topic {name} does not exist")
-        path = f"{TOPIC_CONFIGS_PATH}/{name}"
-        try:
-            self._call(self.zk.set, path, encode_topic_configs(configs))
-        except NoNodeError:
-            self._call(self.zk.create, path, encode_topic_configs(configs), makepath=True)
-        # Kafka's brokers learn of config changes from these sequential notifications.
-        self._call(
-            self.zk.create,
-            f"{CONFIG_CHANGES_PATH}/config_change_",
-            _json({"version": 2, "entity_path": f"topics/{name}"}),
-            sequence=True,
-            makepath=True,
+        await self._run(
+            self._set_entity_configs, f"{TOPIC_CONFIGS_PATH}/{name}", f"topics/{name}", configs
         )
-        updated = replace(topic, configs=dict(configs))
+        updated = replace(self._topics.get(name) or topic, configs=dict(configs))
         self._topics[name] = updated
         return updated
 
@@ -639,7 +713,7 @@ class ZooKeeperMetadataStore:
     def acls(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:
         return self._acls
 
-    def _load_acls(self) -> None:
+    def _read_acls(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
         acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         for pattern_type, root in ACL_PATHS.items():
             for resource_type in _ACL_RESOURCE_TYPES:
@@ -653,7 +727,7 @@ class ZooKeeperMetadataStore:
                     entries, _ = self._read_acl(pattern)
                     if entries:
                         acls[pattern] = entries
-        self._acls = acls
+        return acls
 
     def _read_acl(self, pattern: ResourcePattern) -> tuple[frozenset[AccessControlEntry], int]:
         """The pattern's entries and znode version (-1: no znode)."""
@@ -663,19 +737,31 @@ class ZooKeeperMetadataStore:
             return frozenset(), -1
         return (decode_entries(json.loads(data)) if data else frozenset()), stat.version
 
-    def change_acls(
+    async def change_acls(
         self,
         pattern: ResourcePattern,
         add: Iterable[AccessControlEntry] = (),
         remove: Iterable[AccessControlEntry] = (),
     ) -> frozenset[AccessControlEntry]:
-        added, removed = frozenset(add), frozenset(remove)
+        entries = await self._run(self._change_acls, pattern, frozenset(add), frozenset(remove))
+        if entries:
+            self._acls[pattern] = entries
+        else:
+            self._acls.pop(pattern, None)
+        return entries
+
+    def _change_acls(
+        self,
+        pattern: ResourcePattern,
+        added: frozenset[AccessControlEntry],
+        removed: frozenset[AccessControlEntry],
+    ) -> frozenset[AccessControlEntry]:
         path = acl_path(pattern)
         while True:
             current, version = self._read_acl(pattern)
             entries = (current | added) - removed
             if entries == current:
-                break
+                return entries
             try:
                 if not entries:
                     self._call(self.zk.delete, path, version=version)
@@ -687,16 +773,14 @@ class ZooKeeperMetadataStore:
                 continue  # another broker changed this resource meanwhile: apply ours to theirs
             change_path, change = encode_acl_change(pattern)
             self._call(self.zk.create, f"{change_path}/acl_changes_", change, sequence=True)
-            break
-        if entries:
-            self._acls[pattern] = entries
-        else:
-            self._acls.pop(pattern, None)
-        return entries
+            return entries
 
     # -- producer ids ----------------------------------------------------------------------------
 
-    def reserve_producer_ids(self, count: int) -> int:
+    async def reserve_producer_ids(self, count: int) -> int:
+        return await self._run(self._reserve_producer_ids, count)
+
+    def _reserve_producer_ids(self, count: int) -> int:
         while True:
             try:
                 data, stat = self._call(self.zk.get, PRODUCER_ID_BLOCK_PATH)
@@ -721,22 +805,28 @@ class ZooKeeperMetadataStore:
 
     # -- partition state -------------------------------------------------------------------------
 
-    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+    async def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        return await self._run(self._partition_state, topic, partition)
+
+    def _partition_state(self, topic: str, partition: int) -> PartitionState | None:
         try:
             data, stat = self._call(self.zk.get, partition_state_path(topic, partition))
         except NoNodeError:
             return None
         return decode_partition_state(data, stat.version)
 
-    def controller_epoch(self) -> tuple[int, int] | None:
+    async def controller_epoch(self) -> tuple[int, int] | None:
         """``/controller_epoch`` as (epoch, znode version); None before the first election."""
+        return await self._run(self._controller_epoch)
+
+    def _controller_epoch(self) -> tuple[int, int] | None:
         try:
             data, stat = self._call(self.zk.get, CONTROLLER_EPOCH_PATH)
         except NoNodeError:
             return None
         return int(data), int(stat.version)
 
-    def write_partition_state(
+    async def write_partition_state(
         self,
         topic: str,
         partition: int,
@@ -750,6 +840,23 @@ class ZooKeeperMetadataStore:
         controller that lost its term writes nothing (:class:`ControllerMovedError`), as
         Kafka's controller does. Its create of a partition's first state never creates the
         topic's znode: on a topic deleted meanwhile it fails (:class:`StaleVersionError`)."""
+        return await self._run(
+            self._write_partition_state,
+            topic,
+            partition,
+            state,
+            expected_version,
+            controller_epoch_zk_version,
+        )
+
+    def _write_partition_state(
+        self,
+        topic: str,
+        partition: int,
+        state: PartitionState,
+        expected_version: int | None,
+        controller_epoch_zk_version: int | None,
+    ) -> PartitionState:
         path = partition_state_path(topic, partition)
         data = encode_partition_state(state)
         if controller_epoch_zk_version is not None:
@@ -842,41 +949,111 @@ class ZooKeeperMetadataStore:
             return False
         return bool(current == data and stat.version == expected + 1)
 
-    # -- change notification ---------------------------------------------------------------------
+    # -- brokers and the old tools' reassignments (for the controller) ---------------------------
 
-    # -- users -----------------------------------------------------------------------------------
+    async def registered_brokers(self) -> frozenset[int]:
+        """The ids under ``/brokers/ids`` now."""
+        children = await self._run(self._call, self.zk.get_children, BROKER_IDS_PATH)
+        return frozenset(int(c) for c in children)
 
-    def user_configs(self, name: str) -> dict[str, str]:
+    async def broker_registrations(self, ids: Iterable[int]) -> dict[int, tuple[bytes, int]]:
+        """Each broker's registration znode as (JSON, creation zxid); one gone is left out."""
+        return await self._run(self._broker_registrations, sorted(ids))
+
+    def _broker_registrations(self, ids: list[int]) -> dict[int, tuple[bytes, int]]:
+        found: dict[int, tuple[bytes, int]] = {}
+        for broker_id in ids:
+            try:
+                data, stat = self._call(self.zk.get, f"{BROKER_IDS_PATH}/{broker_id}")
+            except NoNodeError:
+                continue
+            found[broker_id] = (data, int(stat.czxid))
+        return found
+
+    async def admin_reassignments(self) -> tuple[bytes, int] | None:
+        """``/admin/reassign_partitions`` as (JSON, znode version); None when absent."""
+        return await self._run(self._admin_reassignments)
+
+    def _admin_reassignments(self) -> tuple[bytes, int] | None:
+        try:
+            data, stat = self._call(self.zk.get, ADMIN_REASSIGN_PATH)
+        except NoNodeError:
+            return None
+        return data, int(stat.version)
+
+    async def set_admin_reassignments(self, data: bytes | None, version: int) -> bool:
+        """Replace (``data``) or delete (None) ``/admin/reassign_partitions`` if it is still at
+        ``version`` (-1: whatever it is); False when it changed or went meanwhile."""
+        return await self._run(self._set_admin_reassignments, data, version)
+
+    def _set_admin_reassignments(self, data: bytes | None, version: int) -> bool:
+        try:
+            if data is None:
+                self._call(self.zk.delete, ADMIN_REASSIGN_PATH, version=version)
+            else:
+                self._call(self.zk.set, ADMIN_REASSIGN_PATH, data, version=version)
+        except (BadVersionError, NoNodeError):
+            return False
+        return True
+
+    def watch_admin_reassignments(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on the loop each time ``/admin/reassign_partitions`` holds data."""
+        loop = asyncio.get_running_loop()
+
+        def watched(data: bytes | None, stat: Any) -> None:
+            # kazoo's thread: only hand it on.
+            if data and not loop.is_closed():
+                loop.call_soon_threadsafe(callback)
+
+        self._watch_pool.submit(DataWatch, self.zk, ADMIN_REASSIGN_PATH, watched)
+
+    # -- users and brokers' configs --------------------------------------------------------------
+
+    async def user_configs(self, name: str) -> dict[str, str]:
         # Read at each use rather than cached: a login is rare, and another broker may have
         # changed the credential a moment ago.
+        return await self._run(self._entity_configs, f"{USER_CONFIGS_PATH}/{name}")
+
+    def user_configs_blocking(self, name: str) -> dict[str, str]:
+        """:meth:`user_configs` for the SASL exchange's credential lookup, which is not a
+        coroutine (a SCRAM login waits for this read)."""
+        return self._entity_configs(f"{USER_CONFIGS_PATH}/{name}")
+
+    def _entity_configs(self, path: str) -> dict[str, str]:
         try:
-            data, _ = self._call(self.zk.get, f"{USER_CONFIGS_PATH}/{name}")
+            data, _ = self._call(self.zk.get, path)
         except NoNodeError:
             return {}
         return decode_topic_configs(data)
 
-    def broker_configs(self, broker: int) -> dict[str, str]:
-        try:
-            data, _ = self._call(self.zk.get, f"{BROKER_CONFIGS_PATH}/{broker}")
-        except NoNodeError:
-            return {}
-        return decode_topic_configs(data)
+    async def broker_configs(self, broker: int) -> dict[str, str]:
+        return await self._run(self._entity_configs, f"{BROKER_CONFIGS_PATH}/{broker}")
 
-    def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
-        self._set_entity_configs(f"{BROKER_CONFIGS_PATH}/{broker}", f"brokers/{broker}", configs)
+    async def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
+        await self._run(
+            self._set_entity_configs,
+            f"{BROKER_CONFIGS_PATH}/{broker}",
+            f"brokers/{broker}",
+            configs,
+        )
 
-    def user_names(self) -> list[str]:
+    async def user_names(self) -> list[str]:
+        return await self._run(self._user_names)
+
+    def _user_names(self) -> list[str]:
         try:
             names = self._call(self.zk.get_children, USER_CONFIGS_PATH)
         except NoNodeError:
             return []
-        return sorted(n for n in names if self.user_configs(n))
+        return sorted(n for n in names if self._entity_configs(f"{USER_CONFIGS_PATH}/{n}"))
 
-    def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        self._set_entity_configs(f"{USER_CONFIGS_PATH}/{name}", f"users/{name}", configs)
+    async def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        await self._run(
+            self._set_entity_configs, f"{USER_CONFIGS_PATH}/{name}", f"users/{name}", configs
+        )
 
     def _set_entity_configs(self, path: str, entity: str, configs: Mapping[str, str]) -> None:
-        if configs:
+        if configs or entity.startswith("topics/"):
             data = encode_topic_configs(configs)
             try:
                 self._call(self.zk.set, path, data)
@@ -894,63 +1071,104 @@ class ZooKeeperMetadataStore:
             makepath=True,
         )
 
+    # -- change notification ---------------------------------------------------------------------
+
     def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
         self._listeners.add(loop, listener)
         if self._loop is None:
             self._loop = loop
-            loop.call_soon_threadsafe(self._start_watching)
+            self._watch_pool.submit(self._start_watching, set(self._topics))
 
-    def _start_watching(self) -> None:
-        """On the loop: watch the topic list, and each topic's znodes."""
+    def _start_watching(self, known: set[str]) -> None:
+        """On the watch thread: watch the topic list, and each topic's znodes."""
         if self._loop is None:
-            return  # closed before the loop got here (a broker whose start failed)
-        self._listed = set(self._topics)
-        for name in self._listed:
-            self._watch_topic(name)
-        ChildrenWatch(self.zk, TOPICS_PATH, self._topic_list_changed)
-        DataWatch(self.zk, f"{BROKER_CONFIGS_PATH}/{self.node_id}", self._broker_configs_changed)
-        for path in (ACL_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH):
-            ChildrenWatch(self.zk, path, self._acl_changes_listed)
+            return  # closed before it got here (a broker whose start failed)
+        try:
+            self._listed = set(known)
+            for name in self._listed:
+                self._watch_topic(name)
+            ChildrenWatch(self.zk, TOPICS_PATH, self._topic_list_changed)
+            DataWatch(
+                self.zk, f"{BROKER_CONFIGS_PATH}/{self.node_id}", self._broker_configs_changed
+            )
+            for path in (ACL_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH):
+                ChildrenWatch(self.zk, path, self._acl_changes_listed)
+        except Exception:
+            log.exception("could not set the metadata watches")
 
-    def _to_loop(self, change: MetadataChange) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._apply, change)
+    def _to_watch_thread(self, change: MetadataChange) -> None:
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the pool is shut down: closing
+                self._watch_pool.submit(self._read_change, change)
 
     def _topic_list_changed(self, children: list[str]) -> None:
-        self._to_loop(MetadataChange("topics"))
+        self._to_watch_thread(MetadataChange("topics"))
 
     def _broker_configs_changed(self, data: bytes | None, stat: Any) -> None:
-        self._to_loop(MetadataChange("broker_configs"))
+        self._to_watch_thread(MetadataChange("broker_configs"))
 
     def _acl_changes_listed(self, children: list[str]) -> None:
-        self._to_loop(MetadataChange("acls"))
+        self._to_watch_thread(MetadataChange("acls"))
 
-    def _apply(self, change: MetadataChange) -> None:
-        """On the loop: bring the cache up to date, then tell the listeners."""
+    def _read_change(self, change: MetadataChange) -> None:
+        """On the watch thread: read what changed, then hand it to the loop."""
         if self._loop is None:
             return  # closed since the watch fired: the session may be gone
+        try:
+            read = self._read_for(change)
+        except Exception as e:
+            if self._loop is not None:  # else: closed meanwhile, and nobody is told
+                log.warning("could not read the metadata change %s: %r", change, e)
+            return
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._apply, change, read)
+
+    def _read_for(self, change: MetadataChange) -> Any:
         if change.kind == "acls":
-            self._load_acls()
-        if change.kind == "topics":
+            return self._read_acls()
+        if change.kind != "topics":
+            return None
+        if change.topic is None:
+            listed = set(self._call(self.zk.get_children, TOPICS_PATH))
+            added, removed = listed - self._listed, self._listed - listed
+            self._listed = listed
+            loaded = {}
+            for name in sorted(added):
+                topic = self._read_topic(name)
+                if topic is not None:
+                    loaded[name] = topic
+                    self._watch_topic(name)
+            for name in sorted(removed):
+                self._unwatch_topic(name)
+            return loaded, removed
+        topic = self._read_topic(change.topic)
+        if topic is None:
+            self._unwatch_topic(change.topic)
+        elif topic.partitions != self._watched_partitions.get(change.topic):
+            self._watch_topic(change.topic)  # watches for the new partitions' states
+        return topic
+
+    def _apply(self, change: MetadataChange, read: Any) -> None:
+        """On the loop: bring the cache up to date with what the watch thread read, then tell
+        the listeners."""
+        if self._loop is None:
+            return
+        if change.kind == "acls":
+            self._acls = read
+        elif change.kind == "topics":
             if change.topic is None:
-                listed = set(self._call(self.zk.get_children, TOPICS_PATH))
-                added, removed = listed - self._listed, self._listed - listed
-                self._listed = listed
-                for name in sorted(added):
-                    if self._load_topic(name) is not None:
-                        self._watch_topic(name)
-                for name in sorted(removed):
-                    self._unwatch_topic(name)
+                loaded, removed = read
+                self._topics.update(loaded)
+                for name in removed:
                     self._topics.pop(name, None)
-                for name in sorted(added | removed):
+                for name in sorted(set(loaded) | removed):
                     self._listeners.notify(MetadataChange("topics", name))
                 return
-            topic = self._load_topic(change.topic)
-            if topic is None:
-                self._unwatch_topic(change.topic)
-            elif topic.partitions != self._watched_partitions.get(change.topic):
-                self._watch_topic(change.topic)  # watches for the new partitions' states
+            if read is None:
+                self._topics.pop(change.topic, None)
+            else:
+                self._topics[change.topic] = read
         self._listeners.notify(change)
 
     def _unwatch_topic(self, name: str) -> None:
@@ -958,42 +1176,63 @@ class ZooKeeperMetadataStore:
         self._watched_partitions.pop(name, None)
 
     def _watch_topic(self, name: str) -> None:
+        """On the watch thread (kazoo's watches read their znode as they are set)."""
         token = object()
         self._watch_tokens[name] = token
-        topic = self._topics.get(name)
-        self._watched_partitions[name] = topic.partitions if topic else 0
+        try:
+            data, _ = self._call(self.zk.get, topic_path(name))
+            partitions = decode_topic(name, data, {}).partitions
+        except NoNodeError:
+            partitions = 0
+        self._watched_partitions[name] = partitions
 
-        def watch(path: str, change: MetadataChange, report_first: bool = False) -> None:
-            first = True
+        def topic_changed(data: bytes | None, stat: Any) -> None:
+            self._to_watch_thread(MetadataChange("topics", name))
 
-            def changed(data: bytes | None, stat: Any) -> bool | None:
-                nonlocal first
-                if self._watch_tokens.get(name) is not token:
-                    return False  # the topic is gone (or made anew, with watches of its own)
-                if first:
-                    first = False
-                    # A partition state may have been written before its watch was set (the
-                    # controller is quick): nobody has read it yet, so it is news.
-                    if report_first and data is not None:
-                        self._to_loop(change)
-                else:
-                    self._to_loop(change)
-                return None
+        for path in (topic_path(name), f"{TOPIC_CONFIGS_PATH}/{name}"):
+            # What the topic's znodes held when the watch was set is known: changes only.
+            self._data_watch(path, name, token, topic_changed, report_first=False)
+        for partition in range(partitions):
 
-            DataWatch(self.zk, path, changed)
+            def state_changed(data: bytes | None, stat: Any, partition: int = partition) -> None:
+                # A partition state may have been written before its watch was set (the
+                # controller is quick): nobody has read it yet, so it is news. Its data comes
+                # with the change: nobody needs to read it again.
+                state = None if data is None else decode_partition_state(data, stat.version)
+                self._listeners.notify(MetadataChange("partition_state", name, partition, state))
 
-        watch(topic_path(name), MetadataChange("topics", name))
-        watch(f"{TOPIC_CONFIGS_PATH}/{name}", MetadataChange("topics", name))
-        for partition in range(topic.partitions if topic else 0):
-            watch(
-                partition_state_path(name, partition),
-                MetadataChange("partition_state", name, partition),
-                report_first=True,
-            )
+            self._data_watch(partition_state_path(name, partition), name, token, state_changed)
+
+    def _data_watch(
+        self,
+        path: str,
+        name: str,
+        token: object,
+        changed: Callable[[bytes | None, Any], None],
+        *,
+        report_first: bool = True,
+    ) -> None:
+        """A watch of ``path`` that stops when the topic's token is replaced; ``changed`` is
+        called on kazoo's thread for each change and, when ``report_first``, for what the znode
+        holds when the watch is set (unless it is absent)."""
+        first = True
+
+        def watched(data: bytes | None, stat: Any) -> bool | None:
+            nonlocal first
+            if self._watch_tokens.get(name) is not token:
+                return False  # the topic is gone (or made anew, with watches of its own)
+            was_first, first = first, False
+            if not was_first or (report_first and data is not None):
+                changed(data, stat)
+            return None
+
+        DataWatch(self.zk, path, watched)
 
     def close(self) -> None:
+        self._loop = None
         self._watch_tokens.clear()
         self._watched_partitions.clear()
-        self._loop = None
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._watch_pool.shutdown(wait=False, cancel_futures=True)
         if self._own_session:
             self.session.close()

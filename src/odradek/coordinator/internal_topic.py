@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from odradek.clock import Clock
+from odradek.cluster.metadata_store import result_now
 from odradek.cluster.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
@@ -122,6 +123,8 @@ class InternalTopic:
         self.config = config
         self.clock = clock
         self._configs = dict(configs)
+        # The creation in flight: two FindCoordinator requests at once make the topic once.
+        self._creating: asyncio.Future[None] | None = None
 
     @property
     def partitions(self) -> int:
@@ -137,10 +140,27 @@ class InternalTopic:
             self.topics.live_broker_count(),
         )
 
-    def ensure(self) -> None:
+    async def ensure(self) -> None:
+        """Create the topic unless it exists (FindCoordinator does, before anyone appends)."""
         if self.topics.topic(self.name) is not None:
             return
-        self.topics.create_topic(
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.ensure_future(self._create())
+        await asyncio.shield(self._creating)
+
+    def _create_now(self) -> None:
+        """Made by FindCoordinator first, as clients ask. A write before that creates it here
+        when the store answers at once (a single broker); in a cluster it starts the creation
+        (a ZooKeeper write, awaited off this call) and is refused meanwhile, retriably."""
+        if self.topics.store.answers_at_once:
+            result_now(self._create())
+            return
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.ensure_future(self._create())
+        raise KafkaError(ErrorCode.coordinator_not_available, f"{self.name} is being created")
+
+    async def _create(self) -> None:
+        await self.topics.create_topic(
             self.name,
             self.config.get_int(f"{self.prefix}.num.partitions"),
             self.replication(),
@@ -170,7 +190,8 @@ class InternalTopic:
         """Append ``records`` as one batch to partition ``index`` as its leader; the partition
         and where the batch went. Raises :class:`KafkaError` (UNKNOWN_TOPIC_OR_PARTITION,
         NOT_LEADER_OR_FOLLOWER, RECORD_LIST_TOO_LARGE, KAFKA_STORAGE_ERROR, …)."""
-        self.ensure()
+        if self.topics.topic(self.name) is None:
+            self._create_now()
         target = self.partition(index)
         if target is None:
             raise KafkaError(

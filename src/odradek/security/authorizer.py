@@ -15,6 +15,7 @@ Threads: the broker's event loop only (the store's notifications are delivered t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -100,16 +101,21 @@ class Authorizer:
     def describe(self, selection: AclBindingFilter) -> list[AclBinding]:
         return [b for b in self.rules.bindings() if selection.matches(b)]
 
-    def create(self, bindings: Iterable[AclBinding]) -> None:
-        """Store bindings (already validated), one write per resource pattern."""
+    async def create(self, bindings: Iterable[AclBinding]) -> None:
+        """Store bindings (already validated), one write per resource pattern, all in flight
+        together."""
         by_pattern: dict[object, list[AclBinding]] = {}
         for binding in bindings:
             by_pattern.setdefault(binding.pattern, []).append(binding)
-        for group in by_pattern.values():
-            self.store.change_acls(group[0].pattern, add=[b.entry for b in group])
+        await asyncio.gather(
+            *(
+                self.store.change_acls(group[0].pattern, add=[b.entry for b in group])
+                for group in by_pattern.values()
+            )
+        )
         self.rules = self._rules()
 
-    def delete(self, filters: Sequence[AclBindingFilter]) -> list[DeletedAcls]:
+    async def delete(self, filters: Sequence[AclBindingFilter]) -> list[DeletedAcls]:
         """Remove what each filter matches; a binding matched by two filters is reported by the
         first (as Kafka does)."""
         current = self.rules.bindings()
@@ -122,7 +128,11 @@ class Authorizer:
         by_pattern: dict[object, list[AclBinding]] = {}
         for binding in sorted(taken):
             by_pattern.setdefault(binding.pattern, []).append(binding)
-        for group in by_pattern.values():
-            self.store.change_acls(group[0].pattern, remove=[b.entry for b in group])
+        await asyncio.gather(
+            *(
+                self.store.change_acls(group[0].pattern, remove=[b.entry for b in group])
+                for group in by_pattern.values()
+            )
+        )
         self.rules = self._rules()
         return results

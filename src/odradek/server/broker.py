@@ -16,6 +16,7 @@ from odradek.cluster.node import ClusterNode
 from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.cluster.topics import TopicManager
 from odradek.cluster.view import BrokerEndpoint, ClusterView, LocalClusterView
+from odradek.cluster.zookeeper import ZooKeeperMetadataStore
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
@@ -131,7 +132,7 @@ class Broker:
         cluster_id = self.config.raw("cluster.id")
         if self.config.raw("zookeeper.connect"):
             self.node = ClusterNode(self.config, self.clock)
-            self.store = self.node.open_store()
+            self.store = await self.node.open_store()
         else:
             self.store = LocalMetadataStore(self.log_dirs[0], cluster_id, self.node_id)
         self._producer_ids = ProducerIdManager(self.store)
@@ -153,7 +154,7 @@ class Broker:
         listeners = await self._bind_listeners()
         cluster: ClusterView
         if self.node is not None:
-            self.node.join(
+            await self.node.join(
                 self._topics,
                 self.logs,
                 self.advertised,
@@ -224,7 +225,7 @@ class Broker:
         store = self.store
 
         def scram_lookup(user: str, mechanism: str) -> ScramCredential | None:
-            text = store.user_configs(user).get(mechanism)
+            text = _user_configs_now(store, user).get(mechanism)
             return None if text is None else ScramCredential.from_kafka(text)
 
         listeners = [
@@ -424,6 +425,17 @@ class Broker:
             self.logs.close()
             self._topics = None
         log.info("odradek broker %d stopped cleanly", self.node_id)
+
+
+def _user_configs_now(store: MetadataStore, user: str) -> dict[str, str]:
+    """A user's configs for the SASL exchange's credential lookup, which is not a coroutine:
+    the local store answers from memory; ZooKeeper is read in the lookup (a SCRAM login waits
+    for that one read, as it did before the store became asynchronous)."""
+    if isinstance(store, LocalMetadataStore):
+        return store.user_configs_now(user)
+    if isinstance(store, ZooKeeperMetadataStore):
+        return store.user_configs_blocking(user)
+    return {}
 
 
 def _close_segments(segments: list[LogSegment]) -> None:

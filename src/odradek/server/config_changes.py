@@ -14,7 +14,7 @@ from odradek.server.context import RequestContext
 from odradek.server.topic_configs import BROKER_RESOURCE, TOPIC_RESOURCE
 
 
-def alter_resource(
+async def alter_resource(
     ctx: RequestContext,
     resource: Any,
     new_configs: Callable[[dict[str, str]], dict[str, str | None]],
@@ -39,11 +39,11 @@ def alter_resource(
                 raise KafkaError(
                     ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist"
                 )
-            ctx.services.topics.set_topic_configs(
+            await ctx.services.topics.set_topic_configs(
                 name, new_configs(dict(topic.configs)), validate_only=validate_only
             )
         elif kind == BROKER_RESOURCE:
-            _alter_broker(ctx, name, new_configs, validate_only)
+            await _alter_broker(ctx, name, new_configs, validate_only)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"resource type {kind} is not supported")
     except KafkaError as e:
@@ -51,7 +51,7 @@ def alter_resource(
     return result
 
 
-def _alter_broker(
+async def _alter_broker(
     ctx: RequestContext,
     name: str,
     new_configs: Callable[[dict[str, str]], dict[str, str | None]],
@@ -67,7 +67,7 @@ def _alter_broker(
             "name a broker id: cluster-wide broker config defaults are not supported",
         ) from None
     store = ctx.services.topics.store
-    updated = new_configs(store.broker_configs(broker))
+    updated = new_configs(await store.broker_configs(broker))
     static = sorted(set(updated) - DYNAMIC_BROKER_CONFIGS)
     if static:
         raise KafkaError(
@@ -82,4 +82,4 @@ def _alter_broker(
         except ConfigError as e:
             raise KafkaError(ErrorCode.invalid_config, str(e)) from e
     if not validate_only:
-        store.set_broker_configs(broker, valid)
+        await store.set_broker_configs(broker, valid)

@@ -69,12 +69,12 @@ def describe_topic_configs(
     return described
 
 
-def describe_broker_configs(
+async def describe_broker_configs(
     services: BrokerServices, names: list[str] | None = None, *, include_synonyms: bool = False
 ) -> list[dict[str, Any]]:
     described = []
     # This broker's dynamic configs (the replication throttles) win over its properties.
-    dynamic = services.topics.store.broker_configs(services.config.node_id)
+    dynamic = await services.topics.store.broker_configs(services.config.node_id)
     for name in sorted(BROKER_CONFIGS) if names is None else names:
         definition = BROKER_CONFIGS.get(name)
         if definition is None:

@@ -11,10 +11,12 @@ are told. Waits poll with deadlines (:func:`odradek.testing.wait_until`).
 from __future__ import annotations
 
 import contextlib
+import queue
 import re
 import socket
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -419,6 +421,9 @@ class ZooKeeperProxy:
         self._sockets: set[socket.socket] = set()
         self._cut = False
         self.port = 0
+        # How late ZooKeeper's answers reach the brokers (a slow ZooKeeper or a long way to it;
+        # this kernel has no netem). Each chunk is held this long, not the stream behind it.
+        self.delay_s = 0.0
 
     def connect_string(self, chroot: str = "") -> str:
         return f"127.0.0.1:{self.port}{chroot}"
@@ -448,12 +453,44 @@ class ZooKeeperProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._sockets.update((client, upstream))
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            held: queue.Queue[tuple[float, bytes]] = queue.Queue()
+            threading.Thread(target=self._pump, args=(upstream, client, held), daemon=True).start()
+            release = threading.Thread(
+                target=self._release, args=(held, upstream, client), daemon=True
+            )
+            release.start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(
+        self,
+        source: socket.socket,
+        sink: socket.socket,
+        held: queue.Queue[tuple[float, bytes]] | None = None,
+    ) -> None:
         try:
             while data := source.recv(65536):
+                if held is None:
+                    sink.sendall(data)
+                else:
+                    held.put((time.monotonic() + self.delay_s, data))
+        except OSError:
+            pass
+        finally:
+            if held is None:
+                self._close(source, sink)
+            else:
+                held.put((0.0, b""))
+
+    def _release(
+        self, held: queue.Queue[tuple[float, bytes]], source: socket.socket, sink: socket.socket
+    ) -> None:
+        """ZooKeeper's answers, each sent once its delay has passed, in order."""
+        try:
+            while True:
+                due, data = held.get()
+                if not data:
+                    break
+                time.sleep(max(0.0, due - time.monotonic()))
                 sink.sendall(data)
         except OSError:
             pass

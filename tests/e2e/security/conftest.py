@@ -74,12 +74,14 @@ def add_scram_users(broker: RunningBroker) -> None:
     store = broker.broker.store
     assert store is not None
     for user, password in SCRAM_USERS.items():
-        store.set_user_configs(
-            user,
-            {
-                mechanism: make_credential(mechanism, password).to_kafka()
-                for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
-            },
+        broker.call(
+            store.set_user_configs(
+                user,
+                {
+                    mechanism: make_credential(mechanism, password).to_kafka()
+                    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+                },
+            )
         )
 
 

@@ -54,8 +54,11 @@ def setup(
     }
     broker = RunningBroker(tmp_path_factory.mktemp("authz"), settings).start()
     assert broker.broker is not None and broker.broker.store is not None
-    broker.broker.store.set_user_configs(
-        "carol", {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", "carol-secret").to_kafka()}
+    broker.call(
+        broker.broker.store.set_user_configs(
+            "carol",
+            {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", "carol-secret").to_kafka()},
+        )
     )
     try:
         yield broker, ca.ca_file, client

@@ -3,6 +3,7 @@ refused gets Kafka's error and changes nothing; what an ACL allows works."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Iterator
 from typing import Any
@@ -45,7 +46,7 @@ FIND_COORDINATOR, DESCRIBE_CLUSTER = 10, 60
 def secured(services: BrokerServices) -> BrokerServices:
     authorizer = Authorizer(services.topics.store, frozenset({"User:admin"}))
     for name in ("orders", "fin-ledger", "other"):
-        services.topics.create_topic(name, 1)
+        asyncio.run(services.topics.create_topic(name, 1))
     return dataclasses.replace(services, authorizer=authorizer)
 
 
@@ -67,13 +68,15 @@ def grant(
     host: str = "*",
 ) -> None:
     assert services.authorizer is not None
-    services.authorizer.create(
-        [
-            AclBinding(
-                ResourcePattern(rtype, name, pattern),
-                AccessControlEntry(principal, host, operation, permission),
-            )
-        ]
+    asyncio.run(
+        services.authorizer.create(
+            [
+                AclBinding(
+                    ResourcePattern(rtype, name, pattern),
+                    AccessControlEntry(principal, host, operation, permission),
+                )
+            ]
+        )
     )
 
 

@@ -3,6 +3,7 @@ and KIP-848 consumer groups meet: bytes a client would receive, decoded."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 
@@ -38,7 +39,7 @@ def join(handlers: HandlerCaller, member_id: str, version: int = 1) -> object:
 def test_join_heartbeat_describe_and_leave(
     handlers: HandlerCaller, services: BrokerServices
 ) -> None:
-    services.topics.create_topic("t", 3, 1)
+    asyncio.run(services.topics.create_topic("t", 3, 1))
     topic_id = services.topics.topic("t").topic_id  # type: ignore[union-attr]
     joined = join(handlers, "m-1")
     assert joined.error_code == ErrorCode.none
@@ -74,7 +75,7 @@ def test_join_heartbeat_describe_and_leave(
 
 
 def test_stale_member_epochs(handlers: HandlerCaller, services: BrokerServices) -> None:
-    services.topics.create_topic("t", 1, 1)
+    asyncio.run(services.topics.create_topic("t", 1, 1))
     join(handlers, "m-1")
     stale = handlers.call(
         HEARTBEAT, 1, group_id="g", member_id="m-1", member_epoch=7, topic_partitions=[]
@@ -113,7 +114,7 @@ def test_stale_member_epochs(handlers: HandlerCaller, services: BrokerServices) 
 
 
 def test_v0_gives_a_member_id(handlers: HandlerCaller, services: BrokerServices) -> None:
-    services.topics.create_topic("t", 1, 1)
+    asyncio.run(services.topics.create_topic("t", 1, 1))
     joined = join(handlers, "", version=0)
     assert joined.error_code == ErrorCode.none and len(joined.member_id) > 10
 
@@ -126,7 +127,7 @@ def test_api_versions_advertises_both(handlers: HandlerCaller) -> None:
 
 
 def test_acls_read_on_the_group_and_describe_on_its_topics(services: BrokerServices) -> None:
-    services.topics.create_topic("t", 1, 1)
+    asyncio.run(services.topics.create_topic("t", 1, 1))
     secured = dataclasses.replace(
         services, authorizer=Authorizer(services.topics.store, frozenset({"User:admin"}))
     )

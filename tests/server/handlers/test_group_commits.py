@@ -5,6 +5,7 @@ mapping applies when it does not come (COORDINATOR_NOT_AVAILABLE) or leadership 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from odradek.cluster.partition import Partition
@@ -20,8 +21,8 @@ GROUP = "replicated-group"
 
 def replicated_offsets_partition(services: BrokerServices) -> Partition:
     """The group's offsets partition, now led with a follower in its ISR (as in a cluster)."""
-    services.topics.create_topic("t", 1, 1)
-    services.groups.offsets_topic.ensure()
+    asyncio.run(services.topics.create_topic("t", 1, 1))
+    asyncio.run(services.groups.offsets_topic.ensure())
     index = services.groups.coordinator.partition_for(GROUP)
     partition = services.groups.offsets_topic.partition(index)
     assert partition is not None

@@ -3,6 +3,8 @@ brokers, leaders, replicas and ISRs are the view's."""
 
 from __future__ import annotations
 
+import asyncio
+
 from odradek.cluster.view import BrokerEndpoint, PartitionInfo
 from odradek.protocol.errors import ErrorCode
 from odradek.server.services import BrokerServices
@@ -23,7 +25,7 @@ def _metadata(handlers: HandlerCaller, *names: str, auto_create: bool = False) -
 def test_a_single_broker_leads_every_partition(
     handlers: HandlerCaller, services: BrokerServices
 ) -> None:
-    services.topics.create_topic("orders", 3)
+    asyncio.run(services.topics.create_topic("orders", 3))
     response = handlers.call(METADATA, 12, topics=None)
     (broker,) = response.brokers
     assert (broker.node_id, broker.host, broker.port, broker.rack) == (
@@ -58,7 +60,7 @@ def test_unknown_topics_are_created_only_when_allowed(handlers: HandlerCaller) -
 def test_leaders_and_replicas_come_from_the_view(
     handlers: HandlerCaller, services: BrokerServices
 ) -> None:
-    services.topics.create_topic("spread", 2)
+    asyncio.run(services.topics.create_topic("spread", 2))
     others = [ENDPOINT, BrokerEndpoint(2, "b2.example", 9093, "rack-b")]
     view = StaticClusterView(
         node_id=NODE_ID,

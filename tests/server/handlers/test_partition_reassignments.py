@@ -4,6 +4,7 @@ configs IncrementalAlterConfigs may change (the replication throttles)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
@@ -28,7 +29,7 @@ def _partitions(response: Any) -> dict[tuple[str, int], int]:
 def test_a_lone_broker_only_takes_itself_as_the_replicas(
     handlers: HandlerCaller, services: BrokerServices
 ) -> None:
-    services.topics.create_topic("t", 1)
+    asyncio.run(services.topics.create_topic("t", 1))
     response = handlers.call(
         ALTER_REASSIGNMENTS,
         1,
@@ -80,7 +81,7 @@ def test_a_lone_broker_lists_no_reassignments(handlers: HandlerCaller) -> None:
 def test_an_unclean_election_on_a_lone_broker_is_never_needed(
     handlers: HandlerCaller, services: BrokerServices
 ) -> None:
-    services.topics.create_topic("t", 1)
+    asyncio.run(services.topics.create_topic("t", 1))
     response = handlers.call(
         ELECT_LEADERS, 2, election_type=1, topic_partitions=[{"topic": "t", "partitions": [0]}]
     )
@@ -112,7 +113,7 @@ def test_the_throttle_rates_are_the_dynamic_broker_configs(
     store = services.topics.store
     ok = _alter_broker(handlers, "2", leader_replication_throttled_rate="1000")
     assert ok.error_code == ErrorCode.none
-    assert store.broker_configs(2) == {"leader.replication.throttled.rate": "1000"}
+    assert asyncio.run(store.broker_configs(2)) == {"leader.replication.throttled.rate": "1000"}
     static = _alter_broker(handlers, "2", log_retention_ms="5")
     assert static.error_code == ErrorCode.invalid_config
     bad = _alter_broker(handlers, "2", follower_replication_throttled_rate="-5")
@@ -121,7 +122,7 @@ def test_the_throttle_rates_are_the_dynamic_broker_configs(
     assert default.error_code == ErrorCode.invalid_request
     cleared = _alter_broker(handlers, "2", leader_replication_throttled_rate=None)
     assert cleared.error_code == ErrorCode.none
-    assert store.broker_configs(2) == {}
+    assert asyncio.run(store.broker_configs(2)) == {}
 
 
 def test_a_dynamic_rate_is_described_as_a_dynamic_broker_config(

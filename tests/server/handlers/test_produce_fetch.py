@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from odradek.protocol.errors import ErrorCode
 from odradek.server.services import BrokerServices
 from tests.server.conftest import (
@@ -55,7 +57,7 @@ def _fetch(handlers: HandlerCaller, topic: str, offset: int) -> object:
 
 
 def test_produced_records_are_fetched(handlers: HandlerCaller, services: BrokerServices) -> None:
-    services.topics.create_topic("log", 1)
+    asyncio.run(services.topics.create_topic("log", 1))
     first = _produce(handlers, "log", batch_of(b"a", b"b"))
     (topic,) = first.responses
     (partition,) = topic.partition_responses

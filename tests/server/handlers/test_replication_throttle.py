@@ -4,6 +4,7 @@ in-sync one always does, and what is sent for throttled partitions counts agains
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ def leader(
 ) -> Iterator[tuple[HandlerCaller, ReplicaManager]]:
     """``t-0`` led here with broker 2 as a follower outside the ISR, holding two records."""
     topics = services.topics
-    topics.store.put(TopicMetadata("t", uuid.uuid4(), 1, {}, ((NODE_ID, FOLLOWER),)))
+    asyncio.run(topics.store.put(TopicMetadata("t", uuid.uuid4(), 1, {}, ((NODE_ID, FOLLOWER),))))
     topics.sync()
     partition = topics.partition("t", 0)
     assert partition is not None
@@ -40,7 +41,7 @@ def leader(
         NODE_ID,
         topics.store,
         topics.partition,
-        topics.store.partition_state,
+        lambda *_: None,
         lambda *_: None,
         lambda _: None,
         lambda: None,

@@ -4,6 +4,7 @@ Kafka's answers to bad requests, which leave other transactions as they were."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
@@ -77,7 +78,7 @@ def test_init_producer_id_fences_by_epoch(handlers: HandlerCaller) -> None:
 def test_partitions_join_and_describe_shows_them(
     handlers: HandlerCaller, services: BrokerServices
 ) -> None:
-    services.topics.create_topic("orders", 2)
+    asyncio.run(services.topics.create_topic("orders", 2))
     init = _init(handlers, "tx")
     added = _add(handlers, "tx", init.producer_id, init.producer_epoch, {"orders": [0, 1]})
     assert added == {("orders", 0): ErrorCode.none, ("orders", 1): ErrorCode.none}
@@ -111,7 +112,7 @@ def test_partitions_join_and_describe_shows_them(
 def test_bad_requests_get_kafkas_errors_and_change_nothing(
     handlers: HandlerCaller, services: BrokerServices
 ) -> None:
-    services.topics.create_topic("orders", 1)
+    asyncio.run(services.topics.create_topic("orders", 1))
     init = _init(handlers, "tx")
     pid, epoch = init.producer_id, init.producer_epoch
     bystander = _init(handlers, "bystander")
@@ -185,7 +186,7 @@ def test_transactional_produce_only_to_partitions_of_the_transaction(
     handlers: HandlerCaller, services: BrokerServices
 ) -> None:
     # KIP-890: a partition the producer never added is refused before anything is written.
-    services.topics.create_topic("orders", 2)
+    asyncio.run(services.topics.create_topic("orders", 2))
     init = _init(handlers, "tx")
     pid, epoch = init.producer_id, init.producer_epoch
     assert _txn_produce(handlers, "tx", pid, epoch, [0]) == {0: ErrorCode.invalid_txn_state}

@@ -3,6 +3,7 @@ transactional batches are produced by hand (the transaction coordinator is not i
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
@@ -134,7 +135,7 @@ def _latest(handlers: HandlerCaller, topic: str, isolation: int) -> int:
 def test_read_committed_stops_at_an_open_transaction_and_skips_an_aborted_one(
     handlers: HandlerCaller, services: BrokerServices
 ) -> None:
-    services.topics.create_topic("txn", 1)
+    asyncio.run(services.topics.create_topic("txn", 1))
     assert _produce(handlers, "txn", _txn_batch(7, 0, b"a1", b"a2")).base_offset == 0
     assert _produce(handlers, "txn", _txn_batch(8, 0, b"c1")).base_offset == 2
 
@@ -165,7 +166,7 @@ def test_read_committed_stops_at_an_open_transaction_and_skips_an_aborted_one(
 def test_markers_with_stale_epochs_or_for_unknown_partitions_fail_alone(
     handlers: HandlerCaller, services: BrokerServices
 ) -> None:
-    services.topics.create_topic("txn", 2)
+    asyncio.run(services.topics.create_topic("txn", 2))
     _produce(handlers, "txn", _txn_batch(7, 0, b"x", epoch=3))
     codes = _markers(
         handlers, 7, True, {"txn": [0, 1, 5], "missing": [0]}, epoch=3, coordinator_epoch=2
@@ -188,7 +189,7 @@ def test_markers_with_stale_epochs_or_for_unknown_partitions_fail_alone(
 def test_a_plain_batch_in_a_transaction_is_invalid_txn_state(
     handlers: HandlerCaller, services: BrokerServices
 ) -> None:
-    services.topics.create_topic("txn", 1)
+    asyncio.run(services.topics.create_topic("txn", 1))
     _produce(handlers, "txn", _txn_batch(7, 0, b"x"))
     plain = encode_batch(
         [(None, b"y", (), None)], producer_id=7, producer_epoch=0, base_sequence=1, now_ms=now_ms()
@@ -203,13 +204,13 @@ def test_clients_may_not_produce_control_batches(
 ) -> None:
     from odradek.protocol.control import encode_end_txn_marker
 
-    services.topics.create_topic("txn", 1)
+    asyncio.run(services.topics.create_topic("txn", 1))
     forged = encode_end_txn_marker(7, 0, 0, commit=True, now_ms=now_ms())
     assert _produce(handlers, "txn", forged).error_code == ErrorCode.invalid_record
 
 
 def test_describe_producers(handlers: HandlerCaller, services: BrokerServices) -> None:
-    services.topics.create_topic("txn", 1)
+    asyncio.run(services.topics.create_topic("txn", 1))
     _produce(handlers, "txn", _txn_batch(7, 0, b"x", b"y", epoch=2))
     response = handlers.call(
         DESCRIBE_PRODUCERS,

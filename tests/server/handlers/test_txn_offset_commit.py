@@ -4,6 +4,7 @@ transaction's marker, committed after."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ GROUP = "txn-group"
 
 @pytest.fixture
 def topic(services: BrokerServices) -> str:
-    services.topics.create_topic("t", 2, 1)
+    asyncio.run(services.topics.create_topic("t", 2, 1))
     return "t"
 
 

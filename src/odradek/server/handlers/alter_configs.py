@@ -22,6 +22,8 @@ async def handle_alter_configs(ctx: RequestContext, request: Any) -> Response:
     for resource in request.resources:
         replacement: dict[str, str | None] = {c.name: c.value for c in resource.configs}
         responses.append(
-            alter_resource(ctx, resource, _replace_with(replacement), bool(request.validate_only))
+            await alter_resource(
+                ctx, resource, _replace_with(replacement), bool(request.validate_only)
+            )
         )
     return ctx.respond(throttle_time=0, responses=responses)

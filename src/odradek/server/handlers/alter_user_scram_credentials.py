@@ -69,7 +69,7 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, request: Any)
     results = []
     for user, (deletions, upsertions) in users.items():
         try:
-            current = store.user_configs(user)
+            current = await store.user_configs(user)
             refusal = _refusal(user, deletions, upsertions, current)
             if refusal is None:
                 for deletion in deletions:
@@ -82,7 +82,7 @@ async def handle_alter_user_scram_credentials(ctx: RequestContext, request: Any)
                         bytes(upsertion.salt),
                         int(upsertion.iterations),
                     ).to_kafka()
-                store.set_user_configs(user, current)
+                await store.set_user_configs(user, current)
         except MetadataStoreError as e:
             refusal = ErrorCode.unknown_server_error, f"metadata store: {e}"
         code, message = refusal if refusal is not None else (ErrorCode.none, None)

@@ -34,5 +34,5 @@ async def handle_create_acls(ctx: RequestContext, request: Any) -> Response:
             continue
         valid.append(binding)
         results.append({"error_code": ErrorCode.none, "error_message": None})
-    authorizer.create(valid)
+    await authorizer.create(valid)
     return respond(ctx, throttle_time=0, results=results)

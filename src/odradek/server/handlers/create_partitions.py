@@ -7,6 +7,7 @@ from typing import Any
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
+from odradek.server.deadline import request_timeout_ms, within_timeout
 from odradek.server.registry import handles
 
 
@@ -24,8 +25,14 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Respons
             else [[int(b) for b in a.broker_ids] for a in item.assignments]
         )
         try:
-            ctx.services.topics.create_partitions(
-                item.name, int(item.count), assignments, validate_only=bool(request.validate_only)
+            await within_timeout(
+                ctx.services.topics.create_partitions(
+                    item.name,
+                    int(item.count),
+                    assignments,
+                    validate_only=bool(request.validate_only),
+                ),
+                request_timeout_ms(request),
             )
         except KafkaError as e:
             results.append({"name": item.name, "error_code": e.code, "error_message": e.message})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 from odradek.cluster.metadata_store import MetadataStoreError
@@ -9,6 +11,7 @@ from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits, permits_cluster
 from odradek.server.context import RequestContext, Response
+from odradek.server.deadline import request_timeout_ms, within_timeout
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 from odradek.server.topic_configs import describe_topic_configs
@@ -36,20 +39,25 @@ def _failed(name: str, code: ErrorCode, message: str | None) -> dict[str, Any]:
     }
 
 
-def _create(ctx: RequestContext, item: Any, validate_only: bool) -> dict[str, Any]:
+async def _create(
+    ctx: RequestContext, item: Any, validate_only: bool, timeout_ms: int
+) -> dict[str, Any]:
     topics = ctx.services.topics
     assignments = {int(a.partition_index): [int(b) for b in a.broker_ids] for a in item.assignments}
     configs = {c.name: c.value for c in item.configs}
     if not (permits_cluster(ctx, Op.CREATE) or permits(ctx, Op.CREATE, TOPIC, item.name)):
         return _failed(item.name, ErrorCode.topic_authorization_failed, None)
     try:
-        topic = topics.create_topic(
-            item.name,
-            int(item.num_partitions),
-            int(item.replication_factor),
-            configs,
-            assignments=assignments or None,
-            validate_only=validate_only,
+        topic = await within_timeout(
+            topics.create_topic(
+                item.name,
+                int(item.num_partitions),
+                int(item.replication_factor),
+                configs,
+                assignments=assignments or None,
+                validate_only=validate_only,
+            ),
+            timeout_ms,
         )
     except KafkaError as e:
         return _failed(item.name, e.code, e.message)
@@ -82,17 +90,25 @@ def _create(ctx: RequestContext, item: Any, validate_only: bool) -> dict[str, An
 @handles(api_key=19, min_version=0, max_version=7, decode=old_messages.decoder(19))
 async def handle_create_topics(ctx: RequestContext, request: Any) -> Response:
     seen: set[str] = set()
-    results = []
+    results: list[Awaitable[dict[str, Any]]] = []
+    timeout_ms = request_timeout_ms(request)
     for item in request.topics:
         if item.name in seen:
             results.append(
-                {
-                    "name": item.name,
-                    "error_code": ErrorCode.invalid_request,
-                    "error_message": "topic named twice in one request",
-                }
+                _answered(
+                    {
+                        "name": item.name,
+                        "error_code": ErrorCode.invalid_request,
+                        "error_message": "topic named twice in one request",
+                    }
+                )
             )
             continue
         seen.add(item.name)
-        results.append(_create(ctx, item, bool(request.validate_only)))
-    return respond(ctx, throttle_time=0, topics=results)
+        results.append(_create(ctx, item, bool(request.validate_only), timeout_ms))
+    # Every topic's write in flight at once, each bounded by the request's timeout.
+    return respond(ctx, throttle_time=0, topics=list(await asyncio.gather(*results)))
+
+
+async def _answered(result: dict[str, Any]) -> dict[str, Any]:
+    return result

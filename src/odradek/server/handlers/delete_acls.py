@@ -30,7 +30,7 @@ async def handle_delete_acls(ctx: RequestContext, request: Any) -> Response:
         return respond(ctx, throttle_time=0, filter_results=[failed] * len(request.filters))
     checked = [filter_error(item) for item in request.filters]
     valid: list[AclBindingFilter] = [f for f, _ in checked if f is not None]
-    deleted = iter(authorizer.delete(valid))
+    deleted = iter(await authorizer.delete(valid))
     results = []
     for selection, problem in checked:
         if selection is None:

@@ -8,11 +8,14 @@ from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
+from odradek.server.deadline import request_timeout_ms, within_timeout
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 
 
-def _delete(ctx: RequestContext, name: str | None, topic_id: Any) -> dict[str, Any]:
+async def _delete(
+    ctx: RequestContext, name: str | None, topic_id: Any, timeout_ms: int
+) -> dict[str, Any]:
     topics = ctx.services.topics
     if name is None:
         match = [t for t in topics.topics() if t.topic_id == topic_id]
@@ -27,7 +30,7 @@ def _delete(ctx: RequestContext, name: str | None, topic_id: Any) -> dict[str, A
     if not permits(ctx, Op.DELETE, TOPIC, name):
         return {"name": name, "error_code": ErrorCode.topic_authorization_failed}
     try:
-        deleted = topics.delete_topic(name)
+        deleted = await within_timeout(topics.delete_topic(name), timeout_ms)
     except KafkaError as e:
         return {"name": name, "error_code": e.code, "error_message": e.message}
     return {"name": name, "topic_id": deleted.topic_id, "error_code": ErrorCode.none}
@@ -39,6 +42,6 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Response:
         targets = [(t.name, t.topic_id) for t in request.topics]
     else:
         targets = [(name, None) for name in request.topic_names]
-    return respond(
-        ctx, throttle_time=0, responses=[_delete(ctx, name, topic_id) for name, topic_id in targets]
-    )
+    timeout_ms = request_timeout_ms(request)
+    responses = [await _delete(ctx, name, topic_id, timeout_ms) for name, topic_id in targets]
+    return respond(ctx, throttle_time=0, responses=responses)

@@ -18,7 +18,7 @@ from odradek.server.topic_configs import (
 )
 
 
-def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, Any]:
+async def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, Any]:
     kind, name = int(resource.resource_type), resource.resource_name
     keys = list(resource.configuration_keys) if resource.configuration_keys is not None else None
     result: dict[str, Any] = {
@@ -49,7 +49,7 @@ def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, A
                 error_message=f"this is broker {node_id}, not {name!r}",
             )
         else:
-            result["configs"] = describe_broker_configs(
+            result["configs"] = await describe_broker_configs(
                 ctx.services, keys, include_synonyms=synonyms
             )
     else:
@@ -66,5 +66,5 @@ async def handle_describe_configs(ctx: RequestContext, request: Any) -> Response
     return respond(
         ctx,
         throttle_time=0,
-        results=[_describe(ctx, resource, synonyms) for resource in request.resources],
+        results=[await _describe(ctx, resource, synonyms) for resource in request.resources],
     )

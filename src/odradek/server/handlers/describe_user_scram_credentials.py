@@ -31,8 +31,8 @@ async def handle_describe_user_scram_credentials(ctx: RequestContext, request: A
     try:
         if not request.users:
             results = []
-            for user in store.user_names():
-                infos = _infos(store.user_configs(user))
+            for user in await store.user_names():
+                infos = _infos(await store.user_configs(user))
                 if infos:
                     results.append(
                         {
@@ -58,7 +58,7 @@ async def handle_describe_user_scram_credentials(ctx: RequestContext, request: A
                     [],
                 )
             else:
-                infos = _infos(store.user_configs(name))
+                infos = _infos(await store.user_configs(name))
                 code, message = (
                     (ErrorCode.none, None)
                     if infos

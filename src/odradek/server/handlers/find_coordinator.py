@@ -24,7 +24,7 @@ GROUP_KEY = 0
 TRANSACTION_KEY = 1
 
 
-def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+async def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     missing: dict[str, Any] = {"key": key, "node_id": NO_NODE, "host": "", "port": -1}
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return missing | {
@@ -38,9 +38,9 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     transactions = services.transactions
     try:
         if key_type == GROUP_KEY:
-            services.groups.offsets_topic.ensure()
+            await services.groups.offsets_topic.ensure()
         else:
-            transactions.state_topic.ensure()
+            await transactions.state_topic.ensure()
     except KafkaError as e:
         return missing | {
             "error_code": ErrorCode.coordinator_not_available,
@@ -74,8 +74,8 @@ async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Response
     if ctx.version >= 4:
         return ctx.respond(
             throttle_time=0,
-            coordinators=[_find(ctx, key, key_type) for key in request.coordinator_keys],
+            coordinators=[await _find(ctx, key, key_type) for key in request.coordinator_keys],
         )
-    found = _find(ctx, request.key, key_type)
+    found = await _find(ctx, request.key, key_type)
     del found["key"]
     return ctx.respond(throttle_time=0, **found)

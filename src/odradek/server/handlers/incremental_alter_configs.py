@@ -66,5 +66,5 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
         ) -> dict[str, str | None]:
             return _apply(ctx, current, ops, kind)
 
-        responses.append(alter_resource(ctx, resource, change, bool(request.validate_only)))
+        responses.append(await alter_resource(ctx, resource, change, bool(request.validate_only)))
     return ctx.respond(throttle_time=0, responses=responses)

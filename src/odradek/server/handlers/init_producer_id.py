@@ -16,6 +16,9 @@ from odradek.server.registry import handles
 from odradek.server.txn_answers import for_version
 
 _FIRST_WITH_PRODUCER_FENCED = 4
+# How long a request waits for a block of producer ids (a ZooKeeper write in a cluster) before
+# it is answered COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
+PRODUCER_ID_WAIT_S = 10.0
 
 
 @handles(api_key=22, min_version=0, max_version=5)
@@ -25,6 +28,13 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Response
     if not producer_permitted(ctx, request.transactional_id):
         rtype = CLUSTER if request.transactional_id is None else TRANSACTIONAL_ID
         return refusal(ctx, rtype, producer_id=-1, producer_epoch=-1)
+    if not await ctx.services.producer_ids.ready(PRODUCER_ID_WAIT_S):
+        return ctx.respond(
+            throttle_time=0,
+            error_code=ErrorCode.coordinator_load_in_progress,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
     if request.transactional_id is not None:
         timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
         answer = await ctx.services.transactions.init_producer_id(

@@ -118,9 +118,14 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Response:
                     described.append(_missing(name, ErrorCode.topic_authorization_failed))
                     continue
                 try:
-                    topic = topics.create_topic(name)
+                    topic = await topics.create_topic(name)
                 except KafkaError as e:
-                    described.append(_missing(name, e.code))
+                    # Made meanwhile by another broker (or request), not known here yet: as
+                    # Kafka answers, it is on its way (the client asks again).
+                    exists = e.code == ErrorCode.topic_already_exists
+                    described.append(
+                        _missing(name, ErrorCode.leader_not_available if exists else e.code)
+                    )
                     continue
             described.append(
                 describe_topic(ctx, topic, live)
