@@ -16,6 +16,7 @@ moved one partition costs the "after" figure plus that one partition's answer.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import tempfile
 import time
 from collections.abc import Callable
@@ -45,7 +46,7 @@ def measure(count: int, seconds: float) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as directory:
         made = services.__wrapped__(Path(directory), ManualClock(now_ms()))  # type: ignore[attr-defined]
         broker: BrokerServices = next(made)
-        broker.topics.create_topic("waits", count)
+        asyncio.run(broker.topics.create_topic("waits", count))
         caller = HandlerCaller(broker)
         ctx = caller.context(fetch.fetch_request.API_KEY, 12)
         wanted = [(("waits", i), fetch.SessionPartition(0, 1 << 20, -1, -1)) for i in range(count)]

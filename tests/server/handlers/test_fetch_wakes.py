@@ -48,7 +48,7 @@ def fetch_request(topic: str, min_bytes: int) -> Any:
 def test_a_wake_makes_again_only_the_answers_of_partitions_that_moved_or_hold_records(
     handlers: HandlerCaller, services: BrokerServices, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    services.topics.create_topic("waits", 3)
+    asyncio.run(services.topics.create_topic("waits", 3))
     p0, p2 = services.topics.partition("waits", 0), services.topics.partition("waits", 2)
     assert p0 is not None and p2 is not None
     now = services.clock.time_ms()
@@ -92,7 +92,7 @@ def test_a_wake_makes_again_only_the_answers_of_partitions_that_moved_or_hold_re
 def test_the_answer_after_a_wake_holds_what_came(
     handlers: HandlerCaller, services: BrokerServices
 ) -> None:
-    services.topics.create_topic("arrivals", 2)
+    asyncio.run(services.topics.create_topic("arrivals", 2))
     p1 = services.topics.partition("arrivals", 1)
     assert p1 is not None
     now = services.clock.time_ms()
