@@ -65,11 +65,13 @@ def _serve(args: argparse.Namespace) -> int:
 
     async def run() -> None:
         broker = Broker(config)
-        await broker.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        # Before the start: a SIGTERM that comes once "listening" is printed, or while the logs
+        # open, stops the broker cleanly as soon as it has started.
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        await broker.start()
         await stop.wait()
         # A stop that hangs (a bug) must neither keep the process, nor its ZooKeeper session and
         # leaderships, forever: past the watchdog every thread's stack is written to stderr (the

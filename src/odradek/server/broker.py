@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.listener_view import ListenerClusterView
@@ -41,6 +43,9 @@ _FIRST_RETENTION_CHECK_MS = 30_000  # after start, as Kafka's first retention ch
 # Kafka retries a controlled shutdown controlled.shutdown.max.retries (3) times; about as long.
 _CONTROLLED_SHUTDOWN_TIMEOUT_S = 15
 _STOP_STEP_TIMEOUT_S = 10
+# asyncio's message when accept() fails for want of descriptors or memory (it retries later).
+_ACCEPT_OUT_OF_RESOURCES = "socket.accept() out of system resource"
+_ACCEPT_ERROR_LOG_INTERVAL_MS = 1000
 
 
 class Broker:
@@ -72,6 +77,9 @@ class Broker:
         self._housekeeping: asyncio.Task[None] | None = None
         self.cleaner: LogCleaner | None = None
         self._next_retention_ms = 0
+        self._previous_exception_handler: Any = None
+        self._accept_errors_unlogged = 0
+        self._next_accept_error_log_ms = 0
         # The first listener's addresses, and the inter-broker listener's advertised address
         # (what a cluster registers); every listener's, by name, in the dicts.
         self.bound: tuple[str, int] = ("", 0)
@@ -123,6 +131,7 @@ class Broker:
             raise
 
     async def _start(self) -> tuple[str, int]:
+        self._watch_accept_errors()
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
         cluster_id = self.config.raw("cluster.id")
@@ -261,6 +270,44 @@ class Broker:
         return tuple(
             (lst.name, lst.spec.protocol, *self.advertised_listeners[lst.name]) for lst in ordered
         )
+
+    def _watch_accept_errors(self) -> None:
+        """Handle asyncio's report of a listener that cannot accept (EMFILE, ENFILE, ENOBUFS,
+        ENOMEM), which it retries, in Python 3.11, up to its backlog's number of times per
+        wakeup, each with a report: one log line a second at most, with the count of the
+        others, and descriptors given back from the cache of open segment files so that the
+        next retry can succeed.  Other reports go to the handler there was."""
+        loop = asyncio.get_running_loop()
+        previous = loop.get_exception_handler()
+        self._previous_exception_handler = previous
+
+        def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+            if context.get("message") != _ACCEPT_OUT_OF_RESOURCES:
+                if previous is not None:
+                    previous(loop, context)
+                else:
+                    loop.default_exception_handler(context)
+                return
+            self._accept_failed(context.get("exception"))
+
+        loop.set_exception_handler(handle)
+
+    def _accept_failed(self, error: object) -> None:
+        self._accept_errors_unlogged += 1
+        if isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE):
+            self.logs.open_files.give_back_half()
+        now = self.clock.monotonic_ms()
+        if now < self._next_accept_error_log_ms:
+            return
+        self._next_accept_error_log_ms = now + _ACCEPT_ERROR_LOG_INTERVAL_MS
+        log.error(
+            "cannot accept connections: %s (%d times since the last report; open segment files "
+            "now at most %d)",
+            error,
+            self._accept_errors_unlogged,
+            self.logs.open_files.capacity,
+        )
+        self._accept_errors_unlogged = 0
 
     def _connection_factory(self, listener: Listener) -> Callable[[], Connection]:
         def make() -> Connection:
@@ -416,8 +463,10 @@ class Broker:
             await asyncio.to_thread(self.logs.wait_for_flushes)
             for partition in self._topics.partitions.values():
                 partition.wake_all()
-            self.logs.close()
+            # Every log's fsyncs, on the manager's threads: the loop does not wait on the disk.
+            await asyncio.to_thread(self.logs.close)
             self._topics = None
+        asyncio.get_running_loop().set_exception_handler(self._previous_exception_handler)
         log.info("odradek broker %d stopped cleanly", self.node_id)
 
 

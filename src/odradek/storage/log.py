@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
@@ -41,7 +40,7 @@ from odradek.storage.leader_epoch import (
     EpochEntry,
     LeaderEpochCache,
 )
-from odradek.storage.open_files import OpenFiles
+from odradek.storage.open_files import OpenFiles, SegmentFile
 from odradek.storage.producer_state import NO_PRODUCER_ID, ProducerStateManager
 from odradek.storage.segment import AppendedBatch, LogSegment
 from odradek.storage.txn_index import AbortedTxn
@@ -1142,37 +1141,28 @@ class PartitionLog:
             and upto <= self._recovery_point
         ):
             return False
-        fds: list[int] = []
+        files: list[Path | SegmentFile] = []
         try:
             for segment, _ in segments:
-                # Fds of the flush's own, so that a segment closed, deleted or replaced by the
-                # cleaner meanwhile leaves the flush nothing stale: the fsync reaches the same
-                # inode, or a deleted file (which costs nothing), and never a recycled fd.
+                # Opened by the flusher when the job's turn comes, not now: a burst of rolls
+                # over many partitions must not hold descriptors while it waits.
                 segment.write_indexes()
-                fds.append(segment.dup_fd())
-                for path in (
-                    segment.offset_index.path,
-                    segment.time_index.path,
-                    segment.txn_index.path,
-                ):
-                    # Not there only if never written; loading rebuilds a missing index.
-                    with contextlib.suppress(FileNotFoundError):
-                        fds.append(os.open(path, os.O_RDONLY))
-            if epochs:
-                fds.append(os.open(self._epochs.path, os.O_RDONLY))
-            if epochs or directory_changes != self._directory_synced:
-                fds.append(os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY))
-            parent = self._parent_unsynced
-            if parent:
-                fds.append(os.open(self.directory.parent, os.O_RDONLY | os.O_DIRECTORY))
+                files.append(segment.file)
+                files += (segment.offset_index.path, segment.time_index.path)
+                files.append(segment.txn_index.path)  # not there if never written: skipped
         except OSError:
             # Out of fds, say: an append that rolled must not fail for it.  The segments stay
             # dirty, and the next flush (background or not) covers them.
             log.exception("%s: cannot hand a flush to the flusher", self.directory)
-            for fd in fds:
-                os.close(fd)
             return False
-        job = flusher.fsync(f"{self.directory.name} {reason} below {upto}", fds)
+        if epochs:
+            files.append(self._epochs.path)
+        if epochs or directory_changes != self._directory_synced:
+            files.append(self.directory)
+        parent = self._parent_unsynced
+        if parent:
+            files.append(self.directory.parent)
+        job = flusher.fsync_files(f"{self.directory.name} {reason} below {upto}", files)
         self._epochs.unsynced = False
         self._parent_unsynced = False
         self._pending_flushes.append(

@@ -34,6 +34,7 @@ from pathlib import Path
 from odradek.clock import Clock, SystemClock
 
 _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE)
+_MIN_CAPACITY = 16
 
 
 def default_capacity() -> int:
@@ -41,7 +42,7 @@ def default_capacity() -> int:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return 1 << 20
-    return max(16, soft // 2)
+    return max(_MIN_CAPACITY, soft // 2)
 
 
 class OpenFiles:
@@ -81,6 +82,14 @@ class OpenFiles:
         """Descriptors held now, evicted ones not yet closed included."""
         with self._lock:
             return len(self._open) + sum(1 for _, _, f in self._closing if f._fd >= 0)
+
+    def give_back_half(self) -> None:
+        """The process ran out of descriptors elsewhere (a listener could not accept): hold
+        at most half as many from now on, and close the rest now (unless held)."""
+        with self._lock:
+            self.capacity = max(_MIN_CAPACITY, min(self.capacity, len(self._open)) // 2)
+            if len(self._open) > self.capacity:
+                self._shrink(len(self._open) - self.capacity)
 
     # -- under the lock ---------------------------------------------------------------------
 
@@ -211,6 +220,10 @@ class SegmentFile:
     @property
     def is_open(self) -> bool:
         return self._fd >= 0
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         files = self._files

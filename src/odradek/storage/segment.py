@@ -171,8 +171,10 @@ class LogSegment:
         return self._file.dup()
 
     @property
-    def has_open_fd(self) -> bool:
-        return self._file.is_open
+    def file(self) -> SegmentFile:
+        """The log file's handle (a background fsync opens it through this when its turn
+        comes)."""
+        return self._file
 
     # -- reading ---------------------------------------------------------------------------------
 

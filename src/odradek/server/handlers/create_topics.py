@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from odradek.cluster.metadata_store import MetadataStoreError
@@ -12,6 +13,8 @@ from odradek.server.context import RequestContext, Response
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 from odradek.server.topic_configs import describe_topic_configs
+
+log = logging.getLogger(__name__)
 
 
 def _replication_factor(ctx: RequestContext, item: Any, assignments: dict[int, list[int]]) -> int:
@@ -57,6 +60,13 @@ def _create(ctx: RequestContext, item: Any, validate_only: bool) -> dict[str, An
         # The store is unreachable (ZooKeeper down) or refused the write: as Kafka's brokers
         # answer a ZooKeeper client timeout, the topic fails and the connection stays.
         return _failed(item.name, ErrorCode.unknown_server_error, str(e))
+    except OSError as e:
+        # The disk side failed (out of file descriptors, a full or failing disk) after the
+        # topic was recorded: its logs open when the broker can (at the latest on restart).
+        log.warning("cannot create the logs of topic %s: %s", item.name, e)
+        return _failed(
+            item.name, ErrorCode.kafka_storage_error, f"cannot create the topic's logs: {e}"
+        )
     return {
         "name": topic.name,
         "topic_id": topic.topic_id,
