@@ -9,7 +9,6 @@ import errno
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.listener_view import ListenerClusterView
@@ -26,6 +25,7 @@ from odradek.metrics import MetricsServer
 from odradek.security.authorizer import Authorizer
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
+from odradek.server.acceptor import Acceptor
 from odradek.server.connection import Connection
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.purgatory import Purgatory
@@ -43,8 +43,6 @@ _FIRST_RETENTION_CHECK_MS = 30_000  # after start, as Kafka's first retention ch
 # Kafka retries a controlled shutdown controlled.shutdown.max.retries (3) times; about as long.
 _CONTROLLED_SHUTDOWN_TIMEOUT_S = 15
 _STOP_STEP_TIMEOUT_S = 10
-# asyncio's message when accept() fails for want of descriptors or memory (it retries later).
-_ACCEPT_OUT_OF_RESOURCES = "socket.accept() out of system resource"
 _ACCEPT_ERROR_LOG_INTERVAL_MS = 1000
 
 
@@ -69,15 +67,14 @@ class Broker:
         self.metrics: MetricsServer | None = None
         self.purgatory = Purgatory(self.counters.requests if self.counters is not None else None)
         self._services: BrokerServices | None = None
-        self._server: asyncio.Server | None = None
-        self._servers: list[asyncio.Server] = []
+        self._server: Acceptor | None = None
+        self._servers: list[Acceptor] = []
         self._listener_services: dict[str, BrokerServices] = {}
         self._connections: set[asyncio.Task[None]] = set()
         self._open: set[Connection] = set()
         self._housekeeping: asyncio.Task[None] | None = None
         self.cleaner: LogCleaner | None = None
         self._next_retention_ms = 0
-        self._previous_exception_handler: Any = None
         self._accept_errors_unlogged = 0
         self._next_accept_error_log_ms = 0
         # The first listener's addresses, and the inter-broker listener's advertised address
@@ -131,7 +128,6 @@ class Broker:
             raise
 
     async def _start(self) -> tuple[str, int]:
-        self._watch_accept_errors()
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
         cluster_id = self.config.raw("cluster.id")
@@ -208,7 +204,7 @@ class Broker:
                     services, cluster=ListenerClusterView(cluster, listener.name)
                 )
             self._listener_services[listener.name] = services
-            await server.start_serving()
+            server.start_serving()
         self._housekeeping = asyncio.create_task(self._housekeep())
         log.info(
             "odradek broker %d listening on %s, data in %s",
@@ -238,14 +234,12 @@ class Broker:
             for spec in self.config.listener_specs()
         ]
         advertised = self.config.advertised_specs()
-        loop = asyncio.get_running_loop()
         for listener in listeners:
-            server = await loop.create_server(
-                self._connection_factory(listener),
+            server = Acceptor.bind(
                 listener.spec.host,
                 listener.spec.port,
-                reuse_address=True,
-                start_serving=False,
+                self._connection_factory(listener),
+                self._accept_failed,
             )
             self._servers.append(server)
             sockname = server.sockets[0].getsockname()
@@ -271,30 +265,12 @@ class Broker:
             (lst.name, lst.spec.protocol, *self.advertised_listeners[lst.name]) for lst in ordered
         )
 
-    def _watch_accept_errors(self) -> None:
-        """Handle asyncio's report of a listener that cannot accept (EMFILE, ENFILE, ENOBUFS,
-        ENOMEM), which it retries, in Python 3.11, up to its backlog's number of times per
-        wakeup, each with a report: one log line a second at most, with the count of the
-        others, and descriptors given back from the cache of open segment files so that the
-        next retry can succeed.  Other reports go to the handler there was."""
-        loop = asyncio.get_running_loop()
-        previous = loop.get_exception_handler()
-        self._previous_exception_handler = previous
-
-        def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-            if context.get("message") != _ACCEPT_OUT_OF_RESOURCES:
-                if previous is not None:
-                    previous(loop, context)
-                else:
-                    loop.default_exception_handler(context)
-                return
-            self._accept_failed(context.get("exception"))
-
-        loop.set_exception_handler(handle)
-
-    def _accept_failed(self, error: object) -> None:
+    def _accept_failed(self, error: OSError) -> None:
+        """A listener cannot accept (EMFILE, ENFILE, ENOBUFS, ENOMEM) and waits a second: one
+        log line a second at most, with the count of the others, and descriptors given back
+        from the cache of open segment files so that the retry can succeed."""
         self._accept_errors_unlogged += 1
-        if isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE):
+        if error.errno in (errno.EMFILE, errno.ENFILE):
             self.logs.open_files.give_back_half()
         now = self.clock.monotonic_ms()
         if now < self._next_accept_error_log_ms:
@@ -466,7 +442,6 @@ class Broker:
             # Every log's fsyncs, on the manager's threads: the loop does not wait on the disk.
             await asyncio.to_thread(self.logs.close)
             self._topics = None
-        asyncio.get_running_loop().set_exception_handler(self._previous_exception_handler)
         log.info("odradek broker %d stopped cleanly", self.node_id)
 
 
