@@ -46,7 +46,7 @@ def topic_name(i: int) -> str:
 
 
 def create_all(bootstrap: str, topics: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": _TIMEOUT_S * 1000})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
     futures = admin.create_topics(
         [NewTopic(topic_name(i), num_partitions=PER_TOPIC) for i in range(topics)],
         operation_timeout=_TIMEOUT_S,
