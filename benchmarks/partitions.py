@@ -3,8 +3,9 @@
 Per count in ``--counts`` (1000,5000,20000), a fresh broker (``odradek serve`` in a child process
 under an RLIMIT_NOFILE of ``--nofile``, 20,000 by default), single, with the local metadata store:
 
-- **create**: topics of ``--per-topic`` (100) partitions each, all in one CreateTopics request
-  (confluent-kafka's AdminClient), timed until every topic is answered;
+- **create**: topics of ``--per-topic`` (100) partitions each, in CreateTopics requests of 10
+  topics one after the other (confluent-kafka's AdminClient), timed until every topic is
+  answered;
 - **produce**: one record to every partition (librdkafka, acks=1), timed until every delivery
   report has come;
 - **stop**: SIGTERM, timed until the process exits (the stop watchdog is 45 s);
@@ -33,6 +34,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from odradek.testing import BrokerProcess
 
 TIMEOUT_S = 600
+# CreateTopics requests of 10 topics, one after the other: the broker creates a request's logs
+# before it answers, and librdkafka gives up on a request after socket.timeout.ms (5 min at most).
+TOPICS_PER_REQUEST = 10
 
 
 def rss_mb(pid: int) -> float:
@@ -55,21 +59,26 @@ def start(data_dir: Path, nofile: int, port: int = 0) -> tuple[BrokerProcess, fl
 
 
 def create(bootstrap: str, count: int, per_topic: int) -> float:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
     topics = [
         NewTopic(f"t{i:05d}", num_partitions=min(per_topic, count - i * per_topic))
         for i in range((count + per_topic - 1) // per_topic)
     ]
     began = time.monotonic()
-    futures = admin.create_topics(topics, operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S)
     failed = 0
-    for future in futures.values():
-        try:
-            future.result(TIMEOUT_S)
-        except KafkaException as e:
-            failed += 1
-            if failed == 1:
-                print(f"    create failed: {e}")
+    for start in range(0, len(topics), TOPICS_PER_REQUEST):
+        futures = admin.create_topics(
+            topics[start : start + TOPICS_PER_REQUEST],
+            operation_timeout=TIMEOUT_S,
+            request_timeout=TIMEOUT_S,
+        )
+        for future in futures.values():
+            try:
+                future.result(TIMEOUT_S)
+            except KafkaException as e:
+                failed += 1
+                if failed == 1:
+                    print(f"    create failed: {e}")
     if failed:
         print(f"    {failed} topics not created")
     return time.monotonic() - began
