@@ -46,14 +46,17 @@ def topic_name(i: int) -> str:
 
 
 def create_all(bootstrap: str, topics: int) -> None:
+    """In requests of 10 topics: the broker answers once a request's logs exist, and
+    librdkafka waits socket.timeout.ms (5 min at most) for an answer."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
-    futures = admin.create_topics(
-        [NewTopic(topic_name(i), num_partitions=PER_TOPIC) for i in range(topics)],
-        operation_timeout=_TIMEOUT_S,
-        request_timeout=_TIMEOUT_S,
-    )
-    for future in futures.values():
-        future.result(_TIMEOUT_S)
+    for first in range(0, topics, 10):
+        futures = admin.create_topics(
+            [NewTopic(topic_name(i), num_partitions=PER_TOPIC) for i in range(first, first + 10)],
+            operation_timeout=_TIMEOUT_S,
+            request_timeout=_TIMEOUT_S,
+        )
+        for future in futures.values():
+            future.result(_TIMEOUT_S)
 
 
 def produce_one_each(bootstrap: str, topics: int) -> None:

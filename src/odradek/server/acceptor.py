@@ -65,8 +65,8 @@ class Acceptor:
         else:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
             targets = []
-            for family, _, _, _, address in infos:
-                target = (family, (str(address[0]), int(address[1])), False)
+            for found_family, _, _, _, address in infos:
+                target = (found_family, (str(address[0]), int(address[1])), False)
                 if target not in targets:
                     targets.append(target)
             if port == 0:
