@@ -11,6 +11,8 @@ under an RLIMIT_NOFILE of ``--nofile``, 20,000 by default), single, with the loc
 - **stop**: SIGTERM, timed until the process exits (the stop watchdog is 45 s);
 - **start**: a restart over the cleanly stopped logs, timed from the spawn to "listening";
 - **recovery**: ``kill -9``, then a restart, timed the same way (every log recovers);
+- **start0**: the first start, over no partitions (what the process itself costs to start,
+  which the start and recovery times include);
 - **RSS**: the broker's VmRSS after the records are produced, and after the clean restart;
 - **fds**: how many descriptors the broker holds after the records are produced.
 
@@ -121,7 +123,7 @@ def run(count: int, per_topic: int, nofile: int, work: Path) -> dict[str, float]
     shutil.rmtree(data, ignore_errors=True)
     data.mkdir(parents=True)
     result: dict[str, float] = {}
-    broker, _ = start(data, nofile)
+    broker, result["start0_s"] = start(data, nofile)
     try:
         result["create_s"] = create(broker.bootstrap, count, per_topic)
         result["produce_s"] = produce(broker.bootstrap, count, per_topic)
@@ -151,7 +153,7 @@ def main() -> None:
     parser.add_argument("--work-dir", type=Path, default=None)
     args = parser.parse_args()
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="odradek-partitions-"))
-    columns = ("create_s", "produce_s", "stop_s", "start_s", "recovery_s", "rss_mb")
+    columns = ("start0_s", "create_s", "produce_s", "stop_s", "start_s", "recovery_s", "rss_mb")
     columns += ("rss_restart_mb", "fds")
     print(f"RLIMIT_NOFILE {args.nofile}, {args.per_topic} partitions a topic")
     print(f"{'partitions':>10} " + " ".join(f"{c:>14}" for c in columns))
