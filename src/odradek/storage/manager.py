@@ -130,6 +130,7 @@ class LogManager:
             marker = log_dir / CLEAN_SHUTDOWN_MARKER
             clean = marker.exists()
             found: list[tuple[tuple[str, int], Path]] = []
+            keys: set[tuple[str, int]] = set()
             for entry in sorted(log_dir.iterdir()):
                 if not entry.is_dir():
                     continue
@@ -145,8 +146,9 @@ class LogManager:
                     raise RuntimeError(
                         f"partition {parsed} is in both {self._logs[parsed].directory} and {entry}"
                     )
-                if any(parsed == key for key, _ in found):
+                if parsed in keys:
                     raise RuntimeError(f"partition {parsed} is twice in {log_dir}")
+                keys.add(parsed)
                 found.append((parsed, entry))
             if not clean and found:
                 log.info("recovering %d logs in %s after an unclean shutdown", len(found), log_dir)
