@@ -87,7 +87,14 @@ def create(bootstrap: str, count: int, per_topic: int) -> float:
 
 
 def produce(bootstrap: str, count: int, per_topic: int) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 50})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": 50,
+            "message.timeout.ms": TIMEOUT_S * 1000,
+        }
+    )
     errors: list[object] = []
     began = time.monotonic()
     for n in range(count):

@@ -60,7 +60,9 @@ def create_all(bootstrap: str, topics: int) -> None:
 
 
 def produce_one_each(bootstrap: str, topics: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 50, "message.timeout.ms": _TIMEOUT_S * 1000}
+    )
     failures: list[object] = []
     for i in range(topics):
         for p in range(PER_TOPIC):
