@@ -23,6 +23,7 @@ import datetime
 import inspect
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -151,10 +152,15 @@ def running_broker(
 class BrokerProcess:
     """``odradek serve`` as a child process on a free port, for crash and CLI tests."""
 
-    def __init__(self, data_dir: Path, *extra_args: str, port: int = 0) -> None:
+    def __init__(
+        self, data_dir: Path, *extra_args: str, port: int = 0, nofile: int | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.extra_args = extra_args
         self.port = port
+        # RLIMIT_NOFILE of the broker process (soft and hard), for tests of many partitions.
+        self.nofile = nofile
+        self.start_timeout_s: float = _START_TIMEOUT_S
         self.process: subprocess.Popen[str] | None = None
         self.output: list[str] = []
 
@@ -180,9 +186,10 @@ class BrokerProcess:
             stderr=subprocess.STDOUT,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=None if self.nofile is None else self._limit_files,
         )
         assert self.process.stdout is not None
-        deadline = time.monotonic() + _START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             line = self.process.stdout.readline()
             if not line:
@@ -194,6 +201,10 @@ class BrokerProcess:
                 threading.Thread(target=self._drain, daemon=True).start()
                 return self
         raise RuntimeError("broker did not start listening:\n" + "".join(self.output))
+
+    def _limit_files(self) -> None:
+        assert self.nofile is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def _drain(self) -> None:
         assert self.process is not None and self.process.stdout is not None

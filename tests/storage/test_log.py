@@ -9,7 +9,9 @@ import pytest
 
 from odradek.clock import ManualClock
 from odradek.protocol.record_batch import crc_of, validate_batches
+from odradek.server.connection import SENDFILE_MIN_BYTES
 from odradek.storage import LogConfig, OffsetOutOfRange, PartitionLog
+from odradek.storage.log import COPIED_READ_BYTES
 
 from .conftest import BATCH_SIZE, append, headers_of, make_batch, read_all
 
@@ -159,6 +161,8 @@ def test_index_entries_every_interval_bytes(open_log: Opener, tmp_path: Path) ->
     for i in range(6):
         append(log, make_batch(2, timestamp=1000 + i))
     directory = tmp_path / "topic-0"
+    assert not (directory / f"{0:020d}.index").exists()  # written in batches, by a flush
+    log.flush()
     index = (directory / f"{0:020d}.index").read_bytes()
     # Entries name a batch's last offset and its position, once 2 batches' bytes have passed.
     assert list(struct.iter_unpack(">ii", index)) == [(5, 2 * size), (9, 4 * size)]
@@ -174,6 +178,7 @@ def test_time_index_grows_only_with_the_max_timestamp(open_log: Opener, tmp_path
     log = open_log(LogConfig(index_interval_bytes=0))
     for ts in (1000, 900, 1000, 1100, 1050):
         append(log, make_batch(timestamp=ts))
+    log.flush()
     timeindex = (tmp_path / "topic-0" / f"{0:020d}.timeindex").read_bytes()
     assert list(struct.iter_unpack(">qi", timeindex)) == [(1000, 0), (1100, 3)]
     assert log.max_timestamp_offset() == (3, 1100)
@@ -245,6 +250,7 @@ def test_truncate_to(open_log: Opener, tmp_path: Path) -> None:
     log.truncate_to(3)  # inside the batch 2..3: the whole batch goes
     assert (log.log_end_offset, log.segment_count()) == (2, 1)
     assert log_files(tmp_path / "topic-0", ".log") == [f"{0:020d}.log"]
+    log.flush()  # the index file is cut at its next write
     assert list(
         struct.iter_unpack(">ii", (tmp_path / "topic-0" / f"{0:020d}.index").read_bytes())
     ) == [(1, 0)]
@@ -285,11 +291,23 @@ def test_delete_removes_the_directory(open_log: Opener, tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_read_fd_serves_sendfile(open_log: Opener, tmp_path: Path) -> None:
+def test_a_small_read_comes_as_bytes(open_log: Opener) -> None:
     log = open_log()
     append(log, make_batch(3))
     piece = log.read(0, 1 << 20)
-    assert piece is not None
+    assert piece is not None and piece.fd == -1 and piece.data is not None
+    assert headers_of(piece.read_bytes())[0].record_count == 3
+
+
+def test_the_copied_reads_are_all_below_what_the_server_sends_with_sendfile() -> None:
+    assert COPIED_READ_BYTES <= SENDFILE_MIN_BYTES
+
+
+def test_the_read_fd_serves_sendfile(open_log: Opener, tmp_path: Path) -> None:
+    log = open_log()
+    append(log, make_batch(3, value=b"x" * COPIED_READ_BYTES))
+    piece = log.read(0, 1 << 20)
+    assert piece is not None and piece.data is None
     out = os.open(tmp_path / "out", os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         assert os.sendfile(out, piece.fd, piece.position, piece.size) == piece.size

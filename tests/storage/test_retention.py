@@ -10,6 +10,7 @@ import pytest
 
 from odradek.clock import ManualClock
 from odradek.storage import LogConfig, LogManager, OffsetOutOfRange, PartitionLog
+from odradek.storage.log import COPIED_READ_BYTES
 
 from .conftest import BATCH_SIZE, append, headers_of, make_batch, read_all
 
@@ -104,12 +105,15 @@ def test_a_compact_only_log_keeps_everything(open_log: Opener, clock: ManualCloc
 def test_deleted_segments_stay_readable_until_the_delete_delay(
     open_log: Opener, clock: ManualClock
 ) -> None:
-    config = LogConfig(segment_bytes=BATCH_SIZE, retention_ms=HOUR, file_delete_delay_ms=5_000)
+    # Big enough to be handed out as the segment's fd rather than copied.
+    value = b"x" * COPIED_READ_BYTES
+    size = len(make_batch(value=value))
+    config = LogConfig(segment_bytes=size, retention_ms=HOUR, file_delete_delay_ms=5_000)
     log = open_log(config)
-    append(log, make_batch(timestamp=clock.time_ms()))
-    append(log, make_batch(timestamp=clock.time_ms()))
-    piece = log.read(0, 100)  # a Fetch response being sent while retention runs
-    assert piece is not None
+    append(log, make_batch(timestamp=clock.time_ms(), value=value))
+    append(log, make_batch(timestamp=clock.time_ms(), value=value))
+    piece = log.read(0, size)  # a Fetch response being sent while retention runs
+    assert piece is not None and piece.data is None
     clock.advance(HOUR + 1)
     assert log.apply_retention() == 1
     assert log.take_retired() == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ from odradek.metrics import MetricsServer
 from odradek.security.authorizer import Authorizer
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
+from odradek.server.acceptor import Acceptor
 from odradek.server.connection import Connection
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.memory_pool import MemoryPool
@@ -43,6 +45,7 @@ _FIRST_RETENTION_CHECK_MS = 30_000  # after start, as Kafka's first retention ch
 # Kafka retries a controlled shutdown controlled.shutdown.max.retries (3) times; about as long.
 _CONTROLLED_SHUTDOWN_TIMEOUT_S = 15
 _STOP_STEP_TIMEOUT_S = 10
+_ACCEPT_ERROR_LOG_INTERVAL_MS = 1000
 
 
 class Broker:
@@ -66,8 +69,8 @@ class Broker:
         self.metrics: MetricsServer | None = None
         self.purgatory = Purgatory(self.counters.requests if self.counters is not None else None)
         self._services: BrokerServices | None = None
-        self._server: asyncio.Server | None = None
-        self._servers: list[asyncio.Server] = []
+        self._server: Acceptor | None = None
+        self._servers: list[Acceptor] = []
         self._listener_services: dict[str, BrokerServices] = {}
         self._connections: set[asyncio.Task[None]] = set()
         self._open: set[Connection] = set()
@@ -76,6 +79,8 @@ class Broker:
         self._housekeeping: asyncio.Task[None] | None = None
         self.cleaner: LogCleaner | None = None
         self._next_retention_ms = 0
+        self._accept_errors_unlogged = 0
+        self._next_accept_error_log_ms = 0
         # The first listener's addresses, and the inter-broker listener's advertised address
         # (what a cluster registers); every listener's, by name, in the dicts.
         self.bound: tuple[str, int] = ("", 0)
@@ -203,7 +208,7 @@ class Broker:
                     services, cluster=ListenerClusterView(cluster, listener.name)
                 )
             self._listener_services[listener.name] = services
-            await server.start_serving()
+            server.start_serving()
         self._housekeeping = asyncio.create_task(self._housekeep())
         log.info(
             "odradek broker %d listening on %s, data in %s",
@@ -233,14 +238,12 @@ class Broker:
             for spec in self.config.listener_specs()
         ]
         advertised = self.config.advertised_specs()
-        loop = asyncio.get_running_loop()
         for listener in listeners:
-            server = await loop.create_server(
-                self._connection_factory(listener),
+            server = Acceptor.bind(
                 listener.spec.host,
                 listener.spec.port,
-                reuse_address=True,
-                start_serving=False,
+                self._connection_factory(listener),
+                self._accept_failed,
             )
             self._servers.append(server)
             sockname = server.sockets[0].getsockname()
@@ -265,6 +268,26 @@ class Broker:
         return tuple(
             (lst.name, lst.spec.protocol, *self.advertised_listeners[lst.name]) for lst in ordered
         )
+
+    def _accept_failed(self, error: OSError) -> None:
+        """A listener cannot accept (EMFILE, ENFILE, ENOBUFS, ENOMEM) and waits a second: one
+        log line a second at most, with the count of the others, and descriptors given back
+        from the cache of open segment files so that the retry can succeed."""
+        self._accept_errors_unlogged += 1
+        if error.errno in (errno.EMFILE, errno.ENFILE):
+            self.logs.open_files.give_back_half()
+        now = self.clock.monotonic_ms()
+        if now < self._next_accept_error_log_ms:
+            return
+        self._next_accept_error_log_ms = now + _ACCEPT_ERROR_LOG_INTERVAL_MS
+        log.error(
+            "cannot accept connections: %s (%d times since the last report; open segment files "
+            "now at most %d)",
+            error,
+            self._accept_errors_unlogged,
+            self.logs.open_files.capacity,
+        )
+        self._accept_errors_unlogged = 0
 
     def _connection_factory(self, listener: Listener) -> Callable[[], Connection]:
         def make() -> Connection:
@@ -422,7 +445,8 @@ class Broker:
             await asyncio.to_thread(self.logs.wait_for_flushes)
             for partition in self._topics.partitions.values():
                 partition.wake_all()
-            self.logs.close()
+            # Every log's fsyncs, on the manager's threads: the loop does not wait on the disk.
+            await asyncio.to_thread(self.logs.close)
             self._topics = None
         log.info("odradek broker %d stopped cleanly", self.node_id)
 

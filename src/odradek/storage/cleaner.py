@@ -365,7 +365,7 @@ class LogCleaner:
         first, dirty, limit = self._sections(partition_log, state, now)
         segments = partition_log.segments
         sources = [
-            _Source(s, s.base_offset, s.size, len(s.offset_index), os.dup(s.fd))
+            _Source(s, s.base_offset, s.size, len(s.offset_index), s.dup_fd())
             for s in segments[first:limit]
         ]
         config = partition_log.config
@@ -541,6 +541,7 @@ class LogCleaner:
             config.segment_index_bytes,
             plan.now_ms,
             suffix=CLEANED_SUFFIX,
+            files=plan.log.open_files,
         )
         try:
             out = bytearray()

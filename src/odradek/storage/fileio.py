@@ -37,12 +37,16 @@ def fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def write_file_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
+def write_file_atomically(
+    path: Path, data: bytes, *, sync: bool = True, sync_directory: bool = True
+) -> None:
     """Replace ``path`` with ``data`` so that after any crash it holds the old or the new bytes.
 
     With ``sync=False`` nothing is fsynced: a killed process still leaves the old or the new
     file (the page cache keeps the rename), but after a power loss it may be neither, so only
-    files that are rebuilt when missing or unreadable are written that way."""
+    files that are rebuilt when missing or unreadable are written that way.  With
+    ``sync_directory=False`` the file is fsynced but not its directory, for a caller that
+    writes several files there and fsyncs the directory once after them."""
     temp = path.with_name(path.name + ".tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -52,5 +56,5 @@ def write_file_atomically(path: Path, data: bytes, *, sync: bool = True) -> None
     finally:
         os.close(fd)
     os.replace(temp, path)
-    if sync:
+    if sync and sync_directory:
         fsync_directory(path.parent)

@@ -6,12 +6,15 @@ of the logs (the log manager, on the event-loop thread) hand such work to this t
 :class:`BackgroundJob` objects, run one at a time in the order given, and look at a job's result
 later on their own thread.  The flusher knows nothing of logs: a job is a callable.
 
-Jobs that fsync files (:meth:`LogFlusher.fsync`) own their file descriptors: the caller passes
-fds of its own (``os.dup`` of a segment's fd, or files opened for the purpose), and the job
-closes them when it ends, whether it ran, failed or was cancelled.  A segment deleted, renamed
-or closed while its fsync waits is therefore never touched through a path or an fd that now
-names something else, and no file is created again by the fsync.  Closing the last fd of a
-deleted file frees its blocks, which is one more thing this thread spares the event loop.
+Jobs that fsync files take descriptors of their own.  :meth:`LogFlusher.fsync` is given fds,
+which the job closes when it ends, whether it ran, failed or was cancelled.
+:meth:`LogFlusher.fsync_files` (what the logs use) opens each file only when its turn comes,
+so that a burst of rolls over tens of thousands of partitions does not hold descriptors while
+it waits: a segment's log file through its :class:`~odradek.storage.open_files.SegmentFile`
+(never a recycled fd; a segment closed meanwhile is skipped, its log flushed it), the other
+files and directories by path, read-only, so that none is created again, and one removed
+meanwhile is skipped.  A path renamed over meanwhile (a cleaned segment swapped in) gets an
+fsync it did not need, which is harmless: the segment that was to be flushed has left its log.
 
 Crash: nothing is kept here; a job lost with the process leaves its files unsynced, which is
 what the recovery point (advanced only after a job ends well) accounts for.
@@ -29,8 +32,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from odradek.counters import FLUSH_BUCKETS_S, Histogram
+from odradek.storage.open_files import SegmentFile
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +135,29 @@ class LogFlusher:
                 os.close(fd)
 
         return self.submit(BackgroundJob(name, work, cleanup))
+
+    def fsync_files(self, name: str, files: Sequence[Path | SegmentFile]) -> BackgroundJob:
+        """fsync ``files`` in order, each opened only then (see the module doc)."""
+        owned = list(files)
+
+        def work() -> None:
+            started = time.perf_counter_ns()
+            for file in owned:
+                if isinstance(file, Path):
+                    try:
+                        fd = os.open(file, os.O_RDONLY)
+                    except FileNotFoundError:
+                        continue
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                elif not file.closed:
+                    with file.use() as fd:
+                        os.fsync(fd)
+            self.flush_time.observe_ns(time.perf_counter_ns() - started)
+
+        return self.submit(BackgroundJob(name, work))
 
     def call(self, name: str, work: Callable[[], None]) -> BackgroundJob:
         return self.submit(BackgroundJob(name, work))

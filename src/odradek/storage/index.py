@@ -1,4 +1,4 @@
-"""The two sparse indexes of a segment, kept in memory and appended to their files."""
+"""The two sparse indexes of a segment, kept in memory and written to their files in batches."""
 
 from __future__ import annotations
 
@@ -13,7 +13,16 @@ from odradek.storage.formats import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 
 
 class _IndexFile:
-    """The file side shared by both indexes: an fd opened when first needed, entry-sized writes."""
+    """The file side shared by both indexes: entries live in memory and reach the file in
+    batches, by :meth:`write_pending` (when the segment is flushed, sealed, renamed or closed),
+    so an index holds no file descriptor between those calls.
+
+    The file is therefore a prefix of the index in memory, or (after a truncation not yet
+    written) a longer, stale version of it, until the next write.  Both are safe: a prefix only
+    makes :meth:`LogSegment.load` scan more batch headers after the last entry, and a segment
+    whose index file may be stale is never trusted after a crash (it lies past the recovery
+    point, which only a flush moves, and a flush writes the index first).
+    """
 
     entry: struct.Struct
 
@@ -21,10 +30,21 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_bytes // self.entry.size)
-        self._fd: int | None = None
+        # Entries below _written are in the file; with _stale the file may hold more after them
+        # (a truncation, or a torn entry), to be cut at the next write.
+        self._written = 0
+        self._stale = False
+        self._exists = False
+        self._deleted = False
         # What open() found on disk, for problem(): a missing file or a torn last entry.
         self._missing = False
         self._torn = False
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def _pack_from(self, start: int) -> bytes:
+        raise NotImplementedError
 
     def _load(self) -> list[tuple[int, int]]:
         try:
@@ -32,33 +52,55 @@ class _IndexFile:
         except FileNotFoundError:
             self._missing = True
             return []
+        self._exists = True
         whole = len(data) - len(data) % self.entry.size
-        self._torn = whole != len(data)
-        return [(a, b) for a, b in self.entry.iter_unpack(memoryview(data)[:whole])]
+        self._torn = self._stale = whole != len(data)
+        entries = [(a, b) for a, b in self.entry.iter_unpack(memoryview(data)[:whole])]
+        self._written = len(entries)
+        return entries
 
-    def _file(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._fd
-
-    def _write_entry(self, count_before: int, *fields: int) -> None:
-        pwrite_all(self._file(), self.entry.pack(*fields), count_before * self.entry.size)
-
-    def _truncate_file(self, count: int) -> None:
-        os.ftruncate(self._file(), count * self.entry.size)
+    def _truncated(self, count: int) -> None:
+        """The index in memory now has ``count`` entries."""
+        if count < self._written:
+            self._written = count
+            self._stale = True
+        # The file will be rewritten from the entries in memory, whatever open() found in it.
         self._missing = self._torn = False
 
+    @property
+    def pending(self) -> bool:
+        """Whether the file lags behind the index in memory."""
+        return not self._deleted and (self._written != len(self) or self._stale or not self._exists)
+
+    def write_pending(self, *, sync: bool = False) -> None:
+        """Bring the file up to the index in memory (creating it if missing), with one open,
+        one write and one close; ``sync`` fsyncs it too."""
+        if self._deleted or not (self.pending or sync):
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if self._stale:
+                os.ftruncate(fd, self._written * self.entry.size)
+            count = len(self)
+            if count > self._written:
+                pwrite_all(fd, self._pack_from(self._written), self._written * self.entry.size)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._written = count
+        self._exists = True
+        self._stale = self._missing = self._torn = False
+
     def flush(self) -> None:
-        os.fsync(self._file())
+        self.write_pending(sync=True)
 
     def release(self) -> None:
-        """Close the fd; an inactive segment's index is only read, and that from memory."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Write what is pending: the segment is sealed, renamed or closed."""
+        self.write_pending()
 
     def delete(self) -> None:
-        self.release()
+        self._deleted = True
         self.path.unlink(missing_ok=True)
 
 
@@ -66,11 +108,15 @@ class OffsetIndex(_IndexFile):
     """Sparse map from offset to byte position in one segment's ``.log`` file.
 
     Format: ``<base>.index``, entries of :data:`~odradek.storage.formats.OFFSET_INDEX_ENTRY`
-    (the last offset of a batch relative to the base offset, and the batch's position), appended
-    as the segment grows; the whole index is also held in memory for lookups.  Crash: an entry is
-    written after the log bytes it points at, so a killed process leaves entries that point at
-    real batches; an OS crash may leave a torn or stale file, which :meth:`problem` detects when
-    the log opens, and the segment then rebuilds the index.  Caller: its :class:`LogSegment` only.
+    (the last offset of a batch relative to the base offset, and the batch's position).  The whole
+    index is held in memory for lookups, and written to its file in batches (see
+    :class:`_IndexFile`), which keeps no descriptor open: Kafka memory-maps its indexes for the
+    same reason, a broker with tens of thousands of partitions.  Crash: the file holds entries
+    up to the last write, each written after the log bytes it points at, so a killed process
+    leaves entries that point at real batches (a prefix of the index, or stale entries of a
+    segment past the recovery point, which recovery rebuilds); an OS crash may leave a torn or
+    stale file, which :meth:`problem` detects when the log opens, and the segment then rebuilds
+    the index.  Caller: its :class:`LogSegment` only, on one thread at a time.
     """
 
     entry = OFFSET_INDEX_ENTRY
@@ -90,6 +136,12 @@ class OffsetIndex(_IndexFile):
 
     def __len__(self) -> int:
         return len(self._offsets)
+
+    def _pack_from(self, start: int) -> bytes:
+        pack = self.entry.pack
+        return b"".join(
+            pack(o, p) for o, p in zip(self._offsets[start:], self._positions[start:], strict=True)
+        )
 
     @property
     def is_full(self) -> bool:
@@ -124,7 +176,6 @@ class OffsetIndex(_IndexFile):
             relative_offset <= self._offsets[-1] or position <= self._positions[-1]
         ):
             raise ValueError(f"index entry for offset {offset} does not follow the last one")
-        self._write_entry(len(self._offsets), relative_offset, position)
         self._offsets.append(relative_offset)
         self._positions.append(position)
 
@@ -138,7 +189,7 @@ class OffsetIndex(_IndexFile):
         keep = bisect_right(self._offsets, offset - self.base_offset - 1)
         del self._offsets[keep:]
         del self._positions[keep:]
-        self._truncate_file(keep)
+        self._truncated(keep)
 
     def reset(self) -> None:
         self.truncate_to(self.base_offset)
@@ -172,6 +223,12 @@ class TimeIndex(_IndexFile):
 
     def __len__(self) -> int:
         return len(self._timestamps)
+
+    def _pack_from(self, start: int) -> bytes:
+        pack = self.entry.pack
+        return b"".join(
+            pack(t, o) for t, o in zip(self._timestamps[start:], self._offsets[start:], strict=True)
+        )
 
     @property
     def is_full(self) -> bool:
@@ -207,7 +264,6 @@ class TimeIndex(_IndexFile):
         if self.is_full and not force:
             return
         relative_offset = offset - self.base_offset
-        self._write_entry(len(self._timestamps), timestamp, relative_offset)
         self._timestamps.append(timestamp)
         self._offsets.append(relative_offset)
 
@@ -229,7 +285,7 @@ class TimeIndex(_IndexFile):
             keep -= 1
         del self._timestamps[keep:]
         del self._offsets[keep:]
-        self._truncate_file(keep)
+        self._truncated(keep)
 
     def reset(self) -> None:
         self.truncate_to(self.base_offset)

@@ -203,21 +203,31 @@ class LeaderEpochCache:
         self._starts.clear()
         self.write()
 
-    def write(self, *, sync: bool = True) -> None:
+    def write(self, *, sync: bool = True, sync_directory: bool = True) -> None:
         entries = list(zip(self._epochs, self._starts, strict=True))
-        write_file_atomically(self.path, format_leader_epoch_checkpoint(entries), sync=sync)
+        write_file_atomically(
+            self.path,
+            format_leader_epoch_checkpoint(entries),
+            sync=sync,
+            sync_directory=sync_directory,
+        )
         self._dirty = False
         self.unsynced = not sync
 
-    def write_if_dirty(self) -> None:
-        """Write pending truncations, or fsync an entry written without it (a flush)."""
+    def write_if_dirty(self, *, sync_directory: bool = True) -> bool:
+        """Write pending truncations, or fsync an entry written without it (a flush).  With
+        ``sync_directory=False`` the caller fsyncs the directory after, if this returns True."""
         if self._dirty:
-            self.write()
-        elif self.unsynced:
+            self.write(sync_directory=sync_directory)
+            return True
+        if self.unsynced:
             fd = os.open(self.path, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            fsync_directory(self.path.parent)
+            if sync_directory:
+                fsync_directory(self.path.parent)
             self.unsynced = False
+            return True
+        return False

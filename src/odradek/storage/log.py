@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
@@ -41,11 +40,17 @@ from odradek.storage.leader_epoch import (
     EpochEntry,
     LeaderEpochCache,
 )
+from odradek.storage.open_files import OpenFiles, SegmentFile
 from odradek.storage.producer_state import NO_PRODUCER_ID, ProducerStateManager
 from odradek.storage.segment import AppendedBatch, LogSegment
 from odradek.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
+
+# Reads smaller than this are handed out as bytes rather than as a lent fd (see
+# PartitionLog._slice).  Not above the server's SENDFILE_MIN_BYTES, which sends only slices at
+# least that large from the fd.
+COPIED_READ_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,11 +147,16 @@ class ReadSlice:
     """Whole batches from one segment file; only a first batch larger than the read's byte limit
     may be cut short, when the reader did not ask for at least one whole batch."""
 
-    fd: int  # the segment's fd, valid until the log closes (or a delay after the segment goes)
+    # The segment's fd, lent for file_delete_delay_ms (or until the log closes); -1 when the
+    # bytes are in ``data``, read at once because they are too few to be worth a sendfile.
+    fd: int
     position: int
     size: int
+    data: bytes | None = None
 
     def read_bytes(self) -> bytes:
+        if self.data is not None:
+            return self.data
         return pread_upto(self.fd, self.size, self.position)
 
 
@@ -162,6 +172,8 @@ class _PendingFlush:
     directory_changes: int
     # The leader epoch file was in it (written without an fsync by a new epoch's append).
     epochs: bool = False
+    # The log dir was in it (the log's directory entry, new since the log was created).
+    parent: bool = False
 
 
 class PartitionLog:
@@ -235,6 +247,10 @@ class PartitionLog:
         self._pending_flushes: deque[_PendingFlush] = deque()
         self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
         self.producers = ProducerStateManager(directory)
+        self.open_files = OpenFiles.unbounded()
+        # Kafka's needsFlushParentDir: a new log's directory entry is made durable by the log's
+        # first flush (or the manager's next checkpoint), not one fsync per partition created.
+        self._parent_unsynced = False
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -250,19 +266,29 @@ class PartitionLog:
         high_watermark: int = 0,
         needs_recovery: bool = False,
         flusher: LogFlusher | None = None,
+        open_files: OpenFiles | None = None,
     ) -> PartitionLog:
         """Open (creating if missing) the log in ``directory``, recovering it if told to.
 
         With a ``flusher``, rolled segments are fsynced in its thread (see the class doc);
-        without one, only :meth:`flush` fsyncs."""
+        without one, only :meth:`flush` fsyncs.  ``open_files`` bounds the segment files open
+        at once, shared by every log of a broker (default: no bound)."""
         self = cls(directory, config, clock)
         self._flusher = flusher
-        directory.mkdir(parents=True, exist_ok=True)
+        if open_files is not None:
+            self.open_files = open_files
+        if not directory.exists():
+            directory.mkdir(parents=True)
+            self._parent_unsynced = True
         reread_from = self._load_segments(recovery_point, needs_recovery)
         if not self._segments:
             self._add_segment(
                 LogSegment.create(
-                    directory, log_start_offset, config.segment_index_bytes, clock.time_ms()
+                    directory,
+                    log_start_offset,
+                    config.segment_index_bytes,
+                    clock.time_ms(),
+                    files=self.open_files,
                 )
             )
         self._load_epochs(reread_from)
@@ -393,7 +419,9 @@ class PartitionLog:
                     path.unlink()
         config, now = self.config, self._clock.time_ms()
         segments = [
-            LogSegment.open(self.directory, base, config.segment_index_bytes, now)
+            LogSegment.open(
+                self.directory, base, config.segment_index_bytes, now, files=self.open_files
+            )
             for base in sorted(logs)
         ]
         first_to_recover = len(segments)
@@ -682,6 +710,7 @@ class PartitionLog:
                 base_offset,
                 self.config.segment_index_bytes,
                 self._clock.time_ms(),
+                files=self.open_files,
             )
         )
         # The new segment's base names the snapshot: state after every batch below it (past a
@@ -766,14 +795,23 @@ class PartitionLog:
                 return None
             if first.size > max_bytes:
                 size = first.size if min_one_batch else max(0, max_bytes)
-                return ReadSlice(segment.fd, first.position, size)
+                return self._slice(segment, first.position, size)
             size = first.size
             for header in segment.iter_headers(first.position + first.size):
                 if header.base_offset >= limit or size + header.size > max_bytes:
                     break
                 size += header.size
-            return ReadSlice(segment.fd, first.position, size)
+            return self._slice(segment, first.position, size)
         return None
+
+    def _slice(self, segment: LogSegment, position: int, size: int) -> ReadSlice:
+        """A read handed out: a small one as bytes (the network would copy it anyway), a large
+        one as the segment's fd, lent long enough for a sendfile to finish, so that a broker
+        with more segments than open files does not keep a descriptor per slice read."""
+        if size < COPIED_READ_BYTES:
+            return ReadSlice(-1, position, size, segment.read(position, size))
+        until = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
+        return ReadSlice(segment.lend_fd(until), position, size)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or after ``timestamp`` (ListOffsets),
@@ -1025,7 +1063,11 @@ class PartitionLog:
             self._drop_segment(len(self._segments) - 1, retire=True)
         self._add_segment(
             LogSegment.create(
-                self.directory, offset, self.config.segment_index_bytes, self._clock.time_ms()
+                self.directory,
+                offset,
+                self.config.segment_index_bytes,
+                self._clock.time_ms(),
+                files=self.open_files,
             )
         )
         self._log_start_offset = offset
@@ -1041,15 +1083,29 @@ class PartitionLog:
         """fsync, on the calling thread, every segment written since the last flush; the
         recovery point becomes the log end offset.  Background flushes still pending are not
         waited for: what they would fsync is still marked dirty, so it is fsynced here too."""
+        self._flush()
+
+    def _flush(self, *, snapshot: bool = False) -> None:
         self._collect_flushes()
         self._close_retired()
         for segment in self._segments:
             if segment.dirty:
                 segment.flush()
-        if self._directory_changes != self._directory_synced:
+        # The directory is fsynced once, after every file renamed into it.
+        directory_dirty = self._directory_changes != self._directory_synced
+        directory_dirty |= self._epochs.write_if_dirty(sync_directory=False)
+        if snapshot:
+            try:
+                self.producers.write_snapshot(self.log_end_offset, sync=True, sync_directory=False)
+                directory_dirty = True
+            except OSError:
+                log.exception("%s: cannot write the producer state snapshot", self.directory)
+        if directory_dirty:
             fsync_directory(self.directory)
             self._directory_synced = self._directory_changes
-        self._epochs.write_if_dirty()
+        if self._parent_unsynced:
+            fsync_directory(self.directory.parent)
+            self._parent_unsynced = False
         self._recovery_point = self.log_end_offset
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock.monotonic_ms()
@@ -1081,38 +1137,37 @@ class PartitionLog:
             not segments
             and not epochs
             and directory_changes == self._directory_synced
+            and not self._parent_unsynced
             and upto <= self._recovery_point
         ):
             return False
-        fds: list[int] = []
+        files: list[Path | SegmentFile] = []
         try:
             for segment, _ in segments:
-                # Fds of the flush's own, so that a segment closed, deleted or replaced by the
-                # cleaner meanwhile leaves the flush nothing stale: the fsync reaches the same
-                # inode, or a deleted file (which costs nothing), and never a recycled fd.
-                fds.append(os.dup(segment.fd))
-                for path in (
-                    segment.offset_index.path,
-                    segment.time_index.path,
-                    segment.txn_index.path,
-                ):
-                    # Not there only if never written; loading rebuilds a missing index.
-                    with contextlib.suppress(FileNotFoundError):
-                        fds.append(os.open(path, os.O_RDONLY))
-            if epochs:
-                fds.append(os.open(self._epochs.path, os.O_RDONLY))
-            if epochs or directory_changes != self._directory_synced:
-                fds.append(os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY))
+                # Opened by the flusher when the job's turn comes, not now: a burst of rolls
+                # over many partitions must not hold descriptors while it waits.
+                segment.write_indexes()
+                files.append(segment.file)
+                files += (segment.offset_index.path, segment.time_index.path)
+                files.append(segment.txn_index.path)  # not there if never written: skipped
         except OSError:
             # Out of fds, say: an append that rolled must not fail for it.  The segments stay
             # dirty, and the next flush (background or not) covers them.
             log.exception("%s: cannot hand a flush to the flusher", self.directory)
-            for fd in fds:
-                os.close(fd)
             return False
-        job = flusher.fsync(f"{self.directory.name} {reason} below {upto}", fds)
+        if epochs:
+            files.append(self._epochs.path)
+        if epochs or directory_changes != self._directory_synced:
+            files.append(self.directory)
+        parent = self._parent_unsynced
+        if parent:
+            files.append(self.directory.parent)
+        job = flusher.fsync_files(f"{self.directory.name} {reason} below {upto}", files)
         self._epochs.unsynced = False
-        self._pending_flushes.append(_PendingFlush(job, upto, segments, directory_changes, epochs))
+        self._parent_unsynced = False
+        self._pending_flushes.append(
+            _PendingFlush(job, upto, segments, directory_changes, epochs, parent)
+        )
         return True
 
     def _collect_flushes(self) -> None:
@@ -1123,6 +1178,8 @@ class PartitionLog:
             if not flushed.job.succeeded:
                 if flushed.epochs:
                     self._epochs.unsynced = True
+                if flushed.parent:
+                    self._parent_unsynced = True
                 continue
             # No truncation happened since the flush was handed out (truncation discards pending
             # flushes), so ``upto`` is not past the log end.
@@ -1139,14 +1196,24 @@ class PartitionLog:
             pending.job.cancel()
         self._pending_flushes.clear()
 
-    def close(self) -> None:
-        """Close every file; does not flush (the log manager waits for the flusher and flushes
-        before it closes).  Background flushes not yet started are cancelled."""
+    def close(self, *, flush: bool = False) -> None:
+        """Close every file.  Background flushes not yet started are cancelled.
+
+        With ``flush`` (the log manager's clean shutdown), first fsync everything, as
+        :meth:`flush`, with the producer state snapshot and the active segment's last time
+        index entry, and the directory once after them all; without, nothing is fsynced but
+        the snapshot."""
         if self._closed:
             return
+        if flush:
+            active = self._segments[-1]
+            entries = len(active.time_index)
+            active.seal()
+            active.dirty = active.dirty or len(active.time_index) != entries
+            self._flush(snapshot=True)
         self._closed = True
         self._discard_pending_flushes()
-        if self._segments and self.directory.exists():
+        if not flush and self._segments and self.directory.exists():
             # Kafka's snapshot on close: the next open replays nothing.
             try:
                 self.producers.write_snapshot(self.log_end_offset, sync=True)

@@ -7,6 +7,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,9 +25,32 @@ from odradek.storage.formats import (
     partition_dir_name,
 )
 from odradek.storage.log import LogConfig, PartitionLog
+from odradek.storage.open_files import OpenFiles
 from odradek.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
+
+# Threads that open and close logs: enough for the disk to take many fsyncs and reads at once.
+_IO_THREADS = 16
+
+
+def _on_threads(
+    work: Callable[[PartitionLog], object], logs: list[PartitionLog]
+) -> list[BaseException | None]:
+    """Run ``work`` on every log, on a pool of threads; the exception of each, or None."""
+
+    def guarded(partition_log: PartitionLog) -> BaseException | None:
+        try:
+            work(partition_log)
+        except Exception as e:
+            log.exception("%s: failed", partition_log.directory)
+            return e
+        return None
+
+    if len(logs) < 2:
+        return [guarded(partition_log) for partition_log in logs]
+    with ThreadPoolExecutor(min(_IO_THREADS, len(logs)), "log-io") as pool:
+        return list(pool.map(guarded, logs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +73,11 @@ class LogManager:
     :meth:`open`, the empty file ``.kafka_cleanshutdown``.
 
     Crash: without the clean-shutdown marker, every log is opened with recovery from its
-    checkpointed recovery point; checkpoints are replaced atomically.  The recovery points come
+    checkpointed recovery point; checkpoints are replaced atomically.  A new partition's
+    directory entry is made durable by the next checkpoint (which fsyncs the log dir) or the
+    log's first flush, whichever comes first, not by an fsync per partition created (Kafka
+    too defers it to the log's first flush): an OS crash before either can lose the empty
+    directory, which is created again when the partition opens.  The recovery points come
     from the logs, which move them only past what is fsynced, so a checkpoint never claims more
     than the disk holds.  A partition directory renamed for deletion (``*-delete``) but not yet
     removed is removed at open.  After an unclean open, or one that removed such a directory,
@@ -62,6 +90,11 @@ class LogManager:
     thread or the caller's, are serialised and a write older than the last one written is
     skipped, so the files never go back in time.
 
+    Every log's segment files share one bound on the descriptors they hold open
+    (:mod:`odradek.storage.open_files`, half of RLIMIT_NOFILE by default).  :meth:`open` and
+    :meth:`close` work on the logs from a pool of threads, each log on one of them, since most
+    of that time is spent waiting for the disk (reads, fsyncs).
+
     Caller: the server, from the event-loop thread.  It should call :meth:`flush_due` and
     :meth:`checkpoint_in_background` periodically (and :meth:`checkpoint` after DeleteRecords,
     so that a raised log start offset survives a restart), :meth:`apply_retention` every
@@ -71,7 +104,9 @@ class LogManager:
     (:mod:`odradek.storage.cleaner`) works on the logs this manager holds.
     """
 
-    def __init__(self, log_dirs: list[Path], clock: Clock) -> None:
+    def __init__(
+        self, log_dirs: list[Path], clock: Clock, *, open_files: OpenFiles | None = None
+    ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = list(log_dirs)
@@ -79,6 +114,7 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._next_dir = 0
         self.flusher = LogFlusher()
+        self.open_files = open_files or OpenFiles(clock=clock)
         self._checkpoint_lock = threading.Lock()
         self._checkpoints_taken = 0
         self._checkpoint_written = 0
@@ -93,6 +129,8 @@ class LogManager:
             high_watermarks = read_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT)
             marker = log_dir / CLEAN_SHUTDOWN_MARKER
             clean = marker.exists()
+            found: list[tuple[tuple[str, int], Path]] = []
+            keys: set[tuple[str, int]] = set()
             for entry in sorted(log_dir.iterdir()):
                 if not entry.is_dir():
                     continue
@@ -108,18 +146,38 @@ class LogManager:
                     raise RuntimeError(
                         f"partition {parsed} is in both {self._logs[parsed].directory} and {entry}"
                     )
-                if not clean:
-                    log.info("recovering %s after an unclean shutdown", entry)
-                self._logs[parsed] = PartitionLog.open(
-                    entry,
-                    config_for(parsed[0]),
+                if parsed in keys:
+                    raise RuntimeError(f"partition {parsed} is twice in {log_dir}")
+                keys.add(parsed)
+                found.append((parsed, entry))
+            if not clean and found:
+                log.info("recovering %d logs in %s after an unclean shutdown", len(found), log_dir)
+
+            def open_log(
+                item: tuple[tuple[str, int], Path], offsets: tuple[int, int, int], recover: bool
+            ) -> PartitionLog:
+                key, directory = item
+                return PartitionLog.open(
+                    directory,
+                    config_for(key[0]),
                     self._clock,
-                    recovery_point=recovery_points.get(parsed, 0),
-                    log_start_offset=start_offsets.get(parsed, 0),
-                    high_watermark=high_watermarks.get(parsed, 0),
-                    needs_recovery=not clean,
+                    recovery_point=offsets[0],
+                    log_start_offset=offsets[1],
+                    high_watermark=offsets[2],
+                    needs_recovery=recover,
                     flusher=self.flusher,
+                    open_files=self.open_files,
                 )
+
+            offsets = [
+                (recovery_points.get(k, 0), start_offsets.get(k, 0), high_watermarks.get(k, 0))
+                for k, _ in found
+            ]
+            # Opening is mostly waiting for reads of small files: many logs at once.
+            with ThreadPoolExecutor(_IO_THREADS, "log-open") as pool:
+                opened = pool.map(open_log, found, offsets, [not clean] * len(found))
+                for (key, _), partition_log in zip(found, opened, strict=True):
+                    self._logs[key] = partition_log
             # Removed only once every log is open, so a crash during recovery recovers again.
             if clean:
                 marker.unlink()
@@ -150,8 +208,8 @@ class LogManager:
             config,
             self._clock,
             flusher=self.flusher,
+            open_files=self.open_files,
         )
-        fsync_directory(log_dir)  # rare, and a partition that vanishes in a crash is worse
         self._logs[(topic, partition)] = partition_log
         return partition_log
 
@@ -254,11 +312,14 @@ class LogManager:
         flush would otherwise fsync again, and a checkpoint of theirs must not land after the
         final one (it would be skipped, but not its fsyncs)."""
         self.flusher.wait_idle()
-        for partition_log in self._logs.values():
-            partition_log.flush()
+        logs = list(self._logs.values())
+        # Each log fsyncs its files and its directory once; on many threads, the file system
+        # commits many fsyncs together instead of one after the other.
+        failures = [e for e in _on_threads(lambda pl: pl.close(flush=True), logs) if e]
+        if failures:
+            # No clean-shutdown marker: the next open recovers.
+            raise failures[0]
         self.checkpoint()
-        for partition_log in self._logs.values():
-            partition_log.close()
         self._logs.clear()
         for log_dir in self.log_dirs:
             fd = os.open(log_dir / CLEAN_SHUTDOWN_MARKER, os.O_WRONLY | os.O_CREAT, 0o644)

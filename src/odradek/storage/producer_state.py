@@ -373,10 +373,14 @@ class ProducerStateManager:
             )
         return _SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + bytes(body)
 
-    def write_snapshot(self, offset: int, *, sync: bool) -> None:
-        """Write the state, which must be the state after every batch below ``offset``."""
+    def write_snapshot(self, offset: int, *, sync: bool, sync_directory: bool = True) -> None:
+        """Write the state, which must be the state after every batch below ``offset``
+        (``sync_directory=False``: the caller fsyncs the directory after)."""
         write_file_atomically(
-            snapshot_path(self.directory, offset), self.encode_snapshot(), sync=sync
+            snapshot_path(self.directory, offset),
+            self.encode_snapshot(),
+            sync=sync,
+            sync_directory=sync_directory,
         )
 
     def _read_snapshot(self, data: bytes) -> None:

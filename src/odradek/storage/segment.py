@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -27,6 +28,7 @@ from odradek.storage.formats import (
     segment_file_name,
 )
 from odradek.storage.index import OffsetIndex, TimeIndex
+from odradek.storage.open_files import OpenFiles, SegmentFile
 from odradek.storage.txn_index import TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -54,22 +56,29 @@ class LogSegment:
     and ``.txnindex`` once it holds an ABORT marker.
 
     Format: see :mod:`odradek.storage.formats`.  The log file is written only at its end, with
-    ``os.pwrite`` on a raw fd, and read with ``os.pread``; the fd stays open for the segment's
-    life so that reads handed to the network (``sendfile``) can use it.  Index fds are open only
-    while the segment is written to.
+    ``os.pwrite`` on a raw fd, and read with ``os.pread``.  Its fd comes from the broker's
+    :class:`~odradek.storage.open_files.OpenFiles`: open while the segment is among the files
+    used most recently, reopened on demand after, and lent to reads handed to the network
+    (``sendfile``) for ``file_delete_delay_ms`` (:meth:`lend_fd`).  The indexes are held in
+    memory and hold no fd: their files are written when the segment is flushed, sealed,
+    renamed or closed (:mod:`odradek.storage.index`).  So an idle segment holds no descriptor.
 
     Crash: a killed process loses nothing that :meth:`append` returned from, since the bytes are
-    in the page cache.  An OS crash can lose any unflushed suffix and leave a torn last batch or
-    stale indexes; :meth:`recover` (for segments past the recovery point) rereads every batch and
-    truncates at the first bad one, and :meth:`load` (for the others) checks only the indexes
-    and the batch headers after the last index entry.
+    in the page cache; index entries not yet written are lost, which costs a longer scan of the
+    batch headers after the last entry written (or, past the recovery point, nothing: recovery
+    rebuilds those indexes).  An OS crash can lose any unflushed suffix and leave a torn last
+    batch or stale indexes; :meth:`recover` (for segments past the recovery point) rereads
+    every batch and truncates at the first bad one, and :meth:`load` (for the others) checks
+    only the indexes and the batch headers after the last index entry.
 
     A segment the log cleaner writes carries the suffix ``.cleaned`` on its file names until it
     is swapped into its log (:mod:`odradek.storage.swap`); a crash before that leaves files that
     the log removes when it opens.
 
-    Caller: :class:`~odradek.storage.log.PartitionLog`, from the event-loop thread; and the log
-    cleaner, which builds new segments in its own thread before handing them to the log.
+    Caller: :class:`~odradek.storage.log.PartitionLog`, from one thread at a time (the
+    event-loop thread, or the log manager's close and open workers, each with logs of its own);
+    and the log cleaner, which builds new segments in its own thread before handing them to the
+    log, and reads the log's with fds of its own (:meth:`dup_fd`).
     """
 
     def __init__(
@@ -78,7 +87,8 @@ class LogSegment:
         base_offset: int,
         index_max_bytes: int,
         created_ms: int,
-        fd: int,
+        file: SegmentFile,
+        size: int,
         suffix: str = "",
     ) -> None:
         self.base_offset = base_offset
@@ -97,8 +107,8 @@ class LogSegment:
         self.txn_index = TransactionIndex(
             directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix)
         )
-        self.fd = fd
-        self.size = os.fstat(fd).st_size
+        self._file = file
+        self.size = size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = -1
@@ -112,14 +122,22 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, index_max_bytes: int, now_ms: int, suffix: str = ""
+        cls,
+        directory: Path,
+        base_offset: int,
+        index_max_bytes: int,
+        now_ms: int,
+        suffix: str = "",
+        *,
+        files: OpenFiles | None = None,
     ) -> LogSegment:
         """A new, empty segment; stale files of the same name (which can hold no offsets the log
         still has, since segments are created only at the log end) are emptied.  A ``suffix``
         (the cleaner's ``.cleaned``) is added to each file name until :meth:`rename`."""
         path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        segment = cls(directory, base_offset, index_max_bytes, now_ms, fd, suffix)
+        file = (files or OpenFiles.unbounded()).file(path, fd)
+        segment = cls(directory, base_offset, index_max_bytes, now_ms, file, 0, suffix)
         segment.offset_index.reset()
         segment.time_index.reset()
         segment.dirty = True
@@ -127,11 +145,36 @@ class LogSegment:
 
     @classmethod
     def open(
-        cls, directory: Path, base_offset: int, index_max_bytes: int, now_ms: int
+        cls,
+        directory: Path,
+        base_offset: int,
+        index_max_bytes: int,
+        now_ms: int,
+        *,
+        files: OpenFiles | None = None,
     ) -> LogSegment:
         """An existing segment, not yet loaded: call :meth:`load` or :meth:`recover` next."""
-        fd = os.open(directory / segment_file_name(base_offset, LOG_SUFFIX), os.O_RDWR)
-        return cls(directory, base_offset, index_max_bytes, now_ms, fd)
+        path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        size = os.stat(path).st_size
+        file = (files or OpenFiles.unbounded()).file(path)
+        return cls(directory, base_offset, index_max_bytes, now_ms, file, size)
+
+    # -- the file's descriptor -------------------------------------------------------------------
+
+    def lend_fd(self, until_ms: int) -> int:
+        """The log file's fd, for a read handed to the network: open until ``until_ms`` (by the
+        monotonic clock of the log's :class:`OpenFiles`), or until the segment closes."""
+        return self._file.lend(until_ms)
+
+    def dup_fd(self) -> int:
+        """An fd of the caller's own on the log file (a background fsync, the cleaner)."""
+        return self._file.dup()
+
+    @property
+    def file(self) -> SegmentFile:
+        """The log file's handle (a background fsync opens it through this when its turn
+        comes)."""
+        return self._file
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -147,7 +190,9 @@ class LogSegment:
         while position + HEADER_SIZE <= end:
             offset_in_chunk = position - chunk_start
             if offset_in_chunk < 0 or offset_in_chunk + HEADER_SIZE > len(chunk):
-                chunk = os.pread(self.fd, min(read_size, end - position), position)
+                # The fd is held only for the read: the caller may stop iterating at any time.
+                with self._file.use() as fd:
+                    chunk = os.pread(fd, min(read_size, end - position), position)
                 chunk_start, offset_in_chunk = position, 0
                 if len(chunk) < HEADER_SIZE:
                     return
@@ -168,7 +213,8 @@ class LogSegment:
         return None
 
     def read(self, position: int, size: int) -> bytes:
-        return pread_upto(self.fd, size, position)
+        with self._file.use() as fd:
+            return pread_upto(fd, size, position)
 
     @property
     def first_batch_timestamp(self) -> int | None:
@@ -241,7 +287,8 @@ class LogSegment:
                 valid_end,
                 truncated,
             )
-            os.ftruncate(self.fd, valid_end)
+            with self._file.use() as fd:
+                os.ftruncate(fd, valid_end)
             self.size = valid_end
             self.dirty = True
             self._first_batch_timestamp = None
@@ -305,12 +352,13 @@ class LogSegment:
     ) -> None:
         """Write whole batches (offsets already assigned) at the end of the segment."""
         start = self.size
-        try:
-            pwrite_all(self.fd, data, start)
-        except OSError:
-            # A partial write (disk full) must not stay as a torn batch in a live segment.
-            os.ftruncate(self.fd, start)
-            raise
+        with self._file.use() as fd:
+            try:
+                pwrite_all(fd, data, start)
+            except OSError:
+                # A partial write (disk full) must not stay as a torn batch in a live segment.
+                os.ftruncate(fd, start)
+                raise
         self.size += len(data)
         self.dirty = True
         for batch in batches:
@@ -330,7 +378,8 @@ class LogSegment:
         header = self.find_batch(offset)
         if header is None:
             return
-        os.ftruncate(self.fd, header.position)
+        with self._file.use() as fd:
+            os.ftruncate(fd, header.position)
         self.size = header.position
         self.dirty = True
         self.offset_index.truncate_to(header.base_offset)
@@ -342,7 +391,7 @@ class LogSegment:
             raise RuntimeError(f"{self.log_path} is inconsistent after truncation")
 
     def seal(self) -> None:
-        """The segment stops being active: record its largest timestamp, release index fds."""
+        """The segment stops being active: record its largest timestamp, write the indexes."""
         if self.max_timestamp != NO_TIMESTAMP:
             self.time_index.maybe_append(
                 self.max_timestamp, self.offset_of_max_timestamp, force=True
@@ -351,14 +400,17 @@ class LogSegment:
         self.time_index.release()
         self.active = False
 
+    def write_indexes(self) -> None:
+        """Write the index entries not yet in their files (before they are fsynced elsewhere)."""
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+
     def flush(self) -> None:
-        os.fsync(self.fd)
+        with self._file.use() as fd:
+            os.fsync(fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
-        if not self.active:
-            self.offset_index.release()
-            self.time_index.release()
         self.dirty = False
 
     # -- ending ----------------------------------------------------------------------------------
@@ -368,6 +420,8 @@ class LogSegment:
 
         The log file goes first: without it the segment no longer exists for recovery, and an
         index file left by a crash just after is removed when the log opens."""
+        with contextlib.suppress(FileNotFoundError):
+            self._file.pin()  # a removed file cannot be reopened
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
@@ -399,15 +453,17 @@ class LogSegment:
             self.directory / (segment_file_name(self.base_offset, TXN_INDEX_SUFFIX) + suffix)
         )
         self.log_path = targets[0][1]
+        self._file.path = self.log_path
         self.offset_index.path = targets[1][1]
         self.time_index.path = targets[2][1]
 
     def last_modified_ms(self) -> int:
-        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+        with self._file.use() as fd:
+            return os.fstat(fd).st_mtime_ns // 1_000_000
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        """Write the indexes' pending entries (unless the files were removed) and close the
+        log file's fd."""
+        self._file.close()
         self.offset_index.release()
         self.time_index.release()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 from typing import Any
+
+import pytest
 
 from odradek.protocol.errors import ErrorCode
 from odradek.server.services import BrokerServices
@@ -51,3 +54,15 @@ def test_assignments_must_name_live_brokers(handlers: HandlerCaller) -> None:
     assert elsewhere.error_message == "Unknown broker(s) in replica assignment: 7."
     assert assigned("twice", NODE_ID, NODE_ID).error_code == ErrorCode.invalid_replica_assignment
     assert assigned("here", NODE_ID).error_code == ErrorCode.none
+
+
+def test_logs_that_cannot_be_created_answer_kafka_storage_error(
+    handlers: HandlerCaller, services: BrokerServices, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def out_of_descriptors(*_: object) -> None:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(services.logs, "create", out_of_descriptors)
+    result = _create(handlers, "starved", num_partitions=3)
+    assert result.error_code == ErrorCode.kafka_storage_error
+    assert "Too many open files" in result.error_message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable
 from typing import Any
 
@@ -15,6 +16,8 @@ from odradek.server.deadline import request_timeout_ms, within_timeout
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 from odradek.server.topic_configs import describe_topic_configs
+
+log = logging.getLogger(__name__)
 
 
 def _replication_factor(ctx: RequestContext, item: Any, assignments: dict[int, list[int]]) -> int:
@@ -65,6 +68,13 @@ async def _create(
         # The store is unreachable (ZooKeeper down) or refused the write: as Kafka's brokers
         # answer a ZooKeeper client timeout, the topic fails and the connection stays.
         return _failed(item.name, ErrorCode.unknown_server_error, str(e))
+    except OSError as e:
+        # The disk side failed (out of file descriptors, a full or failing disk) after the
+        # topic was recorded: its logs open when the broker can (at the latest on restart).
+        log.warning("cannot create the logs of topic %s: %s", item.name, e)
+        return _failed(
+            item.name, ErrorCode.kafka_storage_error, f"cannot create the topic's logs: {e}"
+        )
     return {
         "name": topic.name,
         "topic_id": topic.topic_id,

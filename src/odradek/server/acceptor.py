@@ -1,0 +1,149 @@
+"""A listening socket served on the event loop, with a bounded answer to running out of fds.
+
+asyncio's own servers (Python 3.11) meet an ``accept`` that fails for want of descriptors or
+memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) by reporting it and scheduling a retry a second later,
+once for each of up to ``backlog`` attempts per wakeup, and each retry wakes the listener
+again: the retries and their reports multiply every second (a broker out of descriptors wrote
+hundreds of megabytes of log in minutes and stopped answering).  An :class:`Acceptor` stops
+listening on the first such failure, reports it once to ``on_error``, and listens again a second
+later; connections waiting meanwhile stay in the kernel's backlog.  Accepted sockets become
+transports through ``loop.connect_accepted_socket``, as asyncio's servers make them.
+
+Caller: the broker, on the event-loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+_OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+_BACKLOG = 100
+ACCEPT_RETRY_S = 1.0
+
+
+class Acceptor:
+    """Accepts connections on ``sockets`` (bound, listening) for ``protocol_factory``."""
+
+    def __init__(
+        self,
+        sockets: list[socket.socket],
+        protocol_factory: Callable[[], asyncio.BaseProtocol],
+        on_error: Callable[[OSError], None],
+    ) -> None:
+        self.sockets = sockets
+        self._factory = protocol_factory
+        self._on_error = on_error
+        self._loop = asyncio.get_running_loop()
+        self._retries: dict[int, asyncio.TimerHandle] = {}
+        self._serving = False
+        self._closed = self._loop.create_future()
+        self._tasks: set[asyncio.Task[object]] = set()
+
+    @classmethod
+    def bind(
+        cls,
+        host: str,
+        port: int,
+        protocol_factory: Callable[[], asyncio.BaseProtocol],
+        on_error: Callable[[OSError], None],
+    ) -> Acceptor:
+        """Bind ``host:port`` without serving yet: an empty host is every interface (IPv6 and
+        IPv4 on one socket where the system can), a name every address it has (the first
+        only for port 0, where each socket would get a port of its own)."""
+        targets: list[tuple[socket.AddressFamily, tuple[str, int], bool]]
+        if not host:
+            if socket.has_dualstack_ipv6():
+                targets = [(socket.AF_INET6, ("::", port), True)]
+            else:
+                targets = [(socket.AF_INET, ("0.0.0.0", port), False)]
+        else:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            targets = []
+            for found_family, _, _, _, address in infos:
+                target = (found_family, (str(address[0]), int(address[1])), False)
+                if target not in targets:
+                    targets.append(target)
+            if port == 0:
+                targets = targets[:1]
+        sockets: list[socket.socket] = []
+        try:
+            for family, address, dualstack in targets:
+                sockets.append(
+                    socket.create_server(
+                        address, family=family, backlog=_BACKLOG, dualstack_ipv6=dualstack
+                    )
+                )
+        except BaseException:
+            for sock in sockets:
+                sock.close()
+            raise
+        for sock in sockets:
+            sock.setblocking(False)
+        return cls(sockets, protocol_factory, on_error)
+
+    def start_serving(self) -> None:
+        self._serving = True
+        for sock in self.sockets:
+            self._listen(sock)
+
+    def _listen(self, sock: socket.socket) -> None:
+        self._retries.pop(sock.fileno(), None)
+        if self._serving:
+            self._loop.add_reader(sock.fileno(), self._accept, sock)
+
+    def _accept(self, sock: socket.socket) -> None:
+        for _ in range(_BACKLOG):
+            try:
+                conn, _ = sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as e:
+                if e.errno not in _OUT_OF_RESOURCES:
+                    log.warning("accepting a connection failed: %s", e)
+                    return
+                # Not listening until the retry: the kernel keeps the waiting connections.
+                self._loop.remove_reader(sock.fileno())
+                self._retries[sock.fileno()] = self._loop.call_later(
+                    ACCEPT_RETRY_S, self._listen, sock
+                )
+                self._on_error(e)
+                return
+            conn.setblocking(False)
+            task = self._loop.create_task(self._connect(conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _connect(self, conn: socket.socket) -> None:
+        try:
+            await self._loop.connect_accepted_socket(self._factory, conn)
+        except OSError as e:
+            log.warning("cannot set up an accepted connection: %s", e)
+            conn.close()
+
+    def close(self) -> None:
+        """Stop listening and close the listening sockets; connections are left alone."""
+        if self._closed.done():
+            return
+        self._serving = False
+        for sock in self.sockets:
+            retry = self._retries.pop(sock.fileno(), None)
+            if retry is not None:
+                retry.cancel()
+            self._loop.remove_reader(sock.fileno())
+            sock.close()
+        self._closed.set_result(None)
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self._closed)
+
+    async def serve_forever(self) -> None:
+        """Serve until closed (or cancelled)."""
+        if not self._serving:
+            self.start_serving()
+        await asyncio.shield(self._closed)
