@@ -111,6 +111,7 @@ def test_the_offset_index_is_kafkas_layout_and_reopens_to_the_same_lookups(
     index = OffsetIndex.open(path, BASE, 1 << 20)
     for offset, position in zip(relative, positions, strict=True):
         index.append(BASE + offset, position)
+    index.write_pending()  # entries reach the file at a flush, seal, rename or close
     assert path.read_bytes() == b"".join(
         OFFSET_INDEX_ENTRY.pack(o, p) for o, p in zip(relative, positions, strict=True)
     )
@@ -135,7 +136,9 @@ def test_a_truncated_offset_index_keeps_exactly_the_entries_below(data: st.DataO
     index = OffsetIndex.open(path, BASE, 1 << 20)
     for i, offset in enumerate(relative):
         index.append(BASE + offset, (i + 1) * 100)
+    index.write_pending()
     index.truncate_to(BASE + cut)
+    index.write_pending()
     kept = [o for o in relative if o < cut]
     assert len(index) == len(kept)
     assert len(path.read_bytes()) == len(kept) * OFFSET_INDEX_ENTRY.size
@@ -159,6 +162,7 @@ def test_the_time_index_keeps_only_growing_timestamps_and_reopens_the_same(
         index.maybe_append(timestamp, BASE + offset)
         if not model or timestamp > model[-1][0]:
             model.append((timestamp, offset))
+    index.write_pending()
     assert path.read_bytes() == b"".join(TIME_INDEX_ENTRY.pack(t, o) for t, o in model)
     reopened = TimeIndex.open(path, BASE, 1 << 20)
     next_offset = BASE + relative[-1] + 1
