@@ -96,42 +96,12 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Response:
         refused |= denied(ctx, Op.DESCRIBE, TOPIC, (i.name for i in wanted if i.name is not None))
         described = []
         for item in wanted:
-            name = item.name
-            if name is None:
-                found = by_id.get(item.topic_id)
-                if found is not None and found.name in refused:
-                    code = ErrorCode.topic_authorization_failed
-                    described.append(_missing(None, code, item.topic_id))
-                    continue
+            if item.name is None:
                 described.append(
-                    describe_topic(ctx, found, live)
-                    if found
-                    else _missing(None, ErrorCode.unknown_topic_id, item.topic_id)
+                    _by_id(ctx, by_id.get(item.topic_id), item.topic_id, refused, live)
                 )
-                continue
-            if name in refused:
-                described.append(_missing(name, ErrorCode.topic_authorization_failed))
-                continue
-            topic = topics.topic(name)
-            if topic is None and auto_create:
-                if not (permits_cluster(ctx, Op.CREATE) or permits(ctx, Op.CREATE, TOPIC, name)):
-                    described.append(_missing(name, ErrorCode.topic_authorization_failed))
-                    continue
-                try:
-                    topic = await topics.create_topic(name)
-                except KafkaError as e:
-                    # Made meanwhile by another broker (or request), not known here yet: as
-                    # Kafka answers, it is on its way (the client asks again).
-                    exists = e.code == ErrorCode.topic_already_exists
-                    described.append(
-                        _missing(name, ErrorCode.leader_not_available if exists else e.code)
-                    )
-                    continue
-            described.append(
-                describe_topic(ctx, topic, live)
-                if topic
-                else _missing(name, ErrorCode.unknown_topic_or_partition)
-            )
+            else:
+                described.append(await _by_name(ctx, item.name, refused, auto_create, live))
     return ctx.respond(
         throttle_time=0,
         brokers=[_broker(b) for b in brokers],
@@ -140,3 +110,42 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Response:
         topics=described,
         cluster_authorized_operations=_NO_OPERATIONS,
     )
+
+
+def _by_id(
+    ctx: RequestContext,
+    found: TopicMetadata | None,
+    topic_id: Any,
+    refused: frozenset[str],
+    live: frozenset[int],
+) -> dict[str, Any]:
+    """A topic asked for by id (Metadata v10+)."""
+    if found is None:
+        return _missing(None, ErrorCode.unknown_topic_id, topic_id)
+    if found.name in refused:
+        return _missing(None, ErrorCode.topic_authorization_failed, topic_id)
+    return describe_topic(ctx, found, live)
+
+
+async def _by_name(
+    ctx: RequestContext, name: str, refused: frozenset[str], auto_create: bool, live: frozenset[int]
+) -> dict[str, Any]:
+    """A topic asked for by name, created first if it is missing and auto-creation is on and
+    allowed to this principal."""
+    if name in refused:
+        return _missing(name, ErrorCode.topic_authorization_failed)
+    topics = ctx.services.topics
+    topic = topics.topic(name)
+    if topic is None and auto_create:
+        if not (permits_cluster(ctx, Op.CREATE) or permits(ctx, Op.CREATE, TOPIC, name)):
+            return _missing(name, ErrorCode.topic_authorization_failed)
+        try:
+            topic = await topics.create_topic(name)
+        except KafkaError as e:
+            # Made meanwhile by another broker (or request), not known here yet: as Kafka
+            # answers, it is on its way (the client asks again).
+            exists = e.code == ErrorCode.topic_already_exists
+            return _missing(name, ErrorCode.leader_not_available if exists else e.code)
+    if topic is None:
+        return _missing(name, ErrorCode.unknown_topic_or_partition)
+    return describe_topic(ctx, topic, live)
