@@ -8,10 +8,9 @@ import pytest
 
 from odradek.clock import ManualClock
 from odradek.cluster.partition import Partition
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
 from odradek.protocol.records import NewRecord, encode_batch
 from odradek.storage import LogConfig, PartitionLog
-from odradek.storage.validator import RecordsRejected
 
 NOW = 1_700_000_000_000
 

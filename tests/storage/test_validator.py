@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.protocol import compression
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, RecordsRejected
 from odradek.protocol.record_batch import (
     NO_TIMESTAMP,
     iter_headers,
@@ -16,7 +16,7 @@ from odradek.protocol.record_batch import (
 )
 from odradek.protocol.records import Header, NewRecord, batch_around, decode_batch, encode_batch
 from odradek.storage import LogConfig, validator
-from odradek.storage.validator import RecordsRejected, validate_for_leader
+from odradek.storage.validator import validate_for_leader
 
 NOW = 1_700_000_000_000
 

@@ -16,9 +16,14 @@ from odradek.protocol.record_batch import (
     iter_headers,
     validate_batches,
 )
-from odradek.storage import AppendInfo, PartitionLog
+from odradek.storage import AppendInfo, OffsetOutOfRange, PartitionLog, ReadSlice
 from odradek.storage.producer_state import NO_PRODUCER_ID, AppendedSequence
 from odradek.storage.validator import validate_for_leader
+
+# What a read of the partition hands out: record batches as a slice of a segment file (sent with
+# sendfile) or as bytes. Named here so that the layers above reach the log only through the
+# partition.
+RecordSlice = ReadSlice
 
 NO_LEADER = -1
 
@@ -200,7 +205,7 @@ class Partition:
         self, records: bytes | memoryview | None, required_acks: int, now_ms: int
     ) -> AppendInfo:
         """Validate and append a producer's record set; raises :class:`KafkaError` (or its
-        subclass :class:`~odradek.storage.validator.RecordsRejected`) when it is refused."""
+        subclass :class:`~odradek.protocol.errors.RecordsRejected`) when it is refused."""
         tracker = self._acks_all_tracker() if required_acks == -1 else self._leader_tracker()
         valid = validate_for_leader(records, self.log.config, now_ms, self.name)
         return self._append(tracker, valid.buffer, valid.headers, valid.log_append_time)
@@ -228,6 +233,36 @@ class Partition:
             )
         )
         return self._append(tracker, batch, list(iter_headers(batch)), None)
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None, min_one_batch: bool
+    ) -> RecordSlice | None:
+        """Record batches from ``offset`` on (see :meth:`PartitionLog.read`); OFFSET_OUT_OF_RANGE
+        (a :class:`KafkaError`) for an offset outside the log."""
+        try:
+            return self.log.read(
+                offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch
+            )
+        except OffsetOutOfRange as e:
+            raise KafkaError(ErrorCode.offset_out_of_range, str(e)) from e
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords on the leader: move the log start to ``offset`` (-1: the high
+        watermark), which may not pass the high watermark; the new log start offset.
+        OFFSET_OUT_OF_RANGE (a :class:`KafkaError`) otherwise, as Kafka's
+        ``Partition.deleteRecordsOnLeader``."""
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise KafkaError(
+                ErrorCode.offset_out_of_range,
+                f"{self.name}: {offset} is not between 0 and the high watermark "
+                f"{self.high_watermark}",
+            )
+        try:
+            return self.log.delete_records_before(offset)
+        except OffsetOutOfRange as e:
+            raise KafkaError(ErrorCode.offset_out_of_range, str(e)) from e
 
     def replicated(self, required_offset: int) -> ErrorCode | None:
         """An acks=all produce's answer once the high watermark reached ``required_offset`` (the

@@ -14,3 +14,14 @@ class KafkaError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message or code.name
+
+
+class RecordsRejected(KafkaError):
+    """A produced record set the log refuses; ``record_errors`` name records by their index
+    within the batch, as Produce v8+ reports them."""
+
+    def __init__(
+        self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]] | None = None
+    ) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors or []

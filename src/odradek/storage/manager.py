@@ -221,6 +221,14 @@ class LogManager:
     def all_logs(self) -> list[PartitionLog]:
         return list(self._logs.values())
 
+    def sizes_in(self, log_dir: Path) -> list[tuple[str, int, int]]:
+        """``(topic, partition, bytes)`` of each log kept in ``log_dir`` (DescribeLogDirs)."""
+        return [
+            (log.topic, log.partition, log.size_bytes())
+            for log in self._logs.values()
+            if log.directory.parent == log_dir
+        ]
+
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Use ``config`` for ``topic``'s logs from now on (segment sizes apply to new segments)."""
         for (log_topic, _), partition_log in self._logs.items():

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from odradek.protocol import compression
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode, RecordsRejected
 from odradek.protocol.record_batch import (
     CONTROL_BIT,
     HEADER_SIZE,
@@ -70,17 +70,6 @@ _BATCH_ERRORS = {
     "invalid_record": ErrorCode.invalid_record,
     "message_too_large": ErrorCode.message_too_large,
 }
-
-
-class RecordsRejected(KafkaError):
-    """A produced record set the log refuses; ``record_errors`` name records by their index
-    within the batch, as Produce v8+ reports them."""
-
-    def __init__(
-        self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]] | None = None
-    ) -> None:
-        super().__init__(code, message)
-        self.record_errors = record_errors or []
 
 
 @dataclass(frozen=True, slots=True)

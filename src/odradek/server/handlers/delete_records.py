@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
-from odradek.storage import OffsetOutOfRange
-
-HIGH_WATERMARK = -1
 
 
 def _delete_before(ctx: RequestContext, topic: str, index: int, offset: int) -> dict[str, Any]:
@@ -23,22 +20,10 @@ def _delete_before(ctx: RequestContext, topic: str, index: int, offset: int) -> 
             if partition is None
             else ErrorCode.topic_authorization_failed,
         }
-    if offset == HIGH_WATERMARK:
-        offset = partition.high_watermark
-    if offset < 0 or offset > partition.high_watermark:
-        return {
-            "partition_index": index,
-            "low_watermark": -1,
-            "error_code": ErrorCode.offset_out_of_range,
-        }
     try:
-        low = partition.log.delete_records_before(offset)
-    except OffsetOutOfRange:
-        return {
-            "partition_index": index,
-            "low_watermark": -1,
-            "error_code": ErrorCode.offset_out_of_range,
-        }
+        low = partition.delete_records_before(offset)
+    except KafkaError as e:
+        return {"partition_index": index, "low_watermark": -1, "error_code": e.code}
     return {"partition_index": index, "low_watermark": low, "error_code": ErrorCode.none}
 
 

@@ -17,7 +17,6 @@ from odradek.server.authorize import CLUSTER, Op, permits_cluster, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
-from odradek.storage import PartitionLog
 
 
 def _wanted(request: Any) -> dict[str, set[int]] | None:
@@ -30,19 +29,16 @@ def _wanted(request: Any) -> dict[str, set[int]] | None:
 
 
 def _describe_dir(
-    log_dir: Path, logs: list[PartitionLog], wanted: dict[str, set[int]] | None
+    log_dir: Path, sizes: list[tuple[str, int, int]], wanted: dict[str, set[int]] | None
 ) -> dict[str, Any]:
     topics: dict[str, list[dict[str, Any]]] = {}
-    for partition_log in logs:
-        if partition_log.directory.parent != log_dir:
-            continue
-        topic, index = partition_log.topic, partition_log.partition
+    for topic, index, size in sizes:
         if wanted is not None and index not in wanted.get(topic, ()):
             continue
         topics.setdefault(topic, []).append(
             {
                 "partition_index": index,
-                "partition_size": partition_log.size_bytes(),
+                "partition_size": size,
                 "offset_lag": 0,
                 "is_future_key": False,
             }
@@ -71,10 +67,12 @@ async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Respons
         return refusal(ctx, CLUSTER, results=[])
     manager = ctx.services.logs
     wanted = _wanted(request)
-    logs = manager.all_logs()
     return respond(
         ctx,
         throttle_time=0,
         error_code=ErrorCode.none,
-        results=[_describe_dir(log_dir, logs, wanted) for log_dir in manager.log_dirs],
+        results=[
+            _describe_dir(log_dir, manager.sizes_in(log_dir), wanted)
+            for log_dir in manager.log_dirs
+        ],
     )

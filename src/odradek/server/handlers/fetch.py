@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.cluster.partition import Partition
+from odradek.cluster.partition import Partition, RecordSlice
 from odradek.cluster.quota import ReplicationQuotas
 from odradek.counters import BrokerCounters
 from odradek.protocol import compression, fetch_request, fetch_response, legacy
@@ -26,9 +26,8 @@ from odradek.server.fetch_sessions import (
     changed,
 )
 from odradek.server.registry import handles
-from odradek.storage import OffsetOutOfRange, ReadSlice
 
-# Built unsubscripted: on Python 3.11 calling ``PartitionData[ReadSlice](...)`` makes typing set
+# Built unsubscripted: on Python 3.11 calling ``PartitionData[RecordSlice](...)`` makes typing set
 # ``__orig_class__`` on the frozen, slotted instance, which fails with a TypeError.
 PartitionData = fetch_response.PartitionData
 
@@ -184,7 +183,7 @@ class _Answer:
     whether it ends the wait, and whether the log was read for it."""
 
     mark: Mark | None  # None: no such partition here (or denied)
-    data: PartitionData[ReadSlice] | None
+    data: PartitionData[RecordSlice] | None
     ends_wait: bool
     read: bool
 
@@ -208,13 +207,13 @@ class _Passes:
         self._wanted = wanted
         self._answers: list[_Answer | None] = [None] * len(wanted)
 
-    def read(self) -> tuple[list[fetch_response.TopicData[ReadSlice]], int, bool]:
+    def read(self) -> tuple[list[fetch_response.TopicData[RecordSlice]], int, bool]:
         """One pass: (topics, bytes found, whether the wait ends now)."""
         topics = self._ctx.services.topics
         scope = self._scope
         total = 0
         ends_wait = False
-        grouped: list[tuple[str, list[PartitionData[ReadSlice]]]] = []
+        grouped: list[tuple[str, list[PartitionData[RecordSlice]]]] = []
         for slot, ((name, index), p) in enumerate(self._wanted):
             if not grouped or grouped[-1][0] != name:
                 grouped.append((name, []))
@@ -265,7 +264,7 @@ def _read_one(
     if scope.rack is not None and partition.is_leader:
         preferred = _preferred_replica(ctx, partition, scope.rack)
         if preferred >= 0:  # answer now: the consumer goes elsewhere
-            elsewhere: PartitionData[ReadSlice] = PartitionData(
+            elsewhere: PartitionData[RecordSlice] = PartitionData(
                 index, 0, hw, lso, log.log_start_offset, None, 0, preferred
             )
             return _Answer(mark, elsewhere, True, False)
@@ -283,21 +282,21 @@ def _read_one(
     held_back = scope.quotas is not None and scope.quotas.leader_holds_back(
         name, index, scope.replica_id in partition.isr
     )
-    slice_: ReadSlice | None = None
+    slice_: RecordSlice | None = None
     error = ErrorCode.none
     # A fetcher already at the end (the usual case for most partitions of an idle consumer's
     # fetch) needs no look into the segments.
     reads = fetch_offset != upper and not held_back and (limit > 0 or total == 0)
     if reads:
         try:
-            slice_ = log.read(
+            slice_ = partition.read(
                 fetch_offset,
                 max(limit, 0),
                 max_offset=None if scope.replica else upper,
                 min_one_batch=total == 0,
             )
-        except OffsetOutOfRange:
-            error = ErrorCode.offset_out_of_range
+        except KafkaError as e:
+            error = e.code
     size = slice_.size if slice_ is not None else 0
     aborted: list[tuple[int, int]] = []
     if scope.read_committed and size:
@@ -380,7 +379,7 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
 
 
 def _record_throttled(
-    quotas: ReplicationQuotas, topics: list[fetch_response.TopicData[ReadSlice]]
+    quotas: ReplicationQuotas, topics: list[fetch_response.TopicData[RecordSlice]]
 ) -> None:
     """The bytes sent to a follower for throttled partitions count against the leader quota."""
     size = sum(
@@ -395,7 +394,7 @@ def _record_throttled(
 
 def _for_old_reader(
     ctx: RequestContext,
-    topics: list[fetch_response.TopicData[ReadSlice]],
+    topics: list[fetch_response.TopicData[RecordSlice]],
     wanted: list[tuple[TopicPartitionKey, SessionPartition]],
 ) -> list[fetch_response.TopicData[Any]]:
     """Fetch v0-v9: a partition of a topic with ``compression.type=zstd`` answers
@@ -440,8 +439,8 @@ def _for_old_reader(
 
 
 def _session_view(
-    session: SessionContext, topics: list[fetch_response.TopicData[ReadSlice]]
-) -> list[fetch_response.TopicData[ReadSlice]]:
+    session: SessionContext, topics: list[fetch_response.TopicData[RecordSlice]]
+) -> list[fetch_response.TopicData[RecordSlice]]:
     """What a session's response holds: every partition of a full request, only the changed
     ones of an incremental one; the session notes what each partition was told."""
     assert session.session is not None
@@ -469,7 +468,7 @@ def _session_view(
 def _count(
     counters: BrokerCounters,
     api_key: int,
-    topics: list[fetch_response.TopicData[ReadSlice]],
+    topics: list[fetch_response.TopicData[RecordSlice]],
     replica: bool,
 ) -> None:
     """Kafka's BytesOut and Total-/FailedFetchRequests per topic for a consumer's fetch (per
@@ -504,7 +503,7 @@ def _watched(
 
 def _frame(
     ctx: RequestContext,
-    topics: list[fetch_response.TopicData[ReadSlice]],
+    topics: list[fetch_response.TopicData[RecordSlice]],
     error_code: int = ErrorCode.none,
     session_id: int = 0,
 ) -> FrameParts:

@@ -18,12 +18,11 @@ from typing import Any
 from odradek.cluster.partition import Partition
 from odradek.counters import BrokerCounters
 from odradek.protocol import compression, legacy, produce_request, produce_response
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
 from odradek.protocol.record_batch import COMPRESSION_MASK, HEADER_SIZE, MAGIC, read_header
 from odradek.server.authorize import producer_denials
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
-from odradek.storage.validator import RecordsRejected
 
 log = logging.getLogger(__name__)
 
