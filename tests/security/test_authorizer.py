@@ -43,7 +43,9 @@ def test_built_only_for_kafkas_authorizer_class_names(tmp_path: Path) -> None:
     assert built.super_users == {"User:admin", "User:broker"} and built.allow_if_no_acl
 
 
-async def test_changes_are_stored_and_another_authorizer_on_the_store_follows(tmp_path: Path) -> None:
+async def test_changes_are_stored_and_another_authorizer_on_the_store_follows(
+    tmp_path: Path,
+) -> None:
     store = LocalMetadataStore(tmp_path)
     writer, reader = Authorizer(store), Authorizer(store)
     await writer.create([AclBinding(ORDERS, READ)])
