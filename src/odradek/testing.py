@@ -40,6 +40,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from odradek.client.blocking import BlockingConnection
+from odradek.client.core import ClientError
 from odradek.clock import Clock
 from odradek.config import BrokerConfig
 from odradek.server.broker import Broker
@@ -427,7 +429,29 @@ class RunningCluster:
             self.zookeeper.start()
         for broker_id in range(1, self.size + 1):
             self.start_broker(broker_id)
+        # Started when every broker knows every other: a broker learns of the others from
+        # ZooKeeper's watches, a moment after they listen (a topic created before that would be
+        # refused a replication factor of the whole cluster).
+        wait_until(
+            lambda: all(self._sees_everyone(b) for b in self.brokers),
+            _START_TIMEOUT_S,
+            0.05,
+            "every broker seeing every other",
+        )
         return self
+
+    def _sees_everyone(self, broker_id: int) -> bool:
+        try:
+            connection = BlockingConnection.open(self.brokers[broker_id].bootstrap, timeout_s=5)
+        except (ClientError, OSError):
+            return False
+        try:
+            answer = connection.request(3, {"topics": [], "allow_auto_topic_creation": False})
+        except (ClientError, OSError):
+            return False
+        finally:
+            connection.close()
+        return len(answer.brokers) == len(self.brokers)
 
     def start_broker(self, broker_id: int, **settings: str) -> BrokerProcess:
         """Start broker ``broker_id`` (again, on its port and data, if it ran before)."""
