@@ -116,10 +116,12 @@ def decompress(codec: int, data: Bytes) -> bytes:
     raise CompressionError(f"unknown compression codec id {codec}")
 
 
-def _xerial_decompress(data: memoryview) -> bytes:
+def _xerial_blocks(data: memoryview) -> list[memoryview]:
+    """The snappy blocks of a xerial stream (Kafka's snappy framing: a header, then blocks each
+    after its 4-byte length), every length checked against the bytes left."""
     if len(data) < _XERIAL_HEADER_SIZE:
         raise CompressionError("xerial snappy stream ends inside its header")
-    out = bytearray()
+    blocks = []
     position = _XERIAL_HEADER_SIZE
     end = len(data)
     while position < end:
@@ -129,9 +131,13 @@ def _xerial_decompress(data: memoryview) -> bytes:
         position += 4
         if length < 0 or position + length > end:
             raise CompressionError(f"xerial snappy block length {length} overruns the stream")
-        out += cramjam.snappy.decompress_raw(data[position : position + length])
+        blocks.append(data[position : position + length])
         position += length
-    return bytes(out)
+    return blocks
+
+
+def _xerial_decompress(data: memoryview) -> bytes:
+    return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in _xerial_blocks(data))
 
 
 # -- bounded decompression ---------------------------------------------------------------------
@@ -232,30 +238,19 @@ def _snappy_claim(data: Bytes) -> int:
 
 
 def _xerial_bounded(data: memoryview, limit: int) -> tuple[bytearray, int]:
-    if len(data) < _XERIAL_HEADER_SIZE:
-        raise CompressionError("xerial snappy stream ends inside its header")
-    blocks: list[tuple[int, int, int]] = []  # (start, end, decompressed size)
+    blocks: list[tuple[memoryview, int]] = []  # (block, decompressed size)
     total = 0
-    position = _XERIAL_HEADER_SIZE
-    end = len(data)
-    while position < end:
-        if end - position < 4:
-            raise CompressionError("xerial snappy stream ends inside a block length")
-        (length,) = _BLOCK_LENGTH.unpack_from(data, position)
-        position += 4
-        if length < 0 or position + length > end:
-            raise CompressionError(f"xerial snappy block length {length} overruns the stream")
-        size = _snappy_claim(data[position : position + length])
+    for block in _xerial_blocks(data):
+        size = _snappy_claim(block)
         total += size
         if total > limit:
             raise DecompressedTooLarge(f"snappy data claims over the limit of {limit} bytes")
-        blocks.append((position, position + length, size))
-        position += length
+        blocks.append((block, size))
     buffer = _buffer(total)
     view = memoryview(buffer)
     written = 0
-    for start, stop, size in blocks:
-        if cramjam.snappy.decompress_raw_into(data[start:stop], view[written:]) != size:
+    for block, size in blocks:
+        if cramjam.snappy.decompress_raw_into(block, view[written:]) != size:
             raise CompressionError("xerial snappy block is shorter than it claims")
         written += size
     return buffer, written
