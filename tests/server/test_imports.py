@@ -3,10 +3,10 @@ reaches for the broker: handlers get the services object, not the Broker."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import odradek.server
+from tests.test_structure import imported_modules
 
 SERVER = Path(odradek.server.__file__).parent
 
@@ -17,17 +17,8 @@ def _module_name(path: Path) -> str:
 
 
 def _imports(path: Path) -> set[str]:
-    """Every odradek module ``path`` imports, at any level (``TYPE_CHECKING`` blocks and
-    function bodies included)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            # ``from odradek.server import handlers`` imports a module too.
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {name for name in found if name.startswith("odradek.")}
+    """Every odradek module ``path`` imports."""
+    return {name for name in imported_modules(path) if name.startswith("odradek.")}
 
 
 def _server_graph() -> dict[str, set[str]]:

@@ -19,7 +19,7 @@ from tests.server.conftest import FETCH, FETCH_VERSION, batch_of, values_of
 from .conftest import HandlerCaller
 
 
-def fetch_request(topic: str, min_bytes: int) -> Any:
+def fetch_request(topic: str, min_bytes: int, partitions: int = 3) -> Any:
     return build(
         request_schema(FETCH, FETCH_VERSION),
         replica_id=-1,
@@ -38,7 +38,7 @@ def fetch_request(topic: str, min_bytes: int) -> Any:
                         "log_start_offset": -1,
                         "partition_max_bytes": 1 << 20,
                     }
-                    for index in (0, 1, 2)
+                    for index in range(partitions)
                 ],
             }
         ],
@@ -104,30 +104,7 @@ def test_the_answer_after_a_wake_holds_what_came(
 
     loop = handlers._loop
     task = loop.create_task(produce_soon())
-    response = handlers.call(
-        FETCH,
-        FETCH_VERSION,
-        replica_id=-1,
-        max_wait=datetime.timedelta(seconds=30),
-        min_bytes=1,
-        max_bytes=1 << 20,
-        topics=[
-            {
-                "topic": "arrivals",
-                "partitions": [
-                    {
-                        "partition": index,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": 0,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                    for index in (0, 1)
-                ],
-            }
-        ],
-    )
+    response = handlers.call_request(FETCH, FETCH_VERSION, fetch_request("arrivals", 1, 2))
     assert task.done()
     (topic,) = response.responses
     by_index = {p.partition_index: p for p in topic.partitions}
