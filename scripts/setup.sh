@@ -30,6 +30,9 @@ if [ "${1:-}" = "--test" ]; then
   command -v npm >/dev/null 2>&1 || missing+=(npm)
   # Burrow 1.2 (tests/e2e/test_burrow.py), which asks the broker for ListOffsets v0.
   command -v Burrow >/dev/null 2>&1 || missing+=(burrow)
+  # odradek torture (tests/torture/) cuts and thins links between network namespaces with
+  # iptables-legacy's DROP and `statistic` match (the kernel has no tc netem).
+  command -v iptables-legacy >/dev/null 2>&1 || missing+=(iptables)
   if [ ${#missing[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -1,0 +1,480 @@
+"""The campaign's shell: network, ZooKeeper, brokers, clients, nemesis, read-back, check, cleanup.
+
+:func:`run_campaign` makes a bridge and one network namespace per broker
+(:class:`~odradek.torture.network.Network`), starts Debian's ZooKeeper on the bridge and the
+brokers (``odradek serve``) each in its namespace with :class:`~odradek.testing.RunningCluster`,
+creates two replicated topics (one for idempotent producers, one for transactions), runs the
+workload (:mod:`~odradek.torture.workload`) while the nemesis works through the seed's plan
+(:func:`~odradek.torture.schedule.plan`), then heals everything, lets the groups catch up, reads
+every partition back in both isolation levels, and checks the history
+(:func:`~odradek.torture.checker.check`).
+
+Everything it made — processes, namespaces and their veth pairs and iptables rules, the bridge,
+the data directory — is removed on the way out, whether the campaign passed, failed or was
+interrupted (Ctrl-C is :class:`KeyboardInterrupt`; the CLI turns SIGTERM into one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from odradek.protocol.record_batch import HEADER_SIZE, iter_headers
+from odradek.storage.checkpoint import read_checkpoint
+from odradek.storage.formats import RECOVERY_POINT_CHECKPOINT
+from odradek.torture import schedule
+from odradek.torture.checker import Summary, Violation, check, summarize
+from odradek.torture.history import History, Isolation, Nemesis
+from odradek.torture.network import Network
+from odradek.torture.workload import (
+    GroupConsumer,
+    IdempotentProducer,
+    OffsetMonitor,
+    TransactionalProducer,
+    Worker,
+    client_config,
+    end_offsets,
+    read_back,
+)
+
+if TYPE_CHECKING:
+    from odradek.testing import RunningCluster, ZooKeeperServer
+
+log = logging.getLogger("odradek.torture")
+
+IDEMPOTENT_TOPIC = "torture-idempotent"
+TRANSACTIONAL_TOPIC = "torture-transactional"
+GROUPS: dict[str, Isolation] = {
+    "torture-read-uncommitted": "read_uncommitted",
+    "torture-read-committed": "read_committed",
+}
+MEMBERS_PER_GROUP = 2
+RESTART_TIMEOUT_S = 60  # a killed broker's ZooKeeper session must end before it can register
+DRAIN_TIMEOUT_S = 90
+
+SETTINGS = {
+    "zookeeper.session.timeout.ms": "6000",
+    "replica.lag.time.max.ms": "10000",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "unclean.leader.election.enable": "false",
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    duration_s: float = 300
+    seed: int = 0
+    brokers: int = 3
+    partitions: int = 3
+    history_path: Path | None = None
+    rate_per_s: float = 50  # records per second per idempotent producer
+
+
+@dataclass
+class Report:
+    options: Options
+    plan: list[schedule.Fault]
+    history: History
+    injected: Counter[str] = field(default_factory=Counter)
+    skipped: list[str] = field(default_factory=list)
+    summary: Summary | None = None
+    violations: list[Violation] = field(default_factory=list)
+    client_failures: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def describe(self) -> str:
+        lines = [
+            f"campaign seed={self.options.seed} duration={self.options.duration_s:.0f}s "
+            f"brokers={self.options.brokers} wall={self.wall_s:.0f}s",
+            "faults injected: "
+            + (", ".join(f"{kind}={n}" for kind, n in sorted(self.injected.items())) or "none"),
+        ]
+        lines.extend(f"fault skipped: {why}" for why in self.skipped)
+        if self.summary is not None:
+            s = self.summary
+            lines.append(
+                f"records: sent={s.sent} acknowledged={s.acknowledged} "
+                f"indeterminate={s.indeterminate} reads={s.read}; transactions: "
+                f"committed={s.transactions_committed} aborted={s.transactions_aborted}; "
+                f"group commits acknowledged={s.commits_acknowledged}"
+            )
+        lines.extend(f"client failure: {f}" for f in self.client_failures)
+        lines.append(f"violations: {len(self.violations)}")
+        lines.extend(v.describe() for v in self.violations[:20])
+        if len(self.violations) > 20:
+            lines.append(f"... and {len(self.violations) - 20} more")
+        return "\n".join(lines)
+
+
+class Campaign:
+    """One run; :meth:`run` returns its :class:`Report` and always cleans up."""
+
+    def __init__(self, options: Options, out: TextIO) -> None:
+        self.options = options
+        self.out = out
+        self.history = History()
+        self.plan = schedule.plan(options.seed, options.duration_s, options.brokers)
+        self.report = Report(options, self.plan, self.history)
+        self.network = Network(range(1, options.brokers + 1))
+        self.directory = Path(tempfile.mkdtemp(prefix="odradek-torture-"))
+        self.zookeeper: ZooKeeperServer | None = None
+        self.cluster: RunningCluster | None = None
+        self.workers: list[Worker] = []
+        self.paused: set[int] = set()
+        self.zookeeper_paused = False
+
+    def say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    # -- set-up and tear-down ---------------------------------------------------------------
+
+    def _start(self) -> None:
+        from odradek.testing import RunningCluster, ZooKeeperServer
+
+        self.network.create()
+        self.zookeeper = ZooKeeperServer(
+            self.directory / "zookeeper", host=self.network.zookeeper_ip
+        ).start()
+        replication = min(3, self.options.brokers)
+        settings = {
+            **SETTINGS,
+            "default.replication.factor": str(replication),
+            "offsets.topic.replication.factor": str(replication),
+            "transaction.state.log.replication.factor": str(replication),
+            "transaction.state.log.min.isr": str(min(2, replication)),
+            "min.insync.replicas": str(min(2, replication)),
+        }
+        ids = range(1, self.options.brokers + 1)
+        self.cluster = RunningCluster(
+            self.directory,
+            self.options.brokers,
+            zookeeper=self.zookeeper,
+            settings=settings,
+            hosts={b: self.network.ip(b) for b in ids},
+            wrappers={b: self.network.wrapper(b) for b in ids},
+        )
+        self.cluster.start()
+        self.say(
+            f"cluster up: brokers {self.cluster.bootstrap}, zookeeper {self.zookeeper.connect}"
+        )
+        self._create_topics(replication)
+
+    def _create_topics(self, replication: int) -> None:
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.cimpl import NewTopic
+
+        admin = AdminClient(client_config(self.bootstrap))
+        futures = admin.create_topics(
+            [
+                NewTopic(topic, self.options.partitions, replication)
+                for topic in (IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC)
+            ],
+            operation_timeout=30,
+        )
+        for future in futures.values():
+            future.result(60)
+        for topic in (IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC):
+            self._wait(functools.partial(self._leaders_known, topic), 60, f"leaders of {topic}")
+
+    def _leaders_known(self, topic: str) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        try:
+            metadata = AdminClient(client_config(self.bootstrap)).list_topics(
+                topic, timeout=5
+            )
+        except Exception:
+            return False
+        partitions = metadata.topics[topic].partitions
+        return len(partitions) == self.options.partitions and all(
+            p.leader >= 0 for p in partitions.values()
+        )
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.cluster is not None
+        return self.cluster.bootstrap
+
+    def _cleanup(self) -> None:
+        for worker in self.workers:
+            worker._stop.set()
+        if self.cluster is not None:
+            for broker_id, broker in self.cluster.brokers.items():
+                process = broker.process
+                if process is not None and process.poll() is None:
+                    with contextlib.suppress(OSError):
+                        process.send_signal(signal.SIGCONT)
+                        process.kill()
+                    with contextlib.suppress(subprocess.SubprocessError):
+                        process.wait(10)
+                    log.debug("broker %d killed", broker_id)
+        if self.zookeeper is not None:
+            zookeeper = self.zookeeper.process
+            if zookeeper is not None and zookeeper.poll() is None:
+                with contextlib.suppress(OSError):
+                    zookeeper.send_signal(signal.SIGCONT)
+            with contextlib.suppress(Exception):
+                self.zookeeper.kill()
+        try:
+            self.network.remove()
+        except Exception as e:
+            self.say(f"could not remove the network: {e}")
+        shutil.rmtree(self.directory, ignore_errors=True)
+        left = self.network.leftovers()
+        if left:
+            self.say(f"left behind (remove by hand): {left}")
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def run(self) -> Report:
+        started = time.monotonic()
+        try:
+            self.say("plan:")
+            for fault in self.plan:
+                self.say(f"  {fault.describe()}")
+            self._start()
+            self._start_workload()
+            self._nemesis()
+            self._heal_all()
+            self._finish_workload()
+        finally:
+            self._cleanup()
+            self.report.wall_s = time.monotonic() - started
+        ops = self.history.ops()
+        self.report.summary = summarize(ops)
+        self.report.violations = check(ops)
+        self.report.client_failures = [f for w in self.workers for f in w.failures]
+        for worker in self.workers:
+            if isinstance(worker, IdempotentProducer):
+                self.report.client_failures += [
+                    f"{worker.name} fatal: {e}" for e in worker.fatal_errors
+                ]
+        if self.options.history_path is not None:
+            self.history.write(self.options.history_path)
+        return self.report
+
+    def _start_workload(self) -> None:
+        partitions = self.options.partitions
+        self.workers = [
+            IdempotentProducer(
+                f"i{n}",
+                self.bootstrap,
+                IDEMPOTENT_TOPIC,
+                partitions,
+                self.history,
+                self.options.rate_per_s,
+            )
+            for n in (1, 2)
+        ]
+        self.workers.append(
+            TransactionalProducer(
+                "t1",
+                self.bootstrap,
+                TRANSACTIONAL_TOPIC,
+                partitions,
+                self.history,
+                self.options.seed,
+            )
+        )
+        for group, isolation in GROUPS.items():
+            for member in range(1, MEMBERS_PER_GROUP + 1):
+                self.workers.append(
+                    GroupConsumer(
+                        f"{group}-{member}",
+                        group,
+                        self.bootstrap,
+                        [IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC],
+                        isolation,
+                        self.history,
+                    )
+                )
+        self.monitor = OffsetMonitor(self.bootstrap, list(GROUPS), self.history)
+        self.workers.append(self.monitor)
+        for worker in self.workers:
+            worker.start()
+
+    def _nemesis(self) -> None:
+        start = time.monotonic()
+        for fault in self.plan:
+            delay = start + fault.at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self.say(f"nemesis: {fault.describe()}")
+            self._inject(fault)
+        delay = start + self.options.duration_s - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+    def _record(self, phase: str, fault: schedule.Fault, detail: str) -> None:
+        self.history.add(Nemesis(phase, fault.kind, detail, time.monotonic()))  # type: ignore[arg-type]
+
+    def _inject(self, fault: schedule.Fault) -> None:
+        assert self.cluster is not None and self.zookeeper is not None
+        kind, brokers = fault.kind, fault.brokers
+        live = [b for b in brokers if self.cluster.is_running(b)]
+        if kind in (schedule.KILL, schedule.PAUSE, schedule.CORRUPT) and not live:
+            self.report.skipped.append(f"{fault.describe()}: broker not running")
+            return
+        detail = fault.describe()
+        if kind == schedule.CORRUPT:
+            self._corrupt(fault)
+            return
+        self._record("start", fault, detail)
+        if kind == schedule.KILL:
+            self.cluster.kill(brokers[0])
+        elif kind == schedule.PAUSE:
+            self.cluster.pause(brokers[0])
+        elif kind == schedule.PAUSE_ZOOKEEPER:
+            assert self.zookeeper.process is not None
+            self.zookeeper.process.send_signal(signal.SIGSTOP)
+        elif kind in (schedule.ISOLATE, schedule.SPLIT):
+            others = [b for b in self.network.brokers if b not in brokers]
+            self.network.cut_between(brokers, others)
+            for broker in brokers:
+                self.network.cut(broker, self.network.zookeeper_ip)
+        elif kind == schedule.CUT_ZOOKEEPER:
+            self.network.cut(brokers[0], self.network.zookeeper_ip)
+        elif kind == schedule.LOSSY:
+            self.network.lose(brokers[0], fault.probability)
+        self.report.injected[kind] += 1
+        time.sleep(fault.duration)
+        if kind == schedule.KILL:
+            self._restart(brokers[0])
+        elif kind == schedule.PAUSE:
+            self.cluster.resume(brokers[0])
+        elif kind == schedule.PAUSE_ZOOKEEPER:
+            assert self.zookeeper.process is not None
+            self.zookeeper.process.send_signal(signal.SIGCONT)
+        else:
+            self.network.heal()
+        self._record("end", fault, detail)
+
+    def _restart(self, broker: int) -> None:
+        assert self.cluster is not None
+        deadline = time.monotonic() + RESTART_TIMEOUT_S
+        while True:
+            try:
+                self.cluster.start_broker(broker)
+                return
+            except RuntimeError as e:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("broker %d did not start yet: %s", broker, str(e).splitlines()[0])
+                time.sleep(1)
+
+    def _corrupt(self, fault: schedule.Fault) -> None:
+        """kill -9 the fault's broker, flip one byte of a batch its active segment holds past its
+        recovery point (what recovery after a crash checks: Kafka too trusts what lies below it),
+        start it again."""
+        assert self.cluster is not None
+        broker = fault.brokers[0]
+        self.cluster.kill(broker)
+        data = self.cluster.brokers[broker].data_dir
+        recovery_points = read_checkpoint(data / RECOVERY_POINT_CHECKPOINT)
+        candidates = []
+        for topic in (IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC):
+            for partition in range(self.options.partitions):
+                directory = data / f"{topic}-{partition}"
+                segments = sorted(directory.glob("*.log"))
+                if not segments:
+                    continue
+                segment = segments[-1]
+                point = recovery_points.get((topic, partition), 0)
+                content = segment.read_bytes()
+                for header in iter_headers(content):
+                    if header.base_offset >= point and header.size > HEADER_SIZE:
+                        candidates.append((segment, header.position, header.size))
+        if candidates:
+            segment, position, size = candidates[int(fault.pick * len(candidates))]
+            at = position + HEADER_SIZE + int(fault.pick * 997) % (size - HEADER_SIZE)
+            with open(segment, "r+b") as f:
+                f.seek(at)
+                byte = f.read(1)
+                f.seek(at)
+                f.write(bytes([byte[0] ^ 0xFF]))
+            detail = f"{fault.describe()}: flipped byte {at} of {segment.relative_to(data)}"
+            self._record("start", fault, detail)
+            self.report.injected[fault.kind] += 1
+            self.say(f"nemesis: {detail}")
+        else:
+            self.report.skipped.append(
+                f"{fault.describe()}: no batch past the recovery point on broker {broker}"
+            )
+        time.sleep(fault.duration)
+        self._restart(broker)
+        if candidates:
+            self._record("end", fault, fault.describe())
+
+    def _heal_all(self) -> None:
+        assert self.cluster is not None and self.zookeeper is not None
+        self.network.heal()
+        if self.zookeeper.process is not None:
+            self.zookeeper.process.send_signal(signal.SIGCONT)
+        for broker in self.cluster.brokers:
+            if self.cluster.is_running(broker):
+                self.cluster.resume(broker)
+            else:
+                self._restart(broker)
+        for topic in (IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC):
+            self._wait(functools.partial(self._leaders_known, topic), 120, f"leaders of {topic}")
+
+    def _finish_workload(self) -> None:
+        producers = [
+            w for w in self.workers if isinstance(w, IdempotentProducer | TransactionalProducer)
+        ]
+        consumers = [w for w in self.workers if isinstance(w, GroupConsumer)]
+        for producer in producers:
+            producer.stop()
+        self.say("producers stopped; letting the groups catch up")
+        partitions = self.options.partitions
+        targets: dict[tuple[str, str, int], int] = {}
+        for group, isolation in GROUPS.items():
+            for topic in (IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC):
+                ends = end_offsets(self.bootstrap, topic, partitions, isolation)
+                for partition, end in enumerate(ends):
+                    targets[(group, topic, partition)] = end
+
+        def caught_up() -> bool:
+            return all(
+                self.monitor.latest.get(key, 0) >= end or end == 0 for key, end in targets.items()
+            )
+
+        try:
+            self._wait(caught_up, DRAIN_TIMEOUT_S, "the groups' commits reach the end")
+        except AssertionError as e:
+            self.say(f"warning: {e}")
+        for consumer in consumers:
+            consumer.stop()
+        self.monitor.stop()
+        for group in GROUPS:
+            self.monitor.fetch(group)
+        self.say("reading every partition back")
+        for topic in (IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC):
+            for isolation in ("read_uncommitted", "read_committed"):
+                read_back(self.bootstrap, topic, partitions, isolation, self.history)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _wait(condition: Callable[[], object], timeout_s: float, what: str) -> None:
+        from odradek.testing import wait_until
+
+        wait_until(condition, timeout_s, interval_s=0.5, what=what)
+
+
+def run_campaign(options: Options, out: TextIO) -> Report:
+    return Campaign(options, out).run()
