@@ -11,8 +11,8 @@ from odradek.torture.history import (
     Read,
     ReadComplete,
     ReadError,
-    Sent,
     SendFailed,
+    Sent,
     TxnEnded,
 )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from odradek.torture import schedule
@@ -20,7 +22,7 @@ def test_faults_fit_the_campaign_one_at_a_time() -> None:
     for seed in range(20):
         faults = schedule.plan(seed, 300, 3)
         assert faults[0].at >= schedule.WARMUP_S
-        for fault, following in zip(faults, faults[1:], strict=False):
+        for fault, following in itertools.pairwise(faults):
             assert following.at >= fault.at + fault.duration + schedule.GAP_S[0] - 0.1
         last = faults[-1]
         assert last.at + last.duration <= 300 - schedule.COOLDOWN_S

@@ -13,13 +13,14 @@ campaign's history can be checked again, or cut down by hand into a test.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 Isolation = Literal["read_committed", "read_uncommitted"]
 TxnOutcome = Literal["committed", "aborted", "unknown"]
@@ -202,15 +203,22 @@ def describe_op(op: Op) -> str:
 
 
 class History:
-    """The recorder: threads :meth:`add` operations; :meth:`ops` is what was added, in order."""
+    """The recorder: threads :meth:`add` operations; :meth:`ops` is what was added, in order.
+    With a ``sink``, each operation is also written there as a JSON line as it is added (the
+    clients' process writes its history to a file that way, so that what it recorded survives
+    it)."""
 
-    def __init__(self, ops: Iterable[Op] = ()) -> None:
+    def __init__(self, ops: Iterable[Op] = (), sink: TextIO | None = None) -> None:
         self._lock = threading.Lock()
         self._ops: list[Op] = list(ops)
+        self._sink = sink
 
     def add(self, op: Op) -> None:
         with self._lock:
             self._ops.append(op)
+            if self._sink is not None:
+                self._sink.write(op_to_json(op) + "\n")
+                self._sink.flush()
 
     def ops(self) -> tuple[Op, ...]:
         with self._lock:
@@ -228,4 +236,11 @@ class History:
 
     @classmethod
     def read(cls, path: Path) -> History:
-        return cls(op_from_json(line) for line in path.read_text().splitlines() if line.strip())
+        """The operations of a JSON-lines file; a last line cut short (its writer was killed
+        in the middle of it) is left out."""
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        ops = [op_from_json(line) for line in lines[:-1]]
+        if lines:
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                ops.append(op_from_json(lines[-1]))
+        return cls(ops)

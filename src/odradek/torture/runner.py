@@ -16,6 +16,7 @@ interrupted (Ctrl-C is :class:`KeyboardInterrupt`; the CLI turns SIGTERM into on
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
@@ -30,38 +31,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from odradek.client.admin import ClusterAdmin, PartitionReplicas
+from odradek.client.core import ClientError
 from odradek.protocol.record_batch import HEADER_SIZE, iter_headers
 from odradek.storage.checkpoint import read_checkpoint
 from odradek.storage.formats import RECOVERY_POINT_CHECKPOINT
 from odradek.torture import schedule
 from odradek.torture.checker import Summary, Violation, check, summarize
-from odradek.torture.history import History, Isolation, Nemesis
+from odradek.torture.clients import ClientsError, ClientsProcess
+from odradek.torture.history import History, Nemesis, op_time
 from odradek.torture.network import Network
-from odradek.torture.workload import (
-    GroupConsumer,
-    IdempotentProducer,
-    OffsetMonitor,
-    TransactionalProducer,
-    Worker,
-    client_config,
-    end_offsets,
-    read_back,
-)
+from odradek.torture.workload import TOPICS
 
 if TYPE_CHECKING:
     from odradek.testing import RunningCluster, ZooKeeperServer
 
 log = logging.getLogger("odradek.torture")
 
-IDEMPOTENT_TOPIC = "torture-idempotent"
-TRANSACTIONAL_TOPIC = "torture-transactional"
-GROUPS: dict[str, Isolation] = {
-    "torture-read-uncommitted": "read_uncommitted",
-    "torture-read-committed": "read_committed",
-}
-MEMBERS_PER_GROUP = 2
 RESTART_TIMEOUT_S = 60  # a killed broker's ZooKeeper session must end before it can register
 DRAIN_TIMEOUT_S = 90
+PRODUCERS_STOP_TIMEOUT_S = 180  # the producers flush what they hold (message.timeout.ms 60 s)
+READ_BACK_TIMEOUT_S = 300
 
 SETTINGS = {
     "zookeeper.session.timeout.ms": "6000",
@@ -128,16 +118,16 @@ class Campaign:
     def __init__(self, options: Options, out: TextIO) -> None:
         self.options = options
         self.out = out
-        self.history = History()
         self.plan = schedule.plan(options.seed, options.duration_s, options.brokers)
-        self.report = Report(options, self.plan, self.history)
         self.network = Network(range(1, options.brokers + 1))
         self.directory = Path(tempfile.mkdtemp(prefix="odradek-torture-"))
+        self.history_path = self.directory / "history.jsonl"
+        # The nemesis's own operations; the clients' are in history_path.
+        self.nemesis_history = History()
+        self.report = Report(options, self.plan, History())
         self.zookeeper: ZooKeeperServer | None = None
         self.cluster: RunningCluster | None = None
-        self.workers: list[Worker] = []
-        self.paused: set[int] = set()
-        self.zookeeper_paused = False
+        self.clients: ClientsProcess | None = None
 
     def say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -176,34 +166,34 @@ class Campaign:
         self._create_topics(replication)
 
     def _create_topics(self, replication: int) -> None:
-        from confluent_kafka.admin import AdminClient
-        from confluent_kafka.cimpl import NewTopic
+        async def create() -> None:
+            async with await ClusterAdmin.connect(self.bootstrap, timeout_s=30) as admin:
+                for topic in TOPICS:
+                    await admin.create_topic(topic, self.options.partitions, replication)
 
-        admin = AdminClient(client_config(self.bootstrap))
-        futures = admin.create_topics(
-            [
-                NewTopic(topic, self.options.partitions, replication)
-                for topic in (IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC)
-            ],
-            operation_timeout=30,
-        )
-        for future in futures.values():
-            future.result(60)
-        for topic in (IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC):
+        asyncio.run(create())
+        for topic in TOPICS:
             self._wait(functools.partial(self._leaders_known, topic), 60, f"leaders of {topic}")
 
-    def _leaders_known(self, topic: str) -> bool:
-        from confluent_kafka.admin import AdminClient
+    def _describe(self, topic: str) -> list[PartitionReplicas] | None:
+        """The topic's partitions as a live broker describes them (None when none answers)."""
+
+        async def describe() -> list[PartitionReplicas]:
+            async with await ClusterAdmin.connect(self.bootstrap, timeout_s=5) as admin:
+                cluster = await admin.describe_cluster([topic], with_min_isr=False)
+                return cluster.partitions()
 
         try:
-            metadata = AdminClient(client_config(self.bootstrap)).list_topics(
-                topic, timeout=5
-            )
-        except Exception:
-            return False
-        partitions = metadata.topics[topic].partitions
-        return len(partitions) == self.options.partitions and all(
-            p.leader >= 0 for p in partitions.values()
+            return asyncio.run(asyncio.wait_for(describe(), 10))
+        except (ClientError, OSError, TimeoutError):
+            return None
+
+    def _leaders_known(self, topic: str) -> bool:
+        partitions = self._describe(topic)
+        return (
+            partitions is not None
+            and len(partitions) == self.options.partitions
+            and all(p.leader is not None for p in partitions)
         )
 
     @property
@@ -212,8 +202,8 @@ class Campaign:
         return self.cluster.bootstrap
 
     def _cleanup(self) -> None:
-        for worker in self.workers:
-            worker._stop.set()
+        if self.clients is not None:
+            self.clients.kill()
         if self.cluster is not None:
             for broker_id, broker in self.cluster.brokers.items():
                 process = broker.process
@@ -249,65 +239,44 @@ class Campaign:
             for fault in self.plan:
                 self.say(f"  {fault.describe()}")
             self._start()
-            self._start_workload()
+            self._start_clients()
             self._nemesis()
             self._heal_all()
             self._finish_workload()
         finally:
+            recorded = History.read(self.history_path).ops() if self.history_path.exists() else ()
             self._cleanup()
             self.report.wall_s = time.monotonic() - started
-        ops = self.history.ops()
+        ops = sorted((*recorded, *self.nemesis_history.ops()), key=op_time)
+        self.report.history = History(ops)
         self.report.summary = summarize(ops)
         self.report.violations = check(ops)
-        self.report.client_failures = [f for w in self.workers for f in w.failures]
-        for worker in self.workers:
-            if isinstance(worker, IdempotentProducer):
-                self.report.client_failures += [
-                    f"{worker.name} fatal: {e}" for e in worker.fatal_errors
-                ]
         if self.options.history_path is not None:
-            self.history.write(self.options.history_path)
+            self.report.history.write(self.options.history_path)
         return self.report
 
-    def _start_workload(self) -> None:
-        partitions = self.options.partitions
-        self.workers = [
-            IdempotentProducer(
-                f"i{n}",
-                self.bootstrap,
-                IDEMPOTENT_TOPIC,
-                partitions,
-                self.history,
-                self.options.rate_per_s,
-            )
-            for n in (1, 2)
-        ]
-        self.workers.append(
-            TransactionalProducer(
-                "t1",
-                self.bootstrap,
-                TRANSACTIONAL_TOPIC,
-                partitions,
-                self.history,
-                self.options.seed,
-            )
-        )
-        for group, isolation in GROUPS.items():
-            for member in range(1, MEMBERS_PER_GROUP + 1):
-                self.workers.append(
-                    GroupConsumer(
-                        f"{group}-{member}",
-                        group,
-                        self.bootstrap,
-                        [IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC],
-                        isolation,
-                        self.history,
-                    )
-                )
-        self.monitor = OffsetMonitor(self.bootstrap, list(GROUPS), self.history)
-        self.workers.append(self.monitor)
-        for worker in self.workers:
-            worker.start()
+    def _start_clients(self, generation: int = 0) -> None:
+        self.clients = ClientsProcess(
+            self.bootstrap,
+            self.history_path,
+            self.directory / "clients.log",
+            self.options.partitions,
+            self.options.seed,
+            self.options.rate_per_s,
+            generation,
+        ).start()
+
+    def _check_clients(self) -> None:
+        """Start the clients again if they died (a crash of the client library is noted as a
+        client failure: it is not the broker's)."""
+        assert self.clients is not None
+        if self.clients.alive():
+            return
+        failure = f"the clients' process (generation {self.clients.generation}) died: "
+        self.report.client_failures.append(failure + self.clients.log_tail(5))
+        self.say(f"warning: {failure}starting them again")
+        self.clients.kill()
+        self._start_clients(self.clients.generation + 1)
 
     def _nemesis(self) -> None:
         start = time.monotonic()
@@ -315,6 +284,7 @@ class Campaign:
             delay = start + fault.at - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
+            self._check_clients()
             self.say(f"nemesis: {fault.describe()}")
             self._inject(fault)
         delay = start + self.options.duration_s - time.monotonic()
@@ -322,7 +292,7 @@ class Campaign:
             time.sleep(delay)
 
     def _record(self, phase: str, fault: schedule.Fault, detail: str) -> None:
-        self.history.add(Nemesis(phase, fault.kind, detail, time.monotonic()))  # type: ignore[arg-type]
+        self.nemesis_history.add(Nemesis(phase, fault.kind, detail, time.monotonic()))  # type: ignore[arg-type]
 
     def _inject(self, fault: schedule.Fault) -> None:
         assert self.cluster is not None and self.zookeeper is not None
@@ -384,22 +354,27 @@ class Campaign:
         start it again."""
         assert self.cluster is not None
         broker = fault.brokers[0]
+        followed = [
+            (p.topic, p.partition)
+            for topic in TOPICS
+            for p in self._describe(topic) or []
+            if p.leader != broker and broker in p.replicas
+        ]
         self.cluster.kill(broker)
         data = self.cluster.brokers[broker].data_dir
         recovery_points = read_checkpoint(data / RECOVERY_POINT_CHECKPOINT)
         candidates = []
-        for topic in (IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC):
-            for partition in range(self.options.partitions):
-                directory = data / f"{topic}-{partition}"
-                segments = sorted(directory.glob("*.log"))
-                if not segments:
-                    continue
-                segment = segments[-1]
-                point = recovery_points.get((topic, partition), 0)
-                content = segment.read_bytes()
-                for header in iter_headers(content):
-                    if header.base_offset >= point and header.size > HEADER_SIZE:
-                        candidates.append((segment, header.position, header.size))
+        for topic, partition in followed:
+            directory = data / f"{topic}-{partition}"
+            segments = sorted(directory.glob("*.log"))
+            if not segments:
+                continue
+            segment = segments[-1]
+            point = recovery_points.get((topic, partition), 0)
+            content = segment.read_bytes()
+            for header in iter_headers(content):
+                if header.base_offset >= point and header.size > HEADER_SIZE:
+                    candidates.append((segment, header.position, header.size))
         if candidates:
             segment, position, size = candidates[int(fault.pick * len(candidates))]
             at = position + HEADER_SIZE + int(fault.pick * 997) % (size - HEADER_SIZE)
@@ -414,7 +389,8 @@ class Campaign:
             self.say(f"nemesis: {detail}")
         else:
             self.report.skipped.append(
-                f"{fault.describe()}: no batch past the recovery point on broker {broker}"
+                f"{fault.describe()}: no batch past the recovery point in what broker {broker} "
+                "follows"
             )
         time.sleep(fault.duration)
         self._restart(broker)
@@ -431,43 +407,33 @@ class Campaign:
                 self.cluster.resume(broker)
             else:
                 self._restart(broker)
-        for topic in (IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC):
+        for topic in TOPICS:
             self._wait(functools.partial(self._leaders_known, topic), 120, f"leaders of {topic}")
 
     def _finish_workload(self) -> None:
-        producers = [
-            w for w in self.workers if isinstance(w, IdempotentProducer | TransactionalProducer)
-        ]
-        consumers = [w for w in self.workers if isinstance(w, GroupConsumer)]
-        for producer in producers:
-            producer.stop()
-        self.say("producers stopped; letting the groups catch up")
-        partitions = self.options.partitions
-        targets: dict[tuple[str, str, int], int] = {}
-        for group, isolation in GROUPS.items():
-            for topic in (IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC):
-                ends = end_offsets(self.bootstrap, topic, partitions, isolation)
-                for partition, end in enumerate(ends):
-                    targets[(group, topic, partition)] = end
-
-        def caught_up() -> bool:
-            return all(
-                self.monitor.latest.get(key, 0) >= end or end == 0 for key, end in targets.items()
-            )
-
+        """Stop the producers, let the groups catch up, stop the consumers, read everything
+        back (in a process of its own, once more if it dies)."""
+        assert self.clients is not None
+        self._check_clients()
         try:
-            self._wait(caught_up, DRAIN_TIMEOUT_S, "the groups' commits reach the end")
-        except AssertionError as e:
+            self.clients.send("stop-producers", "producers-stopped", PRODUCERS_STOP_TIMEOUT_S)
+            self.say("producers stopped; letting the groups catch up")
+            drained = self.clients.send(f"drain {DRAIN_TIMEOUT_S}", "drained", DRAIN_TIMEOUT_S + 60)
+            if drained != "drained ok":
+                self.say(f"warning: the groups did not catch up within {DRAIN_TIMEOUT_S} s")
+            self.clients.send("stop", "stopped", 120)
+        except ClientsError as e:
+            self.report.client_failures.append(str(e))
             self.say(f"warning: {e}")
-        for consumer in consumers:
-            consumer.stop()
-        self.monitor.stop()
-        for group in GROUPS:
-            self.monitor.fetch(group)
+        self.report.client_failures += self.clients.failures
+        self.clients.kill()
         self.say("reading every partition back")
-        for topic in (IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC):
-            for isolation in ("read_uncommitted", "read_committed"):
-                read_back(self.bootstrap, topic, partitions, isolation, self.history)  # type: ignore[arg-type]
+        for attempt in (1, 2):
+            try:
+                self.clients.read_back(READ_BACK_TIMEOUT_S)
+                return
+            except ClientsError as e:
+                self.report.client_failures.append(f"read-back {attempt}: {e}")
 
     @staticmethod
     def _wait(condition: Callable[[], object], timeout_s: float, what: str) -> None:

@@ -19,6 +19,7 @@ also judges the broker best through a client that is not built on the broker's o
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import threading
@@ -41,6 +42,15 @@ from odradek.torture.history import (
 )
 
 log = logging.getLogger("odradek.torture")
+
+IDEMPOTENT_TOPIC = "torture-idempotent"
+TRANSACTIONAL_TOPIC = "torture-transactional"
+TOPICS = [IDEMPOTENT_TOPIC, TRANSACTIONAL_TOPIC]
+GROUPS: dict[str, Isolation] = {
+    "torture-read-uncommitted": "read_uncommitted",
+    "torture-read-committed": "read_committed",
+}
+MEMBERS_PER_GROUP = 2
 
 Clock = Callable[[], float]
 
@@ -195,6 +205,7 @@ class TransactionalProducer(Worker):
     def __init__(
         self,
         name: str,
+        transactional_id: str,
         bootstrap: str,
         topic: str,
         partitions: int,
@@ -204,6 +215,7 @@ class TransactionalProducer(Worker):
     ) -> None:
         super().__init__()
         self.name = name
+        self.transactional_id = transactional_id
         self.bootstrap = bootstrap
         self.topic = topic
         self.partitions = partitions
@@ -218,7 +230,7 @@ class TransactionalProducer(Worker):
         producer = Producer(
             {
                 **client_config(self.bootstrap),
-                "transactional.id": f"torture-{self.name}",
+                "transactional.id": self.transactional_id,
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 5,
@@ -415,7 +427,9 @@ class GroupConsumer(Worker):
 
 
 class OffsetMonitor(Worker):
-    """Fetches each group's committed offsets about every ``interval_s``."""
+    """Fetches each group's committed offsets about every ``interval_s``, with odradek's own
+    group admin client (OffsetFetch to the group's coordinator): librdkafka's admin client, under
+    faults that time its requests out, aborted the process on an assertion of its own."""
 
     name = "offset-monitor"
 
@@ -428,33 +442,27 @@ class OffsetMonitor(Worker):
         self.history = history
         self.interval_s = interval_s
         self.latest: dict[tuple[str, str, int], int] = {}
-        self._admin: Any = None
 
-    def fetch(self, group: str) -> dict[tuple[str, int], int] | None:
-        from confluent_kafka import ConsumerGroupTopicPartitions
-        from confluent_kafka.admin import AdminClient
+    def fetch(self, group: str, timeout_s: float = 5) -> dict[tuple[str, int], int] | None:
+        from odradek.client.admin import GroupAdmin
+        from odradek.client.core import ClientError
 
-        if self._admin is None:
-            self._admin = AdminClient(client_config(self.bootstrap))
-        admin = self._admin
+        async def committed() -> dict[tuple[str, int], int]:
+            async with await GroupAdmin.connect(self.bootstrap, timeout_s=timeout_s) as admin:
+                return {
+                    (tp[0], tp[1]): offset for tp, offset in (await admin.committed(group)).items()
+                }
+
         start = _now()
         try:
-            future = admin.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=5
-            )[group]
-            answer = future.result(10)
-        except Exception as e:
+            found = asyncio.run(asyncio.wait_for(committed(), timeout_s))
+        except (ClientError, OSError, TimeoutError) as e:
             log.debug("offset fetch for %s: %s", group, e)
             return None
         end = _now()
-        found: dict[tuple[str, int], int] = {}
-        for tp in answer.topic_partitions or []:
-            if tp.error is None and tp.offset >= 0:
-                found[(tp.topic, tp.partition)] = tp.offset
-                self.history.add(
-                    CommitObserved(group, tp.topic, tp.partition, tp.offset, start, end)
-                )
-                self.latest[(group, tp.topic, tp.partition)] = tp.offset
+        for (topic, partition), offset in sorted(found.items()):
+            self.history.add(CommitObserved(group, topic, partition, offset, start, end))
+            self.latest[(group, topic, partition)] = offset
         return found
 
     def run(self) -> None:
