@@ -79,6 +79,7 @@ class Report:
     history: History
     injected: Counter[str] = field(default_factory=Counter)
     skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     summary: Summary | None = None
     violations: list[Violation] = field(default_factory=list)
     client_failures: list[str] = field(default_factory=list)
@@ -96,6 +97,7 @@ class Report:
             + (", ".join(f"{kind}={n}" for kind, n in sorted(self.injected.items())) or "none"),
         ]
         lines.extend(f"fault skipped: {why}" for why in self.skipped)
+        lines.extend(f"note: {note}" for note in self.notes)
         if self.summary is not None:
             s = self.summary
             lines.append(
@@ -395,7 +397,17 @@ class Campaign:
         time.sleep(fault.duration)
         self._restart(broker)
         if candidates:
-            self._record("end", fault, fault.describe())
+            # Recovery (the CRC of every batch past the recovery point) must have found it.
+            found = [
+                line.strip()
+                for line in self.cluster.output(broker).splitlines()
+                if "truncating" in line
+                and str(segment.name) in line
+                and f"/{segment.parent.name}/" in line
+            ]
+            note = found[-1] if found else f"broker {broker} did not report truncating {segment}"
+            self.report.notes.append(f"corrupt: {note}")
+            self._record("end", fault, note)
 
     def _heal_all(self) -> None:
         assert self.cluster is not None and self.zookeeper is not None
