@@ -7,6 +7,7 @@ from odradek.torture.history import (
     Acked,
     CommitAcked,
     CommitObserved,
+    Nemesis,
     Op,
     Read,
     ReadComplete,
@@ -308,3 +309,17 @@ def test_the_excerpt_is_the_history_around_the_offending_offset() -> None:
     assert all(getattr(op, "partition", 0) == 0 for op in violation.excerpt)
     assert "history around it" in violation.describe()
     assert "Acked(producer='p', value='v10'" in violation.describe()
+
+
+def test_the_excerpt_names_the_faults_of_that_moment() -> None:
+    h = Timeline()
+    h.send("v0", 0, 0)
+    h.ops.append(Nemesis("start", "kill", "broker 2", h.tick()))
+    h.ops.append(Nemesis("end", "kill", "broker 2", h.tick()))
+    h.send("v1", 0, 1)
+    h.ops.append(Nemesis("start", "pause", "much later", h.tick() + 1000))
+    h.final_read({0: ["v0"]}, {})
+    (violation,) = check(h.ops)
+    faults = [op.detail for op in violation.excerpt if isinstance(op, Nemesis)]
+    assert faults == ["broker 2", "broker 2"]
+    assert any(isinstance(op, Sent) and op.value == "v1" for op in violation.excerpt)

@@ -78,6 +78,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     from odradek.torture.runner import Options, run_campaign
 
+    settings = dict(item.split("=", 1) for item in args.override if "=" in item)
     options = Options(
         duration_s=args.duration,
         seed=seed,
@@ -85,6 +86,7 @@ def _run(args: argparse.Namespace) -> int:
         partitions=args.partitions,
         history_path=args.history,
         rate_per_s=args.rate,
+        settings=settings,
     )
     print(f"odradek torture --seed {seed} --duration {args.duration:g} --brokers {args.brokers}")
     previous = signal.signal(signal.SIGTERM, _sigterm)

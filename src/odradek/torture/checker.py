@@ -27,7 +27,7 @@ The rules, each a :class:`Violation` kind:
   and not the others.
 
 Each violation carries the smallest history around it: the operations on its partition within a
-few offsets of the offending one, and those on its value.
+few offsets of the offending one, those on its value, and the nemesis's faults of that moment.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from odradek.torture.history import (
     Acked,
     CommitAcked,
     CommitObserved,
+    Nemesis,
     Op,
     Read,
     ReadComplete,
@@ -52,6 +53,7 @@ from odradek.torture.history import (
 
 EXCERPT_OFFSETS = 3  # offsets either side of the offending one in a violation's excerpt
 EXCERPT_MAX_OPS = 40
+EXCERPT_NEMESIS_S = 15.0  # the nemesis's operations this close in time join an excerpt
 
 Partition = tuple[str, int]
 
@@ -110,7 +112,13 @@ def excerpt(
         elif isinstance(op, ReadComplete) and (op.topic, op.partition) == partition:
             chosen.append((EXCERPT_OFFSETS, op))
     chosen.sort(key=lambda pair: pair[0])
-    return tuple(sorted((op for _, op in chosen[:EXCERPT_MAX_OPS]), key=op_time))
+    kept = [op for _, op in chosen[:EXCERPT_MAX_OPS]]
+    if kept:
+        # The faults of that moment: what the nemesis did shortly before and while it happened.
+        first = min(op_time(op) for op in kept) - EXCERPT_NEMESIS_S
+        last = max(op_time(op) for op in kept) + EXCERPT_NEMESIS_S
+        kept += [op for op in ops if isinstance(op, Nemesis) and first <= op.time <= last]
+    return tuple(sorted(kept, key=op_time))
 
 
 class _Index:
@@ -273,7 +281,9 @@ def _complete_reads(index: _Index) -> list[Violation]:
                 message = f"{acked.value!r} was acknowledged at {where} but {reader} read " + (
                     f"{there!r} there" if there is not None else "nothing there"
                 )
-            found.append(Violation(kind, message, excerpt(index.ops, partition, acked.offset)))
+            found.append(
+                Violation(kind, message, excerpt(index.ops, partition, acked.offset, [acked.value]))
+            )
     return found
 
 

@@ -70,6 +70,7 @@ class Options:
     partitions: int = 3
     history_path: Path | None = None
     rate_per_s: float = 50  # records per second per idempotent producer
+    settings: dict[str, str] = field(default_factory=dict)  # broker configs over the campaign's
 
 
 @dataclass
@@ -151,6 +152,7 @@ class Campaign:
             "transaction.state.log.replication.factor": str(replication),
             "transaction.state.log.min.isr": str(min(2, replication)),
             "min.insync.replicas": str(min(2, replication)),
+            **self.options.settings,
         }
         ids = range(1, self.options.brokers + 1)
         self.cluster = RunningCluster(
