@@ -153,6 +153,8 @@ class IdempotentProducer(Worker):
         )
 
     def run(self) -> None:
+        from confluent_kafka import KafkaException
+
         producer = self._producer()
         sent = 0
         fatal_handled = 0
@@ -191,6 +193,9 @@ class IdempotentProducer(Worker):
                 )
             except BufferError:
                 producer.poll(0.1)
+                continue
+            except KafkaException as e:  # the producer is in a fatal state
+                self.fatal_errors.append(str(e))
                 continue
             self.history.add(Sent(self.name, value, self.topic, partition, None, _now()))
             sent += 1
