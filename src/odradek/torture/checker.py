@@ -32,6 +32,7 @@ few offsets of the offending one, those on its value, and the nemesis's faults o
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -89,38 +90,6 @@ def _offset_of(op: Op) -> tuple[Partition, int] | None:
     return None
 
 
-def excerpt(
-    ops: Sequence[Op], partition: Partition | None, offset: int | None, values: Iterable[str] = ()
-) -> tuple[Op, ...]:
-    """The operations on ``partition`` within :data:`EXCERPT_OFFSETS` of ``offset``, and those on
-    any of ``values``, in time order (at most :data:`EXCERPT_MAX_OPS`, nearest offsets first)."""
-    wanted = set(values)
-    chosen: list[tuple[int, Op]] = []
-    for op in ops:
-        value = getattr(op, "value", None)
-        at = _offset_of(op)
-        if value is not None and value in wanted:
-            chosen.append((0, op))
-        elif (
-            at is not None
-            and partition is not None
-            and offset is not None
-            and at[0] == partition
-            and abs(at[1] - offset) <= EXCERPT_OFFSETS
-        ):
-            chosen.append((abs(at[1] - offset), op))
-        elif isinstance(op, ReadComplete) and (op.topic, op.partition) == partition:
-            chosen.append((EXCERPT_OFFSETS, op))
-    chosen.sort(key=lambda pair: pair[0])
-    kept = [op for _, op in chosen[:EXCERPT_MAX_OPS]]
-    if kept:
-        # The faults of that moment: what the nemesis did shortly before and while it happened.
-        first = min(op_time(op) for op in kept) - EXCERPT_NEMESIS_S
-        last = max(op_time(op) for op in kept) + EXCERPT_NEMESIS_S
-        kept += [op for op in ops if isinstance(op, Nemesis) and first <= op.time <= last]
-    return tuple(sorted(kept, key=op_time))
-
-
 class _Index:
     def __init__(self, ops: Sequence[Op]) -> None:
         self.ops = ops
@@ -143,6 +112,47 @@ class _Index:
                 self.reads.append(op)
             elif isinstance(op, ReadComplete):
                 self.complete[(op.reader, (op.topic, op.partition))] = op
+        # For excerpts: operations by partition and offset, by value, and the nemesis's.
+        self.at: dict[tuple[Partition, int], list[Op]] = defaultdict(list)
+        self.on_value: dict[str, list[Op]] = defaultdict(list)
+        self.ends: dict[Partition, list[Op]] = defaultdict(list)
+        self.nemesis = [op for op in ops if isinstance(op, Nemesis)]
+        for op in ops:
+            where = _offset_of(op)
+            if where is not None:
+                self.at[where].append(op)
+            value = getattr(op, "value", None)
+            if value is not None:
+                self.on_value[value].append(op)
+            if isinstance(op, ReadComplete):
+                self.ends[(op.topic, op.partition)].append(op)
+
+    def excerpt(
+        self, partition: Partition | None, offset: int | None, values: Iterable[str] = ()
+    ) -> tuple[Op, ...]:
+        """The operations on ``partition`` within :data:`EXCERPT_OFFSETS` of ``offset``, those on
+        any of ``values``, and the nemesis's of that moment, in time order (at most
+        :data:`EXCERPT_MAX_OPS` besides the nemesis's, nearest offsets first)."""
+        chosen: dict[int, tuple[int, Op]] = {}  # by id(op): one op once
+        for value in values:
+            for op in self.on_value.get(value, ()):
+                chosen[id(op)] = (0, op)
+        if partition is not None and offset is not None:
+            for distance in range(EXCERPT_OFFSETS + 1):
+                for at in {offset - distance, offset + distance}:
+                    for op in self.at.get((partition, at), ()):
+                        chosen.setdefault(id(op), (distance, op))
+        if partition is not None:
+            for op in self.ends.get(partition, ()):
+                chosen.setdefault(id(op), (EXCERPT_OFFSETS, op))
+        ranked = sorted(chosen.values(), key=lambda pair: (pair[0], op_time(pair[1])))
+        kept = [op for _, op in ranked[:EXCERPT_MAX_OPS]]
+        if kept:
+            # What the nemesis did shortly before and while it happened.
+            first = min(op_time(op) for op in kept) - EXCERPT_NEMESIS_S
+            last = max(op_time(op) for op in kept) + EXCERPT_NEMESIS_S
+            kept += [op for op in self.nemesis if first <= op.time <= last]
+        return tuple(sorted(kept, key=op_time))
 
     def acknowledged(self) -> list[Acked]:
         """Acknowledged records: acked non-transactional ones and those of committed txns."""
@@ -200,7 +210,7 @@ def _phantoms_and_corruption(index: _Index) -> list[Violation]:
                     "phantom",
                     f"{read.reader} read {read.value!r} at {read.topic}-{read.partition}@"
                     f"{read.offset}, which no producer sent",
-                    excerpt(index.ops, (read.topic, read.partition), read.offset, [read.value]),
+                    index.excerpt((read.topic, read.partition), read.offset, [read.value]),
                 )
             )
     for op in index.ops:
@@ -210,7 +220,7 @@ def _phantoms_and_corruption(index: _Index) -> list[Violation]:
                     "corrupt",
                     f"{op.reader} was served an unreadable batch at {op.topic}-{op.partition}@"
                     f"{op.offset}: {op.error}",
-                    excerpt(index.ops, (op.topic, op.partition), op.offset),
+                    index.excerpt((op.topic, op.partition), op.offset),
                 )
             )
     return found
@@ -230,7 +240,7 @@ def _divergence(index: _Index) -> list[Violation]:
                     "divergent",
                     f"at {read.topic}-{read.partition}@{read.offset} {seen.reader} read "
                     f"{seen.value!r} but {read.reader} read {read.value!r}",
-                    excerpt(index.ops, key[0], read.offset, [seen.value, read.value]),
+                    index.excerpt(key[0], read.offset, [seen.value, read.value]),
                 )
             )
     return found
@@ -254,7 +264,7 @@ def _complete_reads(index: _Index) -> list[Violation]:
                         "duplicate",
                         f"{reader} read {value!r} at offsets {sorted(offsets)} of "
                         f"{partition[0]}-{partition[1]}",
-                        excerpt(index.ops, partition, min(offsets), [value]),
+                        index.excerpt(partition, min(offsets), [value]),
                     )
                 )
         for acked in acknowledged:
@@ -282,7 +292,7 @@ def _complete_reads(index: _Index) -> list[Violation]:
                     f"{there!r} there" if there is not None else "nothing there"
                 )
             found.append(
-                Violation(kind, message, excerpt(index.ops, partition, acked.offset, [acked.value]))
+                Violation(kind, message, index.excerpt(partition, acked.offset, [acked.value]))
             )
     return found
 
@@ -311,7 +321,7 @@ def _transactions(index: _Index) -> list[Violation]:
                     "aborted-read",
                     f"{read.reader} (read_committed) read {read.value!r} of aborted "
                     f"transaction {txn} at {read.topic}-{read.partition}@{read.offset}",
-                    excerpt(index.ops, partition, read.offset, [read.value]),
+                    index.excerpt(partition, read.offset, [read.value]),
                 )
             )
             continue
@@ -325,7 +335,7 @@ def _transactions(index: _Index) -> list[Violation]:
                         f"{read.reader} (read_committed) read {read.value!r} of transaction "
                         f"{txn} at {read.topic}-{read.partition}@{read.offset}, which "
                         f"{complete.reader}'s complete read_committed read does not hold",
-                        excerpt(index.ops, partition, read.offset, [read.value]),
+                        index.excerpt(partition, read.offset, [read.value]),
                     )
                 )
                 break
@@ -344,8 +354,7 @@ def _transactions(index: _Index) -> list[Violation]:
                         f"transaction {txn} ({index.outcomes.get(txn, 'unknown')}) shows "
                         f"{len(seen)} of its {len(values)} records to read_committed readers; "
                         f"missing {missing}",
-                        excerpt(
-                            index.ops,
+                        index.excerpt(
                             (first.topic, first.partition) if first else None,
                             first.offset if first else None,
                             values,
@@ -372,34 +381,38 @@ def _partitions_of(index: _Index, values: Iterable[str]) -> set[Partition | None
 
 
 def _committed_offsets(index: _Index) -> list[Violation]:
+    """Per group and partition, each fetch against the highest offset that a commit or fetch
+    answered before it began (events by end time, with a running maximum: n log n, for the
+    hundreds of thousands of a long campaign)."""
     found: list[Violation] = []
     events: dict[tuple[str, Partition], list[CommitAcked | CommitObserved]] = defaultdict(list)
     for op in index.ops:
         if isinstance(op, CommitAcked | CommitObserved):
             events[(op.group, (op.topic, op.partition))].append(op)
     for (group, partition), ops in events.items():
-        reported = False
+        by_end = sorted(ops, key=lambda op: op.end)
+        ends = [op.end for op in by_end]
+        highest: list[CommitAcked | CommitObserved] = []  # highest[i]: max offset of by_end[:i+1]
+        for op in by_end:
+            highest.append(op if not highest or op.offset > highest[-1].offset else highest[-1])
         for observed in ops:
-            if reported or not isinstance(observed, CommitObserved):
+            if not isinstance(observed, CommitObserved):
                 continue
-            for earlier in ops:
-                if earlier is observed or earlier.end >= observed.start:
-                    continue
-                if earlier.offset > observed.offset:
-                    what = (
-                        "a commit of" if isinstance(earlier, CommitAcked) else "an earlier fetch of"
+            before = bisect_left(ends, observed.start)  # events that ended before it began
+            if before == 0:
+                continue
+            earlier = highest[before - 1]
+            if earlier.offset > observed.offset:
+                what = "a commit of" if isinstance(earlier, CommitAcked) else "an earlier fetch of"
+                found.append(
+                    Violation(
+                        "commit-went-back",
+                        f"group {group} on {partition[0]}-{partition[1]}: fetched committed "
+                        f"offset {observed.offset} after {what} {earlier.offset} was answered",
+                        (earlier, observed),
                     )
-                    found.append(
-                        Violation(
-                            "commit-went-back",
-                            f"group {group} on {partition[0]}-{partition[1]}: fetched committed "
-                            f"offset {observed.offset} after {what} {earlier.offset} was "
-                            "answered",
-                            (earlier, observed),
-                        )
-                    )
-                    reported = True
-                    break
+                )
+                break
     return found
 
 
@@ -425,7 +438,7 @@ def _group_skips(index: _Index) -> list[Violation]:
                         "skipped-by-group",
                         f"group {group} committed {partition[0]}-{partition[1]}@{committed} "
                         f"but no member read {acked.value!r} acknowledged at {acked.offset}",
-                        excerpt(index.ops, partition, acked.offset, [acked.value]),
+                        index.excerpt(partition, acked.offset, [acked.value]),
                     )
                 )
                 break

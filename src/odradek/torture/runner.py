@@ -253,10 +253,11 @@ class Campaign:
             self.report.wall_s = time.monotonic() - started
         ops = sorted((*recorded, *self.nemesis_history.ops()), key=op_time)
         self.report.history = History(ops)
-        self.report.summary = summarize(ops)
-        self.report.violations = check(ops)
         if self.options.history_path is not None:
             self.report.history.write(self.options.history_path)
+        self.say(f"checking {len(ops)} operations")
+        self.report.summary = summarize(ops)
+        self.report.violations = check(ops)
         return self.report
 
     def _start_clients(self, generation: int = 0) -> None:
