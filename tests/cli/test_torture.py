@@ -22,3 +22,12 @@ def test_a_plan_for_other_brokers() -> None:
 
 def test_torture_is_listed_among_the_commands() -> None:
     assert "torture" in odradek("--help").stdout
+
+
+def test_broker_settings_for_the_campaign_are_taken() -> None:
+    from odradek.cli.main import build_parser
+
+    args = build_parser().parse_args(
+        ["torture", "-o", "min.insync.replicas=1", "-o", "unclean.leader.election.enable=true"]
+    )
+    assert args.override == ["min.insync.replicas=1", "unclean.leader.election.enable=true"]

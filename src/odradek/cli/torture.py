@@ -38,6 +38,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     torture.add_argument(
         "--history", type=Path, metavar="FILE", help="write the history here (JSON lines)"
     )
+    torture.add_argument(
+        "-o",
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker config for every broker, e.g. -o min.insync.replicas=1 (repeatable)",
+    )
     torture.add_argument("--plan", action="store_true", help="print the seed's fault plan and exit")
     torture.set_defaults(run=_run)
 
