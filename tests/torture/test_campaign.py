@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+from pathlib import Path
 
 import pytest
 
@@ -37,13 +38,15 @@ def test_the_seeds_plans_hold_every_kind_of_fault(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_short_campaign_finds_no_violation(seed: int) -> None:
+def test_a_short_campaign_finds_no_violation(seed: int, tmp_path: Path) -> None:
     out = io.StringIO()
+    history = tmp_path / "history.jsonl"  # kept with the brokers' logs for a failure's diagnosis
     try:
-        report = run_campaign(Options(duration_s=DURATION_S, seed=seed), out)
+        report = run_campaign(Options(duration_s=DURATION_S, seed=seed, history_path=history), out)
     finally:
         print(out.getvalue())
     print(report.describe())
+    print(f"history and brokers' logs: {history}*")
     assert report.violations == [], report.describe()
     assert report.summary is not None
     assert report.summary.acknowledged > 0
@@ -53,6 +56,9 @@ def test_a_short_campaign_finds_no_violation(seed: int) -> None:
     assert report.summary.transactions_aborted > 0
     assert sum(report.injected.values()) >= len(schedule.KINDS) - 1, report.injected
     assert Network(range(1, 4)).leftovers() == []
+    assert history.exists()
+    for broker in (1, 2, 3):
+        assert "listening on" in (tmp_path / f"history.jsonl.broker-{broker}.log").read_text()
 
 
 class _InterruptedCampaign(Campaign):

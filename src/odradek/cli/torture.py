@@ -36,7 +36,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--rate", type=float, default=50, help="records/s per idempotent producer (default 50)"
     )
     torture.add_argument(
-        "--history", type=Path, metavar="FILE", help="write the history here (JSON lines)"
+        "--history",
+        type=Path,
+        metavar="FILE",
+        help="write the history here (JSON lines), and each broker's log to FILE.broker-N.log",
     )
     torture.add_argument(
         "-o",
@@ -107,7 +110,6 @@ def _run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     print(report.describe())
     if not report.ok and args.history is None:
-        kept = Path(f"odradek-torture-seed{seed}-history.jsonl")
-        report.history.write(kept)
-        print(f"the whole history: {kept} (JSON lines)")
+        kept = report.write(Path(f"odradek-torture-seed{seed}-history.jsonl"))
+        print("the whole history and the brokers' logs: " + ", ".join(str(p) for p in kept))
     return 0 if report.ok else 1

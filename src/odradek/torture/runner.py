@@ -85,6 +85,18 @@ class Report:
     violations: list[Violation] = field(default_factory=list)
     client_failures: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    broker_logs: dict[int, str] = field(default_factory=dict)  # broker id → all its runs' log
+
+    def write(self, path: Path) -> list[Path]:
+        """The history at ``path`` (JSON lines) and each broker's log beside it
+        (``<path>.broker-<id>.log``); the files written."""
+        self.history.write(path)
+        written = [path]
+        for broker, text in sorted(self.broker_logs.items()):
+            log_path = path.with_name(f"{path.name}.broker-{broker}.log")
+            log_path.write_text(text)
+            written.append(log_path)
+        return written
 
     @property
     def ok(self) -> bool:
@@ -131,6 +143,7 @@ class Campaign:
         self.zookeeper: ZooKeeperServer | None = None
         self.cluster: RunningCluster | None = None
         self.clients: ClientsProcess | None = None
+        self.broker_logs: dict[int, list[str]] = {}  # every run of each broker, in order
 
     def say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -218,6 +231,8 @@ class Campaign:
                     with contextlib.suppress(subprocess.SubprocessError):
                         process.wait(10)
                     log.debug("broker %d killed", broker_id)
+            for broker_id in self.cluster.brokers:
+                self._keep_log(broker_id)
         if self.zookeeper is not None:
             zookeeper = self.zookeeper.process
             if zookeeper is not None and zookeeper.poll() is None:
@@ -253,8 +268,9 @@ class Campaign:
             self.report.wall_s = time.monotonic() - started
         ops = sorted((*recorded, *self.nemesis_history.ops()), key=op_time)
         self.report.history = History(ops)
+        self.report.broker_logs = {b: "".join(runs) for b, runs in self.broker_logs.items()}
         if self.options.history_path is not None:
-            self.report.history.write(self.options.history_path)
+            self.report.write(self.options.history_path)
         self.say(f"checking {len(ops)} operations")
         self.report.summary = summarize(ops)
         self.report.violations = check(ops)
@@ -340,8 +356,17 @@ class Campaign:
             self.network.heal()
         self._record("end", fault, detail)
 
+    def _keep_log(self, broker: int) -> None:
+        """Keep what the broker's last run logged (a restart replaces its process object)."""
+        assert self.cluster is not None
+        process = self.cluster.brokers.get(broker)
+        if process is not None and process.output:
+            self.broker_logs.setdefault(broker, []).append("".join(process.output))
+            process.output = []
+
     def _restart(self, broker: int) -> None:
         assert self.cluster is not None
+        self._keep_log(broker)
         deadline = time.monotonic() + RESTART_TIMEOUT_S
         while True:
             try:
