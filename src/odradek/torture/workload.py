@@ -13,7 +13,8 @@ also judges the broker best through a client that is not built on the broker's o
 - :class:`GroupConsumer`: a member of a group (read_committed or not), committing synchronously
   after what it polled; every record is a :class:`Read`, every answered commit a
   :class:`CommitAcked`, an unreadable batch a :class:`ReadError`.
-- :class:`OffsetMonitor`: fetches the groups' committed offsets (:class:`CommitObserved`).
+- :class:`OffsetMonitor`: fetches the groups' committed offsets (:class:`CommitObserved`), with
+  odradek's own group admin client.
 - :func:`read_back`: one reader's complete read of every partition (:class:`ReadComplete`).
 """
 
