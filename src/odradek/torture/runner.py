@@ -373,6 +373,9 @@ class Campaign:
                 self.cluster.start_broker(broker)
                 return
             except RuntimeError as e:
+                # A start that failed (its old ZooKeeper session not yet ended) may have
+                # recovered the logs already: what it logged is kept.
+                self.broker_logs.setdefault(broker, []).append(str(e))
                 if time.monotonic() > deadline:
                     raise
                 log.info("broker %d did not start yet: %s", broker, str(e).splitlines()[0])
@@ -423,12 +426,18 @@ class Campaign:
                 "follows"
             )
         time.sleep(fault.duration)
+        self._keep_log(broker)  # the killed run's log: not where this recovery is looked for
+        runs_before = len(self.broker_logs.get(broker, []))
         self._restart(broker)
         if candidates:
             # Recovery (the CRC of every batch past the recovery point) must have found it.
             found = [
                 line.strip()
-                for line in self.cluster.output(broker).splitlines()
+                for text in [
+                    *self.broker_logs.get(broker, [])[runs_before:],
+                    self.cluster.output(broker),
+                ]
+                for line in text.splitlines()
                 if "truncating" in line
                 and str(segment.name) in line
                 and f"/{segment.parent.name}/" in line
