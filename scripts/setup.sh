@@ -2,10 +2,11 @@
 # Make .venv with odradek installed (editable). With --test, also the test tools and the system
 # packages the tests drive (Debian's kcat; a headless JDK 17 for PySpark and the Java tests; Maven;
 # Debian's zookeeper; Debian's chromium and npm for the web console's browser tests; Debian's
-# burrow, LinkedIn's lag monitor), installed with apt-get where missing, playwright-core from npm,
-# Kafka's jars for the Java tests (fetched once per machine into ~/.cache/odradek/java, see
-# tests/java/jars.py) and the Go client programs (sarama and kafka-go pinned in tests/go/go.mod,
-# built once per machine with the machine's Go into ~/.cache/odradek/go, see tests/go/programs.py).
+# burrow, LinkedIn's lag monitor; iptables for odradek torture's network faults), installed with
+# apt-get where missing, playwright-core from npm, Kafka's jars for the Java tests (fetched once
+# per machine into ~/.cache/odradek/java, see tests/java/jars.py) and the Go client programs
+# (sarama and kafka-go pinned in tests/go/go.mod, built once per machine with the machine's Go
+# into ~/.cache/odradek/go, see tests/go/programs.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +31,9 @@ if [ "${1:-}" = "--test" ]; then
   command -v npm >/dev/null 2>&1 || missing+=(npm)
   # Burrow 1.2 (tests/e2e/test_burrow.py), which asks the broker for ListOffsets v0.
   command -v Burrow >/dev/null 2>&1 || missing+=(burrow)
+  # odradek torture (tests/torture/) cuts and thins links between network namespaces with
+  # iptables-legacy's DROP and `statistic` match (the kernel has no tc netem).
+  command -v iptables-legacy >/dev/null 2>&1 || missing+=(iptables)
   if [ ${#missing[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"

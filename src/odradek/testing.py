@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
@@ -155,7 +155,13 @@ class BrokerProcess:
     """``odradek serve`` as a child process on a free port, for crash and CLI tests."""
 
     def __init__(
-        self, data_dir: Path, *extra_args: str, port: int = 0, nofile: int | None = None
+        self,
+        data_dir: Path,
+        *extra_args: str,
+        port: int = 0,
+        nofile: int | None = None,
+        host: str = "127.0.0.1",
+        wrapper: Sequence[str] = (),
     ) -> None:
         self.data_dir = data_dir
         self.extra_args = extra_args
@@ -163,15 +169,20 @@ class BrokerProcess:
         # RLIMIT_NOFILE of the broker process (soft and hard), for tests of many partitions.
         self.nofile = nofile
         self.start_timeout_s: float = _START_TIMEOUT_S
+        # ``wrapper`` runs the broker through another command (``ip netns exec <ns>``: a broker
+        # in a network namespace of its own, listening on that namespace's ``host``).
+        self.host = host
+        self.wrapper = tuple(wrapper)
         self.process: subprocess.Popen[str] | None = None
         self.output: list[str] = []
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> BrokerProcess:
         command = [
+            *self.wrapper,
             sys.executable,
             "-m",
             "odradek",
@@ -179,7 +190,7 @@ class BrokerProcess:
             "--data-dir",
             str(self.data_dir),
             "--listen",
-            f"127.0.0.1:{self.port}",
+            f"{self.host}:{self.port}",
             *self.extra_args,
         ]
         self.process = subprocess.Popen(
@@ -241,9 +252,9 @@ ZOOKEEPER_SERVER_SH = Path("/usr/share/zookeeper/bin/zkServer.sh")
 ZOOKEEPER_START_TIMEOUT_S = 60
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         port: int = s.getsockname()[1]
         return port
 
@@ -270,16 +281,19 @@ class ZooKeeperServer:
     and the data directory, so a restarted server has the znodes (and the sessions) it had.
     """
 
-    def __init__(self, directory: Path | None = None, tick_time_ms: int = 500) -> None:
+    def __init__(
+        self, directory: Path | None = None, tick_time_ms: int = 500, host: str = "127.0.0.1"
+    ) -> None:
         self._own_dir = directory is None
         self.directory = directory or Path(tempfile.mkdtemp(prefix="odradek-zk-"))
         self.tick_time_ms = tick_time_ms
+        self.host = host
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def connect_string(self, chroot: str = "") -> str:
         """``zookeeper.connect`` for this server, under ``chroot`` (e.g. ``/test-1``) if given."""
@@ -292,7 +306,7 @@ class ZooKeeperServer:
                 "tests need Debian's zookeeper package; scripts/setup.sh installs it"
             )
         if self.port == 0:
-            self.port = free_port()
+            self.port = free_port(self.host)
         conf_dir = self.directory / "conf"
         data_dir = self.directory / "data"
         conf_dir.mkdir(parents=True, exist_ok=True)
@@ -302,7 +316,7 @@ class ZooKeeperServer:
             f"tickTime={self.tick_time_ms}\n"
             f"dataDir={data_dir}\n"
             f"clientPort={self.port}\n"
-            "clientPortAddress=127.0.0.1\n"
+            f"clientPortAddress={self.host}\n"
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=*\n"
             # Sessions as short as two ticks, so that tests can let one expire quickly.
@@ -330,8 +344,8 @@ class ZooKeeperServer:
                 )
             # ruok answers imok before the server serves; srvr tells when it does.
             if zookeeper_four_letter_word(
-                "127.0.0.1", self.port, "ruok"
-            ) == "imok" and "Mode:" in zookeeper_four_letter_word("127.0.0.1", self.port, "srvr"):
+                self.host, self.port, "ruok"
+            ) == "imok" and "Mode:" in zookeeper_four_letter_word(self.host, self.port, "srvr"):
                 return self
             time.sleep(0.05)
         self.kill()
@@ -405,9 +419,14 @@ class RunningCluster:
         zookeeper: ZooKeeperServer | None = None,
         settings: dict[str, str] | None = None,
         racks: dict[int, str] | None = None,
+        hosts: Mapping[int, str] | None = None,
+        wrappers: Mapping[int, Sequence[str]] | None = None,
     ) -> None:
         self.directory = directory
         self.racks = racks or {}
+        # Where each broker runs when not on 127.0.0.1 of this namespace (see BrokerProcess).
+        self.hosts = dict(hosts or {})
+        self.wrappers = dict(wrappers or {})
         self.size = size
         self._own_zookeeper = zookeeper is None
         self.zookeeper = zookeeper or ZooKeeperServer(directory / "zookeeper")
@@ -469,6 +488,8 @@ class RunningCluster:
             self.directory / f"broker-{broker_id}",
             *args,
             port=previous.port if previous is not None else 0,
+            host=self.hosts.get(broker_id, "127.0.0.1"),
+            wrapper=self.wrappers.get(broker_id, ()),
         )
         self.brokers[broker_id] = broker.start()
         return broker

@@ -147,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         partitions,
         records,
         topics,
+        torture,
         transactions,
         users,
     )
@@ -162,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     users.add_parser(commands)
     partitions.add_parser(commands)
     completion.add_parser(commands)
+    torture.add_parser(commands)
     return parser
 
 

@@ -1,0 +1,86 @@
+"""The nemesis's plan: which fault when, for how long, against whom — a pure function of the seed.
+
+Faults come one at a time, each healed before a quiet gap and the next, so that every fault is
+judged by itself and the cluster has the chance to recover that Kafka's guarantees assume. They are
+dealt in rounds: each round is every kind once, in an order drawn from the seed, so a short
+campaign still tries each kind.
+
+What a fault needs to know that only the running cluster can tell (which broker follows a
+partition, where in its segment a byte is flipped) is drawn here too, as numbers in [0, 1) that
+the runner maps onto what it finds (``pick``), so one seed gives one plan; what the cluster is
+doing at that moment still varies between runs.
+
+Not here: a full or failing log dir (needs KIP-112's offline log dirs, not built yet) and slow
+links (this kernel has no ``tc netem``; NFQUEUE delays are not built).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+KILL = "kill"  # kill -9 of a broker, started again after the fault's duration
+PAUSE = "pause"  # SIGSTOP of a broker, SIGCONT after the duration
+PAUSE_ZOOKEEPER = "pause-zookeeper"  # SIGSTOP of ZooKeeper
+ISOLATE = "isolate"  # one broker cut off from every other broker and from ZooKeeper
+SPLIT = "split"  # a minority of brokers cut off from the rest (ZooKeeper stays with the rest)
+CUT_ZOOKEEPER = "cut-zookeeper"  # one broker cannot reach ZooKeeper (its peers and clients can)
+LOSSY = "lossy"  # a broker's packets (in and out) dropped at random
+CORRUPT = "corrupt"  # kill -9 of a follower, one byte of its segment flipped, started again
+
+KINDS = (KILL, PAUSE, PAUSE_ZOOKEEPER, ISOLATE, SPLIT, CUT_ZOOKEEPER, LOSSY, CORRUPT)
+
+FAULT_S = (2.0, 8.0)  # how long a fault lasts
+GAP_S = (3.0, 6.0)  # quiet time after a fault is healed
+WARMUP_S = 5.0  # clients run this long before the first fault
+COOLDOWN_S = 5.0  # no fault starts this close to the end
+LOSS_PROBABILITY = (0.05, 0.3)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One fault: ``kind`` against ``brokers`` from ``at`` seconds into the campaign for
+    ``duration`` seconds. ``probability`` is a lossy link's drop rate; ``pick`` chooses among
+    what the runner finds at the time (a partition and a byte to corrupt)."""
+
+    at: float
+    kind: str
+    brokers: tuple[int, ...]
+    duration: float
+    probability: float = 0.0
+    pick: float = 0.0
+
+    def describe(self) -> str:
+        who = ",".join(str(b) for b in self.brokers) or "-"
+        extra = f" p={self.probability:.2f}" if self.kind == LOSSY else ""
+        return f"t={self.at:6.1f}s {self.kind:<15} brokers={who:<5} for {self.duration:.1f}s{extra}"
+
+
+def plan(seed: int, duration_s: float, brokers: int) -> list[Fault]:
+    """The faults of a campaign of ``duration_s`` seconds on brokers ``1..brokers``."""
+    if brokers < 1:
+        raise ValueError("a campaign needs at least one broker")
+    rng = random.Random(seed)
+    ids = list(range(1, brokers + 1))
+    kinds = [k for k in KINDS if brokers > 1 or k not in (ISOLATE, SPLIT, CORRUPT)]
+    faults: list[Fault] = []
+    at = WARMUP_S
+    deck: list[str] = []
+    while True:
+        if not deck:
+            deck = list(kinds)
+            rng.shuffle(deck)
+        kind = deck.pop()
+        duration = round(rng.uniform(*FAULT_S), 1)
+        if at + duration > duration_s - COOLDOWN_S:
+            return faults
+        if kind == SPLIT:
+            minority = rng.sample(ids, max(1, (brokers - 1) // 2))
+            targets = tuple(sorted(minority))
+        elif kind == PAUSE_ZOOKEEPER:
+            targets = ()
+        else:
+            targets = (rng.choice(ids),)
+        probability = round(rng.uniform(*LOSS_PROBABILITY), 2) if kind == LOSSY else 0.0
+        faults.append(Fault(round(at, 1), kind, targets, duration, probability, rng.random()))
+        at += duration + rng.uniform(*GAP_S)
