@@ -62,16 +62,22 @@ def make_topic(cluster: RunningCluster, records: int = 0) -> tuple[str, dict[int
     return name, counts
 
 
-def partitions(cluster: RunningCluster, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
-    """partition → (leader, replicas, ISR) as confluent-kafka's AdminClient sees them."""
+def partitions(
+    cluster: RunningCluster, topic: str, *, known: bool = True
+) -> dict[int, tuple[int, list[int], list[int]]]:
+    """partition → (leader, replicas, ISR) as confluent-kafka's AdminClient sees them; with
+    ``known`` False, nothing while the answering broker has not heard of the topic yet (a
+    retriable error: Kafka's brokers, too, learn a new topic a moment after its creation)."""
     metadata = admin(cluster).list_topics(topic, timeout=TIMEOUT_S)
     described = metadata.topics[topic]
+    if not known and described.error is not None and described.error.retriable():
+        return {}
     assert described.error is None, described.error
     return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in described.partitions.values()}
 
 
 def all_in_sync(cluster: RunningCluster, topic: str) -> bool:
-    found = partitions(cluster, topic)
+    found = partitions(cluster, topic, known=False)
     return len(found) == PARTITIONS and all(
         leader >= 0 and sorted(isr) == sorted(replicas) for leader, replicas, isr in found.values()
     )
