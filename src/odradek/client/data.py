@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
@@ -67,6 +68,10 @@ CLIENT_VERSIONS: Mapping[int, tuple[int, int]] = {
 }
 
 # Errors after which fresh metadata (a new leader) may help; Kafka's clients retry these.
+# A produce refused for stale metadata was not appended: it goes again, to the leader the
+# refreshed metadata names, after this backoff (doubling up to the last), as Kafka's producer
+# retries within delivery.timeout.ms.
+_RETRY_BACKOFF_S = (0.05, 1.0)
 _STALE_METADATA = frozenset(
     {
         ErrorCode.not_leader_or_follower,
@@ -646,16 +651,32 @@ class DataClient:
     ) -> dict[TopicPartition, int]:
         """Write one encoded batch (or several, concatenated) per partition; the base offsets.
 
-        With ``acks=0`` nothing is confirmed and the result is empty. Raises
-        :class:`ProduceError` for the first partition that failed.
+        With ``acks=0`` nothing is confirmed and the result is empty. A partition refused for
+        stale metadata (its leader moved, or is not known yet: a topic just created) is sent
+        again to the leader the refreshed metadata names, until ``timeout_ms``. Raises
+        :class:`ProduceError` for the first partition that failed otherwise.
         """
-        pendings = self.send_produce(
-            batches, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id
-        )
+        deadline = time.monotonic() + timeout_ms / 1000
+        backoff_s, max_backoff_s = _RETRY_BACKOFF_S
+        remaining = dict(batches)
         result: dict[TopicPartition, int] = {}
-        for connection, pending in pendings:
-            result.update(self.receive_produce(connection, pending))
-        return result
+        while True:
+            refused: dict[TopicPartition, ProduceError] = {}
+            pendings = self.send_produce(
+                remaining, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id
+            )
+            for connection, pending in pendings:
+                written, errors = self._produce_answers(connection, pending)
+                result.update(written)
+                refused.update(errors)
+            if not refused:
+                return result
+            for error in refused.values():
+                if error.code not in _STALE_METADATA or time.monotonic() >= deadline:
+                    raise error
+            time.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, max_backoff_s)
+            remaining = {tp: batches[tp] for tp in refused}
 
     def send_produce(
         self,
@@ -692,16 +713,30 @@ class DataClient:
     def receive_produce(
         self, connection: BlockingConnection, pending: Request
     ) -> dict[TopicPartition, int]:
+        """The base offsets of one Produce's partitions; :class:`ProduceError` for the first
+        partition refused."""
+        result, refused = self._produce_answers(connection, pending)
+        for error in refused.values():
+            raise error
+        return result
+
+    def _produce_answers(
+        self, connection: BlockingConnection, pending: Request
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, ProduceError]]:
+        """One Produce's answer: the base offsets of the partitions written, and the errors of
+        those refused (a partition refused for stale metadata is forgotten from the leader
+        cache, so the next send asks for metadata again)."""
         answer = connection.receive(pending)
         assert answer is not None
-        response = answer.body
-        result = {}
-        for topic in response.responses:
+        result: dict[TopicPartition, int] = {}
+        refused: dict[TopicPartition, ProduceError] = {}
+        for topic in answer.body.responses:
             for p in topic.partition_responses:
                 tp = TopicPartition(topic.name, int(p.index))
-                if p.error_code != ErrorCode.none:
-                    if p.error_code in _STALE_METADATA:
-                        self._leaders.pop(tp, None)
-                    raise ProduceError(tp, p.error_code, p.error_message)
-                result[tp] = int(p.base_offset)
-        return result
+                if p.error_code == ErrorCode.none:
+                    result[tp] = int(p.base_offset)
+                    continue
+                if p.error_code in _STALE_METADATA:
+                    self._leaders.pop(tp, None)
+                refused[tp] = ProduceError(tp, p.error_code, p.error_message)
+        return result, refused
