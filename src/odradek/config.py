@@ -622,7 +622,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _client_config_check,
             read_only=True,
         ),
-        # A cluster's metadata store (odradek.cluster.zookeeper); unset: the single broker's file.
+        # A cluster's metadata store (odradek.cluster.metadata.zookeeper); unset: the single
+        # broker's file.
         ConfigDef(
             "zookeeper.connect",
             ConfigType.STRING,

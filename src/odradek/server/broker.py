@@ -11,13 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from odradek.clock import Clock, SystemClock
-from odradek.cluster.listener_view import ListenerClusterView
-from odradek.cluster.metadata_store import LocalMetadataStore, MetadataStore
+from odradek.cluster.metadata.listener_view import ListenerClusterView
+from odradek.cluster.metadata.producer_ids import ProducerIdManager
+from odradek.cluster.metadata.store import LocalMetadataStore, MetadataStore
+from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView, LocalClusterView
+from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore
 from odradek.cluster.node import ClusterNode
-from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.cluster.topics import TopicManager
-from odradek.cluster.view import BrokerEndpoint, ClusterView, LocalClusterView
-from odradek.cluster.zookeeper import ZooKeeperMetadataStore
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Callable, Iterable
 
 from odradek.clock import Clock
-from odradek.cluster.isr import IsrProposal, IsrTracker
+from odradek.cluster.replication.isr import IsrProposal, IsrTracker
 from odradek.protocol.control import encode_end_txn_marker
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import (
@@ -34,11 +34,12 @@ class Partition:
     As leader, the append policy lives here, as in Kafka's ``appendRecordsToLeader``:
     ``min.insync.replicas`` for acks=all, validation by the topic's policy
     (:func:`~odradek.storage.validator.validate_for_leader`), idempotent producers' sequences, then
-    the log; the followers' fetches feed an :class:`~odradek.cluster.isr.IsrTracker`, which moves
-    the high watermark (the smallest log end offset in the ISR) and proposes ISR changes. With one
-    replica the ISR is this broker alone and the high watermark follows every append. As
-    follower, batches copied from the leader are appended with their offsets and epochs, and the
-    high watermark is the leader's, as far as this log reaches.
+    the log; the followers' fetches feed an
+    :class:`~odradek.cluster.replication.isr.IsrTracker`, which moves the high watermark (the
+    smallest log end offset in the ISR) and proposes ISR changes. With one replica the ISR is this
+    broker alone and the high watermark follows every append. As follower, batches copied from the
+    leader are appended with their offsets and epochs, and the high watermark is the leader's, as
+    far as this log reaches.
 
     The role comes from the partition's state (leader, leader epoch, ISR) as the controller or
     the local store wrote it: :meth:`make_leader` and :meth:`make_follower`. Requests parked in the

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.cluster.metadata_store import LocalMetadataStore
-from odradek.cluster.topics import TopicManager
-from odradek.cluster.view import (
+from odradek.cluster.metadata.store import LocalMetadataStore
+from odradek.cluster.metadata.view import (
     CONSUMER_OFFSETS,
     BrokerEndpoint,
     LocalClusterView,
     PartitionInfo,
     leader_endpoint,
 )
+from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage import LogManager

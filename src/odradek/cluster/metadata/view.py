@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from odradek.cluster.metadata_store import TopicMetadata
-    from odradek.cluster.partition import Partition
+    from odradek.cluster.metadata.store import TopicMetadata
+    from odradek.cluster.replication.partition import Partition
 
 NO_NODE = -1
 CONSUMER_OFFSETS = "__consumer_offsets"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.cluster.metadata_store import (
+from odradek.cluster.metadata.store import (
     FILE_NAME,
     LocalMetadataStore,
     MetadataChange,
@@ -21,7 +21,7 @@ from odradek.cluster.metadata_store import (
     StaleVersionError,
     TopicMetadata,
 )
-from odradek.cluster.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
+from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
 from odradek.security.acl import (
     AccessControlEntry,
     AclOperation,

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient, KazooState
 
-from odradek.cluster.metadata_store import (
+from odradek.cluster.metadata.store import (
     MetadataChange,
     PartitionState,
     StaleVersionError,
     TopicMetadata,
 )
-from odradek.cluster.zookeeper import (
+from odradek.cluster.metadata.zookeeper import (
     CONTROLLER_EPOCH_PATH,
     DELETE_TOPICS_PATH,
     ControllerMovedError,

@@ -12,13 +12,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from odradek.clock import ManualClock
-from odradek.cluster.membership import (
+from odradek.cluster.metadata.membership import (
     BrokerMembership,
     BrokerRegistration,
     DuplicateBrokerIdError,
     MembershipChange,
 )
-from odradek.cluster.zookeeper import ZooKeeperSession
+from odradek.cluster.metadata.zookeeper import ZooKeeperSession
 from odradek.testing import wait_until
 
 SESSION_TIMEOUT_MS = 4000

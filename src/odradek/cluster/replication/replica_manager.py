@@ -4,9 +4,9 @@
 Every hosted partition's state (leader, leader epoch, ISR, written by the controller in
 ``/brokers/topics/<t>/partitions/<p>/state``) decides its role: this broker named leader → the
 partition leads (:meth:`Partition.make_leader`) and stops fetching; another broker named →
-the partition follows it, fetched by that leader's :class:`~odradek.cluster.fetcher.LeaderFetcher`;
-no leader → it follows nobody until one is elected. A state older than the one applied (a lower
-leader epoch) changes nothing.
+the partition follows it, fetched by that leader's
+:class:`~odradek.cluster.replication.fetcher.LeaderFetcher`; no leader → it follows nobody until
+one is elected. A state older than the one applied (a lower leader epoch) changes nothing.
 
 After each state applied, the leadership listeners hear the partition and whether it now leads
 (the group coordinator loads or unloads the groups of a ``__consumer_offsets`` partition).
@@ -33,11 +33,11 @@ import logging
 from collections.abc import Callable
 
 from odradek.clock import Clock
-from odradek.cluster.fetcher import FetcherConfig, LeaderFetcher
-from odradek.cluster.isr import IsrProposal
-from odradek.cluster.metadata_store import MetadataStore, PartitionState, StaleVersionError
-from odradek.cluster.partition import NO_LEADER, Partition
-from odradek.cluster.quota import ReplicationQuotas
+from odradek.cluster.metadata.store import MetadataStore, PartitionState, StaleVersionError
+from odradek.cluster.replication.fetcher import FetcherConfig, LeaderFetcher
+from odradek.cluster.replication.isr import IsrProposal
+from odradek.cluster.replication.partition import NO_LEADER, Partition
+from odradek.cluster.replication.quota import ReplicationQuotas
 
 log = logging.getLogger(__name__)
 

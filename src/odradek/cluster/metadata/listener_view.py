@@ -3,21 +3,21 @@
 Kafka answers Metadata and FindCoordinator with the endpoints of the listener the request came in
 on, so that a client that bootstrapped over SSL keeps talking SSL, and one inside a private
 network gets its private addresses. :class:`ListenerClusterView` wraps the broker's
-:class:`~odradek.cluster.view.ClusterView` for one listener name; everything but the brokers'
-addresses is the wrapped view's. A broker without that listener is left out, as Kafka does. Read on
-the event loop only, like the view it wraps.
+:class:`~odradek.cluster.metadata.view.ClusterView` for one listener name; everything but the
+brokers' addresses is the wrapped view's. A broker without that listener is left out, as Kafka
+does. Read on the event loop only, like the view it wraps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from odradek.cluster.view import BrokerEndpoint, ClusterView, PartitionInfo
+from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView, PartitionInfo
 
 
 class ListenerClusterView:
-    """A :class:`~odradek.cluster.view.ClusterView` for one listener's clients (see the module
-    doc): nothing of its own on disk, nothing to lose in a crash; event loop only."""
+    """A :class:`~odradek.cluster.metadata.view.ClusterView` for one listener's clients (see the
+    module doc): nothing of its own on disk, nothing to lose in a crash; event loop only."""
 
     __slots__ = ("_view", "listener")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.cluster.isr import AcksAllOutcome, IsrProposal, IsrTracker
+from odradek.cluster.replication.isr import AcksAllOutcome, IsrProposal, IsrTracker
 from odradek.protocol.errors import ErrorCode
 
 LAG_MS = 30_000

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 
-from odradek.cluster.metadata_store import MetadataStore, result_now
+from odradek.cluster.metadata.store import MetadataStore, result_now
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.cluster.fetcher import (
+from odradek.cluster.replication.fetcher import (
     FETCH,
     LIST_OFFSETS,
     OFFSET_FOR_LEADER_EPOCH,
@@ -22,7 +22,7 @@ from odradek.cluster.fetcher import (
     LeaderRequest,
     Wait,
 )
-from odradek.cluster.partition import Partition
+from odradek.cluster.replication.partition import Partition
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import build, response_schema
 from odradek.protocol.records import NewRecord, encode_batch

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.cluster.partition import Partition
+from odradek.cluster.replication.partition import Partition
 from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
 from odradek.protocol.records import NewRecord, encode_batch
 from odradek.storage import LogConfig, PartitionLog

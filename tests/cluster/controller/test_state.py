@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from odradek.client.data import TopicPartition
 from odradek.clock import ManualClock
-from odradek.cluster.controller import (
+from odradek.cluster.controller.state import (
     NO_LEADER,
     AssignmentWrite,
     ControllerState,
@@ -25,7 +25,7 @@ from odradek.cluster.controller import (
     Reason,
     Reassignment,
 )
-from odradek.cluster.metadata_store import PartitionState
+from odradek.cluster.metadata.store import PartitionState
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 T0 = TopicPartition("t", 0)
@@ -103,7 +103,7 @@ def test_a_new_partition_is_led_by_its_first_replica_with_every_live_replica_in_
 def test_rf3_over_3_brokers_every_broker_leads_a_third() -> None:
     from random import Random
 
-    from odradek.cluster.assignment import BrokerMetadata, assign_replicas
+    from odradek.cluster.controller.assignment import BrokerMetadata, assign_replicas
 
     layout = assign_replicas([BrokerMetadata(b) for b in (1, 2, 3)], 9, 3, Random(4))
     _, zk, _ = cluster(assignment=layout)

@@ -41,8 +41,12 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.clock import Clock, SystemClock
-from odradek.cluster.metadata_store import MetadataStoreError
-from odradek.cluster.zookeeper import BROKER_IDS_PATH, CONTROLLER_EPOCH_PATH, ZooKeeperSession
+from odradek.cluster.metadata.store import MetadataStoreError
+from odradek.cluster.metadata.zookeeper import (
+    BROKER_IDS_PATH,
+    CONTROLLER_EPOCH_PATH,
+    ZooKeeperSession,
+)
 
 log = logging.getLogger(__name__)
 

@@ -80,7 +80,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry, RetryFailedError
 
-from odradek.cluster.metadata_store import (
+from odradek.cluster.metadata.store import (
     ChangeListener,
     ChangeListeners,
     MetadataChange,

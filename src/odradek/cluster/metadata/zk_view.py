@@ -17,22 +17,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from odradek.cluster.membership import BrokerMembership, BrokerRegistration
-from odradek.cluster.metadata_store import PartitionState
-from odradek.cluster.view import (
+from odradek.cluster.metadata.membership import BrokerMembership, BrokerRegistration
+from odradek.cluster.metadata.store import PartitionState
+from odradek.cluster.metadata.view import (
     CONSUMER_OFFSETS,
     NO_NODE,
     BrokerEndpoint,
     PartitionInfo,
     leader_endpoint,
 )
-from odradek.cluster.zookeeper import ZooKeeperMetadataStore
+from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore
 
 log = logging.getLogger(__name__)
 
 
 class ZooKeeperClusterView:
-    """A :class:`~odradek.cluster.view.ClusterView` answered from ZooKeeper (see the module doc)."""
+    """A :class:`~odradek.cluster.metadata.view.ClusterView` answered from ZooKeeper (see the module
+    doc)."""
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from odradek.cluster.assignment import (
+from odradek.cluster.controller.assignment import (
     BrokerMetadata,
     assign_added_partitions,
     assign_replicas,

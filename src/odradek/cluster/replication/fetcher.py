@@ -16,9 +16,9 @@ partition's state in the metadata store, not the fetcher, decides who leads); OF
 sends it back to truncation, and a log that ends before the leader's starts is emptied and
 restarted at the leader's log start offset. A lost connection is opened again after the backoff.
 
-Throttling (``cluster/quota.py``): while the follower quota is exceeded, throttled partitions
-this broker is not in the ISR of are left out of the fetch, and what is copied for throttled
-partitions is recorded.
+Throttling (``cluster/replication/quota.py``): while the follower quota is exceeded, throttled
+partitions this broker is not in the ISR of are left out of the fetch, and what is copied for
+throttled partitions is recorded.
 
 The decisions are :class:`FetcherCore`'s, without I/O (h11's shape): it says which request to send
 next (ListOffsets for partitions whose fetch offset the leader did not have, OffsetForLeaderEpoch
@@ -44,8 +44,8 @@ from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError
 from odradek.client.security import ClientSecurity
 from odradek.clock import Clock, SystemClock
-from odradek.cluster.partition import Partition
-from odradek.cluster.quota import ReplicationQuotas
+from odradek.cluster.replication.partition import Partition
+from odradek.cluster.replication.quota import ReplicationQuotas
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage import UnexpectedAppendOffset
 

@@ -20,11 +20,11 @@ from kazoo.exceptions import NoNodeError
 
 from odradek.client.data import TopicPartition
 from odradek.clock import ManualClock
-from odradek.cluster.controller import NO_LEADER, ElectionResult
-from odradek.cluster.controller_runtime import ControllerRuntime
-from odradek.cluster.membership import BrokerMembership, BrokerRegistration
-from odradek.cluster.metadata_store import PartitionState, TopicMetadata
-from odradek.cluster.zookeeper import (
+from odradek.cluster.controller.runtime import ControllerRuntime
+from odradek.cluster.controller.state import NO_LEADER, ElectionResult
+from odradek.cluster.metadata.membership import BrokerMembership, BrokerRegistration
+from odradek.cluster.metadata.store import PartitionState, TopicMetadata
+from odradek.cluster.metadata.zookeeper import (
     CONTROLLER_EPOCH_PATH,
     ZooKeeperMetadataStore,
     ZooKeeperSession,
@@ -340,7 +340,7 @@ def test_a_stale_controllers_write_is_refused(
             raw.stop()
             raw.close()
 
-        with caplog.at_level(logging.WARNING, logger="odradek.cluster.controller_runtime"):
+        with caplog.at_level(logging.WARNING, logger="odradek.cluster.controller.runtime"):
             await cluster.crash(2)  # broker 1 would take broker 2 out of t-0's ISR
             await until(lambda: not controller.runtime.active)
         assert cluster.state("t", 0) == PartitionState(1, 0, (1, 2), 1, 0)
@@ -389,7 +389,7 @@ def test_a_lost_session_ends_the_controllers_term(
         twin.start(timeout=10)
         twin.stop()
         twin.close()
-        with caplog.at_level(logging.WARNING, logger="odradek.cluster.controller_runtime"):
+        with caplog.at_level(logging.WARNING, logger="odradek.cluster.controller.runtime"):
             await until(lambda: "the ZooKeeper session was lost" in caplog.text)
         # Whoever wins next, it is a new term.
         await until(lambda: any(b.runtime.controller_epoch == 2 for b in cluster.active()))

@@ -8,7 +8,7 @@ producer-id blocks (Kafka's
 ``/latest_producer_id_block``); each partition's state (leader, leader epoch, ISR, controller
 epoch) read and written with a versioned compare-and-set; and change notifications, delivered on
 the broker's event loop. Two engines implement it: :class:`LocalMetadataStore` here (one JSON
-file, a single broker) and ``odradek.cluster.zookeeper.ZooKeeperMetadataStore`` (Kafka's
+file, a single broker) and ``odradek.cluster.metadata.zookeeper.ZooKeeperMetadataStore`` (Kafka's
 ZooKeeper layout, a cluster).
 
 File format of the local store: ``odradek-metadata.json`` in the first log dir, a JSON object

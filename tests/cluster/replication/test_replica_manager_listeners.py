@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from odradek.clock import ManualClock
-from odradek.cluster.fetcher import FetcherConfig
-from odradek.cluster.metadata_store import LocalMetadataStore, PartitionState
-from odradek.cluster.partition import NO_LEADER, Partition
-from odradek.cluster.replica_manager import ReplicaManager
+from odradek.cluster.metadata.store import LocalMetadataStore, PartitionState
+from odradek.cluster.replication.fetcher import FetcherConfig
+from odradek.cluster.replication.partition import NO_LEADER, Partition
+from odradek.cluster.replication.replica_manager import ReplicaManager
 from odradek.storage import LogConfig, PartitionLog
 
 LOCAL, OTHER = 1, 2

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from odradek.clock import Clock
-from odradek.cluster.metadata_store import PartitionState
+from odradek.cluster.metadata.store import PartitionState
 from odradek.config import TOPIC_CONFIGS
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.topic_partition import TopicPartition

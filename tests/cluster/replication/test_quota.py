@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from odradek.clock import ManualClock
-from odradek.cluster.quota import ReplicationQuota, ReplicationQuotas, ThrottledPartitions
+from odradek.cluster.replication.quota import (
+    ReplicationQuota,
+    ReplicationQuotas,
+    ThrottledPartitions,
+)
 
 
 def test_the_rate_is_bytes_over_the_window_at_least_all_but_one_sample_long() -> None:
