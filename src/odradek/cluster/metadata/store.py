@@ -105,6 +105,10 @@ class PartitionState:
     isr: tuple[int, ...]
     controller_epoch: int
     version: int = 0
+    # ZooKeeper's transaction id of the write that made this state (the znode's mzxid), where
+    # the reader knows it; -1 otherwise. Set by the controller's reads, so that it can tell ISR
+    # members that registered again since (broker epochs are registration zxids).
+    written_zxid: int = field(default=-1, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

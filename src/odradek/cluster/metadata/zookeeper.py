@@ -229,7 +229,7 @@ def encode_partition_state(state: PartitionState) -> bytes:
     )
 
 
-def decode_partition_state(data: bytes, version: int) -> PartitionState:
+def decode_partition_state(data: bytes, version: int, written_zxid: int = -1) -> PartitionState:
     state = json.loads(data)
     return PartitionState(
         state["leader"],
@@ -237,6 +237,7 @@ def decode_partition_state(data: bytes, version: int) -> PartitionState:
         tuple(state["isr"]),
         state["controller_epoch"],
         version,
+        written_zxid,
     )
 
 
@@ -813,7 +814,7 @@ class ZooKeeperMetadataStore:
             data, stat = self._call(self.zk.get, partition_state_path(topic, partition))
         except NoNodeError:
             return None
-        return decode_partition_state(data, stat.version)
+        return decode_partition_state(data, stat.version, stat.mzxid)
 
     async def controller_epoch(self) -> tuple[int, int] | None:
         """``/controller_epoch`` as (epoch, znode version); None before the first election."""
