@@ -28,6 +28,7 @@ from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
 from odradek.server.acceptor import Acceptor
 from odradek.server.connection import Connection
+from odradek.server.connection_quotas import ConnectionQuotas
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.memory_pool import MemoryPool
 from odradek.server.purgatory import Purgatory
@@ -76,6 +77,9 @@ class Broker:
         self._open: set[Connection] = set()
         # queued.max.request.bytes: what all connections together may hold of unhandled requests.
         self.request_memory = MemoryPool(config.get_int("queued.max.request.bytes"))
+        self.connection_quotas = ConnectionQuotas.from_config(
+            self.clock, config, [spec.name for spec in config.listener_specs()]
+        )
         self._housekeeping: asyncio.Task[None] | None = None
         self.cleaner: LogCleaner | None = None
         self._next_retention_ms = 0
@@ -244,6 +248,8 @@ class Broker:
                 listener.spec.port,
                 self._connection_factory(listener),
                 self._accept_failed,
+                self.connection_quotas,
+                listener.name,
             )
             self._servers.append(server)
             sockname = server.sockets[0].getsockname()
@@ -340,6 +346,7 @@ class Broker:
         finally:
             self._connections.discard(task)
             self._open.discard(connection)
+            self.connection_quotas.closed(connection.listener.name, connection.peer_address)
             if self.counters is not None:
                 self.counters.connection_ended(connection.listener.name)
 
