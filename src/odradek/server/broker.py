@@ -23,6 +23,7 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer
+from odradek.quotas.manager import ClientQuotas
 from odradek.security.authorizer import Authorizer
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
@@ -202,6 +203,7 @@ class Broker:
                 self.config.get_int("min.incremental.fetch.session.eviction.ms"),
             ),
             authorizer=self._authorizer(self.store),
+            quotas=await self._client_quotas(self.store),
         )
         self._start_metrics()
         for listener, server in zip(listeners, self._servers, strict=True):
@@ -315,6 +317,16 @@ class Broker:
         if authorizer is not None:
             store.add_listener(asyncio.get_running_loop(), authorizer.on_change)
         return authorizer
+
+    async def _client_quotas(self, store: MetadataStore) -> ClientQuotas:
+        """The client quotas the store holds, followed as they change (on every broker)."""
+        quotas = ClientQuotas(
+            self.clock,
+            samples=self.config.get_int("quota.window.num"),
+            sample_ms=self.config.get_int("quota.window.size.seconds") * 1000,
+        )
+        await quotas.follow(store)
+        return quotas
 
     def _start_metrics(self) -> None:
         listener = self.config.metrics_listener
