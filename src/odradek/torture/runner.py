@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import re
 import shutil
 import signal
 import subprocess
@@ -284,6 +285,7 @@ class Campaign:
 
     def run(self) -> Report:
         started = time.monotonic()
+        finished = False
         try:
             self.say("plan:")
             for fault in self.plan:
@@ -294,15 +296,25 @@ class Campaign:
             self._heal_all()
             self._finish_workload()
             self._note_disk_use()
+            finished = True
         finally:
             recorded = History.read(self.history_path).ops() if self.history_path.exists() else ()
             self._cleanup()
             self.report.wall_s = time.monotonic() - started
-        ops = sorted((*recorded, *self.nemesis_history.ops()), key=op_time)
-        self.report.history = History(ops)
-        self.report.broker_logs = {b: "".join(runs) for b, runs in self.broker_logs.items()}
-        if self.options.history_path is not None:
-            self.report.write(self.options.history_path)
+            ops = sorted((*recorded, *self.nemesis_history.ops()), key=op_time)
+            self.report.history = History(ops)
+            self.report.broker_logs = {b: "".join(runs) for b, runs in self.broker_logs.items()}
+            # Kept also when the campaign stopped short: what happened until then.
+            if self.options.history_path is not None:
+                try:
+                    written = self.report.write(self.options.history_path)
+                    if not finished:
+                        self.say(
+                            "the history so far and the brokers' logs: "
+                            + ", ".join(str(p) for p in written)
+                        )
+                except OSError as e:
+                    self.say(f"could not write the history: {e}")
         self.say(f"checking {len(ops)} operations")
         self.report.summary = summarize(ops)
         self.report.violations = check(ops)
@@ -555,8 +567,11 @@ class Campaign:
 
     def _fill_disk(self, fault: schedule.Fault) -> None:
         """Fill the broker's log dir to ENOSPC for the fault's duration, then free it."""
+        assert self.cluster is not None
         broker = fault.brokers[0]
         disk = self.disks[broker]
+        process = self.cluster.brokers[broker]
+        seen = len(process.output)
         ballast = disk.fill()
         detail = (
             f"{fault.describe()}: {ballast / 2**20:.1f} MiB of ballast, "
@@ -569,7 +584,9 @@ class Campaign:
             self._hold(fault.duration, tick=disk.fill)  # what the broker freed is taken again
         finally:
             disk.free()
-        self._record("end", fault, f"{fault.describe()}: ballast removed")
+        said = errors_logged(process.output[seen:])
+        self.report.notes.append(f"full-disk: broker {broker} logged {said}")
+        self._record("end", fault, f"{fault.describe()}: ballast removed; broker logged {said}")
 
     def _note_disk_use(self) -> None:
         used = ", ".join(
@@ -626,6 +643,23 @@ class Campaign:
         from odradek.testing import wait_until
 
         wait_until(condition, timeout_s, interval_s=0.5, what=what)
+
+
+_LOG_LEVEL = re.compile(r" (ERROR|WARNING|CRITICAL) (.*)")
+_ADDRESS = re.compile(r"\d+\.\d+\.\d+\.\d+(:\d+)?")
+
+
+def errors_logged(lines: list[str]) -> str:
+    """What a broker's log lines hold of errors, in short: how many name ENOSPC, and each
+    distinct error or warning (addresses and numbers elided) with its count."""
+    enospc = sum("No space left on device" in line for line in lines)
+    kinds: Counter[str] = Counter()
+    for line in lines:
+        found = _LOG_LEVEL.search(line)
+        if found:
+            kinds[_ADDRESS.sub("<address>", f"{found[1]} {found[2]}")] += 1
+    listed = "; ".join(f"{n}x {kind}" for kind, n in kinds.most_common(5))
+    return f"{enospc} lines naming ENOSPC" + (f", {listed}" if listed else ", no error")
 
 
 def run_campaign(options: Options, out: TextIO) -> Report:
