@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -64,9 +65,10 @@ def test_a_short_campaign_finds_no_violation(seed: int, tmp_path: Path) -> None:
 
 class _InterruptedCampaign(Campaign):
     """A broker dies unbidden (kill -9 from outside the plan) and is found and started again;
-    then Ctrl-C."""
+    then Ctrl-C while a link is slow and a log dir full."""
 
     revived = False
+    delayer: subprocess.Popen[str] | None = None
 
     def _nemesis(self) -> None:
         assert self.clients is not None and self.clients.alive()
@@ -79,6 +81,9 @@ class _InterruptedCampaign(Campaign):
         self._hold(1)
         self._revive()
         self.revived = self.cluster.is_running(2)
+        self.network.slow(1, 100, max_s=60)
+        self.delayer = self.network.delayers[1]
+        self.disks[3].fill()
         raise KeyboardInterrupt
 
 
@@ -93,6 +98,7 @@ def test_a_broker_that_dies_is_started_again_and_an_interrupted_campaign_removes
     assert campaign.broker_logs[2][0].splitlines()[-1] in death  # the end of its log
     # Everything it made is gone: network, delayers, mounts, files, processes.
     assert campaign.network.leftovers() == []
+    assert campaign.delayer is not None and campaign.delayer.poll() is not None
     assert not any(disk.is_mounted() for disk in campaign.disks.values())
     assert not campaign.directory.exists()
     assert campaign.cluster is not None and campaign.zookeeper is not None

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from odradek.torture.disk import BALLAST, BoundedDisk, DiskError
+from odradek.torture.disk import BALLAST, BoundedDisk, DiskError, remove_stale
 
 SIZE = 4 << 20
 
@@ -74,3 +76,19 @@ def test_a_file_still_open_does_not_keep_the_filesystem(disk: BoundedDisk) -> No
 def test_only_a_mounted_disk_is_filled(tmp_path: Path) -> None:
     with pytest.raises(DiskError):
         BoundedDisk(tmp_path, SIZE).fill()
+
+
+def test_a_killed_campaigns_filesystems_are_removed_and_no_others(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a process id no process has now
+    left = BoundedDisk(tmp_path / "left", SIZE, owner=dead.pid).mount()
+    running = BoundedDisk(tmp_path / "running", SIZE).mount()  # this process's: alive
+    try:
+        left.fill()
+        assert left.path in remove_stale()  # (and any other killed campaign's)
+        assert not left.is_mounted()
+        assert running.is_mounted()
+    finally:
+        running.unmount()
+        if left.is_mounted():
+            left.unmount()

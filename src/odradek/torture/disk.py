@@ -10,7 +10,9 @@ it is touched. The mount is made in the campaign's own mount namespace before th
 not a partition directory), reserved with ``posix_fallocate`` and then written to until ENOSPC
 (the broker may free or take space meanwhile); :meth:`BoundedDisk.free` removes it;
 :meth:`BoundedDisk.unmount` removes the filesystem and everything on it (lazily when a process
-still holds a file there: the memory goes once it lets go).
+still holds a file there: the memory goes once it lets go). A campaign killed before it could
+unmount leaves its filesystems (and their memory) behind: :func:`remove_stale`, which the next
+campaign runs first, unmounts those whose campaign's process is gone.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from pathlib import Path
 
 BALLAST = "torture-ballast"
 _CHUNK = 1 << 16
+# A campaign's filesystems are named for its process, so that one killed before it could remove
+# them (kill -9: its memory stays taken) is told apart from one still running.
+SOURCE_PREFIX = "odradek-torture-"
 
 
 class DiskError(RuntimeError):
@@ -37,23 +42,18 @@ class BoundedDisk:
     """A ``size``-byte tmpfs at ``path``; see the module doc. Not thread-safe: the runner's
     thread only."""
 
-    def __init__(self, path: Path, size: int) -> None:
+    def __init__(self, path: Path, size: int, owner: int | None = None) -> None:
         self.path = path
         self.size = size
+        self.owner = os.getpid() if owner is None else owner  # the campaign's process
         self.ballast = path / BALLAST
         self.mounted = False
 
     def mount(self) -> BoundedDisk:
         self.path.mkdir(parents=True, exist_ok=True)
-        result = _run(
-            "mount",
-            "-t",
-            "tmpfs",
-            "-o",
-            f"size={self.size},mode=0755",
-            "odradek-torture",
-            str(self.path),
-        )
+        source = f"{SOURCE_PREFIX}{self.owner}"
+        options = f"size={self.size},mode=0755"
+        result = _run("mount", "-t", "tmpfs", "-o", options, source, str(self.path))
         if result.returncode != 0:
             raise DiskError(f"mount a tmpfs at {self.path}: {result.stderr.strip()}")
         self.mounted = True
@@ -107,3 +107,32 @@ class BoundedDisk:
     def is_mounted(self) -> bool:
         """Whether a filesystem is mounted at the path now (asks the kernel)."""
         return os.path.ismount(self.path)
+
+
+def remove_stale() -> list[Path]:
+    """Unmount every campaign filesystem whose campaign's process is gone (it was killed before
+    it could); the mount points unmounted."""
+    removed = []
+    with open("/proc/self/mounts") as mounts:
+        entries = [line.split() for line in mounts]
+    for source, target, kind, *_ in entries:
+        owner = source.removeprefix(SOURCE_PREFIX)
+        if kind != "tmpfs" or owner == source or not owner.isdigit():
+            continue
+        if _alive(int(owner)):
+            continue
+        # /proc/mounts writes a space in a path as \040.
+        path = Path(target.replace("\\040", " "))
+        if _run("umount", "--lazy", str(path)).returncode == 0:
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -46,7 +46,7 @@ from odradek.storage.formats import RECOVERY_POINT_CHECKPOINT
 from odradek.torture import schedule
 from odradek.torture.checker import Summary, Violation, check, summarize
 from odradek.torture.clients import ClientsError, ClientsProcess
-from odradek.torture.disk import BoundedDisk, DiskError
+from odradek.torture.disk import BoundedDisk, DiskError, remove_stale
 from odradek.torture.history import History, Nemesis, op_time
 from odradek.torture.network import Network, NetworkError
 from odradek.torture.workload import TOPICS
@@ -178,6 +178,8 @@ class Campaign:
         from odradek.testing import RunningCluster, ZooKeeperServer
 
         self.network.create()
+        for stale in remove_stale():
+            self.say(f"removed {stale}, left mounted by a campaign that was killed")
         for disk in self.disks.values():
             disk.mount()
         self.zookeeper = ZooKeeperServer(
