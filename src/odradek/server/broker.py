@@ -240,7 +240,7 @@ class Broker:
             return None if text is None else ScramCredential.from_kafka(text)
 
         listeners = [
-            Listener.from_config(self.config, spec, scram_lookup)
+            Listener.from_config(self.config, spec, scram_lookup, self.clock)
             for spec in self.config.listener_specs()
         ]
         advertised = self.config.advertised_specs()
