@@ -24,10 +24,10 @@ from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer
 from odradek.quotas.manager import ClientQuotas
-from odradek.security.authorizer import Authorizer
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
 from odradek.server.acceptor import Acceptor
+from odradek.server.authorizer import Authorizer
 from odradek.server.connection import Connection
 from odradek.server.connection_quotas import ConnectionQuotas
 from odradek.server.fetch_sessions import FetchSessionCache
