@@ -747,7 +747,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _client_config_check,
             read_only=True,
         ),
-        # A cluster's metadata store (odradek.cluster.metadata.zookeeper); unset: the single
+        # A cluster's metadata store (odradek.cluster.metadata.zookeeper.store); unset: the single
         # broker's file.
         ConfigDef(
             "zookeeper.connect",

@@ -7,7 +7,7 @@ import json
 
 from kazoo.client import KazooClient
 
-from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore
+from odradek.cluster.metadata.zookeeper.store import ZooKeeperMetadataStore
 from odradek.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, make_credential
 from tests.cluster.metadata.test_store import Engine, engine  # noqa: F401 (fixture)
 

@@ -15,7 +15,7 @@ from odradek.cluster.metadata.listener_view import ListenerClusterView
 from odradek.cluster.metadata.producer_ids import ProducerIdManager
 from odradek.cluster.metadata.store import LocalMetadataStore, MetadataStore
 from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView, LocalClusterView
-from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore
+from odradek.cluster.metadata.zookeeper.store import ZooKeeperMetadataStore
 from odradek.cluster.node import ClusterNode
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig

@@ -22,9 +22,9 @@ from odradek.client.data import TopicPartition
 from odradek.clock import ManualClock
 from odradek.cluster.controller.runtime import ControllerRuntime
 from odradek.cluster.controller.state import NO_LEADER, ElectionResult
-from odradek.cluster.metadata.membership import BrokerMembership, BrokerRegistration
 from odradek.cluster.metadata.store import PartitionState, TopicMetadata
-from odradek.cluster.metadata.zookeeper import (
+from odradek.cluster.metadata.zookeeper.membership import BrokerMembership, BrokerRegistration
+from odradek.cluster.metadata.zookeeper.store import (
     CONTROLLER_EPOCH_PATH,
     ZooKeeperMetadataStore,
     ZooKeeperSession,

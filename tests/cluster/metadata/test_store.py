@@ -21,7 +21,7 @@ from odradek.cluster.metadata.store import (
     StaleVersionError,
     TopicMetadata,
 )
-from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
+from odradek.cluster.metadata.zookeeper.store import ZooKeeperMetadataStore, ZooKeeperSession
 from odradek.quotas.entities import CLIENT_ID, USER
 from odradek.security.acl import (
     AccessControlEntry,

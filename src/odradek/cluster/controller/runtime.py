@@ -1,18 +1,18 @@
 """The controller's shell: drives :class:`~odradek.cluster.controller.state.ControllerState` with
 ZooKeeper, in every broker of a ZooKeeper cluster, active only while this broker is the controller.
 
-What it reads and writes (Kafka's ZooKeeper layout, see ``cluster/metadata/zookeeper.py`` and
-``cluster/metadata/membership.py``): ``/brokers/ids/<id>`` (live brokers, their racks, and the
-znode's creation zxid as the broker epoch), ``/controller_epoch`` (its value is the controller's
-epoch, its znode version fences every write), the topics under ``/brokers/topics`` and
+What it reads and writes (Kafka's ZooKeeper layout, see ``cluster/metadata/zookeeper/store.py`` and
+``cluster/metadata/zookeeper/membership.py``): ``/brokers/ids/<id>`` (live brokers, their racks,
+and the znode's creation zxid as the broker epoch), ``/controller_epoch`` (its value is the
+controller's epoch, its znode version fences every write), the topics under ``/brokers/topics`` and
 ``/config/topics`` through the metadata store's cache, and the partition-state znodes, which it
 alone creates and moves (leaders only change their ISR, and it reads those changes back).
 
 Becoming controller (``/controller`` holds this broker's id with a new epoch): read the live
 brokers, every topic and partition state, build ``ControllerState.elected`` and apply the writes
 it answers. While active, each fact is an event: broker registrations appearing or going
-(:class:`~odradek.cluster.metadata.membership.MembershipChange`), the store's notifications
-(``topics``: re-read the store's cache and diff it against what the controller knows;
+(:class:`~odradek.cluster.metadata.zookeeper.membership.MembershipChange`), the store's
+notifications (``topics``: re-read the store's cache and diff it against what the controller knows;
 ``partition_state``: read the znode and hand it to ``state_read``), the automatic preferred-leader
 rebalance on the injected clock, and the calls :meth:`ControllerRuntime.elect_preferred`,
 :meth:`ControllerRuntime.elect_unclean`, :meth:`ControllerRuntime.alter_reassignments` and
@@ -68,18 +68,18 @@ from odradek.cluster.controller.state import (
     Reassignment,
     ReassignmentResult,
 )
-from odradek.cluster.metadata.membership import (
-    BrokerMembership,
-    BrokerRegistration,
-    MembershipChange,
-)
 from odradek.cluster.metadata.store import (
     MetadataChange,
     PartitionState,
     StaleVersionError,
     TopicMetadata,
 )
-from odradek.cluster.metadata.zookeeper import (
+from odradek.cluster.metadata.zookeeper.membership import (
+    BrokerMembership,
+    BrokerRegistration,
+    MembershipChange,
+)
+from odradek.cluster.metadata.zookeeper.store import (
     ADMIN_REASSIGN_PATH,
     ControllerMovedError,
     ZooKeeperMetadataStore,

@@ -8,8 +8,8 @@ producer-id blocks (Kafka's
 ``/latest_producer_id_block``); each partition's state (leader, leader epoch, ISR, controller
 epoch) read and written with a versioned compare-and-set; and change notifications, delivered on
 the broker's event loop. Two engines implement it: :class:`LocalMetadataStore` here (one JSON
-file, a single broker) and ``odradek.cluster.metadata.zookeeper.ZooKeeperMetadataStore`` (Kafka's
-ZooKeeper layout, a cluster).
+file, a single broker) and ``odradek.cluster.metadata.zookeeper.store.ZooKeeperMetadataStore``
+(Kafka's ZooKeeper layout, a cluster).
 
 File format of the local store: ``odradek-metadata.json`` in the first log dir, a JSON object
 ``{"version": 2, "cluster_id": str, "next_producer_id_block": int, "topics": {name: {"id": uuid,

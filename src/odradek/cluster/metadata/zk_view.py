@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from odradek.cluster.metadata.membership import BrokerMembership, BrokerRegistration
 from odradek.cluster.metadata.store import PartitionState
 from odradek.cluster.metadata.view import (
     CONSUMER_OFFSETS,
@@ -26,7 +25,8 @@ from odradek.cluster.metadata.view import (
     PartitionInfo,
     leader_endpoint,
 )
-from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore
+from odradek.cluster.metadata.zookeeper.membership import BrokerMembership, BrokerRegistration
+from odradek.cluster.metadata.zookeeper.store import ZooKeeperMetadataStore
 
 log = logging.getLogger(__name__)
 

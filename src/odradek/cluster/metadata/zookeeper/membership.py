@@ -42,7 +42,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.metadata.store import MetadataStoreError
-from odradek.cluster.metadata.zookeeper import (
+from odradek.cluster.metadata.zookeeper.store import (
     BROKER_IDS_PATH,
     CONTROLLER_EPOCH_PATH,
     ZooKeeperSession,

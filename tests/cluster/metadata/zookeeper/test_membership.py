@@ -12,13 +12,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from odradek.clock import ManualClock
-from odradek.cluster.metadata.membership import (
+from odradek.cluster.metadata.zookeeper.membership import (
     BrokerMembership,
     BrokerRegistration,
     DuplicateBrokerIdError,
     MembershipChange,
 )
-from odradek.cluster.metadata.zookeeper import ZooKeeperSession
+from odradek.cluster.metadata.zookeeper.store import ZooKeeperSession
 from odradek.testing import wait_until
 
 SESSION_TIMEOUT_MS = 4000

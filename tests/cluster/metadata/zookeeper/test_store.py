@@ -19,7 +19,7 @@ from odradek.cluster.metadata.store import (
     StaleVersionError,
     TopicMetadata,
 )
-from odradek.cluster.metadata.zookeeper import (
+from odradek.cluster.metadata.zookeeper.store import (
     CONTROLLER_EPOCH_PATH,
     DELETE_TOPICS_PATH,
     ControllerMovedError,
