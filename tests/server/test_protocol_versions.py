@@ -155,6 +155,16 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
         ]
     },
     61: lambda _: {"topics": [{"name": TOPIC, "partition_indexes": [0, 1]}]},
+    48: lambda _: {"components": [], "strict": False},
+    49: lambda name: {
+        "entries": [
+            {
+                "entity": [{"entity_type": "client-id", "entity_name": name}],
+                "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}],
+            }
+        ],
+        "validate_only": True,
+    },
     50: lambda _: {"users": None},
     51: lambda name: {
         "deletions": [],

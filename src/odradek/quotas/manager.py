@@ -40,6 +40,8 @@ from odradek.rate import WindowedRate
 
 log = logging.getLogger(__name__)
 
+_RESOLVED_MAX = 100_000
+
 # (user, client id) of the group a quota is measured for; "" where the quota does not tell.
 Group = tuple[str, str]
 
@@ -69,6 +71,9 @@ class ClientQuotaManager:
         self._sample_ms = sample_ms
         self._quotas: dict[QuotaEntity, float] = {}
         self._rates: dict[Group, WindowedRate] = {}
+        # (user, client id) → what quota_for answers, until the quotas change: a Produce at
+        # the ceiling must not build eight entity keys to find its quota.
+        self._resolved: dict[tuple[str, str], tuple[float, Group] | None] = {}
         self._next_prune_ms = clock.monotonic_ms() + samples * sample_ms
 
     @property
@@ -84,6 +89,7 @@ class ClientQuotaManager:
             if value is not None:
                 quotas[quota_entity] = value
         self._quotas = quotas
+        self._resolved = {}
 
     def quota_for(self, user: str, client_id: str) -> tuple[float, Group] | None:
         """The quota that applies to (user, client id) and the group it is measured for."""
@@ -109,7 +115,13 @@ class ClientQuotaManager:
         at most the window's length."""
         if not self._quotas:
             return 0
-        found = self.quota_for(user, client_id)
+        key = (user, client_id)
+        try:
+            found = self._resolved[key]
+        except KeyError:
+            if len(self._resolved) > _RESOLVED_MAX:
+                self._resolved = {}
+            found = self._resolved[key] = self.quota_for(user, client_id)
         if found is None:
             return 0
         bound, group = found
