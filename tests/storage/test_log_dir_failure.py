@@ -223,3 +223,33 @@ def test_a_dir_that_cannot_be_opened_is_offline_and_the_others_open(
     nothing = LogManager([full], clock)
     with pytest.raises(KafkaStorageError, match="every log dir is offline"):
         nothing.open(lambda topic: CONFIG)
+
+
+def test_no_log_is_created_afresh_for_a_partition_in_a_dir_offline_since_open(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full, healthy = two_dirs(tmp_path)
+    manager, a, _ = open_two(tmp_path, clock)
+    append(a, make_batch(1))
+    manager.close()
+    real_read = manager_module.read_checkpoint
+
+    def read(path: Path) -> dict[tuple[str, int], int]:
+        if path.parent == full:
+            raise OSError(errno.EIO, "Input/output error")
+        return real_read(path)
+
+    with monkeypatch.context() as failing:
+        failing.setattr(manager_module, "read_checkpoint", read)
+        manager = LogManager([full, healthy], clock)
+        manager.open(lambda topic: CONFIG)
+    with pytest.raises(KafkaStorageError):
+        manager.create("a", 0, CONFIG)
+    assert manager.create("new", 0, CONFIG).directory.parent == healthy
+    manager.close()
+
+    manager, a, _ = open_two(tmp_path, clock)  # the dir is healthy again: a-0 is back
+    try:
+        assert [h.base_offset for h in read_all(a)] == [0]
+    finally:
+        manager.close()

@@ -46,6 +46,7 @@ from odradek.cluster.metadata.store import MetadataChange
 from odradek.cluster.metadata.zk_view import ZooKeeperClusterView
 from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
 from odradek.cluster.replication.fetcher import FetcherConfig
+from odradek.cluster.replication.partition import Partition
 from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS, ReplicationQuotas
 from odradek.cluster.replication.replica_manager import ReplicaManager
 from odradek.cluster.topics import TopicManager
@@ -240,6 +241,14 @@ class ClusterNode:
             hosted = topics.partition(change.topic, change.partition)
             if hosted is not None and state is not None:
                 self.replicas.apply(hosted, state)
+
+    def log_dir_failed(self, partitions: list[Partition]) -> None:
+        """``partitions`` are in a log dir that went offline: they neither lead nor follow
+        from now on (the replica manager leaves offline logs alone)."""
+        if self._replicas is None:
+            return
+        for partition in partitions:
+            self._replicas.log_dir_failed(partition)
 
     def _spawn(self, coroutine: object) -> None:
         task = asyncio.ensure_future(coroutine)  # type: ignore[call-overload]

@@ -129,6 +129,10 @@ class LogManager:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = list(log_dirs)
         self.failures = failures or LogDirFailureChannel()
+        # Partitions found in dirs that failed at open (None: a dir that could not even be
+        # listed): creating their logs afresh elsewhere would hide their data, and give the
+        # partition two logs once the dir is back (Kafka refuses it too).
+        self._stranded: set[tuple[str, int]] | None = set()
         self._clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._next_dir = 0
@@ -155,6 +159,7 @@ class LogManager:
                 self.failures.mark_offline(log_dir, e)
                 for partition_log in opened.values():
                     partition_log.close()
+                self._note_stranded(log_dir)
                 continue
             self._logs.update(opened)
         if not self.online_dirs():
@@ -165,6 +170,15 @@ class LogManager:
             # end: a partition created under that name, or appends past that end, must not
             # inherit it if the broker crashes again before the next periodic checkpoint.
             self.checkpoint()
+
+    def _note_stranded(self, log_dir: Path) -> None:
+        try:
+            names = [entry.name for entry in log_dir.iterdir()]
+        except OSError:
+            self._stranded = None
+            return
+        if self._stranded is not None:
+            self._stranded.update(p for p in map(parse_partition_dir_name, names) if p)
 
     def _open_dir(
         self,
@@ -260,6 +274,11 @@ class LogManager:
         online = self.online_dirs()
         if not online:
             raise KafkaStorageError(self.log_dirs[0], f"{topic}-{partition}: no log dir is online")
+        if self._stranded is None or (topic, partition) in self._stranded:
+            raise KafkaStorageError(
+                self.log_dirs[0],
+                f"cannot create a log for {topic}-{partition}: it may be in an offline log dir",
+            )
         log_dir = online[self._next_dir % len(online)]
         self._next_dir += 1
         try:
