@@ -55,6 +55,7 @@ from odradek.protocol import controlled_shutdown as shutdown_protocol
 from odradek.security.inter_broker import inter_broker_security
 from odradek.stopping import stop_step
 from odradek.storage import LogManager
+from odradek.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -244,11 +245,25 @@ class ClusterNode:
 
     def log_dir_failed(self, partitions: list[Partition]) -> None:
         """``partitions`` are in a log dir that went offline: they neither lead nor follow
-        from now on (the replica manager leaves offline logs alone)."""
-        if self._replicas is None:
+        from now on (the replica manager leaves offline logs alone), and the controller hears
+        of it, to move their leaderships to replicas elsewhere (Kafka's log dir event)."""
+        if self._replicas is None or self._store is None:
             return
         for partition in partitions:
             self._replicas.log_dir_failed(partition)
+        self._spawn(
+            self._notify_log_dir_failure([TopicPartition(p.topic, p.index) for p in partitions])
+        )
+
+    async def _notify_log_dir_failure(self, partitions: list[TopicPartition]) -> None:
+        try:
+            await self.store.notify_log_dir_failure(self.node_id, partitions)
+        except Exception as e:
+            log.error(
+                "could not tell the controller of the failed log dir (%d partitions): %r",
+                len(partitions),
+                e,
+            )
 
     def _spawn(self, coroutine: object) -> None:
         task = asyncio.ensure_future(coroutine)  # type: ignore[call-overload]
