@@ -253,3 +253,16 @@ def test_no_log_is_created_afresh_for_a_partition_in_a_dir_offline_since_open(
         assert [h.base_offset for h in read_all(a)] == [0]
     finally:
         manager.close()
+
+
+def test_deleting_a_partition_of_an_offline_dir_leaves_its_files_for_after_the_restart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    full, _ = two_dirs(tmp_path)
+    manager, a, _ = open_two(tmp_path, clock)
+    append(a, make_batch(1))
+    manager.failures.mark_offline(full, "a test")
+    manager.delete("a", 0)
+    assert manager.get("a", 0) is None and a.closed
+    assert (full / "a-0").is_dir()
+    manager.close()

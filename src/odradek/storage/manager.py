@@ -300,8 +300,14 @@ class LogManager:
 
     def delete(self, topic: str, partition: int) -> None:
         partition_log = self._logs.pop((topic, partition), None)
-        if partition_log is not None:
-            partition_log.delete()
+        if partition_log is None:
+            return
+        if partition_log.offline:
+            # Nothing is removed from a failed dir: a broker that finds the directory there
+            # after a restart removes it as a partition it no longer hosts.
+            partition_log.close()
+            return
+        partition_log.delete()
 
     def all_logs(self) -> list[PartitionLog]:
         return list(self._logs.values())

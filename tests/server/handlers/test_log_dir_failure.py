@@ -16,7 +16,7 @@ from tests.server.conftest import LIST_OFFSETS, METADATA, PRODUCE, PRODUCE_VERSI
 from .conftest import HandlerCaller
 from .test_produce_fetch import _fetch
 
-DESCRIBE_LOG_DIRS = 35
+OFFSET_FOR_LEADER_EPOCH, DESCRIBE_LOG_DIRS = 23, 35
 
 
 def _produce_code(handlers: HandlerCaller, topic: str, acks: int = 1) -> ErrorCode:
@@ -69,6 +69,18 @@ def test_a_full_disk_answers_kafka_storage_error_and_describe_log_dirs_shows_it(
     assert _fetch(handlers, "filled", 0).error_code == ErrorCode.kafka_storage_error
     assert _fetch(handlers, "filled", 1).error_code == ErrorCode.kafka_storage_error
     assert _list_offsets_code(handlers, "filled") == ErrorCode.kafka_storage_error
+    epoch = handlers.call(
+        OFFSET_FOR_LEADER_EPOCH,
+        4,
+        replica_id=-1,
+        topics=[
+            {
+                "topic": "filled",
+                "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}],
+            }
+        ],
+    )
+    assert epoch.topics[0].partitions[0].error_code == ErrorCode.kafka_storage_error
 
     (described,) = handlers.call(DESCRIBE_LOG_DIRS, 4, topics=None).results
     assert described.error_code == ErrorCode.kafka_storage_error

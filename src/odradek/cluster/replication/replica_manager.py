@@ -117,9 +117,15 @@ class ReplicaManager:
             self.apply(partition, state)
 
     def log_dir_failed(self, partition: Partition) -> None:
-        """The partition's log dir went offline (KIP-112): it stops fetching from its leader;
+        """The partition's log dir went offline (KIP-112): it stops fetching from its leader,
+        the leadership listeners hear it leads no more (a coordinator unloads its groups), and
         :meth:`apply` leaves it without a role from now on."""
         self._unfollow((partition.topic, partition.index))
+        for listener in self.leadership_listeners:
+            try:
+                listener(partition, False)
+            except Exception:
+                log.exception("%s: a leadership listener failed", partition.name)
 
     def apply(self, partition: Partition, state: PartitionState) -> None:
         tp = (partition.topic, partition.index)
