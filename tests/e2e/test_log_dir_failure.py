@@ -168,3 +168,13 @@ def test_a_full_log_dir_answers_storage_errors_and_loses_nothing_acknowledged(
     finally:
         if broker.process is not None and broker.process.poll() is None:
             broker.kill()
+
+
+def test_a_broker_whose_every_log_dir_fails_at_start_says_so_and_exits(tmp_path: Path) -> None:
+    # A checkpoint that cannot be read (here: a directory where the file should be) is an I/O
+    # error of the dir, as EIO would be.
+    (tmp_path / "data" / "recovery-point-offset-checkpoint").mkdir(parents=True)
+    with pytest.raises(RuntimeError, match="exited before listening") as failed:
+        BrokerProcess(tmp_path / "data").start()
+    assert "cannot start: every log dir is offline" in str(failed.value)
+    assert "Traceback" not in str(failed.value)
