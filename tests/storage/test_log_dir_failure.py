@@ -266,3 +266,32 @@ def test_deleting_a_partition_of_an_offline_dir_leaves_its_files_for_after_the_r
     assert manager.get("a", 0) is None and a.closed
     assert (full / "a-0").is_dir()
     manager.close()
+
+
+def test_an_fsync_failing_at_a_clean_stop_leaves_that_dir_to_recovery(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full, healthy = two_dirs(tmp_path)
+    manager, a, b = open_two(tmp_path, clock)
+    append(a, make_batch(2))
+    append(b, make_batch(2))
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(full)):
+            raise OSError(errno.EIO, "Input/output error")
+        real_fsync(fd)
+
+    with monkeypatch.context() as failing:
+        failing.setattr(os, "fsync", fsync)
+        manager.close()
+    assert manager.online_dirs() == [healthy]
+    assert not (full / CLEAN_SHUTDOWN_MARKER).exists()
+    assert (healthy / CLEAN_SHUTDOWN_MARKER).exists()
+
+    manager, a, b = open_two(tmp_path, clock)
+    try:
+        assert [h.base_offset for h in read_all(a)] == [0]
+        assert [h.base_offset for h in read_all(b)] == [0]
+    finally:
+        manager.close()
