@@ -235,6 +235,7 @@ class ReplicaManager:
                     partition is not None
                     and state.leader not in (NO_LEADER, self.local_id)
                     and tp not in self._following
+                    and not partition.log.offline
                 ):
                     self._follow(partition, state.leader)
             for leader_id, fetcher in list(self._fetchers.items()):
