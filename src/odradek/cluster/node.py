@@ -178,6 +178,7 @@ class ClusterNode:
         await asyncio.to_thread(membership.start, loop, self._membership_changed)
         await view.membership_changed(membership.brokers)
         self._replicas.start()
+        self._notify_offline_at_start(topics, logs)
         await self._read_broker_rates()
         self._quotas_changed(MetadataChange("topics"))
         for topic, index in list(topics.partitions):
@@ -254,6 +255,27 @@ class ClusterNode:
         self._spawn(
             self._notify_log_dir_failure([TopicPartition(p.topic, p.index) for p in partitions])
         )
+
+    def _notify_offline_at_start(self, topics: TopicManager, logs: LogManager) -> None:
+        """Log dirs that failed before the broker registered: the controller hears of their
+        partitions now, as a Kafka broker's first LeaderAndIsr answer tells it: those whose
+        dir failed since they opened, and those assigned here that could not be opened (their
+        log may be in a dir that failed as it opened)."""
+        if len(logs.online_dirs()) == len(logs.log_dirs):
+            return
+        offline = {(p.topic, p.index) for p in topics.partitions.values() if p.log.offline}
+        offline |= {
+            (topic.name, index)
+            for topic in topics.topics()
+            for index in range(topic.partitions)
+            if self.node_id in topic.replicas_of(index)
+            and (topic.name, index) not in topics.partitions
+        }
+        for key in offline:
+            partition = topics.partition(*key)
+            if partition is not None:
+                self.replicas.log_dir_failed(partition)
+        self._spawn(self._notify_log_dir_failure([TopicPartition(*k) for k in sorted(offline)]))
 
     async def _notify_log_dir_failure(self, partitions: list[TopicPartition]) -> None:
         try:

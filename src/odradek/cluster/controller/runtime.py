@@ -598,7 +598,13 @@ class ControllerRuntime:
     async def _read_log_dir_failures(self) -> None:
         """Act on the log dir failures brokers reported (KIP-112): their replicas in the failed
         dirs go offline, leaderships move away; each event is deleted once its writes are in."""
-        for name, broker, partitions in await self.store.log_dir_failures():
+        events = await self.store.log_dir_failures()
+        if events:
+            # A broker that failed as it started registered before it wrote the event: the
+            # registration must be known first, or a late "broker came back" would clear
+            # the replicas the event takes offline.
+            await self._brokers_changed(await self.store.registered_brokers())
+        for name, broker, partitions in events:
             controller = self._active()
             known = [tp for tp in partitions if tp.topic in self._topics]
             log.info(
