@@ -23,11 +23,13 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer
+from odradek.quotas.manager import ClientQuotas
 from odradek.security.authorizer import Authorizer
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
 from odradek.server.acceptor import Acceptor
 from odradek.server.connection import Connection
+from odradek.server.connection_quotas import ConnectionQuotas
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.memory_pool import MemoryPool
 from odradek.server.purgatory import Purgatory
@@ -76,6 +78,9 @@ class Broker:
         self._open: set[Connection] = set()
         # queued.max.request.bytes: what all connections together may hold of unhandled requests.
         self.request_memory = MemoryPool(config.get_int("queued.max.request.bytes"))
+        self.connection_quotas = ConnectionQuotas.from_config(
+            self.clock, config, [spec.name for spec in config.listener_specs()]
+        )
         self._housekeeping: asyncio.Task[None] | None = None
         self.cleaner: LogCleaner | None = None
         self._next_retention_ms = 0
@@ -207,6 +212,7 @@ class Broker:
                 self.config.get_int("min.incremental.fetch.session.eviction.ms"),
             ),
             authorizer=self._authorizer(self.store),
+            quotas=await self._client_quotas(self.store),
         )
         self._start_metrics()
         for listener, server in zip(listeners, self._servers, strict=True):
@@ -253,6 +259,8 @@ class Broker:
                 listener.spec.port,
                 self._connection_factory(listener),
                 self._accept_failed,
+                self.connection_quotas,
+                listener.name,
             )
             self._servers.append(server)
             sockname = server.sockets[0].getsockname()
@@ -319,6 +327,16 @@ class Broker:
             store.add_listener(asyncio.get_running_loop(), authorizer.on_change)
         return authorizer
 
+    async def _client_quotas(self, store: MetadataStore) -> ClientQuotas:
+        """The client quotas the store holds, followed as they change (on every broker)."""
+        quotas = ClientQuotas(
+            self.clock,
+            samples=self.config.get_int("quota.window.num"),
+            sample_ms=self.config.get_int("quota.window.size.seconds") * 1000,
+        )
+        await quotas.follow(store)
+        return quotas
+
     def _start_metrics(self) -> None:
         listener = self.config.metrics_listener
         if listener is None or self.counters is None:
@@ -349,6 +367,7 @@ class Broker:
         finally:
             self._connections.discard(task)
             self._open.discard(connection)
+            self.connection_quotas.closed(connection.listener.name, connection.peer_address)
             if self.counters is not None:
                 self.counters.connection_ended(connection.listener.name)
 

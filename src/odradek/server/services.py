@@ -22,6 +22,7 @@ from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
+from odradek.quotas.manager import ClientQuotas
 from odradek.security.authorizer import Authorizer
 from odradek.security.sasl import SaslSession
 from odradek.server.fetch_sessions import FetchSessionCache
@@ -59,6 +60,8 @@ class BrokerServices:
     # Consulted by every handler's checks (server/authorize.py); None, without
     # ``authorizer.class.name``, allows everything.
     authorizer: Authorizer | None = None
+    # Client quotas (producer_byte_rate, consumer_byte_rate, ...); None: nobody is throttled.
+    quotas: ClientQuotas | None = None
 
 
 @dataclass(slots=True)

@@ -514,6 +514,50 @@ def test_a_new_controller_bumps_the_epoch_and_repairs_what_changed_while_none_wa
     check_cache(successor, zk)
 
 
+def test_isr_members_that_registered_again_unseen_are_not_elected() -> None:
+    # The state was written at zxid 500 with ISR (1, 2, 3), leader 1. Brokers 1 and 3 then
+    # restarted while no controller was active (registrations at zxids 610 and 620): their logs
+    # may have lost records, and nobody took them out of the ISR. Broker 2 registered before.
+    written = PartitionState(1, 4, (1, 2, 3), 1, version=7, written_zxid=500)
+    successor, writes = ControllerState.elected(
+        1,
+        ManualClock(),
+        live_brokers=(1, 2, 3),
+        assignments={"t": {0: (1, 2, 3)}},
+        states={T0: written},
+        broker_epochs={1: 610, 2: 100, 3: 620},
+    )
+    zk = Znodes()
+    zk.data[T0] = written
+    zk.apply(successor, writes)
+    assert zk.data[T0] == PartitionState(2, 5, (2,), 2, version=8)
+
+
+def test_a_restarted_member_is_kept_when_no_member_stayed_registered() -> None:
+    # A whole cluster restarted: every member registered after the write. The ISR is still the
+    # best there is (Kafka elects from it), so nothing changes.
+    written = PartitionState(1, 4, (1, 2), 1, version=7, written_zxid=500)
+    _, writes = ControllerState.elected(
+        1,
+        ManualClock(),
+        live_brokers=(1, 2, 3),
+        assignments={"t": {0: (1, 2, 3)}},
+        states={T0: written},
+        broker_epochs={1: 610, 2: 620, 3: 630},
+    )
+    assert writes == []
+    # Registered before the write: in sync as ever.
+    _, writes = ControllerState.elected(
+        1,
+        ManualClock(),
+        live_brokers=(1, 2, 3),
+        assignments={"t": {0: (1, 2, 3)}},
+        states={T0: written},
+        broker_epochs={1: 100, 2: 200, 3: 630},
+    )
+    assert writes == []
+
+
 def test_a_controller_older_than_the_states_it_reads_refuses_to_start() -> None:
     with pytest.raises(KafkaError) as e:
         ControllerState.elected(

@@ -22,6 +22,7 @@ from odradek.cluster.metadata.store import (
     TopicMetadata,
 )
 from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
+from odradek.quotas.entities import CLIENT_ID, USER
 from odradek.security.acl import (
     AccessControlEntry,
     AclOperation,
@@ -186,6 +187,42 @@ def test_changes_are_told_on_the_loop(engine: Engine) -> None:
     written = PartitionState(NODE, 0, (NODE,), 0, 0)
     assert MetadataChange("partition_state", "t", 0, written) in [c for c, _ in seen]
     assert all(on_loop for _, on_loop in seen)
+
+
+def test_client_quotas_are_stored_and_told_to_every_listener(engine: Engine) -> None:
+    store = engine.open()
+    alice = ((USER, "alice"),)
+    pair = ((USER, None), (CLIENT_ID, "app"))
+
+    async def scenario() -> list[MetadataChange]:
+        seen: list[MetadataChange] = []
+        store.add_listener(asyncio.get_running_loop(), seen.append)
+        await store.set_user_configs("alice", {"SCRAM-SHA-256": "credential"})
+        await store.set_quota_configs(alice, {"producer_byte_rate": "1024"})
+        await store.set_quota_configs(pair, {"request_percentage": "12.5"})
+        await store.set_quota_configs(((CLIENT_ID, None),), {"consumer_byte_rate": "10"})
+        await _until(lambda: any(c.kind == "client_quotas" for c in seen))
+        return seen
+
+    asyncio.run(scenario())
+    expected = {
+        alice: {"producer_byte_rate": "1024"},
+        pair: {"request_percentage": "12.5"},
+        ((CLIENT_ID, None),): {"consumer_byte_rate": "10"},
+    }
+    store.close()
+    reopened = engine.open()
+    assert asyncio.run(reopened.quota_configs()) == expected
+
+    async def remove() -> None:
+        await reopened.set_quota_configs(alice, {})
+        await reopened.set_quota_configs(pair, {})
+
+    asyncio.run(remove())
+    assert asyncio.run(reopened.quota_configs()) == {
+        ((CLIENT_ID, None),): {"consumer_byte_rate": "10"}
+    }
+    assert asyncio.run(reopened.user_configs("alice")) == {"SCRAM-SHA-256": "credential"}
 
 
 async def _until(condition: Callable[[], bool], timeout: float = 10) -> None:

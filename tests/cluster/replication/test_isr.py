@@ -276,3 +276,58 @@ def test_acks_all_after_the_isr_shrank_below_the_minimum(clock: ManualClock) -> 
     assert isr.acks_all_outcome(9) == AcksAllOutcome(
         True, ErrorCode.not_enough_replicas_after_append
     )
+
+
+# -- a follower that lost committed records --------------------------------------------------------
+
+
+def test_an_in_sync_follower_fetching_below_the_watermark_is_no_longer_caught_up(
+    clock: ManualClock,
+) -> None:
+    isr = tracker(clock, log_end_offset=100, high_watermark=100)
+    isr.follower_fetched(F1, 100, 100)
+    isr.follower_fetched(F2, 100, 100)
+    clock.advance(1_000)
+    # F2 crashed and its recovery cut a corrupt tail: it fetches from 60, well within the lag
+    # allowance of its last catching up, but its log misses committed records.
+    assert isr.has_lost_committed(F2, 60)
+    assert not isr.has_lost_committed(F1, 100)
+    isr.follower_fetched(F2, 60, 100)
+    assert isr.shrink_candidates() == {F2}
+    assert isr.high_watermark == 100  # never moves back
+    proposal = isr.propose_shrink()
+    assert proposal is not None and proposal.isr == (LEADER, F1)
+
+
+def test_a_reelected_leader_does_not_keep_a_follower_that_lost_records_in_sync(
+    clock: ManualClock,
+) -> None:
+    isr = tracker(clock, log_end_offset=100, high_watermark=100)
+    isr.reelected(
+        replicas=(LEADER, F1, F2),
+        isr=(LEADER, F1, F2),
+        leader_epoch=6,
+        zk_version=11,
+        leader_epoch_start_offset=100,
+        log_end_offset=100,
+    )
+    # Counted as caught up at the election, F2 comes back from a truncating recovery.
+    isr.follower_fetched(F1, 100, 100)
+    isr.follower_fetched(F2, 40, 100)
+    assert isr.shrink_candidates() == {F2}
+
+
+def test_an_in_sync_follower_at_the_watermark_but_behind_the_leader_stays_in_sync(
+    clock: ManualClock,
+) -> None:
+    isr = tracker(clock, log_end_offset=100, high_watermark=100)
+    isr.follower_fetched(F1, 100, 100)
+    isr.follower_fetched(F2, 100, 100)
+    isr.leader_appended(150)
+    clock.advance(1_000)
+    assert not isr.has_lost_committed(F2, 100)
+    isr.follower_fetched(F2, 100, 150)
+    assert isr.shrink_candidates() == frozenset()
+    # A follower outside the ISR is behind, not lost: the rule is for members only.
+    isr.isr_updated((LEADER, F1), leader_epoch=5, zk_version=11)
+    assert not isr.has_lost_committed(F2, 10)

@@ -430,6 +430,7 @@ class ControllerRuntime:
             live_brokers=self._brokers,
             assignments={t.name: dict(enumerate(t.replicas)) for t in self._topics.values()},
             states=states,
+            broker_epochs={b: info.epoch for b, info in self._brokers.items()},
             topic_configs={t.name: t.configs for t in self._topics.values()},
             reassignments={
                 TopicPartition(t.name, p): Reassignment.from_assignment(
@@ -501,7 +502,8 @@ class ControllerRuntime:
             if b in brokers and brokers[b].epoch != known.epoch
         ]
         self._brokers = brokers
-        await self._apply(controller.brokers_changed(brokers, bounced))
+        epochs = {b: info.epoch for b, info in brokers.items()}
+        await self._apply(controller.brokers_changed(brokers, bounced, epochs))
         await self._progress_reassignments()
 
     async def _topics_changed(self) -> None:

@@ -244,6 +244,8 @@ class ControllerState:
         self.controller_epoch = controller_epoch
         self._clock = clock
         self._live: set[int] = set(live_brokers)
+        # Each live broker's epoch (its registration's zxid), where the shell knows them.
+        self._broker_epochs: dict[int, int] = {}
         self._shutting_down: set[int] = set()
         self._assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
@@ -270,6 +272,7 @@ class ControllerState:
         states: Mapping[TopicPartition, PartitionState],
         topic_configs: Mapping[str, Mapping[str, str]] | None = None,
         reassignments: Mapping[TopicPartition, Reassignment] | None = None,
+        broker_epochs: Mapping[int, int] | None = None,
         unclean_leader_election_enable: bool = False,
         auto_leader_rebalance_enable: bool = True,
         leader_imbalance_per_broker_percentage: int = 10,
@@ -282,6 +285,13 @@ class ControllerState:
         leaders on brokers that are gone are replaced and dead brokers leave the ISRs.
         ``reassignments`` are those the topic znodes show in progress (their ``replicas`` must
         be what ``assignments`` holds); :meth:`reassignment_steps` carries them on.
+
+        ``broker_epochs`` (each live broker's registration zxid) with the states' written zxids
+        tell the ISR members that registered again after their state was written: brokers that
+        restarted while no controller watched, so nobody took them out of the ISR, and whose
+        logs may have lost records in a truncating recovery. While another live member has been
+        registered since before the write, they are no longer counted in sync (Kafka's KIP-903
+        fences the same replicas by broker epoch).
         """
         controller = cls(
             previous_controller_epoch + 1,
@@ -292,6 +302,7 @@ class ControllerState:
             leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
             leader_imbalance_check_interval_seconds=leader_imbalance_check_interval_seconds,
         )
+        controller._broker_epochs = dict(broker_epochs or {})
         for topic, assignment in assignments.items():
             controller._assignments[topic] = {p: tuple(r) for p, r in assignment.items()}
             controller._topic_configs[topic] = dict((topic_configs or {}).get(topic, {}))
@@ -425,10 +436,16 @@ class ControllerState:
     # -- brokers -----------------------------------------------------------------------------
 
     def brokers_changed(
-        self, live: Iterable[int], bounced: Iterable[int] = ()
+        self,
+        live: Iterable[int],
+        bounced: Iterable[int] = (),
+        broker_epochs: Mapping[int, int] | None = None,
     ) -> list[PartitionStateWrite]:
         """``/brokers/ids`` now lists ``live``; ``bounced`` re-registered with a new session
-        (they died and came back between two reads, so count as both)."""
+        (they died and came back between two reads, so count as both). ``broker_epochs``: the
+        live brokers' registration zxids, where known."""
+        if broker_epochs is not None:
+            self._broker_epochs = dict(broker_epochs)
         live_now = set(live)
         bounced_set = set(bounced) & live_now
         gone = (self._live - live_now) | bounced_set
@@ -869,17 +886,22 @@ class ControllerState:
         return PartitionState(live[0], 0, live, self.controller_epoch)
 
     def _reconciled(self, tp: TopicPartition, state: PartitionState) -> PartitionState | None:
-        if state.leader in self._live and state.leader not in self.offline_replicas(tp):
+        members = self._trusted_isr(tp, state)
+        if (
+            state.leader in self._live
+            and state.leader in members
+            and state.leader not in self.offline_replicas(tp)
+        ):
             # A shutting-down leader keeps what controlled shutdown could not move.
             leader = state.leader
-            isr = tuple(r for r in state.isr if r == leader or self._eligible(r, tp))
+            isr = tuple(r for r in members if r == leader or self._eligible(r, tp))
         else:
             replicas = self._replicas(tp)
-            in_sync = [r for r in replicas if r in state.isr and self._eligible(r, tp)]
+            in_sync = [r for r in replicas if r in members and self._eligible(r, tp)]
             live = [r for r in replicas if self._eligible(r, tp)]
             if in_sync:
                 leader = in_sync[0]
-                isr = tuple(r for r in state.isr if self._eligible(r, tp))
+                isr = tuple(r for r in members if self._eligible(r, tp))
             elif live and self._unclean(tp.topic):
                 # Unclean: the new leader's log becomes the truth; nobody else is in sync with it.
                 leader = live[0]
@@ -890,6 +912,18 @@ class ControllerState:
         if leader == state.leader and isr == state.isr:
             return None
         return self._next(state, leader, isr)
+
+    def _trusted_isr(self, tp: TopicPartition, state: PartitionState) -> tuple[int, ...]:
+        """The ISR without the members registered again since ``state`` was written (see
+        :meth:`elected`), as long as an eligible member registered before the write remains;
+        the whole ISR otherwise (when every survivor restarted, the last in sync is still the
+        best there is, as after a full cluster restart)."""
+        if state.written_zxid < 0:
+            return state.isr
+        kept = tuple(r for r in state.isr if self._broker_epochs.get(r, -1) <= state.written_zxid)
+        if len(kept) == len(state.isr) or not any(self._eligible(r, tp) for r in kept):
+            return state.isr
+        return kept
 
     def _preferred(self, tp: TopicPartition, state: PartitionState) -> PartitionState | None:
         preferred = self._replicas(tp)[0]

@@ -15,11 +15,12 @@ File format of the local store: ``odradek-metadata.json`` in the first log dir, 
 ``{"version": 2, "cluster_id": str, "next_producer_id_block": int, "topics": {name: {"id": uuid,
 "partitions": n, "replicas": [[node], ...], "configs": {}}}, "partition_states": {"topic/p":
 {"leader", "leader_epoch", "isr", "controller_epoch", "version"}}, "users": {name: {config:
-value}}, "brokers": {id: {config: value}}, "acls": [{"resource_type": "Topic", "name": str,
-"pattern_type": "LITERAL", "entries": {"version": 1, "acls": [{"principal", "permissionType",
-"operation", "host"}]}}]}`` (entries as Kafka's ``/kafka-acl`` znodes; files without ``users``,
-``brokers`` or ``acls`` have none). Version 1 files (no ``replicas``, no ``partition_states``)
-load: every partition is then assigned to this node.
+value}}, "quotas": {entity path: {config: value}}, "brokers": {id: {config: value}}, "acls":
+[{"resource_type": "Topic", "name": str, "pattern_type": "LITERAL", "entries": {"version": 1,
+"acls": [{"principal", "permissionType", "operation", "host"}]}}]}`` (entries as Kafka's
+``/kafka-acl`` znodes; quotas of entities other than a user alone, by Kafka's entity path; files
+without ``users``, ``quotas``, ``brokers`` or ``acls`` have none). Version 1 files (no
+``replicas``, no ``partition_states``) load: every partition is then assigned to this node.
 It is rewritten whole (temp file, fsync, rename) on every change, so a crash leaves the old or the
 new state, never a mix.
 
@@ -41,6 +42,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from odradek.quotas.entities import (
+    DEFAULT_NAME,
+    QUOTA_KEYS,
+    USER,
+    QuotaEntity,
+    entity_from_path,
+    entity_path,
+)
 from odradek.security.acl import (
     AccessControlEntry,
     PatternType,
@@ -105,6 +114,10 @@ class PartitionState:
     isr: tuple[int, ...]
     controller_epoch: int
     version: int = 0
+    # ZooKeeper's transaction id of the write that made this state (the znode's mzxid), where
+    # the reader knows it; -1 otherwise. Set by the controller's reads, so that it can tell ISR
+    # members that registered again since (broker epochs are registration zxids).
+    written_zxid: int = field(default=-1, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +210,15 @@ class MetadataStore(Protocol):
         """Replace a user's configs; empty configs remove the user."""
         ...
 
+    async def quota_configs(self) -> dict[QuotaEntity, dict[str, str]]:
+        """Every client quota entity's quota configs (users, client ids, both, IPs)."""
+        ...
+
+    async def set_quota_configs(self, entity: QuotaEntity, configs: Mapping[str, str]) -> None:
+        """Replace an entity's quota configs (a user's other configs, its SCRAM credentials,
+        stay); a ``"client_quotas"`` change follows, on every broker."""
+        ...
+
     @property
     def acls(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:
         """Every resource pattern's ACL entries as last read (kept current by the store)."""
@@ -268,6 +290,8 @@ class LocalMetadataStore:
         self._topics: dict[str, TopicMetadata] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
         self._users: dict[str, dict[str, str]] = {}
+        # Quota entities other than a user alone (whose quotas are among its configs).
+        self._quotas: dict[str, dict[str, str]] = {}
         self._brokers: dict[int, dict[str, str]] = {}
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._cluster_id = cluster_id or new_cluster_id()
@@ -306,6 +330,7 @@ class LocalMetadataStore:
                 tuple(tuple(r) for r in replicas) if replicas else self._own(count),
             )
         self._users = {name: dict(c) for name, c in state.get("users", {}).items()}
+        self._quotas = {path: dict(c) for path, c in state.get("quotas", {}).items()}
         self._brokers = {int(b): dict(c) for b, c in state.get("brokers", {}).items()}
         self._states = {}
         for key, s in state.get("partition_states", {}).items():
@@ -355,6 +380,7 @@ class LocalMetadataStore:
                 for (topic, partition), s in self._states.items()
             },
             "users": self._users,
+            "quotas": self._quotas,
             "brokers": {str(b): c for b, c in sorted(self._brokers.items())},
             "acls": [
                 {
@@ -437,6 +463,32 @@ class LocalMetadataStore:
         else:
             self._users.pop(name, None)
         await self._save()
+
+    async def quota_configs(self) -> dict[QuotaEntity, dict[str, str]]:
+        found: dict[QuotaEntity, dict[str, str]] = {}
+        for name, configs in self._users.items():
+            values = {k: v for k, v in configs.items() if k in QUOTA_KEYS}
+            if values:
+                found[((USER, None if name == DEFAULT_NAME else name),)] = values
+        for path, configs in self._quotas.items():
+            found[entity_from_path(path)] = dict(configs)
+        return found
+
+    async def set_quota_configs(self, entity: QuotaEntity, configs: Mapping[str, str]) -> None:
+        if len(entity) == 1 and entity[0][0] == USER:
+            name = entity[0][1] or DEFAULT_NAME
+            kept = {k: v for k, v in self._users.get(name, {}).items() if k not in QUOTA_KEYS}
+            merged = {**kept, **configs}
+            if merged:
+                self._users[name] = merged
+            else:
+                self._users.pop(name, None)
+        elif configs:
+            self._quotas[entity_path(entity)] = dict(configs)
+        else:
+            self._quotas.pop(entity_path(entity), None)
+        await self._save()
+        self._listeners.notify(MetadataChange("client_quotas"))
 
     async def broker_configs(self, broker: int) -> dict[str, str]:
         return dict(self._brokers.get(broker, {}))

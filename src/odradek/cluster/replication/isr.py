@@ -12,6 +12,10 @@ appended and when it is committed).  It follows Kafka 3.x's ``Partition`` and ``
   right behind a busy leader stays caught up.)
 - A follower is caught up while its log end equals the leader's or its last caught-up time is
   at most ``replica.lag.time.max.ms`` ago.  An ISR member that is not is a shrink candidate.
+- An ISR member that fetches from below the high watermark has lost committed records (its
+  recovery truncated a corrupt tail after a crash): it is not caught up from that fetch on,
+  whatever it was before, and the caller shrinks the ISR at once rather than at the next
+  periodic check, so it cannot be elected with that log (the hazard of Kafka's KIP-903).
 - A follower outside the ISR that has fetched in this leadership, and whose log end offset has
   reached both the high watermark and the start of the leader's current epoch, is an expand
   candidate (before that epoch, it could miss committed data if it became leader).
@@ -180,13 +184,24 @@ class IsrTracker:
         caught_up = state.last_caught_up_ms
         if fetch_offset >= leader_log_end_offset:
             caught_up = now
+        elif self.has_lost_committed(replica_id, fetch_offset):
+            # Its log ends below the high watermark, which no ISR member's log can do unless
+            # it lost records since it was counted in sync (a crash whose recovery truncated a
+            # corrupt tail). Its earlier catching up says nothing of the log it has now: it is
+            # not caught up from this fetch on, and leaves the ISR at the next check, before it
+            # can be elected with a log that misses committed records (KIP-903's case).
+            caught_up = None
         elif (
             state.last_fetch_ms is not None
             and state.last_fetch_leader_log_end_offset != UNKNOWN_OFFSET
             and fetch_offset >= state.last_fetch_leader_log_end_offset
         ):
             caught_up = state.last_fetch_ms
-        if state.last_caught_up_ms is not None and caught_up is not None:
+        if (
+            state.last_caught_up_ms is not None
+            and caught_up is not None
+            and fetch_offset >= self._high_watermark
+        ):
             caught_up = max(caught_up, state.last_caught_up_ms)
         self._followers[replica_id] = FollowerState(
             log_end_offset=fetch_offset,
@@ -198,6 +213,12 @@ class IsrTracker:
         )
         self._leader_log_end_offset = max(self._leader_log_end_offset, leader_log_end_offset)
         return self._advance_high_watermark()
+
+    def has_lost_committed(self, replica_id: int, fetch_offset: int) -> bool:
+        """Whether ISR member ``replica_id``, fetching from ``fetch_offset``, misses records
+        below the high watermark: committed records it once had, since the high watermark never
+        passes an ISR member's log end."""
+        return replica_id in self._isr and fetch_offset < self._high_watermark
 
     def leader_appended(self, log_end_offset: int) -> bool:
         """The leader's log now ends at ``log_end_offset``.  Returns whether the high watermark

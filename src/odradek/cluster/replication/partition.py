@@ -327,18 +327,22 @@ class Partition:
         self._wake()
         return info
 
-    def follower_fetched(self, replica_id: int, fetch_offset: int) -> None:
+    def follower_fetched(self, replica_id: int, fetch_offset: int) -> bool:
         """A follower's fetch from ``fetch_offset`` (its log end offset): the high watermark may
-        move. NOT_LEADER_OR_FOLLOWER here, or for a broker that is no replica of the partition."""
+        move. NOT_LEADER_OR_FOLLOWER here, or for a broker that is no replica of the partition.
+        Returns whether the follower, an ISR member, fetches from below the high watermark: it
+        lost committed records and must leave the ISR now."""
         tracker = self._leader_tracker()
         if replica_id not in self.replicas or replica_id == self.local_id:
             raise KafkaError(
                 ErrorCode.not_leader_or_follower,
                 f"broker {replica_id} is not a follower of {self.name} (replicas {self.replicas})",
             )
+        lost = tracker.has_lost_committed(replica_id, fetch_offset)
         if tracker.follower_fetched(replica_id, fetch_offset, self.log.log_end_offset):
             self.log.update_high_watermark(tracker.high_watermark)
             self._wake()
+        return lost
 
     def propose_isr_shrink(self) -> IsrProposal | None:
         """The ISR without the followers lagging past ``replica.lag.time.max.ms``, for the

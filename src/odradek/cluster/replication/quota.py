@@ -22,12 +22,12 @@ start. The clock is injected; called on the broker's event loop only.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from odradek.clock import Clock
 from odradek.config import LONG_MAX
+from odradek.rate import WindowedRate
 
 log = logging.getLogger(__name__)
 
@@ -55,43 +55,22 @@ class ReplicationQuota:
         samples: int = 11,
         sample_ms: int = 1000,
     ) -> None:
-        self._clock = clock
         self.bytes_per_second = bytes_per_second
-        self._samples = samples
-        self._sample_ms = sample_ms
-        # (start of the sample on the clock's monotonic scale, bytes), oldest first.
-        self._window: deque[tuple[int, int]] = deque()
+        self._rate = WindowedRate(clock, samples=samples, sample_ms=sample_ms)
 
     @property
     def limited(self) -> bool:
         return self.bytes_per_second < LONG_MAX
 
     def record(self, size: int) -> None:
-        now = self._clock.monotonic_ms()
-        self._expire(now)
-        if self._window and now < self._window[-1][0] + self._sample_ms:
-            start, total = self._window[-1]
-            self._window[-1] = (start, total + size)
-        else:
-            self._window.append((now, size))
+        self._rate.record(size)
 
     def rate(self) -> float:
         """Bytes per second over the window."""
-        now = self._clock.monotonic_ms()
-        self._expire(now)
-        if not self._window:
-            return 0.0
-        elapsed = now - self._window[0][0]
-        elapsed = max(elapsed, (self._samples - 1) * self._sample_ms, 1)
-        return sum(size for _, size in self._window) * 1000 / elapsed
+        return self._rate.rate()
 
     def is_exceeded(self) -> bool:
         return self.limited and self.rate() > self.bytes_per_second
-
-    def _expire(self, now: int) -> None:
-        oldest = now - self._samples * self._sample_ms
-        while self._window and self._window[0][0] + self._sample_ms <= oldest:
-            self._window.popleft()
 
 
 @dataclass(frozen=True, slots=True)

@@ -249,7 +249,19 @@ class ReplicaManager:
     def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
         """A follower's fetch reached the leader: the high watermark may move, and a follower
         caught up joins the ISR."""
-        partition.follower_fetched(replica_id, fetch_offset)
+        if partition.follower_fetched(replica_id, fetch_offset):
+            proposal = partition.propose_isr_shrink()
+            if proposal is not None:
+                log.warning(
+                    "%s: in-sync follower %d fetches from %d, below the high watermark %d: it "
+                    "lost committed records, so it leaves the ISR now",
+                    partition.name,
+                    replica_id,
+                    fetch_offset,
+                    partition.high_watermark,
+                )
+                self._write_isr(partition, proposal)
+            return
         if replica_id not in partition.isr:
             proposal = partition.propose_isr_expand()
             if proposal is not None:
