@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from odradek.protocol.errors import ErrorCode
 from odradek.testing import running_broker
@@ -93,3 +93,60 @@ def test_a_producer_over_its_quota_is_throttled_and_others_are_not() -> None:
         allowed = QUOTA * (elapsed + 10) * 1.5
         assert throttled_bytes <= allowed, (throttled_bytes, allowed)
         assert free_bytes > throttled_bytes
+
+
+def consume_for(
+    bootstrap: str, topic: str, client_id: str, seconds: float, enough: int | None = None
+) -> tuple[int, float]:
+    """Bytes a consumer reads from the start of ``topic`` in ``seconds`` (or until it has
+    ``enough``), and the largest throttle time its statistics showed."""
+    throttles: list[float] = []
+
+    def stats(text: str) -> None:
+        for broker in json.loads(text)["brokers"].values():
+            throttles.append(broker["throttle"]["max"])
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "group.id": f"group-{client_id}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "statistics.interval.ms": 500,
+            "stats_cb": stats,
+        }
+    )
+    consumer.subscribe([topic])
+    read = 0
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline and (enough is None or read < enough):
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                read += len(message.value())
+        consumer.poll(1.0)  # the last statistics
+    finally:
+        consumer.close()
+    return read, max(throttles, default=0.0)
+
+
+def test_a_consumer_over_its_quota_is_throttled_and_others_are_not() -> None:
+    with running_broker(group_initial_rebalance_delay_ms="0") as broker:
+        topic = unique_topic("quota")
+        with KafkaConnection(broker.bootstrap) as connection:
+            connection.create_topic(topic)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        for _ in range(2_000):
+            producer.produce(topic, b"y" * 10_000)
+            producer.poll(0)
+        assert producer.flush(60) == 0  # 20 MB
+        set_quota(broker.bootstrap, [("client-id", "slow")], "consumer_byte_rate", QUOTA)
+
+        slow, throttle = consume_for(broker.bootstrap, topic, "slow", PRODUCE_FOR_S)
+        fast, fast_throttle = consume_for(broker.bootstrap, topic, "fast", 60, 20_000_000)
+        assert throttle > 0 and fast_throttle == 0
+        # One fetch answer of up to fetch.max.bytes (50 MiB by default, here the whole topic
+        # at most) may go out before the throttle holds the rest back.
+        assert slow < 20_000_000, slow
+        assert fast == 20_000_000
