@@ -24,10 +24,10 @@ from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer
 from odradek.quotas.manager import ClientQuotas
-from odradek.security.authorizer import Authorizer
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
 from odradek.server.acceptor import Acceptor
+from odradek.server.authorizer import Authorizer
 from odradek.server.connection import Connection
 from odradek.server.connection_quotas import ConnectionQuotas
 from odradek.server.fetch_sessions import FetchSessionCache
@@ -249,7 +249,7 @@ class Broker:
             return None if text is None else ScramCredential.from_kafka(text)
 
         listeners = [
-            Listener.from_config(self.config, spec, scram_lookup)
+            Listener.from_config(self.config, spec, scram_lookup, self.clock)
             for spec in self.config.listener_specs()
         ]
         advertised = self.config.advertised_specs()

@@ -23,8 +23,8 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
-from odradek.security.authorizer import Authorizer
 from odradek.security.sasl import SaslSession
+from odradek.server.authorizer import Authorizer
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager

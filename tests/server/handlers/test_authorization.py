@@ -20,7 +20,7 @@ from odradek.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from odradek.security.authorizer import Authorizer
+from odradek.server.authorizer import Authorizer
 from odradek.server.services import BrokerServices, Session
 from tests.server.conftest import (
     CREATE_TOPICS,
