@@ -228,6 +228,14 @@ def test_group_lag_is_the_high_watermark_minus_the_commit_where_it_is_known() ->
     assert samples[(prefix + "numgroupsempty", ())] == 0
 
 
+def test_offline_log_dirs_are_counted_and_flagged_as_kafkas_log_manager_does() -> None:
+    samples = _samples(_snapshot(log_dirs=(("/data/a", False), ("/data/b", True))))
+    assert samples[("kafka_log_logmanager_offlinelogdirectorycount", ())] == 1
+    flag = "kafka_log_logmanager_logdirectoryoffline"
+    assert samples[(flag, (("logdirectory", "/data/a"),))] == 0
+    assert samples[(flag, (("logdirectory", "/data/b"),))] == 1
+
+
 def test_the_grafana_dashboard_asks_only_for_metrics_the_broker_exports() -> None:
     exported: set[str] = set()
     cleaner = CleanerFigures(0, 0, 0.0, 0, -1, 0)

@@ -35,6 +35,8 @@ prefix of the line above::
     kafka_log_log_size{topic,partition}                      ← log:Log,Size
       …_numlogsegments, …_logstartoffset, …_logendoffset     ← NumLogSegments, LogStart/EndOffset
     kafka_log_logflushstats_logflush_seconds (histogram)     ← log:LogFlushStats,LogFlushRate…
+    kafka_log_logmanager_offlinelogdirectorycount            ← log:LogManager,OfflineLogDirectory…
+      …_logdirectoryoffline{logdirectory} (1: offline)       ← LogDirectoryOffline
     kafka_log_logcleaner_cleaner_recopy_percent              ← log:LogCleaner,cleaner-recopy-…
       …_max_clean_time_secs                                  ← max-clean-time-secs
     kafka_log_logcleanermanager_max_dirty_percent            ← log:LogCleanerManager,max-dirty-…
@@ -177,6 +179,8 @@ class Snapshot:
     flush_time: Histogram
     groups: list[GroupFigures]
     cleaner: CleanerFigures | None = None
+    # Each log dir, and whether it is offline (KIP-112).
+    log_dirs: tuple[tuple[str, bool], ...] = ()
 
 
 def take_snapshot(broker: Broker, counters: BrokerCounters) -> Snapshot:
@@ -242,6 +246,7 @@ def take_snapshot(broker: Broker, counters: BrokerCounters) -> Snapshot:
         flush_time=broker.logs.flusher.flush_time.copy(),
         groups=groups,
         cleaner=cleaner_figures(broker.cleaner, broker.clock.time_ms()),
+        log_dirs=tuple((str(d), broker.logs.failures.is_offline(d)) for d in broker.logs.log_dirs),
     )
 
 
@@ -506,6 +511,19 @@ def _log_families(snapshot: Snapshot) -> Iterator[Metric]:
     )
     _histogram(flush, [], snapshot.flush_time)
     yield flush
+    yield GaugeMetricFamily(
+        "kafka_log_logmanager_offlinelogdirectorycount",
+        "Log dirs offline after an I/O error, until a restart",
+        value=sum(offline for _, offline in snapshot.log_dirs),
+    )
+    per_dir = GaugeMetricFamily(
+        "kafka_log_logmanager_logdirectoryoffline",
+        "1 for a log dir offline after an I/O error, 0 for one serving",
+        labels=["logdirectory"],
+    )
+    for directory, offline in snapshot.log_dirs:
+        per_dir.add_metric([directory], 1 if offline else 0)
+    yield per_dir
 
 
 _GROUP_STATES = {

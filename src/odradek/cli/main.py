@@ -69,6 +69,7 @@ def _serve(args: argparse.Namespace) -> int:
     from odradek.cluster.metadata.zookeeper.membership import DuplicateBrokerIdError
     from odradek.cluster.metadata.zookeeper.store import ZooKeeperUnreachableError
     from odradek.server.broker import Broker
+    from odradek.storage.log_dir_failure import KafkaStorageError
 
     async def run() -> None:
         broker = Broker(config)
@@ -110,6 +111,9 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     except OSError as e:
         print(f"odradek: cannot start: {e}", file=sys.stderr)
+        return 1
+    except KafkaStorageError as e:  # every log dir failed as it opened (KIP-112)
+        print(f"odradek: cannot start: {e.message}", file=sys.stderr)
         return 1
     return 0
 

@@ -47,6 +47,7 @@ from odradek.cluster.metadata.zookeeper.membership import (
 )
 from odradek.cluster.metadata.zookeeper.store import ZooKeeperMetadataStore, ZooKeeperSession
 from odradek.cluster.replication.fetcher import FetcherConfig
+from odradek.cluster.replication.partition import Partition
 from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS, ReplicationQuotas
 from odradek.cluster.replication.replica_manager import ReplicaManager
 from odradek.cluster.topics import TopicManager
@@ -55,6 +56,7 @@ from odradek.protocol import controlled_shutdown as shutdown_protocol
 from odradek.security.inter_broker import inter_broker_security
 from odradek.stopping import stop_step
 from odradek.storage import LogManager
+from odradek.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +179,7 @@ class ClusterNode:
         await asyncio.to_thread(membership.start, loop, self._membership_changed)
         await view.membership_changed(membership.brokers)
         self._replicas.start()
+        self._notify_offline_at_start(topics, logs)
         await self._read_broker_rates()
         self._quotas_changed(MetadataChange("topics"))
         for topic, index in list(topics.partitions):
@@ -241,6 +244,49 @@ class ClusterNode:
             hosted = topics.partition(change.topic, change.partition)
             if hosted is not None and state is not None:
                 self.replicas.apply(hosted, state)
+
+    def log_dir_failed(self, partitions: list[Partition]) -> None:
+        """``partitions`` are in a log dir that went offline: they neither lead nor follow
+        from now on (the replica manager leaves offline logs alone), and the controller hears
+        of it, to move their leaderships to replicas elsewhere (Kafka's log dir event)."""
+        if self._replicas is None or self._store is None:
+            return
+        for partition in partitions:
+            self._replicas.log_dir_failed(partition)
+        self._spawn(
+            self._notify_log_dir_failure([TopicPartition(p.topic, p.index) for p in partitions])
+        )
+
+    def _notify_offline_at_start(self, topics: TopicManager, logs: LogManager) -> None:
+        """Log dirs that failed before the broker registered: the controller hears of their
+        partitions now, as a Kafka broker's first LeaderAndIsr answer tells it: those whose
+        dir failed since they opened, and those assigned here that could not be opened (their
+        log may be in a dir that failed as it opened)."""
+        if len(logs.online_dirs()) == len(logs.log_dirs):
+            return
+        offline = {(p.topic, p.index) for p in topics.partitions.values() if p.log.offline}
+        offline |= {
+            (topic.name, index)
+            for topic in topics.topics()
+            for index in range(topic.partitions)
+            if self.node_id in topic.replicas_of(index)
+            and (topic.name, index) not in topics.partitions
+        }
+        for key in offline:
+            partition = topics.partition(*key)
+            if partition is not None:
+                self.replicas.log_dir_failed(partition)
+        self._spawn(self._notify_log_dir_failure([TopicPartition(*k) for k in sorted(offline)]))
+
+    async def _notify_log_dir_failure(self, partitions: list[TopicPartition]) -> None:
+        try:
+            await self.store.notify_log_dir_failure(self.node_id, partitions)
+        except Exception as e:
+            log.error(
+                "could not tell the controller of the failed log dir (%d partitions): %r",
+                len(partitions),
+                e,
+            )
 
     def _spawn(self, coroutine: object) -> None:
         task = asyncio.ensure_future(coroutine)  # type: ignore[call-overload]

@@ -42,7 +42,7 @@ from odradek.config import (
 )
 from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.storage import LogConfig, LogManager
+from odradek.storage import KafkaStorageError, LogConfig, LogManager
 
 log = logging.getLogger(__name__)
 
@@ -215,9 +215,13 @@ class TopicManager:
                 or (topic.name, index) in self.partitions
             ):
                 continue
-            partition_log = self.logs.get(topic.name, index) or self.logs.create(
-                topic.name, index, config
-            )
+            try:
+                partition_log = self.logs.get(topic.name, index) or self.logs.create(
+                    topic.name, index, config
+                )
+            except KafkaStorageError as e:
+                log.error("%s-%d is not served: %s", topic.name, index, e.message)
+                continue
             partition = Partition(
                 topic.name,
                 index,

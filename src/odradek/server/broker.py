@@ -145,6 +145,15 @@ class Broker:
             self.store = await self.node.open_store()
         else:
             self.store = LocalMetadataStore(self.log_dirs[0], cluster_id, self.node_id)
+        loop = asyncio.get_running_loop()
+
+        def dir_failed(log_dir: Path, reason: str) -> None:
+            # Heard on whichever thread hit the error (the loop's, the flusher's, the
+            # cleaner's); a loop already closed has no partitions left to tell.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._log_dir_failed, log_dir)
+
+        self.logs.failures.add_listener(dir_failed)
         self._producer_ids = ProducerIdManager(self.store)
         self._topics = TopicManager(
             self.config, self.store, self.logs, self.clock, leads_alone=self.node is None
@@ -416,6 +425,31 @@ class Broker:
         now = self.clock.monotonic_ms()
         for connection in list(self._open):
             connection.close_if_idle(now, idle_ms)
+
+    def _log_dir_failed(self, log_dir: Path) -> None:
+        """A log dir went offline (KIP-112): requests parked on its partitions are answered now
+        (KAFKA_STORAGE_ERROR), and in a cluster the controller hears of it, to move their
+        leaderships to replicas in healthy dirs."""
+        topics = self._topics
+        if topics is None:
+            return
+        hosted = [p for p in topics.partitions.values() if p.log.directory.parent == log_dir]
+        log.error(
+            "log dir %s failed: %d partitions hosted there are offline (%s)",
+            log_dir,
+            len(hosted),
+            ", ".join(p.name for p in hosted[:20]) + (", ..." if len(hosted) > 20 else ""),
+        )
+        for partition in hosted:
+            partition.wake_all()
+        if self.node is not None:
+            self.node.log_dir_failed(hosted)
+        if not self.logs.online_dirs():
+            log.critical(
+                "every log dir of broker %d is offline: it serves no partition until it is "
+                "restarted with a healthy log dir",
+                self.node_id,
+            )
 
     async def serve_forever(self) -> None:
         assert self._server is not None

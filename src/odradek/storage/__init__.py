@@ -9,12 +9,15 @@ from odradek.storage.log import (
     ReadSlice,
     UnexpectedAppendOffset,
 )
+from odradek.storage.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from odradek.storage.manager import LogManager
 
 __all__ = [
     "AppendInfo",
     "EpochTruncation",
+    "KafkaStorageError",
     "LogConfig",
+    "LogDirFailureChannel",
     "LogManager",
     "OffsetOutOfRange",
     "PartitionLog",

@@ -36,6 +36,7 @@ from odradek.storage.formats import (
 )
 from odradek.storage.index import OffsetIndex
 from odradek.storage.log import LogConfig, PartitionLog
+from odradek.storage.log_dir_failure import is_log_dir_failure
 from odradek.storage.manager import LogManager
 from odradek.storage.segment import AppendedBatch, LogSegment
 from odradek.storage.txn_index import AbortedTxn
@@ -348,7 +349,7 @@ class LogCleaner:
         now = self.clock.time_ms()
         best: tuple[tuple[bool, float], PartitionLog] | None = None
         dirtiest = 0.0
-        for partition_log in self.logs.all_logs():
+        for partition_log in self.logs.online_logs():
             candidate = self._candidate(partition_log, now)
             if candidate is not None:
                 dirtiest = max(dirtiest, candidate[1])
@@ -736,9 +737,15 @@ class LogCleaner:
         )
         self._state(plan.log).uncleanable = True
 
+    def _io_failed(self, plan: _Plan, error: OSError) -> None:
+        """A pass that could not read or write its log's dir takes the dir offline, as Kafka's
+        cleaner does; the cleaner then leaves that dir's logs alone."""
+        if is_log_dir_failure(error):
+            self.logs.failures.mark_offline(plan.directory.parent, error)
+
     def _checkpoint_entries(self) -> dict[Path, dict[tuple[str, int], int]]:
-        entries: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.logs.log_dirs}
-        for partition_log in self.logs.all_logs():
+        entries: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.logs.online_dirs()}
+        for partition_log in self.logs.online_logs():
             if partition_log.config.compact:
                 state = self._state(partition_log)
                 entries.setdefault(partition_log.directory.parent, {})[
@@ -776,6 +783,9 @@ class LogCleaner:
         except RecordDecodeError as e:
             self._skip_pass(plan, e)
             return None
+        except OSError as e:
+            self._io_failed(plan, e)
+            raise
         if built is None:
             return None
         result = self._swap(built)
@@ -802,6 +812,9 @@ class LogCleaner:
             except RecordDecodeError as e:
                 self._skip_pass(plan, e)
                 return None
+            except OSError as e:
+                self._io_failed(plan, e)
+                raise
             finally:
                 self._building = None
             if built is None:

@@ -48,7 +48,7 @@ class BackgroundJob:
     from any thread.
     """
 
-    __slots__ = ("_cancelled", "_cleanup", "_done", "_name", "_succeeded", "_work")
+    __slots__ = ("_cancelled", "_cleanup", "_done", "_error", "_name", "_succeeded", "_work")
 
     def __init__(
         self, name: str, work: Callable[[], None], cleanup: Callable[[], None] | None = None
@@ -58,6 +58,7 @@ class BackgroundJob:
         self._cleanup = cleanup
         self._cancelled = False
         self._succeeded = False
+        self._error: BaseException | None = None
         self._done = threading.Event()
 
     def cancel(self) -> None:
@@ -77,6 +78,11 @@ class BackgroundJob:
         """Whether the work ran to its end without raising (False until :attr:`done`)."""
         return self._done.is_set() and self._succeeded
 
+    @property
+    def error(self) -> BaseException | None:
+        """What the work raised, once :attr:`done` (None if it succeeded or never ran)."""
+        return self._error if self._done.is_set() else None
+
     def wait(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
 
@@ -86,9 +92,10 @@ class BackgroundJob:
             if not self._cancelled:
                 self._work()
                 self._succeeded = True
-        except Exception:
+        except Exception as e:
             # An fsync that fails (EIO) leaves the data unflushed: the caller sees the job did
-            # not succeed and does not move its recovery point; the next flush tries again.
+            # not succeed and does not move its recovery point (a log takes its dir offline).
+            self._error = e
             log.exception("background job %s failed", self._name)
         finally:
             try:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import shutil
 import uuid
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from odradek.clock import Clock
 from odradek.protocol.control import EndTxnMarker, InvalidControlBatch, read_end_txn_marker
@@ -40,6 +42,7 @@ from odradek.storage.leader_epoch import (
     EpochEntry,
     LeaderEpochCache,
 )
+from odradek.storage.log_dir_failure import LogDirFailureChannel, is_log_dir_failure
 from odradek.storage.open_files import OpenFiles, SegmentFile
 from odradek.storage.producer_state import NO_PRODUCER_ID, ProducerStateManager
 from odradek.storage.segment import AppendedBatch, LogSegment
@@ -51,6 +54,36 @@ log = logging.getLogger(__name__)
 # PartitionLog._slice).  Not above the server's SENDFILE_MIN_BYTES, which sends only slices at
 # least that large from the fd.
 COPIED_READ_BYTES = 64 * 1024
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _log_dir_io(
+    method: Callable[Concatenate[PartitionLog, _P], _R],
+) -> Callable[Concatenate[PartitionLog, _P], _R]:
+    """Kafka's ``maybeHandleIOException``: a log whose dir is offline refuses the call with
+    :class:`~odradek.storage.log_dir_failure.KafkaStorageError`, and an I/O error during it
+    takes the dir offline and is raised as one.  A log with no failure channel (one opened on
+    its own) lets the OSError through."""
+
+    @functools.wraps(method)
+    def guarded(self: PartitionLog, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        failures = self._failures
+        if failures is None:
+            return method(self, *args, **kwargs)
+        log_dir = self.directory.parent
+        if failures.is_offline(log_dir):
+            raise failures.error_for(log_dir, self.directory.name)
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as e:
+            if not is_log_dir_failure(e):
+                raise
+            failures.mark_offline(log_dir, e)
+            raise failures.error_for(log_dir, f"{self.directory.name}: {method.__name__}") from e
+
+    return guarded
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +277,8 @@ class PartitionLog:
         self._retired: list[tuple[int, LogSegment]] = []  # (close after, segment)
         self._closed = False
         self._flusher: LogFlusher | None = None
+        # Where I/O errors in the log dir are reported (see _log_dir_io); None: raised as they are.
+        self._failures: LogDirFailureChannel | None = None
         self._pending_flushes: deque[_PendingFlush] = deque()
         self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
         self.producers = ProducerStateManager(directory)
@@ -267,14 +302,18 @@ class PartitionLog:
         needs_recovery: bool = False,
         flusher: LogFlusher | None = None,
         open_files: OpenFiles | None = None,
+        failures: LogDirFailureChannel | None = None,
     ) -> PartitionLog:
         """Open (creating if missing) the log in ``directory``, recovering it if told to.
 
         With a ``flusher``, rolled segments are fsynced in its thread (see the class doc);
         without one, only :meth:`flush` fsyncs.  ``open_files`` bounds the segment files open
-        at once, shared by every log of a broker (default: no bound)."""
+        at once, shared by every log of a broker (default: no bound).  With ``failures``, an I/O
+        error after opening takes the log dir offline (see
+        :mod:`odradek.storage.log_dir_failure`); opening itself raises the OSError."""
         self = cls(directory, config, clock)
         self._flusher = flusher
+        self._failures = failures
         if open_files is not None:
             self.open_files = open_files
         if not directory.exists():
@@ -504,6 +543,12 @@ class PartitionLog:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def offline(self) -> bool:
+        """Whether the log's dir is offline (see :mod:`odradek.storage.log_dir_failure`)."""
+        failures = self._failures
+        return failures is not None and failures.is_offline(self.directory.parent)
+
     # -- leader epochs -------------------------------------------------------------------------
 
     @property
@@ -555,6 +600,7 @@ class PartitionLog:
             return EpochTruncation(min(end_offset, log_end), False)
         return EpochTruncation(min(end_offset, leader_end_offset, log_end), True)
 
+    @_log_dir_io
     def truncate_to_epoch_end(
         self, leader_epoch: int, leader_end_offset: int, *, high_watermark: int
     ) -> EpochTruncation:
@@ -568,6 +614,7 @@ class PartitionLog:
 
     # -- appending -----------------------------------------------------------------------------
 
+    @_log_dir_io
     def append(
         self,
         records: bytearray | memoryview,
@@ -623,6 +670,7 @@ class PartitionLog:
                 self._note_producer_batch(self._segments[-1], records, header, offset)
         return AppendInfo(first_offset, next_offset - 1, log_append_time, self._log_start_offset)
 
+    @_log_dir_io
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, headers: list[BatchHeader]
     ) -> AppendInfo:
@@ -748,6 +796,7 @@ class PartitionLog:
             hw if first_unstable is None else max(min(first_unstable, hw), self._log_start_offset)
         )
 
+    @_log_dir_io
     def aborted_transactions(self, start_offset: int, upper_bound: int) -> list[tuple[int, int]]:
         """``(producer id, first offset)`` of the aborted transactions that may have records
         in ``[start_offset, upper_bound)``, from the ``.txnindex`` of the segment holding
@@ -769,6 +818,7 @@ class PartitionLog:
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect_right(self._bases, offset) - 1)
 
+    @_log_dir_io
     def read(
         self,
         offset: int,
@@ -813,6 +863,7 @@ class PartitionLog:
         until = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
         return ReadSlice(segment.lend_fd(until), position, size)
 
+    @_log_dir_io
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or after ``timestamp`` (ListOffsets),
         not before the log start offset; None if every record is older."""
@@ -845,6 +896,7 @@ class PartitionLog:
                 return record.offset, record.timestamp
         return None
 
+    @_log_dir_io
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """``(offset, timestamp)`` for ListOffsets MAX_TIMESTAMP, at batch precision: the offset
         is the last one of the first batch whose max timestamp is the log's largest (Kafka
@@ -865,6 +917,7 @@ class PartitionLog:
 
     # -- removing ------------------------------------------------------------------------------
 
+    @_log_dir_io
     def delete_records_before(self, offset: int) -> int:
         """Raise the log start offset to ``offset`` (DeleteRecords) and drop the segments wholly
         below it, except the active one.  Returns the log start offset."""
@@ -935,6 +988,7 @@ class PartitionLog:
             return segment.max_timestamp
         return segment.last_modified_ms()
 
+    @_log_dir_io
     def apply_retention(self) -> int:
         """Delete the oldest segments that ``retention.ms`` or ``retention.bytes`` let go (when
         ``cleanup.policy`` has ``delete``), never the active one; the log start offset moves to
@@ -976,6 +1030,7 @@ class PartitionLog:
 
     # -- compaction ----------------------------------------------------------------------------
 
+    @_log_dir_io
     def replace_segments(
         self,
         prepared: Path,
@@ -1026,6 +1081,7 @@ class PartitionLog:
         self.producers.high_watermark_moved(self._high_watermark)
         return self._high_watermark
 
+    @_log_dir_io
     def truncate_to(self, offset: int) -> None:
         """Drop every batch holding an offset >= ``offset`` (for a follower diverging from its
         leader), and the leader epochs starting there or later.  Truncation is by whole batches:
@@ -1050,6 +1106,7 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
         self._high_watermark = min(self._high_watermark, self.log_end_offset)
 
+    @_log_dir_io
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and start it afresh at ``offset``, forgetting every leader epoch (a
         follower whose log ends before the leader's starts).  The caller checkpoints before
@@ -1079,6 +1136,7 @@ class PartitionLog:
 
     # -- durability and lifetime ---------------------------------------------------------------
 
+    @_log_dir_io
     def flush(self) -> None:
         """fsync, on the calling thread, every segment written since the last flush; the
         recovery point becomes the log end offset.  Background flushes still pending are not
@@ -1150,7 +1208,9 @@ class PartitionLog:
                 files.append(segment.file)
                 files += (segment.offset_index.path, segment.time_index.path)
                 files.append(segment.txn_index.path)  # not there if never written: skipped
-        except OSError:
+        except OSError as e:
+            if self._failures is not None and is_log_dir_failure(e):
+                raise  # the dir's own failure (ENOSPC writing an index): it goes offline
             # Out of fds, say: an append that rolled must not fail for it.  The segments stay
             # dirty, and the next flush (background or not) covers them.
             log.exception("%s: cannot hand a flush to the flusher", self.directory)
@@ -1176,6 +1236,15 @@ class PartitionLog:
         while pending and pending[0].job.done:
             flushed = pending.popleft()
             if not flushed.job.succeeded:
+                error = flushed.job.error
+                if (
+                    self._failures is not None
+                    and isinstance(error, OSError)
+                    and is_log_dir_failure(error)
+                ):
+                    # An fsync that failed may have lost the pages it was to write (Linux
+                    # drops them): retrying cannot be trusted, so the dir goes offline.
+                    self._failures.mark_offline(self.directory.parent, error)
                 if flushed.epochs:
                     self._epochs.unsynced = True
                 if flushed.parent:
@@ -1205,6 +1274,9 @@ class PartitionLog:
         the snapshot."""
         if self._closed:
             return
+        if self.offline:
+            self._close_offline()
+            return
         if flush:
             active = self._segments[-1]
             entries = len(active.time_index)
@@ -1225,6 +1297,19 @@ class PartitionLog:
             segment.close()
         for _, segment in self._retired:
             segment.close()
+        self._retired.clear()
+
+    def _close_offline(self) -> None:
+        """Close the fds of a log whose dir is offline, writing nothing that can be skipped
+        (no flush, snapshot or seal): the next open recovers the log from its last checkpointed
+        recovery point."""
+        self._closed = True
+        self._discard_pending_flushes()
+        for segment in [*self._segments, *(s for _, s in self._retired)]:
+            try:
+                segment.close()
+            except OSError as e:
+                log.warning("%s: closing %s in an offline dir: %s", self.directory, segment, e)
         self._retired.clear()
 
     def delete(self) -> None:

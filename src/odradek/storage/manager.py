@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -25,6 +26,11 @@ from odradek.storage.formats import (
     partition_dir_name,
 )
 from odradek.storage.log import LogConfig, PartitionLog
+from odradek.storage.log_dir_failure import (
+    KafkaStorageError,
+    LogDirFailureChannel,
+    is_log_dir_failure,
+)
 from odradek.storage.open_files import OpenFiles
 from odradek.storage.segment import LogSegment
 
@@ -95,6 +101,13 @@ class LogManager:
     :meth:`close` work on the logs from a pool of threads, each log on one of them, since most
     of that time is spent waiting for the disk (reads, fsyncs).
 
+    A log dir where I/O fails (at open, in a log's append, roll, read or flush, or in a
+    checkpoint) goes offline (:mod:`odradek.storage.log_dir_failure`, the channel is
+    :attr:`failures`): its logs refuse every call with KAFKA_STORAGE_ERROR, no partition is
+    created in it, and it gets no more checkpoints, flushes, retention or clean-shutdown
+    marker, so that the next open recovers its logs.  The other dirs go on.  Opening fails only
+    when every dir is offline (Kafka then stops the broker).
+
     Caller: the server, from the event-loop thread.  It should call :meth:`flush_due` and
     :meth:`checkpoint_in_background` periodically (and :meth:`checkpoint` after DeleteRecords,
     so that a raised log start offset survives a restart), :meth:`apply_retention` every
@@ -105,11 +118,21 @@ class LogManager:
     """
 
     def __init__(
-        self, log_dirs: list[Path], clock: Clock, *, open_files: OpenFiles | None = None
+        self,
+        log_dirs: list[Path],
+        clock: Clock,
+        *,
+        open_files: OpenFiles | None = None,
+        failures: LogDirFailureChannel | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = list(log_dirs)
+        self.failures = failures or LogDirFailureChannel()
+        # Partitions found in dirs that failed at open (None: a dir that could not even be
+        # listed): creating their logs afresh elsewhere would hide their data, and give the
+        # partition two logs once the dir is back (Kafka refuses it too).
+        self._stranded: set[tuple[str, int]] | None = set()
         self._clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._next_dir = 0
@@ -120,76 +143,123 @@ class LogManager:
         self._checkpoint_written = 0
 
     def open(self, config_for: Callable[[str], LogConfig]) -> None:
-        """Open every partition log found in the log dirs, recovering them after a crash."""
+        """Open every partition log found in the log dirs, recovering them after a crash.  A dir
+        that cannot be read goes offline, its logs left closed; raises
+        :class:`~odradek.storage.log_dir_failure.KafkaStorageError` if every dir is offline."""
         rewrite_checkpoints = False
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            recovery_points = read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
-            start_offsets = read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
-            high_watermarks = read_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT)
-            marker = log_dir / CLEAN_SHUTDOWN_MARKER
-            clean = marker.exists()
-            found: list[tuple[tuple[str, int], Path]] = []
-            keys: set[tuple[str, int]] = set()
-            for entry in sorted(log_dir.iterdir()):
-                if not entry.is_dir():
-                    continue
-                if entry.name.endswith(DELETE_DIR_SUFFIX):
-                    log.info("removing %s, left over from a partition deletion", entry)
-                    shutil.rmtree(entry)
-                    rewrite_checkpoints = True
-                    continue
-                parsed = parse_partition_dir_name(entry.name)
-                if parsed is None:
-                    continue
-                if parsed in self._logs:
-                    raise RuntimeError(
-                        f"partition {parsed} is in both {self._logs[parsed].directory} and {entry}"
-                    )
-                if parsed in keys:
-                    raise RuntimeError(f"partition {parsed} is twice in {log_dir}")
-                keys.add(parsed)
-                found.append((parsed, entry))
-            if not clean and found:
-                log.info("recovering %d logs in %s after an unclean shutdown", len(found), log_dir)
-
-            def open_log(
-                item: tuple[tuple[str, int], Path], offsets: tuple[int, int, int], recover: bool
-            ) -> PartitionLog:
-                key, directory = item
-                return PartitionLog.open(
-                    directory,
-                    config_for(key[0]),
-                    self._clock,
-                    recovery_point=offsets[0],
-                    log_start_offset=offsets[1],
-                    high_watermark=offsets[2],
-                    needs_recovery=recover,
-                    flusher=self.flusher,
-                    open_files=self.open_files,
-                )
-
-            offsets = [
-                (recovery_points.get(k, 0), start_offsets.get(k, 0), high_watermarks.get(k, 0))
-                for k, _ in found
-            ]
-            # Opening is mostly waiting for reads of small files: many logs at once.
-            with ThreadPoolExecutor(_IO_THREADS, "log-open") as pool:
-                opened = pool.map(open_log, found, offsets, [not clean] * len(found))
-                for (key, _), partition_log in zip(found, opened, strict=True):
-                    self._logs[key] = partition_log
-            # Removed only once every log is open, so a crash during recovery recovers again.
-            if clean:
-                marker.unlink()
-                fsync_directory(log_dir)
-            else:
-                rewrite_checkpoints = True
+            if self.failures.is_offline(log_dir):
+                continue
+            opened: dict[tuple[str, int], PartitionLog] = {}
+            try:
+                rewrite_checkpoints |= self._open_dir(log_dir, config_for, opened)
+            except OSError as e:
+                if not is_log_dir_failure(e):
+                    raise
+                self.failures.mark_offline(log_dir, e)
+                for partition_log in opened.values():
+                    partition_log.close()
+                self._note_stranded(log_dir)
+                continue
+            self._logs.update(opened)
+        if not self.online_dirs():
+            raise KafkaStorageError(self.log_dirs[0], "every log dir is offline")
         if rewrite_checkpoints:
             # Recovery trusts the batches below a checkpointed recovery point. After a crash
             # the files may still name a deleted partition, or a point past a log's recovered
             # end: a partition created under that name, or appends past that end, must not
             # inherit it if the broker crashes again before the next periodic checkpoint.
             self.checkpoint()
+
+    def _note_stranded(self, log_dir: Path) -> None:
+        try:
+            names = [entry.name for entry in log_dir.iterdir()]
+        except OSError:
+            self._stranded = None
+            return
+        if self._stranded is not None:
+            self._stranded.update(p for p in map(parse_partition_dir_name, names) if p)
+
+    def _open_dir(
+        self,
+        log_dir: Path,
+        config_for: Callable[[str], LogConfig],
+        opened: dict[tuple[str, int], PartitionLog],
+    ) -> bool:
+        """Open the logs of one dir into ``opened``; whether the checkpoints need rewriting."""
+        rewrite_checkpoints = False
+        log_dir.mkdir(parents=True, exist_ok=True)
+        recovery_points = read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = read_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT)
+        marker = log_dir / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        found: list[tuple[tuple[str, int], Path]] = []
+        keys: set[tuple[str, int]] = set()
+        for entry in sorted(log_dir.iterdir()):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                log.info("removing %s, left over from a partition deletion", entry)
+                shutil.rmtree(entry)
+                rewrite_checkpoints = True
+                continue
+            parsed = parse_partition_dir_name(entry.name)
+            if parsed is None:
+                continue
+            if parsed in self._logs:
+                raise RuntimeError(
+                    f"partition {parsed} is in both {self._logs[parsed].directory} and {entry}"
+                )
+            if parsed in keys:
+                raise RuntimeError(f"partition {parsed} is twice in {log_dir}")
+            keys.add(parsed)
+            found.append((parsed, entry))
+        if not clean and found:
+            log.info("recovering %d logs in %s after an unclean shutdown", len(found), log_dir)
+
+        def open_log(
+            item: tuple[tuple[str, int], Path], offsets: tuple[int, int, int]
+        ) -> PartitionLog:
+            key, directory = item
+            return PartitionLog.open(
+                directory,
+                config_for(key[0]),
+                self._clock,
+                recovery_point=offsets[0],
+                log_start_offset=offsets[1],
+                high_watermark=offsets[2],
+                needs_recovery=not clean,
+                flusher=self.flusher,
+                open_files=self.open_files,
+                failures=self.failures,
+            )
+
+        offsets = [
+            (recovery_points.get(k, 0), start_offsets.get(k, 0), high_watermarks.get(k, 0))
+            for k, _ in found
+        ]
+        # Opening is mostly waiting for reads of small files: many logs at once.  Every log
+        # that opened is collected before a failure is raised, so that the caller closes it.
+        failure: BaseException | None = None
+        with ThreadPoolExecutor(_IO_THREADS, "log-open") as pool:
+            futures = [
+                pool.submit(open_log, item, o) for item, o in zip(found, offsets, strict=True)
+            ]
+            for (key, _), future in zip(found, futures, strict=True):
+                try:
+                    opened[key] = future.result()
+                except BaseException as e:
+                    failure = failure or e
+        if failure is not None:
+            raise failure
+        # Removed only once every log is open, so a crash during recovery recovers again.
+        if clean:
+            marker.unlink()
+            fsync_directory(log_dir)
+        else:
+            rewrite_checkpoints = True
+        return rewrite_checkpoints
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
@@ -201,25 +271,57 @@ class LogManager:
             return existing
         if not topic or topic in (".", "..") or os.sep in topic or partition < 0:
             raise ValueError(f"cannot store a partition named {topic!r}-{partition}")
-        log_dir = self.log_dirs[self._next_dir % len(self.log_dirs)]
+        online = self.online_dirs()
+        if not online:
+            raise KafkaStorageError(self.log_dirs[0], f"{topic}-{partition}: no log dir is online")
+        if self._stranded is None or (topic, partition) in self._stranded:
+            raise KafkaStorageError(
+                self.log_dirs[0],
+                f"cannot create a log for {topic}-{partition}: it may be in an offline log dir",
+            )
+        log_dir = online[self._next_dir % len(online)]
         self._next_dir += 1
-        partition_log = PartitionLog.open(
-            log_dir / partition_dir_name(topic, partition),
-            config,
-            self._clock,
-            flusher=self.flusher,
-            open_files=self.open_files,
-        )
+        try:
+            partition_log = PartitionLog.open(
+                log_dir / partition_dir_name(topic, partition),
+                config,
+                self._clock,
+                flusher=self.flusher,
+                open_files=self.open_files,
+                failures=self.failures,
+            )
+        except OSError as e:
+            if not is_log_dir_failure(e):
+                raise
+            self.failures.mark_offline(log_dir, e)
+            raise self.failures.error_for(log_dir, f"creating {topic}-{partition}") from e
         self._logs[(topic, partition)] = partition_log
         return partition_log
 
     def delete(self, topic: str, partition: int) -> None:
         partition_log = self._logs.pop((topic, partition), None)
-        if partition_log is not None:
-            partition_log.delete()
+        if partition_log is None:
+            return
+        if partition_log.offline:
+            # Nothing is removed from a failed dir: a broker that finds the directory there
+            # after a restart removes it as a partition it no longer hosts.
+            partition_log.close()
+            return
+        partition_log.delete()
 
     def all_logs(self) -> list[PartitionLog]:
         return list(self._logs.values())
+
+    def online_logs(self) -> list[PartitionLog]:
+        """The logs whose dir is online (what maintenance and the cleaner work on)."""
+        return [p for p in self._logs.values() if not self.failures.is_offline(p.directory.parent)]
+
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if not self.failures.is_offline(d)]
+
+    def logs_in(self, log_dir: Path) -> list[PartitionLog]:
+        """The logs kept in ``log_dir`` (an offline dir's included)."""
+        return [p for p in self._logs.values() if p.directory.parent == log_dir]
 
     def sizes_in(self, log_dir: Path) -> list[tuple[str, int, int]]:
         """``(topic, partition, bytes)`` of each log kept in ``log_dir`` (DescribeLogDirs)."""
@@ -239,7 +341,7 @@ class LogManager:
         """Hand the flusher the logs with data left unflushed for longer than their
         ``flush_ms``; returns at once, and each log's recovery point moves when its fsyncs end."""
         now = self._clock.monotonic_ms()
-        for partition_log in self._logs.values():
+        for partition_log in self.online_logs():
             flush_ms = partition_log.config.flush_ms
             if (
                 flush_ms is not None
@@ -257,7 +359,11 @@ class LogManager:
         """Delete the segments retention lets go in every log (see
         :meth:`PartitionLog.apply_retention`); the moved log start offsets are checkpointed by
         the flusher thread.  Returns how many segments went."""
-        deleted = sum(partition_log.apply_retention() for partition_log in self._logs.values())
+        deleted = 0
+        for partition_log in self.online_logs():
+            # A dir that goes offline just now is logged by the channel.
+            with contextlib.suppress(KafkaStorageError):
+                deleted += partition_log.apply_retention()
         if deleted:
             self.checkpoint_in_background()
         return deleted
@@ -287,7 +393,7 @@ class LogManager:
         high_watermarks: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
         for key, partition_log in self._logs.items():
             log_dir = partition_log.directory.parent
-            if log_dir in recovery_points:
+            if log_dir in recovery_points and not self.failures.is_offline(log_dir):
                 recovery_points[log_dir][key] = partition_log.recovery_point
                 start_offsets[log_dir][key] = partition_log.log_start_offset
                 high_watermarks[log_dir][key] = partition_log.high_watermark
@@ -301,16 +407,23 @@ class LogManager:
             # DeleteRecords): writing it would move a log start offset back.
             if snapshot.seq <= self._checkpoint_written:
                 return
-            for log_dir in self.log_dirs:
-                write_checkpoint(
-                    log_dir / RECOVERY_POINT_CHECKPOINT, snapshot.recovery_points[log_dir]
-                )
-                write_checkpoint(
-                    log_dir / LOG_START_OFFSET_CHECKPOINT, snapshot.log_start_offsets[log_dir]
-                )
-                write_checkpoint(
-                    log_dir / HIGH_WATERMARK_CHECKPOINT, snapshot.high_watermarks[log_dir]
-                )
+            for log_dir in self.online_dirs():
+                # An offline dir keeps the checkpoints it had when it failed: what its logs
+                # hold past them was never fsynced for sure, so recovery rereads it.
+                try:
+                    write_checkpoint(
+                        log_dir / RECOVERY_POINT_CHECKPOINT, snapshot.recovery_points[log_dir]
+                    )
+                    write_checkpoint(
+                        log_dir / LOG_START_OFFSET_CHECKPOINT, snapshot.log_start_offsets[log_dir]
+                    )
+                    write_checkpoint(
+                        log_dir / HIGH_WATERMARK_CHECKPOINT, snapshot.high_watermarks[log_dir]
+                    )
+                except OSError as e:
+                    if not is_log_dir_failure(e):
+                        raise
+                    self.failures.mark_offline(log_dir, e)
             self._checkpoint_written = snapshot.seq
 
     def close(self) -> None:
@@ -322,15 +435,30 @@ class LogManager:
         self.flusher.wait_idle()
         logs = list(self._logs.values())
         # Each log fsyncs its files and its directory once; on many threads, the file system
-        # commits many fsyncs together instead of one after the other.
-        failures = [e for e in _on_threads(lambda pl: pl.close(flush=True), logs) if e]
+        # commits many fsyncs together instead of one after the other.  (A log in an offline
+        # dir only closes its fds.)
+        errors = _on_threads(lambda pl: pl.close(flush=True), logs)
+        failures: list[BaseException] = []
+        for partition_log, error in zip(logs, errors, strict=True):
+            if isinstance(error, OSError) and is_log_dir_failure(error):
+                # That dir gets no clean-shutdown marker: the next open recovers it.
+                self.failures.mark_offline(partition_log.directory.parent, error)
+            elif error is not None:
+                failures.append(error)
         if failures:
             # No clean-shutdown marker: the next open recovers.
             raise failures[0]
         self.checkpoint()
         self._logs.clear()
-        for log_dir in self.log_dirs:
-            fd = os.open(log_dir / CLEAN_SHUTDOWN_MARKER, os.O_WRONLY | os.O_CREAT, 0o644)
-            os.fsync(fd)
-            os.close(fd)
-            fsync_directory(log_dir)
+        for log_dir in self.online_dirs():
+            try:
+                fd = os.open(log_dir / CLEAN_SHUTDOWN_MARKER, os.O_WRONLY | os.O_CREAT, 0o644)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                fsync_directory(log_dir)
+            except OSError as e:
+                if not is_log_dir_failure(e):
+                    raise
+                self.failures.mark_offline(log_dir, e)

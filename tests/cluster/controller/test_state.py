@@ -169,6 +169,48 @@ def test_killing_all_goes_offline_and_the_isr_keeps_the_last_member() -> None:
     assert controller.brokers_failed([3]) == []
 
 
+def test_a_failed_log_dir_moves_its_leaderships_and_takes_its_replicas_out_of_the_isrs() -> None:
+    layout = {0: (1, 2, 3), 1: (2, 1, 3), 2: (1, 3)}
+    controller, zk, _ = cluster(assignment=layout)
+    t1, t2 = TopicPartition("t", 1), TopicPartition("t", 2)
+    # Broker 1's dir held partitions 0 and 1, not 2.
+    writes = controller.log_dir_failed(1, [T0, t1])
+    assert {w.reason for w in writes} == {Reason.LOG_DIR_FAILURE}
+    zk.apply(controller, writes)
+    assert zk.data[T0] == PartitionState(2, 1, (2, 3), 1, version=1)
+    assert zk.data[t1] == PartitionState(2, 1, (2, 3), 1, version=1)
+    assert zk.data[t2] == PartitionState(1, 0, (1, 3), 1, version=0)
+    assert controller.offline_replicas(T0) == {1}
+    # Until it restarts, broker 1 neither leads nor rejoins those ISRs.
+    assert controller.elect_preferred([T0]).writes == []
+    refused = controller.alter_partition(2, T0, 1, (2, 3, 1), 1)
+    assert refused.error == ErrorCode.ineligible_replica
+    zk.apply(controller, controller.brokers_failed([2]))
+    assert zk.data[T0].leader == 3
+    # Registered again (restarted), its replicas are eligible again.
+    zk.apply(controller, controller.brokers_changed(controller.live_brokers, bounced=[1]))
+    assert controller.offline_replicas(T0) == frozenset()
+    state = zk.data[T0]
+    joined = controller.alter_partition(3, T0, state.leader_epoch, (3, 1), state.version)
+    assert joined.error == ErrorCode.none and joined.write is not None
+    zk.apply(controller, [joined.write])
+    assert zk.data[T0].isr == (3, 1)
+    check_cache(controller, zk)
+
+
+def test_a_failed_log_dir_holding_the_only_in_sync_replica_leaves_the_partition_offline() -> None:
+    controller, zk, _ = cluster(assignment={0: (1, 2)})
+    zk.apply(controller, controller.brokers_failed([2]))
+    zk.apply(controller, controller.log_dir_failed(1, [T0]))
+    assert zk.data[T0] == PartitionState(NO_LEADER, 2, (1,), 1, version=2)
+    assert controller.offline_partitions() == {T0}
+    # A replica back in a live broker does not lead: it is not in sync.
+    zk.apply(controller, controller.brokers_started([2]))
+    assert zk.data[T0].leader == NO_LEADER
+    # Nor do failures of dirs that hold nothing of the partition, or of dead brokers.
+    assert controller.log_dir_failed(3, [T0]) == []
+
+
 def test_killing_all_at_once_keeps_the_last_leader_in_the_isr() -> None:
     controller, zk, _ = cluster()
     zk.apply(controller, controller.brokers_failed([1, 2, 3]))
@@ -544,6 +586,7 @@ events = st.lists(
                 "shrink",
                 "expand",
                 "unclean",
+                "dir",
             ]
         ),
         st.sampled_from(BROKERS),
@@ -574,6 +617,9 @@ def test_leaders_are_in_sync_isrs_never_empty_and_epochs_never_go_back(
             writes = controller.elect_preferred().writes
         elif event == "rebalance":
             writes = controller.rebalance_leaders()
+        elif event == "dir":
+            failed = [tp for tp in zk.data if broker in controller.assignment("t")[tp.partition]]
+            writes = controller.log_dir_failed(broker, failed)
         elif event == "unclean":
             unclean = True
             writes = controller.set_topic_configs("t", {"unclean.leader.election.enable": "true"})
@@ -601,12 +647,16 @@ def test_leaders_are_in_sync_isrs_never_empty_and_epochs_never_go_back(
             assert state.isr, (tp, state)
             assert state.leader == NO_LEADER or state.leader in state.isr, (tp, state)
             assert state.leader == NO_LEADER or state.leader in controller.live_brokers
+            assert state.leader not in controller.offline_replicas(tp)
             assert state.leader_epoch >= epochs.get(tp, 0)
             epochs[tp] = state.leader_epoch
         # Nothing stays offline that the controller could bring online.
-        eligible = controller.live_brokers - controller.shutting_down
         for p, replicas in layout.items():
-            found = zk.data.get(TopicPartition("t", p))
+            tp = TopicPartition("t", p)
+            eligible = (
+                controller.live_brokers - controller.shutting_down - controller.offline_replicas(tp)
+            )
+            found = zk.data.get(tp)
             if found is None:
                 assert not eligible & set(replicas)
             elif found.leader == NO_LEADER:

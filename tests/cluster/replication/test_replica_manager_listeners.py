@@ -10,7 +10,8 @@ from odradek.cluster.metadata.store import LocalMetadataStore, PartitionState
 from odradek.cluster.replication.fetcher import FetcherConfig
 from odradek.cluster.replication.partition import NO_LEADER, Partition
 from odradek.cluster.replication.replica_manager import ReplicaManager
-from odradek.storage import LogConfig, PartitionLog
+from odradek.protocol.errors import ErrorCode
+from odradek.storage import LogConfig, LogDirFailureChannel, PartitionLog
 
 LOCAL, OTHER = 1, 2
 
@@ -50,3 +51,36 @@ def test_listeners_hear_each_applied_state_with_the_role_it_gave(tmp_path: Path)
     manager.apply(partition, PartitionState(LOCAL, 4, (LOCAL,), 1, 4))
     assert heard == [(partition, True), (partition, False), (partition, False), (partition, True)]
     assert failing_calls == [True, False, False, True]
+
+
+def test_a_partition_whose_log_dir_failed_leads_no_more_and_takes_no_role(tmp_path: Path) -> None:
+    clock = ManualClock()
+    failures = LogDirFailureChannel()
+    log = PartitionLog.open(
+        tmp_path / "dir" / "__consumer_offsets-0", LogConfig(), clock, failures=failures
+    )
+    partition = Partition("__consumer_offsets", 0, log, local_id=LOCAL, clock=clock)
+    manager = ReplicaManager(
+        LOCAL,
+        LocalMetadataStore(tmp_path, node_id=LOCAL),
+        lambda topic, index: partition,
+        lambda topic, index: None,
+        lambda topic, index, state: None,
+        lambda broker_id: None,
+        lambda: None,
+        FetcherConfig(local_id=LOCAL),
+        clock,
+        30_000,
+    )
+    heard: list[bool] = []
+    manager.leadership_listeners.append(lambda p, leads: heard.append(leads))
+    manager.apply(partition, PartitionState(LOCAL, 1, (LOCAL, OTHER), 1, 1))
+    failures.mark_offline(tmp_path / "dir", "a test")
+    manager.log_dir_failed(partition)
+    assert heard == [True, False]
+    # The controller's next states change nothing here until the broker restarts.
+    manager.apply(partition, PartitionState(OTHER, 2, (OTHER,), 1, 2))
+    manager.apply(partition, PartitionState(LOCAL, 3, (LOCAL,), 1, 3))
+    assert heard == [True, False]
+    assert partition.replicated(1) == ErrorCode.kafka_storage_error
+    log.close()

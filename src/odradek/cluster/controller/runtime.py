@@ -191,10 +191,15 @@ class ControllerRuntime:
             lambda: self._to_loop(self._resign, "the ZooKeeper session was lost")
         )
         self.store.watch_admin_reassignments(self._admin_reassign_changed)
+        self.store.watch_log_dir_events(self._log_dir_events_listed)
 
     def _admin_reassign_changed(self) -> None:
         if self._controller is not None and not self._stopped:
             self._enqueue(_Event("/admin/reassign_partitions", self._read_admin_reassignments))
+
+    def _log_dir_events_listed(self) -> None:
+        if self._controller is not None and not self._stopped:
+            self._enqueue(_Event("/log_dir_event_notification", self._read_log_dir_failures))
 
     async def stop(self) -> None:
         """Step down if active and handle nothing more (calls waiting get NOT_CONTROLLER)."""
@@ -450,6 +455,7 @@ class ControllerRuntime:
             log.info("resuming %d partition reassignments", len(controller.reassignments))
         await self._progress_reassignments()
         await self._read_admin_reassignments()
+        await self._read_log_dir_failures()
         if self._controller is controller:
             self._timer = asyncio.get_running_loop().create_task(
                 self._run_rebalance_timer(controller), name="controller-rebalance"
@@ -590,6 +596,26 @@ class ControllerRuntime:
         self._zk_requested = set(asked) - refused
         await self._write_assignments(outcome.assignments)
         await self._progress_reassignments()
+
+    async def _read_log_dir_failures(self) -> None:
+        """Act on the log dir failures brokers reported (KIP-112): their replicas in the failed
+        dirs go offline, leaderships move away; each event is deleted once its writes are in."""
+        events = await self.store.log_dir_failures()
+        if events:
+            # A broker that failed as it started registered before it wrote the event: the
+            # registration must be known first, or a late "broker came back" would clear
+            # the replicas the event takes offline.
+            await self._brokers_changed(await self.store.registered_brokers())
+        for name, broker, partitions in events:
+            controller = self._active()
+            known = [tp for tp in partitions if tp.topic in self._topics]
+            log.info(
+                "broker %d lost a log dir holding %d partitions: they move off it",
+                broker,
+                len(known),
+            )
+            await self._apply(controller.log_dir_failed(broker, known))
+            await self.store.delete_log_dir_events([name])
 
     async def _update_admin_reassignments(self) -> None:
         """Take the partitions whose moves are done out of ``/admin/reassign_partitions``."""

@@ -32,6 +32,13 @@ replicas when they see it, and :meth:`ControllerState.assignment_applied` takes 
 ISR (epoch bumped). A cancellation (a null target) is a reassignment back to ORS. A new
 controller finds reassignments in progress from the topic znodes' adding and removing replicas.
 
+A broker whose log dir fails (KIP-112) names the partitions it held there
+(:meth:`ControllerState.log_dir_failed`): those replicas are offline, as if their broker were
+dead for those partitions alone, until the broker registers again (a restart, which Kafka also
+requires to bring a dir back): leaders move to other in-sync replicas and the replicas leave the
+ISRs. A new controller does not learn of offline replicas; it need not, since they are out of
+the ISRs already and their broker neither fetches nor leads them until it restarts.
+
 Kafka never empties an ISR: when the last in-sync replica dies the partition goes offline
 (leader -1) with that replica still listed, so that it, and only it (unless
 ``unclean.leader.election.enable``), can lead again.
@@ -73,6 +80,7 @@ class Reason(Enum):
     ALTER_PARTITION = "leader's ISR change"
     REASSIGNMENT = "partition reassignment"
     UNCLEAN_ELECTION = "unclean leader election"
+    LOG_DIR_FAILURE = "log dir failure"
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +251,8 @@ class ControllerState:
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._states: dict[TopicPartition, PartitionState] = {}
         self._reassigning: dict[TopicPartition, Reassignment] = {}
+        # Replicas in a failed log dir of a live broker, by partition (KIP-112).
+        self._offline_replicas: dict[TopicPartition, frozenset[int]] = {}
         self.unclean_leader_election_enable = unclean_leader_election_enable
         self.auto_leader_rebalance_enable = auto_leader_rebalance_enable
         self.leader_imbalance_per_broker_percentage = leader_imbalance_per_broker_percentage
@@ -440,6 +450,13 @@ class ControllerState:
         bounced_set = set(bounced) & live_now
         gone = (self._live - live_now) | bounced_set
         new = (live_now - self._live) | bounced_set
+        if gone | new and self._offline_replicas:
+            # A broker that died or registered again has its log dirs checked anew.
+            self._offline_replicas = {
+                tp: left
+                for tp, brokers in self._offline_replicas.items()
+                if (left := brokers - gone - new)
+            }
         batch = _Batch()
         if gone:
             self._live -= gone
@@ -458,6 +475,27 @@ class ControllerState:
     def brokers_started(self, brokers: Iterable[int]) -> list[PartitionStateWrite]:
         """Registrations appeared: offline partitions whose replicas came back get a leader."""
         return self.brokers_changed(self._live | set(brokers))
+
+    def log_dir_failed(
+        self, broker: int, partitions: Iterable[TopicPartition]
+    ) -> list[PartitionStateWrite]:
+        """A log dir of ``broker`` failed, holding its replicas of ``partitions`` (Kafka's
+        ``onBrokerLogDirFailure``): they are offline until the broker registers again, so
+        another in-sync replica leads what it led, and they leave the ISRs (a partition with
+        no other in-sync replica has no leader, its ISR keeping its last member)."""
+        batch = _Batch()
+        for tp in partitions:
+            if broker not in self._replicas(tp) or broker not in self._live:
+                continue
+            self._offline_replicas[tp] = self._offline_replicas.get(tp, frozenset()) | {broker}
+            state = self._states.get(tp)
+            if state is not None:
+                self._decide(batch, tp, state, self._reconciled, Reason.LOG_DIR_FAILURE)
+        return batch.result()
+
+    def offline_replicas(self, tp: TopicPartition) -> frozenset[int]:
+        """The replicas of ``tp`` in a failed log dir of a live broker."""
+        return self._offline_replicas.get(tp, frozenset())
 
     def controlled_shutdown(self, broker: int) -> ControlledShutdownOutcome:
         """A broker asks to stop: leadership moves to other live ISR members, and it leaves the
@@ -543,10 +581,12 @@ class ControllerState:
         if state.leader != NO_LEADER:
             return None
         replicas = self._replicas(tp)
-        in_sync = [r for r in replicas if r in state.isr and self._eligible(r)]
+        in_sync = [r for r in replicas if r in state.isr and self._eligible(r, tp)]
         if in_sync:
-            return self._next(state, in_sync[0], tuple(r for r in state.isr if self._eligible(r)))
-        live = [r for r in replicas if self._eligible(r)]
+            return self._next(
+                state, in_sync[0], tuple(r for r in state.isr if self._eligible(r, tp))
+            )
+        live = [r for r in replicas if self._eligible(r, tp)]
         if not live:
             return None
         return self._next(state, live[0], (live[0],))
@@ -683,12 +723,12 @@ class ControllerState:
             and leader not in reassignment.target
             and set(reassignment.target) <= set(state.isr)
         ):
-            candidates = [r for r in reassignment.target if r in isr and self._eligible(r)]
+            candidates = [r for r in reassignment.target if r in isr and self._eligible(r, tp)]
             if candidates:
                 leader = candidates[0]
                 isr = tuple(r for r in isr if r not in reassignment.removing)
         if leader != NO_LEADER and leader not in isr:
-            in_sync = [r for r in replicas if r in isr and self._eligible(r)]
+            in_sync = [r for r in replicas if r in isr and self._eligible(r, tp)]
             leader = in_sync[0] if in_sync else NO_LEADER
         if not isr or (leader, isr) == (state.leader, state.isr):
             return None
@@ -766,7 +806,7 @@ class ControllerState:
             or any(r not in replicas for r in proposed)
         ):
             return AlterPartitionOutcome(ErrorCode.invalid_request)
-        if any(not self._eligible(r) for r in proposed):
+        if any(not self._eligible(r, tp) for r in proposed):
             return AlterPartitionOutcome(ErrorCode.ineligible_replica)
         new = PartitionState(broker, state.leader_epoch, proposed, self.controller_epoch)
         batch = _Batch()
@@ -840,36 +880,40 @@ class ControllerState:
                 self._decide(batch, tp, state, self._reconciled, Reason.BROKER_CHANGE)
 
     def _initial(self, tp: TopicPartition) -> PartitionState | None:
-        live = tuple(r for r in self._replicas(tp) if self._eligible(r))
+        live = tuple(r for r in self._replicas(tp) if self._eligible(r, tp))
         if not live:
             return None
         return PartitionState(live[0], 0, live, self.controller_epoch)
 
     def _reconciled(self, tp: TopicPartition, state: PartitionState) -> PartitionState | None:
-        members = self._trusted_isr(state)
-        if state.leader in self._live and state.leader in members:
+        members = self._trusted_isr(tp, state)
+        if (
+            state.leader in self._live
+            and state.leader in members
+            and state.leader not in self.offline_replicas(tp)
+        ):
             # A shutting-down leader keeps what controlled shutdown could not move.
             leader = state.leader
-            isr = tuple(r for r in members if r == leader or self._eligible(r))
+            isr = tuple(r for r in members if r == leader or self._eligible(r, tp))
         else:
             replicas = self._replicas(tp)
-            in_sync = [r for r in replicas if r in members and self._eligible(r)]
-            live = [r for r in replicas if self._eligible(r)]
+            in_sync = [r for r in replicas if r in members and self._eligible(r, tp)]
+            live = [r for r in replicas if self._eligible(r, tp)]
             if in_sync:
                 leader = in_sync[0]
-                isr = tuple(r for r in members if self._eligible(r))
+                isr = tuple(r for r in members if self._eligible(r, tp))
             elif live and self._unclean(tp.topic):
                 # Unclean: the new leader's log becomes the truth; nobody else is in sync with it.
                 leader = live[0]
                 isr = (leader,)
             else:
                 leader = NO_LEADER
-                isr = tuple(r for r in state.isr if self._eligible(r)) or _last_member(state)
+                isr = tuple(r for r in state.isr if self._eligible(r, tp)) or _last_member(state)
         if leader == state.leader and isr == state.isr:
             return None
         return self._next(state, leader, isr)
 
-    def _trusted_isr(self, state: PartitionState) -> tuple[int, ...]:
+    def _trusted_isr(self, tp: TopicPartition, state: PartitionState) -> tuple[int, ...]:
         """The ISR without the members registered again since ``state`` was written (see
         :meth:`elected`), as long as an eligible member registered before the write remains;
         the whole ISR otherwise (when every survivor restarted, the last in sync is still the
@@ -877,13 +921,17 @@ class ControllerState:
         if state.written_zxid < 0:
             return state.isr
         kept = tuple(r for r in state.isr if self._broker_epochs.get(r, -1) <= state.written_zxid)
-        if len(kept) == len(state.isr) or not any(self._eligible(r) for r in kept):
+        if len(kept) == len(state.isr) or not any(self._eligible(r, tp) for r in kept):
             return state.isr
         return kept
 
     def _preferred(self, tp: TopicPartition, state: PartitionState) -> PartitionState | None:
         preferred = self._replicas(tp)[0]
-        if state.leader == preferred or preferred not in state.isr or not self._eligible(preferred):
+        if (
+            state.leader == preferred
+            or preferred not in state.isr
+            or not self._eligible(preferred, tp)
+        ):
             return None
         return self._next(state, preferred, state.isr)
 
@@ -893,7 +941,7 @@ class ControllerState:
         leaving = self._shutting_down
         leader = state.leader
         if leader in leaving:
-            candidates = [r for r in self._replicas(tp) if r in state.isr and self._eligible(r)]
+            candidates = [r for r in self._replicas(tp) if r in state.isr and self._eligible(r, tp)]
             if not candidates:
                 return None  # nobody to hand over to: it keeps leading until it stops
             leader = candidates[0]
@@ -931,8 +979,13 @@ class ControllerState:
 
     # -- facts -------------------------------------------------------------------------------
 
-    def _eligible(self, broker: int) -> bool:
-        return broker in self._live and broker not in self._shutting_down
+    def _eligible(self, broker: int, tp: TopicPartition) -> bool:
+        """Whether ``broker`` may lead ``tp`` or be in its ISR."""
+        return (
+            broker in self._live
+            and broker not in self._shutting_down
+            and broker not in self._offline_replicas.get(tp, ())
+        )
 
     def _unclean(self, topic: str) -> bool:
         raw = self._topic_configs.get(topic, {}).get(UNCLEAN_LEADER_ELECTION)

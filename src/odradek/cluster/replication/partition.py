@@ -269,7 +269,10 @@ class Partition:
         """An acks=all produce's answer once the high watermark reached ``required_offset`` (the
         offset after its last record), None while it has not. As Kafka's
         ``checkEnoughReplicasReachOffset``: NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank
-        below ``min.insync.replicas`` meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved."""
+        below ``min.insync.replicas`` meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved,
+        KAFKA_STORAGE_ERROR if the log's dir went offline (KIP-112)."""
+        if self.log.offline:
+            return ErrorCode.kafka_storage_error
         if self._tracker is None:
             return ErrorCode.not_leader_or_follower
         outcome = self._tracker.acks_all_outcome(required_offset - 1)

@@ -116,8 +116,23 @@ class ReplicaManager:
         if state is not None:
             self.apply(partition, state)
 
+    def log_dir_failed(self, partition: Partition) -> None:
+        """The partition's log dir went offline (KIP-112): it stops fetching from its leader,
+        the leadership listeners hear it leads no more (a coordinator unloads its groups), and
+        :meth:`apply` leaves it without a role from now on."""
+        self._unfollow((partition.topic, partition.index))
+        for listener in self.leadership_listeners:
+            try:
+                listener(partition, False)
+            except Exception:
+                log.exception("%s: a leadership listener failed", partition.name)
+
     def apply(self, partition: Partition, state: PartitionState) -> None:
         tp = (partition.topic, partition.index)
+        if partition.log.offline:
+            self._states[tp] = state
+            self._unfollow(tp)
+            return
         known = self._states.get(tp)
         if known is not None and (state.leader_epoch, state.version) < (
             known.leader_epoch,
@@ -220,6 +235,7 @@ class ReplicaManager:
                     partition is not None
                     and state.leader not in (NO_LEADER, self.local_id)
                     and tp not in self._following
+                    and not partition.log.offline
                 ):
                     self._follow(partition, state.leader)
             for leader_id, fetcher in list(self._fetchers.items()):
@@ -264,7 +280,7 @@ class ReplicaManager:
         """Shrink the ISR of every led partition with followers lagging too long."""
         for tp in list(self._states):
             partition = self._hosted(*tp)
-            if partition is not None and partition.is_leader:
+            if partition is not None and partition.is_leader and not partition.log.offline:
                 proposal = partition.propose_isr_shrink()
                 if proposal is not None:
                     self._write_isr(partition, proposal)

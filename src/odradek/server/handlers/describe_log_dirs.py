@@ -2,7 +2,8 @@
 
 ``partition_size`` is the sum of the partition's segment files (``.log``), as Kafka reports it;
 ``offset_lag`` is 0, since a partition here has no future replica catching up.  The volume's
-total and usable bytes (v4+) come from the file system.
+total and usable bytes (v4+) come from the file system.  An offline log dir (KIP-112) answers
+KAFKA_STORAGE_ERROR with no partitions and unknown (-1) sizes, as Kafka does.
 """
 
 from __future__ import annotations
@@ -26,6 +27,17 @@ def _wanted(request: Any) -> dict[str, set[int]] | None:
     for topic in request.topics:
         wanted.setdefault(topic.topic, set()).update(int(p) for p in topic.partitions)
     return wanted
+
+
+def _offline_dir(log_dir: Path) -> dict[str, Any]:
+    return {
+        "error_code": ErrorCode.kafka_storage_error,
+        "log_dir": str(log_dir.absolute()),
+        "topics": [],
+        "total_bytes": -1,
+        "usable_bytes": -1,
+        "is_cordoned": False,
+    }
 
 
 def _describe_dir(
@@ -72,7 +84,9 @@ async def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Respons
         throttle_time=0,
         error_code=ErrorCode.none,
         results=[
-            _describe_dir(log_dir, manager.sizes_in(log_dir), wanted)
+            _offline_dir(log_dir)
+            if manager.failures.is_offline(log_dir)
+            else _describe_dir(log_dir, manager.sizes_in(log_dir), wanted)
             for log_dir in manager.log_dirs
         ],
     )

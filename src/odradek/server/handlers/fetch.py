@@ -49,7 +49,9 @@ def _refused(
 ) -> ErrorCode:
     """Why this broker does not serve the partition to this fetcher (NONE if it does): its
     leader serves, a follower only consumers that may read from followers (KIP-392), and only
-    in the epoch the fetcher knows (KIP-320)."""
+    in the epoch the fetcher knows (KIP-320); none whose log dir is offline (KIP-112)."""
+    if partition.log.offline:
+        return ErrorCode.kafka_storage_error
     if not partition.is_leader and not (followers_serve and partition.leader_id >= 0):
         return ErrorCode.not_leader_or_follower
     code = partition.check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))

@@ -42,7 +42,9 @@ def _lookup(
             "leader_epoch": -1,
         }
     refused = (
-        partition.check_leader_epoch(current_leader_epoch)
+        ErrorCode.kafka_storage_error  # its log dir is offline (KIP-112)
+        if partition.log.offline
+        else partition.check_leader_epoch(current_leader_epoch)
         if partition.is_leader
         else ErrorCode.not_leader_or_follower
     )

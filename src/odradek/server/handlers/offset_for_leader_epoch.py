@@ -20,6 +20,8 @@ def _end_of_epoch(ctx: RequestContext, topic: str, p: Any) -> dict[str, Any]:
         partition, code = None, ErrorCode.topic_authorization_failed
     elif partition is None:
         code = ErrorCode.unknown_topic_or_partition
+    elif partition.log.offline:
+        code = ErrorCode.kafka_storage_error  # its log dir failed (KIP-112)
     elif not partition.is_leader:
         code = ErrorCode.not_leader_or_follower
     else:

@@ -37,6 +37,7 @@ from odradek.security.acl import (
     ResourceType,
 )
 from odradek.testing import ZOOKEEPER_START_TIMEOUT_S, ZooKeeperServer, free_port, wait_until
+from odradek.topic_partition import TopicPartition
 
 
 @pytest.fixture
@@ -438,3 +439,40 @@ async def test_broker_configs_are_kafkas_dynamic_broker_znodes(
         assert znode(raw, f"/config/changes/{changes[-1]}")["entity_path"] == "brokers/2"
     finally:
         store.close()
+
+
+async def test_log_dir_failures_are_kafkas_notifications_taken_in_order(
+    zookeeper_connect: str, raw: KazooClient
+) -> None:
+    broker, controller = open_store(zookeeper_connect, 2), open_store(zookeeper_connect, 1)
+    try:
+        listed = asyncio.Event()
+        controller.watch_log_dir_events(listed.set)
+        await broker.notify_log_dir_failure(2, [TopicPartition("t", 0), TopicPartition("u", 3)])
+        await broker.notify_log_dir_failure(2, [])
+        raw.create("/log_dir_event_notification/log_dir_event_9999999999", b"not json")
+        async with asyncio.timeout(15):
+            await listed.wait()
+
+        (first, second, _) = sorted(raw.get_children("/log_dir_event_notification"))
+        assert first.startswith("log_dir_event_")
+        # Kafka's own fields, with the partitions the failed dir held.
+        assert znode(raw, f"/log_dir_event_notification/{first}") == {
+            "version": 1,
+            "broker": 2,
+            "event": 1,
+            "partitions": [{"topic": "t", "partition": 0}, {"topic": "u", "partition": 3}],
+        }
+        events = await controller.log_dir_failures()
+        assert events == [
+            (first, 2, [TopicPartition("t", 0), TopicPartition("u", 3)]),
+            (second, 2, []),
+        ]
+        # What is not a log dir failure is deleted at once; the others once acted on.
+        assert len(raw.get_children("/log_dir_event_notification")) == 2
+        await controller.delete_log_dir_events([first, second])
+        assert raw.get_children("/log_dir_event_notification") == []
+        assert await controller.log_dir_failures() == []
+    finally:
+        broker.close()
+        controller.close()

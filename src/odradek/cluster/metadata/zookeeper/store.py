@@ -28,6 +28,13 @@ Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools r
     /kafka-acl-changes/acl_changes_<seq>          "TOPIC:<name>" (a literal resource changed)
     /kafka-acl-extended-changes/acl_changes_<seq> {"version":1,"resourceType":"TOPIC","name":…,
                                                    "patternType":"PREFIXED"}
+    /log_dir_event_notification/log_dir_event_<seq>  {"version":1,"broker":1,"event":1,
+                                                   "partitions":[{"topic":"t","partition":0}]}
+
+A log dir event (KIP-112, event 1: a log dir failed) is what a Kafka broker writes for its
+controller, plus ``partitions``, the partitions the failed dir held: Kafka's controller learns
+them from the brokers' LeaderAndIsr answers, which odradek has not.  The controller deletes each
+event once it has acted on it.
 
 ``<ResourceType>`` is Kafka's name (``Topic``, ``Group``, ``Cluster``, ``TransactionalId``). A
 resource's ACL znode is written by compare-and-set on its version and deleted when its last entry
@@ -110,6 +117,7 @@ from odradek.security.acl import (
     encode_entries,
     zk_name,
 )
+from odradek.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +136,9 @@ BROKER_IDS_PATH = "/brokers/ids"
 # Where Kafka's ZooKeeper-era tools (2.x kafka-reassign-partitions --zookeeper) ask for moves:
 # {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}.
 ADMIN_REASSIGN_PATH = "/admin/reassign_partitions"
+LOG_DIR_EVENT_PATH = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1
 # The store's calls in flight at once (each a thread waiting for its answers).
 ZOOKEEPER_THREADS = 16
 ACL_PATHS = {
@@ -195,6 +206,32 @@ def encode_acl_change(pattern: ResourcePattern) -> tuple[str, bytes]:
         "patternType": pattern.pattern_type.name,
     }
     return EXTENDED_ACL_CHANGES_PATH, _json(event)
+
+
+def encode_log_dir_failure(broker: int, partitions: Iterable[TopicPartition]) -> bytes:
+    return _json(
+        {
+            "version": 1,
+            "broker": broker,
+            "event": LOG_DIR_FAILURE_EVENT,
+            "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in partitions],
+        }
+    )
+
+
+def decode_log_dir_failure(data: bytes) -> tuple[int, list[TopicPartition]] | None:
+    """``(broker, partitions)`` of a log dir failure event; None for anything else."""
+    try:
+        event = json.loads(data)
+        if event.get("event") != LOG_DIR_FAILURE_EVENT:
+            return None
+        partitions = [
+            TopicPartition(str(p["topic"]), int(p["partition"]))
+            for p in event.get("partitions", [])
+        ]
+        return int(event["broker"]), partitions
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def encode_topic(topic: TopicMetadata) -> bytes:
@@ -458,6 +495,7 @@ class ZooKeeperMetadataStore:
             *ACL_PATHS.values(),
             ACL_CHANGES_PATH,
             EXTENDED_ACL_CHANGES_PATH,
+            LOG_DIR_EVENT_PATH,
         ):
             self._call(self.zk.ensure_path, path)
         self._cluster_id = self._read_or_create_cluster_id(cluster_id or new_cluster_id())
@@ -1016,6 +1054,57 @@ class ZooKeeperMetadataStore:
                 loop.call_soon_threadsafe(callback)
 
         self._watch_pool.submit(DataWatch, self.zk, ADMIN_REASSIGN_PATH, watched)
+
+    # -- log dir failures (KIP-112) --------------------------------------------------------------
+
+    async def notify_log_dir_failure(
+        self, broker: int, partitions: Iterable[TopicPartition]
+    ) -> None:
+        """Tell the controller that a log dir of ``broker`` failed, holding ``partitions``."""
+        data = encode_log_dir_failure(broker, partitions)
+        path = f"{LOG_DIR_EVENT_PATH}/{LOG_DIR_EVENT_PREFIX}"
+        await self._run(self._call, self.zk.create, path, data, sequence=True, makepath=True)
+
+    async def log_dir_failures(self) -> list[tuple[str, int, list[TopicPartition]]]:
+        """The log dir failure events not yet deleted, oldest first: ``(znode name, broker,
+        partitions)``; anything else found there is deleted."""
+        return await self._run(self._log_dir_failures)
+
+    def _log_dir_failures(self) -> list[tuple[str, int, list[TopicPartition]]]:
+        found: list[tuple[str, int, list[TopicPartition]]] = []
+        for name in sorted(self._call(self.zk.get_children, LOG_DIR_EVENT_PATH)):
+            try:
+                data, _ = self._call(self.zk.get, f"{LOG_DIR_EVENT_PATH}/{name}")
+            except NoNodeError:
+                continue
+            event = decode_log_dir_failure(data)
+            if event is None:
+                log.warning(
+                    "deleting %s/%s, not a log dir failure: %r", LOG_DIR_EVENT_PATH, name, data
+                )
+                self._delete_log_dir_events([name])
+                continue
+            found.append((name, *event))
+        return found
+
+    async def delete_log_dir_events(self, names: Iterable[str]) -> None:
+        await self._run(self._delete_log_dir_events, list(names))
+
+    def _delete_log_dir_events(self, names: list[str]) -> None:
+        for name in names:
+            with contextlib.suppress(NoNodeError):
+                self._call(self.zk.delete, f"{LOG_DIR_EVENT_PATH}/{name}")
+
+    def watch_log_dir_events(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on the loop each time log dir events are listed."""
+        loop = asyncio.get_running_loop()
+
+        def watched(children: list[str]) -> None:
+            # kazoo's thread: only hand it on.
+            if children and not loop.is_closed():
+                loop.call_soon_threadsafe(callback)
+
+        self._watch_pool.submit(ChildrenWatch, self.zk, LOG_DIR_EVENT_PATH, watched)
 
     # -- users and brokers' configs --------------------------------------------------------------
 
