@@ -167,13 +167,14 @@ class DelayedFetch:
 
     def _available(self, partition: Partition, position: FetchPosition) -> int:
         upper = partition.read_bound(self._isolation)
+        max_bytes = max(position.max_bytes, 0)
         counted = partition.bytes_between(position.fetch_offset, upper)
         if counted is not None:
-            return min(counted, position.max_bytes)
+            return min(counted, max_bytes)
         try:  # the record does not reach back this far: count by reading (and let it go)
             slice_ = partition.read(
                 position.fetch_offset,
-                position.max_bytes,
+                max_bytes,
                 max_offset=None if self.params.from_follower else upper,
                 min_one_batch=False,
             )
