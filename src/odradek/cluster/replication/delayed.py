@@ -39,6 +39,20 @@ PartitionData = fetch_response.PartitionData
 TopicPartitionKey = tuple[str, int]
 
 
+class Watchable(Protocol):
+    """What the purgatory watches: a partition, whose changes call the waiters once."""
+
+    def add_waiter(self, callback: Callable[[], None]) -> None: ...
+
+    def remove_waiter(self, callback: Callable[[], None]) -> None: ...
+
+
+class Replicating(Watchable, Protocol):
+    """A partition an acks=all append waits on (see :meth:`Partition.replicated`)."""
+
+    def replicated(self, required_offset: int) -> ErrorCode | None: ...
+
+
 class FetchPosition(Protocol):
     """What a Fetch asks of one partition (a request's entry, or a fetch session's)."""
 
@@ -351,13 +365,14 @@ class DelayedFetch:
 
 
 class DelayedProduce:
-    """An acks=all produce's wait: each (partition, offset after its append) until the high
-    watermark passes the offset or an error ends that partition's wait."""
+    """An acks=all produce's wait (and a coordinator's for its records): each (partition, offset
+    after its append) until the high watermark passes the offset or an error ends that
+    partition's wait."""
 
-    def __init__(self, waits: Collection[tuple[Partition, int]]) -> None:
+    def __init__(self, waits: Collection[tuple[Replicating, int]]) -> None:
         self._waits = list(waits)
 
-    def watched(self) -> list[Partition]:
+    def watched(self) -> list[Replicating]:
         return [partition for partition, _ in self._waits]
 
     def try_complete(self) -> bool:

@@ -13,20 +13,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
+from odradek.cluster.replication.delayed import DelayedProduce, Replicating, Watchable
 from odradek.counters import RequestCounters, remote_wait
 from odradek.protocol.errors import ErrorCode
 
-
-class Watchable(Protocol):
-    def add_waiter(self, callback: Callable[[], None]) -> None: ...
-
-    def remove_waiter(self, callback: Callable[[], None]) -> None: ...
-
-
-class Replicating(Watchable, Protocol):
-    def replicated(self, required_offset: int) -> ErrorCode | None: ...
+__all__ = ["Purgatory", "Replicating", "Watchable"]
 
 
 class Purgatory:
@@ -90,10 +82,8 @@ class Purgatory:
         produce does): NONE, the error that ended the wait (leadership lost, the ISR below
         ``min.insync.replicas``), or REQUEST_TIMED_OUT."""
 
-        def settled() -> bool:
-            return partition.replicated(required_offset) is not None
-
-        if not settled():
-            await self.park([partition], settled, timeout_s, api_key)
-        outcome = partition.replicated(required_offset)
-        return ErrorCode.request_timed_out if outcome is None else outcome
+        delayed = DelayedProduce([(partition, required_offset)])
+        if not delayed.try_complete():
+            await self.park(delayed.watched(), delayed.try_complete, timeout_s, api_key)
+        (outcome,) = delayed.outcomes()
+        return outcome
