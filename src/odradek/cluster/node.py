@@ -48,6 +48,7 @@ from odradek.cluster.metadata.zookeeper.membership import (
 from odradek.cluster.metadata.zookeeper.store import ZooKeeperMetadataStore, ZooKeeperSession
 from odradek.cluster.replication.fetcher import FetcherConfig
 from odradek.cluster.replication.partition import Partition
+from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS, ReplicationQuotas
 from odradek.cluster.replication.replica_manager import ReplicaManager
 from odradek.cluster.topics import TopicManager
@@ -72,9 +73,11 @@ def _settle(future: asyncio.Future[None]) -> None:
 class ClusterNode:
     """This broker in a ZooKeeper cluster (see the module doc)."""
 
-    def __init__(self, config: BrokerConfig, clock: Clock) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock, purgatory: Purgatory) -> None:
         self.config = config
         self.clock = clock
+        # The broker's: the replica manager's delayed produces and fetches wait in it.
+        self.purgatory = purgatory
         self.node_id = config.node_id
         self.session = ZooKeeperSession.from_config(config)
         self._store: ZooKeeperMetadataStore | None = None
@@ -169,6 +172,7 @@ class ClusterNode:
                 samples=config.get_int("replication.quota.window.num"),
                 sample_ms=config.get_int("replication.quota.window.size.seconds") * 1000,
             ),
+            purgatory=self.purgatory,
         )
         self._controller = ControllerRuntime(store, membership, config, self.clock)
         # This broker's listener first: the first listener starts the store's watches, whose

@@ -17,6 +17,8 @@ from odradek.cluster.metadata.store import LocalMetadataStore, MetadataStore
 from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView, LocalClusterView
 from odradek.cluster.metadata.zookeeper.store import ZooKeeperMetadataStore
 from odradek.cluster.node import ClusterNode
+from odradek.cluster.replication.purgatory import Purgatory
+from odradek.cluster.replication.replica_manager import single_broker_replica_manager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
@@ -32,7 +34,6 @@ from odradek.server.connection import Connection
 from odradek.server.connection_quotas import ConnectionQuotas
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.memory_pool import MemoryPool
-from odradek.server.purgatory import Purgatory
 from odradek.server.registry import load_handlers
 from odradek.server.services import BrokerServices, Session
 from odradek.stopping import stop_step
@@ -141,7 +142,7 @@ class Broker:
             directory.mkdir(parents=True, exist_ok=True)
         cluster_id = self.config.raw("cluster.id")
         if self.config.raw("zookeeper.connect"):
-            self.node = ClusterNode(self.config, self.clock)
+            self.node = ClusterNode(self.config, self.clock, self.purgatory)
             self.store = await self.node.open_store()
         else:
             self.store = LocalMetadataStore(self.log_dirs[0], cluster_id, self.node_id)
@@ -193,6 +194,18 @@ class Broker:
             )
         self._topics.cluster = cluster
         self._txns.cluster = cluster
+        replicas = (
+            self.node.replicas
+            if self.node is not None
+            else single_broker_replica_manager(
+                self.node_id,
+                self.store,
+                self._topics.partition,
+                self.logs.checkpoint,
+                self.clock,
+                self.purgatory,
+            )
+        )
         self._services = BrokerServices(
             config=self.config,
             clock=self.clock,
@@ -203,7 +216,7 @@ class Broker:
             cluster=cluster,
             logs=self.logs,
             purgatory=self.purgatory,
-            replicas=self.node.replicas if self.node is not None else None,
+            replicas=replicas,
             controller=self.node.controller if self.node is not None else None,
             counters=self.counters,
             fetch_sessions=FetchSessionCache(

@@ -16,6 +16,7 @@ from odradek.clock import Clock
 from odradek.cluster.controller.runtime import ControllerRuntime
 from odradek.cluster.metadata.producer_ids import ProducerIdManager
 from odradek.cluster.metadata.view import ClusterView
+from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.replica_manager import ReplicaManager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
@@ -26,7 +27,6 @@ from odradek.quotas.manager import ClientQuotas
 from odradek.security.sasl import SaslSession
 from odradek.server.authorizer import Authorizer
 from odradek.server.fetch_sessions import FetchSessionCache
-from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -46,11 +46,13 @@ class BrokerServices:
     # Only for what is about the storage itself (DescribeLogDirs, a checkpoint after
     # DeleteRecords): records go through ``topics``.
     logs: LogManager
-    # Where Fetch long-polls and acks=all produces wait.
+    # Where Fetch long-polls and acks=all produces wait (the replica manager's), and other
+    # requests that wait for a commit point.
     purgatory: Purgatory
-    # The roles of partitions in a cluster, and the controller this broker may be (None for a
-    # broker that is the whole cluster).
-    replicas: ReplicaManager | None = None
+    # The data plane (appends and fetches, with their waits) and, in a cluster, the roles of
+    # the partitions.
+    replicas: ReplicaManager
+    # The controller this broker may be (None for a broker that is the whole cluster).
     controller: ControllerRuntime | None = None
     # What the metrics endpoint reports (None unless ``metrics.listener`` is set): handlers
     # count their topics' traffic in it.

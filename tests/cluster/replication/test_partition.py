@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.cluster.replication.partition import Partition
+from odradek.cluster.replication.partition import FetchIsolation, Partition
 from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
 from odradek.protocol.records import NewRecord, encode_batch
 from odradek.storage import LogConfig, PartitionLog
@@ -162,3 +162,35 @@ def test_losing_leadership_answers_parked_produces(tmp_path: Path) -> None:
     assert woken == [1]
     assert leader.replicated(1) == ErrorCode.not_leader_or_follower
     assert leader.make_follower(2, 3, (1, 2), (2,)) is False  # an older state changes nothing
+
+
+def test_the_read_bound_follows_the_isolation(tmp_path: Path) -> None:
+    p = partition(tmp_path)
+    p.make_leader(1, (1, 2), (1, 2), 1)
+    p.append_as_leader(records(2), 1, NOW)
+    assert p.read_bound(FetchIsolation.LOG_END) == 2
+    assert p.read_bound(FetchIsolation.HIGH_WATERMARK) == 0  # broker 2 has not fetched yet
+    p.follower_fetched(2, 2)
+    assert p.read_bound(FetchIsolation.HIGH_WATERMARK) == 2
+    assert p.read_bound(FetchIsolation.TXN_COMMITTED) == 2
+
+
+def test_bytes_between_appends_are_known_until_the_log_is_truncated(tmp_path: Path) -> None:
+    p = partition(tmp_path)
+    assert p.bytes_between(0, 0) == 0
+    p.append_as_leader(records(3), 1, NOW)
+    p.append_as_leader(records(2), 1, NOW)
+    assert p.bytes_between(0, 5) == len(records(3)) + len(records(2))
+    assert p.bytes_between(3, 5) == len(records(2))
+    assert p.bytes_between(1, 5) is None  # inside an append
+    p.log.truncate_to(3)
+    p.truncated()
+    assert p.bytes_between(3, 5) is None
+
+
+def test_a_consumer_is_sent_to_an_in_sync_replica_in_its_rack(tmp_path: Path) -> None:
+    p = partition(tmp_path)
+    p.make_leader(1, (1, 2, 3), (1, 2, 3), 1)
+    assert p.preferred_read_replica({3, 2}) == 2
+    assert p.preferred_read_replica({1, 3}) == -1  # the leader is in the rack: read here
+    assert p.preferred_read_replica({4}) == -1  # no in-sync replica there

@@ -19,13 +19,14 @@ from odradek.clock import ManualClock
 from odradek.cluster.metadata.producer_ids import ProducerIdManager
 from odradek.cluster.metadata.store import LocalMetadataStore
 from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView, PartitionInfo
+from odradek.cluster.replication.purgatory import Purgatory
+from odradek.cluster.replication.replica_manager import single_broker_replica_manager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.protocol.messages import RequestHeader, build, encode_response, request_schema
 from odradek.server.context import FrameParts, RequestContext
-from odradek.server.purgatory import Purgatory
 from odradek.server.registry import HANDLERS, load_handlers
 from odradek.server.services import BrokerServices, Session
 from odradek.storage import LogManager, ReadSlice
@@ -72,6 +73,9 @@ def services(tmp_path: Path, clock: ManualClock) -> Iterator[BrokerServices]:
         cluster=cluster,
         logs=logs,
         purgatory=purgatory,
+        replicas=single_broker_replica_manager(
+            NODE_ID, store, topics.partition, logs.checkpoint, clock, purgatory
+        ),
     )
     groups.coordinator.shutdown()
     logs.close()

@@ -1,5 +1,5 @@
-"""A parked Fetch on its wakes, called directly: it reads the log again only when something it
-depends on moved (Kafka's DelayedFetch compares offsets), and answers with what it read last."""
+"""A parked Fetch on its wakes, called through the handler: a wake compares offsets (Kafka's
+DelayedFetch), the segments are read once when it completes, and the answer holds what came."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from odradek.cluster.replication.partition import Partition
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import build, request_schema
-from odradek.server.handlers import fetch
 from odradek.server.registry import HANDLERS
 from odradek.server.services import BrokerServices
 from tests.server.conftest import FETCH, FETCH_VERSION, batch_of, values_of
@@ -45,7 +45,7 @@ def fetch_request(topic: str, min_bytes: int, partitions: int = 3) -> Any:
     )
 
 
-def test_a_wake_makes_again_only_the_answers_of_partitions_that_moved_or_hold_records(
+def test_a_wake_compares_offsets_and_the_segments_are_read_once_at_completion(
     handlers: HandlerCaller, services: BrokerServices, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asyncio.run(services.topics.create_topic("waits", 3))
@@ -53,14 +53,14 @@ def test_a_wake_makes_again_only_the_answers_of_partitions_that_moved_or_hold_re
     assert p0 is not None and p2 is not None
     now = services.clock.time_ms()
     p0.append_as_leader(batch_of(b"small"), 1, now)
-    made: list[int] = []
-    read_one = fetch._read_one
+    reads: list[int] = []
+    read = Partition.read
 
-    def counted(*args: Any) -> Any:
-        made.append(args[5])  # the partition index
-        return read_one(*args)
+    def counted(self: Partition, *args: Any, **kwargs: Any) -> Any:
+        reads.append(self.index)
+        return read(self, *args, **kwargs)
 
-    monkeypatch.setattr(fetch, "_read_one", counted)
+    monkeypatch.setattr(Partition, "read", counted)
     big = b"x" * 4000
 
     async def scenario() -> Any:
@@ -69,18 +69,17 @@ def test_a_wake_makes_again_only_the_answers_of_partitions_that_moved_or_hold_re
         for _ in range(5):
             await asyncio.sleep(0)
         assert not answer.done()  # 'small' is below min_bytes: parked
-        assert made == [0, 1, 2]
+        assert reads == [0]  # 1 and 2 are at their end: nothing to read there
         p2.wake_all()  # a wake that moved nothing
         for _ in range(5):
             await asyncio.sleep(0)
         assert not answer.done()
-        # Partition 0's records are read again; 1 and 2 keep their answers.
-        assert made == [0, 1, 2, 0]
-        p2.append_as_leader(batch_of(big), 1, now)
+        assert reads == [0]  # compared, not read again
+        p2.append_as_leader(batch_of(big), 1, now)  # counted from its append's size
         return handlers.decode(ctx, await asyncio.wait_for(answer, 10))
 
     response = handlers._loop.run_until_complete(scenario())
-    assert made == [0, 1, 2, 0, 0, 2]
+    assert reads == [0, 0, 2]  # the answer's reads, once each
     (topic,) = response.responses
     by_index = {p.partition_index: p for p in topic.partitions}
     assert values_of(by_index[0].records) == [b"small"]

@@ -48,6 +48,7 @@ def leader(
         FetcherConfig(NODE_ID),
         clock,
         30_000,
+        purgatory=services.purgatory,
     )
     caller = HandlerCaller(dataclasses.replace(services, replicas=replicas))
     yield caller, replicas

@@ -4,7 +4,10 @@ watermark, and the requests parked on it."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from enum import IntEnum
 
 from odradek.clock import Clock
 from odradek.cluster.replication.isr import IsrProposal, IsrTracker
@@ -26,6 +29,26 @@ from odradek.storage.validator import validate_for_leader
 RecordSlice = ReadSlice
 
 NO_LEADER = -1
+
+# How many recent appends a partition remembers the byte size of (see ``bytes_between``): a
+# parked Fetch far behind them reads the log to count what it would get.
+_APPEND_SIZES_KEPT = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Marker:
+    """What a transaction marker's append is checked with besides its batch header."""
+
+    coordinator_epoch: int
+    transaction_version: int
+
+
+class FetchIsolation(IntEnum):
+    """How far a fetcher may read (Kafka's ``FetchIsolation``)."""
+
+    LOG_END = 0  # a follower: everything the leader has
+    HIGH_WATERMARK = 1  # a read_uncommitted consumer
+    TXN_COMMITTED = 2  # a read_committed consumer: below the last stable offset
 
 
 class Partition:
@@ -72,6 +95,12 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         self._tracker: IsrTracker | None = None
         self._waiters: list[Callable[[], None]] = []
+        # The log end offsets of recent appends, each with the bytes appended in this process
+        # up to it (Kafka's offset metadata: a segment position per offset), so that a parked
+        # Fetch learns how many bytes lie between two offsets without reading the segments.
+        self._append_ends: dict[int, int] = {}
+        self._append_order: deque[int] = deque()
+        self._appended_bytes = 0
 
     @property
     def name(self) -> str:
@@ -89,6 +118,59 @@ class Partition:
     def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
         """Whether the producer, in this epoch, has a transaction open in this partition."""
         return self.log.producers.has_ongoing_transaction(producer_id, producer_epoch)
+
+    def read_bound(self, isolation: FetchIsolation) -> int:
+        """Where a fetcher reading with ``isolation`` stops: the log end (a follower), the high
+        watermark, or the last stable offset (a read_committed consumer)."""
+        if isolation == FetchIsolation.HIGH_WATERMARK:
+            return self.log.high_watermark
+        if isolation == FetchIsolation.TXN_COMMITTED:
+            return self.log.last_stable_offset
+        return self.log.log_end_offset
+
+    def aborted_transactions(self, fetch_offset: int) -> list[tuple[int, int]]:
+        """The (producer id, first offset) of the aborted transactions a read_committed consumer
+        reading from ``fetch_offset`` must skip. Bounded by the last stable offset rather than by
+        where its read ends: entries past what the consumer reads are never matched against a
+        batch, as Kafka's clients use them."""
+        return self.log.aborted_transactions(fetch_offset, self.log.last_stable_offset)
+
+    def preferred_read_replica(self, in_rack: Collection[int]) -> int:
+        """The replica a consumer among the live brokers ``in_rack`` should read from (KIP-392):
+        an in-sync one there other than this leader, or -1 (read here); this leader wins when
+        it is in the rack, as Kafka's RackAwareReplicaSelector."""
+        candidates = set(in_rack) & set(self.isr)
+        if not candidates or self.local_id in candidates:
+            return -1
+        return min(candidates)
+
+    def bytes_between(self, start: int, end: int) -> int | None:
+        """The bytes of the batches from offset ``start`` to ``end``, both where an append of
+        this process began or ended; None when either is not (an older offset, or one inside an
+        append): the caller reads the log instead. Compaction or retention since may make the
+        true figure smaller, never larger."""
+        if end <= start:
+            return 0
+        before = self._append_ends.get(start)
+        after = self._append_ends.get(end)
+        if before is None or after is None:
+            return None
+        return after - before
+
+    def _note_appended(self, start: int, size: int) -> None:
+        ends = self._append_ends
+        if self._append_order and self._append_order[-1] != start:
+            ends.clear()  # truncated (or emptied) since: the figures no longer describe the log
+            self._append_order.clear()
+        if not ends:
+            ends[start] = self._appended_bytes
+            self._append_order.append(start)
+        self._appended_bytes += size
+        end = self.log.log_end_offset
+        ends[end] = self._appended_bytes
+        self._append_order.append(end)
+        if len(self._append_order) > _APPEND_SIZES_KEPT:
+            del ends[self._append_order.popleft()]
 
     @property
     def is_leader(self) -> bool:
@@ -225,15 +307,13 @@ class Partition:
         INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED for a stale marker.  A marker
         for a producer with no transaction here is appended all the same, as Kafka does."""
         tracker = self._leader_tracker()
-        self.log.producers.check_marker(
-            producer_id, producer_epoch, coordinator_epoch, transaction_version
-        )
         batch = bytearray(
             encode_end_txn_marker(
                 producer_id, producer_epoch, coordinator_epoch, commit=commit, now_ms=now_ms
             )
         )
-        return self._append(tracker, batch, list(iter_headers(batch)), None)
+        marker = _Marker(coordinator_epoch, transaction_version)
+        return self._append(tracker, batch, list(iter_headers(batch)), None, marker=marker)
 
     def read(
         self, offset: int, max_bytes: int, *, max_offset: int | None, min_one_batch: bool
@@ -307,25 +387,48 @@ class Partition:
         log_append_time: int | None,
         *,
         from_coordinator: bool = False,
+        marker: _Marker | None = None,
     ) -> AppendInfo:
-        if any(h.producer_id != NO_PRODUCER_ID for h in headers):
-            producers = self.log.producers
-            earlier: list[AppendedSequence | None] = (
-                [None] * len(headers) if from_coordinator else producers.check_request(headers)
-            )
-            if earlier[0] is not None and all(e is not None for e in earlier):
-                last = earlier[-1]
-                assert last is not None
-                return AppendInfo(
-                    earlier[0].first_offset, last.last_offset, None, self.log.log_start_offset
-                )
+        earlier = self._check_producers(headers, from_coordinator, marker)
+        if earlier is not None:
+            return earlier
+        start = self.log.log_end_offset
+        # The log applies each producer's batch to the producer state as it writes it: the
+        # check above and that update are the whole of a leader's producer bookkeeping.
         info = self.log.append(
             records, headers, log_append_time=log_append_time, leader_epoch=self.leader_epoch
         )
+        self._note_appended(start, len(records))
         if tracker.leader_appended(self.log.log_end_offset):
             self.log.update_high_watermark(tracker.high_watermark)
         self._wake()
         return info
+
+    def _check_producers(
+        self, headers: list[BatchHeader], from_coordinator: bool, marker: _Marker | None
+    ) -> AppendInfo | None:
+        """The producer state's verdict on a leader's append, before the log takes it: a
+        transaction marker checked against its producer's epochs (Kafka's
+        ``appendEndTxnMarker``), a producer's batches against their sequences and epochs
+        (raises :class:`KafkaError`), or, for a retry of batches the log holds already, the
+        earlier append's offsets (answered again, nothing appended). A coordinator's batch is
+        not checked (Kafka's ``AppendOrigin.COORDINATOR``)."""
+        producers = self.log.producers
+        if marker is not None:
+            header = headers[0]
+            producers.check_marker(
+                header.producer_id,
+                header.producer_epoch,
+                marker.coordinator_epoch,
+                marker.transaction_version,
+            )
+        if from_coordinator or all(h.producer_id == NO_PRODUCER_ID for h in headers):
+            return None
+        earlier: list[AppendedSequence | None] = producers.check_request(headers)
+        first, last = earlier[0], earlier[-1]
+        if first is None or last is None or any(e is None for e in earlier):
+            return None
+        return AppendInfo(first.first_offset, last.last_offset, None, self.log.log_start_offset)
 
     def follower_fetched(self, replica_id: int, fetch_offset: int) -> bool:
         """A follower's fetch from ``fetch_offset`` (its log end offset): the high watermark may
@@ -384,7 +487,9 @@ class Partition:
             headers = validate_batches(records, 2**31 - 1)
         except InvalidBatch as e:
             raise KafkaError(ErrorCode.corrupt_message, f"{self.name}: {e}") from e
+        start = self.log.log_end_offset
         info = self.log.append_as_follower(records, headers)
+        self._note_appended(start, sum(h.size for h in headers))
         self._wake()
         return info
 
@@ -399,8 +504,10 @@ class Partition:
     # -- both ----------------------------------------------------------------------------------
 
     def truncated(self) -> None:
-        """The log was truncated (a follower diverging from its leader).  Nothing to do here:
-        the log reloads its producer state itself when it truncates."""
+        """The log was truncated (a follower diverging from its leader): the sizes of recent
+        appends no longer describe it. The log reloads its producer state itself."""
+        self._append_ends.clear()
+        self._append_order.clear()
 
     def add_waiter(self, callback: Callable[[], None]) -> None:
         self._waiters.append(callback)

@@ -20,6 +20,15 @@ proposed it (Kafka's ``AlterPartitionManager``): while it is in flight the parti
 serving, its high watermark computed over the maximal ISR (KIP-497), and the written ISR is
 applied when the write returns. A slow ZooKeeper delays ISR changes, never the fetches.
 
+The data plane is here too, on every broker (a broker that is the whole cluster included):
+:meth:`ReplicaManager.append_records` (a Produce's appends, each by its partition's leader
+policy, and acks=all's wait for the high watermark, a :class:`~odradek.cluster.replication.
+delayed.DelayedProduce`) and :meth:`ReplicaManager.fetch_records` (a Fetch's reads within each
+partition's read bound, a follower's fetch reported to the leader's ISR, the long-poll a
+:class:`~odradek.cluster.replication.delayed.DelayedFetch`), both parked in the broker's
+purgatory. The handlers keep what is particular to a request: sessions, ACLs, old versions and
+the encoding.
+
 Crash: nothing here is on disk; the states are in the metadata store, the logs (with their leader
 epochs and high watermarks) in storage. Threads: the broker's event loop; the store's writes
 happen off it.
@@ -30,16 +39,52 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from odradek.clock import Clock
 from odradek.cluster.metadata.store import MetadataStore, PartitionState, StaleVersionError
+from odradek.cluster.replication.delayed import (
+    DelayedFetch,
+    DelayedProduce,
+    FetchParams,
+    FetchPosition,
+    FetchResult,
+    TopicPartitionKey,
+)
 from odradek.cluster.replication.fetcher import FetcherConfig, LeaderFetcher
 from odradek.cluster.replication.isr import IsrProposal
 from odradek.cluster.replication.partition import NO_LEADER, Partition
+from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.quota import ReplicationQuotas
+from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
+from odradek.storage import AppendInfo
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceEntry:
+    """One partition's record set in a Produce."""
+
+    topic: str
+    index: int
+    records: bytes | memoryview | None
+
+
+@dataclass(slots=True)
+class AppendResult:
+    """One partition's answer to a Produce: NONE with what the log took (``appended``), or an
+    error with its message and, for records the validation refused, each batch's (index,
+    message). An acks=all wait that ends in an error keeps ``appended``: the log has them."""
+
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    appended: AppendInfo | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
+
+    def fail(self, error: ErrorCode, message: str | None = None) -> None:
+        self.error, self.message = error, message
 
 
 class ReplicaManager:
@@ -59,8 +104,12 @@ class ReplicaManager:
         clock: Clock,
         replica_lag_time_max_ms: int,
         quotas: ReplicationQuotas | None = None,
+        purgatory: Purgatory | None = None,
     ) -> None:
         self.local_id = local_id
+        # Where acks=all produces and Fetch long-polls wait (the broker's, shared with the
+        # coordinators' commit waits).
+        self.purgatory = purgatory or Purgatory()
         # The replication throttles, as leader (the Fetch handler) and as follower (fetchers).
         self.quotas = quotas or ReplicationQuotas(local_id, clock)
         self.store = store
@@ -103,6 +152,125 @@ class ReplicaManager:
             await fetcher.stop()
         self._fetchers.clear()
         self._following.clear()
+
+    # -- the data plane --------------------------------------------------------------------------
+
+    async def append_records(
+        self,
+        entries: Sequence[ProduceEntry],
+        acks: int,
+        timeout_ms: int,
+        *,
+        origin: str = "",
+        api_key: int = -1,
+    ) -> list[AppendResult]:
+        """Append each entry as its partition's leader and answer by ``acks`` (Kafka's
+        ``appendRecords``): acks=all answers once the high watermark passes every append, or
+        ``timeout_ms`` (REQUEST_TIMED_OUT). ``origin``: the client, for the log; ``api_key``:
+        the request whose wait the purgatory measures."""
+        results: list[AppendResult] = []
+        waits: list[tuple[AppendResult, Partition, int]] = []
+        now_ms = self.clock.time_ms()
+        for entry in entries:
+            result = AppendResult()
+            results.append(result)
+            partition = self._hosted(entry.topic, entry.index)
+            if partition is None:
+                result.fail(ErrorCode.unknown_topic_or_partition)
+            elif acks not in (-1, 0, 1):
+                result.fail(ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
+            else:
+                self._append_one(partition, entry, acks, now_ms, origin, result)
+                if acks == -1 and result.appended is not None:
+                    waits.append((result, partition, result.appended.last_offset + 1))
+        if waits:
+            delayed = DelayedProduce([(partition, offset) for _, partition, offset in waits])
+            if not delayed.try_complete():
+                await self.purgatory.park(
+                    delayed.watched(), delayed.try_complete, timeout_ms / 1000, api_key
+                )
+            for (result, _, _), outcome in zip(waits, delayed.outcomes(), strict=True):
+                if outcome != ErrorCode.none:
+                    result.fail(outcome)
+        return results
+
+    @staticmethod
+    def _append_one(
+        partition: Partition,
+        entry: ProduceEntry,
+        acks: int,
+        now_ms: int,
+        origin: str,
+        result: AppendResult,
+    ) -> None:
+        try:
+            result.appended = partition.append_as_leader(entry.records, acks, now_ms)
+        except RecordsRejected as e:
+            log.info("refused produce to %s from %s: %s", partition.name, origin, e.message)
+            result.fail(e.code, e.message)
+            result.record_errors = list(e.record_errors)
+        except KafkaError as e:
+            result.fail(e.code, e.message)
+
+    async def fetch_records(
+        self,
+        params: FetchParams,
+        partitions: Sequence[tuple[TopicPartitionKey, FetchPosition]],
+        *,
+        api_key: int = -1,
+    ) -> FetchResult:
+        """Read the partitions for a Fetch (Kafka's ``fetchMessages``): a follower's fetch
+        first tells each led partition the follower's log end offset (so that the high
+        watermark it gets back counts them); if fewer than ``min_bytes`` are there and no
+        partition ends the wait, the fetch waits in the purgatory (a
+        :class:`~odradek.cluster.replication.delayed.DelayedFetch`) for them or
+        ``max_wait_ms``. A follower's bytes of throttled partitions count against the leader
+        quota."""
+        errors = None
+        if params.from_follower and not params.denied:
+            errors = self._followers_fetched(params.replica_id, partitions)
+        delayed = DelayedFetch(params, partitions, self._hosted, self.quotas, errors)
+        result = delayed.read()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + params.max_wait_ms / 1000
+        while not delayed.satisfied(result) and (remaining := deadline - loop.time()) > 0:
+            completed = await self.purgatory.park(
+                delayed.watched(), delayed.try_complete, remaining, api_key
+            )
+            result = delayed.read()
+            if not completed:
+                break
+        if params.from_follower:
+            self._record_throttled(result)
+        return result
+
+    def _followers_fetched(
+        self, replica_id: int, partitions: Sequence[tuple[TopicPartitionKey, FetchPosition]]
+    ) -> dict[TopicPartitionKey, ErrorCode]:
+        """A follower's fetch offsets told to the partitions led here; those it may not
+        fetch, by error."""
+        errors: dict[TopicPartitionKey, ErrorCode] = {}
+        for key, position in partitions:
+            partition = self._hosted(*key)
+            if partition is None or not partition.is_leader:
+                continue
+            try:
+                self.follower_fetched(partition, replica_id, position.fetch_offset)
+            except KafkaError as e:
+                errors[key] = e.code
+        return errors
+
+    def _record_throttled(self, result: FetchResult) -> None:
+        """The bytes sent to a follower for throttled partitions count against the quota."""
+        quotas = self.quotas
+        size = sum(
+            p.records_size
+            for t in result.topics
+            for p in t.partitions
+            if p.records_size and quotas.leader_throttled(t.name, p.index)
+        )
+        if size:
+            quotas.leader.record(size)
 
     # -- roles ---------------------------------------------------------------------------------
 
@@ -354,3 +522,30 @@ class ReplicaManager:
         if current is not None and self._hosted(*tp) is partition:
             self._state_written(*tp, current)
             self.apply(partition, current)
+
+
+def single_broker_replica_manager(
+    local_id: int,
+    store: MetadataStore,
+    hosted: Callable[[str, int], Partition | None],
+    checkpoint: Callable[[], None],
+    clock: Clock,
+    purgatory: Purgatory,
+    replica_lag_time_max_ms: int = 30_000,
+) -> ReplicaManager:
+    """The replica manager of a broker that is the whole cluster: the topic manager makes each
+    partition its own leader, nothing is followed and no partition state is read or written, so
+    only the data plane works (never :meth:`ReplicaManager.start`)."""
+    return ReplicaManager(
+        local_id,
+        store,
+        hosted,
+        lambda *_: None,
+        lambda *_: None,
+        lambda _: None,
+        checkpoint,
+        FetcherConfig(local_id),
+        clock,
+        replica_lag_time_max_ms,
+        purgatory=purgatory,
+    )

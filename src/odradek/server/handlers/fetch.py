@@ -7,14 +7,13 @@ Kafka 3.x answered them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from odradek.cluster.replication.partition import Partition, RecordSlice
-from odradek.cluster.replication.quota import ReplicationQuotas
+from odradek.cluster.replication.delayed import FetchParams
+from odradek.cluster.replication.partition import FetchIsolation, RecordSlice
 from odradek.counters import BrokerCounters
 from odradek.protocol import compression, fetch_request, fetch_response, legacy
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import fetch_denials
 from odradek.server.context import FrameParts, RequestContext, Response
 from odradek.server.fetch_sessions import (
@@ -41,67 +40,26 @@ RACK_AWARE_SELECTORS = frozenset(
 )
 
 
-def _refused(
-    partition: Partition,
-    p: Any,
-    errors: dict[tuple[str, int], ErrorCode] | None,
-    followers_serve: bool,
-) -> ErrorCode:
-    """Why this broker does not serve the partition to this fetcher (NONE if it does): its
-    leader serves, a follower only consumers that may read from followers (KIP-392), and only
-    in the epoch the fetcher knows (KIP-320); none whose log dir is offline (KIP-112)."""
-    if partition.log.offline:
-        return ErrorCode.kafka_storage_error
-    if not partition.is_leader and not (followers_serve and partition.leader_id >= 0):
-        return ErrorCode.not_leader_or_follower
-    code = partition.check_leader_epoch(int(getattr(p, "current_leader_epoch", -1)))
-    if code == ErrorCode.none and errors:
-        code = errors.get((partition.topic, partition.index), ErrorCode.none)
-    return code
-
-
-def _follower_fetched(
-    ctx: RequestContext, request: Any, replica_id: int
-) -> dict[tuple[str, int], ErrorCode]:
-    """A follower's fetch tells the leader the follower's log end offsets (once per request,
-    before the read, so that the high watermark it gets back counts them); the partitions it
-    may not fetch, by error."""
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    replicas = ctx.services.replicas
-    for topic in request.topics:
-        for p in topic.partitions:
-            partition = ctx.services.topics.partition(topic.topic, int(p.partition))
-            if partition is None or not partition.is_leader:
-                continue
-            try:
-                if replicas is not None:
-                    replicas.follower_fetched(partition, replica_id, int(p.fetch_offset))
-                else:
-                    partition.follower_fetched(replica_id, int(p.fetch_offset))
-            except KafkaError as e:
-                errors[(topic.topic, int(p.partition))] = e.code
-    return errors
-
-
-def _rack_aware(ctx: RequestContext, request: Any, replica: bool) -> str | None:
-    """The consumer's rack when it may read from a replica in it (KIP-392: Fetch v11+ with a
-    rack, and ``replica.selector.class`` RackAwareReplicaSelector on the broker)."""
+def _rack_brokers(ctx: RequestContext, request: Any, replica: bool) -> frozenset[int] | None:
+    """The live brokers in the consumer's rack when it may read from a replica there
+    (KIP-392: Fetch v11+ with a rack, and ``replica.selector.class`` RackAwareReplicaSelector
+    on the broker)."""
     if replica or ctx.version < 11 or not request.rack_id:
         return None
     if ctx.services.config.raw("replica.selector.class") not in RACK_AWARE_SELECTORS:
         return None
-    return str(request.rack_id)
+    rack = str(request.rack_id)
+    return frozenset(b.node_id for b in ctx.services.cluster.live_brokers() if b.rack == rack)
 
 
-def _preferred_replica(ctx: RequestContext, partition: Partition, rack: str) -> int:
-    """An in-sync replica in the consumer's rack other than this leader, or -1 (read here):
-    the leader's own rack, when it matches, wins, as Kafka's RackAwareReplicaSelector."""
-    in_rack = {b.node_id for b in ctx.services.cluster.live_brokers() if b.rack == rack} & set(
-        partition.isr
-    )
-    if not in_rack or partition.local_id in in_rack:
-        return -1
-    return min(in_rack)
+def _isolation(replica: bool, isolation_level: int) -> FetchIsolation:
+    """A follower reads to the log end, a read_committed consumer to the last stable offset,
+    any other consumer to the high watermark."""
+    if replica:
+        return FetchIsolation.LOG_END
+    if isolation_level == READ_COMMITTED:
+        return FetchIsolation.TXN_COMMITTED
+    return FetchIsolation.HIGH_WATERMARK
 
 
 def _wanted(request: Any) -> list[tuple[TopicPartitionKey, SessionPartition]]:
@@ -129,195 +87,6 @@ def _forgotten(request: Any) -> list[TopicPartitionKey]:
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class _Scope:
-    """What one Fetch request asks of every partition it names (the same on every pass)."""
-
-    replica: bool
-    read_committed: bool
-    budget: int  # the response's max_bytes
-    errors: dict[tuple[str, int], ErrorCode] | None
-    rack: str | None
-    incremental: bool
-    denied: frozenset[str]
-    replica_id: int
-    quotas: ReplicationQuotas | None
-
-    def upper(self, partition: Partition) -> int:
-        """How far this fetcher may read: a follower to the log end, a read_committed consumer
-        to the last stable offset, any other consumer to the high watermark."""
-        log = partition.log
-        if self.replica:
-            return log.log_end_offset
-        return log.last_stable_offset if self.read_committed else partition.high_watermark
-
-
-Mark = tuple[int, int, int, int, int, int, int, bool, tuple[int, ...], bool]
-
-
-def _mark(scope: _Scope, partition: Partition) -> Mark:
-    """What a partition's answer depends on besides the request: which partition object serves
-    it, its read bound, high watermark, last stable offset, log start, leader epoch and leader,
-    role, (for a rack-aware consumer) ISR and (for a throttled follower) whether the quota holds
-    it back."""
-    quotas = scope.quotas
-    log = partition.log
-    return (
-        id(partition),
-        scope.upper(partition),
-        partition.high_watermark,
-        log.last_stable_offset,
-        log.log_start_offset,
-        partition.leader_epoch,
-        partition.leader_id,
-        partition.is_leader,
-        partition.isr if scope.rack is not None else (),
-        quotas is not None
-        and quotas.leader_holds_back(
-            partition.topic, partition.index, scope.replica_id in partition.isr
-        ),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    """One partition's part of a pass: its data (None: left out of an incremental response),
-    whether it ends the wait, and whether the log was read for it."""
-
-    mark: Mark | None  # None: no such partition here (or denied)
-    data: PartitionData[RecordSlice] | None
-    ends_wait: bool
-    read: bool
-
-
-class _Passes:
-    """The passes of one Fetch over its partitions: the first when it arrives, then one per
-    wake while it is parked. A partition whose answer did not need the log, and whose mark has
-    not moved since, keeps that answer (Kafka's DelayedFetch compares offsets): a wake costs a
-    look at each partition's offsets, and makes answers again only where something moved or
-    where records were read (a slice is read again, never kept across a wake: the cleaner may
-    have replaced its segment meanwhile)."""
-
-    def __init__(
-        self,
-        ctx: RequestContext,
-        scope: _Scope,
-        wanted: list[tuple[TopicPartitionKey, SessionPartition]],
-    ) -> None:
-        self._ctx = ctx
-        self._scope = scope
-        self._wanted = wanted
-        self._answers: list[_Answer | None] = [None] * len(wanted)
-
-    def read(self) -> tuple[list[fetch_response.TopicData[RecordSlice]], int, bool]:
-        """One pass: (topics, bytes found, whether the wait ends now)."""
-        topics = self._ctx.services.topics
-        scope = self._scope
-        total = 0
-        ends_wait = False
-        grouped: list[tuple[str, list[PartitionData[RecordSlice]]]] = []
-        for slot, ((name, index), p) in enumerate(self._wanted):
-            if not grouped or grouped[-1][0] != name:
-                grouped.append((name, []))
-            partition = None if name in scope.denied else topics.partition(name, index)
-            mark = None if partition is None else _mark(scope, partition)
-            answer = self._answers[slot]
-            if answer is None or answer.read or answer.mark != mark:
-                answer = _read_one(self._ctx, scope, partition, mark, name, index, p, total)
-                self._answers[slot] = answer
-            ends_wait = ends_wait or answer.ends_wait
-            if answer.data is not None:
-                grouped[-1][1].append(answer.data)
-                total += answer.data.records_size
-        result = [fetch_response.TopicData(name, ps) for name, ps in grouped if ps]
-        return result, total, ends_wait
-
-
-def _read_one(
-    ctx: RequestContext,
-    scope: _Scope,
-    partition: Partition | None,
-    mark: Mark | None,
-    name: str,
-    index: int,
-    p: SessionPartition,
-    total: int,
-) -> _Answer:
-    """One partition's answer (its data None: left out of an incremental response, nothing
-    new); it ends the wait if it is an error, or a consumer sent to another replica.
-    A consumer reads below the high watermark (read_committed: below the last stable offset,
-    with the aborted transactions in what it reads), a follower up to the log end; a consumer
-    in ``rack`` is sent to an in-sync replica there (KIP-392); a follower outside the ISR of a
-    throttled partition gets no records while the leader's quota is exceeded. ``total``: the
-    bytes the response holds so far."""
-    if partition is None:
-        code = (
-            ErrorCode.topic_authorization_failed
-            if name in scope.denied
-            else ErrorCode.unknown_topic_or_partition
-        )
-        return _Answer(mark, PartitionData(index, code, -1, -1, -1, None, 0), True, False)
-    refused = _refused(partition, p, scope.errors, scope.rack is not None)
-    if refused != ErrorCode.none:
-        return _Answer(mark, PartitionData(index, refused, -1, -1, -1, None, 0), True, False)
-    log = partition.log
-    hw = partition.high_watermark
-    lso = log.last_stable_offset
-    if scope.rack is not None and partition.is_leader:
-        preferred = _preferred_replica(ctx, partition, scope.rack)
-        if preferred >= 0:  # answer now: the consumer goes elsewhere
-            elsewhere: PartitionData[RecordSlice] = PartitionData(
-                index, 0, hw, lso, log.log_start_offset, None, 0, preferred
-            )
-            return _Answer(mark, elsewhere, True, False)
-    fetch_offset = p.fetch_offset
-    upper = scope.upper(partition)
-    if (
-        scope.incremental
-        and fetch_offset == upper
-        and p.sent_high_watermark == hw
-        and p.sent_last_stable_offset == lso
-        and p.sent_log_start_offset == log.log_start_offset
-    ):
-        return _Answer(mark, None, False, False)  # nothing new: left out of the response
-    limit = min(p.max_bytes, scope.budget - total)
-    held_back = scope.quotas is not None and scope.quotas.leader_holds_back(
-        name, index, scope.replica_id in partition.isr
-    )
-    slice_: RecordSlice | None = None
-    error = ErrorCode.none
-    # A fetcher already at the end (the usual case for most partitions of an idle consumer's
-    # fetch) needs no look into the segments.
-    reads = fetch_offset != upper and not held_back and (limit > 0 or total == 0)
-    if reads:
-        try:
-            slice_ = partition.read(
-                fetch_offset,
-                max(limit, 0),
-                max_offset=None if scope.replica else upper,
-                min_one_batch=total == 0,
-            )
-        except KafkaError as e:
-            error = e.code
-    size = slice_.size if slice_ is not None else 0
-    aborted: list[tuple[int, int]] = []
-    if scope.read_committed and size:
-        # Bounded by the LSO rather than the slice's end: entries past what the consumer reads
-        # are never matched against a batch, as Kafka's clients use them.
-        aborted = log.aborted_transactions(fetch_offset, lso)
-    data = PartitionData(
-        index,
-        error,
-        hw,
-        lso,
-        log.log_start_offset,
-        slice_ if size else None,
-        size,
-        aborted_transactions=aborted,
-    )
-    return _Answer(mark, data, error != ErrorCode.none, reads)
-
-
 @handles(
     api_key=fetch_request.API_KEY,
     min_version=0,
@@ -325,7 +94,6 @@ def _read_one(
     decode=fetch_request.decode_fetch_request,
 )
 async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
-    min_bytes = int(request.min_bytes)
     replica_id = int(request.replica_id)
     replica = replica_id >= 0
     wanted = _wanted(request)
@@ -341,35 +109,18 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
         elif session_id != NO_SESSION or epoch > INITIAL_EPOCH:
             return _frame(ctx, [], error_code=ErrorCode.fetch_session_id_not_found)
     denied = fetch_denials(ctx, (name for (name, _), _ in wanted), replica)
-    scope = _Scope(
-        replica=replica,
-        read_committed=not replica and int(request.isolation_level) == READ_COMMITTED,
-        budget=int(request.max_bytes) if ctx.version >= 3 else 2**31 - 1,
-        errors=_follower_fetched(ctx, request, replica_id) if replica and not denied else None,
-        rack=_rack_aware(ctx, request, replica),
-        incremental=session is not None and session.incremental,
-        denied=denied,
+    params = FetchParams(
         replica_id=replica_id,
-        quotas=ctx.services.replicas.quotas if replica and ctx.services.replicas else None,
+        isolation=_isolation(replica, int(request.isolation_level)),
+        max_wait_ms=int(request.max_wait.total_seconds() * 1000),
+        min_bytes=int(request.min_bytes),
+        max_bytes=int(request.max_bytes) if ctx.version >= 3 else 2**31 - 1,
+        denied=denied,
+        incremental=session is not None and session.incremental,
+        rack_brokers=_rack_brokers(ctx, request, replica),
     )
-    passes = _Passes(ctx, scope, wanted)
-    found = passes.read()
-
-    def enough() -> bool:
-        nonlocal found
-        found = passes.read()
-        return found[1] >= min_bytes or found[2]
-
-    _, total, any_error = found
-    max_wait_s = request.max_wait.total_seconds()
-    if total < min_bytes and not any_error and max_wait_s > 0:
-        # Parked until appends to the requested partitions bring min.bytes, or max.wait.ms.
-        await ctx.services.purgatory.park(
-            _watched(ctx, wanted), enough, max_wait_s, ctx.header.api_key
-        )
-    topics = found[0]
-    if replica and ctx.services.replicas is not None:
-        _record_throttled(ctx.services.replicas.quotas, topics)
+    found = await ctx.services.replicas.fetch_records(params, wanted, api_key=ctx.header.api_key)
+    topics = found.topics
     if session is not None and session.session is not None:
         topics = _session_view(session, topics)
     if ctx.version < FIRST_ZSTD_VERSION:
@@ -378,20 +129,6 @@ async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
     if counters is not None:
         _count(counters, ctx.header.api_key, topics, replica)
     return _frame(ctx, topics, session_id=session.session_id if session is not None else 0)
-
-
-def _record_throttled(
-    quotas: ReplicationQuotas, topics: list[fetch_response.TopicData[RecordSlice]]
-) -> None:
-    """The bytes sent to a follower for throttled partitions count against the leader quota."""
-    size = sum(
-        p.records_size
-        for t in topics
-        for p in t.partitions
-        if p.records_size and quotas.leader_throttled(t.name, p.index)
-    )
-    if size:
-        quotas.leader.record(size)
 
 
 def _for_old_reader(
@@ -489,18 +226,6 @@ def _count(
             counters.replication_bytes_out += size
         else:
             stats.bytes_out += size
-
-
-def _watched(
-    ctx: RequestContext, wanted: list[tuple[TopicPartitionKey, SessionPartition]]
-) -> list[Partition]:
-    topics = ctx.services.topics
-    watched = []
-    for (name, index), _ in wanted:
-        partition = topics.partition(name, index)
-        if partition is not None:
-            watched.append(partition)
-    return watched
 
 
 def _frame(

@@ -12,19 +12,16 @@ INVALID_TXN_STATE, so a hanging transaction cannot start there.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from odradek.cluster.replication.partition import Partition
+from odradek.cluster.replication.replica_manager import AppendResult, ProduceEntry
 from odradek.counters import BrokerCounters
 from odradek.protocol import compression, legacy, produce_request, produce_response
-from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
+from odradek.protocol.errors import ErrorCode
 from odradek.protocol.record_batch import COMPRESSION_MASK, HEADER_SIZE, MAGIC, read_header
 from odradek.server.authorize import producer_denials
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
-
-log = logging.getLogger(__name__)
 
 
 def _failed(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
@@ -39,38 +36,16 @@ def _failed(index: int, code: ErrorCode, message: str | None = None) -> dict[str
     }
 
 
-def produce_to_partition(
-    ctx: RequestContext, topic: str, index: int, records: bytes | memoryview | None, acks: int
-) -> tuple[dict[str, Any], Partition | None, int]:
-    """The partition's answer, and for an append that acks=all must wait on, the partition and
-    the offset after its last record (the high watermark that commits it)."""
-    services = ctx.services
-    partition = services.topics.partition(topic, index)
-    if partition is None:
-        return _failed(index, ErrorCode.unknown_topic_or_partition), None, 0
-    if acks not in (-1, 0, 1):
-        failed = _failed(index, ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
-        return failed, None, 0
-    try:
-        info = partition.append_as_leader(records, acks, services.clock.time_ms())
-    except RecordsRejected as e:
-        log.info("refused produce to %s-%d from %s: %s", topic, index, ctx.peer, e.message)
-        failed = _failed(index, e.code, e.message)
-        failed["record_errors"] = [
+def _answer(index: int, result: AppendResult) -> dict[str, Any]:
+    info = result.appended
+    if result.error != ErrorCode.none or info is None:
+        answer = _failed(index, result.error, result.message)
+        answer["record_errors"] = [
             {"batch_index": i, "batch_index_error_message": message}
-            for i, message in e.record_errors
+            for i, message in result.record_errors
         ]
-        return failed, None, 0
-    except KafkaError as e:
-        return _failed(index, e.code, e.message), None, 0
-    counters = services.counters
-    if counters is not None:
-        # Kafka's BytesIn and MessagesIn: what the log took, whether or not acks=all then waits
-        # in vain for the followers.
-        stats = counters.topic(topic)
-        stats.bytes_in += len(records) if records is not None else 0
-        stats.messages_in += info.last_offset - info.first_offset + 1
-    answer = {
+        return answer
+    return {
         "index": index,
         "error_code": ErrorCode.none,
         "base_offset": info.first_offset,
@@ -79,7 +54,6 @@ def produce_to_partition(
         "record_errors": [],
         "error_message": None,
     }
-    return answer, (partition if acks == -1 else None), info.last_offset + 1
 
 
 _ATTRIBUTES_LOW_BYTE = 22  # of a v2 batch: bits 0-2 are the codec
@@ -154,27 +128,6 @@ async def _unverified(ctx: RequestContext, request: Any) -> dict[tuple[str, int]
     }
 
 
-async def _await_replication(
-    ctx: RequestContext, pending: list[tuple[dict[str, Any], Partition, int]], timeout_ms: int
-) -> None:
-    """acks=all: each answer waits until its partition's high watermark covers the append, or
-    the request's timeout (REQUEST_TIMED_OUT), as Kafka's DelayedProduce."""
-
-    def settled() -> bool:
-        return all(p.replicated(offset) is not None for _, p, offset in pending)
-
-    if not settled():
-        await ctx.services.purgatory.park(
-            [p for _, p, _ in pending], settled, timeout_ms / 1000, ctx.header.api_key
-        )
-    for answer, partition, offset in pending:
-        outcome = partition.replicated(offset)
-        if outcome is None:
-            answer.update(_failed(answer["index"], ErrorCode.request_timed_out))
-        elif outcome != ErrorCode.none:
-            answer.update(_failed(answer["index"], outcome))
-
-
 @handles(
     api_key=produce_request.API_KEY,
     min_version=produce_request.MIN_VERSION,
@@ -184,12 +137,13 @@ async def _await_replication(
 )
 async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
     acks = int(request.acks)
-    pending: list[tuple[dict[str, Any], Partition, int]] = []
-    topics = []
+    topics: list[tuple[str, list[dict[str, Any]]]] = []
+    entries: list[ProduceEntry] = []
+    slots: list[tuple[list[dict[str, Any]], int]] = []  # where each entry's answer goes
     unauthorized = producer_denials(ctx, request)
     refused = unauthorized or await _unverified(ctx, request)
     for topic in request.topic_data:
-        answers = []
+        answers: list[dict[str, Any]] = []
         for p in topic.partition_data:
             code = refused.get((topic.name, int(p.index))) if refused else None
             if code is not None:
@@ -203,16 +157,26 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
                 except legacy.LegacyFormatError as e:
                     answers.append(_failed(int(p.index), e.code, str(e)))
                     continue
-            answer, waits_on, offset = produce_to_partition(
-                ctx, topic.name, int(p.index), records, acks
-            )
-            answers.append(answer)
-            if waits_on is not None:
-                pending.append((answer, waits_on, offset))
+            slots.append((answers, len(answers)))
+            answers.append({})
+            entries.append(ProduceEntry(topic.name, int(p.index), records))
         topics.append((topic.name, answers))
-    if pending:
-        await _await_replication(ctx, pending, int(request.timeout_ms))
+    results = await ctx.services.replicas.append_records(
+        entries,
+        acks,
+        int(request.timeout_ms) if acks == -1 else 0,  # only acks=all waits
+        origin=ctx.peer,
+        api_key=ctx.header.api_key,
+    )
     counters = ctx.services.counters
+    for entry, (answers, at), result in zip(entries, slots, results, strict=True):
+        answers[at] = _answer(entry.index, result)
+        if counters is not None and result.appended is not None:
+            # Kafka's BytesIn and MessagesIn: what the log took, whether or not acks=all then
+            # waited in vain for the followers.
+            stats = counters.topic(entry.topic)
+            stats.bytes_in += len(entry.records) if entry.records is not None else 0
+            stats.messages_in += result.appended.last_offset - result.appended.first_offset + 1
     if counters is not None:
         _count(counters, topics)
     if acks == 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from odradek.server.purgatory import Purgatory
+from odradek.cluster.replication.purgatory import Purgatory
 
 
 class Watched:
