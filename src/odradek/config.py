@@ -622,6 +622,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _client_config_check,
             read_only=True,
         ),
+        # The schema registry (odradek.registry): Confluent's REST API on its own HTTP listener,
+        # a client of the cluster as the console is (console.bootstrap.servers and
+        # console.client.config say how it connects).
+        ConfigDef(
+            "schema.registry.listener",
+            ConfigType.STRING,
+            None,
+            "HOST:PORT of the schema registry's HTTP API (Confluent Schema Registry's; port 0: "
+            "any free port); unset: no registry",
+            _host_port_check,
+            True,
+        ),
         # A cluster's metadata store (odradek.cluster.zookeeper); unset: the single broker's file.
         ConfigDef(
             "zookeeper.connect",
@@ -996,6 +1008,9 @@ KAFKA_DIFFERENCES: dict[str, str] = {
     "console.bootstrap.servers": "odradek's own (the web console).",
     "console.allowed.hosts": "odradek's own (the web console).",
     "console.client.config": "odradek's own (the web console).",
+    "schema.registry.listener": "odradek's own: Kafka has no schema registry; Confluent Schema "
+    "Registry's REST API, served by the broker, its schemas in the _schemas topic as Confluent's "
+    "registry keeps them.",
     "zookeeper.connect": "Kafka 3.9's (Kafka 4 has no ZooKeeper mode): unset, odradek runs as a "
     "lone broker with its metadata in a local file.",
     "zookeeper.session.timeout.ms": "Kafka 3.9's (Kafka 4 has no ZooKeeper mode).",
@@ -1161,6 +1176,12 @@ class BrokerConfig:
     def metrics_listener(self) -> tuple[str, int] | None:
         """Where ``/metrics`` is served, or None when metrics are off."""
         raw = self.raw("metrics.listener")
+        return _host_port(raw) if raw else None
+
+    @property
+    def schema_registry_listener(self) -> tuple[str, int] | None:
+        """Where the schema registry's HTTP API is served, or None when it is off."""
+        raw = self.raw("schema.registry.listener")
         return _host_port(raw) if raw else None
 
     def advertised(self, bound: tuple[str, int]) -> tuple[str, int]:

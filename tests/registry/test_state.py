@@ -4,6 +4,7 @@ and replay of the ``_schemas`` records (as a compaction leaves them too)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import pytest
 
@@ -13,7 +14,7 @@ from odradek.registry.schemas import SchemaReference
 from odradek.registry.state import IMPORT, READONLY, RegistryState, SchemaRequest
 
 
-def avro_record(*fields: dict[str, object], name: str = "User") -> SchemaRequest:
+def avro_record(*fields: Mapping[str, object], name: str = "User") -> SchemaRequest:
     return SchemaRequest(json.dumps({"type": "record", "name": name, "fields": list(fields)}))
 
 

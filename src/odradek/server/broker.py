@@ -22,7 +22,9 @@ from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
-from odradek.metrics import MetricsServer
+from odradek.metrics import MetricsServer, console_client
+from odradek.registry.http import RegistryServer
+from odradek.registry.store import SchemaStore
 from odradek.security.authorizer import Authorizer
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
@@ -67,6 +69,7 @@ class Broker:
         # Counted only while metrics are served (metrics.listener).
         self.counters = BrokerCounters() if config.metrics_listener is not None else None
         self.metrics: MetricsServer | None = None
+        self.schema_registry: RegistryServer | None = None
         self.purgatory = Purgatory(self.counters.requests if self.counters is not None else None)
         self._services: BrokerServices | None = None
         self._server: Acceptor | None = None
@@ -129,6 +132,7 @@ class Broker:
                 server.close()
             if self.metrics is not None:
                 await self.metrics.stop()
+            await self._stop_schema_registry()
             raise
 
     async def _start(self) -> tuple[str, int]:
@@ -209,6 +213,7 @@ class Broker:
                 )
             self._listener_services[listener.name] = services
             server.start_serving()
+        self._start_schema_registry()
         self._housekeeping = asyncio.create_task(self._housekeep())
         log.info(
             "odradek broker %d listening on %s, data in %s",
@@ -319,6 +324,24 @@ class Broker:
         self.topics.deletion_listeners.append(self.counters.topic_deleted)
         log.info("odradek broker %d metrics on http://%s:%d/metrics", self.node_id, host, port)
 
+    def _start_schema_registry(self) -> None:
+        """The registry's HTTP API (schema.registry.listener), a client of this cluster."""
+        listener = self.config.schema_registry_listener
+        if listener is None:
+            return
+        bootstrap, security = console_client(self.config, self.bound)
+        self.schema_registry = RegistryServer(SchemaStore(bootstrap, security, clock=self.clock))
+        host, port = self.schema_registry.start(*listener)
+        log.info("odradek broker %d schema registry on http://%s:%d/", self.node_id, host, port)
+
+    async def _stop_schema_registry(self) -> None:
+        registry, self.schema_registry = self.schema_registry, None
+        if registry is not None:
+            # Its store may be waiting on this loop's broker (a write): stop off the loop.
+            await stop_step(
+                "schema registry", asyncio.to_thread(registry.stop), _STOP_STEP_TIMEOUT_S
+            )
+
     @property
     def connection_count(self) -> int:
         """Client connections open now."""
@@ -412,6 +435,7 @@ class Broker:
         if self.metrics is not None:
             await stop_step("metrics", self.metrics.stop(), _STOP_STEP_TIMEOUT_S)
             self.metrics = None
+        await self._stop_schema_registry()
         for server in self._servers:
             server.close()
         if self._groups is not None:
