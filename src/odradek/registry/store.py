@@ -20,10 +20,11 @@ Threads: one thread only (the registry's store thread) calls it; the state is it
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from odradek.client.core import ClientError, RequestTimeout
+from odradek.client.core import ClientError, ConnectionFailed, RequestTimeout
 from odradek.client.data import EARLIEST, DataClient, KafkaClientError, data_batches
 from odradek.client.security import ClientSecurity
 from odradek.clock import Clock, SystemClock
@@ -46,6 +47,22 @@ _REPLICATION_FACTOR = 3
 _WRITE_ATTEMPTS = 5
 _READ_BACK_ATTEMPTS = 50
 _STALE_AFTER_MS = 1000
+_RETRY_BACKOFF_S = 0.05
+_MAX_RETRY_BACKOFF_S = 1.0
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.leader_not_available,
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.not_enough_replicas,
+        ErrorCode.not_enough_replicas_after_append,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.unknown_leader_epoch,
+        ErrorCode.request_timed_out,
+        ErrorCode.offset_not_available,
+        ErrorCode.not_controller,
+    }
+)
 
 
 class SchemaStore:
@@ -202,11 +219,25 @@ class SchemaStore:
 
         return self._guarded(run)
 
-    @staticmethod
-    def _guarded(call: Callable[[], T]) -> T:
-        try:
-            return call()
-        except RequestTimeout as e:
-            raise errors.store_timeout(str(e)) from e
-        except (ClientError, RecordDecodeError) as e:
-            raise errors.store_error(str(e)) from e
+    def _guarded(self, call: Callable[[], T]) -> T:
+        """``call``, again while the cluster answers what a moment may mend (a broker down, a
+        leadership moving, the topic just created), for up to the store's timeout; other
+        client errors are the registry's store errors."""
+        deadline = self._clock.monotonic_ms() + self._timeout_ms
+        backoff_s = _RETRY_BACKOFF_S
+        while True:
+            try:
+                return call()
+            except RequestTimeout as e:
+                raise errors.store_timeout(str(e)) from e
+            except (ConnectionFailed, KafkaClientError) as e:
+                retriable = isinstance(e, ConnectionFailed) or e.code in _RETRIABLE
+                if not retriable or self._clock.monotonic_ms() >= deadline:
+                    raise errors.store_error(str(e)) from e
+                log.info("schema registry: %s; trying again", e)
+                # Fresh connections and metadata: the leader may have moved.
+                self._client.close()
+            except (ClientError, RecordDecodeError) as e:
+                raise errors.store_error(str(e)) from e
+            time.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, _MAX_RETRY_BACKOFF_S)
