@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         groups,
         partitions,
         records,
+        schemas,
         topics,
         torture,
         transactions,
@@ -162,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     records.add_parser(commands)
     users.add_parser(commands)
     partitions.add_parser(commands)
+    schemas.add_parser(commands)
     completion.add_parser(commands)
     torture.add_parser(commands)
     return parser
