@@ -13,6 +13,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from odradek.testing import RunningBroker
@@ -73,6 +74,55 @@ def test_avro_round_trip_of_1000_records(registry_broker: RunningBroker) -> None
         consumer.close()
     assert received == sent
     assert registry.get_subjects() == ["users-value"]
+
+
+def test_json_schema_round_trip(registry_broker: RunningBroker) -> None:
+    url = registry_url(registry_broker)
+    registry = SchemaRegistryClient({"url": url})
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Order",
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
+        "required": ["id"],
+        "additionalProperties": False,
+    }
+    serializer = JSONSerializer(json.dumps(schema), registry)
+    deserializer = JSONDeserializer(None, schema_registry_client=registry)
+    topic = "orders"
+    context = SerializationContext(topic, MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": registry_broker.bootstrap, "linger.ms": 5})
+    sent = [{"id": i, "item": f"thing {i}"} for i in range(1000)]
+    for order in sent:
+        producer.produce(topic, value=serializer(order, context))
+    assert producer.flush(TIMEOUT_S) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": registry_broker.bootstrap,
+            "group.id": "g",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    received = []
+    try:
+        while len(received) < len(sent):
+            message = consumer.poll(TIMEOUT_S)
+            assert message is not None and message.error() is None
+            received.append(deserializer(message.value(), context))
+    finally:
+        consumer.close()
+    assert received == sent
+    latest = registry.get_latest_version("orders-value")
+    assert latest.schema.schema_type == "JSON"
+
+    # BACKWARD on a closed model: an optional property may come, a required one may not.
+    optional = {**schema, "properties": {**schema["properties"], "note": {"type": "string"}}}
+    assert registry.test_compatibility("orders-value", Schema(json.dumps(optional), "JSON"))
+    required = {**optional, "required": ["id", "note"]}
+    with pytest.raises(SchemaRegistryError) as refused:
+        registry.register_schema("orders-value", Schema(json.dumps(required), "JSON"))
+    assert refused.value.http_status_code == 409
 
 
 def test_backward_evolution_and_compatibility_levels(registry_broker: RunningBroker) -> None:

@@ -22,6 +22,7 @@ import jsonschema.exceptions
 import jsonschema.validators
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 
+from odradek.registry import json_compat
 from odradek.registry.errors import invalid_compatibility_level, invalid_schema
 
 AVRO = "AVRO"
@@ -120,9 +121,8 @@ class AvroSchema:
 
 
 class JsonSchema:
-    """A JSON Schema, checked against its draft's meta-schema by ``jsonschema``.
-
-    Compatibility between JSON Schema versions is not implemented: any change is compatible."""
+    """A JSON Schema, checked against its draft's meta-schema by ``jsonschema``; compatibility
+    by :mod:`.json_compat`."""
 
     def __init__(self, text: str, references: Sequence[str] = ()) -> None:
         try:
@@ -146,7 +146,7 @@ class JsonSchema:
     def read_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, JsonSchema):
             return ["the schemas are of different types"]
-        return []
+        return json_compat.reader_errors(self._data, writer._data)
 
 
 def parse_schema(schema_type: str, text: str, references: Sequence[str] = ()) -> ParsedSchema:
