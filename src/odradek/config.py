@@ -102,6 +102,13 @@ def _host_port_check(value: object) -> str | None:
     return None if host and port.isdigit() and int(port) < 65536 else "must be HOST:PORT"
 
 
+def _registry_listener_check(value: object) -> str | None:
+    text = str(value)
+    for scheme in ("http://", "https://"):
+        text = text.removeprefix(scheme)
+    return _host_port_check(text)
+
+
 def _client_config_check(value: object) -> str | None:
     """A readable Kafka client properties file whose security settings make sense."""
     from odradek.client.core import ClientError
@@ -629,9 +636,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "schema.registry.listener",
             ConfigType.STRING,
             None,
-            "HOST:PORT of the schema registry's HTTP API (Confluent Schema Registry's; port 0: "
-            "any free port); unset: no registry",
-            _host_port_check,
+            "[http://|https://]HOST:PORT of the schema registry's HTTP API (Confluent Schema "
+            "Registry's; port 0: any free port; https: TLS with the broker's ssl.keystore.*, or "
+            "listener.name.schema_registry.ssl.*); unset: no registry",
+            _registry_listener_check,
+            True,
+        ),
+        ConfigDef(
+            "schema.registry.authentication.method",
+            ConfigType.STRING,
+            "NONE",
+            "NONE, or BASIC: HTTP basic authentication against the broker's users (PLAIN users "
+            "of sasl.jaas.config, SCRAM credentials); with super.users set only they may change "
+            "compatibility levels and modes",
+            _one_of("NONE", "BASIC"),
             True,
         ),
         # A cluster's metadata store (odradek.cluster.zookeeper); unset: the single broker's file.
@@ -1011,6 +1029,8 @@ KAFKA_DIFFERENCES: dict[str, str] = {
     "schema.registry.listener": "odradek's own: Kafka has no schema registry; Confluent Schema "
     "Registry's REST API, served by the broker, its schemas in the _schemas topic as Confluent's "
     "registry keeps them.",
+    "schema.registry.authentication.method": "Confluent Schema Registry's name; odradek's "
+    "users are the broker's own.",
     "zookeeper.connect": "Kafka 3.9's (Kafka 4 has no ZooKeeper mode): unset, odradek runs as a "
     "lone broker with its metadata in a local file.",
     "zookeeper.session.timeout.ms": "Kafka 3.9's (Kafka 4 has no ZooKeeper mode).",
@@ -1182,7 +1202,14 @@ class BrokerConfig:
     def schema_registry_listener(self) -> tuple[str, int] | None:
         """Where the schema registry's HTTP API is served, or None when it is off."""
         raw = self.raw("schema.registry.listener")
-        return _host_port(raw) if raw else None
+        if not raw:
+            return None
+        return _host_port(raw.removeprefix("http://").removeprefix("https://"))
+
+    @property
+    def schema_registry_tls(self) -> bool:
+        """Whether the schema registry's listener is ``https://``."""
+        return (self.raw("schema.registry.listener") or "").startswith("https://")
 
     def advertised(self, bound: tuple[str, int]) -> tuple[str, int]:
         """The address clients are told to use; ``bound`` is where the socket really listens."""

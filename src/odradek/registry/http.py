@@ -16,18 +16,24 @@ import concurrent.futures
 import functools
 import json
 import logging
+import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from aiohttp import web
 
+from odradek.config import BrokerConfig
 from odradek.registry import errors
+from odradek.registry.auth import BASIC, NONE, BasicAuthenticator, UserConfigs
 from odradek.registry.errors import RegistryError
 from odradek.registry.records import content_answer, parse_references
 from odradek.registry.schemas import AVRO, JSON
 from odradek.registry.state import RegistryState, SchemaRequest
 from odradek.registry.store import SchemaStore
+from odradek.security.acl import parse_super_users
+from odradek.security.sasl import parse_jaas
+from odradek.security.tls import server_context
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,8 @@ MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_BODY_BYTES = 16 << 20
 _START_TIMEOUT_S = 30
 _SHUTDOWN_TIMEOUT_S = 2.0
+# listener.name.schema_registry.ssl.* set the registry's own TLS settings (else ssl.*).
+TLS_LISTENER_NAME = "schema_registry"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -82,10 +90,19 @@ def _schema_id(request: web.Request) -> int:
 
 
 class RegistryServer:
-    """The registry's API over ``store``: :meth:`start` (bound address), :meth:`stop`."""
+    """The registry's API over ``store``: :meth:`start` (bound address), :meth:`stop`; over TLS
+    with ``ssl_context``, and asking for basic credentials with ``authenticator``."""
 
-    def __init__(self, store: SchemaStore) -> None:
+    def __init__(
+        self,
+        store: SchemaStore,
+        *,
+        authenticator: BasicAuthenticator | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self._store = store
+        self._authenticator = authenticator
+        self._ssl_context = ssl_context
         self._executor = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="odradek-registry-store"
         )
@@ -93,6 +110,31 @@ class RegistryServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self.bound: tuple[str, int] = ("", 0)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: BrokerConfig,
+        store: SchemaStore,
+        user_configs: UserConfigs,
+    ) -> RegistryServer:
+        """The server ``schema.registry.*`` asks for: TLS with the broker's key store for an
+        ``https://`` listener, basic authentication against the broker's users (PLAIN users of
+        ``sasl.jaas.config``, SCRAM credentials by ``user_configs``) when BASIC."""
+        context = server_context(config, TLS_LISTENER_NAME) if config.schema_registry_tls else None
+        authenticator = None
+        method = (config.raw("schema.registry.authentication.method") or NONE).upper()
+        if method == BASIC:
+            jaas = config.raw("sasl.jaas.config")
+            options = parse_jaas(jaas)[1] if jaas else {}
+            plain_users = {
+                name.removeprefix("user_"): password
+                for name, password in options.items()
+                if name.startswith("user_")
+            }
+            super_users = parse_super_users(config.raw("super.users"))
+            authenticator = BasicAuthenticator(plain_users, user_configs, super_users)
+        return cls(store, authenticator=authenticator, ssl_context=context)
 
     # -- life --------------------------------------------------------------------------------
 
@@ -124,13 +166,15 @@ class RegistryServer:
         return self.bound
 
     async def _serve(self, host: str, port: int) -> tuple[str, int]:
-        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._errors])
+        app = web.Application(
+            client_max_size=MAX_BODY_BYTES, middlewares=[self._errors, self._authenticate]
+        )
         app.add_routes(self._routes())
         self._runner = web.AppRunner(
             app, access_log=None, handle_signals=False, shutdown_timeout=_SHUTDOWN_TIMEOUT_S
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
+        site = web.TCPSite(self._runner, host, port, ssl_context=self._ssl_context)
         await site.start()
         address = self._runner.addresses[0]
         return str(address[0]), int(address[1])
@@ -159,6 +203,27 @@ class RegistryServer:
         except Exception:
             log.exception("schema registry: %s %s failed", request.method, request.path)
             return _answer({"error_code": 50001, "message": "Error in the backend data store"}, 500)
+
+    @web.middleware
+    async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        authenticator = self._authenticator
+        if authenticator is None:
+            return await handler(request)
+        header = request.headers.get("Authorization")
+        loop = asyncio.get_running_loop()
+        # A SCRAM check derives a key and may ask the metadata store: not on this loop.
+        principal = await loop.run_in_executor(None, authenticator.principal, header)
+        if principal is None:
+            answer = _answer({"error_code": 401, "message": "Unauthorized"}, 401)
+            answer.headers["WWW-Authenticate"] = 'Basic realm="odradek schema registry"'
+            return answer
+        changes_settings = request.method in ("PUT", "DELETE") and request.path.startswith(
+            ("/config", "/mode")
+        )
+        if changes_settings and not authenticator.may_change_settings(principal):
+            message = f"User {principal} is denied operation {request.method} {request.path}"
+            return _answer({"error_code": 40301, "message": message}, 403)
+        return await handler(request)
 
     async def _on_store(self, call: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)

@@ -330,9 +330,20 @@ class Broker:
         if listener is None:
             return
         bootstrap, security = console_client(self.config, self.bound)
-        self.schema_registry = RegistryServer(SchemaStore(bootstrap, security, clock=self.clock))
+        store, loop = self.store, asyncio.get_running_loop()
+        assert store is not None
+
+        def user_configs(user: str) -> dict[str, str]:  # called on the registry's threads
+            return asyncio.run_coroutine_threadsafe(store.user_configs(user), loop).result(10)
+
+        self.schema_registry = RegistryServer.from_config(
+            self.config, SchemaStore(bootstrap, security, clock=self.clock), user_configs
+        )
         host, port = self.schema_registry.start(*listener)
-        log.info("odradek broker %d schema registry on http://%s:%d/", self.node_id, host, port)
+        scheme = "https" if self.config.schema_registry_tls else "http"
+        log.info(
+            "odradek broker %d schema registry on %s://%s:%d/", self.node_id, scheme, host, port
+        )
 
     async def _stop_schema_registry(self) -> None:
         registry, self.schema_registry = self.schema_registry, None
