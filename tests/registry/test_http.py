@@ -230,7 +230,7 @@ def test_error_bodies(registry_broker: RunningBroker) -> None:
     status, _ = call("POST", "/subjects/s", {"schema": '"string"'})
     assert status == 404
     assert call("POST", "/subjects/s", {"schema": '"int"'})[1]["version"] == 1
-    assert call("GET", "/schemas/types")[1] == ["JSON", "AVRO"]
+    assert call("GET", "/schemas/types")[1] == ["JSON", "PROTOBUF", "AVRO"]
     bad_json = requests.post(f"{url}/subjects/s/versions", data=b"{", timeout=30)
     assert bad_json.status_code == 400
 

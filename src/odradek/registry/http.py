@@ -28,7 +28,7 @@ from odradek.registry import errors
 from odradek.registry.auth import BASIC, NONE, BasicAuthenticator, UserConfigs
 from odradek.registry.errors import RegistryError
 from odradek.registry.records import content_answer, parse_references
-from odradek.registry.schemas import AVRO, JSON
+from odradek.registry.schemas import AVRO, SCHEMA_TYPES
 from odradek.registry.state import RegistryState, SchemaRequest
 from odradek.registry.store import SchemaStore
 from odradek.security.acl import parse_super_users
@@ -281,7 +281,7 @@ class RegistryServer:
         return _answer(["."])
 
     async def _types(self, request: web.Request) -> web.Response:
-        return _answer([JSON, AVRO])
+        return _answer(list(SCHEMA_TYPES))
 
     async def _schemas(self, request: web.Request) -> web.Response:
         prefix = request.query.get("subjectPrefix", "")

@@ -1,11 +1,13 @@
 """Schemas as the registry keeps and compares them: their text, type and references, parsed by
-the field's libraries (Apache Avro's ``avro`` for Avro, ``jsonschema`` for JSON Schema), and the
-compatibility rules between versions under each of Confluent's seven levels.
+the field's libraries (Apache Avro's ``avro`` for Avro, ``jsonschema`` for JSON Schema,
+``proto-schema-parser`` and ``protobuf`` for Protobuf: :mod:`.protobuf`), and the compatibility
+rules between versions under each of Confluent's seven levels.
 
-A schema's *canonical* text is its JSON with insignificant whitespace removed (the key order is
-kept: Avro gives it meaning for fields), so that a lookup of the same schema written with other
-spacing finds it. With ``normalize`` (Confluent's ``?normalize=true``) an Avro schema is written
-as the ``avro`` library prints its parsed form, which also spells names fully qualified.
+An Avro or JSON schema's *canonical* text is its JSON with insignificant whitespace removed (the
+key order is kept: Avro gives it meaning for fields), so that a lookup of the same schema written
+with other spacing finds it. With ``normalize`` (Confluent's ``?normalize=true``) an Avro schema
+is written as the ``avro`` library prints its parsed form, which also spells names fully
+qualified.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibi
 
 from odradek.registry import json_compat
 from odradek.registry.errors import invalid_compatibility_level, invalid_schema
+from odradek.registry.protobuf import ProtobufSchema
 
 AVRO = "AVRO"
 JSON = "JSON"
@@ -157,7 +160,7 @@ def parse_schema(schema_type: str, text: str, references: Sequence[str] = ()) ->
     if schema_type == JSON:
         return JsonSchema(text, references)
     if schema_type == PROTOBUF:
-        raise invalid_schema("Protobuf schemas are not supported yet")
+        return ProtobufSchema(text, references)
     raise invalid_schema(f"unknown schema type {schema_type!r}")
 
 
