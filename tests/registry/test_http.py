@@ -125,6 +125,32 @@ def test_json_schema_round_trip(registry_broker: RunningBroker) -> None:
     assert refused.value.http_status_code == 409
 
 
+def test_json_schema_with_a_reference(registry_broker: RunningBroker) -> None:
+    registry = SchemaRegistryClient({"url": registry_url(registry_broker)})
+    address = {
+        "$id": "address.json",
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    }
+    registry.register_schema("address.json", Schema(json.dumps(address), "JSON"))
+    customer = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "home": {"$ref": "address.json"}},
+    }
+    schema = Schema(
+        json.dumps(customer), "JSON", [SchemaReference("address.json", "address.json", 1)]
+    )
+    serializer = JSONSerializer(schema, registry)
+    context = SerializationContext("customers", MessageField.VALUE)
+    sent = {"name": "ann", "home": {"city": "Lyon"}}
+    encoded = serializer(sent, context)
+    fresh = SchemaRegistryClient({"url": registry_url(registry_broker)})
+    assert JSONDeserializer(None, schema_registry_client=fresh)(encoded, context) == sent
+    latest = registry.get_latest_version("customers-value")
+    assert [r.subject for r in latest.schema.references] == ["address.json"]
+
+
 def test_backward_evolution_and_compatibility_levels(registry_broker: RunningBroker) -> None:
     registry = SchemaRegistryClient({"url": registry_url(registry_broker)})
     subject = "people-value"

@@ -115,3 +115,39 @@ def test_protobuf_round_trip(registry_broker: RunningBroker) -> None:
     with pytest.raises(SchemaRegistryError) as refused:
         registry.register_schema("orders-value", Schema(changed, "PROTOBUF"))
     assert refused.value.http_status_code == 409
+
+
+def test_protobuf_with_a_referenced_file(registry_broker: RunningBroker) -> None:
+    """The serializer registers the imported file under its own subject and references it; the
+    deserializer reads both back."""
+    common = descriptor_pb2.FileDescriptorProto(
+        name="shop/money.proto", package="shop", syntax="proto3"
+    )
+    money = common.message_type.add(name="Money")
+    money.field.add(name="cents", number=1, type=3, label=1)
+    main = descriptor_pb2.FileDescriptorProto(
+        name="shop/price.proto", package="shop", syntax="proto3", dependency=["shop/money.proto"]
+    )
+    price = main.message_type.add(name="Price")
+    price.field.add(name="item", number=1, type=9, label=1)
+    price.field.add(name="amount", number=2, type=11, label=1, type_name=".shop.Money")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(common)
+    pool.Add(main)
+    price_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Price"))
+    money_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Money"))
+
+    url = registry_url(registry_broker)
+    registry = SchemaRegistryClient({"url": url})
+    serializer = ProtobufSerializer(price_class, registry)
+    context = SerializationContext("prices", MessageField.VALUE)
+    sent = price_class(item="tea", amount=money_class(cents=250))
+    encoded = serializer(sent, context)
+    assert sorted(registry.get_subjects()) == ["prices-value", "shop/money.proto"]
+    latest = registry.get_latest_version("prices-value")
+    assert [(r.name, r.subject) for r in latest.schema.references] == [
+        ("shop/money.proto", "shop/money.proto")
+    ]
+    fresh = SchemaRegistryClient({"url": url})
+    deserializer = ProtobufDeserializer(price_class, schema_registry_client=fresh)
+    assert deserializer(encoded, context) == sent

@@ -135,8 +135,6 @@ class JsonSchema:
             jsonschema.validators.validator_for(data).check_schema(data)
         except (ValueError, TypeError, jsonschema.exceptions.SchemaError) as e:
             raise invalid_schema(str(e).splitlines()[0] if str(e) else type(e).__name__) from e
-        if references:
-            raise invalid_schema("references in JSON Schemas are not supported yet")
         self._data: Any = data
 
     @property
