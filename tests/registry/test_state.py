@@ -283,3 +283,11 @@ def test_malformed_records_are_skipped() -> None:
     ):
         state.apply(key, value)
     assert state.subjects == {}
+
+
+def test_deeply_nested_schemas_are_refused_not_crashed() -> None:
+    state = RegistryState()
+    deep = '{"type": "array", "items": ' * 5000 + '"int"' + "}" * 5000
+    assert code_of(lambda: state.plan_register("s", SchemaRequest(deep))) == 42201
+    deep_json = '{"items": ' * 5000 + "{}" + "}" * 5000
+    assert code_of(lambda: state.plan_register("s", SchemaRequest(deep_json, "JSON"))) == 42201

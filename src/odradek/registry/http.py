@@ -235,7 +235,7 @@ class RegistryServer:
     async def _body(request: web.Request) -> Any:
         try:
             return json.loads(await request.read())
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise errors.bad_request(f"the body is not JSON: {e}") from e
 
     def _routes(self) -> list[web.RouteDef]:

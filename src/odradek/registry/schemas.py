@@ -95,7 +95,14 @@ class AvroSchema:
                 avro.schema.make_avsc_object(json.loads(referenced), names)
             data = json.loads(text)
             self.parsed = avro.schema.make_avsc_object(data, names)
-        except (ValueError, TypeError, KeyError, AttributeError, avro.errors.AvroException) as e:
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            AttributeError,
+            RecursionError,
+            avro.errors.AvroException,
+        ) as e:
             raise invalid_schema(str(e) or type(e).__name__) from e
         self._data: Any = data
         self._has_references = bool(references)
@@ -133,7 +140,7 @@ class JsonSchema:
             if not isinstance(data, (dict, bool)):
                 raise ValueError("a JSON Schema is an object or a boolean")
             jsonschema.validators.validator_for(data).check_schema(data)
-        except (ValueError, TypeError, jsonschema.exceptions.SchemaError) as e:
+        except (ValueError, TypeError, RecursionError, jsonschema.exceptions.SchemaError) as e:
             raise invalid_schema(str(e).splitlines()[0] if str(e) else type(e).__name__) from e
         self._data: Any = data
 
@@ -175,11 +182,14 @@ def compatibility_errors(
     against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
     base = level.removesuffix("_TRANSITIVE")
     errors: list[str] = []
-    for old in reversed(against):
-        if base in (BACKWARD, FULL):
-            errors += new.read_errors(old)
-        if base in (FORWARD, FULL):
-            errors += old.read_errors(new)
+    try:
+        for old in reversed(against):
+            if base in (BACKWARD, FULL):
+                errors += new.read_errors(old)
+            if base in (FORWARD, FULL):
+                errors += old.read_errors(new)
+    except RecursionError:
+        return ["the schemas nest too deeply to be compared"]
     return errors
 
 
