@@ -22,7 +22,7 @@ MAX_COMPLEXITY = 25
 # The ZooKeeper engine: the one place that may hold kazoo objects. Membership (broker
 # registration and the controller election) still calls kazoo itself, on kazoo's threads; it is
 # to move behind named store methods as the controller runtime did.
-KAZOO_HOMES = {"cluster/zookeeper.py", "cluster/membership.py"}
+KAZOO_HOMES = {"cluster/metadata/zookeeper.py", "cluster/metadata/membership.py"}
 
 
 def _sources(*folders: str) -> list[Path]:

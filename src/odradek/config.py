@@ -102,6 +102,35 @@ def _host_port_check(value: object) -> str | None:
     return None if host and port.isdigit() and int(port) < 65536 else "must be HOST:PORT"
 
 
+def parse_per_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs (a host name, an IPv4
+    address, or an IPv6 address whose colons the last one splits from its count)."""
+    overrides: dict[str, int] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep or not host.strip():
+            raise ConfigError(f"{item!r} is not HOST:COUNT")
+        try:
+            value = int(count)
+        except ValueError:
+            raise ConfigError(f"{item!r}: {count!r} is not a number of connections") from None
+        if value < 0:
+            raise ConfigError(f"{item!r}: a count must be >= 0")
+        overrides[host.strip().strip("[]")] = value
+    return overrides
+
+
+def _per_ip_overrides_check(value: object) -> str | None:
+    try:
+        parse_per_ip_overrides(str(value))
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
 def _registry_listener_check(value: object) -> str | None:
     text = str(value)
     for scheme in ("http://", "https://"):
@@ -567,6 +596,54 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "close connections idle for longer than this",
             _at_least(1),
         ),
+        # Connection limits (Kafka's ConnectionQuotas, KIP-308, KIP-402, KIP-612): a listener's
+        # own limits are set as listener.name.<name>.max.connections and
+        # listener.name.<name>.max.connection.creation.rate.
+        ConfigDef(
+            "max.connections",
+            ConfigType.INT,
+            "2147483647",
+            "most connections open at once over every listener; past it the listeners accept "
+            "no more until one closes (not the inter-broker listener, where there are others)",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "max.connections.per.ip",
+            ConfigType.INT,
+            "2147483647",
+            "most connections open at once from one IP address; one more is closed at once",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "max.connections.per.ip.overrides",
+            ConfigType.STRING,
+            "",
+            "per-address exceptions to max.connections.per.ip: HOST_OR_IP:COUNT pairs, "
+            "comma-separated",
+            _per_ip_overrides_check,
+        ),
+        ConfigDef(
+            "max.connection.creation.rate",
+            ConfigType.INT,
+            "2147483647",
+            "most new connections per second over every listener but the inter-broker one, "
+            "measured over quota.window.num samples; past it the listeners wait",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "quota.window.num",
+            ConfigType.INT,
+            "11",
+            "samples the connection creation rate (and client quotas) are measured over",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "quota.window.size.seconds",
+            ConfigType.INT,
+            "1",
+            "length of one sample of the connection creation rate (and client quotas)",
+            _at_least(1),
+        ),
         ConfigDef(
             "socket.request.max.bytes",
             ConfigType.INT,
@@ -652,7 +729,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _one_of("NONE", "BASIC"),
             True,
         ),
-        # A cluster's metadata store (odradek.cluster.zookeeper); unset: the single broker's file.
+        # A cluster's metadata store (odradek.cluster.metadata.zookeeper); unset: the single
+        # broker's file.
         ConfigDef(
             "zookeeper.connect",
             ConfigType.STRING,

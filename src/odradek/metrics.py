@@ -100,7 +100,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from odradek.client.core import ClientError
 from odradek.client.security import ClientSecurity
-from odradek.cluster.view import NO_NODE
+from odradek.cluster.metadata.view import NO_NODE
 from odradek.config import BrokerConfig, ConfigError, parse_properties
 from odradek.console.api import ConsoleApi
 from odradek.console.server import HttpServer

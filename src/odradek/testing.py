@@ -213,6 +213,10 @@ class BrokerProcess:
                 self.port = int(found.group(1))
                 threading.Thread(target=self._drain, daemon=True).start()
                 return self
+        # Not left running: a broker still starting keeps its port and, once registered, its
+        # id, and the next start would fail on either.
+        self.process.kill()
+        self.process.wait()
         raise RuntimeError("broker did not start listening:\n" + "".join(self.output))
 
     def _limit_files(self) -> None:

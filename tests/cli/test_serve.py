@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.cluster.membership import DuplicateBrokerIdError
+from odradek.cluster.metadata.membership import DuplicateBrokerIdError
 from odradek.config import BrokerConfig
 from odradek.server.broker import Broker
 from odradek.testing import (

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.cluster.metadata_store import LocalMetadataStore
-from odradek.cluster.partition import Partition
+from odradek.cluster.metadata.store import LocalMetadataStore
+from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView
+from odradek.cluster.replication.partition import Partition
 from odradek.cluster.topics import TopicManager
-from odradek.cluster.view import BrokerEndpoint, LocalClusterView
 from odradek.config import BrokerConfig
 from odradek.coordinator import records as rec
 from odradek.coordinator.messages import (

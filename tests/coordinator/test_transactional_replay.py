@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from odradek.clock import ManualClock
-from odradek.cluster.metadata_store import LocalMetadataStore
+from odradek.cluster.metadata.store import LocalMetadataStore
+from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView
 from odradek.cluster.topics import TopicManager
-from odradek.cluster.view import BrokerEndpoint, LocalClusterView
 from odradek.config import BrokerConfig
 from odradek.coordinator.messages import CommitRequest, OffsetCommit, TxnCommitRequest
 from odradek.coordinator.runtime import GroupCoordinatorRuntime

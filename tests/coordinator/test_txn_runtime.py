@@ -8,11 +8,11 @@ import asyncio
 from pathlib import Path
 
 from odradek.clock import ManualClock
-from odradek.cluster.metadata_store import LocalMetadataStore
-from odradek.cluster.partition import Partition
-from odradek.cluster.producer_ids import ProducerIdManager
+from odradek.cluster.metadata.producer_ids import ProducerIdManager
+from odradek.cluster.metadata.store import LocalMetadataStore
+from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView
+from odradek.cluster.replication.partition import Partition
 from odradek.cluster.topics import TopicManager
-from odradek.cluster.view import BrokerEndpoint, LocalClusterView
 from odradek.config import BrokerConfig
 from odradek.coordinator.txn_records import TxnState
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime

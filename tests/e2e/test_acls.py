@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.cluster.metadata_store import LocalMetadataStore, result_now
+from odradek.cluster.metadata.store import LocalMetadataStore, result_now
 from odradek.security import acl
 from odradek.testing import RunningBroker, running_broker
 
@@ -43,9 +43,9 @@ def _bootstrap_acls(data_dir: Path) -> None:
     result_now(
         store.change_acls(
             cluster,
-        add=[
-            acl.AccessControlEntry(ANONYMOUS, "*", operation, acl.AclPermissionType.ALLOW)
-            for operation in (acl.AclOperation.ALTER, acl.AclOperation.CREATE)
+            add=[
+                acl.AccessControlEntry(ANONYMOUS, "*", operation, acl.AclPermissionType.ALLOW)
+                for operation in (acl.AclOperation.ALTER, acl.AclOperation.CREATE)
             ],
         )
     )

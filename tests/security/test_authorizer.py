@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.cluster.metadata_store import LocalMetadataStore, MetadataChange
+from odradek.cluster.metadata.store import LocalMetadataStore, MetadataChange
 from odradek.config import BrokerConfig
 from odradek.security.acl import (
     AccessControlEntry,

@@ -7,9 +7,9 @@ import json
 
 from kazoo.client import KazooClient
 
-from odradek.cluster.zookeeper import ZooKeeperMetadataStore
+from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore
 from odradek.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, make_credential
-from tests.cluster.test_metadata_store import Engine, engine  # noqa: F401 (fixture)
+from tests.cluster.metadata.test_store import Engine, engine  # noqa: F401 (fixture)
 
 
 async def test_user_configs_round_trip_and_survive_reopen(engine: Engine) -> None:  # noqa: F811
@@ -26,7 +26,7 @@ async def test_user_configs_round_trip_and_survive_reopen(engine: Engine) -> Non
 
 
 async def test_zookeeper_layout_is_kafkas(zookeeper_connect: str) -> None:
-    from tests.cluster.test_metadata_store import zookeeper_store
+    from tests.cluster.metadata.test_store import zookeeper_store
 
     store: ZooKeeperMetadataStore = zookeeper_store(zookeeper_connect)
     try:

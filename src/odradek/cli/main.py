@@ -62,8 +62,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     for warning in unknown_setting_warnings(config.props):
         log.warning("%s", warning)
-    from odradek.cluster.membership import DuplicateBrokerIdError
-    from odradek.cluster.zookeeper import ZooKeeperUnreachableError
+    from odradek.cluster.metadata.membership import DuplicateBrokerIdError
+    from odradek.cluster.metadata.zookeeper import ZooKeeperUnreachableError
     from odradek.server.broker import Broker
 
     async def run() -> None:

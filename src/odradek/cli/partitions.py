@@ -42,7 +42,7 @@ from odradek.client.reassignment import (
     PartitionAdmin,
     PartitionResult,
 )
-from odradek.cluster.assignment import BrokerMetadata, assign_replicas
+from odradek.cluster.controller.assignment import BrokerMetadata, assign_replicas
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 TIMEOUT_S = 30.0

@@ -2,11 +2,11 @@
 roles of its partitions, and the controller it may become.
 
 :class:`ClusterNode` puts together what ``zookeeper.connect`` turns on:
-:class:`~odradek.cluster.zookeeper.ZooKeeperMetadataStore` (topics, partition states),
-:class:`~odradek.cluster.membership.BrokerMembership` (``/brokers/ids/<id>``, controller
-election), :class:`~odradek.cluster.zk_view.ZooKeeperClusterView` (what Metadata answers),
-:class:`~odradek.cluster.replica_manager.ReplicaManager` (leader and follower roles, the
-fetchers, ISR writes) and :class:`~odradek.cluster.controller_runtime.ControllerRuntime`. It
+:class:`~odradek.cluster.metadata.zookeeper.ZooKeeperMetadataStore` (topics, partition states),
+:class:`~odradek.cluster.metadata.membership.BrokerMembership` (``/brokers/ids/<id>``, controller
+election), :class:`~odradek.cluster.metadata.zk_view.ZooKeeperClusterView` (what Metadata answers),
+:class:`~odradek.cluster.replication.replica_manager.ReplicaManager` (leader and follower roles, the
+fetchers, ISR writes) and :class:`~odradek.cluster.controller.runtime.ControllerRuntime`. It
 routes the watches' notifications, which arrive on the broker's event loop, to each of them.
 
 Start-up order matters: the store is opened before the logs (the broker opens the partitions it
@@ -36,15 +36,19 @@ from collections.abc import Callable
 from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError
 from odradek.clock import Clock
-from odradek.cluster.controller_runtime import ControllerRuntime
-from odradek.cluster.fetcher import FetcherConfig
-from odradek.cluster.membership import BrokerMembership, BrokerRegistration, MembershipChange
-from odradek.cluster.metadata_store import MetadataChange
-from odradek.cluster.quota import DYNAMIC_BROKER_CONFIGS, ReplicationQuotas
-from odradek.cluster.replica_manager import ReplicaManager
+from odradek.cluster.controller.runtime import ControllerRuntime
+from odradek.cluster.metadata.membership import (
+    BrokerMembership,
+    BrokerRegistration,
+    MembershipChange,
+)
+from odradek.cluster.metadata.store import MetadataChange
+from odradek.cluster.metadata.zk_view import ZooKeeperClusterView
+from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
+from odradek.cluster.replication.fetcher import FetcherConfig
+from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS, ReplicationQuotas
+from odradek.cluster.replication.replica_manager import ReplicaManager
 from odradek.cluster.topics import TopicManager
-from odradek.cluster.zk_view import ZooKeeperClusterView
-from odradek.cluster.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
 from odradek.config import BrokerConfig
 from odradek.protocol import controlled_shutdown as shutdown_protocol
 from odradek.security.inter_broker import inter_broker_security

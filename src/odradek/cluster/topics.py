@@ -18,21 +18,21 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from odradek.clock import Clock
-from odradek.cluster.assignment import (
+from odradek.cluster.controller.assignment import (
     BrokerMetadata,
     assign_added_partitions,
     assign_replicas,
     check_added_assignment,
     check_assignment,
 )
-from odradek.cluster.metadata_store import (
+from odradek.cluster.metadata.store import (
     MetadataStore,
     MetadataStoreError,
     TopicExistsError,
     TopicMetadata,
 )
-from odradek.cluster.partition import Partition
-from odradek.cluster.view import ClusterView
+from odradek.cluster.metadata.view import ClusterView
+from odradek.cluster.replication.partition import Partition
 from odradek.config import (
     TOPIC_CONFIGS,
     BrokerConfig,

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from odradek.clock import Clock
-from odradek.cluster.metadata_store import result_now
-from odradek.cluster.partition import Partition
+from odradek.cluster.metadata.store import result_now
+from odradek.cluster.replication.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.protocol.errors import ErrorCode, KafkaError

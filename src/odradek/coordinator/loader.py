@@ -25,7 +25,7 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol
 
-from odradek.cluster.partition import Partition
+from odradek.cluster.replication.partition import Partition
 from odradek.coordinator.internal_topic import InternalTopic
 
 log = logging.getLogger(__name__)

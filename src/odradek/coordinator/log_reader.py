@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from odradek.cluster.partition import Partition
+from odradek.cluster.replication.partition import Partition
 from odradek.protocol.record_batch import BatchHeader
 from odradek.protocol.records import Record, RecordDecodeError, iter_records
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError
-from odradek.cluster.view import BrokerEndpoint, ClusterView, leader_endpoint
+from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView, leader_endpoint
 from odradek.config import BrokerConfig
 from odradek.coordinator.transactions import MarkerJob
 from odradek.protocol.errors import ErrorCode

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from odradek.clock import Clock
-from odradek.cluster.partition import Partition
+from odradek.cluster.replication.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig, ConfigError
 from odradek.coordinator.assignors import ASSIGNORS, TopicInfo, assignor_names

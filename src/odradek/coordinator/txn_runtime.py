@@ -29,10 +29,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from odradek.clock import Clock
-from odradek.cluster.partition import Partition
-from odradek.cluster.producer_ids import ProducerIdManager
+from odradek.cluster.metadata.producer_ids import ProducerIdManager
+from odradek.cluster.metadata.view import ClusterView, leader_endpoint
+from odradek.cluster.replication.partition import Partition
 from odradek.cluster.topics import TopicManager
-from odradek.cluster.view import ClusterView, leader_endpoint
 from odradek.config import BrokerConfig
 from odradek.coordinator.internal_topic import (
     CommitPoint,

@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from odradek.cluster.metadata_store import MetadataChange, MetadataStore
+from odradek.cluster.metadata.store import MetadataChange, MetadataStore
 from odradek.config import BrokerConfig
 from odradek.security.acl import (
     AclBinding,

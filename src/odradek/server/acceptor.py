@@ -9,6 +9,11 @@ listening on the first such failure, reports it once to ``on_error``, and listen
 later; connections waiting meanwhile stay in the kernel's backlog.  Accepted sockets become
 transports through ``loop.connect_accepted_socket``, as asyncio's servers make them.
 
+With :class:`~odradek.server.connection_quotas.ConnectionQuotas`, the acceptor asks before each
+accept whether its listener may take one more connection (stopping listening until a connection
+ends, or until a creation-rate throttle has passed) and after it whether the client's address
+may (closing the socket at once when it may not).
+
 Caller: the broker, on the event-loop thread.
 """
 
@@ -19,6 +24,12 @@ import errno
 import logging
 import socket
 from collections.abc import Callable
+
+from odradek.server.connection_quotas import (
+    UNTIL_A_CONNECTION_ENDS,
+    ConnectionQuotas,
+    client_address,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +46,15 @@ class Acceptor:
         sockets: list[socket.socket],
         protocol_factory: Callable[[], asyncio.BaseProtocol],
         on_error: Callable[[OSError], None],
+        quotas: ConnectionQuotas | None = None,
+        listener: str = "",
     ) -> None:
         self.sockets = sockets
         self._factory = protocol_factory
         self._on_error = on_error
+        self._quotas = quotas
+        self._listener = listener
+        self._held: asyncio.TimerHandle | None = None
         self._loop = asyncio.get_running_loop()
         self._retries: dict[int, asyncio.TimerHandle] = {}
         self._serving = False
@@ -52,6 +68,8 @@ class Acceptor:
         port: int,
         protocol_factory: Callable[[], asyncio.BaseProtocol],
         on_error: Callable[[OSError], None],
+        quotas: ConnectionQuotas | None = None,
+        listener: str = "",
     ) -> Acceptor:
         """Bind ``host:port`` without serving yet: an empty host is every interface (IPv6 and
         IPv4 on one socket where the system can), a name every address it has (the first
@@ -85,7 +103,7 @@ class Acceptor:
             raise
         for sock in sockets:
             sock.setblocking(False)
-        return cls(sockets, protocol_factory, on_error)
+        return cls(sockets, protocol_factory, on_error, quotas, listener)
 
     def start_serving(self) -> None:
         self._serving = True
@@ -99,8 +117,10 @@ class Acceptor:
 
     def _accept(self, sock: socket.socket) -> None:
         for _ in range(_BACKLOG):
+            if self._quotas is not None and self._hold_back(self._quotas):
+                return
             try:
-                conn, _ = sock.accept()
+                conn, address = sock.accept()
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                 return
             except OSError as e:
@@ -114,23 +134,52 @@ class Acceptor:
                 )
                 self._on_error(e)
                 return
+            ip = client_address(address)
+            if self._quotas is not None and not self._quotas.opened(self._listener, ip):
+                conn.close()
+                continue
             conn.setblocking(False)
-            task = self._loop.create_task(self._connect(conn))
+            task = self._loop.create_task(self._connect(conn, ip))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _connect(self, conn: socket.socket) -> None:
+    async def _connect(self, conn: socket.socket, ip: str) -> None:
         try:
             await self._loop.connect_accepted_socket(self._factory, conn)
         except OSError as e:
             log.warning("cannot set up an accepted connection: %s", e)
             conn.close()
+            if self._quotas is not None:
+                self._quotas.closed(self._listener, ip)
+
+    def _hold_back(self, quotas: ConnectionQuotas) -> bool:
+        """Stop listening while the listener is at a connection limit or throttled: until a
+        connection ends, or for the throttle time. False when it may accept now."""
+        wait_ms = quotas.wait_ms(self._listener)
+        if wait_ms == 0:
+            return False
+        for sock in self.sockets:
+            self._loop.remove_reader(sock.fileno())
+        if wait_ms == UNTIL_A_CONNECTION_ENDS:
+            quotas.when_a_connection_ends(self._listener, self._resume)
+        elif self._held is None:
+            self._held = self._loop.call_later(wait_ms / 1000, self._resume)
+        return True
+
+    def _resume(self) -> None:
+        self._held = None
+        for sock in self.sockets:
+            if sock.fileno() not in self._retries and sock.fileno() >= 0:
+                self._listen(sock)
 
     def close(self) -> None:
         """Stop listening and close the listening sockets; connections are left alone."""
         if self._closed.done():
             return
         self._serving = False
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
         for sock in self.sockets:
             retry = self._retries.pop(sock.fileno(), None)
             if retry is not None:

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from odradek.clock import Clock, SystemClock
-from odradek.cluster.listener_view import ListenerClusterView
-from odradek.cluster.metadata_store import LocalMetadataStore, MetadataStore
+from odradek.cluster.metadata.listener_view import ListenerClusterView
+from odradek.cluster.metadata.producer_ids import ProducerIdManager
+from odradek.cluster.metadata.store import LocalMetadataStore, MetadataStore
+from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView, LocalClusterView
+from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore
 from odradek.cluster.node import ClusterNode
-from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.cluster.topics import TopicManager
-from odradek.cluster.view import BrokerEndpoint, ClusterView, LocalClusterView
-from odradek.cluster.zookeeper import ZooKeeperMetadataStore
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
@@ -30,6 +30,7 @@ from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
 from odradek.server.acceptor import Acceptor
 from odradek.server.connection import Connection
+from odradek.server.connection_quotas import ConnectionQuotas
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.memory_pool import MemoryPool
 from odradek.server.purgatory import Purgatory
@@ -79,6 +80,9 @@ class Broker:
         self._open: set[Connection] = set()
         # queued.max.request.bytes: what all connections together may hold of unhandled requests.
         self.request_memory = MemoryPool(config.get_int("queued.max.request.bytes"))
+        self.connection_quotas = ConnectionQuotas.from_config(
+            self.clock, config, [spec.name for spec in config.listener_specs()]
+        )
         self._housekeeping: asyncio.Task[None] | None = None
         self.cleaner: LogCleaner | None = None
         self._next_retention_ms = 0
@@ -249,6 +253,8 @@ class Broker:
                 listener.spec.port,
                 self._connection_factory(listener),
                 self._accept_failed,
+                self.connection_quotas,
+                listener.name,
             )
             self._servers.append(server)
             sockname = server.sockets[0].getsockname()
@@ -374,6 +380,7 @@ class Broker:
         finally:
             self._connections.discard(task)
             self._open.discard(connection)
+            self.connection_quotas.closed(connection.listener.name, connection.peer_address)
             if self.counters is not None:
                 self.counters.connection_ended(connection.listener.name)
 

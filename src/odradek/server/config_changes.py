@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from odradek.cluster.quota import DYNAMIC_BROKER_CONFIGS
+from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS
 from odradek.config import BROKER_CONFIGS, ConfigError
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, config_denial

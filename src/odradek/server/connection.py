@@ -53,6 +53,7 @@ from odradek.server.connection_core import (
     CloseConnection,
     ConnectionCore,
 )
+from odradek.server.connection_quotas import client_address
 from odradek.server.context import FrameParts, RequestContext
 from odradek.server.memory_pool import MemoryPool
 from odradek.server.registry import HANDLERS
@@ -101,6 +102,7 @@ class Connection(asyncio.BufferedProtocol):
         self.listener = listener if listener is not None else Listener.plaintext()
         self.transport: asyncio.Transport | None = None
         self.session = Session("?")
+        self.peer_address = "?"  # the client's IP address, as the connection limits count it
         self.sendfile_ok = False
         self._socket_fd = -1  # for sendfile straight to the socket (plaintext only)
         self.last_active_ms = services.clock.monotonic_ms()
@@ -132,6 +134,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = typing.cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
+        self.peer_address = client_address(peer)
         listener = self.listener
         self.session = Session(
             f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer),

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.clock import Clock
-from odradek.cluster.controller_runtime import ControllerRuntime
-from odradek.cluster.producer_ids import ProducerIdManager
-from odradek.cluster.replica_manager import ReplicaManager
+from odradek.cluster.controller.runtime import ControllerRuntime
+from odradek.cluster.metadata.producer_ids import ProducerIdManager
+from odradek.cluster.metadata.view import ClusterView
+from odradek.cluster.replication.replica_manager import ReplicaManager
 from odradek.cluster.topics import TopicManager
-from odradek.cluster.view import ClusterView
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime

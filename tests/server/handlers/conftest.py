@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.cluster.metadata_store import LocalMetadataStore
-from odradek.cluster.producer_ids import ProducerIdManager
+from odradek.cluster.metadata.producer_ids import ProducerIdManager
+from odradek.cluster.metadata.store import LocalMetadataStore
+from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView, PartitionInfo
 from odradek.cluster.topics import TopicManager
-from odradek.cluster.view import BrokerEndpoint, LocalClusterView, PartitionInfo
 from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime

@@ -3,7 +3,7 @@ partition, which a first lookup creates."""
 
 from __future__ import annotations
 
-from odradek.cluster.view import BrokerEndpoint
+from odradek.cluster.metadata.view import BrokerEndpoint
 from odradek.protocol.errors import ErrorCode
 from odradek.server.services import BrokerServices
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from odradek.cluster.partition import Partition
+from odradek.cluster.replication.partition import Partition
 from odradek.protocol.errors import ErrorCode
 from odradek.server.services import BrokerServices
 

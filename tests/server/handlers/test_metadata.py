@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from odradek.cluster.view import BrokerEndpoint, PartitionInfo
+from odradek.cluster.metadata.view import BrokerEndpoint, PartitionInfo
 from odradek.protocol.errors import ErrorCode
 from odradek.server.services import BrokerServices
 from tests.server.conftest import METADATA

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.cluster.fetcher import FetcherConfig
-from odradek.cluster.metadata_store import TopicMetadata
-from odradek.cluster.replica_manager import ReplicaManager
+from odradek.cluster.metadata.store import TopicMetadata
+from odradek.cluster.replication.fetcher import FetcherConfig
+from odradek.cluster.replication.replica_manager import ReplicaManager
 from odradek.protocol.errors import ErrorCode
 from odradek.server.services import BrokerServices
 from tests.server.conftest import FETCH, FETCH_VERSION, batch_of, values_of

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.cluster.controller import ReassignmentResult
+from odradek.cluster.controller.state import ReassignmentResult
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, permits_cluster
 from odradek.server.context import RequestContext, Response

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
-from odradek.cluster.metadata_store import MetadataStoreError
+from odradek.cluster.metadata.store import MetadataStoreError
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits, permits_cluster

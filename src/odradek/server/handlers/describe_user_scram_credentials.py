@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from odradek.cluster.metadata_store import MetadataStoreError
+from odradek.cluster.metadata.store import MetadataStoreError
 from odradek.protocol.errors import ErrorCode
 from odradek.security.scram import MECHANISM_TYPES, ScramCredential
 from odradek.server.context import RequestContext, Response

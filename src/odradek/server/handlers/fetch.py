@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.cluster.partition import Partition, RecordSlice
-from odradek.cluster.quota import ReplicationQuotas
+from odradek.cluster.replication.partition import Partition, RecordSlice
+from odradek.cluster.replication.quota import ReplicationQuotas
 from odradek.counters import BrokerCounters
 from odradek.protocol import compression, fetch_request, fetch_response, legacy
 from odradek.protocol.errors import ErrorCode, KafkaError

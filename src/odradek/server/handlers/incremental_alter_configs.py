@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.cluster.quota import DYNAMIC_BROKER_CONFIGS
+from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS
 from odradek.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.config_changes import alter_resource

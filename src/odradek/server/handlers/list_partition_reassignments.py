@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.cluster.controller import Reassignment
+from odradek.cluster.controller.state import Reassignment
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, permits_cluster
 from odradek.server.context import RequestContext, Response

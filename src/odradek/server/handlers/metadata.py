@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.cluster.metadata_store import TopicMetadata
-from odradek.cluster.view import NO_NODE, BrokerEndpoint
+from odradek.cluster.metadata.store import TopicMetadata
+from odradek.cluster.metadata.view import NO_NODE, BrokerEndpoint
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, denied, permits, permits_cluster
 from odradek.server.context import RequestContext, Response

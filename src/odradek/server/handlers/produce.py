@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from odradek.cluster.partition import Partition
+from odradek.cluster.replication.partition import Partition
 from odradek.counters import BrokerCounters
 from odradek.protocol import compression, legacy, produce_request, produce_response
 from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected

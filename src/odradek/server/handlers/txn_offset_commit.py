@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.cluster.view import CONSUMER_OFFSETS
+from odradek.cluster.metadata.view import CONSUMER_OFFSETS
 from odradek.coordinator.messages import TxnCommitRequest
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import Op, transaction_denials

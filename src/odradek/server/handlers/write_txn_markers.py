@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.cluster.partition import Partition
-from odradek.cluster.view import CONSUMER_OFFSETS
+from odradek.cluster.metadata.view import CONSUMER_OFFSETS
+from odradek.cluster.replication.partition import Partition
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, permits_cluster

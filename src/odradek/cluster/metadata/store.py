@@ -1,0 +1,527 @@
+"""Cluster metadata behind one interface, and the single broker's engine for it.
+
+:class:`MetadataStore` is what the broker needs of cluster metadata: the cluster id; topics (name,
+topic id, partition count, each partition's replica assignment, config overrides) and their
+creation, deletion, growth and config changes; user configs (Kafka's ``/config/users/<name>``:
+SCRAM credentials, never passwords); ACLs (each resource pattern's access control entries);
+producer-id blocks (Kafka's
+``/latest_producer_id_block``); each partition's state (leader, leader epoch, ISR, controller
+epoch) read and written with a versioned compare-and-set; and change notifications, delivered on
+the broker's event loop. Two engines implement it: :class:`LocalMetadataStore` here (one JSON
+file, a single broker) and ``odradek.cluster.metadata.zookeeper.ZooKeeperMetadataStore`` (Kafka's
+ZooKeeper layout, a cluster).
+
+File format of the local store: ``odradek-metadata.json`` in the first log dir, a JSON object
+``{"version": 2, "cluster_id": str, "next_producer_id_block": int, "topics": {name: {"id": uuid,
+"partitions": n, "replicas": [[node], ...], "configs": {}}}, "partition_states": {"topic/p":
+{"leader", "leader_epoch", "isr", "controller_epoch", "version"}}, "users": {name: {config:
+value}}, "quotas": {entity path: {config: value}}, "brokers": {id: {config: value}}, "acls":
+[{"resource_type": "Topic", "name": str, "pattern_type": "LITERAL", "entries": {"version": 1,
+"acls": [{"principal", "permissionType", "operation", "host"}]}}]}`` (entries as Kafka's
+``/kafka-acl`` znodes; quotas of entities other than a user alone, by Kafka's entity path; files
+without ``users``, ``quotas``, ``brokers`` or ``acls`` have none). Version 1 files (no
+``replicas``, no ``partition_states``) load: every partition is then assigned to this node.
+It is rewritten whole (temp file, fsync, rename) on every change, so a crash leaves the old or the
+new state, never a mix.
+
+Threads: both engines are called from the broker's event loop and answer with coroutines. The
+ZooKeeper engine's wait for ZooKeeper happens off the loop. The local store's coroutines never
+suspend (``answers_at_once``): each change rewrites a file of a few kilobytes before it returns,
+as a single broker always did, so callers that cannot await (a coordinator's first write, a
+producer id) may complete them at once with :func:`result_now`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import uuid
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from odradek.quotas.entities import (
+    DEFAULT_NAME,
+    QUOTA_KEYS,
+    USER,
+    QuotaEntity,
+    entity_from_path,
+    entity_path,
+)
+from odradek.security.acl import (
+    AccessControlEntry,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    decode_entries,
+    encode_entries,
+    parse_enum,
+    zk_name,
+)
+from odradek.storage.fileio import write_file_atomically
+
+T = TypeVar("T")
+
+FILE_NAME = "odradek-metadata.json"
+FORMAT_VERSION = 2
+
+
+class MetadataStoreError(Exception):
+    """The metadata store could not do what was asked (other than a version conflict)."""
+
+
+class TopicExistsError(MetadataStoreError):
+    """A topic was to be created, and another writer (another broker) made it first."""
+
+
+class StaleVersionError(MetadataStoreError):
+    """A compare-and-set write named a version that is no longer the current one (or asked to
+    create what already exists): someone else wrote first. Re-read and decide again."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    """A topic. ``replicas[p]`` is partition ``p``'s replica assignment (preferred leader first);
+    empty when the caller leaves the assignment to the store (the local store assigns every
+    partition to its own node). ``adding`` and ``removing`` name, for each partition being
+    reassigned, the replicas of ``replicas[p]`` on their way in and out (Kafka's
+    ``adding_replicas`` / ``removing_replicas``; only a cluster reassigns)."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    replicas: tuple[tuple[int, ...], ...] = ()
+    adding: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def replicas_of(self, partition: int) -> tuple[int, ...]:
+        return self.replicas[partition] if partition < len(self.replicas) else ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """A partition's leadership as the controller last wrote it (Kafka's
+    LeaderIsrAndControllerEpoch).
+
+    ``version`` is the store's version of this record (ZooKeeper's znode version): pass it back
+    to :meth:`MetadataStore.write_partition_state` so the write fails if anyone wrote since."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    version: int = 0
+    # ZooKeeper's transaction id of the write that made this state (the znode's mzxid), where
+    # the reader knows it; -1 otherwise. Set by the controller's reads, so that it can tell ISR
+    # members that registered again since (broker epochs are registration zxids).
+    written_zxid: int = field(default=-1, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataChange:
+    """What changed, as told to a change listener. ``kind`` is ``"topics"`` (a topic created,
+    deleted, grown or reconfigured; ``topic`` names it, or is None when any may have),
+    ``"partition_state"`` (``topic`` and ``partition`` name it, ``state`` is the state as the
+    store saw it at the change, None when it is gone), ``"acls"`` (some ACLs) or
+    ``"broker_configs"`` (this broker's dynamic configs)."""
+
+    kind: str
+    topic: str | None = None
+    partition: int | None = None
+    state: PartitionState | None = None
+
+
+ChangeListener = Callable[[MetadataChange], None]
+
+
+class MetadataStore(Protocol):
+    """Cluster metadata, read and written from the broker's event loop: every call that may
+    wait for a disk or ZooKeeper is a coroutine, and the wait happens off the loop."""
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def topics(self) -> Mapping[str, TopicMetadata]:
+        """The topics as last read (kept current by the store; do not mutate)."""
+        ...
+
+    @property
+    def answers_at_once(self) -> bool:
+        """Whether every coroutine of the store completes without suspending (the local
+        store), so that :func:`result_now` may complete it."""
+        ...
+
+    async def put(self, topic: TopicMetadata) -> None:
+        """Create ``topic``; :class:`TopicExistsError` if another writer made it first (the
+        local store, the only writer of its file, replaces it)."""
+        ...
+
+    async def remove(self, name: str) -> None:
+        """Delete a topic, its configs and its partitions' states (no error if it is gone)."""
+        ...
+
+    async def set_partitions(
+        self, name: str, count: int, new_replicas: Sequence[Sequence[int]] = ()
+    ) -> TopicMetadata:
+        """Grow a topic to ``count`` partitions; ``new_replicas`` assigns the new ones."""
+        ...
+
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
+        """Replace the topic's config overrides."""
+        ...
+
+    async def reserve_producer_ids(self, count: int) -> int:
+        """The first of ``count`` producer ids no other call, on any broker, before or after a
+        restart, gets."""
+        ...
+
+    async def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        """The partition's state with its version, or None if none was written."""
+        ...
+
+    async def write_partition_state(
+        self, topic: str, partition: int, state: PartitionState, expected_version: int | None
+    ) -> PartitionState:
+        """Write ``state`` if the stored version is ``expected_version`` (None: only if there is
+        no state yet). Returns it with its new version; raises :class:`StaleVersionError`."""
+        ...
+
+    async def user_configs(self, name: str) -> dict[str, str]:
+        """A user's configs (``SCRAM-SHA-512`` → Kafka's credential text, …); empty if none."""
+        ...
+
+    async def broker_configs(self, broker: int) -> dict[str, str]:
+        """A broker's dynamic configs (the replication throttle rates); empty if none."""
+        ...
+
+    async def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
+        """Replace a broker's dynamic configs (a ``"broker_configs"`` change follows)."""
+        ...
+
+    async def user_names(self) -> list[str]:
+        """Every user with configs, sorted."""
+        ...
+
+    async def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace a user's configs; empty configs remove the user."""
+        ...
+
+    async def quota_configs(self) -> dict[QuotaEntity, dict[str, str]]:
+        """Every client quota entity's quota configs (users, client ids, both, IPs)."""
+        ...
+
+    async def set_quota_configs(self, entity: QuotaEntity, configs: Mapping[str, str]) -> None:
+        """Replace an entity's quota configs (a user's other configs, its SCRAM credentials,
+        stay); a ``"client_quotas"`` change follows, on every broker."""
+        ...
+
+    @property
+    def acls(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Every resource pattern's ACL entries as last read (kept current by the store)."""
+        ...
+
+    async def change_acls(
+        self,
+        pattern: ResourcePattern,
+        add: Iterable[AccessControlEntry] = (),
+        remove: Iterable[AccessControlEntry] = (),
+    ) -> frozenset[AccessControlEntry]:
+        """Add and remove entries of one resource pattern in one atomic read-modify-write (two
+        brokers changing one resource both take effect); returns the entries now stored."""
+        ...
+
+    def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
+        """Call ``listener`` on ``loop`` (via ``call_soon_threadsafe``) after each change, the
+        store's own writes included."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class WouldWaitError(Exception):
+    """:func:`result_now` was given work that must wait (for ZooKeeper): it was not done."""
+
+
+def result_now(work: Coroutine[Any, Any, T]) -> T:
+    """The result of ``work``, a coroutine of a store that ``answers_at_once``, completed here
+    without an event loop's turn; :class:`WouldWaitError` (and ``work`` cancelled) if it
+    would suspend."""
+    try:
+        work.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    work.close()
+    raise WouldWaitError("the metadata store must be awaited")
+
+
+def new_cluster_id() -> str:
+    """Kafka's format: a random UUID as 22 URL-safe base64 characters."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class ChangeListeners:
+    """Listeners registered with a store, each called on its own loop (shared by both engines)."""
+
+    def __init__(self) -> None:
+        self._listeners: list[tuple[asyncio.AbstractEventLoop, ChangeListener]] = []
+
+    def add(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
+        self._listeners.append((loop, listener))
+
+    def notify(self, change: MetadataChange) -> None:
+        """Safe from any thread: the listeners run later, on their loops."""
+        for loop, listener in self._listeners:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(listener, change)
+
+
+class LocalMetadataStore:
+    """Topics, ACLs, producer-id blocks and partition states of a single-broker cluster, in one JSON
+    file (format in the module doc)."""
+
+    def __init__(self, directory: Path, cluster_id: str | None = None, node_id: int = 1) -> None:
+        self.path = directory / FILE_NAME
+        self.node_id = node_id
+        self._topics: dict[str, TopicMetadata] = {}
+        self._states: dict[tuple[str, int], PartitionState] = {}
+        self._users: dict[str, dict[str, str]] = {}
+        # Quota entities other than a user alone (whose quotas are among its configs).
+        self._quotas: dict[str, dict[str, str]] = {}
+        self._brokers: dict[int, dict[str, str]] = {}
+        self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        self._cluster_id = cluster_id or new_cluster_id()
+        self.next_producer_id_block = 0
+        self._listeners = ChangeListeners()
+        if self.path.exists():
+            self._load()
+        else:
+            directory.mkdir(parents=True, exist_ok=True)
+            write_file_atomically(self.path, self._encoded())
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def topics(self) -> Mapping[str, TopicMetadata]:
+        return self._topics
+
+    def _own(self, count: int) -> tuple[tuple[int, ...], ...]:
+        return ((self.node_id,),) * count
+
+    def _load(self) -> None:
+        state = json.loads(self.path.read_text())
+        self._cluster_id = state["cluster_id"]
+        self.next_producer_id_block = int(state.get("next_producer_id_block", 0))
+        self._topics = {}
+        for name, t in state["topics"].items():
+            count = int(t["partitions"])
+            replicas = t.get("replicas")  # absent before format version 2
+            self._topics[name] = TopicMetadata(
+                name,
+                uuid.UUID(t["id"]),
+                count,
+                dict(t["configs"]),
+                tuple(tuple(r) for r in replicas) if replicas else self._own(count),
+            )
+        self._users = {name: dict(c) for name, c in state.get("users", {}).items()}
+        self._quotas = {path: dict(c) for path, c in state.get("quotas", {}).items()}
+        self._brokers = {int(b): dict(c) for b, c in state.get("brokers", {}).items()}
+        self._states = {}
+        for key, s in state.get("partition_states", {}).items():
+            topic, _, partition = key.rpartition("/")
+            self._states[(topic, int(partition))] = PartitionState(
+                s["leader"], s["leader_epoch"], tuple(s["isr"]), s["controller_epoch"], s["version"]
+            )
+        self._acls = {
+            ResourcePattern(
+                parse_enum(ResourceType, a["resource_type"]),
+                a["name"],
+                parse_enum(PatternType, a["pattern_type"]),
+            ): decode_entries(a["entries"])
+            for a in state.get("acls", [])
+        }
+
+    @property
+    def answers_at_once(self) -> bool:
+        return True
+
+    async def _save(self) -> None:
+        """Write the state as it is now (at once: see the module doc)."""
+        write_file_atomically(self.path, self._encoded())
+
+    def _encoded(self) -> bytes:
+        state = {
+            "version": FORMAT_VERSION,
+            "cluster_id": self._cluster_id,
+            "next_producer_id_block": self.next_producer_id_block,
+            "topics": {
+                t.name: {
+                    "id": str(t.topic_id),
+                    "partitions": t.partitions,
+                    "replicas": [list(r) for r in t.replicas],
+                    "configs": t.configs,
+                }
+                for t in self._topics.values()
+            },
+            "partition_states": {
+                f"{topic}/{partition}": {
+                    "leader": s.leader,
+                    "leader_epoch": s.leader_epoch,
+                    "isr": list(s.isr),
+                    "controller_epoch": s.controller_epoch,
+                    "version": s.version,
+                }
+                for (topic, partition), s in self._states.items()
+            },
+            "users": self._users,
+            "quotas": self._quotas,
+            "brokers": {str(b): c for b, c in sorted(self._brokers.items())},
+            "acls": [
+                {
+                    "resource_type": zk_name(pattern.resource_type),
+                    "name": pattern.name,
+                    "pattern_type": pattern.pattern_type.name,
+                    "entries": encode_entries(entries),
+                }
+                for pattern, entries in sorted(self._acls.items())
+            ],
+        }
+        return json.dumps(state, indent=1, sort_keys=True).encode()
+
+    async def reserve_producer_ids(self, count: int) -> int:
+        first = self.next_producer_id_block
+        self.next_producer_id_block = first + count
+        await self._save()
+        return first
+
+    async def put(self, topic: TopicMetadata) -> None:
+        if len(topic.replicas) != topic.partitions:
+            topic = replace(topic, replicas=self._own(topic.partitions))
+        self._topics[topic.name] = topic
+        await self._save()
+        self._listeners.notify(MetadataChange("topics", topic.name))
+
+    async def remove(self, name: str) -> None:
+        self._topics.pop(name, None)
+        for key in [k for k in self._states if k[0] == name]:
+            del self._states[key]
+        await self._save()
+        self._listeners.notify(MetadataChange("topics", name))
+
+    async def set_partitions(
+        self, name: str, count: int, new_replicas: Sequence[Sequence[int]] = ()
+    ) -> TopicMetadata:
+        topic = self._topics[name]
+        added = tuple(tuple(r) for r in new_replicas) or self._own(count - topic.partitions)
+        updated = replace(topic, partitions=count, replicas=topic.replicas + added)
+        await self.put(updated)
+        return updated
+
+    async def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicMetadata:
+        topic = replace(self._topics[name], configs=dict(configs))
+        await self.put(topic)
+        return topic
+
+    async def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        return self._states.get((topic, partition))
+
+    async def write_partition_state(
+        self, topic: str, partition: int, state: PartitionState, expected_version: int | None
+    ) -> PartitionState:
+        current = self._states.get((topic, partition))
+        current_version = None if current is None else current.version
+        if current_version != expected_version:
+            raise StaleVersionError(
+                f"partition state of {topic}-{partition} is at version {current_version}, "
+                f"not {expected_version}"
+            )
+        written = replace(state, version=0 if current is None else current.version + 1)
+        self._states[(topic, partition)] = written
+        await self._save()
+        self._listeners.notify(MetadataChange("partition_state", topic, partition, written))
+        return written
+
+    async def user_configs(self, name: str) -> dict[str, str]:
+        return self.user_configs_now(name)
+
+    def user_configs_now(self, name: str) -> dict[str, str]:
+        """:meth:`user_configs` from memory, for callers that are not coroutines."""
+        return dict(self._users.get(name, {}))
+
+    async def user_names(self) -> list[str]:
+        return sorted(self._users)
+
+    async def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        if configs:
+            self._users[name] = dict(configs)
+        else:
+            self._users.pop(name, None)
+        await self._save()
+
+    async def quota_configs(self) -> dict[QuotaEntity, dict[str, str]]:
+        found: dict[QuotaEntity, dict[str, str]] = {}
+        for name, configs in self._users.items():
+            values = {k: v for k, v in configs.items() if k in QUOTA_KEYS}
+            if values:
+                found[((USER, None if name == DEFAULT_NAME else name),)] = values
+        for path, configs in self._quotas.items():
+            found[entity_from_path(path)] = dict(configs)
+        return found
+
+    async def set_quota_configs(self, entity: QuotaEntity, configs: Mapping[str, str]) -> None:
+        if len(entity) == 1 and entity[0][0] == USER:
+            name = entity[0][1] or DEFAULT_NAME
+            kept = {k: v for k, v in self._users.get(name, {}).items() if k not in QUOTA_KEYS}
+            merged = {**kept, **configs}
+            if merged:
+                self._users[name] = merged
+            else:
+                self._users.pop(name, None)
+        elif configs:
+            self._quotas[entity_path(entity)] = dict(configs)
+        else:
+            self._quotas.pop(entity_path(entity), None)
+        await self._save()
+        self._listeners.notify(MetadataChange("client_quotas"))
+
+    async def broker_configs(self, broker: int) -> dict[str, str]:
+        return dict(self._brokers.get(broker, {}))
+
+    async def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
+        if configs:
+            self._brokers[broker] = dict(configs)
+        else:
+            self._brokers.pop(broker, None)
+        await self._save()
+        self._listeners.notify(MetadataChange("broker_configs"))
+
+    @property
+    def acls(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:
+        return self._acls
+
+    async def change_acls(
+        self,
+        pattern: ResourcePattern,
+        add: Iterable[AccessControlEntry] = (),
+        remove: Iterable[AccessControlEntry] = (),
+    ) -> frozenset[AccessControlEntry]:
+        entries = (self._acls.get(pattern, frozenset()) | frozenset(add)) - frozenset(remove)
+        if entries:
+            self._acls[pattern] = entries
+        else:
+            self._acls.pop(pattern, None)
+        await self._save()
+        self._listeners.notify(MetadataChange("acls"))
+        return entries
+
+    def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
+        self._listeners.add(loop, listener)
+
+    def close(self) -> None:
+        """Nothing to release: every change is already on disk."""

@@ -1,0 +1,527 @@
+"""Followers copying their leaders' logs: one fetcher task per leader (Kafka's
+``ReplicaFetcherThread``), over the Kafka protocol with the project's asyncio client.
+
+A partition this broker follows is handed to the fetcher of its leader. Before its first fetch
+(and after every leader change) the fetcher finds where the local log diverges from the
+leader's: OffsetForLeaderEpoch for the log's latest epoch, truncation to the end of that epoch as
+the leader has it, again while the answer names an epoch this log lacks (KIP-101, KIP-279); the
+log manager checkpoints before the partition is appended to again (recovery trusts what lies below
+a checkpointed recovery point). Then it fetches with ``replica_id`` set to this broker's id from
+each partition's log end offset, appends the leader's batches as they are, and takes the leader's
+high watermark. The leader learns the follower's log end offset from the next fetch.
+
+Errors: a partition whose leader answers NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+UNKNOWN_LEADER_EPOCH or UNKNOWN_TOPIC_OR_PARTITION waits ``replica.fetch.backoff.ms`` (the
+partition's state in the metadata store, not the fetcher, decides who leads); OFFSET_OUT_OF_RANGE
+sends it back to truncation, and a log that ends before the leader's starts is emptied and
+restarted at the leader's log start offset. A lost connection is opened again after the backoff.
+
+Throttling (``cluster/replication/quota.py``): while the follower quota is exceeded, throttled
+partitions this broker is not in the ISR of are left out of the fetch, and what is copied for
+throttled partitions is recorded.
+
+The decisions are :class:`FetcherCore`'s, without I/O (h11's shape): it says which request to send
+next (ListOffsets for partitions whose fetch offset the leader did not have, OffsetForLeaderEpoch
+for partitions finding their divergence point, else Fetch), or how long to wait, and it applies
+each response to the partitions' logs. :class:`LeaderFetcher` is its asyncio shell: the
+connection, the waiting and the retries after a lost connection. The core is tested against a
+scripted leader with a manual clock.
+
+Runs on the broker's event loop; partitions are added and removed by the replica manager there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.client.aio import AsyncConnection
+from odradek.client.core import ClientError
+from odradek.client.security import ClientSecurity
+from odradek.clock import Clock, SystemClock
+from odradek.cluster.replication.partition import Partition
+from odradek.cluster.replication.quota import ReplicationQuotas
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.storage import UnexpectedAppendOffset
+
+log = logging.getLogger(__name__)
+
+FETCH = 1
+LIST_OFFSETS = 2
+OFFSET_FOR_LEADER_EPOCH = 23
+_FETCH_VERSION = 12  # topics by name; replica_id in the request (v15 moved it)
+_EARLIEST = -2
+_OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+_LIST_OFFSETS_VERSION = 7
+# How long a fetcher whose every partition is held back by its quota waits before looking again.
+_THROTTLED_PAUSE_MS = 100
+
+TopicPartition = tuple[str, int]
+
+_WAIT_FOR_METADATA = frozenset(
+    {
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.unknown_leader_epoch,
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.kafka_storage_error,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherConfig:
+    """The follower's ``replica.fetch.*`` settings."""
+
+    local_id: int
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 10 * 1024 * 1024
+    partition_max_bytes: int = 1024 * 1024
+    backoff_ms: int = 1000
+    socket_timeout_ms: int = 30_000
+    # TLS and SASL of the inter-broker listener (None: PLAINTEXT).
+    security: ClientSecurity | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderRequest:
+    """A request the core wants sent to the leader, and the partitions it asked about (with the
+    log end offset each had when asked, for a Fetch), so that its answer is read against them."""
+
+    api_key: int
+    fields: Mapping[str, Any]
+    highest: int
+    asked: Mapping[TopicPartition, tuple[Partition, int]]
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Nothing to send before ``until_ms`` (monotonic), or until a partition is added (None)."""
+
+    until_ms: int | None
+
+
+class FetcherCore:
+    """What a follower asks its leader next, and what it does with the answers (see the
+    module doc); no I/O of its own beyond the partitions' logs it appends to and truncates.
+
+    Called on the broker's event loop, with the monotonic time of each call.
+    """
+
+    def __init__(
+        self,
+        leader_id: int,
+        config: FetcherConfig,
+        checkpoint: Callable[[], None],
+        quotas: ReplicationQuotas | None = None,
+    ) -> None:
+        self.leader_id = leader_id
+        self.config = config
+        self._checkpoint = checkpoint
+        self._quotas = quotas
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._truncating: set[TopicPartition] = set()
+        self._out_of_range: set[TopicPartition] = set()
+        self._delayed: dict[TopicPartition, int] = {}  # until this monotonic ms
+
+    @property
+    def partitions(self) -> frozenset[TopicPartition]:
+        return frozenset(self._partitions)
+
+    def delayed_until(self, tp: TopicPartition) -> int | None:
+        """When a partition backing off may be fetched again (None: it is not backing off)."""
+        return self._delayed.get(tp)
+
+    def truncating(self, tp: TopicPartition) -> bool:
+        """Whether the partition is still finding where its log diverges from the leader's."""
+        return tp in self._truncating
+
+    def add(self, partition: Partition) -> None:
+        """Follow ``partition`` from this leader, finding the divergence point first."""
+        tp = (partition.topic, partition.index)
+        self._partitions[tp] = partition
+        self._truncating.add(tp)
+        self._out_of_range.discard(tp)
+        self._delayed.pop(tp, None)
+
+    def remove(self, topic: str, index: int) -> None:
+        tp = (topic, index)
+        self._partitions.pop(tp, None)
+        self._truncating.discard(tp)
+        self._out_of_range.discard(tp)
+        self._delayed.pop(tp, None)
+
+    def poll(self, now_ms: int) -> LeaderRequest | Wait:
+        """The next request, or how long there is nothing to ask."""
+        ready = [tp for tp in self._partitions if self._delayed.get(tp, 0) <= now_ms]
+        if not ready:
+            return Wait(min(self._delayed.values(), default=None))
+        out_of_range = [tp for tp in ready if tp in self._out_of_range]
+        if out_of_range:
+            return self._list_offsets(out_of_range)
+        truncating = [tp for tp in ready if tp in self._truncating]
+        if truncating:
+            request = self._offset_for_leader_epoch(truncating)
+            if request is not None:
+                return request
+        fetchable = [tp for tp in ready if tp not in self._truncating and not self._held_back(tp)]
+        if not fetchable:
+            return Wait(now_ms + _THROTTLED_PAUSE_MS)
+        return self._fetch(fetchable)
+
+    def received(self, request: LeaderRequest, response: Any, now_ms: int) -> None:
+        """Apply the leader's answer to ``request``."""
+        if request.api_key == FETCH:
+            self._fetched(request, response, now_ms)
+        elif request.api_key == OFFSET_FOR_LEADER_EPOCH:
+            self._epoch_ends(request, response, now_ms)
+        else:
+            self._log_starts(request, response, now_ms)
+
+    def _back_off(self, tp: TopicPartition, why: str, now_ms: int) -> None:
+        log.debug("%s-%d: waiting %d ms (%s)", *tp, self.config.backoff_ms, why)
+        self._delayed[tp] = now_ms + self.config.backoff_ms
+
+    def _current(self, request: LeaderRequest, tp: TopicPartition) -> tuple[Partition, int] | None:
+        """What was asked of ``tp``, unless it was removed or handed to another leader since."""
+        entry = request.asked.get(tp)
+        if entry is None or self._partitions.get(tp) is not entry[0]:
+            return None
+        return entry
+
+    # -- truncation ----------------------------------------------------------------------------
+
+    def _offset_for_leader_epoch(self, tps: list[TopicPartition]) -> LeaderRequest | None:
+        asked: dict[TopicPartition, tuple[Partition, int]] = {}
+        topics: dict[str, list[dict[str, int]]] = {}
+        for tp in tps:
+            hosted = self._partitions[tp]
+            latest = hosted.log.latest_epoch
+            if latest is None:
+                # No epoch known (an empty log): nothing to compare, nothing to cut.
+                self._truncating.discard(tp)
+                continue
+            asked[tp] = (hosted, hosted.log.log_end_offset)
+            topics.setdefault(tp[0], []).append(
+                {
+                    "partition": tp[1],
+                    "current_leader_epoch": hosted.leader_epoch,
+                    "leader_epoch": latest,
+                }
+            )
+        if not asked:
+            return None
+        return LeaderRequest(
+            OFFSET_FOR_LEADER_EPOCH,
+            {
+                "replica_id": self.config.local_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            },
+            _OFFSET_FOR_LEADER_EPOCH_VERSION,
+            asked,
+        )
+
+    def _epoch_ends(self, request: LeaderRequest, response: Any, now_ms: int) -> None:
+        truncated = False
+        for topic in response.topics:
+            for answer in topic.partitions:
+                tp = (topic.topic, int(answer.partition))
+                entry = self._current(request, tp)
+                if entry is None:
+                    continue
+                partition = entry[0]
+                if answer.error_code != ErrorCode.none:
+                    why = f"OffsetForLeaderEpoch: {ErrorCode(answer.error_code).name}"
+                    self._back_off(tp, why, now_ms)
+                    continue
+                before = partition.log.log_end_offset
+                outcome = partition.log.truncate_to_epoch_end(
+                    int(answer.leader_epoch),
+                    int(answer.end_offset),
+                    high_watermark=partition.high_watermark,
+                )
+                if partition.log.log_end_offset != before:
+                    truncated = True
+                    partition.truncated()
+                    log.info(
+                        "%s-%d: truncated from %d to %d to follow leader %d (epoch %d)",
+                        *tp,
+                        before,
+                        partition.log.log_end_offset,
+                        self.leader_id,
+                        partition.leader_epoch,
+                    )
+                if outcome.complete:
+                    self._truncating.discard(tp)
+        if truncated:
+            self._checkpoint()
+
+    # -- fetching ------------------------------------------------------------------------------
+
+    def _held_back(self, tp: TopicPartition) -> bool:
+        quotas = self._quotas
+        if quotas is None:
+            return False
+        in_sync = self.config.local_id in self._partitions[tp].isr
+        return quotas.follower_holds_back(*tp, in_sync)
+
+    def _fetch(self, tps: list[TopicPartition]) -> LeaderRequest:
+        config = self.config
+        asked: dict[TopicPartition, tuple[Partition, int]] = {}
+        topics: dict[str, list[dict[str, int]]] = {}
+        for tp in tps:
+            partition = self._partitions[tp]
+            offset = partition.log.log_end_offset
+            asked[tp] = (partition, offset)
+            topics.setdefault(tp[0], []).append(
+                {
+                    "partition": tp[1],
+                    "current_leader_epoch": partition.leader_epoch,
+                    "fetch_offset": offset,
+                    "log_start_offset": partition.log.log_start_offset,
+                    "partition_max_bytes": config.partition_max_bytes,
+                }
+            )
+        return LeaderRequest(
+            FETCH,
+            {
+                "replica_id": config.local_id,
+                "max_wait": datetime.timedelta(milliseconds=config.max_wait_ms),
+                "min_bytes": config.min_bytes,
+                "max_bytes": config.max_bytes,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+            _FETCH_VERSION,
+            asked,
+            timeout_s=(config.socket_timeout_ms + config.max_wait_ms) / 1000,
+        )
+
+    def _fetched(self, request: LeaderRequest, response: Any, now_ms: int) -> None:
+        if response.error_code != ErrorCode.none:
+            for tp in request.asked:
+                self._back_off(tp, f"Fetch: {ErrorCode(response.error_code).name}", now_ms)
+            return
+        for topic in response.responses:
+            for data in topic.partitions:
+                tp = (topic.topic, int(data.partition_index))
+                entry = self._current(request, tp)
+                if entry is None:
+                    continue
+                partition, offset = entry
+                if partition.log.log_end_offset != offset:
+                    continue  # truncated meanwhile: this data is stale
+                code = ErrorCode(data.error_code)
+                if code == ErrorCode.none:
+                    self._take(tp, partition, data.records, int(data.high_watermark), now_ms)
+                    self._catch_up_log_start(partition, int(data.log_start_offset))
+                elif code == ErrorCode.offset_out_of_range:
+                    self._out_of_range.add(tp)
+                else:
+                    if code not in _WAIT_FOR_METADATA:
+                        log.warning("%s-%d: leader %d answered %s", *tp, self.leader_id, code.name)
+                    self._back_off(tp, f"Fetch: {code.name}", now_ms)
+
+    def _take(
+        self,
+        tp: TopicPartition,
+        partition: Partition,
+        records: bytes | None,
+        high_watermark: int,
+        now_ms: int,
+    ) -> None:
+        if records and self._quotas is not None and self._quotas.follower_throttled(*tp):
+            self._quotas.follower.record(len(records))
+        try:
+            partition.append_as_follower(records or b"")
+        except UnexpectedAppendOffset as e:
+            # The leader's log has a gap here (compaction) or the follower's is stale: find
+            # the divergence point again.
+            log.warning("%s-%d: %s; truncating again", *tp, e)
+            self._truncating.add(tp)
+            return
+        except KafkaError as e:
+            log.warning("%s-%d: leader %d sent %s", *tp, self.leader_id, e.message)
+            self._back_off(tp, e.message, now_ms)
+            return
+        partition.follow_high_watermark(high_watermark)
+
+    def _catch_up_log_start(self, partition: Partition, leader_log_start: int) -> None:
+        """Retention and DeleteRecords at the leader move the follower's log start too."""
+        log_ = partition.log
+        if log_.log_start_offset < leader_log_start <= log_.log_end_offset:
+            log_.delete_records_before(leader_log_start)
+
+    # -- a fetch offset the leader does not have -------------------------------------------------
+
+    def _list_offsets(self, tps: list[TopicPartition]) -> LeaderRequest:
+        """Past the leader's end (truncate, by epoch) or before its start (this log is too old:
+        start afresh at the leader's log start): its log start offset tells which."""
+        asked = {tp: (self._partitions[tp], self._partitions[tp].log.log_end_offset) for tp in tps}
+        topics: dict[str, list[dict[str, int]]] = {}
+        for (topic, index), (partition, _) in asked.items():
+            topics.setdefault(topic, []).append(
+                {
+                    "partition_index": index,
+                    "current_leader_epoch": partition.leader_epoch,
+                    "timestamp": _EARLIEST,
+                }
+            )
+        return LeaderRequest(
+            LIST_OFFSETS,
+            {
+                "replica_id": self.config.local_id,
+                "isolation_level": 0,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            },
+            _LIST_OFFSETS_VERSION,
+            asked,
+        )
+
+    def _log_starts(self, request: LeaderRequest, response: Any, now_ms: int) -> None:
+        self._out_of_range.difference_update(request.asked)
+        for topic in response.topics:
+            for answer in topic.partitions:
+                tp = (topic.name, int(answer.partition_index))
+                entry = self._current(request, tp)
+                if entry is None:
+                    continue
+                partition = entry[0]
+                if answer.error_code != ErrorCode.none:
+                    why = f"ListOffsets: {ErrorCode(answer.error_code).name}"
+                    self._back_off(tp, why, now_ms)
+                    continue
+                leader_start = int(answer.offset)
+                if partition.log.log_end_offset < leader_start:
+                    log.warning(
+                        "%s-%d: log ends at %d, before leader %d's log start %d: starting "
+                        "afresh there",
+                        *tp,
+                        partition.log.log_end_offset,
+                        self.leader_id,
+                        leader_start,
+                    )
+                    partition.log.truncate_fully_and_start_at(leader_start)
+                    partition.truncated()
+                    self._checkpoint()
+                else:
+                    self._truncating.add(tp)
+
+
+class LeaderFetcher:
+    """The asyncio shell of a :class:`FetcherCore`: one task and one connection to the leader
+    (see the module doc)."""
+
+    def __init__(
+        self,
+        leader_id: int,
+        address: str,
+        config: FetcherConfig,
+        checkpoint: Callable[[], None],
+        quotas: ReplicationQuotas | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.leader_id = leader_id
+        self.address = address
+        self.config = config
+        self.core = FetcherCore(leader_id, config, checkpoint, quotas)
+        self._clock = clock or SystemClock()
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._connection: AsyncConnection | None = None
+        self._stopping = False
+
+    @property
+    def partitions(self) -> frozenset[TopicPartition]:
+        return self.core.partitions
+
+    def add(self, partition: Partition) -> None:
+        """Follow ``partition`` from this leader, finding the divergence point first."""
+        self.core.add(partition)
+        self._changed.set()
+
+    def remove(self, topic: str, index: int) -> None:
+        self.core.remove(topic, index)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(
+            self._run(), name=f"replica-fetcher-{self.config.local_id}-from-{self.leader_id}"
+        )
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._changed.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._disconnect()
+
+    async def _disconnect(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
+
+    async def _run(self) -> None:
+        backoff_s = self.config.backoff_ms / 1000
+        while not self._stopping:
+            try:
+                step = self.core.poll(self._clock.monotonic_ms())
+                if isinstance(step, Wait):
+                    if not self.core.partitions:
+                        # Nothing to follow from this leader (its partitions moved): no
+                        # connection and no reconnecting to a leader that may be gone.
+                        await self._disconnect()
+                    await self._idle(step.until_ms)
+                    continue
+                connection = await self._connected()
+                response = await connection.request(
+                    step.api_key, step.fields, highest=step.highest, timeout_s=step.timeout_s
+                )
+                self.core.received(step, response, self._clock.monotonic_ms())
+            except asyncio.CancelledError:
+                raise
+            except (ClientError, OSError) as e:
+                log.info(
+                    "broker %d cannot fetch from leader %d at %s: %s",
+                    self.config.local_id,
+                    self.leader_id,
+                    self.address,
+                    e,
+                )
+                await self._disconnect()
+                await asyncio.sleep(backoff_s)
+            except Exception:
+                log.exception("replica fetcher from leader %d failed", self.leader_id)
+                await asyncio.sleep(backoff_s)
+
+    async def _connected(self) -> AsyncConnection:
+        if self._connection is None or self._connection.closed:
+            self._connection = await AsyncConnection.open(
+                self.address,
+                client_id=f"broker-{self.config.local_id}-fetcher-{self.leader_id}",
+                timeout_s=self.config.socket_timeout_ms / 1000,
+                security=self.config.security,
+            )
+        return self._connection
+
+    async def _idle(self, until_ms: int | None) -> None:
+        """Wait for a partition to be added or ``until_ms``. Called right after the core's poll,
+        with no await in between, so an ``add`` is never missed."""
+        self._changed.clear()
+        timeout = None
+        if until_ms is not None:
+            timeout = max(until_ms - self._clock.monotonic_ms(), 0) / 1000
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)

@@ -1,0 +1,340 @@
+"""The roles of the partitions this broker hosts in a cluster, and the work each role brings
+(Kafka's ``ReplicaManager``).
+
+Every hosted partition's state (leader, leader epoch, ISR, written by the controller in
+``/brokers/topics/<t>/partitions/<p>/state``) decides its role: this broker named leader → the
+partition leads (:meth:`Partition.make_leader`) and stops fetching; another broker named →
+the partition follows it, fetched by that leader's
+:class:`~odradek.cluster.replication.fetcher.LeaderFetcher`; no leader → it follows nobody until
+one is elected. A state older than the one applied (a lower leader epoch) changes nothing.
+
+After each state applied, the leadership listeners hear the partition and whether it now leads
+(the group coordinator loads or unloads the groups of a ``__consumer_offsets`` partition).
+
+As leader, the partition's ISR changes are this broker's to write (as Kafka's ZooKeeper-era
+leaders did): a follower caught up joins after its fetch, followers lagging past
+``replica.lag.time.max.ms`` leave at the periodic check (every half of it, as Kafka), each by a
+compare-and-set on the state's version; a lost race re-reads the state and applies it. Each
+change is queued to the partition's ISR task and never awaited by the fetch or the check that
+proposed it (Kafka's ``AlterPartitionManager``): while it is in flight the partition keeps
+serving, its high watermark computed over the maximal ISR (KIP-497), and the written ISR is
+applied when the write returns. A slow ZooKeeper delays ISR changes, never the fetches.
+
+Crash: nothing here is on disk; the states are in the metadata store, the logs (with their leader
+epochs and high watermarks) in storage. Threads: the broker's event loop; the store's writes
+happen off it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from odradek.clock import Clock
+from odradek.cluster.metadata.store import MetadataStore, PartitionState, StaleVersionError
+from odradek.cluster.replication.fetcher import FetcherConfig, LeaderFetcher
+from odradek.cluster.replication.isr import IsrProposal
+from odradek.cluster.replication.partition import NO_LEADER, Partition
+from odradek.cluster.replication.quota import ReplicationQuotas
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaManager:
+    """Leader and follower roles of hosted partitions, the fetchers, and the leaders' ISR
+    writes (see the module doc)."""
+
+    def __init__(
+        self,
+        local_id: int,
+        store: MetadataStore,
+        hosted: Callable[[str, int], Partition | None],
+        read_state: Callable[[str, int], PartitionState | None],
+        state_written: Callable[[str, int, PartitionState], None],
+        address_of: Callable[[int], str | None],
+        checkpoint: Callable[[], None],
+        fetcher_config: FetcherConfig,
+        clock: Clock,
+        replica_lag_time_max_ms: int,
+        quotas: ReplicationQuotas | None = None,
+    ) -> None:
+        self.local_id = local_id
+        # The replication throttles, as leader (the Fetch handler) and as follower (fetchers).
+        self.quotas = quotas or ReplicationQuotas(local_id, clock)
+        self.store = store
+        self._hosted = hosted
+        self._read_state = read_state
+        self._state_written = state_written
+        self._address_of = address_of
+        self._checkpoint = checkpoint
+        self.fetcher_config = fetcher_config
+        self.clock = clock
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._states: dict[tuple[str, int], PartitionState] = {}
+        self._fetchers: dict[int, LeaderFetcher] = {}
+        self._following: dict[tuple[str, int], int] = {}  # partition → leader fetched from
+        self._isr_task: asyncio.Task[None] | None = None
+        # Each partition's ISR change in flight (at most one: the tracker proposes no other).
+        self._isr_writes: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._brokers_changing = asyncio.Lock()
+        # Called with a partition and whether it leads, after each state applied to it (so
+        # also again for the same role: listeners must be idempotent).
+        self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
+        # ISR changes this broker wrote as leader (Kafka's IsrShrinksPerSec, IsrExpandsPerSec),
+        # for the metrics endpoint.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+
+    def start(self) -> None:
+        self._isr_task = asyncio.create_task(self._check_isr_periodically(), name="isr-check")
+
+    async def stop(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._isr_task
+        for write in list(self._isr_writes.values()):
+            write.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await write
+        for fetcher in list(self._fetchers.values()):
+            await fetcher.stop()
+        self._fetchers.clear()
+        self._following.clear()
+
+    # -- roles ---------------------------------------------------------------------------------
+
+    def refresh(self, topic: str, index: int) -> None:
+        """Read the partition's state and put the hosted partition in its role."""
+        partition = self._hosted(topic, index)
+        if partition is None:
+            self.forget(topic, index)
+            return
+        state = self._read_state(topic, index)
+        if state is not None:
+            self.apply(partition, state)
+
+    def apply(self, partition: Partition, state: PartitionState) -> None:
+        tp = (partition.topic, partition.index)
+        known = self._states.get(tp)
+        if known is not None and (state.leader_epoch, state.version) < (
+            known.leader_epoch,
+            known.version,
+        ):
+            return
+        self._states[tp] = state
+        replicas = self._replicas(partition, state)
+        if state.leader == self.local_id:
+            was_leading = partition.is_leader and partition.leader_epoch == state.leader_epoch
+            if partition.make_leader(state.leader_epoch, replicas, state.isr, state.version):
+                self._unfollow(tp)
+                if not was_leading:
+                    log.info(
+                        "%s: leader in epoch %d, ISR %s",
+                        partition.name,
+                        state.leader_epoch,
+                        state.isr,
+                    )
+                self._leadership_changed(partition)
+            return
+        changed = partition.make_follower(state.leader, state.leader_epoch, replicas, state.isr)
+        self._leadership_changed(partition)
+        if state.leader == NO_LEADER:
+            self._unfollow(tp)
+            return
+        if changed or self._following.get(tp) != state.leader:
+            self._follow(partition, state.leader)
+
+    def _leadership_changed(self, partition: Partition) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(partition, partition.is_leader)
+            except Exception:
+                log.exception("%s: a leadership listener failed", partition.name)
+
+    def _replicas(self, partition: Partition, state: PartitionState) -> tuple[int, ...]:
+        topic = self.store.topics.get(partition.topic)
+        assigned = topic.replicas_of(partition.index) if topic is not None else ()
+        return tuple(assigned) or tuple(state.isr)
+
+    def _follow(self, partition: Partition, leader_id: int) -> None:
+        tp = (partition.topic, partition.index)
+        self._unfollow(tp)
+        fetcher = self._fetcher(leader_id)
+        if fetcher is None:
+            log.warning("%s: leader %d has no known address yet", partition.name, leader_id)
+            return
+        fetcher.add(partition)
+        self._following[tp] = leader_id
+        log.info(
+            "%s: following leader %d in epoch %d from offset %d",
+            partition.name,
+            leader_id,
+            partition.leader_epoch,
+            partition.log.log_end_offset,
+        )
+
+    def _unfollow(self, tp: tuple[str, int]) -> None:
+        leader_id = self._following.pop(tp, None)
+        if leader_id is not None and leader_id in self._fetchers:
+            self._fetchers[leader_id].remove(*tp)
+
+    def _fetcher(self, leader_id: int) -> LeaderFetcher | None:
+        fetcher = self._fetchers.get(leader_id)
+        if fetcher is not None:
+            return fetcher
+        address = self._address_of(leader_id)
+        if address is None:
+            return None
+        fetcher = LeaderFetcher(
+            leader_id, address, self.fetcher_config, self._checkpoint, self.quotas, self.clock
+        )
+        fetcher.start()
+        self._fetchers[leader_id] = fetcher
+        return fetcher
+
+    def forget(self, topic: str, index: int) -> None:
+        """The partition is no longer hosted here (deleted, or reassigned away)."""
+        self._states.pop((topic, index), None)
+        self._unfollow((topic, index))
+
+    async def brokers_changed(self) -> None:
+        """Broker registrations changed: a leader may have come back at another address, or a
+        partition may wait for a leader whose address was unknown. Calls run one at a time,
+        and a fetcher leaves ``_fetchers`` before it is stopped, so that no partition is handed
+        to a fetcher on its way out."""
+        async with self._brokers_changing:
+            stopping: list[LeaderFetcher] = []
+            for leader_id, fetcher in list(self._fetchers.items()):
+                address = self._address_of(leader_id)
+                if address is not None and address != fetcher.address:
+                    stopping.append(self._fetchers.pop(leader_id))
+                    for tp, followed in list(self._following.items()):
+                        if followed == leader_id:
+                            del self._following[tp]
+            for tp, state in list(self._states.items()):
+                partition = self._hosted(*tp)
+                if (
+                    partition is not None
+                    and state.leader not in (NO_LEADER, self.local_id)
+                    and tp not in self._following
+                ):
+                    self._follow(partition, state.leader)
+            for leader_id, fetcher in list(self._fetchers.items()):
+                if not fetcher.partitions:
+                    stopping.append(self._fetchers.pop(leader_id))
+            for fetcher in stopping:
+                await fetcher.stop()
+
+    # -- the leader's ISR ----------------------------------------------------------------------
+
+    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower's fetch reached the leader: the high watermark may move, and a follower
+        caught up joins the ISR."""
+        if partition.follower_fetched(replica_id, fetch_offset):
+            proposal = partition.propose_isr_shrink()
+            if proposal is not None:
+                log.warning(
+                    "%s: in-sync follower %d fetches from %d, below the high watermark %d: it "
+                    "lost committed records, so it leaves the ISR now",
+                    partition.name,
+                    replica_id,
+                    fetch_offset,
+                    partition.high_watermark,
+                )
+                self._write_isr(partition, proposal)
+            return
+        if replica_id not in partition.isr:
+            proposal = partition.propose_isr_expand()
+            if proposal is not None:
+                self._write_isr(partition, proposal)
+
+    async def _check_isr_periodically(self) -> None:
+        interval = max(self.replica_lag_time_max_ms / 2, 1) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.check_isr()
+            except Exception:
+                log.exception("ISR check failed")
+
+    def check_isr(self) -> None:
+        """Shrink the ISR of every led partition with followers lagging too long."""
+        for tp in list(self._states):
+            partition = self._hosted(*tp)
+            if partition is not None and partition.is_leader:
+                proposal = partition.propose_isr_shrink()
+                if proposal is not None:
+                    self._write_isr(partition, proposal)
+
+    def _write_isr(self, partition: Partition, proposal: IsrProposal) -> None:
+        """Queue the ISR change to the partition's ISR task; the caller goes on at once."""
+        tp = (partition.topic, partition.index)
+        if tp in self._isr_writes:
+            partition.isr_write_failed()  # one in flight already: proposed again later
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._write_isr_now(partition, proposal), name=f"isr-{partition.name}"
+        )
+        self._isr_writes[tp] = task
+        task.add_done_callback(lambda _: self._isr_writes.pop(tp, None))
+
+    async def _write_isr_now(self, partition: Partition, proposal: IsrProposal) -> None:
+        tp = (partition.topic, partition.index)
+        known = self._states.get(tp)
+        controller_epoch = known.controller_epoch if known is not None else 0
+        state = PartitionState(
+            self.local_id,
+            proposal.leader_epoch,
+            proposal.isr,
+            controller_epoch,
+            proposal.zk_version,
+        )
+        try:
+            written = await self.store.write_partition_state(*tp, state, proposal.zk_version)
+        except StaleVersionError:
+            partition.isr_write_failed()
+            log.info("%s: ISR change to %s lost a race; re-reading", partition.name, proposal.isr)
+            await self._reread(partition)
+            return
+        except Exception:
+            partition.isr_write_failed()
+            log.exception("%s: could not write ISR %s", partition.name, proposal.isr)
+            return
+        log.info(
+            "%s: ISR %s -> %s (epoch %d)",
+            partition.name,
+            known.isr if known is not None else "?",
+            written.isr,
+            written.leader_epoch,
+        )
+        before = set(known.isr) if known is not None else set()
+        if before - set(written.isr):
+            self.isr_shrinks += 1
+        if set(written.isr) - before:
+            self.isr_expands += 1
+        if self._hosted(*tp) is not partition:
+            return  # deleted or reassigned away meanwhile
+        now = self._states.get(tp)
+        if now is not None and (now.leader_epoch, now.version) > (
+            written.leader_epoch,
+            written.version,
+        ):
+            return  # a newer state (the controller's) was applied while the write was out
+        self._states[tp] = written
+        self._state_written(*tp, written)
+        partition.isr_written(written.isr, written.leader_epoch, written.version)
+
+    async def _reread(self, partition: Partition) -> None:
+        """After a lost compare-and-set: the state as the store holds it now, applied."""
+        tp = (partition.topic, partition.index)
+        try:
+            current = await self.store.partition_state(*tp)
+        except Exception as e:
+            log.warning("%s: could not re-read the partition state: %r", partition.name, e)
+            return
+        if current is not None and self._hosted(*tp) is partition:
+            self._state_written(*tp, current)
+            self.apply(partition, current)

@@ -1,0 +1,108 @@
+"""Holding clients to their quotas, as Kafka's ``ClientQuotaManager`` does (no I/O).
+
+For a request from (user, client id), each quota type (produced bytes, fetched bytes, request
+time) takes the most specific entity that sets it, in Kafka's order:
+
+1. ``users/<user>/clients/<client-id>``   2. ``users/<user>/clients/<default>``
+3. ``users/<user>``                       4. ``users/<default>/clients/<client-id>``
+5. ``users/<default>/clients/<default>``  6. ``users/<default>``
+7. ``clients/<client-id>``                8. ``clients/<default>``
+
+and is measured for the group of clients that entity covers: every client of the user for a
+user-level quota, each (user, client) pair for a user-and-client quota, each client id for a
+client-level quota; a default applies to each user or client on its own, never to all together.
+What a request uses is recorded in that group's windowed rate (``quota.window.num`` samples of
+``quota.window.size.seconds``); past the quota, the answer carries Kafka's throttle time and the
+broker holds the connection back that long (KIP-219).
+
+Nothing durable (the quotas live in the metadata store and are handed in on each change); the
+clock is injected; the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from odradek.clock import Clock
+from odradek.quotas.entities import CLIENT_ID, USER, QuotaEntity, quota_values
+from odradek.rate import WindowedRate
+
+# (user, client id) of the group a quota is measured for; "" where the quota does not tell.
+Group = tuple[str, str]
+
+
+class ClientQuotaManager:
+    """One quota type (``producer_byte_rate``, ``consumer_byte_rate``, ...) for every client."""
+
+    def __init__(self, clock: Clock, key: str, *, samples: int = 11, sample_ms: int = 1000):
+        self._clock = clock
+        self.key = key
+        self._samples = samples
+        self._sample_ms = sample_ms
+        self._quotas: dict[QuotaEntity, float] = {}
+        self._rates: dict[Group, WindowedRate] = {}
+        self._next_prune_ms = clock.monotonic_ms() + samples * sample_ms
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any entity has this quota (none: nothing is measured, as Kafka skips it)."""
+        return bool(self._quotas)
+
+    def update(self, configs: Mapping[QuotaEntity, Mapping[str, str]]) -> None:
+        """Every entity's configs as the metadata store now holds them."""
+        quotas = {}
+        for quota_entity, values in configs.items():
+            value = quota_values(values).get(self.key)
+            if value is not None:
+                quotas[quota_entity] = value
+        self._quotas = quotas
+
+    def quota_for(self, user: str, client_id: str) -> tuple[float, Group] | None:
+        """The quota that applies to (user, client id) and the group it is measured for."""
+        found = self._quotas.get
+        candidates: tuple[tuple[QuotaEntity, Group], ...] = (
+            (((USER, user), (CLIENT_ID, client_id)), (user, client_id)),
+            (((USER, user), (CLIENT_ID, None)), (user, client_id)),
+            (((USER, user),), (user, "")),
+            (((USER, None), (CLIENT_ID, client_id)), (user, client_id)),
+            (((USER, None), (CLIENT_ID, None)), (user, client_id)),
+            (((USER, None),), (user, "")),
+            (((CLIENT_ID, client_id),), ("", client_id)),
+            (((CLIENT_ID, None),), ("", client_id)),
+        )
+        for quota_entity, group in candidates:
+            value = found(quota_entity)
+            if value is not None:
+                return value, group
+        return None
+
+    def record(self, user: str, client_id: str, amount: float) -> int:
+        """Count ``amount`` against the client's quota: the throttle time in ms (0: within it),
+        at most the window's length."""
+        if not self._quotas:
+            return 0
+        found = self.quota_for(user, client_id)
+        if found is None:
+            return 0
+        bound, group = found
+        now = self._clock.monotonic_ms()
+        if now >= self._next_prune_ms:
+            # A client id per process (or per request, for some tools) must not grow this for
+            # ever: a group whose window has emptied has nothing left to measure.
+            self._next_prune_ms = now + self._samples * self._sample_ms
+            self._rates = {g: r for g, r in self._rates.items() if r.rate() > 0}
+        rate = self._rates.get(group)
+        if rate is None:
+            rate = self._rates[group] = WindowedRate(
+                self._clock, samples=self._samples, sample_ms=self._sample_ms
+            )
+        rate.record(amount)
+        return min(rate.throttle_ms(bound), self._samples * self._sample_ms)
+
+    def rate(self, user: str, client_id: str) -> float:
+        """The measured rate of the client's group (0 without a quota)."""
+        found = self.quota_for(user, client_id)
+        if found is None:
+            return 0.0
+        rate = self._rates.get(found[1])
+        return 0.0 if rate is None else rate.rate()

@@ -1,0 +1,272 @@
+"""Every metadata-store scenario, run against each engine: the local file store and ZooKeeper."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from odradek.cluster.metadata.store import (
+    FILE_NAME,
+    LocalMetadataStore,
+    MetadataChange,
+    MetadataStore,
+    PartitionState,
+    StaleVersionError,
+    TopicMetadata,
+)
+from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore, ZooKeeperSession
+from odradek.quotas.entities import CLIENT_ID, USER
+from odradek.security.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+
+NODE = 1
+
+
+class Engine:
+    """Opens stores of one engine on one backing (a directory, or a ZooKeeper chroot)."""
+
+    def __init__(self, name: str, opener: Callable[[], MetadataStore]) -> None:
+        self.name = name
+        self._opener = opener
+        self._opened: list[MetadataStore] = []
+
+    def open(self) -> MetadataStore:
+        store = self._opener()
+        self._opened.append(store)
+        return store
+
+    def close_all(self) -> None:
+        for store in self._opened:
+            store.close()
+
+
+def zookeeper_store(connect: str) -> ZooKeeperMetadataStore:
+    session = ZooKeeperSession(connect, session_timeout_ms=6000).start()
+    return ZooKeeperMetadataStore(session, NODE, own_session=True)
+
+
+@pytest.fixture(params=["local", "zookeeper"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    if request.param == "local":
+        engine = Engine("local", lambda: LocalMetadataStore(tmp_path, node_id=NODE))
+    else:
+        connect: str = request.getfixturevalue("zookeeper_connect")
+        engine = Engine("zookeeper", lambda: zookeeper_store(connect))
+    yield engine
+    engine.close_all()
+
+
+def own(count: int) -> tuple[tuple[int, ...], ...]:
+    return ((NODE,),) * count
+
+
+async def test_topics_round_trip_and_survive_reopen(engine: Engine) -> None:
+    store = engine.open()
+    topic_id = uuid.uuid4()
+    await store.put(TopicMetadata("orders", topic_id, 3, {"retention.ms": "1000"}, own(3)))
+    grown = await store.set_partitions("orders", 5, [[NODE], [NODE]])
+    assert grown.partitions == 5 and grown.replicas == own(5)
+    await store.set_configs("orders", {"cleanup.policy": "compact"})
+    await store.put(TopicMetadata("gone", uuid.uuid4(), 1, {}, own(1)))
+    await store.remove("gone")
+    expected = {
+        "orders": TopicMetadata("orders", topic_id, 5, {"cleanup.policy": "compact"}, own(5))
+    }
+    assert dict(store.topics) == expected
+
+    store.close()
+    reopened = engine.open()
+    assert reopened.cluster_id == store.cluster_id
+    assert dict(reopened.topics) == expected
+    assert reopened.topics["orders"].replicas_of(4) == (NODE,)
+
+
+def test_cluster_id_is_kafka_shaped_and_kept(engine: Engine) -> None:
+    first = engine.open()
+    assert len(first.cluster_id) == 22
+    first.close()
+    assert engine.open().cluster_id == first.cluster_id
+
+
+async def test_partition_state_compare_and_set(engine: Engine) -> None:
+    store = engine.open()
+    await store.put(TopicMetadata("t", uuid.uuid4(), 1, {}, own(1)))
+    assert await store.partition_state("t", 0) is None
+
+    created = await store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 1), None)
+    assert created.version == 0
+    with pytest.raises(StaleVersionError):
+        await store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 1), None)
+
+    moved = await store.write_partition_state(
+        "t", 0, PartitionState(2, 1, (2,), 1), created.version
+    )
+    assert moved.version == created.version + 1
+    with pytest.raises(StaleVersionError):  # written from a stale read
+        await store.write_partition_state("t", 0, PartitionState(3, 1, (3,), 1), created.version)
+    with pytest.raises(StaleVersionError):  # no state yet: nothing to compare with
+        await store.write_partition_state("t", 1, PartitionState(3, 1, (3,), 1), 0)
+
+    store.close()
+    assert await engine.open().partition_state("t", 0) == PartitionState(
+        2, 1, (2,), 1, moved.version
+    )
+
+
+async def test_producer_id_blocks_never_repeat_across_stores(engine: Engine) -> None:
+    first = engine.open()
+    a = await first.reserve_producer_ids(1000)
+    b = await first.reserve_producer_ids(1000)
+    first.close()
+    c = await engine.open().reserve_producer_ids(1000)
+    starts = [a, b, c]
+    assert starts == sorted(set(starts))
+    assert all(y - x >= 1000 for x, y in itertools.pairwise(starts))
+
+
+async def test_acls_round_trip_and_survive_reopen(engine: Engine) -> None:
+    store = engine.open()
+    orders = ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL)
+    fin = ResourcePattern(ResourceType.GROUP, "fin-", PatternType.PREFIXED)
+    read = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    deny = AccessControlEntry("User:bob", "10.0.0.1", AclOperation.WRITE, AclPermissionType.DENY)
+    assert await store.change_acls(orders, add=[read, deny]) == {read, deny}
+    await store.change_acls(fin, add=[read])
+    assert await store.change_acls(orders, remove=[deny]) == {read}
+    gone = ResourcePattern(ResourceType.TOPIC, "gone", PatternType.LITERAL)
+    await store.change_acls(gone, add=[read])
+    assert await store.change_acls(gone, remove=[read]) == frozenset()
+    expected = {orders: frozenset({read}), fin: frozenset({read})}
+    assert dict(store.acls) == expected
+
+    store.close()
+    assert dict(engine.open().acls) == expected
+
+
+def test_changes_are_told_on_the_loop(engine: Engine) -> None:
+    store = engine.open()
+
+    async def scenario() -> list[tuple[MetadataChange, bool]]:
+        loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
+        seen: list[tuple[MetadataChange, bool]] = []
+        got = asyncio.Event()
+
+        def listener(change: MetadataChange) -> None:
+            seen.append((change, threading.get_ident() == loop_thread))
+            if change.kind == "partition_state":
+                got.set()
+
+        store.add_listener(loop, listener)
+        await store.put(TopicMetadata("t", uuid.uuid4(), 1, {}, own(1)))
+        await _until(lambda: any(c.topic == "t" for c, _ in seen))
+        await store.write_partition_state("t", 0, PartitionState(NODE, 0, (NODE,), 0), None)
+        await asyncio.wait_for(got.wait(), 10)
+        await store.change_acls(
+            ResourcePattern(ResourceType.TOPIC, "t", PatternType.LITERAL),
+            add=[AccessControlEntry("User:a", "*", AclOperation.READ, AclPermissionType.ALLOW)],
+        )
+        await _until(lambda: any(c.kind == "acls" for c, _ in seen))
+        return seen
+
+    seen = asyncio.run(scenario())
+    # A partition-state change carries the state as the store saw it: nobody reads it again.
+    written = PartitionState(NODE, 0, (NODE,), 0, 0)
+    assert MetadataChange("partition_state", "t", 0, written) in [c for c, _ in seen]
+    assert all(on_loop for _, on_loop in seen)
+
+
+def test_client_quotas_are_stored_and_told_to_every_listener(engine: Engine) -> None:
+    store = engine.open()
+    alice = ((USER, "alice"),)
+    pair = ((USER, None), (CLIENT_ID, "app"))
+
+    async def scenario() -> list[MetadataChange]:
+        seen: list[MetadataChange] = []
+        store.add_listener(asyncio.get_running_loop(), seen.append)
+        await store.set_user_configs("alice", {"SCRAM-SHA-256": "credential"})
+        await store.set_quota_configs(alice, {"producer_byte_rate": "1024"})
+        await store.set_quota_configs(pair, {"request_percentage": "12.5"})
+        await store.set_quota_configs(((CLIENT_ID, None),), {"consumer_byte_rate": "10"})
+        await _until(lambda: any(c.kind == "client_quotas" for c in seen))
+        return seen
+
+    asyncio.run(scenario())
+    expected = {
+        alice: {"producer_byte_rate": "1024"},
+        pair: {"request_percentage": "12.5"},
+        ((CLIENT_ID, None),): {"consumer_byte_rate": "10"},
+    }
+    store.close()
+    reopened = engine.open()
+    assert asyncio.run(reopened.quota_configs()) == expected
+
+    async def remove() -> None:
+        await reopened.set_quota_configs(alice, {})
+        await reopened.set_quota_configs(pair, {})
+
+    asyncio.run(remove())
+    assert asyncio.run(reopened.quota_configs()) == {
+        ((CLIENT_ID, None),): {"consumer_byte_rate": "10"}
+    }
+    assert asyncio.run(reopened.user_configs("alice")) == {"SCRAM-SHA-256": "credential"}
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 10) -> None:
+    """Wait (on the loop) for what another thread will make true."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+# -- the local store's file --------------------------------------------------------------------
+
+
+async def test_file_is_replaced_whole(tmp_path: Path) -> None:
+    store = LocalMetadataStore(tmp_path)
+    await store.put(TopicMetadata("a", uuid.uuid4(), 1))
+    state = json.loads((tmp_path / FILE_NAME).read_text())
+    assert list(state["topics"]) == ["a"]
+    assert state["version"] == 2
+    assert not (tmp_path / (FILE_NAME + ".tmp")).exists()
+
+
+async def test_version_1_files_load_with_every_partition_on_this_node(tmp_path: Path) -> None:
+    topic_id = uuid.uuid4()
+    (tmp_path / FILE_NAME).write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "cluster_id": "AAAAAAAAAAAAAAAAAAAAAA",
+                "next_producer_id_block": 2000,
+                "topics": {"old": {"id": str(topic_id), "partitions": 2, "configs": {}}},
+            }
+        )
+    )
+    store = LocalMetadataStore(tmp_path, node_id=7)
+    assert store.topics["old"] == TopicMetadata("old", topic_id, 2, {}, ((7,), (7,)))
+    assert await store.partition_state("old", 0) is None
+    assert await store.reserve_producer_ids(10) == 2000
+
+
+async def test_broker_configs_round_trip_and_survive_reopen(engine: Engine) -> None:
+    store = engine.open()
+    assert await store.broker_configs(2) == {}
+    await store.set_broker_configs(2, {"follower.replication.throttled.rate": "500"})
+    assert await engine.open().broker_configs(2) == {"follower.replication.throttled.rate": "500"}
+    assert await store.broker_configs(3) == {}
+    await store.set_broker_configs(2, {})
+    assert await engine.open().broker_configs(2) == {}

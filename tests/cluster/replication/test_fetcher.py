@@ -1,0 +1,354 @@
+"""The follower fetcher's core against a scripted leader: real logs, a manual clock, no sockets.
+
+The leader's answers are written here as Kafka's brokers give them; the cases are KIP-101's
+(truncation by leader epoch, not by high watermark) and KIP-279's (a leader epoch the follower
+lacks: ask again about the epoch the log then ends with).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from odradek.clock import ManualClock
+from odradek.cluster.replication.fetcher import (
+    FETCH,
+    LIST_OFFSETS,
+    OFFSET_FOR_LEADER_EPOCH,
+    FetcherConfig,
+    FetcherCore,
+    LeaderRequest,
+    Wait,
+)
+from odradek.cluster.replication.partition import Partition
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import build, response_schema
+from odradek.protocol.records import NewRecord, encode_batch
+from odradek.storage import LogConfig, PartitionLog
+
+NOW = 1_700_000_000_000
+LOCAL, LEADER = 1, 2
+BACKOFF_MS = 1000
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+def batch(base_offset: int, count: int, epoch: int) -> bytes:
+    return encode_batch(
+        [NewRecord(b"k", b"v%d" % (base_offset + i)) for i in range(count)],
+        base_offset=base_offset,
+        partition_leader_epoch=epoch,
+        now_ms=NOW,
+    )
+
+
+def follower(tmp_path: Path, clock: ManualClock, *epochs: tuple[int, int]) -> Partition:
+    """A follower of LEADER whose log holds ``(count, epoch)`` runs of records, as copied from
+    earlier leaders, now following LEADER in an epoch above them all."""
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(), clock)
+    p = Partition("t", 0, log, local_id=LOCAL, clock=clock)
+    p.make_follower(LEADER, 0, (LOCAL, LEADER), (LOCAL, LEADER))
+    offset = 0
+    for count, epoch in epochs:
+        p.append_as_follower(batch(offset, count, epoch))
+        offset += count
+    p.make_follower(LEADER, 9, (LOCAL, LEADER), (LOCAL, LEADER))
+    return p
+
+
+class Checkpoints:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1
+
+
+def core_for(p: Partition, checkpoint: Checkpoints | None = None) -> FetcherCore:
+    config = FetcherConfig(local_id=LOCAL, backoff_ms=BACKOFF_MS)
+    core = FetcherCore(LEADER, config, checkpoint or Checkpoints())
+    core.add(p)
+    return core
+
+
+def request_of(core: FetcherCore, clock: ManualClock) -> LeaderRequest:
+    step = core.poll(clock.monotonic_ms())
+    assert isinstance(step, LeaderRequest), step
+    return step
+
+
+def partition_fields(request: LeaderRequest) -> dict[str, Any]:
+    (topic,) = request.fields["topics"]
+    (fields,) = topic["partitions"]
+    return dict(fields)
+
+
+def epoch_answer(epoch: int, end_offset: int, error: ErrorCode = ErrorCode.none) -> Any:
+    return build(
+        response_schema(OFFSET_FOR_LEADER_EPOCH, 4),
+        topics=[
+            {
+                "topic": "t",
+                "partitions": [
+                    {
+                        "error_code": error,
+                        "partition": 0,
+                        "leader_epoch": epoch,
+                        "end_offset": end_offset,
+                    }
+                ],
+            }
+        ],
+    )
+
+
+def fetch_answer(
+    records: bytes | None = None,
+    *,
+    high_watermark: int = 0,
+    log_start: int = 0,
+    error: ErrorCode = ErrorCode.none,
+) -> Any:
+    return build(
+        response_schema(FETCH, 12),
+        error_code=ErrorCode.none,
+        responses=[
+            {
+                "topic": "t",
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "error_code": error,
+                        "high_watermark": high_watermark,
+                        "last_stable_offset": high_watermark,
+                        "log_start_offset": log_start,
+                        "records": records,
+                    }
+                ],
+            }
+        ],
+    )
+
+
+def log_start_answer(offset: int) -> Any:
+    return build(
+        response_schema(LIST_OFFSETS, 7),
+        topics=[
+            {
+                "name": "t",
+                "partitions": [{"partition_index": 0, "error_code": 0, "offset": offset}],
+            }
+        ],
+    )
+
+
+def test_an_empty_log_has_nothing_to_compare_and_fetches_from_zero(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    core = core_for(follower(tmp_path, clock), Checkpoints())
+    request = request_of(core, clock)
+    assert request.api_key == FETCH
+    assert request.fields["replica_id"] == LOCAL
+    assert partition_fields(request)["fetch_offset"] == 0
+    assert partition_fields(request)["current_leader_epoch"] == 9
+
+
+def test_records_past_the_leaders_end_of_their_epoch_are_cut_before_fetching(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # KIP-101: offsets 0-4 in epoch 0 and 5-7 in epoch 1, which the new leader never got (its
+    # epoch 0 ends at 5); the high watermark (0 here) plays no part.
+    p = follower(tmp_path, clock, (5, 0), (3, 1))
+    checkpoints = Checkpoints()
+    core = core_for(p, checkpoints)
+    asked = request_of(core, clock)
+    assert asked.api_key == OFFSET_FOR_LEADER_EPOCH
+    assert partition_fields(asked) == {"partition": 0, "current_leader_epoch": 9, "leader_epoch": 1}
+    core.received(asked, epoch_answer(0, 5), clock.monotonic_ms())
+    assert p.log.log_end_offset == 5
+    assert checkpoints.count == 1
+    assert not core.truncating(("t", 0))
+    fetch = request_of(core, clock)
+    assert fetch.api_key == FETCH
+    assert partition_fields(fetch)["fetch_offset"] == 5
+
+
+def test_an_epoch_the_follower_lacks_is_asked_about_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # KIP-279: the follower has epochs 0 (0-4) and 2 (5-7); the leader's largest epoch up to 2
+    # is 1, ending at 7. The follower's largest epoch below 1 is 0, ending at 5: cut there and
+    # ask about epoch 0, whose end on the leader is also 5.
+    p = follower(tmp_path, clock, (5, 0), (3, 2))
+    core = core_for(p)
+    first = request_of(core, clock)
+    assert partition_fields(first)["leader_epoch"] == 2
+    core.received(first, epoch_answer(1, 7), clock.monotonic_ms())
+    assert p.log.log_end_offset == 5
+    assert core.truncating(("t", 0))
+    second = request_of(core, clock)
+    assert second.api_key == OFFSET_FOR_LEADER_EPOCH
+    assert partition_fields(second)["leader_epoch"] == 0
+    core.received(second, epoch_answer(0, 5), clock.monotonic_ms())
+    assert p.log.log_end_offset == 5
+    assert not core.truncating(("t", 0))
+    assert request_of(core, clock).api_key == FETCH
+
+
+def test_a_follower_behind_the_leader_keeps_its_log(tmp_path: Path, clock: ManualClock) -> None:
+    p = follower(tmp_path, clock, (4, 3))
+    checkpoints = Checkpoints()
+    core = core_for(p, checkpoints)
+    core.received(request_of(core, clock), epoch_answer(3, 10), clock.monotonic_ms())
+    assert p.log.log_end_offset == 4
+    assert checkpoints.count == 0  # nothing was cut: nothing to checkpoint first
+    assert partition_fields(request_of(core, clock))["fetch_offset"] == 4
+
+
+def test_fetched_batches_are_appended_as_they_are_with_the_leaders_high_watermark(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    p = follower(tmp_path, clock)
+    core = core_for(p)
+    fetch = request_of(core, clock)
+    core.received(fetch, fetch_answer(batch(0, 3, 7), high_watermark=2), clock.monotonic_ms())
+    assert p.log.log_end_offset == 3
+    assert p.high_watermark == 2
+    assert p.log.latest_epoch == 7
+    assert partition_fields(request_of(core, clock))["fetch_offset"] == 3
+
+
+def test_an_answer_for_an_offset_the_log_has_moved_from_is_dropped(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    p = follower(tmp_path, clock)
+    core = core_for(p)
+    fetch = request_of(core, clock)
+    p.append_as_follower(batch(0, 2, 7))  # the log moved on while the fetch was out
+    core.received(fetch, fetch_answer(batch(0, 3, 7), high_watermark=3), clock.monotonic_ms())
+    assert p.log.log_end_offset == 2
+
+
+def test_a_partition_removed_while_asked_about_is_left_alone(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    p = follower(tmp_path, clock, (5, 0), (3, 1))
+    core = core_for(p)
+    asked = request_of(core, clock)
+    core.remove("t", 0)
+    core.received(asked, epoch_answer(0, 5), clock.monotonic_ms())
+    assert p.log.log_end_offset == 8
+    assert core.poll(clock.monotonic_ms()) == Wait(None)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.unknown_leader_epoch,
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.kafka_storage_error,
+    ],
+)
+def test_a_leader_that_is_not_ready_is_asked_again_after_the_backoff(
+    tmp_path: Path, clock: ManualClock, error: ErrorCode
+) -> None:
+    p = follower(tmp_path, clock)
+    core = core_for(p)
+    core.received(request_of(core, clock), fetch_answer(error=error), clock.monotonic_ms())
+    assert core.poll(clock.monotonic_ms()) == Wait(clock.monotonic_ms() + BACKOFF_MS)
+    clock.advance(BACKOFF_MS - 1)
+    assert isinstance(core.poll(clock.monotonic_ms()), Wait)
+    clock.advance(1)
+    assert request_of(core, clock).api_key == FETCH
+
+
+def test_a_refused_epoch_question_backs_off_and_is_asked_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    p = follower(tmp_path, clock, (2, 0))
+    core = core_for(p)
+    answer = epoch_answer(-1, -1, ErrorCode.fenced_leader_epoch)
+    core.received(request_of(core, clock), answer, clock.monotonic_ms())
+    assert p.log.log_end_offset == 2
+    assert isinstance(core.poll(clock.monotonic_ms()), Wait)
+    clock.advance(BACKOFF_MS)
+    assert request_of(core, clock).api_key == OFFSET_FOR_LEADER_EPOCH
+
+
+def test_a_log_that_ends_before_the_leaders_start_starts_afresh_there(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    p = follower(tmp_path, clock, (3, 0))
+    checkpoints = Checkpoints()
+    core = core_for(p, checkpoints)
+    core.received(request_of(core, clock), epoch_answer(0, 3), clock.monotonic_ms())
+    fetch = request_of(core, clock)
+    core.received(fetch, fetch_answer(error=ErrorCode.offset_out_of_range), clock.monotonic_ms())
+    asked = request_of(core, clock)
+    assert asked.api_key == LIST_OFFSETS
+    assert asked.fields["topics"][0]["partitions"][0]["timestamp"] == -2  # the earliest
+    core.received(asked, log_start_answer(100), clock.monotonic_ms())
+    assert (p.log.log_start_offset, p.log.log_end_offset) == (100, 100)
+    assert checkpoints.count == 1
+    assert partition_fields(request_of(core, clock))["fetch_offset"] == 100
+
+
+def test_an_offset_past_the_leaders_end_goes_back_to_truncation(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    p = follower(tmp_path, clock, (3, 0))
+    core = core_for(p)
+    core.received(request_of(core, clock), epoch_answer(0, 3), clock.monotonic_ms())
+    fetch = request_of(core, clock)
+    core.received(fetch, fetch_answer(error=ErrorCode.offset_out_of_range), clock.monotonic_ms())
+    core.received(request_of(core, clock), log_start_answer(0), clock.monotonic_ms())
+    assert p.log.log_end_offset == 3
+    assert core.truncating(("t", 0))
+    assert request_of(core, clock).api_key == OFFSET_FOR_LEADER_EPOCH
+
+
+def test_the_leaders_log_start_moves_the_followers(tmp_path: Path, clock: ManualClock) -> None:
+    p = follower(tmp_path, clock)
+    core = core_for(p)
+    answer = fetch_answer(batch(0, 4, 7), high_watermark=4, log_start=2)
+    core.received(request_of(core, clock), answer, clock.monotonic_ms())
+    assert (p.log.log_start_offset, p.log.log_end_offset) == (2, 4)
+
+
+def test_batches_behind_the_log_end_send_the_partition_back_to_truncation(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    p = follower(tmp_path, clock, (3, 0))
+    core = core_for(p)
+    core.received(request_of(core, clock), epoch_answer(0, 3), clock.monotonic_ms())
+    fetch = request_of(core, clock)
+    core.received(fetch, fetch_answer(batch(1, 4, 7), high_watermark=5), clock.monotonic_ms())
+    assert p.log.log_end_offset == 3
+    assert core.truncating(("t", 0))
+    assert request_of(core, clock).api_key == OFFSET_FOR_LEADER_EPOCH
+
+
+def test_a_compacted_gap_in_the_leaders_log_is_taken_as_it_is(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    p = follower(tmp_path, clock)
+    core = core_for(p)
+    fetch = request_of(core, clock)
+    core.received(fetch, fetch_answer(batch(5, 1, 7), high_watermark=6), clock.monotonic_ms())
+    assert p.log.log_end_offset == 6
+    assert not core.truncating(("t", 0))
+
+
+def test_no_partition_means_waiting_until_one_is_added(tmp_path: Path, clock: ManualClock) -> None:
+    p = follower(tmp_path, clock)
+    core = FetcherCore(LEADER, FetcherConfig(local_id=LOCAL), Checkpoints())
+    assert core.poll(clock.monotonic_ms()) == Wait(None)
+    core.add(p)
+    assert request_of(core, clock).api_key == FETCH
