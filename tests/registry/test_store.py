@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from odradek.clock import ManualClock
+from odradek.registry.errors import RegistryError
 from odradek.registry.state import SchemaRequest
 from odradek.registry.store import SchemaStore
 from odradek.testing import RunningBroker
@@ -68,3 +70,23 @@ def test_two_stores_registering_at_once_agree(
     finally:
         early.close()
         late.close()
+
+
+def test_reads_are_answered_from_the_replay_while_the_cluster_is_away(
+    odradek_broker: RunningBroker,
+) -> None:
+    clock = ManualClock()
+    store = SchemaStore(odradek_broker.bootstrap, clock=clock, timeout_s=5)
+    try:
+        assert store.register("a", INT).id == 1
+        odradek_broker.stop()
+        clock.advance(10_000)  # the replay is stale: a read tries to catch up, and cannot
+        assert store.read(lambda s: s.schema_by_id(1)).schema == '"int"'
+        with pytest.raises(RegistryError) as missing:
+            store.read(lambda s: s.schema_by_id(2))
+        assert missing.value.code == 40403
+        with pytest.raises(RegistryError) as refused:
+            store.register("b", LONG)
+        assert refused.value.code in (50001, 50002)
+    finally:
+        store.close()

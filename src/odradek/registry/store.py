@@ -168,17 +168,29 @@ class SchemaStore:
     # -- operations (each a request of the HTTP API) ----------------------------------------
 
     def read(self, query: Callable[[RegistryState], T]) -> T:
-        """``query`` of the state, caught up when stale or when it finds nothing."""
+        """``query`` of the state, caught up when stale or when it finds nothing. Once the
+        topic has been read, a cluster that does not answer leaves the replay as it is: reads
+        are answered from it, as Confluent's registry answers from its cache."""
         now = self._clock.monotonic_ms()
         if self._caught_up_ms is None or now - self._caught_up_ms >= _STALE_AFTER_MS:
-            self._guarded(self.catch_up)
+            self._refresh()
         try:
             return query(self.state)
         except RegistryError as e:
             if e.status != 404:
                 raise
-        self._guarded(self.catch_up)
+        self._refresh()
         return query(self.state)
+
+    def _refresh(self) -> None:
+        if self._caught_up_ms is None:
+            self._guarded(self.catch_up)
+            return
+        try:
+            self.catch_up()
+        except (ClientError, RecordDecodeError) as e:
+            log.warning("schema registry: answering from the replay as it is: %s", e)
+            self._client.close()
 
     def change(self, plan: Callable[[RegistryState], Change]) -> object:
         """Plan a change on the state caught up, write its records, answer."""
@@ -223,7 +235,8 @@ class SchemaStore:
         """``call``, again while the cluster answers what a moment may mend (a broker down, a
         leadership moving, the topic just created), for up to the store's timeout; other
         client errors are the registry's store errors."""
-        deadline = self._clock.monotonic_ms() + self._timeout_ms
+        # Real time, as the waits between tries are real sleeps.
+        deadline = time.monotonic() + self._timeout_ms / 1000
         backoff_s = _RETRY_BACKOFF_S
         while True:
             try:
@@ -232,7 +245,7 @@ class SchemaStore:
                 raise errors.store_timeout(str(e)) from e
             except (ConnectionFailed, KafkaClientError) as e:
                 retriable = isinstance(e, ConnectionFailed) or e.code in _RETRIABLE
-                if not retriable or self._clock.monotonic_ms() >= deadline:
+                if not retriable or time.monotonic() >= deadline:
                     raise errors.store_error(str(e)) from e
                 log.info("schema registry: %s; trying again", e)
                 # Fresh connections and metadata: the leader may have moved.
