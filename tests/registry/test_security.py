@@ -12,6 +12,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from odradek.security.scram import SCRAM_SHA_256, make_credential
 from odradek.testing import RunningBroker, TestCertificateAuthority, tls_broker_settings
+from tests.cli.support import odradek
 
 from .conftest import registry_url
 
@@ -75,3 +76,16 @@ def test_tls_and_basic_authentication(secured: tuple[RunningBroker, str]) -> Non
     )
     admin.set_compatibility(level="NONE")
     assert carol.get_compatibility() == "NONE"
+
+
+def test_the_command_line_with_tls_and_credentials(secured: tuple[RunningBroker, str]) -> None:
+    broker, ca_file = secured
+    url = registry_url(broker).replace("http://", "https://")
+    common = ("--registry", url, "--ca-file", ca_file)
+    denied = odradek("schemas", "list", *common, check=False)
+    assert denied.returncode == 1 and "Unauthorized (error 401)" in denied.stderr
+    registered = odradek(
+        "schemas", "register", "--subject", "t", "--schema", '"int"', *common,
+        "--basic-auth", "carol:carol-secret",
+    )  # fmt: skip
+    assert registered.stdout == "t: version 1, id 1\n"

@@ -5,7 +5,9 @@ commands work against Confluent's registry too."""
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import ssl
 import sys
 import urllib.error
 import urllib.parse
@@ -89,6 +91,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             help=f"the registry's URL (default {DEFAULT_REGISTRY})",
         )
         action.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+        action.add_argument(
+            "--basic-auth",
+            metavar="USER:PASSWORD",
+            help="HTTP basic credentials (Confluent's basic.auth.user.info)",
+        )
+        action.add_argument(
+            "--ca-file",
+            help="PEM file of the CAs that an https:// registry's certificate is checked against",
+        )
         output_option(action)
 
 
@@ -122,11 +133,13 @@ def _runner(command: Command) -> Callable[[argparse.Namespace], int]:
 def _call(args: argparse.Namespace, method: str, path: str, body: object = None) -> Any:
     url = args.registry.rstrip("/") + path
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": MEDIA_TYPE, "Accept": MEDIA_TYPE}
-    )
+    headers = {"Content-Type": MEDIA_TYPE, "Accept": MEDIA_TYPE}
+    if args.basic_auth:
+        headers["Authorization"] = "Basic " + base64.b64encode(args.basic_auth.encode()).decode()
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
+    context = ssl.create_default_context(cafile=args.ca_file) if args.ca_file else None
     try:
-        with urllib.request.urlopen(request, timeout=args.timeout) as response:
+        with urllib.request.urlopen(request, timeout=args.timeout, context=context) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as e:
         try:
