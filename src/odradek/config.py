@@ -133,6 +133,8 @@ def _per_ip_overrides_check(value: object) -> str | None:
 
 def _registry_listener_check(value: object) -> str | None:
     text = str(value)
+    if not text:
+        return None  # off
     for scheme in ("http://", "https://"):
         text = text.removeprefix(scheme)
     return _host_port_check(text)
@@ -715,7 +717,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             None,
             "[http://|https://]HOST:PORT of the schema registry's HTTP API (Confluent Schema "
             "Registry's; port 0: any free port; https: TLS with the broker's ssl.keystore.*, or "
-            "listener.name.schema_registry.ssl.*); unset: no registry",
+            "listener.name.schema_registry.ssl.*); empty: no registry; unset: none, except for "
+            "odradek serve's lone broker (no zookeeper.connect), which serves it on "
+            "127.0.0.1:8081 when that port is free",
             _registry_listener_check,
             True,
         ),

@@ -149,6 +149,8 @@ class RegistryServer:
             try:
                 bound = loop.run_until_complete(self._serve(host, port))
             except BaseException as e:  # the caller sees why the bind failed
+                if self._runner is not None:
+                    loop.run_until_complete(self._runner.cleanup())
                 started.set_exception(e)
                 loop.close()
                 return

@@ -9,6 +9,7 @@ import errno
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.metadata.listener_view import ListenerClusterView
@@ -23,8 +24,6 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer, console_client
-from odradek.registry.http import RegistryServer
-from odradek.registry.store import SchemaStore
 from odradek.security.authorizer import Authorizer
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
@@ -41,6 +40,9 @@ from odradek.storage import LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.segment import LogSegment
 
+if TYPE_CHECKING:
+    from odradek.registry.http import RegistryServer
+
 log = logging.getLogger("odradek.broker")
 
 _HOUSEKEEPING_INTERVAL_S = 0.5
@@ -54,8 +56,17 @@ _ACCEPT_ERROR_LOG_INTERVAL_MS = 1000
 class Broker:
     """One broker: call :meth:`start`, then :meth:`serve_forever` or :meth:`stop`."""
 
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock | None = None,
+        *,
+        schema_registry_default: tuple[str, int] | None = None,
+    ) -> None:
         self.config = config
+        # Where the registry listens when schema.registry.listener is not set at all (odradek
+        # serve's lone broker); a port in use there is warned about, not fatal.
+        self._schema_registry_default = schema_registry_default
         self.clock = clock or SystemClock()
         self.node_id = config.node_id
         self.log_dirs: list[Path] = config.log_dirs
@@ -333,8 +344,16 @@ class Broker:
     def _start_schema_registry(self) -> None:
         """The registry's HTTP API (schema.registry.listener), a client of this cluster."""
         listener = self.config.schema_registry_listener
+        optional = "schema.registry.listener" not in self.config.props
+        if optional:
+            listener = self._schema_registry_default
         if listener is None:
             return
+        # Here, not at the top: aiohttp and the schema libraries cost a broker without a
+        # registry most of a second of start-up.
+        from odradek.registry.http import RegistryServer
+        from odradek.registry.store import SchemaStore
+
         bootstrap, security = console_client(self.config, self.bound)
         store, loop = self.store, asyncio.get_running_loop()
         assert store is not None
@@ -345,7 +364,21 @@ class Broker:
         self.schema_registry = RegistryServer.from_config(
             self.config, SchemaStore(bootstrap, security, clock=self.clock), user_configs
         )
-        host, port = self.schema_registry.start(*listener)
+        try:
+            host, port = self.schema_registry.start(*listener)
+        except OSError as e:
+            if not optional:
+                raise
+            self.schema_registry.stop()
+            self.schema_registry = None
+            log.warning(
+                "odradek broker %d serves no schema registry: %s:%d: %s (set "
+                "schema.registry.listener to serve it elsewhere, or empty to turn it off)",
+                self.node_id,
+                *listener,
+                e.strerror or e,
+            )
+            return
         scheme = "https" if self.config.schema_registry_tls else "http"
         log.info(
             "odradek broker %d schema registry on %s://%s:%d/", self.node_id, scheme, host, port
