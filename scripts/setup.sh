@@ -2,11 +2,12 @@
 # Make .venv with odradek installed (editable). With --test, also the test tools and the system
 # packages the tests drive (Debian's kcat; a headless JDK 17 for PySpark and the Java tests; Maven;
 # Debian's zookeeper; Debian's chromium and npm for the web console's browser tests; Debian's
-# burrow, LinkedIn's lag monitor; iptables for odradek torture's network faults), installed with
-# apt-get where missing, playwright-core from npm, Kafka's jars for the Java tests (fetched once
-# per machine into ~/.cache/odradek/java, see tests/java/jars.py) and the Go client programs
-# (sarama and kafka-go pinned in tests/go/go.mod, built once per machine with the machine's Go
-# into ~/.cache/odradek/go, see tests/go/programs.py).
+# burrow, LinkedIn's lag monitor; iptables and libnetfilter-queue-dev for odradek torture's
+# network faults), installed with apt-get where missing (before the Python packages, one of which
+# builds against libnetfilter_queue), playwright-core from npm, Kafka's jars for the Java tests
+# (fetched once per machine into ~/.cache/odradek/java, see tests/java/jars.py) and the Go client
+# programs (sarama and kafka-go pinned in tests/go/go.mod, built once per machine with the
+# machine's Go into ~/.cache/odradek/go, see tests/go/programs.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +18,6 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
 
 if [ "${1:-}" = "--test" ]; then
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
   missing=()
   command -v kcat >/dev/null 2>&1 || missing+=(kcat)
   # PySpark (the Spark data source's tests) runs a JVM: Java 17 or newer. The Java tests compile
@@ -34,12 +34,16 @@ if [ "${1:-}" = "--test" ]; then
   # odradek torture (tests/torture/) cuts and thins links between network namespaces with
   # iptables-legacy's DROP and `statistic` match (the kernel has no tc netem).
   command -v iptables-legacy >/dev/null 2>&1 || missing+=(iptables)
+  # Its slow links hold packets queued by iptables' NFQUEUE with the NetfilterQueue binding (the
+  # test extra), built from source against libnetfilter_queue: before pip, below.
+  [ -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ] || missing+=(libnetfilter-queue-dev)
   if [ ${#missing[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
   .venv/bin/python tests/java/jars.py >/dev/null
   # playwright-core at the version pinned in tests/console/package-lock.json, into
   # tests/console/node_modules (no browser download: the tests use /usr/bin/chromium).

@@ -77,3 +77,15 @@ def test_only_the_zookeeper_engine_imports_kazoo() -> None:
         and any(m.split(".")[0] == "kazoo" for m in imported_modules(path))
     ]
     assert importers == []
+
+
+@pytest.mark.parametrize("folder", ["security", "quotas", "protocol", "storage"])
+def test_the_bottom_layers_import_nothing_of_the_middle(folder: str) -> None:
+    middle = ("odradek.cluster", "odradek.coordinator", "odradek.server", "odradek.console")
+    importers = [
+        f"{_name(path)} imports {m}"
+        for path in _sources(folder)
+        for m in sorted(imported_modules(path))
+        if m.startswith(middle)
+    ]
+    assert importers == []

@@ -502,7 +502,55 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "sasl.enabled.mechanisms",
             ConfigType.LIST,
             "GSSAPI",
-            "SASL mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)",
+            "SASL mechanisms a SASL listener offers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+            "OAUTHBEARER)",
+            read_only=True,
+        ),
+        # OAUTHBEARER (odradek.security.oauthbearer), each also per listener as
+        # listener.name.<name>.sasl.oauthbearer.<setting>.
+        ConfigDef(
+            "sasl.oauthbearer.jwks.endpoint.url",
+            ConfigType.STRING,
+            None,
+            "the identity provider's signing keys (a JWKS), file: or https:; unset: OAUTHBEARER "
+            "takes unsecured (unsigned) tokens, for development",
+            read_only=True,
+        ),
+        ConfigDef(
+            "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+            ConfigType.LONG,
+            "3600000",
+            "how often the JWKS is read again",
+            _at_least(1000),
+            read_only=True,
+        ),
+        ConfigDef(
+            "sasl.oauthbearer.expected.audience",
+            ConfigType.LIST,
+            None,
+            "audiences a token's aud must name one of (unset: not checked)",
+            read_only=True,
+        ),
+        ConfigDef(
+            "sasl.oauthbearer.expected.issuer",
+            ConfigType.STRING,
+            None,
+            "the issuer a token's iss must be (unset: not checked)",
+            read_only=True,
+        ),
+        ConfigDef(
+            "sasl.oauthbearer.clock.skew.seconds",
+            ConfigType.INT,
+            "30",
+            "clock difference allowed with the identity provider when checking exp, nbf, iat",
+            _at_least(0),
+            read_only=True,
+        ),
+        ConfigDef(
+            "sasl.oauthbearer.sub.claim.name",
+            ConfigType.STRING,
+            "sub",
+            "the claim whose value is the principal's name (User:<value>)",
             read_only=True,
         ),
         ConfigDef(
@@ -1094,9 +1142,12 @@ KAFKA_DIFFERENCES: dict[str, str] = {
     "127.0.0.1. A bare HOST:PORT is a PLAINTEXT listener.",
     "cluster.id": "odradek's own: the id a lone broker takes when it first starts (Kafka sets it "
     "with kafka-storage format, or in ZooKeeper's /cluster/id); made up when unset.",
-    "sasl.enabled.mechanisms": "GSSAPI (Kerberos, Kafka's default) and OAUTHBEARER are not "
-    "implemented and are ignored: a SASL listener that enables none of PLAIN, SCRAM-SHA-256 and "
-    "SCRAM-SHA-512 stops the start.",
+    "sasl.enabled.mechanisms": "GSSAPI (Kerberos, Kafka's default) is not implemented and is "
+    "ignored: a SASL listener that enables none of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and "
+    "OAUTHBEARER stops the start.",
+    "sasl.oauthbearer.jwks.endpoint.url": "Setting it is enough to check signed tokens: Kafka "
+    "also needs its OAuthBearerValidatorCallbackHandler named as the listener's server callback "
+    "handler (odradek ignores that setting). A file: or https: URL.",
     "sasl.mechanism.inter.broker.protocol": "Kafka's default is GSSAPI; unset here means the "
     "inter-broker listener's first enabled mechanism.",
     "ssl.keystore.type": "Only PEM; Kafka's default is JKS (JKS and PKCS12 stores are refused).",

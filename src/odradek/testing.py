@@ -213,10 +213,16 @@ class BrokerProcess:
                 self.port = int(found.group(1))
                 threading.Thread(target=self._drain, daemon=True).start()
                 return self
-        # Not left running: a broker still starting keeps its port and, once registered, its
-        # id, and the next start would fail on either.
+        # Where it is stuck (every thread's stack, on SIGUSR1), then not left running: a broker
+        # still starting keeps its port and, once registered, its id, and the next start would
+        # fail on either.
+        drain = threading.Thread(target=self._drain, daemon=True)
+        drain.start()
+        self.process.send_signal(signal.SIGUSR1)
+        time.sleep(1)
         self.process.kill()
         self.process.wait()
+        drain.join(5)
         raise RuntimeError("broker did not start listening:\n" + "".join(self.output))
 
     def _limit_files(self) -> None:

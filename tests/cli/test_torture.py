@@ -31,3 +31,17 @@ def test_broker_settings_for_the_campaign_are_taken() -> None:
         ["torture", "-o", "min.insync.replicas=1", "-o", "unclean.leader.election.enable=true"]
     )
     assert args.override == ["min.insync.replicas=1", "unclean.leader.election.enable=true"]
+
+
+def test_a_plan_of_the_kinds_asked_for() -> None:
+    result = odradek(
+        "torture", "--plan", "--seed", "5", "--duration", "300", "--faults", "slow,full-disk"
+    )
+    kinds = (schedule.SLOW, schedule.FULL_DISK)
+    assert result.stdout.splitlines() == [f.describe() for f in schedule.plan(5, 300, 3, kinds)]
+
+
+def test_an_unknown_kind_of_fault_is_refused() -> None:
+    result = odradek("torture", "--plan", "--faults", "kill,flood", check=False)
+    assert result.returncode == 2
+    assert "flood" in result.stderr

@@ -177,6 +177,30 @@ def test_kafka_configs_describe_and_alter_a_topic(bootstrap):
     assert dynamic == [("cleanup.policy", "compact")]
 
 
+def test_kafka_configs_sets_describes_and_deletes_client_quotas(bootstrap):
+    user = ("--bootstrap-server", bootstrap, "--entity-type", "users", "--entity-name", "quoted")
+    altered = run_java(
+        CONFIGS_TOOL,
+        *user,
+        "--alter",
+        "--add-config",
+        "producer_byte_rate=1024,consumer_byte_rate=2048",
+    )
+    assert "Completed updating config" in altered
+    described = run_java(CONFIGS_TOOL, *user, "--describe")
+    assert "producer_byte_rate=1024.0" in described
+    assert "consumer_byte_rate=2048.0" in described
+
+    clients = ("--bootstrap-server", bootstrap, "--entity-type", "clients", "--entity-default")
+    run_java(CONFIGS_TOOL, *clients, "--alter", "--add-config", "request_percentage=50")
+    assert "request_percentage=50.0" in run_java(CONFIGS_TOOL, *clients, "--describe")
+
+    run_java(CONFIGS_TOOL, *user, "--alter", "--delete-config", "producer_byte_rate")
+    described = run_java(CONFIGS_TOOL, *user, "--describe")
+    assert "producer_byte_rate" not in described
+    assert "consumer_byte_rate=2048.0" in described
+
+
 def test_kafka_transactions_list_describe_and_abort(bootstrap):
     topic, tid = "tools-transactions", "tools-txn"
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -111,6 +111,27 @@ def test_wildcard_principal_and_hosts() -> None:
     )
 
 
+def test_a_host_in_cidr_form_matches_the_addresses_in_its_range() -> None:
+    r = rules(
+        acl("loopback", Op.READ, host="127.0.0.0/8"),
+        acl("v6", Op.READ, host="fd00::/8"),
+        acl("loopback", Op.WRITE, host="10.0.0.0/8"),
+    )
+    for host in ("127.0.0.1", "127.200.3.4", "::ffff:127.0.0.9"):
+        assert r.authorize("User:alice", host, Op.READ, TOPIC, "loopback"), host
+    assert not r.authorize("User:alice", "128.0.0.1", Op.READ, TOPIC, "loopback")
+    assert not r.authorize("User:alice", "127.0.0.1", Op.WRITE, TOPIC, "loopback")
+    assert r.authorize("User:alice", "fd12::1", Op.READ, TOPIC, "v6")
+    assert not r.authorize("User:alice", "127.0.0.1", Op.READ, TOPIC, "v6")
+
+
+def test_a_host_range_must_be_well_formed() -> None:
+    for bad in ("127.0.0.0/33", "not-an-address/8"):
+        with pytest.raises(InvalidAclError):
+            validate_binding(acl("t", Op.READ, host=bad))
+    validate_binding(acl("t", Op.READ, host="10.1.0.0/16"))
+
+
 def test_super_users_and_no_acl_found() -> None:
     r = rules(
         acl("guarded", Op.READ, principal="User:bob"),

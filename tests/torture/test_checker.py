@@ -38,6 +38,10 @@ class Timeline:
         if offset is not None:
             self.ops.append(Acked("p", value, T, partition, offset, txn, self.tick()))
 
+    def send_acked_without_offset(self, value: str, partition: int) -> None:
+        self.ops.append(Sent("p", value, T, partition, None, self.tick()))
+        self.ops.append(Acked("p", value, T, partition, None, None, self.tick()))
+
     def fail(self, value: str, partition: int) -> None:
         self.ops.append(Sent("p", value, T, partition, None, self.tick()))
         self.ops.append(SendFailed("p", value, "timed out", self.tick()))
@@ -179,6 +183,40 @@ def test_a_record_twice_in_the_log_is_a_duplicate() -> None:
     (violation,) = check(h.ops)
     assert violation.kind == "duplicate"
     assert "[1, 2]" in violation.message
+
+
+def test_a_record_acknowledged_without_its_offset_is_found_wherever_it_is() -> None:
+    h = Timeline()
+    h.send("v0", 0, 0)
+    h.send_acked_without_offset("v1", 0)
+    h.final_read({0: ["v0", "v1"]}, {0: ["v0", "v1"]})
+    assert check(h.ops) == []
+    assert summarize(h.ops).acknowledged == 2
+
+
+def test_a_record_acknowledged_without_its_offset_and_not_in_the_log_is_lost() -> None:
+    h = Timeline()
+    h.send("v0", 0, 0)
+    h.send_acked_without_offset("v1", 0)
+    h.final_read({0: ["v0"]}, {})
+    (violation,) = check(h.ops)
+    assert violation.kind == "lost"
+    assert violation.message == (
+        "'v1' was acknowledged (without its offset) in t-0 but final-read_uncommitted's "
+        "complete read does not hold it"
+    )
+
+
+def test_a_group_skipping_a_record_acknowledged_without_its_offset() -> None:
+    h = Timeline()
+    h.send("v0", 0, 0)
+    h.send_acked_without_offset("v1", 0)
+    h.read("g-m1", 0, 0, "v0", group="g")
+    h.commit("g", 0, 2)
+    h.final_read({0: ["v0", "v1"]}, {})
+    (violation,) = check(h.ops)
+    assert violation.kind == "skipped-by-group"
+    assert "'v1' acknowledged at 1" in violation.message
 
 
 def test_a_value_never_sent_is_a_phantom() -> None:

@@ -62,3 +62,49 @@ def test_too_short_a_campaign_has_no_faults() -> None:
 def test_no_brokers_is_refused() -> None:
     with pytest.raises(ValueError):
         schedule.plan(1, 60, 0)
+
+
+def test_a_slow_link_has_a_delay_and_only_it() -> None:
+    faults = schedule.plan(4, 3600, 3)
+    slow = [f for f in faults if f.kind == schedule.SLOW]
+    assert slow
+    for fault in faults:
+        if fault.kind == schedule.SLOW:
+            assert schedule.DELAY_MS[0] <= fault.delay_ms <= schedule.DELAY_MS[1]
+            assert f"delay={fault.delay_ms}ms" in fault.describe()
+        else:
+            assert fault.delay_ms == 0
+
+
+def test_a_full_disk_is_one_brokers() -> None:
+    full = [f for f in schedule.plan(4, 3600, 3) if f.kind == schedule.FULL_DISK]
+    assert full
+    assert all(len(f.brokers) == 1 for f in full)
+
+
+def test_only_the_kinds_asked_for_are_dealt() -> None:
+    kinds = (schedule.SLOW, schedule.FULL_DISK)
+    faults = schedule.plan(5, 600, 3, kinds)
+    assert {f.kind for f in faults} == set(kinds)
+
+
+def test_the_order_kinds_are_asked_in_does_not_change_the_plan() -> None:
+    asked = (schedule.SLOW, schedule.KILL, schedule.FULL_DISK)
+    assert schedule.plan(6, 600, 3, asked) == schedule.plan(6, 600, 3, reversed(asked))
+
+
+def test_unknown_kinds_are_refused() -> None:
+    with pytest.raises(ValueError, match="flood"):
+        schedule.plan(1, 60, 3, ["flood"])
+
+
+def test_kinds_are_read_from_a_list() -> None:
+    assert schedule.parse_kinds("slow,kill") == (schedule.KILL, schedule.SLOW)
+    assert schedule.parse_kinds("all") == schedule.KINDS
+    without = tuple(k for k in schedule.KINDS if k != schedule.FULL_DISK)
+    assert schedule.parse_kinds("all,-full-disk") == without
+    assert schedule.parse_kinds("-full-disk") == without
+    with pytest.raises(ValueError, match="unknown"):
+        schedule.parse_kinds("kill,flood")
+    with pytest.raises(ValueError, match="no kind"):
+        schedule.parse_kinds("kill,-kill")

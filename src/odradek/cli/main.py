@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import faulthandler
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -51,6 +52,9 @@ def _serve(args: argparse.Namespace) -> int:
     # Before the first line is logged: a SIGTERM from then on is a clean stop, during start-up
     # too (it takes effect once the broker has started).
     stop_signals = StopSignals().install()
+    # kill -USR1 writes every thread's stack to stderr (Kafka's operators have jstack): the
+    # evidence of a broker that hangs, which the test harness asks for before it kills one.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     overrides = list(args.override or [])
     if args.data_dir:
         overrides.append(f"log.dirs={args.data_dir}")

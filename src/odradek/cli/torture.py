@@ -3,8 +3,8 @@
 
 Exit status: 0 when the checker found no violation, 1 when it found one (each printed with the
 history around it), 2 when the campaign could not run (not root, no ``ip`` or
-``iptables-legacy``, no ZooKeeper, no confluent-kafka). SIGTERM ends a campaign as Ctrl-C does:
-everything it made is removed first.
+``iptables-legacy``, no ZooKeeper, no confluent-kafka or NetfilterQueue). SIGTERM ends a campaign
+as Ctrl-C does: everything it made is removed first.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
+
+from odradek.torture import schedule
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,6 +51,25 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="KEY=VALUE",
         help="a broker config for every broker, e.g. -o min.insync.replicas=1 (repeatable)",
     )
+    torture.add_argument(
+        "--faults",
+        default=None,
+        metavar="KINDS",
+        help="the kinds of fault dealt, comma-separated: a list (kill,slow), all, or "
+        "exclusions (all,-full-disk or -full-disk); kinds: "
+        + ", ".join(schedule.KINDS)
+        + " (default: "
+        + ("all" if schedule.DEFAULT_KINDS == schedule.KINDS else ",".join(schedule.DEFAULT_KINDS))
+        + ")",
+    )
+    torture.add_argument(
+        "--log-dir-size",
+        type=int,
+        default=256,
+        metavar="MIB",
+        help="each broker's log dir is a tmpfs of this many MiB (default 256), "
+        "which the full-disk fault fills",
+    )
     torture.add_argument("--plan", action="store_true", help="print the seed's fault plan and exit")
     torture.set_defaults(run=_run)
 
@@ -73,11 +94,14 @@ def _sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from odradek.torture import schedule
-
     seed = args.seed if args.seed is not None else int(time.time()) % 1_000_000
+    try:
+        kinds = schedule.DEFAULT_KINDS if args.faults is None else schedule.parse_kinds(args.faults)
+    except ValueError as e:
+        print(f"odradek torture: --faults: {e}", file=sys.stderr)
+        return 2
     if args.plan:
-        for fault in schedule.plan(seed, args.duration, args.brokers):
+        for fault in schedule.plan(seed, args.duration, args.brokers, kinds):
             print(fault.describe())
         return 0
     try:
@@ -98,8 +122,13 @@ def _run(args: argparse.Namespace) -> int:
         history_path=args.history,
         rate_per_s=args.rate,
         settings=settings,
+        kinds=kinds,
+        log_dir_bytes=args.log_dir_size << 20,
     )
-    print(f"odradek torture --seed {seed} --duration {args.duration:g} --brokers {args.brokers}")
+    print(
+        f"odradek torture --seed {seed} --duration {args.duration:g} --brokers {args.brokers}"
+        f" --faults {','.join(kinds)}"
+    )
     previous = signal.signal(signal.SIGTERM, _sigterm)
     try:
         report = run_campaign(options, sys.stdout)

@@ -21,14 +21,42 @@ clock is injected; the broker's event loop only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from odradek.clock import Clock
-from odradek.quotas.entities import CLIENT_ID, USER, QuotaEntity, quota_values
+from odradek.quotas.entities import (
+    CLIENT_ID,
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    USER,
+    QuotaEntity,
+    quota_values,
+)
 from odradek.rate import WindowedRate
+
+log = logging.getLogger(__name__)
 
 # (user, client id) of the group a quota is measured for; "" where the quota does not tell.
 Group = tuple[str, str]
+
+
+class MetadataChangeLike(Protocol):
+    @property
+    def kind(self) -> str: ...
+
+
+class QuotaStore(Protocol):
+    """What the quotas need of the metadata store (it sits above this package)."""
+
+    async def quota_configs(self) -> dict[QuotaEntity, dict[str, str]]: ...
+
+    def add_listener(
+        self, loop: asyncio.AbstractEventLoop, listener: Callable[[MetadataChangeLike], None]
+    ) -> None: ...
 
 
 class ClientQuotaManager:
@@ -99,6 +127,18 @@ class ClientQuotaManager:
         rate.record(amount)
         return min(rate.throttle_ms(bound), self._samples * self._sample_ms)
 
+    def throttle_now(self, user: str, client_id: str) -> int:
+        """The throttle time the client's group is owed now, recording nothing (0: within)."""
+        if not self._quotas:
+            return 0
+        found = self.quota_for(user, client_id)
+        if found is None:
+            return 0
+        rate = self._rates.get(found[1])
+        if rate is None:
+            return 0
+        return min(rate.throttle_ms(found[0]), self._samples * self._sample_ms)
+
     def rate(self, user: str, client_id: str) -> float:
         """The measured rate of the client's group (0 without a quota)."""
         found = self.quota_for(user, client_id)
@@ -106,3 +146,43 @@ class ClientQuotaManager:
             return 0.0
         rate = self._rates.get(found[1])
         return 0.0 if rate is None else rate.rate()
+
+
+class ClientQuotas:
+    """A broker's client quotas: bytes produced, bytes fetched by consumers, request time.
+    Follows the metadata store (:meth:`follow`): every broker applies the same quotas."""
+
+    def __init__(self, clock: Clock, *, samples: int = 11, sample_ms: int = 1000) -> None:
+        self.produce = ClientQuotaManager(
+            clock, PRODUCER_BYTE_RATE, samples=samples, sample_ms=sample_ms
+        )
+        self.fetch = ClientQuotaManager(
+            clock, CONSUMER_BYTE_RATE, samples=samples, sample_ms=sample_ms
+        )
+        self.request = ClientQuotaManager(
+            clock, REQUEST_PERCENTAGE, samples=samples, sample_ms=sample_ms
+        )
+
+    def update(self, configs: Mapping[QuotaEntity, Mapping[str, str]]) -> None:
+        for manager in (self.produce, self.fetch, self.request):
+            manager.update(configs)
+
+    async def follow(self, store: QuotaStore) -> None:
+        """Load the store's quotas now, and again on each change (the event loop's task)."""
+        loop = asyncio.get_running_loop()
+        reloads: list[asyncio.Task[None]] = []
+
+        async def reload() -> None:
+            try:
+                self.update(await store.quota_configs())
+            except Exception as e:  # the next change tries again; the old quotas hold
+                log.warning("could not read the client quotas: %r", e)
+
+        def changed(change: MetadataChangeLike) -> None:
+            if change.kind == "client_quotas":
+                task = loop.create_task(reload())
+                reloads.append(task)
+                task.add_done_callback(reloads.remove)
+
+        store.add_listener(loop, changed)
+        await reload()

@@ -8,9 +8,10 @@ host may perform an operation on a resource, as Kafka's StandardAuthorizer does:
 - the ACLs that apply to a resource are those on its exact name, on the LITERAL wildcard ``*``
   and PREFIXED ones whose name starts the resource's name;
 - of those, an entry matches when its principal is the caller's or ``User:*``, its host the
-  caller's or ``*``, and its operation the one asked, ``ALL``, or (for ALLOW entries) one that
-  implies it: READ, WRITE, DELETE and ALTER imply DESCRIBE, ALTER_CONFIGS implies
-  DESCRIBE_CONFIGS;
+  caller's, ``*``, or an address range in CIDR form holding the caller's (KIP-1276, Kafka 4.3:
+  ``127.0.0.0/8`` matches 127.0.0.1), and its operation the one asked, ``ALL``, or (for ALLOW
+  entries) one that implies it: READ, WRITE, DELETE and ALTER imply DESCRIBE, ALTER_CONFIGS
+  implies DESCRIBE_CONFIGS;
 - a matching DENY refuses whatever ALLOW there is; otherwise a matching ALLOW permits;
 - when no ACL at all applies to the resource (for anyone), ``allow.everyone.if.no.acl.found``
   decides.
@@ -21,6 +22,8 @@ writes in ZooKeeper's ``/kafka-acl`` znodes.
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
@@ -134,7 +137,9 @@ class AccessControlEntry:
 
     def grants(self, principals: frozenset[str], host: str, operation: AclOperation) -> bool:
         """Whether this entry matches the caller and operation (as allow or deny alike)."""
-        if self.principal not in principals or self.host not in (WILDCARD, host):
+        if self.principal not in principals:
+            return False
+        if self.host not in (WILDCARD, host) and not _host_in_range(self.host, host):
             return False
         if self.operation in (AclOperation.ALL, operation):
             return True
@@ -194,6 +199,34 @@ def validate_binding(binding: AclBinding) -> None:
         raise InvalidAclError(f"Could not parse principal from `{entry.principal}`")
     if not entry.host:
         raise InvalidAclError("Invalid host: empty")
+    if "/" in entry.host and _network(entry.host) is None:
+        raise InvalidAclError(f"Invalid host: {entry.host} is not an address range in CIDR form")
+
+
+@functools.lru_cache(maxsize=1024)
+def _network(cidr: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    try:
+        return ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _host_in_range(acl_host: str, host: str) -> bool:
+    """Whether ``host`` lies in the range an ACL host in CIDR form names (KIP-1276:
+    ``127.0.0.0/8`` matches 127.0.0.1)."""
+    if "/" not in acl_host:
+        return False
+    network = _network(acl_host)
+    if network is None:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.version == network.version and address in network
 
 
 @dataclass(frozen=True, slots=True)

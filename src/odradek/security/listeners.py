@@ -11,6 +11,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 
+from odradek.clock import Clock
 from odradek.config import BrokerConfig, ListenerSpec
 from odradek.security.sasl import SaslSettings
 from odradek.security.scram import CredentialLookup
@@ -38,12 +39,20 @@ class Listener:
 
     @classmethod
     def from_config(
-        cls, config: BrokerConfig, spec: ListenerSpec, scram_lookup: CredentialLookup
+        cls,
+        config: BrokerConfig,
+        spec: ListenerSpec,
+        scram_lookup: CredentialLookup,
+        clock: Clock | None = None,
     ) -> Listener:
         return cls(
             spec,
             server_context(config, spec.name) if spec.uses_tls else None,
-            SaslSettings.from_config(config, spec.name, scram_lookup) if spec.uses_sasl else None,
+            (
+                SaslSettings.from_config(config, spec.name, scram_lookup, clock)
+                if spec.uses_sasl
+                else None
+            ),
             int(
                 config.listener_setting(spec.name, "connection.failed.authentication.delay.ms")
                 or "100"

@@ -1,5 +1,6 @@
 """SASL authentication of a connection (KIP-152: SaslHandshake, then SaslAuthenticate rounds),
-with the PLAIN and SCRAM-SHA-256/512 mechanisms.
+with the PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER mechanisms (the last in
+:mod:`odradek.security.oauthbearer`).
 
 :class:`SaslSettings` is one listener's SASL configuration, read once at start:
 ``sasl.enabled.mechanisms`` (or ``listener.name.<l>.sasl.enabled.mechanisms``), PLAIN users
@@ -20,8 +21,17 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from odradek.clock import Clock, SystemClock
 from odradek.config import BrokerConfig, ConfigError
 from odradek.security import jaas
+from odradek.security.oauthbearer import (
+    ERROR_CHALLENGE,
+    OAUTHBEARER,
+    InvalidToken,
+    JwksSource,
+    OAuthBearerValidator,
+    token_of,
+)
 from odradek.security.scram import (
     MECHANISM_TYPES,
     CredentialLookup,
@@ -30,7 +40,7 @@ from odradek.security.scram import (
 )
 
 PLAIN = "PLAIN"
-SUPPORTED_MECHANISMS = (PLAIN, *MECHANISM_TYPES)
+SUPPORTED_MECHANISMS = (PLAIN, *MECHANISM_TYPES, OAUTHBEARER)
 
 
 class SaslFailure(Exception):
@@ -53,10 +63,16 @@ class SaslSettings:
     plain_users: Mapping[str, str]
     scram_lookup: CredentialLookup
     reauth_ms: int = 0
+    oauth: OAuthBearerValidator | None = None
+    clock: Clock = field(default_factory=SystemClock)
 
     @classmethod
     def from_config(
-        cls, config: BrokerConfig, listener: str, scram_lookup: CredentialLookup
+        cls,
+        config: BrokerConfig,
+        listener: str,
+        scram_lookup: CredentialLookup,
+        clock: Clock | None = None,
     ) -> SaslSettings:
         raw = config.listener_setting(listener, "sasl.enabled.mechanisms") or ""
         mechanisms = tuple(m.strip().upper() for m in raw.split(",") if m.strip())
@@ -79,7 +95,32 @@ class SaslSettings:
                     if name.startswith("user_")
                 }
         reauth = config.listener_setting(listener, "connections.max.reauth.ms") or "0"
-        return cls(usable, plain_users, scram_lookup, int(reauth))
+        clock = clock or SystemClock()
+        oauth = _oauth_validator(config, listener, clock) if OAUTHBEARER in usable else None
+        return cls(usable, plain_users, scram_lookup, int(reauth), oauth, clock)
+
+
+def _oauth_validator(config: BrokerConfig, listener: str, clock: Clock) -> OAuthBearerValidator:
+    def setting(name: str) -> str | None:
+        return config.listener_setting(listener, f"sasl.oauthbearer.{name}")
+
+    url = setting("jwks.endpoint.url")
+    jwks = None
+    if url:
+        try:
+            jwks = JwksSource(url, int(setting("jwks.endpoint.refresh.ms") or "3600000"))
+        except ValueError as e:
+            raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url: {e}") from None
+        jwks.start()
+    audience = [a.strip() for a in (setting("expected.audience") or "").split(",") if a.strip()]
+    return OAuthBearerValidator(
+        clock,
+        jwks=jwks,
+        audience=audience,
+        issuer=setting("expected.issuer") or None,
+        clock_skew_s=int(setting("clock.skew.seconds") or "30"),
+        subject_claim=setting("sub.claim.name") or "sub",
+    )
 
 
 def _plain(message: bytes, users: Mapping[str, str]) -> str:
@@ -118,6 +159,8 @@ class SaslSession:
     # SaslAuthenticate requests (Kafka before 1.0).
     legacy_tokens: bool = False
     _scram: ScramServer | None = field(default=None, repr=False)
+    # OAUTHBEARER: why the token was refused, told once the client has read the error challenge.
+    _oauth_error: str | None = field(default=None, repr=False)
 
     @property
     def authenticated(self) -> bool:
@@ -130,6 +173,7 @@ class SaslSession:
             return False
         self.mechanism = mechanism
         self._scram = None
+        self._oauth_error = None
         self.legacy_tokens = False
         return True
 
@@ -144,6 +188,8 @@ class SaslSession:
                 user = _plain(auth_bytes, self.settings.plain_users)
                 self._succeed(user, now_ms)
                 return b"", True
+            if mechanism == OAUTHBEARER:
+                return self._oauthbearer(auth_bytes, now_ms)
             if self._scram is None:
                 self._scram = ScramServer(mechanism, self.settings.scram_lookup)
             answer = self._scram.step(auth_bytes)
@@ -158,6 +204,24 @@ class SaslSession:
                 f"SASL mechanism {mechanism}: {e}"
             )
             raise SaslFailure(self.failure) from e
+
+    def _oauthbearer(self, auth_bytes: bytes, now_ms: int) -> tuple[bytes, bool]:
+        if self._oauth_error is not None:
+            # The client's answer to the error challenge (RFC 7628 wants a lone \x01).
+            raise SaslFailure(self._oauth_error)
+        validator = self.settings.oauth
+        assert validator is not None
+        try:
+            token = validator.validate(token_of(auth_bytes))
+        except InvalidToken as e:
+            self._oauth_error = str(e)
+            return ERROR_CHALLENGE, False
+        self._succeed(token.subject, now_ms)
+        # KIP-368: a session ends with its token, when sessions are bounded at all.
+        if self.expires_at_ms is not None:
+            remaining = token.expires_ms - self.settings.clock.time_ms()
+            self.expires_at_ms = min(self.expires_at_ms, now_ms + max(remaining, 0))
+        return b"", True
 
     def _succeed(self, user: str, now_ms: int) -> None:
         principal = f"User:{user}"

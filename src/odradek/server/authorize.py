@@ -45,6 +45,44 @@ def permits(ctx: RequestContext, operation: AclOperation, rtype: ResourceType, n
     return authorizer.authorize(ctx.session.principal, client_host(ctx), operation, rtype, name)
 
 
+# What Metadata, DescribeCluster and DescribeGroups answer when the client did not ask for the
+# operations it may perform (Kafka's -2147483648).
+OPERATIONS_NOT_ASKED = -(2**31)
+# The operations each resource type has, as Kafka's AclEntry.supportedOperations lists them.
+SUPPORTED_OPERATIONS = {
+    TOPIC: (
+        Op.READ,
+        Op.WRITE,
+        Op.CREATE,
+        Op.DESCRIBE,
+        Op.DELETE,
+        Op.ALTER,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+    ),
+    GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
+    CLUSTER: (
+        Op.CREATE,
+        Op.CLUSTER_ACTION,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+        Op.IDEMPOTENT_WRITE,
+        Op.ALTER,
+        Op.DESCRIBE,
+    ),
+}
+
+
+def authorized_operations(ctx: RequestContext, rtype: ResourceType, name: str) -> int:
+    """The operations the principal may perform on the resource, as Kafka's bit field (bit n
+    for the operation whose wire value is n)."""
+    bits = 0
+    for operation in SUPPORTED_OPERATIONS[rtype]:
+        if permits(ctx, operation, rtype, name):
+            bits |= 1 << operation.value
+    return bits
+
+
 def permits_cluster(ctx: RequestContext, operation: AclOperation) -> bool:
     return permits(ctx, operation, CLUSTER, CLUSTER_NAME)
 

@@ -24,10 +24,11 @@ from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer, console_client
-from odradek.security.authorizer import Authorizer
+from odradek.quotas.manager import ClientQuotas
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
 from odradek.server.acceptor import Acceptor
+from odradek.server.authorizer import Authorizer
 from odradek.server.connection import Connection
 from odradek.server.connection_quotas import ConnectionQuotas
 from odradek.server.fetch_sessions import FetchSessionCache
@@ -217,6 +218,7 @@ class Broker:
                 self.config.get_int("min.incremental.fetch.session.eviction.ms"),
             ),
             authorizer=self._authorizer(self.store),
+            quotas=await self._client_quotas(self.store),
         )
         self._start_metrics()
         for listener, server in zip(listeners, self._servers, strict=True):
@@ -254,7 +256,7 @@ class Broker:
             return None if text is None else ScramCredential.from_kafka(text)
 
         listeners = [
-            Listener.from_config(self.config, spec, scram_lookup)
+            Listener.from_config(self.config, spec, scram_lookup, self.clock)
             for spec in self.config.listener_specs()
         ]
         advertised = self.config.advertised_specs()
@@ -331,6 +333,16 @@ class Broker:
         if authorizer is not None:
             store.add_listener(asyncio.get_running_loop(), authorizer.on_change)
         return authorizer
+
+    async def _client_quotas(self, store: MetadataStore) -> ClientQuotas:
+        """The client quotas the store holds, followed as they change (on every broker)."""
+        quotas = ClientQuotas(
+            self.clock,
+            samples=self.config.get_int("quota.window.num"),
+            sample_ms=self.config.get_int("quota.window.size.seconds") * 1000,
+        )
+        await quotas.follow(store)
+        return quotas
 
     def _start_metrics(self) -> None:
         listener = self.config.metrics_listener

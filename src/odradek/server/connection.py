@@ -47,6 +47,8 @@ from odradek.protocol.messages import (
 from odradek.security.listeners import Listener
 from odradek.security.sasl import SaslSession
 from odradek.security.tls import certificate_principal
+from odradek.server import client_throttle
+from odradek.server.client_throttle import THROTTLED_APIS
 from odradek.server.connection_core import (
     API_VERSIONS_KEY,
     SASL_AUTHENTICATE_KEY,
@@ -103,6 +105,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.session = Session("?")
         self.peer_address = "?"  # the client's IP address, as the connection limits count it
+        self._held_back_ms = 0  # a client quota's throttle time, after the answer is sent
         self.sendfile_ok = False
         self._socket_fd = -1  # for sendfile straight to the socket (plaintext only)
         self.last_active_ms = services.clock.monotonic_ms()
@@ -308,6 +311,10 @@ class Connection(asyncio.BufferedProtocol):
                         handled = time.perf_counter_ns()
                     if response is not None:
                         await self.write(response)
+                    if self._held_back_ms:
+                        # Over a client quota: nothing more is read for the throttle time.
+                        held_back, self._held_back_ms = self._held_back_ms, 0
+                        await asyncio.sleep(held_back / 1000)
                     failure = self.core.authentication_failure
                     if failure is not None:
                         await self._close_after_failed_authentication(failure)
@@ -380,12 +387,30 @@ class Connection(asyncio.BufferedProtocol):
                 f"malformed request for API key {api_key} v{api_version}: {e}"
             ) from e
         context = RequestContext(self.services, header, self.session)
-        response = await handler.fn(context, request)
-        if response is None:
-            return None
-        if isinstance(response, FrameParts | bytes):
-            return response
-        return encode_response(correlation_id, response)
+        answer = await handler.fn(context, request)
+        response: bytes | FrameParts | None
+        if answer is None or isinstance(answer, FrameParts | bytes):
+            response = answer
+        else:
+            response = encode_response(correlation_id, answer)
+        quotas = self.services.quotas
+        if quotas is not None and api_key in THROTTLED_APIS:
+            throttle_ms = client_throttle.record(
+                quotas,
+                api_key,
+                self.session.principal,
+                header.client_id,
+                request,
+                len(frame),
+                response,
+            )
+            if throttle_ms > 0:
+                self._held_back_ms = throttle_ms
+                if response is not None:
+                    response = client_throttle.with_throttle_time(
+                        api_key, api_version, response, throttle_ms
+                    )
+        return response
 
     def _unsupported_api_versions(self) -> Any:
         return build(

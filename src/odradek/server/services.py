@@ -22,8 +22,9 @@ from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
-from odradek.security.authorizer import Authorizer
+from odradek.quotas.manager import ClientQuotas
 from odradek.security.sasl import SaslSession
+from odradek.server.authorizer import Authorizer
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.purgatory import Purgatory
 from odradek.storage import LogManager
@@ -59,6 +60,8 @@ class BrokerServices:
     # Consulted by every handler's checks (server/authorize.py); None, without
     # ``authorizer.class.name``, allows everything.
     authorizer: Authorizer | None = None
+    # Client quotas (producer_byte_rate, consumer_byte_rate, ...); None: nobody is throttled.
+    quotas: ClientQuotas | None = None
 
 
 @dataclass(slots=True)

@@ -9,7 +9,9 @@ The rules, each a :class:`Violation` kind:
 
 - ``lost``: an acknowledged record is not at its offset in a reader's complete read of the
   partition (:class:`ReadComplete`), or that read ended below it (the log was truncated under an
-  acknowledged record); ``moved`` when it is there but at another offset.
+  acknowledged record); ``moved`` when it is there but at another offset. A record acknowledged
+  without its offset is lost when a complete read does not hold it anywhere; for the other rules
+  its offset is where a reader found it.
 - ``duplicate``: one value at two offsets of a partition (idempotent and transactional producers
   write each record once).
 - ``phantom``: a value read that no producer sent.
@@ -32,6 +34,7 @@ few offsets of the offending one, those on its value, and the nemesis's faults o
 
 from __future__ import annotations
 
+import dataclasses
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -86,7 +89,7 @@ class Summary:
 
 def _offset_of(op: Op) -> tuple[Partition, int] | None:
     if isinstance(op, Acked | Read | ReadError | CommitAcked | CommitObserved):
-        return (op.topic, op.partition), op.offset
+        return None if op.offset is None else ((op.topic, op.partition), op.offset)
     return None
 
 
@@ -112,6 +115,13 @@ class _Index:
                 self.reads.append(op)
             elif isinstance(op, ReadComplete):
                 self.complete[(op.reader, (op.topic, op.partition))] = op
+        # Where readers found what was acknowledged without an offset.
+        found_at = {(r.value, r.topic, r.partition): r.offset for r in reversed(self.reads)}
+        for acked in list(self.acked.values()):
+            if acked.offset is None:
+                offset = found_at.get((acked.value, acked.topic, acked.partition))
+                if offset is not None:
+                    self.acked[acked.value] = dataclasses.replace(acked, offset=offset)
         # For excerpts: operations by partition and offset, by value, and the nemesis's.
         self.at: dict[tuple[Partition, int], list[Op]] = defaultdict(list)
         self.on_value: dict[str, list[Op]] = defaultdict(list)
@@ -269,6 +279,17 @@ def _complete_reads(index: _Index) -> list[Violation]:
                 )
         for acked in acknowledged:
             if (acked.topic, acked.partition) != partition:
+                continue
+            if acked.offset is None:  # and no reader found it anywhere
+                found.append(
+                    Violation(
+                        "lost",
+                        f"{acked.value!r} was acknowledged (without its offset) in "
+                        f"{partition[0]}-{partition[1]} but {reader}'s complete read does not "
+                        "hold it",
+                        index.excerpt(partition, None, [acked.value]),
+                    )
+                )
                 continue
             where = f"{partition[0]}-{partition[1]}@{acked.offset}"
             if acked.offset >= complete.end_offset:
@@ -430,7 +451,9 @@ def _group_skips(index: _Index) -> list[Violation]:
     acknowledged = index.acknowledged()
     for (group, partition), committed in sorted(last_committed.items()):
         for acked in acknowledged:
-            if (acked.topic, acked.partition) != partition or acked.offset >= committed:
+            if (acked.topic, acked.partition) != partition:
+                continue
+            if acked.offset is None or acked.offset >= committed:  # (None: reported lost)
                 continue
             if acked.value not in read_by_group[group]:
                 found.append(

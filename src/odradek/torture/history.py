@@ -42,13 +42,17 @@ class Sent:
 @dataclass(frozen=True, slots=True)
 class Acked:
     """The cluster acknowledged ``value`` at ``offset`` (for a transactional record: it is in the
-    log, and counts as acknowledged once its transaction's commit is)."""
+    log, and counts as acknowledged once its transaction's commit is). ``offset`` is None when the
+    client acknowledged the record without learning where it is: librdkafka's idempotent producer
+    does so for a record whose request's fate was unknown (it timed out, or its connection
+    closed) once a later record of the same partition is acknowledged, which proves the earlier
+    one is in the log."""
 
     producer: str
     value: str
     topic: str
     partition: int
-    offset: int
+    offset: int | None
     txn: str | None
     time: float
 

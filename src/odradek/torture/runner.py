@@ -1,7 +1,8 @@
 """The campaign's shell: network, ZooKeeper, brokers, clients, nemesis, read-back, check, cleanup.
 
 :func:`run_campaign` makes a bridge and one network namespace per broker
-(:class:`~odradek.torture.network.Network`), starts Debian's ZooKeeper on the bridge and the
+(:class:`~odradek.torture.network.Network`) and a bounded filesystem for each broker's log dir
+(:class:`~odradek.torture.disk.BoundedDisk`), starts Debian's ZooKeeper on the bridge and the
 brokers (``odradek serve``) each in its namespace with :class:`~odradek.testing.RunningCluster`,
 creates two replicated topics (one for idempotent producers, one for transactions), runs the
 workload (:mod:`~odradek.torture.workload`) while the nemesis works through the seed's plan
@@ -9,9 +10,14 @@ workload (:mod:`~odradek.torture.workload`) while the nemesis works through the 
 every partition back in both isolation levels, and checks the history
 (:func:`~odradek.torture.checker.check`).
 
-Everything it made — processes, namespaces and their veth pairs and iptables rules, the bridge,
-the data directory — is removed on the way out, whether the campaign passed, failed or was
-interrupted (Ctrl-C is :class:`KeyboardInterrupt`; the CLI turns SIGTERM into one).
+A broker that dies without the nemesis killing it (a crash under a fault) is noted, with the
+time and the end of its log, and started again once the fault of that moment is healed, so the
+campaign runs to its end and the checker judges what the crash did to the history.
+
+Everything it made — processes (the slow links' delayers too), namespaces and their veth pairs
+and iptables rules, the bridge, the log dirs' filesystems, the data directory — is removed on the
+way out, whether the campaign passed, failed or was interrupted (Ctrl-C is
+:class:`KeyboardInterrupt`; the CLI turns SIGTERM into one).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import re
 import shutil
 import signal
 import subprocess
@@ -39,8 +46,9 @@ from odradek.storage.formats import RECOVERY_POINT_CHECKPOINT
 from odradek.torture import schedule
 from odradek.torture.checker import Summary, Violation, check, summarize
 from odradek.torture.clients import ClientsError, ClientsProcess
+from odradek.torture.disk import BoundedDisk, DiskError, remove_stale
 from odradek.torture.history import History, Nemesis, op_time
-from odradek.torture.network import Network
+from odradek.torture.network import Network, NetworkError
 from odradek.torture.workload import TOPICS
 
 if TYPE_CHECKING:
@@ -52,6 +60,9 @@ RESTART_TIMEOUT_S = 60  # a killed broker's ZooKeeper session must end before it
 DRAIN_TIMEOUT_S = 90
 PRODUCERS_STOP_TIMEOUT_S = 180  # the producers flush what they hold (message.timeout.ms 60 s)
 READ_BACK_TIMEOUT_S = 300
+WATCH_INTERVAL_S = 0.5  # how often brokers are looked at while a fault lasts
+DEATH_LOG_LINES = 8  # of a broker that died, the last lines of its log in the report
+DELAYER_SPARE_S = 60  # a slow link's delayer ends by itself this long after its fault should
 
 SETTINGS = {
     "zookeeper.session.timeout.ms": "6000",
@@ -71,6 +82,8 @@ class Options:
     history_path: Path | None = None
     rate_per_s: float = 50  # records per second per idempotent producer
     settings: dict[str, str] = field(default_factory=dict)  # broker configs over the campaign's
+    kinds: tuple[str, ...] = schedule.DEFAULT_KINDS  # the kinds of fault dealt
+    log_dir_bytes: int = 256 << 20  # each broker's log dir filesystem
 
 
 @dataclass
@@ -84,6 +97,7 @@ class Report:
     summary: Summary | None = None
     violations: list[Violation] = field(default_factory=list)
     client_failures: list[str] = field(default_factory=list)
+    deaths: list[str] = field(default_factory=list)  # brokers that died unbidden, and how
     wall_s: float = 0.0
     broker_logs: dict[int, str] = field(default_factory=dict)  # broker id → all its runs' log
 
@@ -111,6 +125,7 @@ class Report:
         ]
         lines.extend(f"fault skipped: {why}" for why in self.skipped)
         lines.extend(f"note: {note}" for note in self.notes)
+        lines.extend(f"broker died: {death}" for death in self.deaths)
         if self.summary is not None:
             s = self.summary
             lines.append(
@@ -133,9 +148,16 @@ class Campaign:
     def __init__(self, options: Options, out: TextIO) -> None:
         self.options = options
         self.out = out
-        self.plan = schedule.plan(options.seed, options.duration_s, options.brokers)
+        self.plan = schedule.plan(options.seed, options.duration_s, options.brokers, options.kinds)
         self.network = Network(range(1, options.brokers + 1))
         self.directory = Path(tempfile.mkdtemp(prefix="odradek-torture-"))
+        # Each broker's data directory (RunningCluster's broker-<id>) is its own filesystem.
+        self.disks = {
+            b: BoundedDisk(self.directory / f"broker-{b}", options.log_dir_bytes)
+            for b in range(1, options.brokers + 1)
+        }
+        self.down: set[int] = set()  # brokers the nemesis stopped, until it starts them again
+        self.started = 0.0  # when the nemesis started (time.monotonic())
         self.history_path = self.directory / "history.jsonl"
         # The nemesis's own operations; the clients' are in history_path.
         self.nemesis_history = History()
@@ -144,6 +166,8 @@ class Campaign:
         self.cluster: RunningCluster | None = None
         self.clients: ClientsProcess | None = None
         self.broker_logs: dict[int, list[str]] = {}  # every run of each broker, in order
+        self.found_dead: dict[int, str] = {}  # broker → when it was found dead (unbidden)
+        self.current: schedule.Fault | None = None  # the fault in force
 
     def say(self, line: str) -> None:
         print(line, file=self.out, flush=True)
@@ -154,6 +178,10 @@ class Campaign:
         from odradek.testing import RunningCluster, ZooKeeperServer
 
         self.network.create()
+        for stale in remove_stale():
+            self.say(f"removed {stale}, left mounted by a campaign that was killed")
+        for disk in self.disks.values():
+            disk.mount()
         self.zookeeper = ZooKeeperServer(
             self.directory / "zookeeper", host=self.network.zookeeper_ip
         ).start()
@@ -244,8 +272,14 @@ class Campaign:
             self.network.remove()
         except Exception as e:
             self.say(f"could not remove the network: {e}")
+        for disk in self.disks.values():
+            try:
+                disk.unmount()
+            except DiskError as e:
+                self.say(f"could not remove a log dir's filesystem: {e}")
         shutil.rmtree(self.directory, ignore_errors=True)
         left = self.network.leftovers()
+        left += [str(d.path) for d in self.disks.values() if d.is_mounted()]
         if left:
             self.say(f"left behind (remove by hand): {left}")
 
@@ -253,6 +287,7 @@ class Campaign:
 
     def run(self) -> Report:
         started = time.monotonic()
+        finished = False
         try:
             self.say("plan:")
             for fault in self.plan:
@@ -262,15 +297,26 @@ class Campaign:
             self._nemesis()
             self._heal_all()
             self._finish_workload()
+            self._note_disk_use()
+            finished = True
         finally:
             recorded = History.read(self.history_path).ops() if self.history_path.exists() else ()
             self._cleanup()
             self.report.wall_s = time.monotonic() - started
-        ops = sorted((*recorded, *self.nemesis_history.ops()), key=op_time)
-        self.report.history = History(ops)
-        self.report.broker_logs = {b: "".join(runs) for b, runs in self.broker_logs.items()}
-        if self.options.history_path is not None:
-            self.report.write(self.options.history_path)
+            ops = sorted((*recorded, *self.nemesis_history.ops()), key=op_time)
+            self.report.history = History(ops)
+            self.report.broker_logs = {b: "".join(runs) for b, runs in self.broker_logs.items()}
+            # Kept also when the campaign stopped short: what happened until then.
+            if self.options.history_path is not None:
+                try:
+                    written = self.report.write(self.options.history_path)
+                    if not finished:
+                        self.say(
+                            "the history so far and the brokers' logs: "
+                            + ", ".join(str(p) for p in written)
+                        )
+                except OSError as e:
+                    self.say(f"could not write the history: {e}")
         self.say(f"checking {len(ops)} operations")
         self.report.summary = summarize(ops)
         self.report.violations = check(ops)
@@ -300,17 +346,65 @@ class Campaign:
         self._start_clients(self.clients.generation + 1)
 
     def _nemesis(self) -> None:
-        start = time.monotonic()
+        start = self.started = time.monotonic()
         for fault in self.plan:
-            delay = start + fault.at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+            self._hold(start + fault.at - time.monotonic())
+            self._revive()
             self._check_clients()
             self.say(f"nemesis: {fault.describe()}")
             self._inject(fault)
-        delay = start + self.options.duration_s - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+            self._revive()
+        self._hold(start + self.options.duration_s - time.monotonic())
+
+    def _hold(self, seconds: float, tick: Callable[[], object] | None = None) -> None:
+        """Let ``seconds`` pass, noting any broker that dies meanwhile (and calling ``tick``
+        every so often)."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, WATCH_INTERVAL_S))
+            self._watch()
+            if tick is not None:
+                tick()
+
+    def _dead(self) -> list[int]:
+        """Brokers whose process ended though the nemesis did not stop them."""
+        assert self.cluster is not None
+        return [
+            b
+            for b, broker in self.cluster.brokers.items()
+            if b not in self.down
+            and broker.process is not None
+            and broker.process.poll() is not None
+        ]
+
+    def _watch(self) -> None:
+        """Note when each broker that died since it was last looked at was found dead."""
+        for broker in self._dead():
+            if broker not in self.found_dead:
+                at = time.monotonic() - self.started if self.started else 0.0
+                during = f" during {self.current.describe()}" if self.current else ""
+                self.found_dead[broker] = f"t={at:.1f}s{during}"
+                self.say(f"warning: broker {broker} died (found at t={at:.1f}s{during})")
+
+    def _revive(self) -> None:
+        """Start again every broker that died unbidden, once its death and the end of its log
+        are in the report."""
+        assert self.cluster is not None
+        self._watch()
+        for broker in self._dead():
+            process = self.cluster.brokers[broker].process
+            assert process is not None
+            tail = self.cluster.output(broker).splitlines()[-DEATH_LOG_LINES:]
+            self.report.deaths.append(
+                f"broker {broker} exited with {process.returncode}, found at "
+                f"{self.found_dead.pop(broker, '?')}; its last lines:\n    " + "\n    ".join(tail)
+            )
+            self.say(f"starting broker {broker} again")
+            try:
+                self._restart(broker)
+            except RuntimeError as e:
+                first = str(e).splitlines()[0] if str(e) else ""
+                self.report.deaths.append(f"broker {broker} could not be started again: {first}")
 
     def _record(self, phase: str, fault: schedule.Fault, detail: str) -> None:
         self.nemesis_history.add(Nemesis(phase, fault.kind, detail, time.monotonic()))  # type: ignore[arg-type]
@@ -323,11 +417,31 @@ class Campaign:
             self.report.skipped.append(f"{fault.describe()}: broker not running")
             return
         detail = fault.describe()
-        if kind == schedule.CORRUPT:
-            self._corrupt(fault)
-            return
+        self.current = fault
+        try:
+            if kind == schedule.CORRUPT:
+                self._corrupt(fault)
+            elif kind == schedule.FULL_DISK:
+                self._fill_disk(fault)
+            else:
+                self._fault(fault, detail)
+        finally:
+            self.current = None
+
+    def _fault(self, fault: schedule.Fault, detail: str) -> None:
+        assert self.cluster is not None and self.zookeeper is not None
+        kind, brokers = fault.kind, fault.brokers
+        if kind == schedule.SLOW:
+            try:
+                max_s = fault.duration + DELAYER_SPARE_S
+                self.network.slow(brokers[0], fault.delay_ms, max_s)
+            except NetworkError as e:
+                self.report.skipped.append(f"{detail}: {e}")
+                self.network.heal()
+                return
         self._record("start", fault, detail)
         if kind == schedule.KILL:
+            self.down.add(brokers[0])
             self.cluster.kill(brokers[0])
         elif kind == schedule.PAUSE:
             self.cluster.pause(brokers[0])
@@ -344,9 +458,10 @@ class Campaign:
         elif kind == schedule.LOSSY:
             self.network.lose(brokers[0], fault.probability)
         self.report.injected[kind] += 1
-        time.sleep(fault.duration)
+        self._hold(fault.duration)
         if kind == schedule.KILL:
             self._restart(brokers[0])
+            self.down.discard(brokers[0])
         elif kind == schedule.PAUSE:
             self.cluster.resume(brokers[0])
         elif kind == schedule.PAUSE_ZOOKEEPER:
@@ -354,6 +469,10 @@ class Campaign:
             self.zookeeper.process.send_signal(signal.SIGCONT)
         else:
             self.network.heal()
+        if kind == schedule.SLOW:
+            detail += "; " + "; ".join(self.network.delayer_reports)
+            self.network.delayer_reports.clear()
+            self.say(f"nemesis: healed {detail}")
         self._record("end", fault, detail)
 
     def _keep_log(self, broker: int) -> None:
@@ -393,6 +512,7 @@ class Campaign:
             for p in self._describe(topic) or []
             if p.leader != broker and broker in p.replicas
         ]
+        self.down.add(broker)
         self.cluster.kill(broker)
         data = self.cluster.brokers[broker].data_dir
         recovery_points = read_checkpoint(data / RECOVERY_POINT_CHECKPOINT)
@@ -425,10 +545,11 @@ class Campaign:
                 f"{fault.describe()}: no batch past the recovery point in what broker {broker} "
                 "follows"
             )
-        time.sleep(fault.duration)
+        self._hold(fault.duration)
         self._keep_log(broker)  # the killed run's log: not where this recovery is looked for
         runs_before = len(self.broker_logs.get(broker, []))
         self._restart(broker)
+        self.down.discard(broker)
         if candidates:
             # Recovery (the CRC of every batch past the recovery point) must have found it.
             found = [
@@ -446,16 +567,51 @@ class Campaign:
             self.report.notes.append(f"corrupt: {note}")
             self._record("end", fault, note)
 
+    def _fill_disk(self, fault: schedule.Fault) -> None:
+        """Fill the broker's log dir to ENOSPC for the fault's duration, then free it."""
+        assert self.cluster is not None
+        broker = fault.brokers[0]
+        disk = self.disks[broker]
+        process = self.cluster.brokers[broker]
+        seen = len(process.output)
+        ballast = disk.fill()
+        detail = (
+            f"{fault.describe()}: {ballast / 2**20:.1f} MiB of ballast, "
+            f"{disk.free_bytes()} bytes free"
+        )
+        self._record("start", fault, detail)
+        self.report.injected[fault.kind] += 1
+        self.say(f"nemesis: {detail}")
+        try:
+            self._hold(fault.duration, tick=disk.fill)  # what the broker freed is taken again
+        finally:
+            disk.free()
+        said = errors_logged(process.output[seen:])
+        self.report.notes.append(f"full-disk: broker {broker} logged {said}")
+        self._record("end", fault, f"{fault.describe()}: ballast removed; broker logged {said}")
+
+    def _note_disk_use(self) -> None:
+        used = ", ".join(
+            f"broker {b} {d.used_bytes() / 2**20:.1f} MiB" for b, d in sorted(self.disks.items())
+        )
+        self.report.notes.append(
+            f"log dirs used (of {self.options.log_dir_bytes / 2**20:.0f} MiB each): {used}"
+        )
+
     def _heal_all(self) -> None:
         assert self.cluster is not None and self.zookeeper is not None
         self.network.heal()
+        for disk in self.disks.values():
+            disk.free()
         if self.zookeeper.process is not None:
             self.zookeeper.process.send_signal(signal.SIGCONT)
+        self._revive()
         for broker in self.cluster.brokers:
             if self.cluster.is_running(broker):
                 self.cluster.resume(broker)
-            else:
+            elif broker in self.down:
                 self._restart(broker)
+                self.down.discard(broker)
         for topic in TOPICS:
             self._wait(functools.partial(self._leaders_known, topic), 120, f"leaders of {topic}")
 
@@ -489,6 +645,23 @@ class Campaign:
         from odradek.testing import wait_until
 
         wait_until(condition, timeout_s, interval_s=0.5, what=what)
+
+
+_LOG_LEVEL = re.compile(r" (ERROR|WARNING|CRITICAL) (.*)")
+_ADDRESS = re.compile(r"\d+\.\d+\.\d+\.\d+(:\d+)?")
+
+
+def errors_logged(lines: list[str]) -> str:
+    """What a broker's log lines hold of errors, in short: how many name ENOSPC, and each
+    distinct error or warning (addresses and numbers elided) with its count."""
+    enospc = sum("No space left on device" in line for line in lines)
+    kinds: Counter[str] = Counter()
+    for line in lines:
+        found = _LOG_LEVEL.search(line)
+        if found:
+            kinds[_ADDRESS.sub("<address>", f"{found[1]} {found[2]}")] += 1
+    listed = "; ".join(f"{n}x {kind}" for kind, n in kinds.most_common(5))
+    return f"{enospc} lines naming ENOSPC" + (f", {listed}" if listed else ", no error")
 
 
 def run_campaign(options: Options, out: TextIO) -> Report:

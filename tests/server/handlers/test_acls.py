@@ -10,7 +10,7 @@ import pytest
 
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acl import AclOperation, AclPermissionType, ResourceType
-from odradek.security.authorizer import Authorizer
+from odradek.server.authorizer import Authorizer
 from odradek.server.services import BrokerServices, Session
 
 from .conftest import HandlerCaller

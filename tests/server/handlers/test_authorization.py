@@ -20,7 +20,7 @@ from odradek.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from odradek.security.authorizer import Authorizer
+from odradek.server.authorizer import Authorizer
 from odradek.server.services import BrokerServices, Session
 from tests.server.conftest import (
     CREATE_TOPICS,
@@ -287,3 +287,46 @@ def test_cluster_apis(alice: HandlerCaller, secured: BrokerServices) -> None:
     assert refused.error_code == ErrorCode.cluster_authorization_failed
     grant(secured, CLUSTER, "kafka-cluster", Op.DESCRIBE)
     assert alice.call(DESCRIBE_CLUSTER, 1).error_code == ErrorCode.none
+
+
+def bits(*operations: AclOperation) -> int:
+    return sum(1 << op.value for op in operations)
+
+
+def test_authorized_operations_are_answered_when_asked(
+    alice: HandlerCaller, secured: BrokerServices
+) -> None:
+    grant(secured, TOPIC, "orders", Op.READ)
+    grant(secured, TOPIC, "orders", Op.DESCRIBE_CONFIGS)
+    grant(secured, CLUSTER, "kafka-cluster", Op.DESCRIBE)
+    asked = alice.call(
+        METADATA,
+        10,
+        topics=[{"name": "orders"}],
+        include_cluster_authorized_operations=True,
+        include_topic_authorized_operations=True,
+    )
+    # READ implies DESCRIBE; DESCRIBE_CONFIGS as granted; nothing else.
+    assert asked.topics[0].topic_authorized_operations == bits(
+        Op.READ, Op.DESCRIBE, Op.DESCRIBE_CONFIGS
+    )
+    assert asked.cluster_authorized_operations == bits(Op.DESCRIBE)
+    not_asked = alice.call(METADATA, 10, topics=[{"name": "orders"}])
+    assert not_asked.topics[0].topic_authorized_operations == -(2**31)
+    assert not_asked.cluster_authorized_operations == -(2**31)
+    cluster = alice.call(DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=True)
+    assert cluster.cluster_authorized_operations == bits(Op.DESCRIBE)
+    # The super user may do all a topic and the cluster have.
+    admin = alice.with_session(Session("10.0.0.3:4000", principal="User:admin"))
+    everything = admin.call(
+        DESCRIBE_CLUSTER, 1, include_cluster_authorized_operations=True
+    ).cluster_authorized_operations
+    assert everything == bits(
+        Op.CREATE,
+        Op.CLUSTER_ACTION,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+        Op.IDEMPOTENT_WRITE,
+        Op.ALTER,
+        Op.DESCRIBE,
+    )

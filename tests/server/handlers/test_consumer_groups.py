@@ -10,7 +10,7 @@ import datetime
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acl import AclOperation as Op
 from odradek.security.acl import ResourceType
-from odradek.security.authorizer import Authorizer
+from odradek.server.authorizer import Authorizer
 from odradek.server.services import BrokerServices
 
 from .conftest import HandlerCaller

@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
-from odradek.server.authorize import CLUSTER, Op, permits_cluster, refusal
+from odradek.security.acl import CLUSTER_NAME
+from odradek.server.authorize import (
+    CLUSTER,
+    OPERATIONS_NOT_ASKED,
+    Op,
+    authorized_operations,
+    permits_cluster,
+    refusal,
+)
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
@@ -26,5 +34,9 @@ async def handle_describe_cluster(ctx: RequestContext, request: Any) -> Response
             {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
             for b in cluster.live_brokers()
         ],
-        cluster_authorized_operations=-(2**31),
+        cluster_authorized_operations=(
+            authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+            if request.include_cluster_authorized_operations
+            else OPERATIONS_NOT_ASKED
+        ),
     )

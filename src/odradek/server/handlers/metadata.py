@@ -7,12 +7,21 @@ from typing import Any
 from odradek.cluster.metadata.store import TopicMetadata
 from odradek.cluster.metadata.view import NO_NODE, BrokerEndpoint
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.server.authorize import TOPIC, Op, denied, permits, permits_cluster
+from odradek.security.acl import CLUSTER_NAME
+from odradek.server.authorize import (
+    CLUSTER,
+    OPERATIONS_NOT_ASKED,
+    TOPIC,
+    Op,
+    authorized_operations,
+    denied,
+    permits,
+    permits_cluster,
+)
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-_NO_OPERATIONS = -(2**31)
 
 
 def describe_topic(
@@ -55,7 +64,7 @@ def describe_topic(
         "topic_id": topic.topic_id,
         "is_internal": topic.name in INTERNAL_TOPICS,
         "partitions": partitions,
-        "topic_authorized_operations": _NO_OPERATIONS,
+        "topic_authorized_operations": OPERATIONS_NOT_ASKED,
     }
 
 
@@ -102,13 +111,23 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Response:
                 )
             else:
                 described.append(await _by_name(ctx, item.name, refused, auto_create, live))
+    if getattr(request, "include_topic_authorized_operations", False):
+        for entry in described:
+            if entry["error_code"] == ErrorCode.none:
+                entry["topic_authorized_operations"] = authorized_operations(
+                    ctx, TOPIC, entry["name"]
+                )
     return ctx.respond(
         throttle_time=0,
         brokers=[_broker(b) for b in brokers],
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id(),
         topics=described,
-        cluster_authorized_operations=_NO_OPERATIONS,
+        cluster_authorized_operations=(
+            authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+            if getattr(request, "include_cluster_authorized_operations", False)
+            else OPERATIONS_NOT_ASKED
+        ),
     )
 
 

@@ -18,7 +18,7 @@ from odradek.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from odradek.security.authorizer import Authorizer, UnknownAuthorizerError
+from odradek.server.authorizer import Authorizer, UnknownAuthorizerError
 
 ORDERS = ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL)
 READ = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
