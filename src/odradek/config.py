@@ -131,6 +131,15 @@ def _per_ip_overrides_check(value: object) -> str | None:
     return None
 
 
+def _registry_listener_check(value: object) -> str | None:
+    text = str(value)
+    if not text:
+        return None  # off
+    for scheme in ("http://", "https://"):
+        text = text.removeprefix(scheme)
+    return _host_port_check(text)
+
+
 def _client_config_check(value: object) -> str | None:
     """A readable Kafka client properties file whose security settings make sense."""
     from odradek.client.core import ClientError
@@ -747,6 +756,31 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _client_config_check,
             read_only=True,
         ),
+        # The schema registry (odradek.registry): Confluent's REST API on its own HTTP listener,
+        # a client of the cluster as the console is (console.bootstrap.servers and
+        # console.client.config say how it connects).
+        ConfigDef(
+            "schema.registry.listener",
+            ConfigType.STRING,
+            None,
+            "[http://|https://]HOST:PORT of the schema registry's HTTP API (Confluent Schema "
+            "Registry's; port 0: any free port; https: TLS with the broker's ssl.keystore.*, or "
+            "listener.name.schema_registry.ssl.*); empty: no registry; unset: none, except for "
+            "odradek serve's lone broker (no zookeeper.connect), which serves it on "
+            "127.0.0.1:8081 when that port is free",
+            _registry_listener_check,
+            True,
+        ),
+        ConfigDef(
+            "schema.registry.authentication.method",
+            ConfigType.STRING,
+            "NONE",
+            "NONE, or BASIC: HTTP basic authentication against the broker's users (PLAIN users "
+            "of sasl.jaas.config, SCRAM credentials); with super.users set only they may change "
+            "compatibility levels and modes",
+            _one_of("NONE", "BASIC"),
+            True,
+        ),
         # A cluster's metadata store (odradek.cluster.metadata.zookeeper.store); unset: the single
         # broker's file.
         ConfigDef(
@@ -1125,6 +1159,11 @@ KAFKA_DIFFERENCES: dict[str, str] = {
     "console.bootstrap.servers": "odradek's own (the web console).",
     "console.allowed.hosts": "odradek's own (the web console).",
     "console.client.config": "odradek's own (the web console).",
+    "schema.registry.listener": "odradek's own: Kafka has no schema registry; Confluent Schema "
+    "Registry's REST API, served by the broker, its schemas in the _schemas topic as Confluent's "
+    "registry keeps them.",
+    "schema.registry.authentication.method": "Confluent Schema Registry's name; odradek's "
+    "users are the broker's own.",
     "zookeeper.connect": "Kafka 3.9's (Kafka 4 has no ZooKeeper mode): unset, odradek runs as a "
     "lone broker with its metadata in a local file.",
     "zookeeper.session.timeout.ms": "Kafka 3.9's (Kafka 4 has no ZooKeeper mode).",
@@ -1291,6 +1330,19 @@ class BrokerConfig:
         """Where ``/metrics`` is served, or None when metrics are off."""
         raw = self.raw("metrics.listener")
         return _host_port(raw) if raw else None
+
+    @property
+    def schema_registry_listener(self) -> tuple[str, int] | None:
+        """Where the schema registry's HTTP API is served, or None when it is off."""
+        raw = self.raw("schema.registry.listener")
+        if not raw:
+            return None
+        return _host_port(raw.removeprefix("http://").removeprefix("https://"))
+
+    @property
+    def schema_registry_tls(self) -> bool:
+        """Whether the schema registry's listener is ``https://``."""
+        return (self.raw("schema.registry.listener") or "").startswith("https://")
 
     def advertised(self, bound: tuple[str, int]) -> tuple[str, int]:
         """The address clients are told to use; ``bound`` is where the socket really listens."""

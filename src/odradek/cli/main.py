@@ -18,6 +18,7 @@ from odradek.config import BrokerConfig, ConfigError
 log = logging.getLogger("odradek.serve")
 
 _STOP_WATCHDOG_S = 45
+DEFAULT_SCHEMA_REGISTRY = ("127.0.0.1", 8081)
 
 
 # Settings odradek takes under a name it does not list itself: per-listener overrides (Kafka's
@@ -71,8 +72,12 @@ def _serve(args: argparse.Namespace) -> int:
     from odradek.server.broker import Broker
     from odradek.storage.log_dir_failure import KafkaStorageError
 
+    # A lone broker serves the schema registry unless told otherwise, as Redpanda's
+    # development mode does (schema.registry.listener set, even empty, decides instead).
+    registry = None if config.raw("zookeeper.connect") else DEFAULT_SCHEMA_REGISTRY
+
     async def run() -> None:
-        broker = Broker(config)
+        broker = Broker(config, schema_registry_default=registry)
         await broker.start()
         received = await stop_signals.wait_async()
         log.info("stopping on %s", received.name)
@@ -154,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
         groups,
         partitions,
         records,
+        schemas,
         topics,
         torture,
         transactions,
@@ -170,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     records.add_parser(commands)
     users.add_parser(commands)
     partitions.add_parser(commands)
+    schemas.add_parser(commands)
     completion.add_parser(commands)
     torture.add_parser(commands)
     return parser

@@ -9,6 +9,7 @@ import errno
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.metadata.listener_view import ListenerClusterView
@@ -24,7 +25,7 @@ from odradek.config import BrokerConfig
 from odradek.coordinator.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
-from odradek.metrics import MetricsServer
+from odradek.metrics import MetricsServer, console_client
 from odradek.quotas.manager import ClientQuotas
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
@@ -41,6 +42,9 @@ from odradek.storage import LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.segment import LogSegment
 
+if TYPE_CHECKING:
+    from odradek.registry.http import RegistryServer
+
 log = logging.getLogger("odradek.broker")
 
 _HOUSEKEEPING_INTERVAL_S = 0.5
@@ -54,8 +58,17 @@ _ACCEPT_ERROR_LOG_INTERVAL_MS = 1000
 class Broker:
     """One broker: call :meth:`start`, then :meth:`serve_forever` or :meth:`stop`."""
 
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock | None = None,
+        *,
+        schema_registry_default: tuple[str, int] | None = None,
+    ) -> None:
         self.config = config
+        # Where the registry listens when schema.registry.listener is not set at all (odradek
+        # serve's lone broker); a port in use there is warned about, not fatal.
+        self._schema_registry_default = schema_registry_default
         self.clock = clock or SystemClock()
         self.node_id = config.node_id
         self.log_dirs: list[Path] = config.log_dirs
@@ -70,6 +83,7 @@ class Broker:
         # Counted only while metrics are served (metrics.listener).
         self.counters = BrokerCounters() if config.metrics_listener is not None else None
         self.metrics: MetricsServer | None = None
+        self.schema_registry: RegistryServer | None = None
         self.purgatory = Purgatory(self.counters.requests if self.counters is not None else None)
         self._services: BrokerServices | None = None
         self._server: Acceptor | None = None
@@ -135,6 +149,7 @@ class Broker:
                 server.close()
             if self.metrics is not None:
                 await self.metrics.stop()
+            await self._stop_schema_registry()
             raise
 
     async def _start(self) -> tuple[str, int]:
@@ -237,6 +252,7 @@ class Broker:
                 )
             self._listener_services[listener.name] = services
             server.start_serving()
+        self._start_schema_registry()
         self._housekeeping = asyncio.create_task(self._housekeep())
         log.info(
             "odradek broker %d listening on %s, data in %s",
@@ -359,6 +375,57 @@ class Broker:
         self.topics.deletion_listeners.append(self.counters.topic_deleted)
         log.info("odradek broker %d metrics on http://%s:%d/metrics", self.node_id, host, port)
 
+    def _start_schema_registry(self) -> None:
+        """The registry's HTTP API (schema.registry.listener), a client of this cluster."""
+        listener = self.config.schema_registry_listener
+        optional = "schema.registry.listener" not in self.config.props
+        if optional:
+            listener = self._schema_registry_default
+        if listener is None:
+            return
+        # Here, not at the top: aiohttp and the schema libraries cost a broker without a
+        # registry most of a second of start-up.
+        from odradek.registry.http import RegistryServer
+        from odradek.registry.store import SchemaStore
+
+        bootstrap, security = console_client(self.config, self.bound)
+        store, loop = self.store, asyncio.get_running_loop()
+        assert store is not None
+
+        def user_configs(user: str) -> dict[str, str]:  # called on the registry's threads
+            return asyncio.run_coroutine_threadsafe(store.user_configs(user), loop).result(10)
+
+        self.schema_registry = RegistryServer.from_config(
+            self.config, SchemaStore(bootstrap, security, clock=self.clock), user_configs
+        )
+        try:
+            host, port = self.schema_registry.start(*listener)
+        except OSError as e:
+            if not optional:
+                raise
+            self.schema_registry.stop()
+            self.schema_registry = None
+            log.warning(
+                "odradek broker %d serves no schema registry: %s:%d: %s (set "
+                "schema.registry.listener to serve it elsewhere, or empty to turn it off)",
+                self.node_id,
+                *listener,
+                e.strerror or e,
+            )
+            return
+        scheme = "https" if self.config.schema_registry_tls else "http"
+        log.info(
+            "odradek broker %d schema registry on %s://%s:%d/", self.node_id, scheme, host, port
+        )
+
+    async def _stop_schema_registry(self) -> None:
+        registry, self.schema_registry = self.schema_registry, None
+        if registry is not None:
+            # Its store may be waiting on this loop's broker (a write): stop off the loop.
+            await stop_step(
+                "schema registry", asyncio.to_thread(registry.stop), _STOP_STEP_TIMEOUT_S
+            )
+
     @property
     def connection_count(self) -> int:
         """Client connections open now."""
@@ -478,6 +545,7 @@ class Broker:
         if self.metrics is not None:
             await stop_step("metrics", self.metrics.stop(), _STOP_STEP_TIMEOUT_S)
             self.metrics = None
+        await self._stop_schema_registry()
         for server in self._servers:
             server.close()
         if self._groups is not None:

@@ -1,0 +1,199 @@
+"""Schemas as the registry keeps and compares them: their text, type and references, parsed by
+the field's libraries (Apache Avro's ``avro`` for Avro, ``jsonschema`` for JSON Schema,
+``proto-schema-parser`` and ``protobuf`` for Protobuf: :mod:`.protobuf`), and the compatibility
+rules between versions under each of Confluent's seven levels.
+
+An Avro or JSON schema's *canonical* text is its JSON with insignificant whitespace removed (the
+key order is kept: Avro gives it meaning for fields), so that a lookup of the same schema written
+with other spacing finds it. With ``normalize`` (Confluent's ``?normalize=true``) an Avro schema
+is written as the ``avro`` library prints its parsed form, which also spells names fully
+qualified.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import avro.errors
+import avro.name
+import avro.schema
+import jsonschema.exceptions
+import jsonschema.validators
+from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+
+from odradek.registry import json_compat
+from odradek.registry.errors import invalid_compatibility_level, invalid_schema
+from odradek.registry.protobuf import ProtobufSchema
+
+AVRO = "AVRO"
+JSON = "JSON"
+PROTOBUF = "PROTOBUF"
+SCHEMA_TYPES = (JSON, PROTOBUF, AVRO)
+
+NONE = "NONE"
+BACKWARD = "BACKWARD"
+BACKWARD_TRANSITIVE = "BACKWARD_TRANSITIVE"
+FORWARD = "FORWARD"
+FORWARD_TRANSITIVE = "FORWARD_TRANSITIVE"
+FULL = "FULL"
+FULL_TRANSITIVE = "FULL_TRANSITIVE"
+COMPATIBILITY_LEVELS = (
+    NONE,
+    BACKWARD,
+    BACKWARD_TRANSITIVE,
+    FORWARD,
+    FORWARD_TRANSITIVE,
+    FULL,
+    FULL_TRANSITIVE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaReference:
+    """A named type this schema takes from ``subject``'s ``version``."""
+
+    name: str
+    subject: str
+    version: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "subject": self.subject, "version": self.version}
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaContent:
+    """What a global id stands for: the schema's type, its text and its references."""
+
+    schema_type: str
+    schema: str
+    references: tuple[SchemaReference, ...] = ()
+
+
+class ParsedSchema(Protocol):
+    """A schema its library has parsed."""
+
+    @property
+    def canonical(self) -> str: ...
+
+    def normalized(self) -> str: ...
+
+    def read_errors(self, writer: ParsedSchema) -> list[str]:
+        """Why data written with ``writer`` cannot be read with this schema ([] if it can)."""
+        ...
+
+
+class AvroSchema:
+    """An Avro schema parsed by Apache Avro's library, its references' named types first."""
+
+    def __init__(self, text: str, references: Sequence[str] = ()) -> None:
+        names = avro.name.Names(validate_names=True)
+        try:
+            for referenced in references:
+                avro.schema.make_avsc_object(json.loads(referenced), names)
+            data = json.loads(text)
+            self.parsed = avro.schema.make_avsc_object(data, names)
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            AttributeError,
+            RecursionError,
+            avro.errors.AvroException,
+        ) as e:
+            raise invalid_schema(str(e) or type(e).__name__) from e
+        self._data: Any = data
+        self._has_references = bool(references)
+
+    @property
+    def canonical(self) -> str:
+        return json.dumps(self._data, separators=(",", ":"), ensure_ascii=False)
+
+    def normalized(self) -> str:
+        # With references the library would print the referenced types inline: keep the text.
+        if self._has_references:
+            return self.canonical
+        return json.dumps(self.parsed.to_json(), separators=(",", ":"), ensure_ascii=False)
+
+    def read_errors(self, writer: ParsedSchema) -> list[str]:
+        if not isinstance(writer, AvroSchema):
+            return ["the schemas are of different types"]
+        checker = ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]
+        result = checker.get_compatibility(self.parsed, writer.parsed)
+        if result.compatibility is SchemaCompatibilityType.compatible:
+            return []
+        kinds = ", ".join(sorted(k.name.upper() for k in result.incompatibilities))
+        where = ", ".join(sorted(result.locations))
+        detail = "; ".join(sorted(result.messages))
+        return [f"{{errorType:'{kinds}', description:'{detail}', location:'{where}'}}"]
+
+
+class JsonSchema:
+    """A JSON Schema, checked against its draft's meta-schema by ``jsonschema``; compatibility
+    by :mod:`.json_compat`."""
+
+    def __init__(self, text: str, references: Sequence[str] = ()) -> None:
+        try:
+            data = json.loads(text)
+            if not isinstance(data, (dict, bool)):
+                raise ValueError("a JSON Schema is an object or a boolean")
+            jsonschema.validators.validator_for(data).check_schema(data)
+        except (ValueError, TypeError, RecursionError, jsonschema.exceptions.SchemaError) as e:
+            raise invalid_schema(str(e).splitlines()[0] if str(e) else type(e).__name__) from e
+        self._data: Any = data
+
+    @property
+    def canonical(self) -> str:
+        return json.dumps(self._data, separators=(",", ":"), ensure_ascii=False)
+
+    def normalized(self) -> str:
+        return json.dumps(self._data, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+    def read_errors(self, writer: ParsedSchema) -> list[str]:
+        if not isinstance(writer, JsonSchema):
+            return ["the schemas are of different types"]
+        return json_compat.reader_errors(self._data, writer._data)
+
+
+def parse_schema(schema_type: str, text: str, references: Sequence[str] = ()) -> ParsedSchema:
+    """``text`` parsed as ``schema_type``, the texts of its references (each one's own
+    references before it) given; :class:`RegistryError` 42201 when it is not a valid schema."""
+    if schema_type == AVRO:
+        return AvroSchema(text, references)
+    if schema_type == JSON:
+        return JsonSchema(text, references)
+    if schema_type == PROTOBUF:
+        return ProtobufSchema(text, references)
+    raise invalid_schema(f"unknown schema type {schema_type!r}")
+
+
+def compatibility_errors(
+    level: str, new: ParsedSchema, previous: Sequence[ParsedSchema]
+) -> list[str]:
+    """Why ``new`` may not follow ``previous`` (oldest first) under ``level`` ([] if it may).
+
+    BACKWARD: ``new`` reads what the latest wrote; FORWARD: the latest reads what ``new``
+    writes; FULL: both; the ``_TRANSITIVE`` forms check against every earlier version, not only
+    the latest; NONE checks nothing."""
+    if level == NONE or not previous:
+        return []
+    against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
+    base = level.removesuffix("_TRANSITIVE")
+    errors: list[str] = []
+    try:
+        for old in reversed(against):
+            if base in (BACKWARD, FULL):
+                errors += new.read_errors(old)
+            if base in (FORWARD, FULL):
+                errors += old.read_errors(new)
+    except RecursionError:
+        return ["the schemas nest too deeply to be compared"]
+    return errors
+
+
+def check_level(level: object) -> str:
+    if not isinstance(level, str) or level.upper() not in COMPATIBILITY_LEVELS:
+        raise invalid_compatibility_level(level)
+    return level.upper()
