@@ -589,6 +589,12 @@ class Campaign:
         said = errors_logged(process.output[seen:])
         self.report.notes.append(f"full-disk: broker {broker} logged {said}")
         self._record("end", fault, f"{fault.describe()}: ballast removed; broker logged {said}")
+        if any("is offline after an I/O error" in line for line in process.output[seen:]):
+            # Its log dir stays offline until a restart, as Kafka's does (KIP-112): what an
+            # operator does once the disk has room again.
+            self.say(f"nemesis: broker {broker} took its log dir offline: restarting it")
+            self.cluster.terminate(broker)
+            self._restart(broker)
 
     def _note_disk_use(self) -> None:
         used = ", ".join(
