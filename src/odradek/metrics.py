@@ -206,7 +206,7 @@ def take_snapshot(broker: Broker, counters: BrokerCounters) -> Snapshot:
                 info = view.partition_info(metadata.name, index)
                 if info is not None and info.leader == NO_NODE:
                     offline += 1
-    coordinator = broker.groups.coordinator
+    coordinator = broker.groups.shard
     groups = []
     for group in coordinator.groups.values():
         if not coordinator.is_active(coordinator.partition_for(group.group_id)):

@@ -10,7 +10,8 @@ from typing import Any, cast
 from odradek.clock import ManualClock
 from odradek.coordinator import records as rec
 from odradek.coordinator.consumer_protocol import ConsumerProtocol
-from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator, GroupWrite
+from odradek.coordinator.coordinator import GroupConfig, GroupCoordinator
+from odradek.coordinator.coordinator_runtime import CoordinatorWrite, append_writes
 from odradek.coordinator.messages import (
     CommitRequest,
     HeartbeatRequest,
@@ -22,7 +23,6 @@ from odradek.coordinator.messages import (
     SyncRequest,
     SyncResult,
 )
-from odradek.coordinator.runtime import append_writes
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 SESSION_MS = 10_000
@@ -65,7 +65,7 @@ class MemoryLog:
         self.refused = 0
         self.last_error = ErrorCode.none
 
-    def append(self, write: GroupWrite) -> int:
+    def append(self, write: CoordinatorWrite) -> int:
         if self.fail_with is not None:
             self.refused += 1
             raise KafkaError(self.fail_with, "write refused by the test")
@@ -114,7 +114,7 @@ class Appending:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             result = value(*args, **kwargs)
-            self._log.last_error = append_writes(self._coordinator, self._log.append)
+            _, self._log.last_error = append_writes(self._coordinator, self._log.append)
             return result
 
         return call

@@ -58,11 +58,11 @@ def runtime(tmp_path: Path) -> Iterator[GroupCoordinatorRuntime]:
         BrokerEndpoint(LOCAL, "localhost", 9092),
         store.cluster_id,
         topics,
-        runtime.coordinator.partition_for,
+        runtime.shard.partition_for,
     )
     asyncio.run(runtime.offsets_topic.ensure())
     yield runtime
-    runtime.coordinator.shutdown()
+    runtime.shard.shutdown()
     logs.close()
 
 
@@ -74,12 +74,12 @@ def offsets_partition(runtime: GroupCoordinatorRuntime, index: int) -> Partition
 
 def commit(runtime: GroupCoordinatorRuntime, group: str, offset: int) -> ErrorCode:
     request = CommitRequest(group, -1, "", None, (OffsetCommit("t", 0, offset),))
-    results, _ = runtime.perform(lambda coordinator: coordinator.commit_offsets(request))
+    results = runtime.perform(lambda coordinator: coordinator.commit_offsets(request)).response
     return results[("t", 0)]
 
 
 def committed_offset(runtime: GroupCoordinatorRuntime, group: str) -> int | None:
-    fetched = runtime.coordinator.fetch_offsets(group, [("t", 0)])
+    fetched = runtime.shard.fetch_offsets(group, [("t", 0)])
     assert fetched.error == ErrorCode.none, fetched
     ((_, found),) = fetched.offsets
     return None if found is None else found.offset
@@ -92,7 +92,7 @@ def lead(runtime: GroupCoordinatorRuntime, partition: Partition, epoch: int) -> 
 
 async def loaded(runtime: GroupCoordinatorRuntime) -> None:
     for _ in range(100):
-        if not runtime.coordinator.loading_in_progress:
+        if not runtime.shard.loading_in_progress:
             return
         await asyncio.sleep(0)
     raise AssertionError("the load did not finish")
@@ -156,9 +156,9 @@ def test_partitions_led_at_start_are_loaded_at_once(runtime: GroupCoordinatorRun
         runtime.follow(listeners)  # type: ignore[arg-type]
         assert listeners == [runtime.leadership_changed]
         # No wait: the broker is not serving yet.
-        assert not runtime.coordinator.loading_in_progress
+        assert not runtime.shard.loading_in_progress
         assert committed_offset(runtime, OTHER) == 4
-        assert runtime.coordinator.owned == {0}
+        assert runtime.shard.owned == {0}
         assert p1.is_leader is False
         assert commit(runtime, GROUP, 1) == ErrorCode.not_coordinator
 
@@ -177,7 +177,7 @@ def test_a_lone_broker_serves_every_group_without_waiting(tmp_path: Path) -> Non
         BrokerEndpoint(LOCAL, "localhost", 9092),
         store.cluster_id,
         topics,
-        runtime.coordinator.partition_for,
+        runtime.shard.partition_for,
     )
     runtime.load()
     try:
@@ -190,7 +190,7 @@ def test_a_lone_broker_serves_every_group_without_waiting(tmp_path: Path) -> Non
         assert point.partition is None and point.offset == 1
         assert point.outcome() == ErrorCode.none
     finally:
-        runtime.coordinator.shutdown()
+        runtime.shard.shutdown()
         logs.close()
 
 
@@ -203,8 +203,8 @@ def test_deleting_the_offsets_topic_unloads_its_groups(runtime: GroupCoordinator
         assert commit(runtime, GROUP, 2) == ErrorCode.none
         await runtime.offsets_topic.topics.delete_topic(OFFSETS_TOPIC)
         runtime.on_topic_deleted(OFFSETS_TOPIC)
-        assert runtime.coordinator.owned == set()
-        assert runtime.coordinator.groups == {}
+        assert runtime.shard.owned == set()
+        assert runtime.shard.groups == {}
         assert commit(runtime, GROUP, 3) == ErrorCode.not_coordinator
 
     asyncio.run(scenario())
@@ -235,9 +235,9 @@ def test_a_commit_is_answered_once_committed_and_a_refused_one_at_once(
         p1.min_insync_replicas = 2
         p1.make_leader(2, (LOCAL, FOLLOWER), (LOCAL,), 2)
         request = CommitRequest(GROUP, -1, "", None, (OffsetCommit("t", 0, 9),))
-        results, refused = runtime.perform(lambda c: c.commit_offsets(request))
-        assert refused == ErrorCode.not_enough_replicas
-        assert results == {("t", 0): ErrorCode.coordinator_not_available}
+        result = runtime.perform(lambda c: c.commit_offsets(request))
+        assert result.error == ErrorCode.not_enough_replicas
+        assert result.response == {("t", 0): ErrorCode.coordinator_not_available}
         assert p1.log.log_end_offset == 1
         assert committed_offset(runtime, GROUP) == 5
         assert await runtime.committed([runtime.commit_point(GROUP)]) == [ErrorCode.none]
@@ -249,9 +249,7 @@ def test_a_generation_is_answered_once_its_assignment_is_committed(
     runtime: GroupCoordinatorRuntime,
 ) -> None:
     p1 = offsets_partition(runtime, 1)
-    runtime.coordinator.config = dataclasses.replace(
-        runtime.coordinator.config, initial_rebalance_delay_ms=0
-    )
+    runtime.shard.config = dataclasses.replace(runtime.shard.config, initial_rebalance_delay_ms=0)
 
     async def scenario() -> None:
         lead(runtime, p1, 1)
@@ -268,8 +266,7 @@ def test_a_generation_is_answered_once_its_assignment_is_committed(
         sync = SyncRequest(
             GROUP, member.generation_id, member.member_id, None, ((member.member_id, b"a"),)
         )
-        _, refused = runtime.perform(lambda c: c.sync_group(sync, synced.append))
-        assert refused == ErrorCode.none
+        assert runtime.perform(lambda c: c.sync_group(sync, synced.append)).error == ErrorCode.none
         # The state machine answered once the group's record was in the leader's log ...
         assert [s.assignment for s in synced] == [b"a"]
         assert p1.log.log_end_offset == 1 and p1.high_watermark == 0

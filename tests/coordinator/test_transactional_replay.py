@@ -43,26 +43,26 @@ def broker(path: Path) -> Iterator[GroupCoordinatorRuntime]:
         BrokerEndpoint(1, "localhost", 9092),
         store.cluster_id,
         topics,
-        runtime.coordinator.partition_for,
+        runtime.shard.partition_for,
     )
     runtime.load()
     try:
         yield runtime
     finally:
-        runtime.coordinator.shutdown()
+        runtime.shard.shutdown()
         logs.close()
 
 
 def txn_commit(runtime: GroupCoordinatorRuntime, offset: int, tp: tuple[str, int] = TP) -> None:
     request = TxnCommitRequest("g", "txn", PID, EPOCH, (OffsetCommit(*tp, offset),))
     result = runtime.perform(lambda coordinator: coordinator.commit_transactional_offsets(request))
-    assert result == ({tp: ErrorCode.none}, ErrorCode.none)
+    assert (result.response, result.error) == ({tp: ErrorCode.none}, ErrorCode.none)
 
 
 def marker(runtime: GroupCoordinatorRuntime, commit: bool) -> None:
     """Append the producer's COMMIT or ABORT control batch to the group's partition, as
     WriteTxnMarkers does, and tell the coordinator."""
-    index = runtime.coordinator.partition_for("g")
+    index = runtime.shard.partition_for("g")
     partition = runtime.offsets_topic.partition(index)
     assert partition is not None
     batch = bytearray(
@@ -80,7 +80,7 @@ def marker(runtime: GroupCoordinatorRuntime, commit: bool) -> None:
 
 
 def offset_of(runtime: GroupCoordinatorRuntime, tp: tuple[str, int] = TP) -> int | None:
-    fetched = runtime.coordinator.fetch_offsets("g", [tp])
+    fetched = runtime.shard.fetch_offsets("g", [tp])
     ((_, found),) = fetched.offsets
     return None if found is None else found.offset
 
@@ -91,7 +91,7 @@ def test_the_batch_is_transactional_as_kafka_writes_it(tmp_path: Path) -> None:
         marker(runtime, commit=True)
         # The producer's next transaction, same epoch, same base sequence 0: still appended.
         txn_commit(runtime, 6)
-        partition = runtime.offsets_topic.partition(runtime.coordinator.partition_for("g"))
+        partition = runtime.offsets_topic.partition(runtime.shard.partition_for("g"))
         assert partition is not None
         piece = partition.log.read(0, 1 << 20)
         assert piece is not None
@@ -107,10 +107,8 @@ def test_the_batch_is_transactional_as_kafka_writes_it(tmp_path: Path) -> None:
 def test_a_restart_replays_markers_and_keeps_open_commits_pending(tmp_path: Path) -> None:
     with broker(tmp_path) as runtime:
         plain = CommitRequest("g", -1, "", None, (OffsetCommit("t", 1, 100),))
-        assert runtime.perform(lambda coordinator: coordinator.commit_offsets(plain)) == (
-            {("t", 1): ErrorCode.none},
-            ErrorCode.none,
-        )
+        result = runtime.perform(lambda coordinator: coordinator.commit_offsets(plain))
+        assert (result.response, result.error) == ({("t", 1): ErrorCode.none}, ErrorCode.none)
         txn_commit(runtime, 5)
         marker(runtime, commit=True)
         assert offset_of(runtime) == 5
@@ -124,7 +122,7 @@ def test_a_restart_replays_markers_and_keeps_open_commits_pending(tmp_path: Path
     with broker(tmp_path) as runtime:
         assert offset_of(runtime) == 5
         assert offset_of(runtime, ("t", 1)) == 100
-        unstable = runtime.coordinator.fetch_offsets("g", None, require_stable=True).unstable
+        unstable = runtime.shard.fetch_offsets("g", None, require_stable=True).unstable
         assert unstable == {TP, ("t", 1)}
         # The transaction still open at the stop ends after the restart.
         marker(runtime, commit=True)
@@ -134,4 +132,4 @@ def test_a_restart_replays_markers_and_keeps_open_commits_pending(tmp_path: Path
     with broker(tmp_path) as runtime:
         assert offset_of(runtime) == 7
         assert offset_of(runtime, ("t", 1)) == 50
-        assert runtime.coordinator.fetch_offsets("g", None, require_stable=True).unstable == set()
+        assert runtime.shard.fetch_offsets("g", None, require_stable=True).unstable == set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from odradek.clock import ManualClock
 from odradek.cluster.metadata.producer_ids import ProducerIdManager
@@ -16,9 +17,9 @@ from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.txn_records import TxnState
 from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.purgatory import Purgatory
-from odradek.storage import LogManager
+from odradek.storage import AppendInfo, LogManager
 
 TID = "tx"
 # A topic that does not exist: its marker is not needed, so the job goes straight to Complete.
@@ -32,21 +33,20 @@ def test_a_failed_complete_write_is_retried(tmp_path: Path) -> None:
     store = LocalMetadataStore(config.log_dirs[0], node_id=1)
     topics = TopicManager(config, store, logs, clock)
     topics.open()
-    purgatory = Purgatory()
     refusals = 0  # Complete writes still to refuse
+    runtime = TransactionCoordinatorRuntime(
+        config, topics, clock, ProducerIdManager(store), Purgatory().replicated
+    )
+    append = runtime.state_topic.append
 
-    async def wait_replicated(
-        partition: Partition, offset: int, timeout_s: float, api_key: int = -1
-    ) -> ErrorCode:
+    def refusing_append(*args: Any, **kwargs: Any) -> tuple[Partition, AppendInfo]:
         nonlocal refusals
         if refusals:
             refusals -= 1
-            return ErrorCode.not_enough_replicas
-        return await purgatory.replicated(partition, offset, timeout_s, api_key)
+            raise KafkaError(ErrorCode.not_enough_replicas, "refused by the test")
+        return append(*args, **kwargs)
 
-    runtime = TransactionCoordinatorRuntime(
-        config, topics, clock, ProducerIdManager(store), wait_replicated
-    )
+    runtime.state_topic.append = refusing_append  # type: ignore[method-assign]
     cluster = LocalClusterView(
         BrokerEndpoint(1, "broker.example", 9092), store.cluster_id, topics, lambda g: 0
     )
@@ -55,11 +55,19 @@ def test_a_failed_complete_write_is_retried(tmp_path: Path) -> None:
     runtime.cluster = cluster
 
     async def scenario() -> TxnState:
-        answer = await runtime.init_producer_id(TID, 60_000, -1, -1)
+        answer = await runtime.write(
+            TID, lambda s: s.answer(s.coordinator.init_producer_id(TID, 60_000, -1, -1))
+        )
         assert answer.error == ErrorCode.none
         pid, epoch = answer.producer_id, answer.producer_epoch
-        assert (await runtime.add_partitions(TID, pid, epoch, [GONE])).error == ErrorCode.none
-        assert (await runtime.end_txn(TID, pid, epoch, True)).error == ErrorCode.none
+        added = await runtime.write(
+            TID, lambda s: s.answer(s.coordinator.add_partitions(TID, pid, epoch, [GONE]))
+        )
+        assert added.error == ErrorCode.none
+        ended = await runtime.write(
+            TID, lambda s: s.answer(s.coordinator.end_txn(TID, pid, epoch, True))
+        )
+        assert ended.error == ErrorCode.none
         # The Prepare record is written and the markers' task not yet run: refuse the
         # Complete record twice.
         nonlocal refusals

@@ -4,9 +4,8 @@ answered with the write's error, as Kafka maps it. On a manual clock, with an in
 
 from __future__ import annotations
 
-from odradek.coordinator.coordinator import GroupWrite
+from odradek.coordinator.coordinator_runtime import CoordinatorWrite, append_writes
 from odradek.coordinator.messages import CommitRequest, OffsetCommit
-from odradek.coordinator.runtime import append_writes
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 from .consumer_support import Member, consumer_harness
@@ -150,13 +149,13 @@ def test_after_a_refused_write_the_rest_of_the_operations_writes_are_not_appende
         )
     appended: list[bytes] = []
 
-    def append(write: GroupWrite) -> int:
+    def append(write: CoordinatorWrite) -> int:
         if not appended:
             appended.append(write.records[0][0])
             raise KafkaError(ErrorCode.record_list_too_large)
         appended.append(write.records[0][0])
         return 0
 
-    assert append_writes(h.machine, append) == ErrorCode.record_list_too_large
+    assert append_writes(h.machine, append)[1] == ErrorCode.record_list_too_large
     assert appended == [b"first"]
     assert outcomes == ["first record_list_too_large", "second record_list_too_large"]

@@ -1,7 +1,9 @@
-"""The group coordinator: consumer groups of Kafka's classic protocol and their committed offsets.
+"""The coordinators: state machines on internal topics, run by one runtime.
 
-``coordinator`` is the state machine, ``group`` its data, ``records`` the ``__consumer_offsets``
-record formats, ``timers`` its deadlines, ``messages`` what goes in and out, and ``runtime`` the
-part that lives in a broker (the offsets topic, the timer task, the offsets partitions owned as
-this broker leads them, and when answers may leave).
+``coordinator_runtime`` is the runtime every coordinator is a shard of (loading as leadership
+moves, writes answered once their records are committed, timers); ``coordinator``,
+``consumer_protocol`` and their ``group``, ``records`` and ``messages`` are the group
+coordinator (classic and KIP-848 groups, committed offsets) and ``runtime`` its place in a
+broker; ``transactions`` and ``txn_records`` the transaction coordinator and ``txn_runtime`` its
+place in a broker.
 """

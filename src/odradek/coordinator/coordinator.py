@@ -4,7 +4,7 @@ Requests come in as value objects (:mod:`odradek.coordinator.messages`); answers
 values or, for JoinGroup and SyncGroup, which wait for the rest of the group, through a reply
 callback called later. Every change that must survive a restart becomes records of
 ``__consumer_offsets`` (:mod:`odradek.coordinator.records`): an operation does not write them, it
-asks for them (:class:`GroupWrite`, taken by the runtime with :meth:`take_writes` once the
+asks for them (:class:`CoordinatorWrite`, taken by the runtime with :meth:`take_writes` once the
 operation returns), with the change to make once the log took them (``applied``) and what to do
 when it refused them (``failed``) — Kafka's ``CoordinatorResult``, records and what follows.
 :meth:`GroupCoordinator.replay` rebuilds the state from those records.
@@ -45,6 +45,7 @@ from odradek.clock import Clock
 from odradek.coordinator import records as rec
 from odradek.coordinator.consumer_group import ConsumerGroupSettings
 from odradek.coordinator.consumer_protocol import ConsumerProtocol, is_consumer_group_key
+from odradek.coordinator.coordinator_runtime import CoordinatorWrite
 from odradek.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
 from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import (
@@ -87,21 +88,6 @@ def _not_written(what: str, group_id: str, code: ErrorCode) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class GroupWrite:
-    """Records the coordinator asks to append to ``__consumer_offsets-<partition>`` as one
-    batch (a transactional one of ``producer_id`` when given), and what follows from them:
-    ``applied`` once the leader's log took the batch (given the offset of its first record),
-    ``failed`` when the log refused it (given the log's error, unmapped)."""
-
-    partition: int
-    records: tuple[tuple[bytes, bytes | None], ...]
-    applied: Callable[[int], None] = _ignore
-    failed: Callable[[ErrorCode], None] = _ignore
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True)
 class GroupConfig:
     """The broker settings of the coordinator, under Kafka's names in the comments."""
 
@@ -127,12 +113,17 @@ _COMMIT_WRITE_ERRORS = {
 }
 
 
+def commit_write_error(code: ErrorCode) -> ErrorCode:
+    """A commit's refused write as the committer is answered."""
+    return _COMMIT_WRITE_ERRORS.get(code, write_error(code))
+
+
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, clock: Clock) -> None:
         self.config = config
         self.clock = clock
         # The writes asked for since the runtime last took them (:meth:`take_writes`).
-        self._writes: list[GroupWrite] = []
+        self._writes: list[CoordinatorWrite] = []
         self.timers = Timers()
         self.groups: dict[str, Group] = {}
         # Partitions of __consumer_offsets whose groups this coordinator serves, and those
@@ -333,7 +324,7 @@ class GroupCoordinator:
 
     # -- records -------------------------------------------------------------------------------
 
-    def take_writes(self) -> list[GroupWrite]:
+    def take_writes(self) -> list[CoordinatorWrite]:
         """The writes asked for since the last call, in order, for the runtime to append."""
         writes, self._writes = self._writes, []
         return writes
@@ -349,12 +340,12 @@ class GroupCoordinator:
         producer_epoch: int = -1,
     ) -> None:
         """Ask for ``records`` of ``group_id`` to be appended as one batch of its partition
-        (:class:`GroupWrite`); without records, ``applied`` runs now."""
+        (:class:`CoordinatorWrite`); without records, ``applied`` runs now."""
         if not records:
             applied(-1)
             return
         self._writes.append(
-            GroupWrite(
+            CoordinatorWrite(
                 self.partition_for(group_id),
                 tuple(records),
                 applied,
@@ -1077,7 +1068,7 @@ class GroupCoordinator:
 
         def not_stored(code: ErrorCode) -> None:
             log.warning("group %s: could not store offsets: %s", request.group_id, code.name)
-            answer = _COMMIT_WRITE_ERRORS.get(code, write_error(code))
+            answer = commit_write_error(code)
             for tp in accepted:
                 results[tp] = answer
 

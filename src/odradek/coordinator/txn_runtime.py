@@ -1,16 +1,17 @@
-"""The transaction coordinator inside a broker: its records in ``__transaction_state``, the
-partitions it owns, the markers it sends, and the timer that aborts forgotten transactions.
+"""The transaction coordinator inside a broker: the transactional ids of
+``__transaction_state`` as a shard of the coordinator runtime
+(:mod:`odradek.coordinator.coordinator_runtime`: loading as leadership moves, writes answered
+once committed, timers), the markers it has sent, and the timer that aborts forgotten
+transactions.
 
-:class:`TransactionStateTopic` writes the state machine's records (one RecordBatch v2 each,
-through ``Partition.append`` on the leader) and creates the compacted topic on first need, as
-Kafka does. :class:`TransactionCoordinatorRuntime` runs the
-:class:`~odradek.coordinator.transactions.TransactionCoordinator`: it owns the partitions this
-broker leads (a lone broker all of them), loads them by replay when leadership arrives and drops
-them when it leaves (:mod:`odradek.coordinator.loader`); it answers a request once the record
-it wrote is replicated (the ``wait_replicated`` the broker passes in: its purgatory), and it has
-the transaction markers sent (:mod:`odradek.coordinator.markers`: WriteTxnMarkers to each
-partition's leader, retried until every partition has its marker), then writes the Complete
-record.
+:class:`TransactionStateTopic` is the compacted topic, created on first need as Kafka does.
+:class:`TransactionShard` runs the
+:class:`~odradek.coordinator.transactions.TransactionCoordinator`: a record it asks for is
+written through the runtime and the state follows it once it is committed. A partition is loaded
+again in each new leader epoch, which becomes the coordinator epoch its markers carry. After a
+Prepare record the markers are sent (:mod:`odradek.coordinator.markers`: WriteTxnMarkers to each
+partition's leader, retried until every partition has its marker), then the Complete record is
+written.
 
 A crash anywhere in this leaves a Prepare record without its Complete one, or nothing: the next
 load finds the Prepare state and sends the markers again (a second marker for a transaction
@@ -23,10 +24,8 @@ Everything runs on the broker's event loop thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 from odradek.clock import Clock
 from odradek.cluster.metadata.producer_ids import ProducerIdManager
@@ -34,17 +33,16 @@ from odradek.cluster.metadata.view import ClusterView, leader_endpoint
 from odradek.cluster.replication.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.internal_topic import (
-    CommitPoint,
-    InternalTopic,
-    WaitReplicated,
-    committed,
-    write_error,
+from odradek.coordinator.coordinator_runtime import (
+    CoordinatorError,
+    CoordinatorRuntime,
+    CoordinatorWrite,
 )
-from odradek.coordinator.loader import ShardLoader
+from odradek.coordinator.internal_topic import InternalTopic, WaitReplicated
 from odradek.coordinator.log_reader import read_batches
 from odradek.coordinator.markers import MarkerChannel
 from odradek.coordinator.records import RecordFormatError
+from odradek.coordinator.timers import Timers
 from odradek.coordinator.transactions import (
     MarkerJob,
     TransactionCoordinator,
@@ -53,12 +51,13 @@ from odradek.coordinator.transactions import (
     TxnOutcome,
     TxnWrite,
 )
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 TXN_TOPIC = "__transaction_state"
-_WRITE_TIMEOUT_S = 5.0
+_COMMIT_TIMEOUT_MS = 5_000
+_ABORT_CHECK = ("abort-expired",)
 # A Complete record that cannot be written yet is retried with this backoff.
 _RETRY_FIRST_S = 0.05
 _RETRY_MAX_S = 1.0
@@ -84,14 +83,56 @@ class TransactionStateTopic(InternalTopic):
             )
         }
 
-    def write(self, index: int, key: bytes, value: bytes) -> CommitPoint:
-        """Append one record as the partition's leader; where the high watermark must get for
-        the record to be replicated."""
-        partition, info = self.append(index, [(key, value)])
-        return CommitPoint(partition, info.last_offset + 1)
+
+class TransactionShard:
+    """The transaction coordinator as the runtime runs it. Its operations answer with a
+    :class:`~odradek.coordinator.transactions.TxnAnswer`, or ask for a record
+    (:class:`~odradek.coordinator.transactions.TxnWrite`) that becomes a
+    :class:`~odradek.coordinator.coordinator_runtime.CoordinatorWrite` here: the state follows the
+    record once it is committed (Kafka's ``TransactionStateManager`` appends, then updates the
+    metadata in the append's callback), and a Prepare record's markers are sent from then on."""
+
+    def __init__(
+        self, coordinator: TransactionCoordinator, send_markers: Callable[[MarkerJob], None]
+    ) -> None:
+        self.coordinator = coordinator
+        self.timers = Timers()
+        self._send_markers = send_markers
+        self._writes: list[CoordinatorWrite] = []
+
+    def partition_for(self, key: str) -> int:
+        return self.coordinator.partition_for(key)
+
+    def take_writes(self) -> list[CoordinatorWrite]:
+        writes, self._writes = self._writes, []
+        return writes
+
+    def is_active(self, partition: int) -> bool:
+        return self.coordinator.coordinator_epoch(partition) is not None
+
+    def answer(self, outcome: TxnOutcome) -> TxnAnswer:
+        """``outcome``'s answer, its record asked for."""
+        if isinstance(outcome, TxnAnswer):
+            return outcome
+        coordinator = self.coordinator
+
+        def committed(error: ErrorCode) -> None:
+            coordinator.written(outcome, error == ErrorCode.none)
+            if error == ErrorCode.none and outcome.markers is not None:
+                self._send_markers(outcome.markers)
+
+        self._writes.append(
+            CoordinatorWrite(
+                outcome.partition,
+                ((outcome.key, outcome.value),),
+                failed=lambda _: coordinator.written(outcome, False),
+                committed=committed,
+            )
+        )
+        return outcome.answer
 
 
-class TransactionCoordinatorRuntime:
+class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionShard]):
     """The broker's transaction coordinator, loaded, sending markers and aborting on timeout."""
 
     def __init__(
@@ -102,9 +143,8 @@ class TransactionCoordinatorRuntime:
         producer_ids: ProducerIdManager,
         wait_replicated: WaitReplicated,
     ) -> None:
-        self.clock = clock
         self.state_topic = TransactionStateTopic(topics, config, clock)
-        self.coordinator = TransactionCoordinator(
+        coordinator = TransactionCoordinator(
             TxnConfig(
                 partitions=self.state_topic.partitions,
                 max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
@@ -112,49 +152,32 @@ class TransactionCoordinatorRuntime:
             clock,
             producer_ids.next_id,
         )
-        self._wait_replicated = wait_replicated
-        self._config = config
-        self._abort_interval_s = (
-            config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
+        super().__init__(
+            self.state_topic,
+            TransactionShard(coordinator, self._send_markers),
+            _TransactionLoading(self),
+            clock,
+            wait_replicated,
+            _COMMIT_TIMEOUT_MS,
+            "transactions",
+        )
+        self._abort_interval_ms = config.get_int(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms"
         )
         # Set by the broker once its cluster view exists: where markers go.
         self.cluster: ClusterView | None = None
         self.markers = MarkerChannel(config, lambda: self.cluster)
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._loader = ShardLoader(self.state_topic, _TransactionShard(self), "transactions")
-        self._timer: asyncio.Task[None] | None = None
-        self._stopping = False
 
-    # -- ownership -----------------------------------------------------------------------------
-
-    def load(self) -> None:
-        """A lone broker owns every partition (those of a topic still to be created too) and
-        replays what exists, synchronously: the broker is not serving yet."""
-        for index in range(self.state_topic.partitions):
-            partition = self.state_topic.partition(index)
-            epoch = partition.leader_epoch if partition is not None else 0
-            self.coordinator.begin_loading(index, max(epoch, 0))
-            if partition is not None:
-                self._loader.replay_all(partition)
-            self.resume_markers(self.coordinator.finish_loading(index))
+    @property
+    def coordinator(self) -> TransactionCoordinator:
+        """The state machine behind the shard."""
+        return self.shard.coordinator
 
     def start(self) -> None:
-        """Load (a lone broker) and start the timeout timer; in a cluster nothing is owned
-        until :meth:`follow`."""
-        if self.state_topic.topics.leads_alone:
-            self.load()
-        self._timer = asyncio.create_task(self._abort_expired_loop(), name="txn-timeouts")
+        super().start()
+        self._schedule_abort_check()
 
-    def follow(self, leadership_listeners: list[Callable[[Partition, bool], None]]) -> None:
-        """In a cluster: load the partitions this broker leads now, and the rest as leadership
-        moves here (``leadership_listeners``: the replica manager's)."""
-        leadership_listeners.append(self.leadership_changed)
-        self._loader.load_led()
-
-    def leadership_changed(self, partition: Partition, leader: bool) -> None:
-        """A new leadership, or one in a new epoch (which fences the markers of the old),
-        loads the partition again; a lost one unloads it."""
-        self._loader.leadership_changed(partition, leader)
+    # -- ownership -----------------------------------------------------------------------------
 
     def replay_from(self, partition: Partition, offset: int) -> tuple[int, int | None]:
         """Replay one read of ``partition`` from ``offset``: how many records, and where the
@@ -182,42 +205,13 @@ class TransactionCoordinatorRuntime:
                 "commit" if job.commit else "abort",
                 job.coordinator_epoch,
             )
-            self._spawn(self._complete(job), f"markers-{job.transactional_id}")
+            self._send_markers(job)
 
     def on_topic_deleted(self, topic: str) -> None:
         if topic == TXN_TOPIC and not self.state_topic.topics.leads_alone:
-            self._loader.unload_all(self.coordinator.owned)
+            self.unload_all(self.coordinator.owned)
 
     # -- requests ------------------------------------------------------------------------------
-
-    async def init_producer_id(
-        self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
-    ) -> TxnAnswer:
-        return await self._run(
-            self.coordinator.init_producer_id(
-                transactional_id, timeout_ms, producer_id, producer_epoch
-            )
-        )
-
-    async def add_partitions(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        partitions: Iterable[tuple[str, int]],
-    ) -> TxnAnswer:
-        return await self._run(
-            self.coordinator.add_partitions(
-                transactional_id, producer_id, producer_epoch, partitions
-            )
-        )
-
-    async def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
-    ) -> TxnAnswer:
-        return await self._run(
-            self.coordinator.end_txn(transactional_id, producer_id, producer_epoch, commit)
-        )
 
     async def verify(
         self,
@@ -246,38 +240,19 @@ class TransactionCoordinatorRuntime:
             endpoint, transactional_id, producer_id, producer_epoch, wanted
         )
 
-    async def _run(self, outcome: TxnOutcome) -> TxnAnswer:
-        if isinstance(outcome, TxnAnswer):
-            return outcome
-        error = await self._write(outcome)
-        if error != ErrorCode.none:
-            return TxnAnswer(error)
-        if outcome.markers is not None:
-            job = outcome.markers
-            self._spawn(self._complete(job), f"markers-{job.transactional_id}")
-        return outcome.answer
-
-    async def _write(self, write: TxnWrite) -> ErrorCode:
+    async def _write_record(self, write: TxnWrite) -> ErrorCode:
+        """Write a record the coordinator asked for outside a request (a Complete record, a
+        timed-out transaction's abort); NONE once committed, else the error."""
         try:
-            point = self.state_topic.write(write.partition, write.key, write.value)
-        except KafkaError as e:
-            self.coordinator.written(write, False)
-            return write_error(e.code)
-        (error,) = await committed([point], self._wait_replicated, _WRITE_TIMEOUT_S)
-        self.coordinator.written(write, error == ErrorCode.none)
-        return error
+            await self.write(write.transactional_id, lambda shard: shard.answer(write))
+        except CoordinatorError as e:
+            return e.code
+        return ErrorCode.none
 
     # -- markers -------------------------------------------------------------------------------
 
-    def _spawn(self, coroutine: Awaitable[Any], name: str) -> None:
-        if self._stopping:
-            with contextlib.suppress(Exception):
-                coroutine.close()  # type: ignore[attr-defined]
-            return
-        task = asyncio.ensure_future(coroutine)
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _send_markers(self, job: MarkerJob) -> None:
+        self.spawn(self._complete(job), f"markers-{job.transactional_id}")
 
     async def _complete(self, job: MarkerJob) -> None:
         """Write ``job``'s markers to every partition, then the Complete record."""
@@ -289,7 +264,7 @@ class TransactionCoordinatorRuntime:
             # answered CONCURRENT_TRANSACTIONS, until it is written: retried while this broker
             # still coordinates the transaction, as Kafka's marker channel retries its append.
             while (write := self.coordinator.markers_done(job)) is not None:
-                error = await self._write(write)
+                error = await self._write_record(write)
                 if error == ErrorCode.none:
                     break
                 log.info(
@@ -299,7 +274,7 @@ class TransactionCoordinatorRuntime:
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _RETRY_MAX_S)
-                if self._stopping:
+                if self.stopping:
                     break
         except asyncio.CancelledError:
             raise
@@ -312,6 +287,17 @@ class TransactionCoordinatorRuntime:
 
     # -- timeouts ------------------------------------------------------------------------------
 
+    def _schedule_abort_check(self) -> None:
+        self.shard.timers.schedule(
+            _ABORT_CHECK,
+            self.clock.monotonic_ms() + self._abort_interval_ms,
+            self._abort_check,
+        )
+
+    def _abort_check(self) -> None:
+        self._schedule_abort_check()
+        self.abort_expired()
+
     def abort_expired(self) -> int:
         """Start aborting every transaction past its timeout; how many."""
         writes = self.coordinator.expired()
@@ -321,30 +307,15 @@ class TransactionCoordinatorRuntime:
                 write.transactional_id,
                 write.next_value.timeout_ms,
             )
-            self._spawn(self._run(write), f"abort-{write.transactional_id}")
+            self.spawn(self._write_record(write), f"abort-{write.transactional_id}")
         return len(writes)
 
-    async def _abort_expired_loop(self) -> None:
-        while not self._stopping:
-            await asyncio.sleep(self._abort_interval_s)
-            try:
-                self.abort_expired()
-            except Exception:
-                log.exception("aborting expired transactions failed")
-
     async def stop(self) -> None:
-        self._stopping = True
-        tasks = [*self._tasks, *self._loader.stop()]
-        if self._timer is not None:
-            tasks.append(self._timer)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await super().stop()
         await self.markers.close()
 
 
-class _TransactionShard:
+class _TransactionLoading:
     """The transaction coordinator as its loader sees it: a partition is loaded again in a new
     leader epoch, which becomes the coordinator epoch its markers carry."""
 

@@ -163,7 +163,7 @@ class Broker:
                 self._topics,
                 self.logs,
                 self.advertised,
-                self._groups.coordinator.partition_for,
+                self._groups.shard.partition_for,
                 self._registered_listeners(listeners),
             )
             # The groups of the offsets partitions led here now, then as leadership moves.
@@ -175,7 +175,7 @@ class Broker:
                 BrokerEndpoint(self.node_id, *self.advertised, listeners=self._endpoints()),
                 self.store.cluster_id,
                 self._topics,
-                self._groups.coordinator.partition_for,
+                self._groups.shard.partition_for,
             )
         self._topics.cluster = cluster
         self._txns.cluster = cluster

@@ -1,33 +1,17 @@
-"""The group handlers' side of answering once committed: an answer of the group coordinator is
-sent once the records it may depend on are committed in ``__consumer_offsets`` (see
-:mod:`odradek.coordinator.runtime` for why every answer waits on its
-:class:`~odradek.coordinator.internal_topic.CommitPoint`; the runtime does the waiting, in the
-broker's purgatory, for at most ``offsets.commit.timeout.ms``, then Kafka's mapping applies:
-REQUEST_TIMED_OUT → COORDINATOR_NOT_AVAILABLE). Runs on the broker's event loop, called from
-handlers only.
+"""What OffsetCommit and TxnOffsetCommit share: the request's partitions as the offsets to hand
+the group coordinator, and the answers of those refused before it. Called from handlers only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from odradek.coordinator.internal_topic import CommitPoint
+from odradek.coordinator.coordinator import commit_write_error
+from odradek.coordinator.coordinator_runtime import CoordinatorError
 from odradek.coordinator.messages import OffsetCommit
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext
-
-
-async def committed(ctx: RequestContext, points: Sequence[CommitPoint]) -> list[ErrorCode]:
-    """Wait until every point is committed (or the timeout); each point's outcome: NONE, or the
-    error to answer with instead."""
-    return await ctx.services.groups.committed(points, ctx.header.api_key)
-
-
-async def group_committed(ctx: RequestContext, group_id: str) -> ErrorCode:
-    """Wait for an answer about ``group_id`` made just now."""
-    (outcome,) = await committed(ctx, [ctx.services.groups.commit_point(group_id)])
-    return outcome
 
 
 def offsets_to_commit(
@@ -61,3 +45,11 @@ def offsets_to_commit(
                 )
             )
     return commits, refused
+
+
+def commit_failure(error: CoordinatorError) -> ErrorCode:
+    """Every partition's answer when a commit's write failed: refused by the log (too large is
+    INVALID_COMMIT_OFFSET_SIZE, as Kafka answers committers), or not committed in time."""
+    if error.refused != ErrorCode.none:
+        return commit_write_error(error.refused)
+    return error.code

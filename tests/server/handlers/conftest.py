@@ -54,7 +54,7 @@ def services(tmp_path: Path, clock: ManualClock) -> Iterator[BrokerServices]:
     purgatory = Purgatory()
     groups = GroupCoordinatorRuntime(config, topics, clock, purgatory.replicated)
     groups.load()  # no timer task: tests move the clock and tick
-    cluster = LocalClusterView(ENDPOINT, store.cluster_id, topics, groups.coordinator.partition_for)
+    cluster = LocalClusterView(ENDPOINT, store.cluster_id, topics, groups.shard.partition_for)
     topics.cluster = cluster
     producer_ids = ProducerIdManager(store)
     transactions = TransactionCoordinatorRuntime(
@@ -73,7 +73,7 @@ def services(tmp_path: Path, clock: ManualClock) -> Iterator[BrokerServices]:
         logs=logs,
         purgatory=purgatory,
     )
-    groups.coordinator.shutdown()
+    groups.shard.shutdown()
     logs.close()
 
 

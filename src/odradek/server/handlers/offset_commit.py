@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.coordinator.coordinator_runtime import CoordinatorError
 from odradek.coordinator.messages import CommitRequest
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import group_committed, offsets_to_commit
+from odradek.server.offset_commits import commit_failure, offsets_to_commit
 from odradek.server.old_versions import respond
 from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
@@ -45,11 +46,12 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
             group_instance_id=getattr(request, "group_instance_id", None),
             offsets=tuple(commits),
         )
-        # A refused write's error is in the partitions' answers already.
-        committed, _ = ctx.services.groups.perform(lambda c: c.commit_offsets(commit))
-        failure = await group_committed(ctx, request.group_id)
-        if failure != ErrorCode.none:
-            committed = dict.fromkeys(committed, failure)
+        try:
+            committed = await ctx.services.groups.write(
+                commit.group_id, lambda c: c.commit_offsets(commit), api_key=ctx.header.api_key
+            )
+        except CoordinatorError as e:
+            committed = dict.fromkeys(((o.topic, o.partition) for o in commits), commit_failure(e))
         if ctx.version < _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND:
             committed = {
                 tp: ErrorCode.illegal_generation if code == ErrorCode.group_id_not_found else code
