@@ -23,6 +23,7 @@ from odradek.coordinator.messages import (
     SyncRequest,
     SyncResult,
 )
+from odradek.coordinator.offsets import OffsetManager
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 SESSION_MS = 10_000
@@ -107,7 +108,7 @@ class Appending:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
-        if isinstance(value, ConsumerProtocol):
+        if isinstance(value, ConsumerProtocol | OffsetManager):
             return Appending(value, self._coordinator, self._log)
         if not callable(value) or isinstance(value, type):
             return value
@@ -188,7 +189,7 @@ class Harness:
         for offset, (_, key, value) in enumerate([*self.log.records, (0, b"", None)]):
             while markers and markers[0][0] == offset:
                 _, partition, producer_id, commit = markers.pop(0)
-                other.coordinator.complete_transaction(partition, producer_id, commit)
+                other.coordinator.offsets.complete_transaction(partition, producer_id, commit)
             if offset < len(self.log.records):
                 other.coordinator.replay(
                     key, value, offset=offset, producer_id=self.log.producers[offset]
@@ -329,7 +330,7 @@ class Consumer:
     def commit(
         self, offsets: dict[tuple[str, int], int], *, generation: int | None = None, **kw: str
     ) -> dict[tuple[str, int], ErrorCode]:
-        return self.h.coordinator.commit_offsets(
+        return self.h.coordinator.offsets.commit_offsets(
             CommitRequest(
                 group_id=self.group,
                 generation_id=self.generation if generation is None else generation,

@@ -61,7 +61,7 @@ def test_delete_groups() -> None:
     }
     a.leave()
     assert h.coordinator.delete_groups(["g"]) == {"g": ErrorCode.none}
-    assert h.coordinator.fetch_offsets("g", None).offsets == ()
+    assert h.coordinator.offsets.fetch_offsets("g", None).offsets == ()
     assert h.coordinator.list_groups() == []
 
 

@@ -175,7 +175,7 @@ def test_offset_commits_carry_the_member_epoch() -> None:
     a.heartbeat()
 
     def commit(member_id: str, epoch: int) -> ErrorCode:
-        result = h.coordinator.commit_offsets(
+        result = h.coordinator.offsets.commit_offsets(
             CommitRequest("g", epoch, member_id, None, (OffsetCommit("t", 0, 5),))
         )
         return result[("t", 0)]
@@ -196,7 +196,7 @@ def test_an_empty_classic_group_converts_and_back() -> None:
     classic.leave()
     a = Member(h)
     assert a.heartbeat() is ErrorCode.none
-    fetched = h.coordinator.fetch_offsets("g", [("t", 0)]).offsets
+    fetched = h.coordinator.offsets.fetch_offsets("g", [("t", 0)]).offsets
     assert fetched[0][1] is not None and fetched[0][1].offset == 7
     listed = h.coordinator.list_groups()
     assert [(g.group_id, g.group_type, g.state) for g in listed] == [("g", "consumer", "Stable")]
@@ -266,7 +266,7 @@ def test_an_empty_consumer_group_is_deleted_with_its_offsets() -> None:
     h, catalog = consumer_harness(t=1)
     a = Member(h)
     a.heartbeat()
-    h.coordinator.commit_offsets(
+    h.coordinator.offsets.commit_offsets(
         CommitRequest("g", a.epoch, a.member_id, None, (OffsetCommit("t", 0, 3),))
     )
     assert h.coordinator.delete_groups(["g"]) == {"g": ErrorCode.non_empty_group}

@@ -12,12 +12,12 @@ DAY_MS = 24 * 3600 * 1000
 
 
 def committed(h: Harness, group: str = "g") -> dict[tuple[str, int], int]:
-    fetched = h.coordinator.fetch_offsets(group, None)
+    fetched = h.coordinator.offsets.fetch_offsets(group, None)
     return {tp: c.offset for tp, c in fetched.offsets if c is not None}
 
 
 def simple_commit(h: Harness, group: str, offsets: dict[tuple[str, int], int]) -> dict:
-    return h.coordinator.commit_offsets(
+    return h.coordinator.offsets.commit_offsets(
         CommitRequest(
             group, -1, "", None, tuple(OffsetCommit(t, p, o) for (t, p), o in offsets.items())
         )
@@ -34,7 +34,7 @@ def test_members_commit_and_fetch_offsets() -> None:
     }
     assert b.commit({("t", 1): 21}) == {("t", 1): ErrorCode.none}
     assert committed(h) == {("t", 0): 10, ("t", 1): 21}
-    fetched = h.coordinator.fetch_offsets("g", [("t", 0), ("t", 5), ("u", 0)])
+    fetched = h.coordinator.offsets.fetch_offsets("g", [("t", 0), ("t", 5), ("u", 0)])
     assert fetched.error == ErrorCode.none
     assert [(tp, c.offset if c else None) for tp, c in fetched.offsets] == [
         (("t", 0), 10),
@@ -53,10 +53,10 @@ def test_members_commit_and_fetch_offsets() -> None:
 
 def test_commit_keeps_metadata_and_leader_epoch_and_time() -> None:
     h = Harness()
-    h.coordinator.commit_offsets(
+    h.coordinator.offsets.commit_offsets(
         CommitRequest("s", -1, "", None, (OffsetCommit("t", 0, 7, 3, "checkpoint-7"),))
     )
-    ((_, c),) = h.coordinator.fetch_offsets("s", None).offsets
+    ((_, c),) = h.coordinator.offsets.fetch_offsets("s", None).offsets
     assert c is not None
     assert (c.offset, c.leader_epoch, c.metadata) == (7, 3, "checkpoint-7")
     assert c.commit_timestamp == h.clock.time_ms()
@@ -132,7 +132,7 @@ def test_oversized_metadata_fails_only_its_partition() -> None:
     h = Harness(offset_metadata_max_bytes=10)
     a = h.member()
     form_group(h, a)
-    result = h.coordinator.commit_offsets(
+    result = h.coordinator.offsets.commit_offsets(
         CommitRequest(
             "g",
             a.generation,
@@ -234,9 +234,9 @@ def test_active_group_keeps_offsets_of_subscribed_topics_only() -> None:
 def test_deleted_topics_take_their_offsets() -> None:
     h = Harness()
     simple_commit(h, "s", {("t", 0): 1, ("u", 0): 2})
-    h.coordinator.remove_offsets_of_topics({"u"})
+    h.coordinator.offsets.remove_offsets_of_topics({"u"})
     assert committed(h, "s") == {("t", 0): 1}
-    h.coordinator.remove_offsets_of_topics({"t"})
+    h.coordinator.offsets.remove_offsets_of_topics({"t"})
     assert "s" not in h.coordinator.groups
 
 
@@ -245,7 +245,7 @@ def test_offset_delete() -> None:
     a = h.member(topics=("t",))
     form_group(h, a)
     a.commit({("t", 0): 1, ("u", 0): 2})
-    error, results = h.coordinator.delete_offsets("g", [("t", 0), ("u", 0), ("v", 0)])
+    error, results = h.coordinator.offsets.delete_offsets("g", [("t", 0), ("u", 0), ("v", 0)])
     assert error == ErrorCode.none
     assert results == {
         ("t", 0): ErrorCode.group_subscribed_to_topic,
@@ -253,9 +253,12 @@ def test_offset_delete() -> None:
         ("v", 0): ErrorCode.none,
     }
     assert committed(h) == {("t", 0): 1}
-    assert h.coordinator.delete_offsets("nope", [("t", 0)]) == (ErrorCode.group_id_not_found, {})
+    assert h.coordinator.offsets.delete_offsets("nope", [("t", 0)]) == (
+        ErrorCode.group_id_not_found,
+        {},
+    )
     a.leave()
-    assert h.coordinator.delete_offsets("g", [("t", 0)]) == (
+    assert h.coordinator.offsets.delete_offsets("g", [("t", 0)]) == (
         ErrorCode.none,
         {("t", 0): ErrorCode.none},
     )

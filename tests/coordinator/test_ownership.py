@@ -37,17 +37,19 @@ def every_answer(h: Harness, group: str) -> dict[str, ErrorCode]:
     c.sync_group(SyncRequest(group, 1, "m", None, ()), sync)
     join_result, sync_result = join.value, sync.value
     assert isinstance(join_result, JoinResult) and isinstance(sync_result, SyncResult)
-    commit = c.commit_offsets(CommitRequest(group, -1, "", None, (OffsetCommit("t", 0, 5),)))
+    commit = c.offsets.commit_offsets(
+        CommitRequest(group, -1, "", None, (OffsetCommit("t", 0, 5),))
+    )
     return {
         "join": join_result.error,
         "sync": sync_result.error,
         "heartbeat": c.heartbeat(HeartbeatRequest(group, 1, "m")),
         "leave": c.leave_group(group, [MemberIdentity("m")]).error,
         "commit": commit[("t", 0)],
-        "fetch": c.fetch_offsets(group, None).error,
+        "fetch": c.offsets.fetch_offsets(group, None).error,
         "describe": c.describe_group(group).error,
         "delete": c.delete_groups([group])[group],
-        "delete offsets": c.delete_offsets(group, [("t", 0)])[0],
+        "delete offsets": c.offsets.delete_offsets(group, [("t", 0)])[0],
     }
 
 
@@ -95,7 +97,9 @@ def test_a_partition_being_loaded_answers_load_in_progress_then_its_groups_are_b
     assert not h.coordinator.loading_in_progress
     assert h.state("g") == "Stable"
     assert a.heartbeat() == b.heartbeat() == ErrorCode.none
-    fetched = {tp: c.offset for tp, c in h.coordinator.fetch_offsets("g", None).offsets if c}
+    fetched = {
+        tp: c.offset for tp, c in h.coordinator.offsets.fetch_offsets("g", None).offsets if c
+    }
     assert fetched == {("t", 0): 11, ("t", 1): 4}
     # The members' sessions start at the load: one that does not come back is removed.
     h.run_for(SESSION_MS - 1)

@@ -15,11 +15,15 @@ def test_offsets_survive_a_restart() -> None:
     form_group(h, a)
     a.commit({("t", 0): 10})
     a.commit({("t", 0): 11, ("t", 1): 3})
-    h.coordinator.commit_offsets(CommitRequest("simple", -1, "", None, (OffsetCommit("t", 0, 99),)))
+    h.coordinator.offsets.commit_offsets(
+        CommitRequest("simple", -1, "", None, (OffsetCommit("t", 0, 99),))
+    )
     after = h.restarted()
-    fetched = {tp: c.offset for tp, c in after.coordinator.fetch_offsets("g", None).offsets if c}
+    fetched = {
+        tp: c.offset for tp, c in after.coordinator.offsets.fetch_offsets("g", None).offsets if c
+    }
     assert fetched == {("t", 0): 11, ("t", 1): 3}
-    simple = after.coordinator.fetch_offsets("simple", [("t", 0)]).offsets
+    simple = after.coordinator.offsets.fetch_offsets("simple", [("t", 0)]).offsets
     assert simple[0][1] is not None and simple[0][1].offset == 99
 
 
@@ -50,8 +54,10 @@ def test_deleted_groups_and_offsets_stay_deleted() -> None:
     a.commit({("t", 0): 1})
     a.leave()
     assert h.coordinator.delete_groups(["g"]) == {"g": ErrorCode.none}
-    h.coordinator.commit_offsets(CommitRequest("s", -1, "", None, (OffsetCommit("t", 0, 1),)))
-    h.coordinator.delete_offsets("s", [("t", 0)])
+    h.coordinator.offsets.commit_offsets(
+        CommitRequest("s", -1, "", None, (OffsetCommit("t", 0, 1),))
+    )
+    h.coordinator.offsets.delete_offsets("s", [("t", 0)])
     after = h.restarted()
     assert after.coordinator.groups == {}
 

@@ -74,12 +74,14 @@ def offsets_partition(runtime: GroupCoordinatorRuntime, index: int) -> Partition
 
 def commit(runtime: GroupCoordinatorRuntime, group: str, offset: int) -> ErrorCode:
     request = CommitRequest(group, -1, "", None, (OffsetCommit("t", 0, offset),))
-    results = runtime.perform(lambda coordinator: coordinator.commit_offsets(request)).response
+    results = runtime.perform(
+        lambda coordinator: coordinator.offsets.commit_offsets(request)
+    ).response
     return results[("t", 0)]
 
 
 def committed_offset(runtime: GroupCoordinatorRuntime, group: str) -> int | None:
-    fetched = runtime.shard.fetch_offsets(group, [("t", 0)])
+    fetched = runtime.shard.offsets.fetch_offsets(group, [("t", 0)])
     assert fetched.error == ErrorCode.none, fetched
     ((_, found),) = fetched.offsets
     return None if found is None else found.offset
@@ -235,7 +237,7 @@ def test_a_commit_is_answered_once_committed_and_a_refused_one_at_once(
         p1.min_insync_replicas = 2
         p1.make_leader(2, (LOCAL, FOLLOWER), (LOCAL,), 2)
         request = CommitRequest(GROUP, -1, "", None, (OffsetCommit("t", 0, 9),))
-        result = runtime.perform(lambda c: c.commit_offsets(request))
+        result = runtime.perform(lambda c: c.offsets.commit_offsets(request))
         assert result.error == ErrorCode.not_enough_replicas
         assert result.response == {("t", 0): ErrorCode.coordinator_not_available}
         assert p1.log.log_end_offset == 1

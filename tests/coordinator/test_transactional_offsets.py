@@ -26,7 +26,7 @@ def txn_commit(
     instance_id: str | None = None,
     metadata: str = "",
 ) -> dict[tuple[str, int], ErrorCode]:
-    return h.coordinator.commit_transactional_offsets(
+    return h.coordinator.offsets.commit_transactional_offsets(
         TxnCommitRequest(
             group_id=group,
             transactional_id=f"txn-{producer_id}",
@@ -43,7 +43,7 @@ def txn_commit(
 
 
 def plain_commit(h: Harness, offset: int, group: str = "g") -> None:
-    result = h.coordinator.commit_offsets(
+    result = h.coordinator.offsets.commit_offsets(
         CommitRequest(group, -1, "", None, (OffsetCommit(*TP, offset),))
     )
     assert result == {TP: ErrorCode.none}
@@ -53,11 +53,11 @@ def end(h: Harness, commit: bool, group: str = "g", producer_id: int = PID) -> N
     """The producer's marker lands in the group's partition (the log, then the coordinator)."""
     partition = h.coordinator.partition_for(group)
     h.log.mark(partition, producer_id, commit)
-    h.coordinator.complete_transaction(partition, producer_id, commit)
+    h.coordinator.offsets.complete_transaction(partition, producer_id, commit)
 
 
 def offset_of(h: Harness, group: str = "g", tp: tuple[str, int] = TP) -> int | None:
-    fetched = h.coordinator.fetch_offsets(group, [tp])
+    fetched = h.coordinator.offsets.fetch_offsets(group, [tp])
     assert fetched.error == ErrorCode.none
     ((_, found),) = fetched.offsets
     return None if found is None else found.offset
@@ -98,13 +98,15 @@ def test_require_stable_reports_pending_partitions_as_unstable() -> None:
     h = Harness()
     plain_commit(h, 2)
     txn_commit(h, {TP: 9})
-    stable = h.coordinator.fetch_offsets("g", [TP, ("t", 1)], require_stable=True)
+    stable = h.coordinator.offsets.fetch_offsets("g", [TP, ("t", 1)], require_stable=True)
     assert stable.unstable == {TP}
-    everything = h.coordinator.fetch_offsets("g", None, require_stable=True)
+    everything = h.coordinator.offsets.fetch_offsets("g", None, require_stable=True)
     assert everything.unstable == {TP}
-    assert h.coordinator.fetch_offsets("g", [TP]).unstable == frozenset()
+    assert h.coordinator.offsets.fetch_offsets("g", [TP]).unstable == frozenset()
     end(h, commit=True)
-    assert h.coordinator.fetch_offsets("g", [TP], require_stable=True).unstable == frozenset()
+    assert (
+        h.coordinator.offsets.fetch_offsets("g", [TP], require_stable=True).unstable == frozenset()
+    )
     assert offset_of(h) == 9
 
 
@@ -163,7 +165,7 @@ def test_unknown_group_with_a_generation_is_an_illegal_generation() -> None:
 
 def test_metadata_too_large_refuses_only_that_partition() -> None:
     h = Harness(offset_metadata_max_bytes=4)
-    result = h.coordinator.commit_transactional_offsets(
+    result = h.coordinator.offsets.commit_transactional_offsets(
         TxnCommitRequest(
             "g",
             "txn",
@@ -203,10 +205,10 @@ def test_pending_offsets_do_not_expire_and_keep_their_group() -> None:
     plain_commit(h, 2)
     txn_commit(h, {TP: 9})
     h.clock.advance(2_000)
-    assert h.coordinator.expire_offsets() == 0
+    assert h.coordinator.offsets.expire_offsets() == 0
     assert "g" in h.coordinator.groups
     end(h, commit=False)
-    assert h.coordinator.expire_offsets() == 1
+    assert h.coordinator.offsets.expire_offsets() == 1
     assert "g" not in h.coordinator.groups
 
 
@@ -215,7 +217,7 @@ def test_an_open_transaction_on_another_partition_keeps_a_group_from_expiring() 
     plain_commit(h, 2)
     txn_commit(h, {("t", 1): 9})
     h.clock.advance(2_000)
-    assert h.coordinator.expire_offsets() == 1  # t-0 has nothing pending
+    assert h.coordinator.offsets.expire_offsets() == 1  # t-0 has nothing pending
     assert "g" in h.coordinator.groups
 
 
@@ -239,7 +241,7 @@ def test_deleting_a_group_deletes_its_pending_offsets() -> None:
 def test_offset_delete_removes_a_pending_commit() -> None:
     h = Harness()
     txn_commit(h, {TP: 9, ("t", 1): 4})
-    assert h.coordinator.delete_offsets("g", [TP]) == (ErrorCode.none, {TP: ErrorCode.none})
+    assert h.coordinator.offsets.delete_offsets("g", [TP]) == (ErrorCode.none, {TP: ErrorCode.none})
     end(h, commit=True)
     assert offset_of(h) is None
     assert offset_of(h, tp=("t", 1)) == 4
@@ -251,7 +253,7 @@ def test_offset_delete_removes_a_pending_commit() -> None:
 def test_deleted_topics_take_pending_commits_with_them() -> None:
     h = Harness()
     txn_commit(h, {TP: 9, ("u", 0): 4})
-    h.coordinator.remove_offsets_of_topics({"t"})
+    h.coordinator.offsets.remove_offsets_of_topics({"t"})
     end(h, commit=True)
     assert offset_of(h) is None
     assert offset_of(h, tp=("u", 0)) == 4
@@ -263,7 +265,7 @@ def test_replay_keeps_commits_without_a_marker_pending() -> None:
     txn_commit(h, {TP: 9})
     after = h.restarted()
     assert offset_of(after) == 2
-    assert after.coordinator.fetch_offsets("g", [TP], require_stable=True).unstable == {TP}
+    assert after.coordinator.offsets.fetch_offsets("g", [TP], require_stable=True).unstable == {TP}
     end(after, commit=True)
     assert offset_of(after) == 9
 
@@ -279,13 +281,16 @@ def test_replay_applies_markers_in_log_order() -> None:
     after = h.restarted()
     assert offset_of(after) == 5
     assert offset_of(after, tp=("t", 1)) == 7
-    assert after.coordinator.fetch_offsets("g", None, require_stable=True).unstable == frozenset()
+    assert (
+        after.coordinator.offsets.fetch_offsets("g", None, require_stable=True).unstable
+        == frozenset()
+    )
 
 
 def test_unloading_a_partition_forgets_its_open_transactions() -> None:
     h = Harness()
     txn_commit(h, {TP: 9})
     partition = h.coordinator.partition_for("g")
-    assert (partition, PID) in h.coordinator.open_transactions
+    assert (partition, PID) in h.coordinator.offsets.open_transactions
     h.coordinator.unload(partition)
-    assert h.coordinator.open_transactions == {}
+    assert h.coordinator.offsets.open_transactions == {}

@@ -55,7 +55,9 @@ def broker(path: Path) -> Iterator[GroupCoordinatorRuntime]:
 
 def txn_commit(runtime: GroupCoordinatorRuntime, offset: int, tp: tuple[str, int] = TP) -> None:
     request = TxnCommitRequest("g", "txn", PID, EPOCH, (OffsetCommit(*tp, offset),))
-    result = runtime.perform(lambda coordinator: coordinator.commit_transactional_offsets(request))
+    result = runtime.perform(
+        lambda coordinator: coordinator.offsets.commit_transactional_offsets(request)
+    )
     assert (result.response, result.error) == ({tp: ErrorCode.none}, ErrorCode.none)
 
 
@@ -80,7 +82,7 @@ def marker(runtime: GroupCoordinatorRuntime, commit: bool) -> None:
 
 
 def offset_of(runtime: GroupCoordinatorRuntime, tp: tuple[str, int] = TP) -> int | None:
-    fetched = runtime.shard.fetch_offsets("g", [tp])
+    fetched = runtime.shard.offsets.fetch_offsets("g", [tp])
     ((_, found),) = fetched.offsets
     return None if found is None else found.offset
 
@@ -107,7 +109,7 @@ def test_the_batch_is_transactional_as_kafka_writes_it(tmp_path: Path) -> None:
 def test_a_restart_replays_markers_and_keeps_open_commits_pending(tmp_path: Path) -> None:
     with broker(tmp_path) as runtime:
         plain = CommitRequest("g", -1, "", None, (OffsetCommit("t", 1, 100),))
-        result = runtime.perform(lambda coordinator: coordinator.commit_offsets(plain))
+        result = runtime.perform(lambda coordinator: coordinator.offsets.commit_offsets(plain))
         assert (result.response, result.error) == ({("t", 1): ErrorCode.none}, ErrorCode.none)
         txn_commit(runtime, 5)
         marker(runtime, commit=True)
@@ -122,7 +124,7 @@ def test_a_restart_replays_markers_and_keeps_open_commits_pending(tmp_path: Path
     with broker(tmp_path) as runtime:
         assert offset_of(runtime) == 5
         assert offset_of(runtime, ("t", 1)) == 100
-        unstable = runtime.shard.fetch_offsets("g", None, require_stable=True).unstable
+        unstable = runtime.shard.offsets.fetch_offsets("g", None, require_stable=True).unstable
         assert unstable == {TP, ("t", 1)}
         # The transaction still open at the stop ends after the restart.
         marker(runtime, commit=True)
@@ -132,4 +134,4 @@ def test_a_restart_replays_markers_and_keeps_open_commits_pending(tmp_path: Path
     with broker(tmp_path) as runtime:
         assert offset_of(runtime) == 7
         assert offset_of(runtime, ("t", 1)) == 50
-        assert runtime.shard.fetch_offsets("g", None, require_stable=True).unstable == set()
+        assert runtime.shard.offsets.fetch_offsets("g", None, require_stable=True).unstable == set()

@@ -15,21 +15,21 @@ NOT_ENOUGH = ErrorCode.not_enough_replicas
 
 
 def committed(h: Harness, group: str = "g") -> int | None:
-    fetched = h.coordinator.fetch_offsets(group, [("t", 0)])
+    fetched = h.coordinator.offsets.fetch_offsets(group, [("t", 0)])
     ((_, found),) = fetched.offsets
     return None if found is None else found.offset
 
 
 def simple_commit(h: Harness, offset: int, group: str = "g") -> ErrorCode:
     request = CommitRequest(group, -1, "", None, (OffsetCommit("t", 0, offset),))
-    return h.coordinator.commit_offsets(request)[("t", 0)]
+    return h.coordinator.offsets.commit_offsets(request)[("t", 0)]
 
 
 def test_an_operation_asks_for_its_records_and_the_runtime_appends_them() -> None:
     h = Harness()
     request = CommitRequest("g", -1, "", None, (OffsetCommit("t", 0, 5),))
     # The state machine alone: the records are asked for, nothing changes until they are in.
-    results = h.machine.commit_offsets(request)
+    results = h.machine.offsets.commit_offsets(request)
     assert results == {("t", 0): ErrorCode.none}
     (write,) = h.machine.take_writes()
     assert write.partition == h.machine.partition_for("g") and len(write.records) == 1
@@ -93,7 +93,7 @@ def test_a_refused_offset_delete_keeps_the_offsets() -> None:
     h = Harness()
     assert simple_commit(h, 3) == ErrorCode.none
     h.log.fail_with = NOT_ENOUGH
-    error, _ = h.coordinator.delete_offsets("g", [("t", 0)])
+    error, _ = h.coordinator.offsets.delete_offsets("g", [("t", 0)])
     assert error == ErrorCode.none  # the state machine's own answer, before the append
     assert h.log.last_error == NOT_ENOUGH  # the whole request's answer
     assert committed(h) == 3

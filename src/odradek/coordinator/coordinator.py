@@ -23,12 +23,10 @@ timers cancelled). A request for a group of a partition being loaded gets
 COORDINATOR_LOAD_IN_PROGRESS, for one of a partition not owned NOT_COORDINATOR, as Kafka's
 ``validateGroupStatus``. A lone broker owns every partition (``finish_loading()``).
 
-Transactional offset commits (TxnOffsetCommit, KIP-98) are written as a transactional batch of
-the committing producer and kept pending per producer in the group
-(:attr:`~odradek.coordinator.group.Group.pending_offsets`); the producer's COMMIT or ABORT
-marker in the group's partition — appended by WriteTxnMarkers, or met on replay — applies or
-drops them (:meth:`GroupCoordinator.complete_transaction`), as Kafka's
-``OffsetMetadataManager``.
+Committed offsets (OffsetCommit, TxnOffsetCommit and its transaction markers, OffsetFetch,
+OffsetDelete, expiry) are :mod:`odradek.coordinator.offsets`' (:attr:`GroupCoordinator.offsets`,
+Kafka's ``OffsetMetadataManager``); the KIP-848 consumer groups'
+:mod:`odradek.coordinator.consumer_protocol`'s (:attr:`GroupCoordinator.consumer`).
 
 The coordinator does no I/O of its own and is called from one thread (the broker's event loop).
 """
@@ -38,7 +36,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 
 from odradek.clock import Clock
@@ -50,10 +48,8 @@ from odradek.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState,
 from odradek.coordinator.internal_topic import write_error
 from odradek.coordinator.messages import (
     NO_PRODUCER_ID,
-    CommitRequest,
-    CommittedOffset,
+    UNKNOWN_MEMBER_ID,
     DescribedMember,
-    FetchedOffsets,
     GroupDescription,
     HeartbeatRequest,
     JoinedMember,
@@ -63,28 +59,20 @@ from odradek.coordinator.messages import (
     LeaveResult,
     ListedGroup,
     MemberIdentity,
-    OffsetCommit,
     Protocol,
     SyncReply,
     SyncRequest,
     SyncResult,
-    TopicPartition,
-    TxnCommitRequest,
 )
+from odradek.coordinator.offsets import EXPIRE_OFFSETS, OffsetManager
 from odradek.coordinator.timers import Timers
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_MEMBER_ID = ""
-
 
 def _ignore(_: object) -> None:
     """What a write does when nothing follows from it."""
-
-
-def _not_written(what: str, group_id: str, code: ErrorCode) -> None:
-    log.warning("group %s: could not %s: %s", group_id, what, code.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,19 +93,6 @@ class GroupConfig:
     consumer: ConsumerGroupSettings = field(default_factory=ConsumerGroupSettings)
 
 
-# Errors of writing a commit, as Kafka reports them to the committer.
-_COMMIT_WRITE_ERRORS = {
-    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
-}
-
-
-def commit_write_error(code: ErrorCode) -> ErrorCode:
-    """A commit's refused write as the committer is answered."""
-    return _COMMIT_WRITE_ERRORS.get(code, write_error(code))
-
-
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, clock: Clock) -> None:
         self.config = config
@@ -130,11 +105,10 @@ class GroupCoordinator:
         # whose records are being replayed.
         self.owned: set[int] = set()
         self.loading: set[int] = set()
-        # (offsets partition, producer id) -> groups with commits pending in that producer's
-        # transaction: where its COMMIT or ABORT marker in that partition applies.
-        self.open_transactions: dict[tuple[int, int], set[str]] = {}
         # The KIP-848 consumer groups' operations (their state is in ``Group.consumer``).
         self.consumer = ConsumerProtocol(self)
+        # The committed offsets' operations (they are kept in each ``Group``).
+        self.offsets = OffsetManager(self)
 
     # -- time ----------------------------------------------------------------------------------
 
@@ -190,23 +164,8 @@ class GroupCoordinator:
         if group is None:
             group = self.groups[decoded_key.group] = Group(decoded_key.group, self._wall())
         if isinstance(decoded_key, rec.OffsetKey):
-            tp = (decoded_key.topic, decoded_key.partition)
-            if decoded is None:
-                group.offsets.pop(tp, None)
-                group.drop_pending_offset(tp)
-                return
-            assert isinstance(decoded, rec.OffsetValue)
-            committed = CommittedOffset(
-                decoded.offset,
-                decoded.leader_epoch,
-                decoded.metadata,
-                decoded.commit_timestamp,
-                offset,
-            )
-            if producer_id == NO_PRODUCER_ID:
-                group.offsets[tp] = committed
-            else:
-                self._add_pending(group, producer_id, {tp: committed})
+            assert decoded is None or isinstance(decoded, rec.OffsetValue)
+            self.offsets.replay(group, decoded_key, decoded, offset, producer_id)
             return
         previous = group
         group = self.groups[decoded_key.group] = Group(decoded_key.group, self._wall())
@@ -258,12 +217,12 @@ class GroupCoordinator:
                 continue
             loaded += 1
             for member in group.members.values():
-                self._schedule_session(group, member)
+                self.schedule_session(group, member)
             self.consumer.start_sessions(group)
         self.loading -= done
         self.owned |= done
-        if ("expire-offsets",) not in self.timers:
-            self._schedule_offset_expiry()
+        if EXPIRE_OFFSETS not in self.timers:
+            self.offsets.schedule_expiry()
         log.info("group coordinator loaded %d groups of partitions %s", loaded, sorted(done))
 
     def unload(self, partition: int) -> int:
@@ -272,8 +231,7 @@ class GroupCoordinator:
         coordinator) and their timers are cancelled. Returns how many groups were dropped."""
         self.owned.discard(partition)
         self.loading.discard(partition)
-        for key in [k for k in self.open_transactions if k[0] == partition]:
-            del self.open_transactions[key]
+        self.offsets.forget_transactions(partition)
         doomed = {g for g in self.groups if self.partition_for(g) == partition}
         if not doomed:
             return 0
@@ -308,7 +266,7 @@ class GroupCoordinator:
             return ErrorCode.not_coordinator
         return ErrorCode.none
 
-    def _active_groups(self) -> list[Group]:
+    def active_groups(self) -> list[Group]:
         return [g for g in self.groups.values() if self.partition_for(g.group_id) in self.owned]
 
     def _is_forgettable(self, group: Group) -> bool:
@@ -391,9 +349,7 @@ class GroupCoordinator:
 
     # -- timers --------------------------------------------------------------------------------
 
-    def _schedule_session(
-        self, group: Group, member: Member, timeout_ms: int | None = None
-    ) -> None:
+    def schedule_session(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
         group_id, member_id = group.group_id, member.member_id
         deadline = self._now() + (member.session_timeout_ms if timeout_ms is None else timeout_ms)
         self.timers.schedule(
@@ -413,7 +369,7 @@ class GroupCoordinator:
             log.info("group %s: pending member %s never rejoined", group_id, member_id)
             group.pending_members.discard(member_id)
             self._try_complete_join(group)
-            self._maybe_forget(group)
+            self.maybe_forget(group)
             return
         member = group.members.get(member_id)
         if member is None:
@@ -421,7 +377,7 @@ class GroupCoordinator:
         # A member inside a JoinGroup or SyncGroup cannot heartbeat; the rebalance timeout
         # bounds those waits instead. A new member gets only the join timeout.
         if (member.awaiting_join and not member.is_new) or member.sync_reply is not None:
-            self._schedule_session(group, member)
+            self.schedule_session(group, member)
             return
         log.info(
             "group %s: member %s %s; removing it",
@@ -430,19 +386,6 @@ class GroupCoordinator:
             "did not finish joining" if member.is_new else "missed its session timeout",
         )
         self._remove_member_and_update_group(group, member)
-
-    def _schedule_offset_expiry(self) -> None:
-        self.timers.schedule(
-            ("expire-offsets",),
-            self._now() + self.config.offsets_retention_check_interval_ms,
-            self._on_offset_expiry,
-        )
-
-    def _on_offset_expiry(self) -> None:
-        try:
-            self.expire_offsets()
-        finally:
-            self._schedule_offset_expiry()
 
     # -- JoinGroup -----------------------------------------------------------------------------
 
@@ -484,7 +427,7 @@ class GroupCoordinator:
             else:
                 self._join_known_member(group, request, reply)
         finally:
-            self._maybe_forget(group)
+            self.maybe_forget(group)
 
     def _to_classic(self, group: Group) -> Group | None:
         """A classic member joins a consumer group: an empty one is deleted and a classic
@@ -550,7 +493,7 @@ class GroupCoordinator:
             group.pending_members.discard(member_id)
             self.timers.cancel(("session", group.group_id, member_id))
             return self._add_member_and_rebalance(group, request, member_id, reply)
-        error = self._check_member(group, member_id, request.group_instance_id)
+        error = self.check_member(group, member_id, request.group_instance_id)
         if error is not ErrorCode.none:
             return reply(JoinResult(error, member_id=member_id))
         member = group.members[member_id]
@@ -572,11 +515,11 @@ class GroupCoordinator:
                 return self._update_member_and_rebalance(
                     group, member, request, reply, "leader or changed member rejoined"
                 )
-            self._schedule_session(group, member)
+            self.schedule_session(group, member)
             return reply(self._join_result(group, member))
         return reply(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
 
-    def _check_member(self, group: Group, member_id: str, instance_id: str | None) -> ErrorCode:
+    def check_member(self, group: Group, member_id: str, instance_id: str | None) -> ErrorCode:
         """UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID unless ``member_id`` is a member of
         ``group`` (and, for a static member, the current holder of ``instance_id``)."""
         if instance_id is not None:
@@ -637,7 +580,7 @@ class GroupCoordinator:
             group.new_member_added = True
         # A joining member cannot heartbeat, and a client that gave up may retry as another
         # member: the join timeout stops such strays from stalling the rebalance forever.
-        self._schedule_session(group, member, self.config.new_member_join_timeout_ms)
+        self.schedule_session(group, member, self.config.new_member_join_timeout_ms)
         self._rebalance_or_complete(group, f"member {member_id} joined")
 
     def _update_member_and_rebalance(
@@ -687,7 +630,7 @@ class GroupCoordinator:
             member.rebalance_timeout_ms = request.rebalance_timeout_ms
         member.client_id = request.client_id
         member.client_host = request.client_host
-        self._schedule_session(group, member)
+        self.schedule_session(group, member)
         log.info("group %s: static member %s is now %s", group.group_id, old_id, new_id)
         if group.is_in(GroupState.STABLE):
             if group.select_protocol() != group.protocol_name:
@@ -699,7 +642,7 @@ class GroupCoordinator:
                 self._cancel_session(group, new_id)
                 group.replace_static_member(old.group_instance_id or "", new_id, old_id)
                 member.protocols = old_protocols
-                self._schedule_session(group, member)
+                self.schedule_session(group, member)
                 reply(JoinResult(write_error(code), member_id=UNKNOWN_MEMBER_ID))
 
             def replaced(_: int) -> None:
@@ -844,7 +787,7 @@ class GroupCoordinator:
         for member in group.members.values():
             reply, member.join_reply = member.join_reply, None
             member.is_new = False
-            self._schedule_session(group, member)
+            self.schedule_session(group, member)
             if reply is not None:
                 reply(self._join_result(group, member))
         # Everyone must now SyncGroup within the rebalance timeout, or be removed (a member that
@@ -913,7 +856,7 @@ class GroupCoordinator:
             return reply(SyncResult(ErrorCode.unknown_member_id))
         if group.is_in(GroupState.DEAD):
             return reply(SyncResult(ErrorCode.coordinator_not_available))
-        error = self._check_member(group, request.member_id, request.group_instance_id)
+        error = self.check_member(group, request.member_id, request.group_instance_id)
         if error is not ErrorCode.none:
             return reply(SyncResult(error))
         if request.generation_id != group.generation:
@@ -927,7 +870,7 @@ class GroupCoordinator:
         if group.is_in(GroupState.PREPARING_REBALANCE):
             return reply(SyncResult(ErrorCode.rebalance_in_progress))
         member = group.members[request.member_id]
-        self._schedule_session(group, member)
+        self.schedule_session(group, member)
         self._synced(group, request.member_id)
         if group.is_in(GroupState.STABLE):
             return reply(self._sync_result(group, member.assignment))
@@ -996,12 +939,12 @@ class GroupCoordinator:
             return ErrorCode.unknown_member_id
         if group.is_in(GroupState.DEAD):
             return ErrorCode.coordinator_not_available
-        error = self._check_member(group, request.member_id, request.group_instance_id)
+        error = self.check_member(group, request.member_id, request.group_instance_id)
         if error is not ErrorCode.none:
             return error
         if request.generation_id != group.generation:
             return ErrorCode.illegal_generation
-        self._schedule_session(group, group.members[request.member_id])
+        self.schedule_session(group, group.members[request.member_id])
         if group.is_in(GroupState.PREPARING_REBALANCE):
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
@@ -1018,7 +961,7 @@ class GroupCoordinator:
         results = []
         for identity in members:
             results.append((identity, self._leave(group, identity)))
-        self._maybe_forget(group)
+        self.maybe_forget(group)
         return LeaveResult(ErrorCode.none, tuple(results))
 
     def _leave(self, group: Group, identity: MemberIdentity) -> ErrorCode:
@@ -1049,364 +992,6 @@ class GroupCoordinator:
 
     # -- offsets -------------------------------------------------------------------------------
 
-    def commit_offsets(self, request: CommitRequest) -> dict[TopicPartition, ErrorCode]:
-        """Each partition's result. Partitions the handler found unknown never get here."""
-        # Handlers before OffsetCommit v9 report GROUP_ID_NOT_FOUND as ILLEGAL_GENERATION.
-        target = self._commit_target(request, ErrorCode.group_id_not_found, transactional=False)
-        if isinstance(target, ErrorCode):
-            return self._all(request, target)
-        group, created = target
-        results, accepted = self._accept_offsets(request.offsets)
-
-        def stored(first: int) -> None:
-            if created:
-                self.groups[request.group_id] = group
-            group.offsets.update(_numbered(accepted, first))
-            member = group.members.get(request.member_id)
-            if member is not None and request.generation_id >= 0:
-                self._schedule_session(group, member)
-
-        def not_stored(code: ErrorCode) -> None:
-            log.warning("group %s: could not store offsets: %s", request.group_id, code.name)
-            answer = commit_write_error(code)
-            for tp in accepted:
-                results[tp] = answer
-
-        self.write(
-            request.group_id, self._offset_records(request.group_id, accepted), stored, not_stored
-        )
-        return results
-
-    def commit_transactional_offsets(
-        self, request: TxnCommitRequest
-    ) -> dict[TopicPartition, ErrorCode]:
-        """TxnOffsetCommit: each partition's result. The accepted offsets are written as one
-        transactional batch of the request's producer and stay pending — invisible to
-        OffsetFetch — until that producer's marker reaches the group's partition
-        (:meth:`complete_transaction`). Checks as Kafka's: a group that does not exist is
-        created (a simple group) only for a commit without a generation, and neither an
-        active group without member id nor a rebalance refuses a transactional commit."""
-        target = self._commit_target(request, ErrorCode.illegal_generation, transactional=True)
-        if isinstance(target, ErrorCode):
-            return self._all(request, target)
-        group, created = target
-        results, accepted = self._accept_offsets(request.offsets)
-
-        def stored(first: int) -> None:
-            if created:
-                self.groups[request.group_id] = group
-            self._add_pending(group, request.producer_id, _numbered(accepted, first))
-
-        def not_stored(code: ErrorCode) -> None:
-            log.warning(
-                "group %s: could not store transactional offsets: %s", request.group_id, code.name
-            )
-            for tp in accepted:
-                results[tp] = write_error(code)
-
-        self.write(
-            request.group_id,
-            self._offset_records(request.group_id, accepted),
-            stored,
-            not_stored,
-            producer_id=request.producer_id,
-            producer_epoch=request.producer_epoch,
-        )
-        return results
-
-    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
-        """The COMMIT (``commit``) or ABORT marker of ``producer_id`` is in ``partition`` of
-        ``__consumer_offsets`` (just appended, or replayed): the producer's pending commits to
-        the groups there become committed offsets — unless a later plain commit to the same
-        partition is already there — or are dropped. Nothing is written: the marker is the
-        record of it."""
-        for group_id in self.open_transactions.pop((partition, producer_id), set()):
-            group = self.groups.get(group_id)
-            if group is None:
-                continue
-            pending = group.pending_offsets.pop(producer_id, {})
-            if commit:
-                for tp, offset in pending.items():
-                    existing = group.offsets.get(tp)
-                    if existing is None or offset.record_offset > existing.record_offset:
-                        group.offsets[tp] = offset
-            self._maybe_forget(group)
-
-    def _add_pending(
-        self, group: Group, producer_id: int, offsets: dict[TopicPartition, CommittedOffset]
-    ) -> None:
-        group.pending_offsets.setdefault(producer_id, {}).update(offsets)
-        key = (self.partition_for(group.group_id), producer_id)
-        self.open_transactions.setdefault(key, set()).add(group.group_id)
-
-    def _accept_offsets(
-        self, commits: Iterable[OffsetCommit]
-    ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, CommittedOffset]]:
-        """Each partition's result so far, and the offsets to store (metadata within
-        ``offset.metadata.max.bytes``), stamped now."""
-        results: dict[TopicPartition, ErrorCode] = {}
-        accepted: dict[TopicPartition, CommittedOffset] = {}
-        now = self._wall()
-        for commit in commits:
-            tp = (commit.topic, commit.partition)
-            metadata = commit.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[tp] = ErrorCode.offset_metadata_too_large
-                continue
-            accepted[tp] = CommittedOffset(commit.offset, commit.leader_epoch, metadata, now)
-            results[tp] = ErrorCode.none
-        return results, accepted
-
-    def _offset_records(
-        self, group_id: str, offsets: dict[TopicPartition, CommittedOffset]
-    ) -> list[tuple[bytes, bytes | None]]:
-        return [
-            (
-                rec.encode_key(rec.OffsetKey(group_id, topic, partition)),
-                rec.encode_offset_value(
-                    rec.OffsetValue(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp)
-                ),
-            )
-            for (topic, partition), c in offsets.items()
-        ]
-
-    def _commit_target(
-        self,
-        request: CommitRequest | TxnCommitRequest,
-        unknown_with_generation: ErrorCode,
-        *,
-        transactional: bool,
-    ) -> tuple[Group, bool] | ErrorCode:
-        """The group a commit goes to and whether it is new (not yet kept), or why the commit
-        is refused. A commit without a generation to a group that does not exist makes a
-        "simple" group (a consumer without group management, or an admin tool)."""
-        status = self._status(request.group_id)
-        if status is not ErrorCode.none:
-            return status
-        group = self.groups.get(request.group_id)
-        created = group is None
-        if group is None:
-            if request.generation_id >= 0:
-                return unknown_with_generation
-            group = Group(request.group_id, self._wall())
-        error = self._check_commit(
-            group,
-            request.generation_id,
-            request.member_id,
-            request.group_instance_id,
-            transactional=transactional,
-        )
-        return error if error is not ErrorCode.none else (group, created)
-
-    def _all(
-        self, request: CommitRequest | TxnCommitRequest, error: ErrorCode
-    ) -> dict[TopicPartition, ErrorCode]:
-        return {(c.topic, c.partition): error for c in request.offsets}
-
-    def _check_commit(
-        self,
-        group: Group,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        *,
-        transactional: bool,
-    ) -> ErrorCode:
-        if group.consumer is not None:
-            # A consumer group's commits carry the member epoch (generation_id holds it).
-            error = self.consumer.check_commit(group.consumer, member_id, generation_id)
-            if transactional and error is ErrorCode.stale_member_epoch:
-                return ErrorCode.illegal_generation
-            return error
-        if group.is_in(GroupState.DEAD):
-            return ErrorCode.coordinator_not_available
-        if generation_id < 0 and group.is_in(GroupState.EMPTY):
-            return ErrorCode.none  # a commit from outside group management
-        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            error = self._check_member(group, member_id, group_instance_id)
-            if error is not ErrorCode.none:
-                return error
-            if generation_id != group.generation:
-                return ErrorCode.illegal_generation
-        elif not transactional and not group.is_in(GroupState.EMPTY):
-            # Without member id and generation, commits are accepted only from outside an
-            # active group; TxnOffsetCommit before v3 carries neither, so is exempt.
-            return ErrorCode.unknown_member_id
-        # A transactional commit is not tied to the group's state (as Kafka).
-        if not transactional and group.is_in(GroupState.COMPLETING_REBALANCE):
-            return ErrorCode.rebalance_in_progress
-        return ErrorCode.none
-
-    def fetch_offsets(
-        self,
-        group_id: str,
-        partitions: Iterable[TopicPartition] | None,
-        *,
-        require_stable: bool = False,
-    ) -> FetchedOffsets:
-        """Committed offsets of ``partitions`` (None: every partition with one); a partition
-        without a commit comes back with None. With ``require_stable`` (OffsetFetch v7+), a
-        partition with a transactional commit pending is named in ``unstable`` instead."""
-        status = self._status(group_id)
-        if status is not ErrorCode.none:
-            return FetchedOffsets(status)
-        group = self.groups.get(group_id)
-        offsets = group.offsets if group is not None else {}
-        unstable: frozenset[TopicPartition] = frozenset()
-        if require_stable and group is not None and group.pending_offsets:
-            unstable = frozenset(group.pending_partitions())
-        if partitions is None:
-            found = tuple(sorted(offsets.items()))
-            return FetchedOffsets(
-                ErrorCode.none,
-                tuple((tp, c) for tp, c in found),
-                unstable.intersection(offsets),
-            )
-        asked = tuple(partitions)
-        return FetchedOffsets(
-            ErrorCode.none,
-            tuple((tp, offsets.get(tp)) for tp in asked),
-            unstable.intersection(asked),
-        )
-
-    def delete_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition]
-    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """OffsetDelete: a group-level error, or each partition's."""
-        status = self._status(group_id)
-        if status is not ErrorCode.none:
-            return status, {}
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
-            return ErrorCode.group_id_not_found, {}
-        subscribed: set[str] = set()
-        if group.consumer is not None:
-            subscribed = self.consumer.subscribed_topics(group.consumer)
-        elif not group.is_in(GroupState.EMPTY):
-            topics = group.subscribed_topics()
-            if topics is None:
-                return ErrorCode.non_empty_group, {}
-            subscribed = topics
-        results: dict[TopicPartition, ErrorCode] = {}
-        doomed = []
-        for tp in partitions:
-            if tp[0] in subscribed:
-                results[tp] = ErrorCode.group_subscribed_to_topic
-                continue
-            results[tp] = ErrorCode.none
-            # A pending transactional commit is deleted too (as Kafka: its tombstone removes
-            # it on replay).
-            if tp in group.offsets or group.has_pending_offset(tp):
-                doomed.append(tp)
-        # A refused write answers the whole request with its error (the runtime's).
-        self.write(
-            group_id,
-            [self._offset_tombstone(group_id, tp) for tp in doomed],
-            lambda _: self._drop_offsets(group, doomed),
-        )
-        return ErrorCode.none, results
-
-    def _drop_offsets(self, group: Group, partitions: Iterable[TopicPartition]) -> None:
-        for tp in partitions:
-            group.offsets.pop(tp, None)
-            group.drop_pending_offset(tp)
-        self._maybe_forget(group)
-
-    def _offset_tombstone(self, group_id: str, tp: TopicPartition) -> tuple[bytes, None]:
-        return rec.encode_key(rec.OffsetKey(group_id, tp[0], tp[1])), None
-
-    def remove_offsets_of_topics(self, topics: set[str]) -> None:
-        """Deleted topics take their committed offsets with them."""
-        for group in self._active_groups():
-            doomed = [
-                tp for tp in group.offsets.keys() | group.pending_partitions() if tp[0] in topics
-            ]
-            if not doomed:
-                continue
-            group_id = group.group_id
-            self.write(
-                group_id,
-                [self._offset_tombstone(group_id, tp) for tp in doomed],
-                partial(self._drop_offsets_applied, group, doomed),
-                partial(_not_written, "delete offsets of deleted topics", group_id),
-            )
-
-    def _drop_offsets_applied(self, group: Group, partitions: list[TopicPartition], _: int) -> None:
-        self._drop_offsets(group, partitions)
-
-    def expire_offsets(self) -> int:
-        """Drop offsets older than ``offsets.retention.minutes``, as Kafka does: in an empty
-        group, counted from when it became empty; in a group outside group management, from
-        each commit; in an active consumer group, only for topics no member subscribes to,
-        from each commit. An offset with a transactional commit pending does not expire, and a
-        group with an open transaction is not deleted (as Kafka). An empty group left
-        without offsets is deleted. Returns how many offsets expired."""
-        now = self._wall()
-        expired_total = 0
-        for group in self._active_groups():
-            expired = self._expirable(group, now)
-            if group.pending_offsets:
-                expired = [tp for tp in expired if not group.has_pending_offset(tp)]
-            records: list[tuple[bytes, bytes | None]] = [
-                self._offset_tombstone(group.group_id, tp) for tp in expired
-            ]
-            remove_group = (
-                group.is_in(GroupState.EMPTY)
-                and (group.consumer is None or not group.consumer.members)
-                and len(expired) == len(group.offsets)
-                and not group.pending_members
-                and not group.pending_offsets
-            )
-            if remove_group and group.consumer is not None:
-                records.extend(self.consumer.delete_records(group))
-            elif remove_group and group.generation > 0:
-                records.append((rec.encode_key(rec.GroupKey(group.group_id)), None))
-            group_id = group.group_id
-            self.write(
-                group_id,
-                records,
-                partial(self._expired, group, expired, remove_group),
-                partial(_not_written, "expire offsets", group_id),
-            )
-            expired_total += len(expired)
-        return expired_total
-
-    def _expirable(self, group: Group, now: int) -> list[TopicPartition]:
-        """The group's offsets past ``offsets.retention.minutes`` by the rule for its kind
-        (see :meth:`expire_offsets`), pending transactional commits not yet set aside."""
-        retention = self.config.offsets_retention_ms
-
-        def committed_before(excluded: frozenset[str] | set[str]) -> list[TopicPartition]:
-            return [
-                tp
-                for tp, c in group.offsets.items()
-                if tp[0] not in excluded and c.commit_timestamp + retention <= now
-            ]
-
-        if group.consumer is not None:
-            # As Kafka's consumer groups: from each commit, for topics no member subscribes to.
-            return committed_before(self.consumer.subscribed_topics(group.consumer))
-        if group.is_in(GroupState.EMPTY):
-            if group.protocol_type is None:
-                return committed_before(frozenset())
-            return list(group.offsets) if group.state_timestamp + retention <= now else []
-        if group.is_in(GroupState.STABLE) and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-            subscribed = group.subscribed_topics()
-            if subscribed is not None:
-                return committed_before(subscribed)
-        return []
-
-    def _expired(
-        self, group: Group, expired: list[TopicPartition], remove_group: bool, _: int
-    ) -> None:
-        for tp in expired:
-            group.offsets.pop(tp, None)
-        if expired:
-            log.info("group %s: %d committed offsets expired", group.group_id, len(expired))
-        if remove_group and self.groups.get(group.group_id) is group:
-            group.transition(GroupState.DEAD, self._wall())
-            del self.groups[group.group_id]
-
     # -- admin ---------------------------------------------------------------------------------
 
     def list_groups(
@@ -1415,7 +1000,7 @@ class GroupCoordinator:
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
         listed = []
-        for g in self._active_groups():
+        for g in self.active_groups():
             if g.consumer is not None:
                 entry = ListedGroup(
                     g.group_id, CONSUMER_PROTOCOL_TYPE, g.consumer.state.value, "consumer"
@@ -1479,7 +1064,7 @@ class GroupCoordinator:
             # with it (as Kafka: a tombstone for each, which removes it on replay).
             pending = group.pending_partitions().difference(group.offsets)
             records: list[tuple[bytes, bytes | None]] = [
-                self._offset_tombstone(group_id, tp) for tp in [*group.offsets, *pending]
+                self.offsets.tombstone(group_id, tp) for tp in [*group.offsets, *pending]
             ]
             if group.consumer is not None:
                 records.extend(self.consumer.delete_records(group))
@@ -1504,7 +1089,7 @@ class GroupCoordinator:
         log.warning("group %s: could not delete it: %s", group_id, code.name)
         results[group_id] = write_error(code)
 
-    def _maybe_forget(self, group: Group) -> None:
+    def maybe_forget(self, group: Group) -> None:
         """A group that never got anywhere (a join refused, its only pending member gone)
         leaves nothing behind."""
         if self.groups.get(group.group_id) is group and self._is_forgettable(group):
@@ -1526,10 +1111,3 @@ class GroupCoordinator:
             if member.sync_reply is not None:
                 sync_reply, member.sync_reply = member.sync_reply, None
                 sync_reply(SyncResult(error))
-
-
-def _numbered(
-    offsets: dict[TopicPartition, CommittedOffset], first: int
-) -> dict[TopicPartition, CommittedOffset]:
-    """``offsets`` with the log offsets of their records, written in order from ``first``."""
-    return {tp: replace(c, record_offset=first + i) for i, (tp, c) in enumerate(offsets.items())}

@@ -16,6 +16,8 @@ NO_GENERATION = -1
 NO_LEADER_EPOCH = -1
 NO_OFFSET = -1
 NO_PRODUCER_ID = -1
+# The member id of a member that has none yet.
+UNKNOWN_MEMBER_ID = ""
 
 TopicPartition = tuple[str, int]
 

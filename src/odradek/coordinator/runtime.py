@@ -188,7 +188,9 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
         entries, next_offset = self.offsets_topic.read_from(partition, offset)
         for entry in entries:
             if isinstance(entry, TransactionMarker):
-                self.shard.complete_transaction(partition.index, entry.producer_id, entry.commit)
+                self.shard.offsets.complete_transaction(
+                    partition.index, entry.producer_id, entry.commit
+                )
             else:
                 self.shard.replay(
                     entry.key, entry.value, offset=entry.offset, producer_id=entry.producer_id
@@ -203,11 +205,11 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
         A partition still loading needs nothing: its load reads on to the log end, so meets
         the marker after the commits it applies to."""
         if offsets_partition in self.shard.owned:
-            self.shard.complete_transaction(offsets_partition, producer_id, commit)
+            self.shard.offsets.complete_transaction(offsets_partition, producer_id, commit)
 
     def on_topic_deleted(self, topic: str) -> None:
         if topic != OFFSETS_TOPIC:
-            self.perform(lambda coordinator: coordinator.remove_offsets_of_topics({topic}))
+            self.perform(lambda coordinator: coordinator.offsets.remove_offsets_of_topics({topic}))
         elif not self.offsets_topic.topics.leads_alone:
             # Its partitions are no longer led here (a lone broker keeps serving and creates
             # the topic again on the next write, as before).

@@ -48,7 +48,9 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
         )
         try:
             committed = await ctx.services.groups.write(
-                commit.group_id, lambda c: c.commit_offsets(commit), api_key=ctx.header.api_key
+                commit.group_id,
+                lambda c: c.offsets.commit_offsets(commit),
+                api_key=ctx.header.api_key,
             )
         except CoordinatorError as e:
             committed = dict.fromkeys(((o.topic, o.partition) for o in commits), commit_failure(e))

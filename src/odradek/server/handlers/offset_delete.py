@@ -32,7 +32,7 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Response:
     try:
         error, deleted = await ctx.services.groups.write(
             request.group_id,
-            lambda coordinator: coordinator.delete_offsets(request.group_id, known),
+            lambda coordinator: coordinator.offsets.delete_offsets(request.group_id, known),
             api_key=ctx.header.api_key,
         )
     except CoordinatorError as e:

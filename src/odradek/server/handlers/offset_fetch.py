@@ -47,7 +47,7 @@ def _group_offsets(
         if topics is None
         else [(t.name, int(index)) for t in topics for index in t.partition_indexes]
     )
-    fetched = coordinator.fetch_offsets(group_id, wanted, require_stable=require_stable)
+    fetched = coordinator.offsets.fetch_offsets(group_id, wanted, require_stable=require_stable)
     # Topics the principal may not describe: refused when named, left out of "all topics".
     refused = denied(ctx, Op.DESCRIBE, TOPIC, (tp[0] for tp, _ in fetched.offsets))
     by_topic: dict[str, list[dict[str, Any]]] = {}

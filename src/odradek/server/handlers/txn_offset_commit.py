@@ -95,7 +95,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Respons
         try:
             committed = await ctx.services.groups.write(
                 commit.group_id,
-                lambda c: c.commit_transactional_offsets(commit),
+                lambda c: c.offsets.commit_transactional_offsets(commit),
                 api_key=ctx.header.api_key,
             )
         except CoordinatorError as e:
