@@ -35,8 +35,8 @@ WRITE_TXN_MARKERS = 27
 ADD_PARTITIONS_TO_TXN = 24
 _WRITE_TIMEOUT_S = 5.0
 _MARKER_TIMEOUT_S = 30.0
-_RETRY_FIRST_S = 0.05
-_RETRY_MAX_S = 1.0
+RETRY_FIRST_S = 0.05
+RETRY_MAX_S = 1.0
 # Marker answers that retrying cannot change: the partition stops waiting for its marker.
 _MARKER_FATAL = frozenset(
     {
@@ -108,7 +108,7 @@ class MarkerChannel:
         until every one is written or refused for good, or the coordinator no longer owns the
         transaction (``still_owned``: its coordinator epoch moved on), or the channel closes."""
         remaining = set(job.partitions)
-        delay = _RETRY_FIRST_S
+        delay = RETRY_FIRST_S
         while remaining and not self._closing and still_owned():
             cluster = self._cluster()
             by_leader: dict[int, tuple[BrokerEndpoint, list[tuple[str, int]]]] = {}
@@ -138,7 +138,7 @@ class MarkerChannel:
                         remaining.discard(tp)
             if remaining:
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, _RETRY_MAX_S)
+                delay = min(delay * 2, RETRY_MAX_S)
 
     async def _send_to(
         self, endpoint: BrokerEndpoint, job: MarkerJob, partitions: list[tuple[str, int]]

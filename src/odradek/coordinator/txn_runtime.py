@@ -9,9 +9,8 @@ transactions.
 :class:`~odradek.coordinator.transactions.TransactionCoordinator`: a record it asks for is
 written through the runtime and the state follows it once it is committed. A partition is loaded
 again in each new leader epoch, which becomes the coordinator epoch its markers carry. After a
-Prepare record the markers are sent (:mod:`odradek.coordinator.markers`: WriteTxnMarkers to each
-partition's leader, retried until every partition has its marker), then the Complete record is
-written.
+Prepare record the markers are sent, then the Complete record is written
+(:mod:`odradek.coordinator.marker_sender`).
 
 A crash anywhere in this leaves a Prepare record without its Complete one, or nothing: the next
 load finds the Prepare state and sends the markers again (a second marker for a transaction
@@ -23,7 +22,6 @@ Everything runs on the broker's event loop thread.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
@@ -40,6 +38,7 @@ from odradek.coordinator.coordinator_runtime import (
 )
 from odradek.coordinator.internal_topic import InternalTopic, WaitReplicated
 from odradek.coordinator.log_reader import read_batches
+from odradek.coordinator.marker_sender import MarkerSender
 from odradek.coordinator.markers import MarkerChannel
 from odradek.coordinator.records import RecordFormatError
 from odradek.coordinator.timers import Timers
@@ -58,9 +57,6 @@ log = logging.getLogger(__name__)
 TXN_TOPIC = "__transaction_state"
 _COMMIT_TIMEOUT_MS = 5_000
 _ABORT_CHECK = ("abort-expired",)
-# A Complete record that cannot be written yet is retried with this backoff.
-_RETRY_FIRST_S = 0.05
-_RETRY_MAX_S = 1.0
 
 
 class TransactionStateTopic(InternalTopic):
@@ -167,6 +163,9 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionShard]):
         # Set by the broker once its cluster view exists: where markers go.
         self.cluster: ClusterView | None = None
         self.markers = MarkerChannel(config, lambda: self.cluster)
+        self.marker_sender = MarkerSender(
+            self.markers, coordinator, self._write_record, lambda: self.stopping
+        )
 
     @property
     def coordinator(self) -> TransactionCoordinator:
@@ -252,38 +251,7 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionShard]):
     # -- markers -------------------------------------------------------------------------------
 
     def _send_markers(self, job: MarkerJob) -> None:
-        self.spawn(self._complete(job), f"markers-{job.transactional_id}")
-
-    async def _complete(self, job: MarkerJob) -> None:
-        """Write ``job``'s markers to every partition, then the Complete record."""
-        try:
-            await self.markers.send(job, lambda: self._still_owned(job))
-            delay = _RETRY_FIRST_S
-            # A failed Complete write (too few in-sync replicas of __transaction_state while a
-            # broker is down, a timeout) leaves the transaction prepared, and its producer
-            # answered CONCURRENT_TRANSACTIONS, until it is written: retried while this broker
-            # still coordinates the transaction, as Kafka's marker channel retries its append.
-            while (write := self.coordinator.markers_done(job)) is not None:
-                error = await self._write_record(write)
-                if error == ErrorCode.none:
-                    break
-                log.info(
-                    "completing transaction %s failed (%s); retrying",
-                    job.transactional_id,
-                    error.name,
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _RETRY_MAX_S)
-                if self.stopping:
-                    break
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("sending the markers of transaction %s failed", job.transactional_id)
-
-    def _still_owned(self, job: MarkerJob) -> bool:
-        index = self.coordinator.partition_for(job.transactional_id)
-        return self.coordinator.coordinator_epoch(index) == job.coordinator_epoch
+        self.spawn(self.marker_sender.complete(job), f"markers-{job.transactional_id}")
 
     # -- timeouts ------------------------------------------------------------------------------
 
