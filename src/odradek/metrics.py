@@ -104,7 +104,7 @@ from odradek.cluster.metadata.view import NO_NODE
 from odradek.config import BrokerConfig, ConfigError, parse_properties
 from odradek.console.api import ConsoleApi
 from odradek.console.server import HttpServer
-from odradek.coordinator.group import GroupState
+from odradek.coordinator.group.group import GroupState
 from odradek.counters import BrokerCounters, Histogram, RequestTimes, TopicCounters
 from odradek.protocol.errors import ErrorCode
 

@@ -1,9 +1,8 @@
-"""The coordinators: state machines on internal topics, run by one runtime.
+"""The coordinators: state machines on internal topics, shards of one runtime.
 
-``coordinator_runtime`` is the runtime every coordinator is a shard of (loading as leadership
-moves, writes answered once their records are committed, timers); ``coordinator``,
-``consumer_protocol`` and their ``group``, ``records`` and ``messages`` are the group
-coordinator (classic and KIP-848 groups, committed offsets) and ``runtime`` its place in a
-broker; ``transactions`` and ``txn_records`` the transaction coordinator and ``txn_runtime`` its
-place in a broker.
+``common`` is what every coordinator shares (the runtime: loading as leadership moves, writes
+answered once their records are committed, reads, timers; the internal topic, its loader and
+reader); ``group`` the group coordinator (classic and KIP-848 groups, committed offsets) on
+``__consumer_offsets``; ``transaction`` the transaction coordinator (its state machine, records,
+marker channel and sender) on ``__transaction_state``.
 """

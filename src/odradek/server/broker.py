@@ -19,8 +19,8 @@ from odradek.cluster.metadata.zookeeper import ZooKeeperMetadataStore
 from odradek.cluster.node import ClusterNode
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.runtime import GroupCoordinatorRuntime
-from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
+from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer
 from odradek.security.authorizer import Authorizer

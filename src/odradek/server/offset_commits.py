@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from odradek.coordinator.coordinator_runtime import CoordinatorError
-from odradek.coordinator.messages import OffsetCommit
-from odradek.coordinator.offsets import commit_write_error
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.messages import OffsetCommit
+from odradek.coordinator.group.offsets import commit_write_error
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext
 

@@ -21,8 +21,8 @@ from odradek.cluster.metadata.store import LocalMetadataStore
 from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView, PartitionInfo
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.runtime import GroupCoordinatorRuntime
-from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
+from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.protocol.messages import RequestHeader, build, encode_response, request_schema
 from odradek.server.context import FrameParts, RequestContext
 from odradek.server.purgatory import Purgatory

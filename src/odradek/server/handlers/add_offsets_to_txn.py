@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.cluster.metadata.view import CONSUMER_OFFSETS
-from odradek.coordinator.coordinator_runtime import CoordinatorError
+from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.server.authorize import GROUP, TRANSACTIONAL_ID, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from odradek.coordinator.coordinator_runtime import CoordinatorError
+from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import transaction_denials
 from odradek.server.context import RequestContext, Response

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from odradek.coordinator.coordinator_runtime import CoordinatorError
-from odradek.coordinator.messages import ConsumerGroupDescription
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.messages import ConsumerGroupDescription
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, permits
 from odradek.server.context import RequestContext, Response

@@ -7,8 +7,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from odradek.coordinator.coordinator_runtime import CoordinatorError
-from odradek.coordinator.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, client_host, denied, permits, refusal
 from odradek.server.context import RequestContext, Response

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from odradek.coordinator.coordinator_runtime import CoordinatorError
+from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, denied
 from odradek.server.context import RequestContext, Response

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.coordinator_runtime import CoordinatorError
+from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.server.authorize import TRANSACTIONAL_ID, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.coordinator_runtime import CoordinatorError
-from odradek.coordinator.messages import HeartbeatRequest
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.messages import HeartbeatRequest
 from odradek.server.authorize import GROUP, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles

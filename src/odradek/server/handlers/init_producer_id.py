@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.coordinator_runtime import CoordinatorError
-from odradek.coordinator.transactions import TxnAnswer
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.transaction.coordinator import TxnAnswer
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import CLUSTER, TRANSACTIONAL_ID, producer_permitted, refusal
 from odradek.server.context import RequestContext, Response

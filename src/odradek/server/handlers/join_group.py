@@ -6,9 +6,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from odradek.coordinator.coordinator import GroupCoordinator
-from odradek.coordinator.coordinator_runtime import CoordinatorError
-from odradek.coordinator.messages import JoinReply, JoinRequest, JoinResult, Protocol
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.coordinator import GroupCoordinator
+from odradek.coordinator.group.messages import JoinReply, JoinRequest, JoinResult, Protocol
 from odradek.server.authorize import GROUP, Op, client_host, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.coordinator_runtime import CoordinatorError
-from odradek.coordinator.messages import LeaveResult, MemberIdentity
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.messages import LeaveResult, MemberIdentity
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, permits, refusal
 from odradek.server.context import RequestContext, Response

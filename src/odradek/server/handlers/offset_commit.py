@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.coordinator_runtime import CoordinatorError
-from odradek.coordinator.messages import CommitRequest
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.messages import CommitRequest
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits

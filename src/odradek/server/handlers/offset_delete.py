@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.coordinator_runtime import CoordinatorError
+from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits, refusal
 from odradek.server.context import RequestContext, Response

@@ -14,9 +14,9 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from odradek.coordinator.coordinator import GroupCoordinator
-from odradek.coordinator.coordinator_runtime import CoordinatorError
-from odradek.coordinator.messages import NO_LEADER_EPOCH, NO_OFFSET
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.coordinator import GroupCoordinator
+from odradek.coordinator.group.messages import NO_LEADER_EPOCH, NO_OFFSET
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits

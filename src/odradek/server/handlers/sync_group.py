@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.coordinator import GroupCoordinator
-from odradek.coordinator.coordinator_runtime import CoordinatorError
-from odradek.coordinator.messages import SyncReply, SyncRequest, SyncResult
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.coordinator import GroupCoordinator
+from odradek.coordinator.group.messages import SyncReply, SyncRequest, SyncResult
 from odradek.server.authorize import GROUP, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles

@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.cluster.metadata.view import CONSUMER_OFFSETS
-from odradek.coordinator.coordinator_runtime import CoordinatorError
-from odradek.coordinator.messages import TxnCommitRequest
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.messages import TxnCommitRequest
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import Op, transaction_denials
 from odradek.server.context import RequestContext, Response
