@@ -385,9 +385,12 @@ class Broker:
         flusher's thread), idle connections, retention every
         ``log.retention.check.interval.ms``."""
         self.logs.flush_due()
+        # The coordinators' timers have their own tasks; ticking here too lets a ManualClock
+        # drive them.
         if self._groups is not None:
-            # Group timers have their own task; ticking here too lets a ManualClock drive them.
             self._groups.tick()
+        if self._txns is not None:
+            self._txns.tick()
         if self.clock.monotonic_ms() >= self._next_retention_ms:
             self._next_retention_ms = self.clock.monotonic_ms() + self.config.get_int(
                 "log.retention.check.interval.ms"

@@ -223,7 +223,13 @@ class GroupCoordinator:
         self.owned |= done
         if EXPIRE_OFFSETS not in self.timers:
             self.offsets.schedule_expiry()
-        log.info("group coordinator loaded %d groups of partitions %s", loaded, sorted(done))
+        # A lone broker loads its partitions one by one at start: the empty ones say nothing.
+        log.log(
+            logging.INFO if loaded else logging.DEBUG,
+            "group coordinator loaded %d groups of partitions %s",
+            loaded,
+            sorted(done),
+        )
 
     def unload(self, partition: int) -> int:
         """This broker no longer leads ``partition``: its groups leave memory, their waiting
