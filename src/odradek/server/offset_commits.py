@@ -1,5 +1,6 @@
 """What OffsetCommit and TxnOffsetCommit share: the request's partitions as the offsets to hand
-the group coordinator, and the answers of those refused before it. Called from handlers only.
+the group coordinator, the answers of those refused before it, and the commit through the
+coordinator runtime. Called from handlers only.
 """
 
 from __future__ import annotations
@@ -8,7 +9,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from odradek.coordinator.common.runtime import CoordinatorError
-from odradek.coordinator.group.messages import OffsetCommit
+from odradek.coordinator.group.coordinator import GroupCoordinator
+from odradek.coordinator.group.messages import (
+    CommitRequest,
+    OffsetCommit,
+    TopicPartition,
+    TxnCommitRequest,
+)
 from odradek.coordinator.group.offsets import commit_write_error
 from odradek.protocol.errors import ErrorCode
 from odradek.server.context import RequestContext
@@ -47,9 +54,16 @@ def offsets_to_commit(
     return commits, refused
 
 
-def commit_failure(error: CoordinatorError) -> ErrorCode:
-    """Every partition's answer when a commit's write failed: refused by the log (too large is
+async def commit_offsets(
+    ctx: RequestContext,
+    request: CommitRequest | TxnCommitRequest,
+    op: Callable[[GroupCoordinator], dict[TopicPartition, ErrorCode]],
+) -> dict[TopicPartition, ErrorCode]:
+    """Each partition's answer to ``request``, once ``op`` (its commit) is written and
+    committed; when the write failed, every partition's: refused by the log (too large is
     INVALID_COMMIT_OFFSET_SIZE, as Kafka answers committers), or not committed in time."""
-    if error.refused != ErrorCode.none:
-        return commit_write_error(error.refused)
-    return error.code
+    try:
+        return await ctx.services.groups.write(request.group_id, op, api_key=ctx.header.api_key)
+    except CoordinatorError as e:
+        code = commit_write_error(e.refused) if e.refused != ErrorCode.none else e.code
+        return dict.fromkeys(((o.topic, o.partition) for o in request.offsets), code)

@@ -16,7 +16,6 @@ from odradek.server.registry import handles
 
 @handles(api_key=16, min_version=0, max_version=5)
 async def handle_list_groups(ctx: RequestContext, request: Any) -> Response:
-
     def listing(coordinator: GroupCoordinator) -> tuple[ErrorCode, list[ListedGroup]]:
         error = (
             ErrorCode.coordinator_load_in_progress

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.coordinator.group.messages import CommitRequest
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits
 from odradek.server.context import RequestContext, Response
-from odradek.server.offset_commits import commit_failure, offsets_to_commit
+from odradek.server.offset_commits import commit_offsets, offsets_to_commit
 from odradek.server.old_versions import respond
 from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
@@ -46,14 +45,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
             group_instance_id=getattr(request, "group_instance_id", None),
             offsets=tuple(commits),
         )
-        try:
-            committed = await ctx.services.groups.write(
-                commit.group_id,
-                lambda c: c.offsets.commit_offsets(commit),
-                api_key=ctx.header.api_key,
-            )
-        except CoordinatorError as e:
-            committed = dict.fromkeys(((o.topic, o.partition) for o in commits), commit_failure(e))
+        committed = await commit_offsets(ctx, commit, lambda c: c.offsets.commit_offsets(commit))
         if ctx.version < _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND:
             committed = {
                 tp: ErrorCode.illegal_generation if code == ErrorCode.group_id_not_found else code

@@ -21,12 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.cluster.metadata.view import CONSUMER_OFFSETS
-from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.coordinator.group.messages import TxnCommitRequest
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import Op, transaction_denials
 from odradek.server.context import RequestContext, Response
-from odradek.server.offset_commits import commit_failure, offsets_to_commit
+from odradek.server.offset_commits import commit_offsets, offsets_to_commit
 from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
 
@@ -92,13 +91,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Respons
             member_id=getattr(request, "member_id", ""),
             group_instance_id=getattr(request, "group_instance_id", None),
         )
-        try:
-            committed = await ctx.services.groups.write(
-                commit.group_id,
-                lambda c: c.offsets.commit_transactional_offsets(commit),
-                api_key=ctx.header.api_key,
+        results.update(
+            await commit_offsets(
+                ctx, commit, lambda c: c.offsets.commit_transactional_offsets(commit)
             )
-        except CoordinatorError as e:
-            committed = dict.fromkeys(((o.topic, o.partition) for o in commits), commit_failure(e))
-        results.update(committed)
+        )
     return ctx.respond(throttle_time=0, topics=partition_errors(request.topics, results))
