@@ -142,7 +142,7 @@ def make(tmp_path: Path) -> Iterator[Callable[[WaitReplicated | None], Setup]]:
         tally = Tally()
         loading = TallyLoading(tally)
         runtime = CoordinatorRuntime(
-            topic, tally, loading, clock, wait or Purgatory().replicated, 5_000, "tallies"
+            topic, tally, loading, wait or Purgatory().replicated, 5_000, "tallies"
         )
         partition = topic.partition(0)
         assert partition is not None

@@ -47,7 +47,6 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from odradek.clock import Clock
 from odradek.cluster.replication.partition import Partition
 from odradek.coordinator.common.internal_topic import (
     NO_PRODUCER_ID,
@@ -157,23 +156,22 @@ def append_writes(
 
 
 class CoordinatorRuntime(Generic[S]):
-    """``shard`` served on ``topic`` (see the module doc). ``loading``: how the shard takes a
-    partition on and lets it go; ``commit_timeout_ms``: how long an answer waits for its
-    records' commit."""
+    """``shard`` served on ``topic`` (see the module doc), on the topic's clock. ``loading``: how
+    the shard takes a partition on and lets it go; ``commit_timeout_ms``: how long an answer
+    waits for its records' commit."""
 
     def __init__(
         self,
         topic: InternalTopic,
         shard: S,
         loading: LoadingHooks,
-        clock: Clock,
         wait_replicated: WaitReplicated,
         commit_timeout_ms: int,
         what: str,
     ) -> None:
         self.topic = topic
         self.shard = shard
-        self.clock = clock
+        self.clock = topic.clock
         self.commit_timeout_ms = commit_timeout_ms
         self._wait_replicated = wait_replicated
         self._what = what  # for the log and task names: "groups", "transactions"

@@ -176,7 +176,6 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
             self.offsets_topic,
             coordinator,
             _GroupLoading(self),
-            clock,
             wait_replicated,
             # offsets.commit.timeout.ms: how long an answer waits for its records' replication.
             config.get_int("offsets.commit.timeout.ms"),

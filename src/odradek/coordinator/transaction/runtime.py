@@ -54,6 +54,9 @@ from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
+# Partitions of a transaction, as (topic, index).
+Partitions = Iterable[tuple[str, int]]
+
 TXN_TOPIC = "__transaction_state"
 _COMMIT_TIMEOUT_MS = 5_000
 _ABORT_CHECK = ("abort-expired",)
@@ -152,7 +155,6 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionShard]):
             self.state_topic,
             TransactionShard(coordinator, self._send_markers),
             _TransactionLoading(self),
-            clock,
             wait_replicated,
             _COMMIT_TIMEOUT_MS,
             "transactions",
@@ -213,11 +215,7 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionShard]):
     # -- requests ------------------------------------------------------------------------------
 
     async def verify(
-        self,
-        transactional_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        partitions: Iterable[tuple[str, int]],
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Partitions
     ) -> dict[tuple[str, int], ErrorCode]:
         """KIP-890: whether these partitions are in the producer's ongoing transaction, asked
         of the coordinator of ``transactional_id`` — here, or (in a cluster) over the network
