@@ -875,7 +875,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef(
             "group.max.size", ConfigType.INT, "2147483647", "most members of a group", _at_least(1)
         ),
-        # KIP-848 consumer groups (group.protocol=consumer; odradek.coordinator.consumer_protocol).
+        # KIP-848 consumer groups (group.protocol=consumer;
+        # odradek.coordinator.group.consumer_protocol).
         ConfigDef(
             "group.consumer.heartbeat.interval.ms",
             ConfigType.INT,
@@ -903,7 +904,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "most members of a consumer group",
             _at_least(1),
         ),
-        # The transaction coordinator's settings (odradek.coordinator.txn_runtime).
+        # The transaction coordinator's settings (odradek.coordinator.transaction.runtime).
         ConfigDef(
             "transaction.state.log.num.partitions",
             ConfigType.INT,

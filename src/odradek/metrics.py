@@ -106,7 +106,7 @@ from odradek.cluster.metadata.view import NO_NODE
 from odradek.config import BrokerConfig, ConfigError, parse_properties
 from odradek.console.api import ConsoleApi
 from odradek.console.server import HttpServer
-from odradek.coordinator.group import GroupState
+from odradek.coordinator.group.group import GroupState
 from odradek.counters import BrokerCounters, Histogram, RequestTimes, TopicCounters
 from odradek.protocol.errors import ErrorCode
 
@@ -210,7 +210,7 @@ def take_snapshot(broker: Broker, counters: BrokerCounters) -> Snapshot:
                 info = view.partition_info(metadata.name, index)
                 if info is not None and info.leader == NO_NODE:
                     offline += 1
-    coordinator = broker.groups.coordinator
+    coordinator = broker.groups.shard
     groups = []
     for group in coordinator.groups.values():
         if not coordinator.is_active(coordinator.partition_for(group.group_id)):

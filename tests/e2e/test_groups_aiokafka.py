@@ -160,7 +160,7 @@ def test_a_static_member_rejoins_without_a_rebalance(
     def generation() -> int:
         async def get() -> int:
             assert broker.broker is not None
-            return broker.broker.groups.coordinator.groups[group].generation
+            return broker.broker.groups.shard.groups[group].generation
 
         return broker.call(get())
 

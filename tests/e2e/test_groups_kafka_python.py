@@ -180,7 +180,7 @@ def test_a_static_member_rejoins_without_a_rebalance(
 def _generation(broker: RunningBroker, group: str) -> int:
     async def read() -> int:
         assert broker.broker is not None
-        return broker.broker.groups.coordinator.groups[group].generation
+        return broker.broker.groups.shard.groups[group].generation
 
     return broker.call(read())
 

@@ -1,7 +1,8 @@
-"""The group coordinator: consumer groups of Kafka's classic protocol and their committed offsets.
+"""The coordinators: state machines on internal topics, shards of one runtime.
 
-``coordinator`` is the state machine, ``group`` its data, ``records`` the ``__consumer_offsets``
-record formats, ``timers`` its deadlines, ``messages`` what goes in and out, and ``runtime`` the
-part that lives in a broker (the offsets topic, the timer task, the offsets partitions owned as
-this broker leads them, and when answers may leave).
+``common`` is what every coordinator shares (the runtime: loading as leadership moves, writes
+answered once their records are committed, reads, timers; the internal topic, its loader and
+reader); ``group`` the group coordinator (classic and KIP-848 groups, committed offsets) on
+``__consumer_offsets``; ``transaction`` the transaction coordinator (its state machine, records,
+marker channel and sender) on ``__transaction_state``.
 """

@@ -22,8 +22,8 @@ from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.replica_manager import single_broker_replica_manager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.runtime import GroupCoordinatorRuntime
-from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
+from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer, console_client
 from odradek.quotas.manager import ClientQuotas
@@ -193,7 +193,7 @@ class Broker:
                 self._topics,
                 self.logs,
                 self.advertised,
-                self._groups.coordinator.partition_for,
+                self._groups.shard.partition_for,
                 self._registered_listeners(listeners),
             )
             # The groups of the offsets partitions led here now, then as leadership moves.
@@ -205,7 +205,7 @@ class Broker:
                 BrokerEndpoint(self.node_id, *self.advertised, listeners=self._endpoints()),
                 self.store.cluster_id,
                 self._topics,
-                self._groups.coordinator.partition_for,
+                self._groups.shard.partition_for,
             )
         self._topics.cluster = cluster
         self._txns.cluster = cluster
@@ -493,9 +493,12 @@ class Broker:
         flusher's thread), idle connections, retention every
         ``log.retention.check.interval.ms``."""
         self.logs.flush_due()
+        # The coordinators' timers have their own tasks; ticking here too lets a ManualClock
+        # drive them.
         if self._groups is not None:
-            # Group timers have their own task; ticking here too lets a ManualClock drive them.
             self._groups.tick()
+        if self._txns is not None:
+            self._txns.tick()
         if self.clock.monotonic_ms() >= self._next_retention_ms:
             self._next_retention_ms = self.clock.monotonic_ms() + self.config.get_int(
                 "log.retention.check.interval.ms"

@@ -20,8 +20,8 @@ from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.replica_manager import ReplicaManager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.runtime import GroupCoordinatorRuntime
-from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
+from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
 from odradek.security.sasl import SaslSession

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from odradek.coordinator.records import partition_for
+from odradek.coordinator.group.records import partition_for
 from odradek.protocol.errors import ErrorCode
 from odradek.testing import RunningCluster, wait_until
 from tests.server.conftest import KafkaConnection

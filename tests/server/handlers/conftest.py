@@ -23,8 +23,8 @@ from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.replica_manager import single_broker_replica_manager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.runtime import GroupCoordinatorRuntime
-from odradek.coordinator.txn_runtime import TransactionCoordinatorRuntime
+from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.protocol.messages import RequestHeader, build, encode_response, request_schema
 from odradek.server.context import FrameParts, RequestContext
 from odradek.server.registry import HANDLERS, load_handlers
@@ -55,7 +55,7 @@ def services(tmp_path: Path, clock: ManualClock) -> Iterator[BrokerServices]:
     purgatory = Purgatory()
     groups = GroupCoordinatorRuntime(config, topics, clock, purgatory.replicated)
     groups.load()  # no timer task: tests move the clock and tick
-    cluster = LocalClusterView(ENDPOINT, store.cluster_id, topics, groups.coordinator.partition_for)
+    cluster = LocalClusterView(ENDPOINT, store.cluster_id, topics, groups.shard.partition_for)
     topics.cluster = cluster
     producer_ids = ProducerIdManager(store)
     transactions = TransactionCoordinatorRuntime(
@@ -77,7 +77,7 @@ def services(tmp_path: Path, clock: ManualClock) -> Iterator[BrokerServices]:
             NODE_ID, store, topics.partition, logs.checkpoint, clock, purgatory
         ),
     )
-    groups.coordinator.shutdown()
+    groups.shard.shutdown()
     logs.close()
 
 

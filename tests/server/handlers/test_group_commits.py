@@ -23,7 +23,7 @@ def replicated_offsets_partition(services: BrokerServices) -> Partition:
     """The group's offsets partition, now led with a follower in its ISR (as in a cluster)."""
     asyncio.run(services.topics.create_topic("t", 1, 1))
     asyncio.run(services.groups.offsets_topic.ensure())
-    index = services.groups.coordinator.partition_for(GROUP)
+    index = services.groups.shard.partition_for(GROUP)
     partition = services.groups.offsets_topic.partition(index)
     assert partition is not None
     partition.make_leader(1, (NODE_ID, FOLLOWER), (NODE_ID, FOLLOWER), 1)

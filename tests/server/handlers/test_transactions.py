@@ -98,7 +98,7 @@ def test_partitions_join_and_describe_shows_them(
         init.producer_id,
     )
     described = {(t.topic, int(p)) for t in state.topics for p in t.partitions}
-    group_partition = services.groups.coordinator.partition_for("g")
+    group_partition = services.groups.shard.partition_for("g")
     assert described == {("orders", 0), ("orders", 1), ("__consumer_offsets", group_partition)}
     listed = handlers.call(
         LIST_TXNS, 1, state_filters=["Ongoing", "Bogus"], producer_id_filters=[], duration_filter=-1

@@ -102,7 +102,7 @@ def fetch(handlers: HandlerCaller, version: int, require_stable: bool) -> dict[i
 
 def complete(services: BrokerServices, producer: tuple[int, int], commit: bool) -> None:
     """What WriteTxnMarkers does after appending the marker to the group's partition."""
-    index = services.groups.coordinator.partition_for(GROUP)
+    index = services.groups.shard.partition_for(GROUP)
     services.groups.transaction_completed(index, producer[0], commit)
 
 
@@ -175,4 +175,4 @@ def test_a_group_never_added_to_the_transaction_is_refused(
 
 
 def partition_of(handlers: HandlerCaller, group: str) -> int:
-    return handlers.services.groups.coordinator.partition_for(group)
+    return handlers.services.groups.shard.partition_for(group)

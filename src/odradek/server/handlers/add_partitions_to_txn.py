@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import transaction_denials
 from odradek.server.context import RequestContext, Response
@@ -62,9 +63,18 @@ async def _add(
         return transactions.coordinator.verify_partitions(
             transactional_id, producer_id, producer_epoch, partitions
         )
-    answer = await transactions.add_partitions(
-        transactional_id, producer_id, producer_epoch, partitions
-    )
+    try:
+        answer = await transactions.write(
+            transactional_id,
+            lambda txns: txns.answer(
+                txns.coordinator.add_partitions(
+                    transactional_id, producer_id, producer_epoch, partitions
+                )
+            ),
+            api_key=ctx.header.api_key,
+        )
+    except CoordinatorError as e:
+        return dict.fromkeys(partitions, e.code)
     return dict.fromkeys(partitions, answer.error)
 
 

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from odradek.coordinator.messages import ConsumerGroupDescription
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.messages import ConsumerGroupDescription
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, permits
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import committed
 from odradek.server.registry import handles
 
 _NO_OPERATIONS = -(2**31)
@@ -56,17 +57,16 @@ def _describe(d: ConsumerGroupDescription) -> dict[str, Any]:
 
 @handles(api_key=69, min_version=0, max_version=1)
 async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Response:
-    groups = ctx.services.groups
-    described = [groups.coordinator.consumer.describe(g) for g in request.group_ids]
-    outcomes = await committed(ctx, [groups.commit_point(g) for g in request.group_ids])
-    outcomes = [
-        failure if permits(ctx, Op.DESCRIBE, GROUP, g) else ErrorCode.group_authorization_failed
-        for g, failure in zip(request.group_ids, outcomes, strict=True)
-    ]
-    return ctx.respond(
-        throttle_time=0,
-        groups=[
-            _describe(d if failure == ErrorCode.none else ConsumerGroupDescription(failure, g))
-            for g, d, failure in zip(request.group_ids, described, outcomes, strict=True)
-        ],
-    )
+
+    async def describe(group_id: str) -> ConsumerGroupDescription:
+        if not permits(ctx, Op.DESCRIBE, GROUP, group_id):
+            return ConsumerGroupDescription(ErrorCode.group_authorization_failed, group_id)
+        try:
+            return await ctx.services.groups.read(
+                group_id, lambda c: c.consumer.describe(group_id), api_key=ctx.header.api_key
+            )
+        except CoordinatorError as e:
+            return ConsumerGroupDescription(e.code, group_id)
+
+    described = await asyncio.gather(*(describe(g) for g in request.group_ids))
+    return ctx.respond(throttle_time=0, groups=[_describe(d) for d in described])

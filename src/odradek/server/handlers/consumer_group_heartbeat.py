@@ -7,12 +7,11 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from odradek.coordinator.internal_topic import write_error
-from odradek.coordinator.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, client_host, denied, permits, refusal
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import group_committed
 from odradek.server.registry import handles
 
 _MS = datetime.timedelta(milliseconds=1)
@@ -57,14 +56,18 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
         # From v1 the consumer makes its member id itself (KIP-1082).
         result = ConsumerHeartbeatResult(ErrorCode.invalid_request, "MemberId can't be empty.")
     else:
-        result, refused = ctx.services.groups.perform(
-            lambda coordinator: coordinator.consumer.heartbeat(heartbeat)
-        )
-        if refused != ErrorCode.none:
-            result = ConsumerHeartbeatResult(write_error(refused), refused.name)
-        failure = await group_committed(ctx, heartbeat.group_id)
-        if failure != ErrorCode.none:
-            result = ConsumerHeartbeatResult(failure)
+        try:
+            result = await ctx.services.groups.write(
+                heartbeat.group_id,
+                lambda coordinator: coordinator.consumer.heartbeat(heartbeat),
+                api_key=ctx.header.api_key,
+            )
+        except CoordinatorError as e:
+            result = (
+                ConsumerHeartbeatResult(e.code)
+                if e.refused == ErrorCode.none
+                else ConsumerHeartbeatResult(e.code, e.refused.name)
+            )
     assignment = None
     if result.assignment is not None:
         assignment = {

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, denied
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import committed
 from odradek.server.registry import handles
 
 
@@ -15,18 +16,22 @@ from odradek.server.registry import handles
 async def handle_delete_groups(ctx: RequestContext, request: Any) -> Response:
     names = list(dict.fromkeys(request.groups_names))
     refused = denied(ctx, Op.DELETE, GROUP, names)
-    groups = ctx.services.groups
-    # A group whose records were refused has the error in its answer already.
-    results, _ = groups.perform(
-        lambda coordinator: coordinator.delete_groups([n for n in names if n not in refused])
-    )
-    outcomes = await committed(ctx, [groups.commit_point(name) for name in names])
-    for name, failure in zip(names, outcomes, strict=True):
+
+    async def delete(name: str) -> ErrorCode:
         if name in refused:
-            results[name] = ErrorCode.group_authorization_failed
-        elif failure != ErrorCode.none:
-            results[name] = failure
+            return ErrorCode.group_authorization_failed
+        try:
+            results = await ctx.services.groups.write(
+                name, lambda c: c.delete_groups([name]), api_key=ctx.header.api_key
+            )
+        except CoordinatorError as e:
+            return e.code
+        return results[name]
+
+    codes = await asyncio.gather(*(delete(name) for name in names))
     return ctx.respond(
         throttle_time=0,
-        results=[{"group_id": name, "error_code": results[name]} for name in names],
+        results=[
+            {"group_id": name, "error_code": code} for name, code in zip(names, codes, strict=True)
+        ],
     )

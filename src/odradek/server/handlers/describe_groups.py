@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from odradek.coordinator.messages import GroupDescription
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.messages import GroupDescription
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, permits
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import committed
 from odradek.server.registry import handles
 
 _NO_OPERATIONS = -(2**31)
@@ -49,18 +50,16 @@ def _describe(ctx: RequestContext, described: GroupDescription) -> dict[str, Any
 
 @handles(api_key=15, min_version=0, max_version=6)
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Response:
-    groups = ctx.services.groups
-    described = [groups.coordinator.describe_group(g) for g in request.groups]
-    # Sent as they are now once the records behind them are replicated.
-    outcomes = await committed(ctx, [groups.commit_point(g) for g in request.groups])
-    outcomes = [
-        failure if permits(ctx, Op.DESCRIBE, GROUP, g) else ErrorCode.group_authorization_failed
-        for g, failure in zip(request.groups, outcomes, strict=True)
-    ]
-    return ctx.respond(
-        throttle_time=0,
-        groups=[
-            _describe(ctx, d if failure == ErrorCode.none else GroupDescription(failure, g, ""))
-            for g, d, failure in zip(request.groups, described, outcomes, strict=True)
-        ],
-    )
+
+    async def describe(group_id: str) -> GroupDescription:
+        if not permits(ctx, Op.DESCRIBE, GROUP, group_id):
+            return GroupDescription(ErrorCode.group_authorization_failed, group_id, "")
+        try:
+            return await ctx.services.groups.read(
+                group_id, lambda c: c.describe_group(group_id), api_key=ctx.header.api_key
+            )
+        except CoordinatorError as e:
+            return GroupDescription(e.code, group_id, "")
+
+    described = await asyncio.gather(*(describe(g) for g in request.groups))
+    return ctx.respond(throttle_time=0, groups=[_describe(ctx, d) for d in described])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.server.authorize import TRANSACTIONAL_ID, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
@@ -22,13 +23,23 @@ _FIRST_WITH_PRODUCER_FENCED = 2
 async def handle_end_txn(ctx: RequestContext, request: Any) -> Response:
     if not permits(ctx, Op.WRITE, TRANSACTIONAL_ID, request.transactional_id):
         return refusal(ctx, TRANSACTIONAL_ID)
-    answer = await ctx.services.transactions.end_txn(
-        request.transactional_id,
-        int(request.producer_id),
-        int(request.producer_epoch),
-        bool(request.committed),
-    )
+    tid = request.transactional_id
+    try:
+        answer = await ctx.services.transactions.write(
+            tid,
+            lambda txns: txns.answer(
+                txns.coordinator.end_txn(
+                    tid,
+                    int(request.producer_id),
+                    int(request.producer_epoch),
+                    bool(request.committed),
+                )
+            ),
+            api_key=ctx.header.api_key,
+        )
+        error = answer.error
+    except CoordinatorError as e:
+        error = e.code
     return ctx.respond(
-        throttle_time=0,
-        error_code=for_version(answer.error, ctx.version, _FIRST_WITH_PRODUCER_FENCED),
+        throttle_time=0, error_code=for_version(error, ctx.version, _FIRST_WITH_PRODUCER_FENCED)
     )

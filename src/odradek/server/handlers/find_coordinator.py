@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.cluster.metadata.view import CONSUMER_OFFSETS, NO_NODE, leader_endpoint
-from odradek.coordinator.txn_runtime import TXN_TOPIC
+from odradek.coordinator.transaction.runtime import TXN_TOPIC
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import (
     AUTHORIZATION_ERRORS,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.messages import HeartbeatRequest
-from odradek.protocol.errors import ErrorCode
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.messages import HeartbeatRequest
 from odradek.server.authorize import GROUP, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import group_committed
 from odradek.server.registry import handles
 
 
@@ -22,8 +21,10 @@ async def handle_heartbeat(ctx: RequestContext, request: Any) -> Response:
         request.member_id,
         getattr(request, "group_instance_id", None),
     )
-    error, _ = ctx.services.groups.perform(lambda coordinator: coordinator.heartbeat(heartbeat))
-    failure = await group_committed(ctx, request.group_id)
-    if failure != ErrorCode.none:
-        error = failure
+    try:
+        error = await ctx.services.groups.write(
+            heartbeat.group_id, lambda c: c.heartbeat(heartbeat), api_key=ctx.header.api_key
+        )
+    except CoordinatorError as e:
+        error = e.code
     return ctx.respond(throttle_time=0, error_code=error)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.transaction.coordinator import TxnAnswer
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import CLUSTER, TRANSACTIONAL_ID, producer_permitted, refusal
 from odradek.server.context import RequestContext, Response
@@ -36,10 +38,18 @@ async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Response
             producer_epoch=-1,
         )
     if request.transactional_id is not None:
+        tid: str = request.transactional_id
         timeout_ms = int(request.transaction_timeout.total_seconds() * 1000)
-        answer = await ctx.services.transactions.init_producer_id(
-            request.transactional_id, timeout_ms, producer_id, epoch
-        )
+        try:
+            answer = await ctx.services.transactions.write(
+                tid,
+                lambda txns: txns.answer(
+                    txns.coordinator.init_producer_id(tid, timeout_ms, producer_id, epoch)
+                ),
+                api_key=ctx.header.api_key,
+            )
+        except CoordinatorError as e:
+            answer = TxnAnswer(e.code)
         return ctx.respond(
             throttle_time=0,
             error_code=for_version(answer.error, ctx.version, _FIRST_WITH_PRODUCER_FENCED),

@@ -3,17 +3,14 @@ then for the records behind it to be replicated."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from typing import Any
 
-from odradek.coordinator.internal_topic import write_error
-from odradek.coordinator.messages import JoinRequest, JoinResult, Protocol
-from odradek.counters import remote_wait
-from odradek.protocol.errors import ErrorCode
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.coordinator import GroupCoordinator
+from odradek.coordinator.group.messages import JoinReply, JoinRequest, JoinResult, Protocol
 from odradek.server.authorize import GROUP, Op, client_host, permits, refusal
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import committed
 from odradek.server.registry import handles
 
 _MS = datetime.timedelta(milliseconds=1)
@@ -40,23 +37,16 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Response:
         require_known_member_id=ctx.version >= 4,
         reason=getattr(request, "reason", None),
     )
-    groups = ctx.services.groups
-    future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
 
-    def reply(result: JoinResult) -> None:
-        if not future.done():
-            future.set_result(result)
+    def op(coordinator: GroupCoordinator, reply: JoinReply) -> None:
+        coordinator.join_group(join, reply)
 
-    _, refused = groups.perform(lambda coordinator: coordinator.join_group(join, reply))
-    if refused != ErrorCode.none:
-        result = JoinResult(write_error(refused), member_id=join.member_id)
-    else:
-        result = await remote_wait(future)
-    # Resumed after the operation that answered, and its writes, ran to their end: the
-    # group's log end now covers every record the answer may depend on.
-    (failure,) = await committed(ctx, [groups.commit_point(join.group_id)])
-    if failure != ErrorCode.none:
-        result = JoinResult(failure, member_id=join.member_id)
+    try:
+        result: JoinResult = await ctx.services.groups.write_deferred(
+            join.group_id, op, api_key=ctx.header.api_key
+        )
+    except CoordinatorError as e:
+        result = JoinResult(e.code, member_id=join.member_id)
     # Before v7 the protocol name is not nullable.
     protocol_name = result.protocol_name
     if protocol_name is None and ctx.version < 7:

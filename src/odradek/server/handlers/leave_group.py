@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.internal_topic import write_error
-from odradek.coordinator.messages import MemberIdentity
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.messages import LeaveResult, MemberIdentity
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import group_committed
 from odradek.server.registry import handles
 
 
@@ -17,29 +16,28 @@ from odradek.server.registry import handles
 async def handle_leave_group(ctx: RequestContext, request: Any) -> Response:
     if not permits(ctx, Op.READ, GROUP, request.group_id):
         return refusal(ctx, GROUP)
-    groups = ctx.services.groups
     if ctx.version < 3:
-        leaving = [MemberIdentity(request.member_id)]
-        result, refused = groups.perform(lambda c: c.leave_group(request.group_id, leaving))
+        identities = [MemberIdentity(request.member_id)]
+    else:
+        identities = [
+            MemberIdentity(m.member_id, m.group_instance_id, getattr(m, "reason", None))
+            for m in request.members
+        ]
+    try:
+        result: LeaveResult = await ctx.services.groups.write(
+            request.group_id,
+            lambda c: c.leave_group(request.group_id, identities),
+            api_key=ctx.header.api_key,
+        )
+    except CoordinatorError as e:
+        if ctx.version < 3:
+            return ctx.respond(throttle_time=0, error_code=e.code)
+        return ctx.respond(throttle_time=0, error_code=e.code, members=[])
+    if ctx.version < 3:
         error = result.error
         if error == ErrorCode.none and result.members:
             error = result.members[0][1]
-        if refused != ErrorCode.none:
-            error = write_error(refused)
-        failure = await group_committed(ctx, request.group_id)
-        if failure != ErrorCode.none:
-            error = failure
         return ctx.respond(throttle_time=0, error_code=error)
-    identities = [
-        MemberIdentity(m.member_id, m.group_instance_id, getattr(m, "reason", None))
-        for m in request.members
-    ]
-    result, refused = groups.perform(lambda c: c.leave_group(request.group_id, identities))
-    failure = await group_committed(ctx, request.group_id)
-    if failure == ErrorCode.none and refused != ErrorCode.none:
-        failure = write_error(refused)
-    if failure != ErrorCode.none:
-        return ctx.respond(throttle_time=0, error_code=failure, members=[])
     return ctx.respond(
         throttle_time=0,
         error_code=result.error,

@@ -5,31 +5,34 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.coordinator import GroupCoordinator
+from odradek.coordinator.group.messages import ListedGroup
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, permits, permits_cluster
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import committed
 from odradek.server.registry import handles
 
 
 @handles(api_key=16, min_version=0, max_version=5)
 async def handle_list_groups(ctx: RequestContext, request: Any) -> Response:
-    runtime = ctx.services.groups
-    coordinator = runtime.coordinator
-    error = (
-        ErrorCode.coordinator_load_in_progress
-        if coordinator.loading_in_progress
-        else ErrorCode.none
-    )
-    points = runtime.commit_points()
-    groups = coordinator.list_groups(
-        getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
-    )
+    def listing(coordinator: GroupCoordinator) -> tuple[ErrorCode, list[ListedGroup]]:
+        error = (
+            ErrorCode.coordinator_load_in_progress
+            if coordinator.loading_in_progress
+            else ErrorCode.none
+        )
+        listed = coordinator.list_groups(
+            getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
+        )
+        return error, listed
+
+    try:
+        error, groups = await ctx.services.groups.read_all(listing, api_key=ctx.header.api_key)
+    except CoordinatorError as e:
+        error, groups = e.code, []
     if not permits_cluster(ctx, Op.DESCRIBE):  # else only the groups it may describe
         groups = [g for g in groups if permits(ctx, Op.DESCRIBE, GROUP, g.group_id)]
-    failure = next((f for f in await committed(ctx, points) if f != ErrorCode.none), None)
-    if failure is not None:
-        error, groups = failure, []
     return ctx.respond(
         throttle_time=0,
         error_code=error,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.txn_records import STATE_BY_NAME
+from odradek.coordinator.transaction.records import STATE_BY_NAME
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import TRANSACTIONAL_ID, Op, permits
 from odradek.server.context import RequestContext, Response

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.messages import CommitRequest
+from odradek.coordinator.group.messages import CommitRequest
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import group_committed, offsets_to_commit
+from odradek.server.offset_commits import commit_offsets, offsets_to_commit
 from odradek.server.old_versions import respond
 from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
@@ -45,11 +45,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Response:
             group_instance_id=getattr(request, "group_instance_id", None),
             offsets=tuple(commits),
         )
-        # A refused write's error is in the partitions' answers already.
-        committed, _ = ctx.services.groups.perform(lambda c: c.commit_offsets(commit))
-        failure = await group_committed(ctx, request.group_id)
-        if failure != ErrorCode.none:
-            committed = dict.fromkeys(committed, failure)
+        committed = await commit_offsets(ctx, commit, lambda c: c.offsets.commit_offsets(commit))
         if ctx.version < _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND:
             committed = {
                 tp: ErrorCode.illegal_generation if code == ErrorCode.group_id_not_found else code

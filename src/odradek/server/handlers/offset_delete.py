@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.coordinator.internal_topic import write_error
+from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits, refusal
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import group_committed
 from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
 
@@ -30,14 +29,14 @@ async def handle_offset_delete(ctx: RequestContext, request: Any) -> Response:
                 results[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 known.append(tp)
-    (error, deleted), not_written = ctx.services.groups.perform(
-        lambda coordinator: coordinator.delete_offsets(request.group_id, known)
-    )
-    if not_written != ErrorCode.none:
-        error = write_error(not_written)
-    failure = await group_committed(ctx, request.group_id)
-    if failure != ErrorCode.none:
-        error = failure
+    try:
+        error, deleted = await ctx.services.groups.write(
+            request.group_id,
+            lambda coordinator: coordinator.offsets.delete_offsets(request.group_id, known),
+            api_key=ctx.header.api_key,
+        )
+    except CoordinatorError as e:
+        error, deleted = e.code, {}
     if error != ErrorCode.none:
         return ctx.respond(throttle_time=0, error_code=error, topics=[])
     results.update(deleted)

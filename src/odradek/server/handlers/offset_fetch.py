@@ -10,15 +10,17 @@ is not served. The answer waits until the commits behind it are replicated. A gr
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from odradek.coordinator.messages import NO_LEADER_EPOCH, NO_OFFSET
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.coordinator import GroupCoordinator
+from odradek.coordinator.group.messages import NO_LEADER_EPOCH, NO_OFFSET
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, TOPIC, Op, denied, permits
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import committed
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 
@@ -34,18 +36,18 @@ def _partition(index: int, offset: int, epoch: int, metadata: str, error: ErrorC
 
 
 def _group_offsets(
-    ctx: RequestContext, group_id: str, topics: Iterable[Any] | None, require_stable: bool
+    ctx: RequestContext,
+    coordinator: GroupCoordinator,
+    group_id: str,
+    topics: Iterable[Any] | None,
+    require_stable: bool,
 ) -> tuple[ErrorCode, list[Any]]:
-    if not permits(ctx, Op.DESCRIBE, GROUP, group_id):
-        return ErrorCode.group_authorization_failed, []
     wanted = (
         None
         if topics is None
         else [(t.name, int(index)) for t in topics for index in t.partition_indexes]
     )
-    fetched = ctx.services.groups.coordinator.fetch_offsets(
-        group_id, wanted, require_stable=require_stable
-    )
+    fetched = coordinator.offsets.fetch_offsets(group_id, wanted, require_stable=require_stable)
     # Topics the principal may not describe: refused when named, left out of "all topics".
     refused = denied(ctx, Op.DESCRIBE, TOPIC, (tp[0] for tp, _ in fetched.offsets))
     by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -83,36 +85,53 @@ def _failed_partitions(topics: Iterable[Any] | None, error: ErrorCode) -> list[A
     ]
 
 
+async def _fetch(
+    ctx: RequestContext,
+    group_id: str,
+    topics: Iterable[Any] | None,
+    require_stable: bool,
+    member: tuple[str | None, int] | None = None,
+) -> tuple[ErrorCode, list[Any]]:
+    """One group's offsets as the answer lists them, or its error; ``member``: a consumer
+    group's member id and epoch (v9, KIP-848)."""
+    if not permits(ctx, Op.DESCRIBE, GROUP, group_id):
+        return ErrorCode.group_authorization_failed, []
+
+    def fetch(coordinator: GroupCoordinator) -> tuple[ErrorCode, list[Any]]:
+        if member is not None:
+            error = coordinator.consumer.check_fetch(group_id, *member)
+            if error != ErrorCode.none:
+                return error, []
+        return _group_offsets(ctx, coordinator, group_id, topics, require_stable)
+
+    try:
+        return await ctx.services.groups.read(group_id, fetch, api_key=ctx.header.api_key)
+    except CoordinatorError as e:
+        return e.code, []
+
+
 @handles(api_key=9, min_version=0, max_version=9, decode=old_messages.decoder(9))
 async def handle_offset_fetch(ctx: RequestContext, request: Any) -> Response:
-    groups = ctx.services.groups
     if ctx.version >= 8:
-        answers = []
-        points = []
-        for group in request.groups:
-            # v9: a consumer group's member names itself and its epoch (KIP-848).
-            error = groups.coordinator.consumer.check_fetch(
-                group.group_id,
-                getattr(group, "member_id", None),
-                int(getattr(group, "member_epoch", -1)),
-            )
-            if error == ErrorCode.none:
-                error, topics = _group_offsets(
-                    ctx, group.group_id, group.topics, bool(request.require_stable)
+        fetched = await asyncio.gather(
+            *(
+                _fetch(
+                    ctx,
+                    group.group_id,
+                    group.topics,
+                    bool(request.require_stable),
+                    (getattr(group, "member_id", None), int(getattr(group, "member_epoch", -1))),
                 )
-            else:
-                topics = []
-            answers.append({"group_id": group.group_id, "topics": topics, "error_code": error})
-            points.append(groups.commit_point(group.group_id))
-        for answer, failure in zip(answers, await committed(ctx, points), strict=True):
-            if failure != ErrorCode.none:
-                answer.update(topics=[], error_code=failure)
+                for group in request.groups
+            )
+        )
+        answers = [
+            {"group_id": group.group_id, "topics": topics, "error_code": error}
+            for group, (error, topics) in zip(request.groups, fetched, strict=True)
+        ]
         return ctx.respond(throttle_time=0, groups=answers)
     require_stable = bool(getattr(request, "require_stable", False))
-    error, topics = _group_offsets(ctx, request.group_id, request.topics, require_stable)
-    (failure,) = await committed(ctx, [groups.commit_point(request.group_id)])
-    if failure != ErrorCode.none:
-        error = failure
+    error, topics = await _fetch(ctx, request.group_id, request.topics, require_stable)
     if error != ErrorCode.none:
         topics = _failed_partitions(request.topics, error) if ctx.version < 2 else []
     return respond(ctx, throttle_time=0, topics=topics, error_code=error)

@@ -3,16 +3,13 @@ record holding them is replicated."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from odradek.coordinator.internal_topic import write_error
-from odradek.coordinator.messages import SyncRequest, SyncResult
-from odradek.counters import remote_wait
-from odradek.protocol.errors import ErrorCode
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.coordinator import GroupCoordinator
+from odradek.coordinator.group.messages import SyncReply, SyncRequest, SyncResult
 from odradek.server.authorize import GROUP, Op, permits, refusal
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import committed
 from odradek.server.registry import handles
 
 
@@ -29,21 +26,16 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Response:
         protocol_type=getattr(request, "protocol_type", None),
         protocol_name=getattr(request, "protocol_name", None),
     )
-    groups = ctx.services.groups
-    future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
 
-    def reply(result: SyncResult) -> None:
-        if not future.done():
-            future.set_result(result)
+    def op(coordinator: GroupCoordinator, reply: SyncReply) -> None:
+        coordinator.sync_group(sync, reply)
 
-    _, refused = groups.perform(lambda coordinator: coordinator.sync_group(sync, reply))
-    if refused != ErrorCode.none:
-        result = SyncResult(write_error(refused))
-    else:
-        result = await remote_wait(future)
-    (failure,) = await committed(ctx, [groups.commit_point(sync.group_id)])
-    if failure != ErrorCode.none:
-        result = SyncResult(failure)
+    try:
+        result: SyncResult = await ctx.services.groups.write_deferred(
+            sync.group_id, op, api_key=ctx.header.api_key
+        )
+    except CoordinatorError as e:
+        result = SyncResult(e.code)
     return ctx.respond(
         throttle_time=0,
         error_code=result.error,

@@ -21,11 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.cluster.metadata.view import CONSUMER_OFFSETS
-from odradek.coordinator.messages import TxnCommitRequest
+from odradek.coordinator.group.messages import TxnCommitRequest
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import Op, transaction_denials
 from odradek.server.context import RequestContext, Response
-from odradek.server.group_commits import group_committed, offsets_to_commit
+from odradek.server.offset_commits import commit_offsets, offsets_to_commit
 from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
 
@@ -37,7 +37,7 @@ async def _verify(ctx: RequestContext, request: Any) -> ErrorCode | None:
     transaction (AddOffsetsToTxn added it), as the transaction coordinator says; the error for
     every partition when it is not, as Kafka 3.6+ answers it."""
     services = ctx.services
-    index = services.groups.coordinator.partition_for(request.group_id)
+    index = services.groups.shard.partition_for(request.group_id)
     verdicts = await services.transactions.verify(
         request.transactional_id,
         int(request.producer_id),
@@ -91,10 +91,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Respons
             member_id=getattr(request, "member_id", ""),
             group_instance_id=getattr(request, "group_instance_id", None),
         )
-        # A refused write's error is in the partitions' answers already.
-        committed, _ = ctx.services.groups.perform(lambda c: c.commit_transactional_offsets(commit))
-        failure = await group_committed(ctx, request.group_id)
-        if failure != ErrorCode.none:
-            committed = dict.fromkeys(committed, failure)
-        results.update(committed)
+        results.update(
+            await commit_offsets(
+                ctx, commit, lambda c: c.offsets.commit_transactional_offsets(commit)
+            )
+        )
     return ctx.respond(throttle_time=0, topics=partition_errors(request.topics, results))
