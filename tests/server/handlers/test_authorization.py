@@ -39,7 +39,7 @@ TOPIC, GROUP = ResourceType.TOPIC, ResourceType.GROUP
 CLUSTER, TXN = ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
 ALICE = Session("10.0.0.2:4000", principal="User:alice")
 JOIN_GROUP, OFFSET_COMMIT, INIT_PRODUCER_ID, DELETE_TOPICS, DESCRIBE_CONFIGS = 11, 8, 22, 20, 32
-FIND_COORDINATOR, DESCRIBE_CLUSTER = 10, 60
+FIND_COORDINATOR, DESCRIBE_CLUSTER, DESCRIBE_GROUPS = 10, 60, 15
 
 
 @pytest.fixture
@@ -330,3 +330,18 @@ def test_authorized_operations_are_answered_when_asked(
         Op.ALTER,
         Op.DESCRIBE,
     )
+
+
+def test_a_groups_authorized_operations_are_answered_when_asked(
+    alice: HandlerCaller, secured: BrokerServices
+) -> None:
+    grant(secured, GROUP, "readers", Op.READ)
+    (group,) = alice.call(
+        DESCRIBE_GROUPS, 5, groups=["readers"], include_authorized_operations=True
+    ).groups
+    assert group.error_code == ErrorCode.none
+    assert group.authorized_operations == bits(Op.READ, Op.DESCRIBE)
+    (unasked,) = alice.call(
+        DESCRIBE_GROUPS, 5, groups=["readers"], include_authorized_operations=False
+    ).groups
+    assert unasked.authorized_operations == -(2**31)

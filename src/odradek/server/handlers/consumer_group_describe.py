@@ -9,11 +9,16 @@ from typing import Any
 from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.coordinator.group.messages import ConsumerGroupDescription
 from odradek.protocol.errors import ErrorCode
-from odradek.server.authorize import GROUP, Op, permits
+from odradek.server.authorize import (
+    GROUP,
+    OPERATIONS_NOT_ASKED,
+    Op,
+    authorized_operations,
+    permits,
+)
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
-_NO_OPERATIONS = -(2**31)
 _CONSUMER_MEMBER = 1
 
 
@@ -51,7 +56,7 @@ def _describe(d: ConsumerGroupDescription) -> dict[str, Any]:
             }
             for m in d.members
         ],
-        "authorized_operations": _NO_OPERATIONS,
+        "authorized_operations": OPERATIONS_NOT_ASKED,
     }
 
 
@@ -69,4 +74,11 @@ async def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> R
             return ConsumerGroupDescription(e.code, group_id)
 
     described = await asyncio.gather(*(describe(g) for g in request.group_ids))
-    return ctx.respond(throttle_time=0, groups=[_describe(d) for d in described])
+    groups = [_describe(d) for d in described]
+    if getattr(request, "include_authorized_operations", False):
+        for group in groups:
+            if group["error_code"] == ErrorCode.none:
+                group["authorized_operations"] = authorized_operations(
+                    ctx, GROUP, group["group_id"]
+                )
+    return ctx.respond(throttle_time=0, groups=groups)

@@ -8,11 +8,16 @@ from typing import Any
 from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.coordinator.group.messages import GroupDescription
 from odradek.protocol.errors import ErrorCode
-from odradek.server.authorize import GROUP, Op, permits
+from odradek.server.authorize import (
+    GROUP,
+    OPERATIONS_NOT_ASKED,
+    Op,
+    authorized_operations,
+    permits,
+)
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
-_NO_OPERATIONS = -(2**31)
 # From v6 an unknown group is GROUP_ID_NOT_FOUND; before, a Dead group with no error.
 _FIRST_VERSION_WITH_GROUP_ID_NOT_FOUND = 6
 
@@ -44,7 +49,7 @@ def _describe(ctx: RequestContext, described: GroupDescription) -> dict[str, Any
             }
             for m in described.members
         ],
-        "authorized_operations": _NO_OPERATIONS,
+        "authorized_operations": OPERATIONS_NOT_ASKED,
     }
 
 
@@ -62,4 +67,11 @@ async def handle_describe_groups(ctx: RequestContext, request: Any) -> Response:
             return GroupDescription(e.code, group_id, "")
 
     described = await asyncio.gather(*(describe(g) for g in request.groups))
-    return ctx.respond(throttle_time=0, groups=[_describe(ctx, d) for d in described])
+    groups = [_describe(ctx, d) for d in described]
+    if getattr(request, "include_authorized_operations", False):
+        for group in groups:
+            if group["error_code"] == ErrorCode.none:
+                group["authorized_operations"] = authorized_operations(
+                    ctx, GROUP, group["group_id"]
+                )
+    return ctx.respond(throttle_time=0, groups=groups)
