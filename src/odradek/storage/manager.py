@@ -199,18 +199,55 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
-        if not topic or topic in (".", "..") or os.sep in topic or partition < 0:
-            raise ValueError(f"cannot store a partition named {topic!r}-{partition}")
-        log_dir = self.log_dirs[self._next_dir % len(self.log_dirs)]
-        self._next_dir += 1
-        partition_log = PartitionLog.open(
-            log_dir / partition_dir_name(topic, partition),
-            config,
-            self._clock,
-            flusher=self.flusher,
-            open_files=self.open_files,
-        )
+        partition_log = self.prepare(topic, [partition], config)[0]
         self._logs[(topic, partition)] = partition_log
+        return partition_log
+
+    def prepare(
+        self,
+        topic: str,
+        partitions: list[int],
+        config: LogConfig,
+        *,
+        leader_epoch: int | None = None,
+    ) -> list[PartitionLog]:
+        """New logs of ``topic``'s ``partitions``, each in the next log dir in turn, created on
+        disk but not held by the manager: the disk work of :meth:`create` for many partitions,
+        for a thread of the caller's (not the event loop), followed by :meth:`add` on the logs'
+        thread.  With ``leader_epoch``, each log's epoch cache starts with it at offset 0 (what
+        the partition's first leader writes).  Made on a pool of threads: creating files is
+        mostly waiting for the file system."""
+        for partition in partitions:
+            if not topic or topic in (".", "..") or os.sep in topic or partition < 0:
+                raise ValueError(f"cannot store a partition named {topic!r}-{partition}")
+        directories = []
+        for partition in partitions:
+            log_dir = self.log_dirs[self._next_dir % len(self.log_dirs)]
+            self._next_dir += 1  # a lost increment between threads only skews the round robin
+            directories.append(log_dir / partition_dir_name(topic, partition))
+
+        def make(directory: Path) -> PartitionLog:
+            partition_log = PartitionLog.open(
+                directory, config, self._clock, flusher=self.flusher, open_files=self.open_files
+            )
+            if leader_epoch is not None:
+                partition_log.assign_epoch_start_offset(leader_epoch, 0)
+            return partition_log
+
+        if len(directories) < 2:
+            return [make(d) for d in directories]
+        with ThreadPoolExecutor(min(_IO_THREADS, len(directories)), "log-create") as pool:
+            return list(pool.map(make, directories))
+
+    def add(self, partition_log: PartitionLog) -> PartitionLog:
+        """Hold a log made by :meth:`prepare`; the one held already if its partition has one
+        (then ``partition_log`` is closed unused)."""
+        key = (partition_log.topic, partition_log.partition)
+        existing = self._logs.get(key)
+        if existing is not None and existing is not partition_log:
+            partition_log.close(flush=False)
+            return existing
+        self._logs[key] = partition_log
         return partition_log
 
     def delete(self, topic: str, partition: int) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import errno
 import itertools
 import json
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -324,7 +325,7 @@ async def test_a_change_the_disk_refuses_changes_nothing(
     def full(fd: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(journal.os, "fdatasync", full)
+    monkeypatch.setattr(os, "fdatasync", full)
     with pytest.raises(MetadataStoreError):
         await store.put(TopicMetadata("lost", uuid.uuid4(), 1))
     assert list(store.topics) == ["kept"]
