@@ -6,13 +6,14 @@ from typing import Any
 
 from odradek.cluster.metadata.store import TopicMetadata
 from odradek.cluster.metadata.view import NO_NODE, BrokerEndpoint
+from odradek.protocol import metadata_response
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, denied, permits, permits_cluster
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-_NO_OPERATIONS = -(2**31)
+_NO_OPERATIONS = metadata_response.NO_OPERATIONS
 
 
 def describe_topic(
@@ -102,8 +103,10 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Response:
                 )
             else:
                 described.append(await _by_name(ctx, item.name, refused, auto_create, live))
-    return ctx.respond(
-        throttle_time=0,
+    # Written by hand: kio's writer took over a second for 20,000 partitions.
+    return metadata_response.encode(
+        ctx.version,
+        ctx.header.correlation_id,
         brokers=[_broker(b) for b in brokers],
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id(),
