@@ -8,7 +8,10 @@ single, with the local metadata store:
   ``--topics-per-request`` (10) topics one after the other (confluent-kafka's AdminClient), timed
   until every topic is answered;
 - **produce**: one record to every partition (librdkafka, acks=1), timed until every delivery
-  report has come;
+  report has come; librdkafka sends a Produce request per partition;
+- **produce_raw**: then one more record to every partition from the project's wire client, one
+  Produce request per topic (every partition of it), acks=1, one request after the other: the
+  broker's own cost per partition, without librdkafka's;
 - **stop**: SIGTERM, timed until the process exits (the stop watchdog is 45 s);
 - **start**: a restart over the cleanly stopped logs, timed from the spawn to "listening";
 - **recovery**: ``kill -9``, then a restart, timed the same way (every log recovers);
@@ -35,6 +38,9 @@ from pathlib import Path
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.bench.wire import PRODUCE_VERSION, make_batch
+from odradek.client.blocking import BlockingConnection
+from odradek.client.core import PRODUCE
 from odradek.testing import BrokerProcess
 
 TIMEOUT_S = 600
@@ -121,6 +127,37 @@ def produce(bootstrap: str, count: int, per_topic: int) -> float:
     return time.monotonic() - began
 
 
+def produce_raw(bootstrap: str, count: int, per_topic: int) -> float:
+    batch = make_batch(1, 1)
+    failed = 0
+    began = time.monotonic()
+    with BlockingConnection.open(bootstrap, timeout_s=TIMEOUT_S) as connection:
+        for first in range(0, count, per_topic):
+            topic = f"t{first // per_topic:05d}"
+            partitions = range(min(per_topic, count - first))
+            response = connection.request(
+                PRODUCE,
+                {
+                    "transactional_id": None,
+                    "acks": 1,
+                    "timeout": TIMEOUT_S * 1000,
+                    "topic_data": [
+                        {
+                            "name": topic,
+                            "partition_data": [{"index": p, "records": batch} for p in partitions],
+                        }
+                    ],
+                },
+                version=PRODUCE_VERSION,
+            )
+            failed += sum(
+                1 for t in response.responses for p in t.partition_responses if p.error_code != 0
+            )
+    if failed:
+        print(f"    raw produce: {failed} partitions failed")
+    return time.monotonic() - began
+
+
 def stop(broker: BrokerProcess) -> float:
     began = time.monotonic()
     code = broker.terminate(TIMEOUT_S)
@@ -141,6 +178,7 @@ def run(
     try:
         result["create_s"] = create(broker.bootstrap, count, per_topic, per_request)
         result["produce_s"] = produce(broker.bootstrap, count, per_topic)
+        result["produce_raw_s"] = produce_raw(broker.bootstrap, count, per_topic)
         assert broker.process is not None
         result["rss_mb"] = rss_mb(broker.process.pid)
         result["fds"] = fd_count(broker.process.pid)
@@ -168,7 +206,8 @@ def main() -> None:
     parser.add_argument("--work-dir", type=Path, default=None)
     args = parser.parse_args()
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="odradek-partitions-"))
-    columns = ("start0_s", "create_s", "produce_s", "stop_s", "start_s", "recovery_s", "rss_mb")
+    columns = ("start0_s", "create_s", "produce_s", "produce_raw_s", "stop_s", "start_s")
+    columns += ("recovery_s", "rss_mb")
     columns += ("rss_restart_mb", "fds")
     print(
         f"RLIMIT_NOFILE {args.nofile}, {args.per_topic} partitions a topic, "
