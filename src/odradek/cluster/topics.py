@@ -4,8 +4,10 @@ The facts live in the metadata store; the data in the log manager. Every change 
 way Kafka's controller validates it and refused with the error code a Kafka client expects.
 
 Threads: the broker's event loop. A change is a coroutine that returns once the store holds it
-(the store's wait, for ZooKeeper or a disk, happens off the loop); callers bound it by their
-request's timeout.
+(the store's wait, for ZooKeeper or a disk, happens off the loop) and, on a single broker, once
+the new partitions' logs are made, on worker threads in batches (:meth:`LogManager.prepare`):
+creating thousands of directories and files must not hold the loop. Callers bound it by their
+request's timeout; the logs are made to the end regardless, since the store holds the topic.
 """
 
 from __future__ import annotations
@@ -242,6 +244,19 @@ class TopicManager:
         if self.leads_alone:
             partition.make_leader(0, (node,), (node,), 0)
 
+    async def _open_created(
+        self, topic: TopicMetadata, indexes: range, *, inline: bool = False
+    ) -> None:
+        """Open the partitions a creation or growth made. On a single broker their logs are made
+        on threads; in a cluster (for now) here, as the store's notification opens them: the
+        replica manager gives a partition its role when sync() opens it or its state changes,
+        and a partition still in the making would miss both."""
+        if inline or not self.leads_alone:
+            self._open_partitions(topic, indexes)
+        else:
+            # To its end even if the request's wait is cancelled: the store holds the topic.
+            await asyncio.shield(self._open_new_partitions(topic, indexes))
+
     async def _open_new_partitions(self, topic: TopicMetadata, indexes: Iterable[int]) -> None:
         """Open the partitions of a topic just created or grown, their logs made on threads in
         batches (the directories, segment files and, on a single broker, the leader-epoch
@@ -363,11 +378,7 @@ class TopicManager:
         finally:
             self._creating.discard(name)
         self._topic_configs.pop(name, None)
-        if inline:
-            self._open_partitions(topic, range(num_partitions))
-        else:
-            # To its end even if the request's wait is cancelled: the store holds the topic.
-            await asyncio.shield(self._open_new_partitions(topic, range(num_partitions)))
+        await self._open_created(topic, range(num_partitions), inline=inline)
         log.info("created topic %s with %d partitions", name, num_partitions)
         return topic
 
@@ -472,7 +483,7 @@ class TopicManager:
         new_replicas = assignments
         with _store_errors():
             updated = await self.store.set_partitions(name, count, new_replicas)
-        await asyncio.shield(self._open_new_partitions(updated, range(topic.partitions, count)))
+        await self._open_created(updated, range(topic.partitions, count))
 
     async def set_topic_configs(
         self, name: str, configs: Mapping[str, str | None], *, validate_only: bool = False
