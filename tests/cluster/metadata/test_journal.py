@@ -6,18 +6,19 @@ from pathlib import Path
 
 from odradek.cluster.metadata.journal import (
     RECORD_HEADER,
-    append_record,
+    JournalFile,
     frame,
     parse_records,
     read_records,
-    truncate,
 )
 
 
 def test_records_read_back_in_order(tmp_path: Path) -> None:
     path = tmp_path / "j"
     assert read_records(path).payloads == []
-    sizes = [append_record(path, payload) for payload in (b"{}", b"", b"x" * 70_000)]
+    journal = JournalFile(path)
+    sizes = [journal.append(payload) for payload in (b"{}", b"", b"x" * 70_000)]
+    journal.close()
     contents = read_records(path)
     assert contents.payloads == [b"{}", b"", b"x" * 70_000]
     assert not contents.torn and contents.good_end == sizes[-1] == path.stat().st_size
@@ -43,8 +44,13 @@ def test_a_length_past_the_end_or_a_wrong_crc_ends_the_records() -> None:
 
 def test_truncate_cuts_the_tail(tmp_path: Path) -> None:
     path = tmp_path / "j"
-    end = append_record(path, b"a")
-    path.write_bytes(path.read_bytes() + b"\x00\x00")
+    journal = JournalFile(path)
+    end = journal.append(b"a")
+    with path.open("ab") as other:
+        other.write(b"\x00\x00")
     assert read_records(path).torn
-    truncate(path, end)
+    journal.truncate(end)
     assert not read_records(path).torn and read_records(path).payloads == [b"a"]
+    assert journal.append(b"b") > end
+    assert read_records(path).payloads == [b"a", b"b"]
+    journal.close()

@@ -22,7 +22,6 @@ from odradek.cluster.metadata.store import (
     LocalMetadataStore,
     MetadataChange,
     MetadataStore,
-    MetadataStoreError,
     PartitionState,
     StaleVersionError,
     TopicMetadata,
@@ -326,7 +325,7 @@ async def test_a_change_the_disk_refuses_changes_nothing(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "fdatasync", full)
-    with pytest.raises(MetadataStoreError):
+    with pytest.raises(OSError):
         await store.put(TopicMetadata("lost", uuid.uuid4(), 1))
     assert list(store.topics) == ["kept"]
     assert (tmp_path / JOURNAL_NAME).stat().st_size == size

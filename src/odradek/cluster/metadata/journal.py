@@ -78,13 +78,22 @@ def read_records(path: Path) -> JournalContents:
     return parse_records(data)
 
 
-def append_record(path: Path, payload: bytes) -> int:
-    """Append one record to the journal at ``path`` and fdatasync it; returns the file's new
-    size. On an error the file is cut back to where the record began (best effort) so that no
-    torn record stays in front of later ones, and the error is raised."""
-    record = frame(payload)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
+class JournalFile:
+    """The journal at ``path``, open for appending (created if missing) until :meth:`close`.
+    Held open so that a change needs no new descriptor (a broker out of descriptors still
+    records it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # A FileIO, not a bare descriptor: a store dropped without close() still lets it go.
+        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - held for the store's life
+
+    def append(self, payload: bytes) -> int:
+        """Append one record and fdatasync it; returns the file's new size. On an error the
+        file is cut back to where the record began (best effort) so that no torn record stays
+        in front of later ones, and the error is raised."""
+        record = frame(payload)
+        fd = self._file.fileno()
         before = os.fstat(fd).st_size
         try:
             view = memoryview(record)
@@ -96,16 +105,13 @@ def append_record(path: Path, payload: bytes) -> int:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, before)
             raise
-    finally:
-        os.close(fd)
-    return before + len(record)
+        return before + len(record)
 
-
-def truncate(path: Path, size: int) -> None:
-    """Cut the journal to ``size`` bytes, durably (a torn tail, or after a compaction)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
+    def truncate(self, size: int) -> None:
+        """Cut the journal to ``size`` bytes, durably (a torn tail, or after a compaction)."""
+        fd = self._file.fileno()
         os.ftruncate(fd, size)
         os.fsync(fd)
-    finally:
-        os.close(fd)
+
+    def close(self) -> None:
+        self._file.close()

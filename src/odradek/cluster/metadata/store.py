@@ -311,11 +311,12 @@ class LocalMetadataStore:
         self._snapshot_bytes = 0
         self._journal_bytes = 0
         if self.path.exists():
-            self._load()
+            self._journal = self._load()
         else:
             directory.mkdir(parents=True, exist_ok=True)
-            journal.truncate(self.journal_path, 0)
-            self._write_snapshot()
+            self.journal_path.unlink(missing_ok=True)  # a store never made: left from nothing
+            self._journal = journal.JournalFile(self.journal_path)
+            self._write_snapshot()  # fsyncs the directory: the journal's entry too
 
     @property
     def cluster_id(self) -> str:
@@ -330,7 +331,7 @@ class LocalMetadataStore:
 
     # -- the files -----------------------------------------------------------------------------
 
-    def _load(self) -> None:
+    def _load(self) -> journal.JournalFile:
         data = self.path.read_bytes()
         self._snapshot_bytes = len(data)
         state = json.loads(data)
@@ -345,15 +346,18 @@ class LocalMetadataStore:
                 self._apply(record)
             self._seq = max(self._seq, seq)
         self._journal_bytes = contents.good_end
-        if contents.torn or not self.journal_path.exists():
-            if contents.torn:
-                log.warning(
-                    "%s: dropping a torn record at byte %d (a change cut short by a crash)",
-                    self.journal_path,
-                    contents.good_end,
-                )
-            journal.truncate(self.journal_path, contents.good_end)
+        existed = self.journal_path.exists()
+        opened = journal.JournalFile(self.journal_path)
+        if contents.torn:
+            log.warning(
+                "%s: dropping a torn record at byte %d (a change cut short by a crash)",
+                self.journal_path,
+                contents.good_end,
+            )
+            opened.truncate(contents.good_end)
+        if not existed:  # a version 2 file's first journal
             fsync_directory(self.path.parent)
+        return opened
 
     def _apply(self, change: Mapping[str, Any]) -> None:
         """Apply a journal record, or a whole snapshot, to memory (``None`` removes a key)."""
@@ -407,13 +411,10 @@ class LocalMetadataStore:
 
     def _commit(self, change: dict[str, Any]) -> None:
         """Make ``change`` durable in the journal, then apply it; compact when it is time.
-        Raises :class:`MetadataStoreError` (nothing changed) when the disk refuses."""
+        An ``OSError`` (a full or failing disk) is raised with nothing changed."""
         seq = self._seq + 1
         payload = json.dumps({"seq": seq, **change}, sort_keys=True, separators=(",", ":"))
-        try:
-            self._journal_bytes = journal.append_record(self.journal_path, payload.encode())
-        except OSError as e:
-            raise MetadataStoreError(f"cannot write {self.journal_path}: {e}") from e
+        self._journal_bytes = self._journal.append(payload.encode())
         self._seq = seq
         self._apply(change)
         if self._journal_bytes > max(COMPACT_MIN_BYTES, self._snapshot_bytes):
@@ -426,7 +427,7 @@ class LocalMetadataStore:
     def compact(self) -> None:
         """Write the whole state as the snapshot, then empty the journal."""
         self._write_snapshot()
-        journal.truncate(self.journal_path, 0)
+        self._journal.truncate(0)
         self._journal_bytes = 0
 
     def _write_snapshot(self) -> None:
@@ -548,7 +549,8 @@ class LocalMetadataStore:
         self._listeners.add(loop, listener)
 
     def close(self) -> None:
-        """Nothing to release: every change is already on disk."""
+        """Let the journal go (every change is already on disk)."""
+        self._journal.close()
 
 
 def _topic_json(t: TopicMetadata) -> dict[str, Any]:
