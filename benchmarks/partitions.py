@@ -1,13 +1,17 @@
 """Many partitions on one broker: creation, start, clean stop, recovery and RSS.
 
-Per count in ``--counts`` (1000,5000,20000), a fresh broker (``odradek serve`` in a child process
-under an RLIMIT_NOFILE of ``--nofile``, 20,000 by default), single, with the local metadata store:
+Per count in ``--counts`` (1000,5000; add 20000 for the issue's size), a fresh broker
+(``odradek serve`` in a child process under an RLIMIT_NOFILE of ``--nofile``, 20,000 by default),
+single, with the local metadata store:
 
-- **create**: topics of ``--per-topic`` (100) partitions each, in CreateTopics requests of 10
-  topics one after the other (confluent-kafka's AdminClient), timed until every topic is
-  answered;
+- **create**: topics of ``--per-topic`` (100) partitions each, in CreateTopics requests of
+  ``--topics-per-request`` (10) topics one after the other (confluent-kafka's AdminClient), timed
+  until every topic is answered;
 - **produce**: one record to every partition (librdkafka, acks=1), timed until every delivery
-  report has come;
+  report has come; librdkafka sends a Produce request per partition;
+- **produce_raw**: then one more record to every partition from the project's wire client, one
+  Produce request per topic (every partition of it), acks=1, one request after the other: the
+  broker's own cost per partition, without librdkafka's;
 - **stop**: SIGTERM, timed until the process exits (the stop watchdog is 45 s);
 - **start**: a restart over the cleanly stopped logs, timed from the spawn to "listening";
 - **recovery**: ``kill -9``, then a restart, timed the same way (every log recovers);
@@ -19,6 +23,7 @@ under an RLIMIT_NOFILE of ``--nofile``, 20,000 by default), single, with the loc
 Numbers are printed, never asserted::
 
     python benchmarks/partitions.py [--counts 1000,5000,20000] [--nofile 20000]
+        [--topics-per-request 200]
 """
 
 from __future__ import annotations
@@ -33,11 +38,15 @@ from pathlib import Path
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.bench.wire import PRODUCE_VERSION, make_batch
+from odradek.client.blocking import BlockingConnection
+from odradek.client.core import PRODUCE
 from odradek.testing import BrokerProcess
 
 TIMEOUT_S = 600
-# CreateTopics requests of 10 topics, one after the other: the broker creates a request's logs
-# before it answers, and librdkafka gives up on a request after socket.timeout.ms (5 min at most).
+# CreateTopics requests of 10 topics by default, one after the other: the broker creates a
+# request's logs before it answers, and librdkafka gives up on a request after socket.timeout.ms
+# (5 min at most).
 TOPICS_PER_REQUEST = 10
 
 
@@ -60,7 +69,9 @@ def start(data_dir: Path, nofile: int, port: int = 0) -> tuple[BrokerProcess, fl
     return broker, time.monotonic() - began
 
 
-def create(bootstrap: str, count: int, per_topic: int) -> float:
+def create(
+    bootstrap: str, count: int, per_topic: int, per_request: int = TOPICS_PER_REQUEST
+) -> float:
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
     topics = [
         NewTopic(f"t{i:05d}", num_partitions=min(per_topic, count - i * per_topic))
@@ -68,9 +79,9 @@ def create(bootstrap: str, count: int, per_topic: int) -> float:
     ]
     began = time.monotonic()
     failed = 0
-    for start in range(0, len(topics), TOPICS_PER_REQUEST):
+    for start in range(0, len(topics), per_request):
         futures = admin.create_topics(
-            topics[start : start + TOPICS_PER_REQUEST],
+            topics[start : start + per_request],
             operation_timeout=TIMEOUT_S,
             request_timeout=TIMEOUT_S,
         )
@@ -116,6 +127,37 @@ def produce(bootstrap: str, count: int, per_topic: int) -> float:
     return time.monotonic() - began
 
 
+def produce_raw(bootstrap: str, count: int, per_topic: int) -> float:
+    batch = make_batch(1, 1)
+    failed = 0
+    began = time.monotonic()
+    with BlockingConnection.open(bootstrap, timeout_s=TIMEOUT_S) as connection:
+        for first in range(0, count, per_topic):
+            topic = f"t{first // per_topic:05d}"
+            partitions = range(min(per_topic, count - first))
+            response = connection.request(
+                PRODUCE,
+                {
+                    "transactional_id": None,
+                    "acks": 1,
+                    "timeout": TIMEOUT_S * 1000,
+                    "topic_data": [
+                        {
+                            "name": topic,
+                            "partition_data": [{"index": p, "records": batch} for p in partitions],
+                        }
+                    ],
+                },
+                version=PRODUCE_VERSION,
+            )
+            failed += sum(
+                1 for t in response.responses for p in t.partition_responses if p.error_code != 0
+            )
+    if failed:
+        print(f"    raw produce: {failed} partitions failed")
+    return time.monotonic() - began
+
+
 def stop(broker: BrokerProcess) -> float:
     began = time.monotonic()
     code = broker.terminate(TIMEOUT_S)
@@ -125,15 +167,18 @@ def stop(broker: BrokerProcess) -> float:
     return elapsed
 
 
-def run(count: int, per_topic: int, nofile: int, work: Path) -> dict[str, float]:
+def run(
+    count: int, per_topic: int, nofile: int, work: Path, per_request: int = TOPICS_PER_REQUEST
+) -> dict[str, float]:
     data = work / f"p{count}"
     shutil.rmtree(data, ignore_errors=True)
     data.mkdir(parents=True)
     result: dict[str, float] = {}
     broker, result["start0_s"] = start(data, nofile)
     try:
-        result["create_s"] = create(broker.bootstrap, count, per_topic)
+        result["create_s"] = create(broker.bootstrap, count, per_topic, per_request)
         result["produce_s"] = produce(broker.bootstrap, count, per_topic)
+        result["produce_raw_s"] = produce_raw(broker.bootstrap, count, per_topic)
         assert broker.process is not None
         result["rss_mb"] = rss_mb(broker.process.pid)
         result["fds"] = fd_count(broker.process.pid)
@@ -154,19 +199,24 @@ def run(count: int, per_topic: int, nofile: int, work: Path) -> dict[str, float]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--counts", default="1000,5000,20000")
+    parser.add_argument("--counts", default="1000,5000")
     parser.add_argument("--per-topic", type=int, default=100)
     parser.add_argument("--nofile", type=int, default=20_000)
+    parser.add_argument("--topics-per-request", type=int, default=TOPICS_PER_REQUEST)
     parser.add_argument("--work-dir", type=Path, default=None)
     args = parser.parse_args()
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="odradek-partitions-"))
-    columns = ("start0_s", "create_s", "produce_s", "stop_s", "start_s", "recovery_s", "rss_mb")
+    columns = ("start0_s", "create_s", "produce_s", "produce_raw_s", "stop_s", "start_s")
+    columns += ("recovery_s", "rss_mb")
     columns += ("rss_restart_mb", "fds")
-    print(f"RLIMIT_NOFILE {args.nofile}, {args.per_topic} partitions a topic")
+    print(
+        f"RLIMIT_NOFILE {args.nofile}, {args.per_topic} partitions a topic, "
+        f"{args.topics_per_request} topics a CreateTopics request"
+    )
     print(f"{'partitions':>10} " + " ".join(f"{c:>14}" for c in columns))
     for count in (int(c) for c in args.counts.split(",")):
         try:
-            result = run(count, args.per_topic, args.nofile, work)
+            result = run(count, args.per_topic, args.nofile, work, args.topics_per_request)
         except Exception as e:  # a failed count is reported, and the next one runs
             print(f"{count:>10} failed: {type(e).__name__}: {str(e)[-2000:]}")
             continue

@@ -4,12 +4,15 @@ The facts live in the metadata store; the data in the log manager. Every change 
 way Kafka's controller validates it and refused with the error code a Kafka client expects.
 
 Threads: the broker's event loop. A change is a coroutine that returns once the store holds it
-(the store's wait, for ZooKeeper or a disk, happens off the loop); callers bound it by their
-request's timeout.
+(the store's wait, for ZooKeeper or a disk, happens off the loop) and, on a single broker, once
+the new partitions' logs are made, on worker threads in batches (:meth:`LogManager.prepare`):
+creating thousands of directories and files must not hold the loop. Callers bound it by their
+request's timeout; the logs are made to the end regardless, since the store holds the topic.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import random
@@ -42,12 +45,15 @@ from odradek.config import (
 )
 from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.storage import KafkaStorageError, LogConfig, LogManager
+from odradek.storage import KafkaStorageError, LogConfig, LogManager, PartitionLog
 
 log = logging.getLogger(__name__)
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
+# Partitions whose logs one thread call makes: large enough that handing work to a thread costs
+# little beside it, small enough that a big topic's first partitions serve before its last.
+_CREATE_BATCH = 256
 
 
 def check_topic_name(name: str) -> None:
@@ -146,6 +152,8 @@ class TopicManager:
         self.deletion_listeners: list[Callable[[str], None]] = []
         self._random = random.Random()
         self._creating: set[str] = set()
+        # Partitions whose logs a creation is making on a thread: sync() leaves them to it.
+        self._opening: set[tuple[str, int]] = set()
 
     def open(self) -> None:
         self.logs.open(self.log_config)
@@ -213,6 +221,7 @@ class TopicManager:
             if (
                 node not in self._replicas_of(topic, index)
                 or (topic.name, index) in self.partitions
+                or (topic.name, index) in self._opening
             ):
                 continue
             try:
@@ -222,18 +231,72 @@ class TopicManager:
             except KafkaStorageError as e:
                 log.error("%s-%d is not served: %s", topic.name, index, e.message)
                 continue
-            partition = Partition(
-                topic.name,
-                index,
-                partition_log,
-                local_id=self.config.node_id,
-                clock=self.clock,
-                replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
-                min_insync_replicas=min_insync,
-            )
-            self.partitions[(topic.name, index)] = partition
-            if self.leads_alone:
-                partition.make_leader(0, (node,), (node,), 0)
+            self._host(topic.name, index, partition_log, min_insync)
+
+    def _host(self, name: str, index: int, partition_log: PartitionLog, min_insync: int) -> None:
+        node = self.config.node_id
+        partition = Partition(
+            name,
+            index,
+            partition_log,
+            local_id=node,
+            clock=self.clock,
+            replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
+            min_insync_replicas=min_insync,
+        )
+        self.partitions[(name, index)] = partition
+        if self.leads_alone:
+            partition.make_leader(0, (node,), (node,), 0)
+
+    async def _open_created(
+        self, topic: TopicMetadata, indexes: range, *, inline: bool = False
+    ) -> None:
+        """Open the partitions a creation or growth made. On a single broker their logs are made
+        on threads; in a cluster (for now) here, as the store's notification opens them: the
+        replica manager gives a partition its role when sync() opens it or its state changes,
+        and a partition still in the making would miss both."""
+        if inline or not self.leads_alone:
+            self._open_partitions(topic, indexes)
+        else:
+            # To its end even if the request's wait is cancelled: the store holds the topic.
+            await asyncio.shield(self._open_new_partitions(topic, indexes))
+
+    async def _open_new_partitions(self, topic: TopicMetadata, indexes: Iterable[int]) -> None:
+        """Open the partitions of a topic just created or grown, their logs made on threads in
+        batches (the directories, segment files and, on a single broker, the leader-epoch
+        checkpoint of epoch 0), each batch hosted on the loop as it is ready."""
+        node = self.config.node_id
+        name = topic.name
+        wanted = [
+            i
+            for i in indexes
+            if node in self._replicas_of(topic, i)
+            and (name, i) not in self.partitions
+            and (name, i) not in self._opening
+        ]
+        if not wanted:
+            return
+        config = self.log_config(name)
+        min_insync = self.topic_config(name).get_int("min.insync.replicas")
+        self._opening.update((name, i) for i in wanted)
+        try:
+            for first in range(0, len(wanted), _CREATE_BATCH):
+                batch = wanted[first : first + _CREATE_BATCH]
+                # What make_leader(0) writes first (a single broker), written there too: on
+                # the loop, make_leader then finds it done.
+                epoch = 0 if self.leads_alone else None
+                made = await asyncio.to_thread(
+                    self.logs.prepare, name, batch, config, leader_epoch=epoch
+                )
+                for index, partition_log in zip(batch, made, strict=True):
+                    self._opening.discard((name, index))
+                    current = self.store.topics.get(name)
+                    if current is not None and current.topic_id == topic.topic_id:
+                        self._host(name, index, self.logs.add(partition_log), min_insync)
+                    else:  # the topic went while its logs were made
+                        partition_log.delete()
+        finally:
+            self._opening.difference_update((name, i) for i in wanted)
 
     # -- lookups -------------------------------------------------------------------------------
 
@@ -268,7 +331,11 @@ class TopicManager:
         *,
         assignments: Mapping[int, list[int]] | None = None,
         validate_only: bool = False,
+        inline: bool = False,
     ) -> TopicMetadata:
+        """Create a topic and open its partitions. Their logs are made on threads unless
+        ``inline`` (a caller that cannot await, on a store that ``answers_at_once``: the
+        coroutine then never suspends)."""
         check_topic_name(name)
         if name in self.store.topics:
             raise KafkaError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
@@ -315,7 +382,7 @@ class TopicManager:
         finally:
             self._creating.discard(name)
         self._topic_configs.pop(name, None)
-        self._open_partitions(topic, range(num_partitions))
+        await self._open_created(topic, range(num_partitions), inline=inline)
         log.info("created topic %s with %d partitions", name, num_partitions)
         return topic
 
@@ -420,7 +487,7 @@ class TopicManager:
         new_replicas = assignments
         with _store_errors():
             updated = await self.store.set_partitions(name, count, new_replicas)
-        self._open_partitions(updated, range(topic.partitions, count))
+        await self._open_created(updated, range(topic.partitions, count))
 
     async def set_topic_configs(
         self, name: str, configs: Mapping[str, str | None], *, validate_only: bool = False

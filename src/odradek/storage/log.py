@@ -967,6 +967,11 @@ class PartitionLog:
         self._retired.append((due, segment))
         self._retired.sort(key=lambda entry: entry[0])
 
+    @property
+    def has_retired(self) -> bool:
+        """Whether removed segments wait for :meth:`take_retired`."""
+        return bool(self._retired)
+
     def take_retired(self) -> list[LogSegment]:
         """The removed segments whose fds are due to close; the caller closes them (closing the
         last fd of a deleted file frees its blocks, which can take a while)."""

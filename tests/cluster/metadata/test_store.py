@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import json
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -12,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from odradek.cluster.metadata import journal
+from odradek.cluster.metadata import store as store_module
 from odradek.cluster.metadata.store import (
     FILE_NAME,
+    JOURNAL_NAME,
     LocalMetadataStore,
     MetadataChange,
     MetadataStore,
@@ -235,13 +240,159 @@ async def _until(condition: Callable[[], bool], timeout: float = 10) -> None:
 # -- the local store's file --------------------------------------------------------------------
 
 
-async def test_file_is_replaced_whole(tmp_path: Path) -> None:
+def _everything(store: LocalMetadataStore) -> tuple[object, ...]:
+    """What a reopened store must agree on."""
+    return (
+        store.cluster_id,
+        dict(store.topics),
+        dict(store._states),
+        dict(store._users),
+        dict(store._brokers),
+        dict(store.acls),
+        store.next_producer_id_block,
+    )
+
+
+async def _changes(store: LocalMetadataStore) -> list[tuple[object, ...]]:
+    """A change of each kind, and the state after each."""
+    read = AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    orders = ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL)
+    steps = [
+        store.put(TopicMetadata("orders", uuid.uuid4(), 3, {"retention.ms": "1"}, own(3))),
+        store.set_partitions("orders", 5, [[NODE], [NODE]]),
+        store.put(TopicMetadata("gone", uuid.uuid4(), 2, {}, own(2))),
+        store.write_partition_state("gone", 1, PartitionState(NODE, 0, (NODE,), 1), None),
+        store.remove("gone"),
+        store.reserve_producer_ids(1000),
+        store.change_acls(orders, add=[read]),
+        store.set_user_configs("alice", {"SCRAM-SHA-256": "salt=..."}),
+        store.set_broker_configs(NODE, {"leader.replication.throttled.rate": "10"}),
+        store.set_configs("orders", {"cleanup.policy": "compact"}),
+    ]
+    states = []
+    for step in steps:
+        await step
+        states.append(_everything(store))
+    return states
+
+
+async def test_a_change_appends_one_record_and_leaves_the_snapshot(tmp_path: Path) -> None:
     store = LocalMetadataStore(tmp_path)
-    await store.put(TopicMetadata("a", uuid.uuid4(), 1))
-    state = json.loads((tmp_path / FILE_NAME).read_text())
-    assert list(state["topics"]) == ["a"]
-    assert state["version"] == 2
+    snapshot = (tmp_path / FILE_NAME).read_bytes()
+    await store.put(TopicMetadata("a", uuid.uuid4(), 10_000))
+    await store.put(TopicMetadata("b", uuid.uuid4(), 1))
+    assert (tmp_path / FILE_NAME).read_bytes() == snapshot
+    records = journal.read_records(tmp_path / JOURNAL_NAME)
+    assert not records.torn
+    assert [sorted(json.loads(p)["topics"]) for p in records.payloads] == [["a"], ["b"]]
+    assert _everything(LocalMetadataStore(tmp_path)) == _everything(store)
+
+
+async def test_every_cut_of_the_last_record_reopens_as_before_it(tmp_path: Path) -> None:
+    """A crash mid-append leaves any prefix of the record: the change is gone, nothing else,
+    and the journal is cut at the good records so that later changes follow them."""
+    store = LocalMetadataStore(tmp_path / "store")
+    states = await _changes(store)
+    data = (tmp_path / "store" / JOURNAL_NAME).read_bytes()
+    last = len(journal.frame(journal.read_records(tmp_path / "store" / JOURNAL_NAME).payloads[-1]))
+    for cut in range(len(data) - last, len(data)):
+        crashed = tmp_path / f"cut{cut}"
+        crashed.mkdir()
+        (crashed / FILE_NAME).write_bytes((tmp_path / "store" / FILE_NAME).read_bytes())
+        (crashed / JOURNAL_NAME).write_bytes(data[:cut])
+        reopened = LocalMetadataStore(crashed)
+        assert _everything(reopened) == states[-2]
+        assert (crashed / JOURNAL_NAME).stat().st_size == len(data) - last
+        await reopened.put(TopicMetadata("later", uuid.uuid4(), 1))
+        assert "later" in LocalMetadataStore(crashed).topics
+
+
+async def test_a_damaged_record_ends_the_journal(tmp_path: Path) -> None:
+    store = LocalMetadataStore(tmp_path)
+    states = await _changes(store)
+    data = bytearray((tmp_path / JOURNAL_NAME).read_bytes())
+    data[-2] ^= 0xFF  # inside the last record's payload: its CRC no longer matches
+    (tmp_path / JOURNAL_NAME).write_bytes(bytes(data))
+    assert _everything(LocalMetadataStore(tmp_path)) == states[-2]
+
+
+async def test_compaction_writes_the_snapshot_and_empties_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "COMPACT_MIN_BYTES", 0)
+    store = LocalMetadataStore(tmp_path)
+    for i in range(30):
+        await store.put(TopicMetadata(f"t{i}", uuid.uuid4(), 2))
+    # The journal outgrew the (small) snapshot again and again.
+    snapshot = json.loads((tmp_path / FILE_NAME).read_text())
+    assert snapshot["version"] == 3 and snapshot["journal_seq"] > 0
+    assert len(snapshot["topics"]) < 30
+    assert (tmp_path / JOURNAL_NAME).stat().st_size < (tmp_path / FILE_NAME).stat().st_size
     assert not (tmp_path / (FILE_NAME + ".tmp")).exists()
+    assert _everything(LocalMetadataStore(tmp_path)) == _everything(store)
+
+
+async def test_a_crash_between_compaction_and_truncation_applies_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    store = LocalMetadataStore(tmp_path)
+    await _changes(store)
+    left_over = (tmp_path / JOURNAL_NAME).read_bytes()
+    store.compact()
+    # The crash: the new snapshot is in place, the journal was not emptied yet.
+    (tmp_path / JOURNAL_NAME).write_bytes(left_over)
+    reopened = LocalMetadataStore(tmp_path)
+    assert _everything(reopened) == _everything(store)
+    # Its records are not replayed over later changes (a producer-id block would go back).
+    first = await reopened.reserve_producer_ids(10)
+    await reopened.remove("orders")
+    again = LocalMetadataStore(tmp_path)
+    assert _everything(again) == _everything(reopened)
+    assert await again.reserve_producer_ids(10) == first + 10
+
+
+async def test_a_change_the_disk_refuses_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalMetadataStore(tmp_path)
+    await store.put(TopicMetadata("kept", uuid.uuid4(), 1))
+    size = (tmp_path / JOURNAL_NAME).stat().st_size
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fdatasync", full)
+    with pytest.raises(OSError):
+        await store.put(TopicMetadata("lost", uuid.uuid4(), 1))
+    assert list(store.topics) == ["kept"]
+    assert (tmp_path / JOURNAL_NAME).stat().st_size == size
+    monkeypatch.undo()
+    await store.put(TopicMetadata("later", uuid.uuid4(), 1))
+    assert sorted(LocalMetadataStore(tmp_path).topics) == ["kept", "later"]
+
+
+async def test_version_2_files_load_and_journal_from_then_on(tmp_path: Path) -> None:
+    topic_id = uuid.uuid4()
+    (tmp_path / FILE_NAME).write_text(
+        json.dumps(
+            {
+                "version": 2,
+                "cluster_id": "AAAAAAAAAAAAAAAAAAAAAA",
+                "next_producer_id_block": 2000,
+                "topics": {
+                    "v2": {"id": str(topic_id), "partitions": 1, "replicas": [[3]], "configs": {}}
+                },
+                "partition_states": {},
+            },
+            indent=1,
+        )
+    )
+    store = LocalMetadataStore(tmp_path, node_id=3)
+    assert store.topics["v2"] == TopicMetadata("v2", topic_id, 1, {}, ((3,),))
+    await store.put(TopicMetadata("v3", uuid.uuid4(), 1))
+    reopened = LocalMetadataStore(tmp_path, node_id=3)
+    assert sorted(reopened.topics) == ["v2", "v3"]
+    assert await reopened.reserve_producer_ids(1) == 2000
 
 
 async def test_version_1_files_load_with_every_partition_on_this_node(tmp_path: Path) -> None:

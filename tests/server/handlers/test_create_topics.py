@@ -59,10 +59,10 @@ def test_assignments_must_name_live_brokers(handlers: HandlerCaller) -> None:
 def test_logs_that_cannot_be_created_answer_kafka_storage_error(
     handlers: HandlerCaller, services: BrokerServices, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def out_of_descriptors(*_: object) -> None:
+    def out_of_descriptors(*_: object, **__: object) -> None:
         raise OSError(errno.EMFILE, "Too many open files")
 
-    monkeypatch.setattr(services.logs, "create", out_of_descriptors)
+    monkeypatch.setattr(services.logs, "prepare", out_of_descriptors)
     result = _create(handlers, "starved", num_partitions=3)
     assert result.error_code == ErrorCode.kafka_storage_error
     assert "Too many open files" in result.error_message

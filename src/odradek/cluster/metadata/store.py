@@ -7,28 +7,35 @@ SCRAM credentials, never passwords); ACLs (each resource pattern's access contro
 producer-id blocks (Kafka's
 ``/latest_producer_id_block``); each partition's state (leader, leader epoch, ISR, controller
 epoch) read and written with a versioned compare-and-set; and change notifications, delivered on
-the broker's event loop. Two engines implement it: :class:`LocalMetadataStore` here (one JSON
-file, a single broker) and ``odradek.cluster.metadata.zookeeper.store.ZooKeeperMetadataStore``
-(Kafka's ZooKeeper layout, a cluster).
+the broker's event loop. Two engines implement it: :class:`LocalMetadataStore` here (a JSON
+snapshot and a journal of changes, a single broker) and
+``odradek.cluster.metadata.zookeeper.store.ZooKeeperMetadataStore`` (Kafka's ZooKeeper layout, a
+cluster).
 
-File format of the local store: ``odradek-metadata.json`` in the first log dir, a JSON object
-``{"version": 2, "cluster_id": str, "next_producer_id_block": int, "topics": {name: {"id": uuid,
-"partitions": n, "replicas": [[node], ...], "configs": {}}}, "partition_states": {"topic/p":
-{"leader", "leader_epoch", "isr", "controller_epoch", "version"}}, "users": {name: {config:
-value}}, "quotas": {entity path: {config: value}}, "brokers": {id: {config: value}}, "acls":
-[{"resource_type": "Topic", "name": str, "pattern_type": "LITERAL", "entries": {"version": 1,
-"acls": [{"principal", "permissionType", "operation", "host"}]}}]}`` (entries as Kafka's
-``/kafka-acl`` znodes; quotas of entities other than a user alone, by Kafka's entity path; files
-without ``users``, ``quotas``, ``brokers`` or ``acls`` have none). Version 1 files (no
-``replicas``, no ``partition_states``) load: every partition is then assigned to this node.
-It is rewritten whole (temp file, fsync, rename) on every change, so a crash leaves the old or the
-new state, never a mix.
+File format of the local store: a snapshot and a journal in the first log dir. The snapshot,
+``odradek-metadata.json``, is a JSON object ``{"version": 3, "cluster_id": str, "journal_seq":
+int, "next_producer_id_block": int, "topics": {name: {"id": uuid, "partitions": n, "replicas":
+[[node], ...], "configs": {}}}, "partition_states": {"topic/p": {"leader", "leader_epoch",
+"isr", "controller_epoch", "version"}}, "users": {name: {config: value}}, "quotas": {entity
+path: {config: value}}, "brokers": {id: {config: value}}, "acls": [{"resource_type": "Topic",
+"name": str, "pattern_type": "LITERAL", "entries": {"version": 1, "acls": [{"principal",
+"permissionType", "operation", "host"}]}}]}`` (entries as Kafka's ``/kafka-acl`` znodes; quotas of
+entities other than a user alone, by Kafka's entity path; files without ``users``, ``quotas``,
+``brokers`` or ``acls`` have none). The journal, ``odradek-metadata.journal`` (framing in
+:mod:`odradek.cluster.metadata.journal`), holds the changes made since the snapshot, one record
+each: a JSON object ``{"seq": n, ...}`` with the snapshot's keys that the change touches, each
+holding only the entries changed (``null`` for an entry removed; an ACL record's ``entries``
+``null`` for a pattern left without any), applied in order over the snapshot. Version 1 files (no
+``replicas``, no ``partition_states``) and version 2 files (no ``journal_seq``, no journal) load:
+in version 1, every partition is then assigned to this node. What happens on a crash: see
+:class:`LocalMetadataStore`.
 
 Threads: both engines are called from the broker's event loop and answer with coroutines. The
 ZooKeeper engine's wait for ZooKeeper happens off the loop. The local store's coroutines never
-suspend (``answers_at_once``): each change rewrites a file of a few kilobytes before it returns,
-as a single broker always did, so callers that cannot await (a coordinator's first write, a
-producer id) may complete them at once with :func:`result_now`.
+suspend (``answers_at_once``): each change appends one small record to its journal and
+fdatasyncs it before it returns (a compaction now and then rewrites the snapshot), so callers
+that cannot await (a coordinator's first write, a producer id) may complete them at once with
+:func:`result_now`.
 """
 
 from __future__ import annotations
@@ -36,12 +43,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from odradek.cluster.metadata import journal
 from odradek.quotas.entities import (
     DEFAULT_NAME,
     QUOTA_KEYS,
@@ -60,12 +69,17 @@ from odradek.security.acl import (
     parse_enum,
     zk_name,
 )
-from odradek.storage.fileio import write_file_atomically
+from odradek.storage.fileio import fsync_directory, write_file_atomically
 
 T = TypeVar("T")
 
 FILE_NAME = "odradek-metadata.json"
-FORMAT_VERSION = 2
+JOURNAL_NAME = "odradek-metadata.journal"
+FORMAT_VERSION = 3
+# A journal smaller than this is never compacted, however small the snapshot.
+COMPACT_MIN_BYTES = 1 << 20
+
+log = logging.getLogger(__name__)
 
 
 class MetadataStoreError(Exception):
@@ -281,11 +295,29 @@ class ChangeListeners:
 
 
 class LocalMetadataStore:
-    """Topics, ACLs, producer-id blocks and partition states of a single-broker cluster, in one JSON
-    file (format in the module doc)."""
+    """Topics, ACLs, producer-id blocks and partition states of a single-broker cluster: a
+    snapshot file and a journal of the changes since (formats in the module doc and in
+    :mod:`odradek.cluster.metadata.journal`).
+
+    A change costs one record appended to the journal and one ``fdatasync``, whatever the size
+    of the state (a topic of any partition count is one record), and is applied to memory only
+    once it is on disk. When the journal outgrows the snapshot (and :data:`COMPACT_MIN_BYTES`),
+    the state is compacted: written whole as a new snapshot naming the last record it holds
+    (``journal_seq``), then the journal is emptied.
+
+    Crash: the snapshot is replaced by atomic rename (temp file, fsync, rename, directory
+    fsync), so it is the old or the new one. Opening reads the snapshot, then replays the
+    journal's records whose ``seq`` is above the snapshot's ``journal_seq`` (those at or below
+    it are already in the snapshot: a crash between a compaction's rename and the journal's
+    truncation leaves them), up to the first torn record, where the journal is cut before
+    anything is appended. A change is acknowledged only after its record's fdatasync, so a
+    torn record is a change nobody was told of.
+
+    Thread: the broker's event loop (see the module doc: its coroutines never suspend)."""
 
     def __init__(self, directory: Path, cluster_id: str | None = None, node_id: int = 1) -> None:
         self.path = directory / FILE_NAME
+        self.journal_path = directory / JOURNAL_NAME
         self.node_id = node_id
         self._topics: dict[str, TopicMetadata] = {}
         self._states: dict[tuple[str, int], PartitionState] = {}
@@ -297,11 +329,18 @@ class LocalMetadataStore:
         self._cluster_id = cluster_id or new_cluster_id()
         self.next_producer_id_block = 0
         self._listeners = ChangeListeners()
+        # The last record's seq, the snapshot's seq, and the sizes that decide a compaction.
+        self._seq = 0
+        self._snapshot_seq = 0
+        self._snapshot_bytes = 0
+        self._journal_bytes = 0
         if self.path.exists():
-            self._load()
+            self._journal = self._load()
         else:
             directory.mkdir(parents=True, exist_ok=True)
-            write_file_atomically(self.path, self._encoded())
+            self.journal_path.unlink(missing_ok=True)  # a store never made: left from nothing
+            self._journal = journal.JournalFile(self.journal_path)
+            self._write_snapshot()  # fsyncs the directory: the journal's entry too
 
     @property
     def cluster_id(self) -> str:
@@ -314,12 +353,44 @@ class LocalMetadataStore:
     def _own(self, count: int) -> tuple[tuple[int, ...], ...]:
         return ((self.node_id,),) * count
 
-    def _load(self) -> None:
-        state = json.loads(self.path.read_text())
+    # -- the files -----------------------------------------------------------------------------
+
+    def _load(self) -> journal.JournalFile:
+        data = self.path.read_bytes()
+        self._snapshot_bytes = len(data)
+        state = json.loads(data)
         self._cluster_id = state["cluster_id"]
-        self.next_producer_id_block = int(state.get("next_producer_id_block", 0))
-        self._topics = {}
-        for name, t in state["topics"].items():
+        self._snapshot_seq = self._seq = int(state.get("journal_seq", 0))
+        self._apply(state)
+        contents = journal.read_records(self.journal_path)
+        for payload in contents.payloads:
+            record = json.loads(payload)
+            seq = int(record["seq"])
+            if seq > self._snapshot_seq:
+                self._apply(record)
+            self._seq = max(self._seq, seq)
+        self._journal_bytes = contents.good_end
+        existed = self.journal_path.exists()
+        opened = journal.JournalFile(self.journal_path)
+        if contents.torn:
+            log.warning(
+                "%s: dropping a torn record at byte %d (a change cut short by a crash)",
+                self.journal_path,
+                contents.good_end,
+            )
+            opened.truncate(contents.good_end)
+        if not existed:  # a version 2 file's first journal
+            fsync_directory(self.path.parent)
+        return opened
+
+    def _apply(self, change: Mapping[str, Any]) -> None:
+        """Apply a journal record, or a whole snapshot, to memory (``None`` removes a key)."""
+        if "next_producer_id_block" in change:
+            self.next_producer_id_block = int(change["next_producer_id_block"])
+        for name, t in change.get("topics", {}).items():
+            if t is None:
+                self._topics.pop(name, None)
+                continue
             count = int(t["partitions"])
             replicas = t.get("replicas")  # absent before format version 2
             self._topics[name] = TopicMetadata(
@@ -329,89 +400,112 @@ class LocalMetadataStore:
                 dict(t["configs"]),
                 tuple(tuple(r) for r in replicas) if replicas else self._own(count),
             )
-        self._users = {name: dict(c) for name, c in state.get("users", {}).items()}
-        self._quotas = {path: dict(c) for path, c in state.get("quotas", {}).items()}
-        self._brokers = {int(b): dict(c) for b, c in state.get("brokers", {}).items()}
-        self._states = {}
-        for key, s in state.get("partition_states", {}).items():
+        for key, s in change.get("partition_states", {}).items():
             topic, _, partition = key.rpartition("/")
-            self._states[(topic, int(partition))] = PartitionState(
-                s["leader"], s["leader_epoch"], tuple(s["isr"]), s["controller_epoch"], s["version"]
-            )
-        self._acls = {
-            ResourcePattern(
+            if s is None:
+                self._states.pop((topic, int(partition)), None)
+            else:
+                self._states[(topic, int(partition))] = PartitionState(
+                    s["leader"],
+                    s["leader_epoch"],
+                    tuple(s["isr"]),
+                    s["controller_epoch"],
+                    s["version"],
+                )
+        for name, c in change.get("users", {}).items():
+            if c is None:
+                self._users.pop(name, None)
+            else:
+                self._users[name] = dict(c)
+        for path, c in change.get("quotas", {}).items():
+            if c is None:
+                self._quotas.pop(path, None)
+            else:
+                self._quotas[path] = dict(c)
+        for b, c in change.get("brokers", {}).items():
+            if c is None:
+                self._brokers.pop(int(b), None)
+            else:
+                self._brokers[int(b)] = dict(c)
+        for a in change.get("acls", []):
+            pattern = ResourcePattern(
                 parse_enum(ResourceType, a["resource_type"]),
                 a["name"],
                 parse_enum(PatternType, a["pattern_type"]),
-            ): decode_entries(a["entries"])
-            for a in state.get("acls", [])
-        }
+            )
+            if a["entries"] is None:
+                self._acls.pop(pattern, None)
+            else:
+                self._acls[pattern] = decode_entries(a["entries"])
+
+    def _commit(self, change: dict[str, Any]) -> None:
+        """Make ``change`` durable in the journal, then apply it; compact when it is time.
+        An ``OSError`` (a full or failing disk) is raised with nothing changed."""
+        seq = self._seq + 1
+        payload = json.dumps({"seq": seq, **change}, sort_keys=True, separators=(",", ":"))
+        self._journal_bytes = self._journal.append(payload.encode())
+        self._seq = seq
+        self._apply(change)
+        if self._journal_bytes > max(COMPACT_MIN_BYTES, self._snapshot_bytes):
+            try:
+                self.compact()
+            except OSError:
+                # The change is in the journal already; the next change tries again.
+                log.exception("cannot compact %s", self.path)
+
+    def compact(self) -> None:
+        """Write the whole state as the snapshot, then empty the journal."""
+        self._write_snapshot()
+        self._journal.truncate(0)
+        self._journal_bytes = 0
+
+    def _write_snapshot(self) -> None:
+        encoded = self._encoded()
+        write_file_atomically(self.path, encoded)
+        self._snapshot_seq = self._seq
+        self._snapshot_bytes = len(encoded)
 
     @property
     def answers_at_once(self) -> bool:
         return True
 
-    async def _save(self) -> None:
-        """Write the state as it is now (at once: see the module doc)."""
-        write_file_atomically(self.path, self._encoded())
-
     def _encoded(self) -> bytes:
         state = {
             "version": FORMAT_VERSION,
             "cluster_id": self._cluster_id,
+            "journal_seq": self._seq,
             "next_producer_id_block": self.next_producer_id_block,
-            "topics": {
-                t.name: {
-                    "id": str(t.topic_id),
-                    "partitions": t.partitions,
-                    "replicas": [list(r) for r in t.replicas],
-                    "configs": t.configs,
-                }
-                for t in self._topics.values()
-            },
+            "topics": {t.name: _topic_json(t) for t in self._topics.values()},
             "partition_states": {
-                f"{topic}/{partition}": {
-                    "leader": s.leader,
-                    "leader_epoch": s.leader_epoch,
-                    "isr": list(s.isr),
-                    "controller_epoch": s.controller_epoch,
-                    "version": s.version,
-                }
+                f"{topic}/{partition}": _state_json(s)
                 for (topic, partition), s in self._states.items()
             },
             "users": self._users,
             "quotas": self._quotas,
             "brokers": {str(b): c for b, c in sorted(self._brokers.items())},
             "acls": [
-                {
-                    "resource_type": zk_name(pattern.resource_type),
-                    "name": pattern.name,
-                    "pattern_type": pattern.pattern_type.name,
-                    "entries": encode_entries(entries),
-                }
-                for pattern, entries in sorted(self._acls.items())
+                _acl_json(pattern, entries) for pattern, entries in sorted(self._acls.items())
             ],
         }
-        return json.dumps(state, indent=1, sort_keys=True).encode()
+        # Compact separators: the C encoder (an indent makes json use the Python one).
+        return json.dumps(state, sort_keys=True, separators=(",", ":")).encode()
+
+    # -- changes -------------------------------------------------------------------------------
 
     async def reserve_producer_ids(self, count: int) -> int:
         first = self.next_producer_id_block
-        self.next_producer_id_block = first + count
-        await self._save()
+        self._commit({"next_producer_id_block": first + count})
         return first
 
     async def put(self, topic: TopicMetadata) -> None:
         if len(topic.replicas) != topic.partitions:
             topic = replace(topic, replicas=self._own(topic.partitions))
-        self._topics[topic.name] = topic
-        await self._save()
+        self._commit({"topics": {topic.name: _topic_json(topic)}})
         self._listeners.notify(MetadataChange("topics", topic.name))
 
     async def remove(self, name: str) -> None:
-        self._topics.pop(name, None)
-        for key in [k for k in self._states if k[0] == name]:
-            del self._states[key]
-        await self._save()
+        states = {f"{t}/{p}": None for t, p in self._states if t == name}
+        self._commit({"topics": {name: None}, "partition_states": states})
         self._listeners.notify(MetadataChange("topics", name))
 
     async def set_partitions(
@@ -442,8 +536,7 @@ class LocalMetadataStore:
                 f"not {expected_version}"
             )
         written = replace(state, version=0 if current is None else current.version + 1)
-        self._states[(topic, partition)] = written
-        await self._save()
+        self._commit({"partition_states": {f"{topic}/{partition}": _state_json(written)}})
         self._listeners.notify(MetadataChange("partition_state", topic, partition, written))
         return written
 
@@ -458,11 +551,7 @@ class LocalMetadataStore:
         return sorted(self._users)
 
     async def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        if configs:
-            self._users[name] = dict(configs)
-        else:
-            self._users.pop(name, None)
-        await self._save()
+        self._commit({"users": {name: dict(configs) if configs else None}})
 
     async def quota_configs(self) -> dict[QuotaEntity, dict[str, str]]:
         found: dict[QuotaEntity, dict[str, str]] = {}
@@ -479,26 +568,16 @@ class LocalMetadataStore:
             name = entity[0][1] or DEFAULT_NAME
             kept = {k: v for k, v in self._users.get(name, {}).items() if k not in QUOTA_KEYS}
             merged = {**kept, **configs}
-            if merged:
-                self._users[name] = merged
-            else:
-                self._users.pop(name, None)
-        elif configs:
-            self._quotas[entity_path(entity)] = dict(configs)
+            self._commit({"users": {name: merged or None}})
         else:
-            self._quotas.pop(entity_path(entity), None)
-        await self._save()
+            self._commit({"quotas": {entity_path(entity): dict(configs) or None}})
         self._listeners.notify(MetadataChange("client_quotas"))
 
     async def broker_configs(self, broker: int) -> dict[str, str]:
         return dict(self._brokers.get(broker, {}))
 
     async def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
-        if configs:
-            self._brokers[broker] = dict(configs)
-        else:
-            self._brokers.pop(broker, None)
-        await self._save()
+        self._commit({"brokers": {str(broker): dict(configs) if configs else None}})
         self._listeners.notify(MetadataChange("broker_configs"))
 
     @property
@@ -512,11 +591,7 @@ class LocalMetadataStore:
         remove: Iterable[AccessControlEntry] = (),
     ) -> frozenset[AccessControlEntry]:
         entries = (self._acls.get(pattern, frozenset()) | frozenset(add)) - frozenset(remove)
-        if entries:
-            self._acls[pattern] = entries
-        else:
-            self._acls.pop(pattern, None)
-        await self._save()
+        self._commit({"acls": [_acl_json(pattern, entries or None)]})
         self._listeners.notify(MetadataChange("acls"))
         return entries
 
@@ -524,4 +599,35 @@ class LocalMetadataStore:
         self._listeners.add(loop, listener)
 
     def close(self) -> None:
-        """Nothing to release: every change is already on disk."""
+        """Let the journal go (every change is already on disk)."""
+        self._journal.close()
+
+
+def _topic_json(t: TopicMetadata) -> dict[str, Any]:
+    return {
+        "id": str(t.topic_id),
+        "partitions": t.partitions,
+        "replicas": [list(r) for r in t.replicas],
+        "configs": t.configs,
+    }
+
+
+def _state_json(s: PartitionState) -> dict[str, Any]:
+    return {
+        "leader": s.leader,
+        "leader_epoch": s.leader_epoch,
+        "isr": list(s.isr),
+        "controller_epoch": s.controller_epoch,
+        "version": s.version,
+    }
+
+
+def _acl_json(
+    pattern: ResourcePattern, entries: frozenset[AccessControlEntry] | None
+) -> dict[str, Any]:
+    return {
+        "resource_type": zk_name(pattern.resource_type),
+        "name": pattern.name,
+        "pattern_type": pattern.pattern_type.name,
+        "entries": None if entries is None else encode_entries(entries),
+    }

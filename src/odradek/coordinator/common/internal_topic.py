@@ -153,13 +153,13 @@ class InternalTopic:
         when the store answers at once (a single broker); in a cluster it starts the creation
         (a ZooKeeper write, awaited off this call) and is refused meanwhile, retriably."""
         if self.topics.store.answers_at_once:
-            result_now(self._create())
+            result_now(self._create(inline=True))
             return
         if self._creating is None or self._creating.done():
             self._creating = asyncio.ensure_future(self._create())
         raise KafkaError(ErrorCode.coordinator_not_available, f"{self.name} is being created")
 
-    async def _create(self) -> None:
+    async def _create(self, *, inline: bool = False) -> None:
         await self.topics.create_topic(
             self.name,
             self.config.get_int(f"{self.prefix}.num.partitions"),
@@ -169,6 +169,7 @@ class InternalTopic:
                 "segment.bytes": str(self.config.get_int(f"{self.prefix}.segment.bytes")),
                 **self.topic_configs(),
             },
+            inline=inline,
         )
 
     def topic_configs(self) -> dict[str, str]:

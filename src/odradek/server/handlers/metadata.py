@@ -6,6 +6,7 @@ from typing import Any
 
 from odradek.cluster.metadata.store import TopicMetadata
 from odradek.cluster.metadata.view import NO_NODE, BrokerEndpoint
+from odradek.protocol import metadata_response
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.security.acl import CLUSTER_NAME
 from odradek.server.authorize import (
@@ -117,8 +118,10 @@ async def handle_metadata(ctx: RequestContext, request: Any) -> Response:
                 entry["topic_authorized_operations"] = authorized_operations(
                     ctx, TOPIC, entry["name"]
                 )
-    return ctx.respond(
-        throttle_time=0,
+    # Written by hand: kio's writer took over a second for 20,000 partitions.
+    return metadata_response.encode(
+        ctx.version,
+        ctx.header.correlation_id,
         brokers=[_broker(b) for b in brokers],
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id(),
