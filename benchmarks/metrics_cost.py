@@ -21,8 +21,6 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,7 +30,9 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.bench.scenarios import cpu_seconds
 from odradek.bench.wire import raw_load
+from odradek.testing import BrokerProcess
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
@@ -45,47 +45,14 @@ class Run:
     scrapes: int
 
 
-class Broker:
-    def __init__(self, src: Path, metrics: bool) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="metrics-cost-"))
-        args = [
-            sys.executable, "-m", "odradek", "serve", "--data-dir", str(self.directory),
-            "--listen", "127.0.0.1:0",
-        ]  # fmt: skip
-        if metrics:
-            args += ["-o", "metrics.listener=127.0.0.1:0"]
-        env = {**os.environ, "PYTHONPATH": str(src), "PYTHONUNBUFFERED": "1"}
-        self.process = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        )
-        self.metrics: str | None = None
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            found = re.search(r"metrics on http://(\S+)/metrics", line)
-            if found:
-                self.metrics = found.group(1)
-            found = re.search(r"listening on ([^ ]+:\d+)", line)
-            if found:
-                self.bootstrap = found.group(1)
-                break
-        else:
-            raise RuntimeError("broker did not start")
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        assert self.process.stdout is not None
-        for _ in self.process.stdout:
-            pass
-
-    def cpu_s(self) -> float:
-        with open(f"/proc/{self.process.pid}/stat") as stat:
-            fields = stat.read().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(30)
-        shutil.rmtree(self.directory, ignore_errors=True)
+def start_broker(src: Path, metrics: bool) -> tuple[BrokerProcess, str | None]:
+    """A broker process running the code in ``src``, and its metrics address when it serves
+    ``/metrics``."""
+    args = ("-o", "metrics.listener=127.0.0.1:0") if metrics else ()
+    directory = Path(tempfile.mkdtemp(prefix="metrics-cost-"))
+    broker = BrokerProcess(directory, *args, env={"PYTHONPATH": str(src)}).start()
+    found = [re.search(r"metrics on http://(\S+)/metrics", line) for line in broker.output]
+    return broker, next((m.group(1) for m in found if m), None)
 
 
 def _scrape(address: str, every_s: float, stop: threading.Event, count: list[int]) -> None:
@@ -97,7 +64,8 @@ def _scrape(address: str, every_s: float, stop: threading.Event, count: list[int
 
 def measure(config: str, src: Path, args: argparse.Namespace) -> Run:
     metrics = config == "on" or (config == "baseline" and args.baseline_metrics)
-    broker = Broker(src, metrics=metrics)
+    broker, metrics_address = start_broker(src, metrics=metrics)
+    assert broker.process is not None
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         topic = "raw"
@@ -107,12 +75,12 @@ def measure(config: str, src: Path, args: argparse.Namespace) -> Run:
         stop = threading.Event()
         scrapes = [0]
         scraper = None
-        if broker.metrics is not None:
+        if metrics_address is not None:
             scraper = threading.Thread(
-                target=_scrape, args=(broker.metrics, args.scrape_every, stop, scrapes)
+                target=_scrape, args=(metrics_address, args.scrape_every, stop, scrapes)
             )
             scraper.start()
-        cpu_before = broker.cpu_s()
+        cpu_before = cpu_seconds(broker.process.pid) or 0.0
         result = raw_load(
             broker.bootstrap,
             topic,
@@ -122,7 +90,7 @@ def measure(config: str, src: Path, args: argparse.Namespace) -> Run:
             window=args.window,
             duration_s=args.duration,
         )
-        cpu = broker.cpu_s() - cpu_before
+        cpu = (cpu_seconds(broker.process.pid) or 0.0) - cpu_before
         stop.set()
         if scraper is not None:
             scraper.join()
@@ -130,7 +98,8 @@ def measure(config: str, src: Path, args: argparse.Namespace) -> Run:
             raise RuntimeError(result.first_error)
         return Run(config, result.records / result.seconds, result.records / cpu, scrapes[0])
     finally:
-        broker.stop()
+        broker.terminate(30)
+        shutil.rmtree(broker.data_dir, ignore_errors=True)
 
 
 def main() -> None:

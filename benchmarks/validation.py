@@ -27,13 +27,10 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,12 +38,14 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.bench.scenarios import cpu_seconds
 from odradek.bench.wire import raw_load
 from odradek.protocol import compression
 from odradek.protocol.record_batch import HEADER_SIZE, read_header, validate_batches
 from odradek.protocol.records import SCANNER_COMPILED, NewRecord, check_records, encode_batch
 from odradek.storage.log import LogConfig
 from odradek.storage.validator import decompressed_limit, validate_for_leader
+from odradek.testing import BrokerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
@@ -160,54 +159,31 @@ class Run:
     records_per_cpu_s: float
 
 
-class Broker:
-    def __init__(self, src: Path, pure_python: bool = False) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="validation-bench-"))
-        args = [
-            sys.executable, "-m", "odradek", "serve", "--data-dir", str(self.directory),
-            "--listen", "127.0.0.1:0",
-        ]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": str(src), "PYTHONUNBUFFERED": "1"}
-        if pure_python:
-            env["ODRADEK_PURE_PYTHON"] = "1"
-        self.process = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        )
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            found = re.search(r"listening on ([^ ]+:\d+)", line)
-            if found:
-                self.bootstrap = found.group(1)
-                break
-        else:
-            raise RuntimeError("broker did not start")
-        threading.Thread(target=self._drain, daemon=True).start()
+def start_broker(src: Path, pure_python: bool = False) -> BrokerProcess:
+    """A broker process running the code in ``src`` (the per-record scan in pure Python when
+    asked)."""
+    env = {"PYTHONPATH": str(src)}
+    if pure_python:
+        env["ODRADEK_PURE_PYTHON"] = "1"
+    directory = Path(tempfile.mkdtemp(prefix="validation-bench-"))
+    return BrokerProcess(directory, env=env).start()
 
-    def _drain(self) -> None:
-        assert self.process.stdout is not None
-        for _ in self.process.stdout:
-            pass
 
-    def cpu_s(self) -> float:
-        with open(f"/proc/{self.process.pid}/stat") as stat:
-            fields = stat.read().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(30)
-        shutil.rmtree(self.directory, ignore_errors=True)
+def stop_broker(broker: BrokerProcess) -> None:
+    broker.terminate(30)
+    shutil.rmtree(broker.data_dir, ignore_errors=True)
 
 
 def measure(codec: str, config: str, src: Path, batch: bytes, args: argparse.Namespace) -> Run:
-    broker = Broker(src, pure_python=config == "after-py")
+    broker = start_broker(src, pure_python=config == "after-py")
+    assert broker.process is not None
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
         topic = "raw"
         admin.create_topics([NewTopic(topic, args.connections, 1)])[topic].result(30)
         time.sleep(1)  # the topic's partitions open
         os.sync()
-        cpu_before = broker.cpu_s()
+        cpu_before = cpu_seconds(broker.process.pid) or 0.0
         result = raw_load(
             broker.bootstrap,
             topic,
@@ -218,12 +194,12 @@ def measure(codec: str, config: str, src: Path, batch: bytes, args: argparse.Nam
             duration_s=args.duration,
             batch=batch,
         )
-        cpu = broker.cpu_s() - cpu_before
+        cpu = (cpu_seconds(broker.process.pid) or 0.0) - cpu_before
         if result.errors:
             raise RuntimeError(f"{codec} {config}: {result.first_error}")
         return Run(codec, config, result.records / result.seconds, result.records / cpu)
     finally:
-        broker.stop()
+        stop_broker(broker)
 
 
 def before_src(args: argparse.Namespace) -> tuple[Path, Path | None]:

@@ -162,8 +162,12 @@ class BrokerProcess:
         nofile: int | None = None,
         host: str = "127.0.0.1",
         wrapper: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
+        # Added to the environment (PYTHONPATH: another checkout's code, for a benchmark's
+        # baseline).
+        self.env = dict(env or {})
         self.extra_args = extra_args
         self.port = port
         # RLIMIT_NOFILE of the broker process (soft and hard), for tests of many partitions.
@@ -198,7 +202,7 @@ class BrokerProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
             preexec_fn=None if self.nofile is None else self._limit_files,
         )
         assert self.process.stdout is not None
