@@ -496,6 +496,7 @@ class ZooKeeperMetadataStore:
             ACL_CHANGES_PATH,
             EXTENDED_ACL_CHANGES_PATH,
             LOG_DIR_EVENT_PATH,
+            CONFIG_CHANGES_PATH,
         ):
             self._call(self.zk.ensure_path, path)
         self._cluster_id = self._read_or_create_cluster_id(cluster_id or new_cluster_id())
@@ -1235,7 +1236,6 @@ class ZooKeeperMetadataStore:
             )
             for path in (ACL_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH):
                 ChildrenWatch(self.zk, path, self._acl_changes_listed)
-            self._call(self.zk.ensure_path, CONFIG_CHANGES_PATH)
             ChildrenWatch(self.zk, CONFIG_CHANGES_PATH, self._config_changes_listed)
         except Exception:
             log.exception("could not set the metadata watches")
