@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.cluster.metadata.view import CONSUMER_OFFSETS
+from odradek.cluster.replication.delayed import DelayedProduce
 from odradek.cluster.replication.partition import Partition
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -59,16 +60,17 @@ async def handle_write_txn_markers(ctx: RequestContext, request: Any) -> Respons
                 if partition is not None:
                     pending.append((key, partition, offset))
 
-    def settled() -> bool:
-        return all(p.replicated(offset) is not None for _, p, offset in pending)
-
-    if pending and not settled():
+    # Answered once the markers are committed: the wait of an acks=all produce.
+    delayed = DelayedProduce([(p, offset) for _, p, offset in pending])
+    if pending and not delayed.try_complete():
         await ctx.services.purgatory.park(
-            [p for _, p, _ in pending], settled, REPLICATION_TIMEOUT_MS / 1000, ctx.header.api_key
+            delayed.watched(),
+            delayed.try_complete,
+            REPLICATION_TIMEOUT_MS / 1000,
+            ctx.header.api_key,
         )
-    for key, partition, offset in pending:
-        outcome = partition.replicated(offset)
-        codes[key] = ErrorCode.request_timed_out if outcome is None else outcome
+    for (key, _, _), outcome in zip(pending, delayed.outcomes(), strict=True):
+        codes[key] = outcome
         m, topic, index = key
         if topic == CONSUMER_OFFSETS and codes[key] == ErrorCode.none:
             # As Kafka: the group coordinator learns the outcome once the marker is committed.
