@@ -10,6 +10,7 @@ issue's "done when" run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
@@ -175,7 +176,12 @@ def round_trips(bootstrap: str, topic: str, until: float) -> list[bytes]:
 def open_descriptors(broker: BrokerProcess) -> list[str]:
     """What the broker process has open, sockets and partition files alike."""
     assert broker.process is not None
-    return [os.readlink(fd) for fd in Path(f"/proc/{broker.process.pid}/fd").iterdir()]
+    found = []
+    for fd in Path(f"/proc/{broker.process.pid}/fd").iterdir():
+        # One the broker closes between the listing and the read is not open any more.
+        with contextlib.suppress(FileNotFoundError):
+            found.append(os.readlink(fd))
+    return found
 
 
 def test_mutated_frames_leave_the_broker_serving(broker: BrokerProcess) -> None:
