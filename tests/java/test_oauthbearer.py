@@ -4,49 +4,34 @@ the public key in a JWKS file and refuses a token made for another audience."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from joserfc import jwt
-from joserfc.jwk import KeySet, RSAKey
+from joserfc.jwk import RSAKey
 
-from odradek.testing import RunningBroker, running_broker
+from odradek.testing import RunningBroker
+from tests.security.oauth_idp import oauth_broker, signed_token, signing_key
 
 from .support import classpath, parse_produced, run_java
-
-ISSUER = "https://idp.test"
 
 
 @pytest.fixture(scope="module")
 def key() -> RSAKey:
-    return RSAKey.generate_key(2048, parameters={"kid": "java-key"})
+    return signing_key("java-key")
 
 
 @pytest.fixture(scope="module")
 def broker(key: RSAKey, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     classpath()
-    jwks = tmp_path_factory.mktemp("idp") / "jwks.json"
-    jwks.write_text(json.dumps(KeySet([key]).as_dict(private=False)))
-    with running_broker(
-        listeners="SASL_PLAINTEXT://127.0.0.1:0",
-        sasl_enabled_mechanisms="OAUTHBEARER",
-        **{
-            "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
-            "sasl.oauthbearer.expected.audience": "kafka",
-            "sasl.oauthbearer.expected.issuer": ISSUER,
-        },
-    ) as running:
+    with oauth_broker(key, tmp_path_factory.mktemp("idp")) as running:
         yield running
 
 
 def token_file(directory: Path, key: RSAKey, audience: str) -> Path:
-    now = int(time.time())
-    claims = {"sub": "java-app", "aud": audience, "iss": ISSUER, "iat": now, "exp": now + 600}
     path = directory / f"token-{audience}.jwt"
-    path.write_text(jwt.encode({"alg": "RS256", "kid": key.kid}, claims, key))
+    path.write_text(signed_token(key, sub="java-app", aud=audience, exp=int(time.time()) + 600))
     return path
 
 

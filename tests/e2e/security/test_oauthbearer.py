@@ -5,7 +5,6 @@ the wrong issuer, an expired one and one signed by another key are each refused.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,40 +12,25 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
-from joserfc import jwt
-from joserfc.jwk import KeySet, RSAKey
+from joserfc.jwk import RSAKey
 
-from odradek.testing import RunningBroker, running_broker
-
-ISSUER = "https://idp.test"
+from odradek.testing import RunningBroker
+from tests.security.oauth_idp import oauth_broker, signed_token, signing_key
 
 
 @pytest.fixture(scope="module")
 def key() -> RSAKey:
-    return RSAKey.generate_key(2048, parameters={"kid": "test-key"})
+    return signing_key("test-key")
 
 
 @pytest.fixture(scope="module")
 def broker(key: RSAKey, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    jwks = tmp_path_factory.mktemp("idp") / "jwks.json"
-    jwks.write_text(json.dumps(KeySet([key]).as_dict(private=False)))
-    with running_broker(
-        listeners="SASL_PLAINTEXT://127.0.0.1:0",
-        sasl_enabled_mechanisms="OAUTHBEARER",
-        **{
-            "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
-            "sasl.oauthbearer.expected.audience": "kafka",
-            "sasl.oauthbearer.expected.issuer": ISSUER,
-        },
-    ) as running:
+    with oauth_broker(key, tmp_path_factory.mktemp("idp")) as running:
         yield running
 
 
 def token(key: RSAKey, **claims: Any) -> str:
-    now = int(time.time())
-    body = {"sub": "alice", "aud": "kafka", "iss": ISSUER, "iat": now, "exp": now + 300}
-    body.update(claims)
-    return jwt.encode({"alg": "RS256", "kid": key.kid}, body, key)
+    return signed_token(key, **claims)
 
 
 def client_config(broker: RunningBroker, value: str, errors: list[KafkaError]) -> dict[str, Any]:
@@ -79,7 +63,7 @@ def test_a_bad_token_is_refused(broker: RunningBroker, key: RSAKey, claims: Any)
 
 
 def test_a_token_signed_by_another_key_is_refused(broker: RunningBroker) -> None:
-    impostor = RSAKey.generate_key(2048, parameters={"kid": "test-key"})
+    impostor = signing_key("test-key")
     assert_refused(broker, token(impostor))
 
 

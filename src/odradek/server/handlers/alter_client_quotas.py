@@ -8,7 +8,7 @@ from typing import Any
 
 from odradek.cluster.metadata.store import MetadataStoreError
 from odradek.protocol.errors import ErrorCode
-from odradek.quotas.entities import InvalidQuota, QuotaEntity, check_value, entity, quota_values
+from odradek.quotas.entities import InvalidQuota, QuotaEntity, check_value, entity
 from odradek.security.acl import AclOperation
 from odradek.server.authorize import permits_cluster
 from odradek.server.context import RequestContext, Response
@@ -48,12 +48,9 @@ async def handle_alter_client_quotas(ctx: RequestContext, request: Any) -> Respo
                 if not request.validate_only:
                     if current is None:
                         current = await store.quota_configs()
-                    kept = {
-                        k: v
-                        for k, v in current.get(quota_entity, {}).items()
-                        if k not in removing and k in quota_values(current.get(quota_entity, {}))
-                    }
-                    updated = {**kept, **setting}
+                    # The store answers quota keys only: what is not removed stays.
+                    kept = current.get(quota_entity, {})
+                    updated = {k: v for k, v in kept.items() if k not in removing} | setting
                     await store.set_quota_configs(quota_entity, updated)
                     current[quota_entity] = updated
         except InvalidQuota as e:
