@@ -5,6 +5,8 @@
 - No API handler imports storage: handlers decode, authorize, delegate and encode, and what they
   delegate to (the partition, the replica manager) hides the log.
 - kazoo is imported only by the ZooKeeper engine of the metadata store.
+- security, quotas, protocol and storage import nothing of the middle layers, and neither they
+  nor the settings (config.py) import the client.
 """
 
 from __future__ import annotations
@@ -87,5 +89,17 @@ def test_the_bottom_layers_import_nothing_of_the_middle(folder: str) -> None:
         for path in _sources(folder)
         for m in sorted(imported_modules(path))
         if m.startswith(middle)
+    ]
+    assert importers == []
+
+
+def test_the_settings_and_the_bottom_layers_import_nothing_of_the_client() -> None:
+    # config.py checks client properties files (console.client.config) with the settings
+    # parser of security/, which the client uses in turn: the client sits above both.
+    importers = [
+        f"{_name(path)} imports {m}"
+        for path in [*_sources("security", "quotas", "protocol", "storage"), PACKAGE / "config.py"]
+        for m in sorted(imported_modules(path))
+        if m.startswith("odradek.client")
     ]
     assert importers == []

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
+from odradek.security.client_settings import ClientSecurity, ClientSettingsError
+
 LONG_MAX = 9223372036854775807
 
 
@@ -142,14 +144,11 @@ def _registry_listener_check(value: object) -> str | None:
 
 def _client_config_check(value: object) -> str | None:
     """A readable Kafka client properties file whose security settings make sense."""
-    from odradek.client.core import ClientError
-    from odradek.client.security import ClientSecurity
-
     try:
         ClientSecurity.from_config(parse_properties(Path(str(value)).read_text()))
     except OSError as e:
         return f"cannot read it: {e.strerror or e}"
-    except ClientError as e:
+    except ClientSettingsError as e:
         return str(e)
     return None
 
@@ -713,7 +712,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             read_only=True,
         ),
         ConfigDef("cluster.id", ConfigType.STRING, None, "cluster id (made on first start)"),
-        # The Prometheus endpoint (odradek.metrics); unset: no metrics are counted or served.
+        # The Prometheus endpoint (odradek.server.metrics); unset: no metrics are counted or served.
         ConfigDef(
             "metrics.listener",
             ConfigType.STRING,

@@ -1,4 +1,5 @@
-"""Plain counters the broker bumps as it works, for :mod:`odradek.metrics` to read at scrape time.
+"""Plain counters the broker bumps as it works, for :mod:`odradek.server.metrics` to read when
+scraped.
 
 Kafka updates a Yammer meter per request and per topic; here the hot path only adds to Python
 ints on objects it already holds, and the Prometheus collector turns them into metric families

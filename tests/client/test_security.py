@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from odradek.client.core import ClientError
-from odradek.client.security import ClientSecurity, PlainClient, ScramClient
+from odradek.client.security import PlainClient, ScramClient, sasl_client
+from odradek.security.client_settings import ClientSecurity, ClientSettingsError
 from odradek.spark.options import OptionError, WriteOptions
 
 
@@ -59,13 +60,13 @@ def test_settings_by_kafkas_names() -> None:
     assert (security.protocol, security.tls, security.sasl) == ("SASL_SSL", True, True)
     assert (security.username, security.password) == ("alice", 's3cr"et')
     assert (security.ca_file, security.check_hostname) == ("/tmp/ca.pem", False)
-    assert isinstance(security.sasl_client(), ScramClient)
+    assert isinstance(sasl_client(security), ScramClient)
     assert not ClientSecurity.from_config({}).tls
-    with pytest.raises(ClientError, match="username"):
+    with pytest.raises(ClientSettingsError, match="username"):
         ClientSecurity.from_config({"security.protocol": "SASL_PLAINTEXT"})
-    with pytest.raises(ClientError, match=r"security\.protocol"):
+    with pytest.raises(ClientSettingsError, match=r"security\.protocol"):
         ClientSecurity.from_config({"security.protocol": "TLS"})
-    with pytest.raises(ClientError, match=r"sasl\.jaas\.config"):
+    with pytest.raises(ClientSettingsError, match=r"sasl\.jaas\.config"):
         ClientSecurity.from_config({"sasl.jaas.config": 'username="u" password="p";'})
 
 

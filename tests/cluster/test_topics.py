@@ -12,7 +12,6 @@ import pytest
 from odradek.clock import ManualClock
 from odradek.cluster import topics as topics_module
 from odradek.cluster.metadata.store import LocalMetadataStore
-from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.storage import LogConfig, LogManager, PartitionLog
@@ -29,9 +28,6 @@ def topics(tmp_path: Path) -> Iterator[TopicManager]:
     store = LocalMetadataStore(tmp_path, node_id=NODE)
     manager = TopicManager(config, store, logs, clock)
     manager.open()
-    manager.cluster = LocalClusterView(
-        BrokerEndpoint(NODE, "here", 9092), store.cluster_id, manager, lambda _: 0
-    )
     yield manager
     logs.close()
 

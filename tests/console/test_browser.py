@@ -17,7 +17,6 @@ from confluent_kafka import TopicPartition as KafkaPartition
 from odradek.client.acls import AclAdmin
 from odradek.client.admin import EARLIEST, ClusterAdmin
 from odradek.client.data import DataClient
-from odradek.client.security import ClientSecurity
 from odradek.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -27,6 +26,7 @@ from odradek.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from odradek.security.client_settings import ClientSecurity
 from odradek.testing import RunningBroker
 
 from .support import (

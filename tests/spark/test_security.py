@@ -13,8 +13,8 @@ import pytest
 
 from odradek.client.core import ClientError
 from odradek.client.data import DataClient, TopicPartition
-from odradek.client.security import ClientSecurity
 from odradek.protocol.records import encode_batch, iter_records
+from odradek.security.client_settings import ClientSecurity
 from odradek.testing import RunningBroker, TestCertificateAuthority
 from tests.e2e.security.conftest import SCRAM_USERS, add_scram_users, secure_settings
 

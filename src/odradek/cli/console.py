@@ -16,9 +16,9 @@ from pathlib import Path
 
 from odradek.cli.options import DEFAULT_BOOTSTRAP
 from odradek.cli.stop_signals import StopSignals
-from odradek.client.core import ClientError, parse_address
-from odradek.client.security import ClientSecurity
+from odradek.client.core import parse_address
 from odradek.config import parse_properties
+from odradek.security.client_settings import ClientSecurity, ClientSettingsError
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 
@@ -67,7 +67,7 @@ def _run(args: argparse.Namespace) -> int:
         )
         security = ClientSecurity.from_config(settings)
         host, port = parse_address(args.listen)
-    except (OSError, ClientError) as e:
+    except (OSError, ClientSettingsError) as e:
         print(f"odradek console: {e}", file=sys.stderr)
         return 2
     api = ConsoleApi(args.bootstrap, security, timeout_s=args.timeout)

@@ -42,7 +42,7 @@ from odradek.protocol.bounds import entity_check
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.client.security import ClientSecurity
+    from odradek.security.client_settings import ClientSecurity
 
 FIND_COORDINATOR, LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_FETCH = 10, 16, 15, 9
 OFFSET_COMMIT, DELETE_GROUPS, DELETE_RECORDS = 8, 42, 21

@@ -31,7 +31,7 @@ from odradek.client.core import (
 )
 
 if TYPE_CHECKING:
-    from odradek.client.security import ClientSecurity
+    from odradek.security.client_settings import ClientSecurity
 
 ResponseCallback = Callable[[Response | ClientError], None]
 
@@ -106,9 +106,10 @@ class AsyncConnection(CoreShell, asyncio.BufferedProtocol):
             SASL_HANDSHAKE,
             check_authenticate,
             check_handshake,
+            sasl_client,
         )
 
-        client = security.sasl_client()
+        client = sasl_client(security)
         handshake = await self.request(SASL_HANDSHAKE, {"mechanism": client.mechanism}, version=1)
         check_handshake(int(handshake.error_code), list(handshake.mechanisms), client.mechanism)
         message: bytes | None = client.first()

@@ -34,7 +34,7 @@ from odradek.client.core import (
 )
 
 if TYPE_CHECKING:
-    from odradek.client.security import ClientSecurity
+    from odradek.security.client_settings import ClientSecurity
 
 _RECEIVE_BUFFER_BYTES = 4 << 20
 
@@ -91,9 +91,10 @@ class BlockingConnection(CoreShell):
             SASL_HANDSHAKE,
             check_authenticate,
             check_handshake,
+            sasl_client,
         )
 
-        client = security.sasl_client()
+        client = sasl_client(security)
         handshake = self.request(SASL_HANDSHAKE, {"mechanism": client.mechanism}, version=1)
         check_handshake(int(handshake.error_code), list(handshake.mechanisms), client.mechanism)
         message: bytes | None = client.first()

@@ -40,11 +40,11 @@ from odradek.client.core import (
     read_uvarint,
     skip_tagged_fields,
 )
-from odradek.client.security import ClientSecurity
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import decode_response, response_schema
 from odradek.protocol.record_batch import BatchHeader, iter_headers
 from odradek.protocol.records import decode_batch
+from odradek.security.client_settings import ClientSecurity
 from odradek.topic_partition import TopicPartition as TopicPartition  # the data API names it
 
 T = TypeVar("T")

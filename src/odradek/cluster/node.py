@@ -37,6 +37,7 @@ from collections.abc import Callable
 from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError
 from odradek.clock import Clock
+from odradek.cluster.controller.assignment import BrokerMetadata
 from odradek.cluster.controller.runtime import ControllerRuntime
 from odradek.cluster.metadata.store import MetadataChange
 from odradek.cluster.metadata.zk_view import ZooKeeperClusterView
@@ -109,6 +110,12 @@ class ClusterNode:
     def controller(self) -> ControllerRuntime:
         assert self._controller is not None, "cluster node not joined"
         return self._controller
+
+    def live_brokers(self) -> list[BrokerMetadata]:
+        """The registered brokers, as replica placement sees them (none before :meth:`join`)."""
+        if self._view is None:
+            return []
+        return [BrokerMetadata(b.node_id, b.rack) for b in self._view.live_brokers()]
 
     async def open_store(self) -> ZooKeeperMetadataStore:
         """Connect to ZooKeeper (retrying up to ``zookeeper.connection.timeout.ms``) and open

@@ -18,7 +18,7 @@ import logging
 import random
 import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from odradek.clock import Clock
 from odradek.cluster.controller.assignment import (
@@ -34,7 +34,6 @@ from odradek.cluster.metadata.store import (
     TopicExistsError,
     TopicMetadata,
 )
-from odradek.cluster.metadata.view import ClusterView
 from odradek.cluster.replication.partition import Partition
 from odradek.config import (
     TOPIC_CONFIGS,
@@ -131,7 +130,7 @@ class TopicManager:
         store: MetadataStore,
         logs: LogManager,
         clock: Clock,
-        cluster: ClusterView | None = None,
+        live_brokers: Callable[[], Sequence[BrokerMetadata]] | None = None,
         *,
         leads_alone: bool = True,
     ) -> None:
@@ -142,9 +141,11 @@ class TopicManager:
         self.store = store
         self.logs = logs
         self.clock = clock
-        # The live brokers that replication factors and assignments are checked against. A
-        # LocalClusterView reads this manager's partitions, so the broker sets it once both exist.
-        self.cluster = cluster
+        # The live brokers that replication factors and assignments are checked against: in a
+        # cluster the membership's (asked at each creation), alone this broker only.
+        self._live = live_brokers or (
+            lambda: [BrokerMetadata(config.node_id, config.raw("broker.rack") or None)]
+        )
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._topic_configs: dict[str, TopicConfig] = {}
         # Called with a topic's name after it is deleted (the group coordinator drops its
@@ -386,9 +387,8 @@ class TopicManager:
         log.info("created topic %s with %d partitions", name, num_partitions)
         return topic
 
-    def _live_brokers(self) -> list[BrokerMetadata]:
-        assert self.cluster is not None, "topic manager has no cluster view"
-        return [BrokerMetadata(b.node_id, b.rack) for b in self.cluster.live_brokers()]
+    def _live_brokers(self) -> Sequence[BrokerMetadata]:
+        return self._live()
 
     def _assign(self, partitions: int, replication_factor: int) -> tuple[tuple[int, ...], ...]:
         """Kafka's replica placement over the live brokers (round robin from a random start,
@@ -400,8 +400,7 @@ class TopicManager:
         return len(self._live_broker_ids())
 
     def _live_broker_ids(self) -> list[int]:
-        assert self.cluster is not None, "topic manager has no cluster view"
-        return sorted(b.node_id for b in self.cluster.live_brokers())
+        return sorted(b.id for b in self._live())
 
     def _check_replication_factor(self, replication_factor: int) -> None:
         if replication_factor < 1:

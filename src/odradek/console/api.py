@@ -59,8 +59,8 @@ from odradek.client.admin import (
 from odradek.client.core import ClientError, ConnectionFailed, RequestTimeout
 from odradek.client.data import DataClient
 from odradek.client.data import TopicPartition as DataPartition
-from odradek.client.security import ClientSecurity
 from odradek.protocol.records import iter_records
+from odradek.security.client_settings import ClientSecurity
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,6 @@ from typing import TypeVar
 
 from odradek.client.core import ClientError, ConnectionFailed, RequestTimeout
 from odradek.client.data import EARLIEST, DataClient, KafkaClientError, data_batches
-from odradek.client.security import ClientSecurity
 from odradek.clock import Clock, SystemClock
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import NewRecord, RecordDecodeError, decode_batch, encode_batch
@@ -34,6 +33,7 @@ from odradek.registry import errors
 from odradek.registry.errors import RegistryError
 from odradek.registry.records import Record, SchemaVersion, schema_key, schema_record
 from odradek.registry.state import Change, RegistryState, SchemaRequest
+from odradek.security.client_settings import ClientSecurity
 from odradek.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ start; nothing on disk.
 
 from __future__ import annotations
 
-from odradek.client.security import ClientSecurity
 from odradek.config import BrokerConfig, ConfigError
+from odradek.security.client_settings import ClientSecurity
 from odradek.security.sasl import parse_jaas
 
 

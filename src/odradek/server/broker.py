@@ -15,26 +15,25 @@ from odradek.clock import Clock, SystemClock
 from odradek.cluster.metadata.listener_view import ListenerClusterView
 from odradek.cluster.metadata.producer_ids import ProducerIdManager
 from odradek.cluster.metadata.store import LocalMetadataStore, MetadataStore
-from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView, LocalClusterView
+from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView
 from odradek.cluster.metadata.zookeeper.store import ZooKeeperMetadataStore
 from odradek.cluster.node import ClusterNode
 from odradek.cluster.replication.purgatory import Purgatory
-from odradek.cluster.replication.replica_manager import single_broker_replica_manager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
-from odradek.metrics import MetricsServer, console_client
 from odradek.quotas.manager import ClientQuotas
 from odradek.security.listeners import Listener
 from odradek.security.scram import ScramCredential
 from odradek.server.acceptor import Acceptor
 from odradek.server.authorizer import Authorizer
+from odradek.server.composition import build_services, lone_cluster_view, open_parts
 from odradek.server.connection import Connection
 from odradek.server.connection_quotas import ConnectionQuotas
-from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.memory_pool import MemoryPool
+from odradek.server.metrics import MetricsServer, console_client
 from odradek.server.registry import load_handlers
 from odradek.server.services import BrokerServices, Session
 from odradek.stopping import stop_step
@@ -170,21 +169,20 @@ class Broker:
                 loop.call_soon_threadsafe(self._log_dir_failed, log_dir)
 
         self.logs.failures.add_listener(dir_failed)
-        self._producer_ids = ProducerIdManager(self.store)
-        self._topics = TopicManager(
-            self.config, self.store, self.logs, self.clock, leads_alone=self.node is None
+        parts = open_parts(
+            self.config,
+            self.clock,
+            self.store,
+            self.logs,
+            self.purgatory,
+            live_brokers=self.node.live_brokers if self.node is not None else None,
         )
-        self._topics.open()
-        self._groups = GroupCoordinatorRuntime(
-            self.config, self._topics, self.clock, self.purgatory.replicated
+        self._producer_ids, self._topics, self._groups = (
+            parts.producer_ids,
+            parts.topics,
+            parts.groups,
         )
         self._groups.start()
-        self._topics.deletion_listeners.append(self._groups.on_topic_deleted)
-        self._txns = TransactionCoordinatorRuntime(
-            self.config, self._topics, self.clock, self._producer_ids, self.purgatory.replicated
-        )
-        self._txns.start()
-        self._topics.deletion_listeners.append(self._txns.on_topic_deleted)
         self._start_log_maintenance()
         listeners = await self._bind_listeners()
         cluster: ClusterView
@@ -198,50 +196,24 @@ class Broker:
             )
             # The groups of the offsets partitions led here now, then as leadership moves.
             self._groups.follow(self.node.replicas.leadership_listeners)
-            self._txns.follow(self.node.replicas.leadership_listeners)
             cluster = self.node.view
         else:
-            cluster = LocalClusterView(
-                BrokerEndpoint(self.node_id, *self.advertised, listeners=self._endpoints()),
-                self.store.cluster_id,
-                self._topics,
-                self._groups.shard.partition_for,
+            cluster = lone_cluster_view(
+                parts, BrokerEndpoint(self.node_id, *self.advertised, listeners=self._endpoints())
             )
-        self._topics.cluster = cluster
-        self._txns.cluster = cluster
-        replicas = (
-            self.node.replicas
-            if self.node is not None
-            else single_broker_replica_manager(
-                self.node_id,
-                self.store,
-                self._topics.partition,
-                self.logs.checkpoint,
-                self.clock,
-                self.purgatory,
-            )
-        )
-        self._services = BrokerServices(
-            config=self.config,
-            clock=self.clock,
-            topics=self._topics,
-            groups=self._groups,
-            transactions=self._txns,
-            producer_ids=self._producer_ids,
-            cluster=cluster,
-            logs=self.logs,
-            purgatory=self.purgatory,
-            replicas=replicas,
+        self._services = build_services(
+            parts,
+            cluster,
+            replicas=self.node.replicas if self.node is not None else None,
             controller=self.node.controller if self.node is not None else None,
             counters=self.counters,
-            fetch_sessions=FetchSessionCache(
-                self.clock,
-                self.config.get_int("max.incremental.fetch.session.cache.slots"),
-                self.config.get_int("min.incremental.fetch.session.eviction.ms"),
-            ),
             authorizer=self._authorizer(self.store),
             quotas=await self._client_quotas(self.store),
         )
+        self._txns = self._services.transactions
+        self._txns.start()
+        if self.node is not None:
+            self._txns.follow(self.node.replicas.leadership_listeners)
         self._start_metrics()
         for listener, server in zip(listeners, self._servers, strict=True):
             services = self._services

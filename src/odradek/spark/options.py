@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.client.core import ClientError
 from odradek.client.data import (
     EARLIEST,
     LATEST,
@@ -34,7 +33,7 @@ from odradek.client.data import (
     READ_UNCOMMITTED,
     TopicPartition,
 )
-from odradek.client.security import ClientSecurity
+from odradek.security.client_settings import ClientSecurity, ClientSettingsError
 
 _DURATION_UNITS = {
     "ms": 1,
@@ -235,7 +234,7 @@ def _security(options: Mapping[str, str]) -> ClientSecurity:
     }
     try:
         return ClientSecurity.from_config(settings)
-    except ClientError as e:
+    except ClientSettingsError as e:
         raise OptionError(str(e)) from e
 
 

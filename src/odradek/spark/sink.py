@@ -75,7 +75,6 @@ from pyspark.sql.types import (
 from odradek.client.blocking import BlockingConnection
 from odradek.client.core import ClientError, Request
 from odradek.client.data import DataClient, TopicPartition
-from odradek.client.security import ClientSecurity
 from odradek.client.transactions import TransactionalProducer
 from odradek.protocol import compression as codecs
 from odradek.protocol.record_batch import (
@@ -85,6 +84,7 @@ from odradek.protocol.record_batch import (
     MAGIC,
     TRANSACTIONAL_BIT,
 )
+from odradek.security.client_settings import ClientSecurity
 from odradek.spark.options import OptionError, WriteOptions
 
 _MAX_IN_FLIGHT = 5

@@ -58,7 +58,7 @@ from odradek.client.data import (
     TopicPartition,
     aborted_batches,
 )
-from odradek.client.security import ClientSecurity
+from odradek.security.client_settings import ClientSecurity
 from odradek.spark.arrow import records_to_arrow
 from odradek.spark.offsets import (
     OffsetJson,

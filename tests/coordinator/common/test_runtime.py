@@ -13,7 +13,6 @@ import pytest
 
 from odradek.clock import ManualClock
 from odradek.cluster.metadata.store import LocalMetadataStore
-from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView
 from odradek.cluster.replication.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
@@ -132,9 +131,6 @@ def make(tmp_path: Path) -> Iterator[Callable[[WaitReplicated | None], Setup]]:
     store = LocalMetadataStore(config.log_dirs[0], node_id=LOCAL)
     topics = TopicManager(config, store, logs, clock, leads_alone=False)
     topics.open()
-    topics.cluster = LocalClusterView(
-        BrokerEndpoint(LOCAL, "localhost", 9092), store.cluster_id, topics, lambda g: 0
-    )
 
     def build(wait: WaitReplicated | None) -> Setup:
         topic = InternalTopic(TOPIC, "offsets.topic", topics, config, clock, {})

@@ -12,7 +12,6 @@ import pytest
 
 from odradek.clock import ManualClock
 from odradek.cluster.metadata.store import LocalMetadataStore
-from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView
 from odradek.cluster.replication.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
@@ -54,12 +53,6 @@ def runtime(tmp_path: Path) -> Iterator[GroupCoordinatorRuntime]:
     topics = TopicManager(config, store, logs, clock, leads_alone=False)
     topics.open()
     runtime = GroupCoordinatorRuntime(config, topics, clock, Purgatory().replicated)
-    topics.cluster = LocalClusterView(
-        BrokerEndpoint(LOCAL, "localhost", 9092),
-        store.cluster_id,
-        topics,
-        runtime.shard.partition_for,
-    )
     asyncio.run(runtime.offsets_topic.ensure())
     yield runtime
     runtime.shard.shutdown()
@@ -175,12 +168,6 @@ def test_a_lone_broker_serves_every_group_without_waiting(tmp_path: Path) -> Non
     topics = TopicManager(config, store, logs, clock)
     topics.open()
     runtime = GroupCoordinatorRuntime(config, topics, clock, Purgatory().replicated)
-    topics.cluster = LocalClusterView(
-        BrokerEndpoint(LOCAL, "localhost", 9092),
-        store.cluster_id,
-        topics,
-        runtime.shard.partition_for,
-    )
     runtime.load()
     try:
         # The topic does not exist yet: the first write creates it.

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from odradek.clock import ManualClock
 from odradek.cluster.metadata.store import LocalMetadataStore
-from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.group.messages import CommitRequest, OffsetCommit, TxnCommitRequest
@@ -39,12 +38,6 @@ def broker(path: Path) -> Iterator[GroupCoordinatorRuntime]:
     topics = TopicManager(config, store, logs, clock)
     topics.open()
     runtime = GroupCoordinatorRuntime(config, topics, clock, Purgatory().replicated)
-    topics.cluster = LocalClusterView(
-        BrokerEndpoint(1, "localhost", 9092),
-        store.cluster_id,
-        topics,
-        runtime.shard.partition_for,
-    )
     runtime.load()
     try:
         yield runtime

@@ -34,8 +34,11 @@ def test_a_failed_complete_write_is_retried(tmp_path: Path) -> None:
     topics = TopicManager(config, store, logs, clock)
     topics.open()
     refusals = 0  # Complete writes still to refuse
+    cluster = LocalClusterView(
+        BrokerEndpoint(1, "broker.example", 9092), store.cluster_id, topics, lambda g: 0
+    )
     runtime = TransactionCoordinatorRuntime(
-        config, topics, clock, ProducerIdManager(store), Purgatory().replicated
+        config, topics, clock, ProducerIdManager(store), Purgatory().replicated, cluster
     )
     append = runtime.state_topic.append
 
@@ -47,12 +50,7 @@ def test_a_failed_complete_write_is_retried(tmp_path: Path) -> None:
         return append(*args, **kwargs)
 
     runtime.state_topic.append = refusing_append  # type: ignore[method-assign]
-    cluster = LocalClusterView(
-        BrokerEndpoint(1, "broker.example", 9092), store.cluster_id, topics, lambda g: 0
-    )
-    topics.cluster = cluster
     runtime.load()
-    runtime.cluster = cluster
 
     async def scenario() -> TxnState:
         answer = await runtime.write(

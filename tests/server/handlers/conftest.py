@@ -16,16 +16,12 @@ from typing import Any
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.cluster.metadata.producer_ids import ProducerIdManager
 from odradek.cluster.metadata.store import LocalMetadataStore
-from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView, PartitionInfo
+from odradek.cluster.metadata.view import BrokerEndpoint, PartitionInfo
 from odradek.cluster.replication.purgatory import Purgatory
-from odradek.cluster.replication.replica_manager import single_broker_replica_manager
-from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
-from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.protocol.messages import RequestHeader, build, encode_response, request_schema
+from odradek.server.composition import build_services, lone_cluster_view, open_parts
 from odradek.server.context import FrameParts, RequestContext
 from odradek.server.registry import HANDLERS, load_handlers
 from odradek.server.services import BrokerServices, Session
@@ -50,33 +46,12 @@ def services(tmp_path: Path, clock: ManualClock) -> Iterator[BrokerServices]:
     config = BrokerConfig({"log.dirs": str(tmp_path), "node.id": str(NODE_ID)})
     logs = LogManager(config.log_dirs, clock)
     store = LocalMetadataStore(config.log_dirs[0], node_id=NODE_ID)
-    topics = TopicManager(config, store, logs, clock)
-    topics.open()
-    purgatory = Purgatory()
-    groups = GroupCoordinatorRuntime(config, topics, clock, purgatory.replicated)
-    groups.load()  # no timer task: tests move the clock and tick
-    cluster = LocalClusterView(ENDPOINT, store.cluster_id, topics, groups.shard.partition_for)
-    topics.cluster = cluster
-    producer_ids = ProducerIdManager(store)
-    transactions = TransactionCoordinatorRuntime(
-        config, topics, clock, producer_ids, purgatory.replicated
-    )
-    transactions.load()  # no timer task and no markers sent: tests call the coordinator
-    transactions.cluster = cluster
-    yield BrokerServices(
-        config=config,
-        clock=clock,
-        topics=topics,
-        groups=groups,
-        transactions=transactions,
-        producer_ids=producer_ids,
-        cluster=cluster,
-        logs=logs,
-        purgatory=purgatory,
-        replicas=single_broker_replica_manager(
-            NODE_ID, store, topics.partition, logs.checkpoint, clock, purgatory
-        ),
-    )
+    parts = open_parts(config, clock, store, logs, Purgatory())
+    parts.groups.load()  # no timer task: tests move the clock and tick
+    services = build_services(parts, lone_cluster_view(parts, ENDPOINT))
+    services.transactions.load()  # no timer task and no markers sent: tests call the coordinator
+    yield services
+    groups = parts.groups
     groups.shard.shutdown()
     logs.close()
 

@@ -42,11 +42,11 @@ from typing import Any
 
 from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError
-from odradek.client.security import ClientSecurity
 from odradek.clock import Clock, SystemClock
 from odradek.cluster.replication.partition import Partition
 from odradek.cluster.replication.quota import ReplicationQuotas
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.security.client_settings import ClientSecurity
 from odradek.storage import UnexpectedAppendOffset
 
 log = logging.getLogger(__name__)

@@ -52,7 +52,7 @@ _MARKER_FATAL = frozenset(
 class MarkerChannel:
     """Connections from the transaction coordinator to the brokers (see the module doc)."""
 
-    def __init__(self, config: BrokerConfig, cluster: Callable[[], ClusterView | None]) -> None:
+    def __init__(self, config: BrokerConfig, cluster: ClusterView | None) -> None:
         self._config = config
         self._cluster = cluster
         self._connections: dict[int, AsyncConnection] = {}
@@ -110,7 +110,7 @@ class MarkerChannel:
         remaining = set(job.partitions)
         delay = RETRY_FIRST_S
         while remaining and not self._closing and still_owned():
-            cluster = self._cluster()
+            cluster = self._cluster
             by_leader: dict[int, tuple[BrokerEndpoint, list[tuple[str, int]]]] = {}
             for tp in sorted(remaining):
                 if cluster is None:
@@ -178,7 +178,7 @@ class MarkerChannel:
         connection = self._connections.get(endpoint.node_id)
         if connection is not None and not connection.closed:
             return connection
-        cluster = self._cluster()
+        cluster = self._cluster
         connection = await AsyncConnection.open(
             f"{endpoint.host}:{endpoint.port}",
             client_id=f"odradek-txn-coordinator-{cluster.node_id if cluster else -1}",

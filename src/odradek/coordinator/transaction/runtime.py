@@ -141,6 +141,7 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionShard]):
         clock: Clock,
         producer_ids: ProducerIdManager,
         wait_replicated: WaitReplicated,
+        cluster: ClusterView | None,
     ) -> None:
         self.state_topic = TransactionStateTopic(topics, config, clock)
         coordinator = TransactionCoordinator(
@@ -162,9 +163,10 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionShard]):
         self._abort_interval_ms = config.get_int(
             "transaction.abort.timed.out.transaction.cleanup.interval.ms"
         )
-        # Set by the broker once its cluster view exists: where markers go.
-        self.cluster: ClusterView | None = None
-        self.markers = MarkerChannel(config, lambda: self.cluster)
+        # Where markers go and KIP-890 checks are asked (None: nowhere, a coordinator tested
+        # without a broker around it).
+        self.cluster = cluster
+        self.markers = MarkerChannel(config, cluster)
         self.marker_sender = MarkerSender(
             self.markers, coordinator, self._write_record, lambda: self.stopping
         )

@@ -12,7 +12,7 @@ from typing import cast
 from prometheus_client.core import Metric
 
 from odradek.counters import FLUSH_BUCKETS_S, Histogram, RequestCounters, TopicCounters
-from odradek.metrics import (
+from odradek.server.metrics import (
     CleanerFigures,
     GroupFigures,
     PartitionFigures,
@@ -23,7 +23,7 @@ from odradek.metrics import (
 )
 from odradek.storage.cleaner import CleanResult, LogCleaner
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _snapshot(**changes: object) -> Snapshot:

@@ -88,7 +88,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
@@ -100,8 +100,6 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from odradek.client.core import ClientError
-from odradek.client.security import ClientSecurity
 from odradek.cluster.metadata.view import NO_NODE
 from odradek.config import BrokerConfig, ConfigError, parse_properties
 from odradek.console.api import ConsoleApi
@@ -109,12 +107,51 @@ from odradek.console.server import HttpServer
 from odradek.coordinator.group.group import GroupState
 from odradek.counters import BrokerCounters, Histogram, RequestTimes, TopicCounters
 from odradek.protocol.errors import ErrorCode
+from odradek.security.client_settings import ClientSecurity, ClientSettingsError
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.clock import Clock
+    from odradek.cluster.node import ClusterNode
+    from odradek.cluster.replication.purgatory import Purgatory
+    from odradek.cluster.topics import TopicManager
+    from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+    from odradek.server.services import BrokerServices, Session
+    from odradek.storage import LogManager
     from odradek.storage.cleaner import LogCleaner
 
 log = logging.getLogger(__name__)
+
+
+class Measured(Protocol):
+    """What a scrape reads of the broker it measures (the Broker, which this module does not
+    import: only the broker's own module knows it)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def bound(self) -> tuple[str, int]: ...
+    @property
+    def bound_listeners(self) -> dict[str, tuple[str, int]]: ...
+    @property
+    def node(self) -> ClusterNode | None: ...
+    @property
+    def services(self) -> BrokerServices: ...
+    @property
+    def topics(self) -> TopicManager: ...
+    @property
+    def groups(self) -> GroupCoordinatorRuntime: ...
+    @property
+    def logs(self) -> LogManager: ...
+    @property
+    def purgatory(self) -> Purgatory: ...
+    @property
+    def cleaner(self) -> LogCleaner | None: ...
+    def sessions(self) -> list[Session]: ...
+
 
 _SNAPSHOT_TIMEOUT_S = 10.0
 
@@ -183,7 +220,7 @@ class Snapshot:
     log_dirs: tuple[tuple[str, bool], ...] = ()
 
 
-def take_snapshot(broker: Broker, counters: BrokerCounters) -> Snapshot:
+def take_snapshot(broker: Measured, counters: BrokerCounters) -> Snapshot:
     """Copy what a scrape reports (on the broker's event loop)."""
     topics = broker.topics
     partitions = [
@@ -573,7 +610,7 @@ class BrokerCollector(Collector):
 
     def __init__(
         self,
-        broker: Broker,
+        broker: Measured,
         counters: BrokerCounters,
         loop: asyncio.AbstractEventLoop,
     ) -> None:
@@ -616,7 +653,7 @@ class MetricsServer:
     ``console.bootstrap.servers`` (by default this broker's first listener) with the security
     settings of ``console.client.config``, so ACLs apply to it as to anyone."""
 
-    def __init__(self, broker: Broker, counters: BrokerCounters) -> None:
+    def __init__(self, broker: Measured, counters: BrokerCounters) -> None:
         self._broker = broker
         self._counters = counters
         self._server: HttpServer | None = None
@@ -669,5 +706,5 @@ def console_client(config: BrokerConfig, bound: tuple[str, int]) -> tuple[str, C
             raise ConfigError(f"console.client.config: {e}") from e
     try:
         return bootstrap, ClientSecurity.from_config(settings)
-    except ClientError as e:
+    except ClientSettingsError as e:
         raise ConfigError(f"console.client.config: {e}") from e

@@ -1,0 +1,141 @@
+"""The composition root: the one place where the services a handler gets are built, each from
+the parts built before it, none wired to another by assignment afterwards.
+
+The order, and why it is that order::
+
+    metadata store, log manager, purgatory        (the broker's own, made before these)
+    → producer ids, topics                         topics place replicas on the live brokers:
+                                                   the membership's in a cluster, else this one
+    → group coordinator                            keeps its state in a topic
+      ~ listeners bound, cluster joined ~          the cluster view names the bound addresses
+                                                   and the groups' partitioning
+    → cluster view                                 a lone broker's reads the topics
+    → transaction coordinator                      sends markers to the leaders the view names
+    → replica manager (a lone broker's), fetch sessions → BrokerServices
+
+:func:`open_parts` is everything before the listeners, :func:`build_services` everything after.
+:class:`~odradek.server.broker.Broker` calls them around binding and joining (and starts what
+runs: timers, loading); the handler tests (``tests/server/handlers``) call them back to back on
+a temporary directory, so that what a handler sees in a test is wired as in a broker.
+Everything here runs on the event loop's thread, before the broker serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from odradek.clock import Clock
+from odradek.cluster.controller.assignment import BrokerMetadata
+from odradek.cluster.controller.runtime import ControllerRuntime
+from odradek.cluster.metadata.producer_ids import ProducerIdManager
+from odradek.cluster.metadata.store import MetadataStore
+from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView, LocalClusterView
+from odradek.cluster.replication.purgatory import Purgatory
+from odradek.cluster.replication.replica_manager import (
+    ReplicaManager,
+    single_broker_replica_manager,
+)
+from odradek.cluster.topics import TopicManager
+from odradek.config import BrokerConfig
+from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
+from odradek.counters import BrokerCounters
+from odradek.quotas.manager import ClientQuotas
+from odradek.server.authorizer import Authorizer
+from odradek.server.fetch_sessions import FetchSessionCache
+from odradek.server.services import BrokerServices
+from odradek.storage import LogManager
+
+
+@dataclass(frozen=True, slots=True)
+class Foundation:
+    """What exists before the listeners: the broker's storage-side parts and those built on
+    them."""
+
+    config: BrokerConfig
+    clock: Clock
+    store: MetadataStore
+    logs: LogManager
+    purgatory: Purgatory
+    producer_ids: ProducerIdManager
+    topics: TopicManager
+    groups: GroupCoordinatorRuntime
+
+
+def open_parts(
+    config: BrokerConfig,
+    clock: Clock,
+    store: MetadataStore,
+    logs: LogManager,
+    purgatory: Purgatory,
+    *,
+    live_brokers: Callable[[], Sequence[BrokerMetadata]] | None = None,
+) -> Foundation:
+    """Open the topics' logs and build the group coordinator on them (not loaded: the broker
+    starts it, a test loads it). ``live_brokers``: a cluster's membership; None for a broker
+    that is the whole cluster (it leads every partition it has)."""
+    producer_ids = ProducerIdManager(store)
+    topics = TopicManager(
+        config, store, logs, clock, live_brokers, leads_alone=live_brokers is None
+    )
+    topics.open()
+    groups = GroupCoordinatorRuntime(config, topics, clock, purgatory.replicated)
+    topics.deletion_listeners.append(groups.on_topic_deleted)
+    return Foundation(config, clock, store, logs, purgatory, producer_ids, topics, groups)
+
+
+def lone_cluster_view(parts: Foundation, endpoint: BrokerEndpoint) -> LocalClusterView:
+    """The view of a broker that is the whole cluster, advertising ``endpoint``."""
+    return LocalClusterView(
+        endpoint, parts.store.cluster_id, parts.topics, parts.groups.shard.partition_for
+    )
+
+
+def build_services(
+    parts: Foundation,
+    cluster: ClusterView,
+    *,
+    replicas: ReplicaManager | None = None,
+    controller: ControllerRuntime | None = None,
+    counters: BrokerCounters | None = None,
+    authorizer: Authorizer | None = None,
+    quotas: ClientQuotas | None = None,
+) -> BrokerServices:
+    """The rest, on ``cluster``: the transaction coordinator (not loaded), and, unless a
+    cluster's ``replicas`` are given, the replica manager of a broker that leads alone."""
+    config, clock, topics = parts.config, parts.clock, parts.topics
+    transactions = TransactionCoordinatorRuntime(
+        config, topics, clock, parts.producer_ids, parts.purgatory.replicated, cluster
+    )
+    topics.deletion_listeners.append(transactions.on_topic_deleted)
+    if replicas is None:
+        replicas = single_broker_replica_manager(
+            config.node_id,
+            parts.store,
+            topics.partition,
+            parts.logs.checkpoint,
+            clock,
+            parts.purgatory,
+        )
+    return BrokerServices(
+        config=config,
+        clock=clock,
+        topics=topics,
+        groups=parts.groups,
+        transactions=transactions,
+        producer_ids=parts.producer_ids,
+        cluster=cluster,
+        logs=parts.logs,
+        purgatory=parts.purgatory,
+        replicas=replicas,
+        controller=controller,
+        counters=counters,
+        fetch_sessions=FetchSessionCache(
+            clock,
+            config.get_int("max.incremental.fetch.session.cache.slots"),
+            config.get_int("min.incremental.fetch.session.eviction.ms"),
+        ),
+        authorizer=authorizer,
+        quotas=quotas,
+    )
