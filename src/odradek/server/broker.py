@@ -16,7 +16,6 @@ from odradek.cluster.metadata.listener_view import ListenerClusterView
 from odradek.cluster.metadata.producer_ids import ProducerIdManager
 from odradek.cluster.metadata.store import LocalMetadataStore, MetadataStore
 from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView
-from odradek.cluster.metadata.zookeeper.store import ZooKeeperMetadataStore
 from odradek.cluster.node import ClusterNode
 from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.topics import TopicManager
@@ -26,12 +25,13 @@ from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntim
 from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
 from odradek.security.listeners import Listener
-from odradek.security.scram import ScramCredential
+from odradek.security.scram import CredentialLookup, ScramCredential
 from odradek.server.acceptor import Acceptor
 from odradek.server.authorizer import Authorizer
 from odradek.server.composition import build_services, lone_cluster_view, open_parts
 from odradek.server.connection import Connection
 from odradek.server.connection_quotas import ConnectionQuotas
+from odradek.server.credentials import CredentialCache
 from odradek.server.memory_pool import MemoryPool
 from odradek.server.metrics import MetricsServer, console_client
 from odradek.server.registry import load_handlers
@@ -73,6 +73,8 @@ class Broker:
         self.log_dirs: list[Path] = config.log_dirs
         self.logs = LogManager(self.log_dirs, self.clock)
         self.store: MetadataStore | None = None
+        # Users' SCRAM credentials, followed as they change, where the store is ZooKeeper.
+        self.credentials = CredentialCache()
         # With zookeeper.connect: this broker's part in a cluster; None for a lone broker.
         self.node: ClusterNode | None = None
         self._topics: TopicManager | None = None
@@ -245,9 +247,16 @@ class Broker:
         assert self.store is not None
         store = self.store
 
-        def scram_lookup(user: str, mechanism: str) -> ScramCredential | None:
-            text = _user_configs_now(store, user).get(mechanism)
-            return None if text is None else ScramCredential.from_kafka(text)
+        scram_lookup: CredentialLookup
+        if isinstance(store, LocalMetadataStore):
+
+            def scram_lookup(user: str, mechanism: str) -> ScramCredential | None:
+                text = store.user_configs_now(user).get(mechanism)
+                return None if text is None else ScramCredential.from_kafka(text)
+
+        else:
+            await self.credentials.follow(store)
+            scram_lookup = self.credentials.lookup
 
         listeners = [
             Listener.from_config(self.config, spec, scram_lookup, self.clock)
@@ -523,6 +532,7 @@ class Broker:
         await self._stop_schema_registry()
         for server in self._servers:
             server.close()
+        self.credentials.stop()
         if self._groups is not None:
             await stop_step("group coordinator", self._groups.stop(), _STOP_STEP_TIMEOUT_S)
             self._groups = None
@@ -558,17 +568,6 @@ class Broker:
             await asyncio.to_thread(self.logs.close)
             self._topics = None
         log.info("odradek broker %d stopped cleanly", self.node_id)
-
-
-def _user_configs_now(store: MetadataStore, user: str) -> dict[str, str]:
-    """A user's configs for the SASL exchange's credential lookup, which is not a coroutine:
-    the local store answers from memory; ZooKeeper is read in the lookup (a SCRAM login waits
-    for that one read, as it did before the store became asynchronous)."""
-    if isinstance(store, LocalMetadataStore):
-        return store.user_configs_now(user)
-    if isinstance(store, ZooKeeperMetadataStore):
-        return store.user_configs_blocking(user)
-    return {}
 
 
 def _close_segments(segments: list[LogSegment]) -> None:

@@ -1114,11 +1114,6 @@ class ZooKeeperMetadataStore:
         # changed the credential a moment ago.
         return await self._run(self._entity_configs, f"{USER_CONFIGS_PATH}/{name}")
 
-    def user_configs_blocking(self, name: str) -> dict[str, str]:
-        """:meth:`user_configs` for the SASL exchange's credential lookup, which is not a
-        coroutine (a SCRAM login waits for this read)."""
-        return self._entity_configs(f"{USER_CONFIGS_PATH}/{name}")
-
     def _entity_configs(self, path: str) -> dict[str, str]:
         try:
             data, _ = self._call(self.zk.get, path)
