@@ -122,7 +122,8 @@ class RequestTiming:
             self.remote_ns += now_ns - self._since_ns
 
 
-# The timing of the request being handled in this task; None while metrics are off.
+# The timing of the request being handled in this task; None on a connection that neither
+# counts metrics nor has client quotas.
 current_request: ContextVar[RequestTiming | None] = ContextVar(
     "odradek_current_request", default=None
 )

@@ -150,3 +150,18 @@ def test_a_consumer_over_its_quota_is_throttled_and_others_are_not() -> None:
         # at most) may go out before the throttle holds the rest back.
         assert slow < 20_000_000, slow
         assert fast == 20_000_000
+
+
+def test_a_producer_over_its_request_percentage_is_throttled_and_others_are_not() -> None:
+    # 1% of one thread: 10 ms of handling a second, far less than producing flat out takes.
+    with running_broker() as broker:
+        topic = unique_topic("quota")
+        with KafkaConnection(broker.bootstrap) as connection:
+            connection.create_topic(topic)
+        set_quota(broker.bootstrap, [("client-id", "busy")], "request_percentage", 1)
+
+        _, _, throttle = produce_flat_out(broker.bootstrap, topic, "busy")
+        _, _, free_throttle = produce_flat_out(broker.bootstrap, topic, "idle")
+
+        assert throttle > 0, "the producer over its request quota saw no throttle time"
+        assert free_throttle == 0

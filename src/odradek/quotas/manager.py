@@ -30,6 +30,7 @@ from odradek.clock import Clock
 from odradek.quotas.entities import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     USER,
@@ -161,8 +162,10 @@ class ClientQuotaManager:
 
 
 class ClientQuotas:
-    """A broker's client quotas: bytes produced, bytes fetched by consumers, request time.
-    Follows the metadata store (:meth:`follow`): every broker applies the same quotas."""
+    """A broker's client quotas: bytes produced, bytes fetched by consumers, request time (the
+    percentage of one thread's time spent handling the client's requests), and partitions
+    created or deleted per second (KIP-599's controller mutations). Follows the metadata store
+    (:meth:`follow`): every broker applies the same quotas."""
 
     def __init__(self, clock: Clock, *, samples: int = 11, sample_ms: int = 1000) -> None:
         self.produce = ClientQuotaManager(
@@ -174,9 +177,12 @@ class ClientQuotas:
         self.request = ClientQuotaManager(
             clock, REQUEST_PERCENTAGE, samples=samples, sample_ms=sample_ms
         )
+        self.mutation = ClientQuotaManager(
+            clock, CONTROLLER_MUTATION_RATE, samples=samples, sample_ms=sample_ms
+        )
 
     def update(self, configs: Mapping[QuotaEntity, Mapping[str, str]]) -> None:
-        for manager in (self.produce, self.fetch, self.request):
+        for manager in (self.produce, self.fetch, self.request, self.mutation):
             manager.update(configs)
 
     async def follow(self, store: QuotaStore) -> None:

@@ -1,5 +1,15 @@
 """Client quotas at the connection: what Produce and consumer Fetch requests count against the
-client's quotas, and the throttle time they carry back.
+client's byte-rate quotas, what every request's handling time counts against its request quota
+(``request_percentage``), and the throttle time the answers carry back.
+
+The request quota, as Kafka's ``ClientRequestQuotaManager``: the time a request is handled
+(decoding and handling, less its waits in the purgatory: Kafka's request-handler thread time) is
+recorded as a percentage of one thread's second, so ``request_percentage=50`` is half of one
+thread's time and 200 two threads'. Exempt, as in Kafka: version negotiation and the SASL
+exchange, followers' fetches, acks=0 produces, and what brokers ask of each other. Where a byte
+rate quota and the request quota both throttle, the longer time counts. An answer that carries
+a throttle time of its own (KIP-599's controller mutations, set by the handler) is held back
+that long too.
 
 As Kafka does since KIP-219, the answer goes out at once, carrying ``throttle_time_ms``, and the
 connection then reads nothing more for that long (the client, told, waits too; one that does
@@ -17,14 +27,22 @@ The broker's event loop only.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import struct
 from typing import Any
+
+from kio.static.primitive import i32Timedelta
 
 from odradek.quotas.manager import ClientQuotas
 from odradek.server.context import FrameParts
 
 PRODUCE, FETCH = 0, 1
 THROTTLED_APIS = frozenset({PRODUCE, FETCH})
+# ControlledShutdown, SaslHandshake, ApiVersions, WriteTxnMarkers, SaslAuthenticate.
+REQUEST_QUOTA_EXEMPT = frozenset({7, 17, 18, 27, 36})
+_NANOS_TO_PERCENT = 100 / 1_000_000_000
+_MILLISECOND = datetime.timedelta(milliseconds=1)
 _INT32 = struct.Struct(">i")
 _PRINCIPAL_TYPE = "User:"
 
@@ -62,6 +80,45 @@ def record(
         return 0
     size = response.size if isinstance(response, FrameParts) else len(response)
     return quotas.fetch.record(user, client, size)
+
+
+def record_time(
+    quotas: ClientQuotas,
+    api_key: int,
+    principal: str,
+    client_id: str | None,
+    request: Any,
+    handling_ns: int,
+) -> int:
+    """Count a request's handling time against its request quota: the throttle time in ms."""
+    if api_key in REQUEST_QUOTA_EXEMPT:
+        return 0
+    if api_key == FETCH and not is_consumer_fetch(request):
+        return 0
+    if api_key == PRODUCE and int(getattr(request, "acks", -1)) == 0:
+        return 0
+    return quotas.request.record(
+        user_of(principal), client_id or "", handling_ns * _NANOS_TO_PERCENT
+    )
+
+
+def answer_throttle_time(answer: Any) -> int:
+    """The throttle time (ms) a handler set in its unencoded answer; 0 for none."""
+    value = getattr(answer, "throttle_time", None)
+    if isinstance(value, datetime.timedelta):
+        return value // _MILLISECOND
+    return 0
+
+
+def with_throttle_field(answer: Any, throttle_ms: int) -> Any:
+    """A kio answer with its ``throttle_time`` raised to ``throttle_ms`` (unchanged without
+    the field: the connection is held back all the same)."""
+    if not dataclasses.is_dataclass(type(answer)) or not hasattr(answer, "throttle_time"):
+        return answer
+    if answer_throttle_time(answer) >= throttle_ms:
+        return answer
+    throttle = datetime.timedelta(milliseconds=min(throttle_ms, 2**31 - 1))
+    return dataclasses.replace(answer, throttle_time=i32Timedelta.parse(throttle))
 
 
 def with_throttle_time(

@@ -285,9 +285,9 @@ class Connection(asyncio.BufferedProtocol):
             return
         counters = self._counters
         timing = None
-        if counters is not None:
+        if counters is not None or self.services.quotas is not None:
             # This task's context, copied by any task a handler starts: the purgatory adds the
-            # request's waits to it (Kafka's RemoteTime).
+            # request's waits to it (Kafka's RemoteTime, which the request quota leaves out).
             timing = RequestTiming()
             current_request.set(timing)
         try:
@@ -387,15 +387,36 @@ class Connection(asyncio.BufferedProtocol):
                 f"malformed request for API key {api_key} v{api_version}: {e}"
             ) from e
         context = RequestContext(self.services, header, self.session)
+        quotas = self.services.quotas
+        timing = current_request.get() if quotas is not None and quotas.request.enabled else None
+        if timing is not None:
+            began, parked = time.perf_counter_ns(), timing.remote_ns
         answer = await handler.fn(context, request)
+        throttle_ms = 0
+        if quotas is not None:
+            throttle_ms = client_throttle.answer_throttle_time(answer)
+            if timing is not None:
+                handling_ns = time.perf_counter_ns() - began - (timing.remote_ns - parked)
+                throttle_ms = max(
+                    throttle_ms,
+                    client_throttle.record_time(
+                        quotas,
+                        api_key,
+                        self.session.principal,
+                        header.client_id,
+                        request,
+                        handling_ns,
+                    ),
+                )
         response: bytes | FrameParts | None
         if answer is None or isinstance(answer, FrameParts | bytes):
             response = answer
         else:
+            if throttle_ms > 0:
+                answer = client_throttle.with_throttle_field(answer, throttle_ms)
             response = encode_response(correlation_id, answer)
-        quotas = self.services.quotas
         if quotas is not None and api_key in THROTTLED_APIS:
-            throttle_ms = client_throttle.record(
+            bandwidth_ms = client_throttle.record(
                 quotas,
                 api_key,
                 self.session.principal,
@@ -404,12 +425,13 @@ class Connection(asyncio.BufferedProtocol):
                 len(frame),
                 response,
             )
-            if throttle_ms > 0:
-                self._held_back_ms = throttle_ms
-                if response is not None:
-                    response = client_throttle.with_throttle_time(
-                        api_key, api_version, response, throttle_ms
-                    )
+            throttle_ms = max(throttle_ms, bandwidth_ms)
+            if throttle_ms > 0 and response is not None:
+                response = client_throttle.with_throttle_time(
+                    api_key, api_version, response, throttle_ms
+                )
+        if throttle_ms > 0:
+            self._held_back_ms = throttle_ms
         return response
 
     def _unsupported_api_versions(self) -> Any:

@@ -8,12 +8,14 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.deadline import request_timeout_ms, within_timeout
+from odradek.server.mutation_quota import MutationQuota
 from odradek.server.registry import handles
 
 
 @handles(api_key=37, min_version=0, max_version=3)
 async def handle_create_partitions(ctx: RequestContext, request: Any) -> Response:
     results = []
+    quota = MutationQuota(ctx, strict=ctx.version >= 3, validate_only=bool(request.validate_only))
     for item in request.topics:
         if not permits(ctx, Op.ALTER, TOPIC, item.name):
             code = ErrorCode.topic_authorization_failed
@@ -24,9 +26,13 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Respons
             if item.assignments is None
             else [[int(b) for b in a.broker_ids] for a in item.assignments]
         )
+        topics = ctx.services.topics
+        existing = topics.topic(item.name)
+        before = existing.partitions if existing is not None else 0
         try:
+            quota.check()
             await within_timeout(
-                ctx.services.topics.create_partitions(
+                topics.create_partitions(
                     item.name,
                     int(item.count),
                     assignments,
@@ -37,5 +43,6 @@ async def handle_create_partitions(ctx: RequestContext, request: Any) -> Respons
         except KafkaError as e:
             results.append({"name": item.name, "error_code": e.code, "error_message": e.message})
             continue
+        quota.record(int(item.count) - before)
         results.append({"name": item.name, "error_code": ErrorCode.none, "error_message": None})
-    return ctx.respond(throttle_time=0, results=results)
+    return ctx.respond(throttle_time=quota.throttle_ms(), results=results)

@@ -13,6 +13,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits, permits_cluster
 from odradek.server.context import RequestContext, Response
 from odradek.server.deadline import request_timeout_ms, within_timeout
+from odradek.server.mutation_quota import MutationQuota
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 from odradek.server.topic_configs import describe_topic_configs
@@ -43,7 +44,7 @@ def _failed(name: str, code: ErrorCode, message: str | None) -> dict[str, Any]:
 
 
 async def _create(
-    ctx: RequestContext, item: Any, validate_only: bool, timeout_ms: int
+    ctx: RequestContext, item: Any, validate_only: bool, timeout_ms: int, quota: MutationQuota
 ) -> dict[str, Any]:
     topics = ctx.services.topics
     assignments = {int(a.partition_index): [int(b) for b in a.broker_ids] for a in item.assignments}
@@ -51,6 +52,7 @@ async def _create(
     if not (permits_cluster(ctx, Op.CREATE) or permits(ctx, Op.CREATE, TOPIC, item.name)):
         return _failed(item.name, ErrorCode.topic_authorization_failed, None)
     try:
+        quota.check()
         topic = await within_timeout(
             topics.create_topic(
                 item.name,
@@ -75,6 +77,7 @@ async def _create(
         return _failed(
             item.name, ErrorCode.kafka_storage_error, f"cannot create the topic's logs: {e}"
         )
+    quota.record(topic.partitions)
     return {
         "name": topic.name,
         "topic_id": topic.topic_id,
@@ -102,6 +105,8 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Response:
     seen: set[str] = set()
     results: list[Awaitable[dict[str, Any]]] = []
     timeout_ms = request_timeout_ms(request)
+    validate_only = bool(request.validate_only)
+    quota = MutationQuota(ctx, strict=ctx.version >= 6, validate_only=validate_only)
     for item in request.topics:
         if item.name in seen:
             results.append(
@@ -115,9 +120,10 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Response:
             )
             continue
         seen.add(item.name)
-        results.append(_create(ctx, item, bool(request.validate_only), timeout_ms))
+        results.append(_create(ctx, item, validate_only, timeout_ms, quota))
     # Every topic's write in flight at once, each bounded by the request's timeout.
-    return respond(ctx, throttle_time=0, topics=list(await asyncio.gather(*results)))
+    created = list(await asyncio.gather(*results))
+    return respond(ctx, throttle_time=quota.throttle_ms(), topics=created)
 
 
 async def _answered(result: dict[str, Any]) -> dict[str, Any]:

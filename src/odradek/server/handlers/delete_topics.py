@@ -9,12 +9,13 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.deadline import request_timeout_ms, within_timeout
+from odradek.server.mutation_quota import MutationQuota
 from odradek.server.old_versions import respond
 from odradek.server.registry import handles
 
 
 async def _delete(
-    ctx: RequestContext, name: str | None, topic_id: Any, timeout_ms: int
+    ctx: RequestContext, name: str | None, topic_id: Any, timeout_ms: int, quota: MutationQuota
 ) -> dict[str, Any]:
     topics = ctx.services.topics
     if name is None:
@@ -30,9 +31,11 @@ async def _delete(
     if not permits(ctx, Op.DELETE, TOPIC, name):
         return {"name": name, "error_code": ErrorCode.topic_authorization_failed}
     try:
+        quota.check()
         deleted = await within_timeout(topics.delete_topic(name), timeout_ms)
     except KafkaError as e:
         return {"name": name, "error_code": e.code, "error_message": e.message}
+    quota.record(deleted.partitions)
     return {"name": name, "topic_id": deleted.topic_id, "error_code": ErrorCode.none}
 
 
@@ -43,5 +46,8 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Response:
     else:
         targets = [(name, None) for name in request.topic_names]
     timeout_ms = request_timeout_ms(request)
-    responses = [await _delete(ctx, name, topic_id, timeout_ms) for name, topic_id in targets]
-    return respond(ctx, throttle_time=0, responses=responses)
+    quota = MutationQuota(ctx, strict=ctx.version >= 5, validate_only=False)
+    responses = [
+        await _delete(ctx, name, topic_id, timeout_ms, quota) for name, topic_id in targets
+    ]
+    return respond(ctx, throttle_time=quota.throttle_ms(), responses=responses)
