@@ -694,6 +694,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _at_least(1),
         ),
         ConfigDef(
+            "telemetry.max.bytes",
+            ConfigType.INT,
+            "1048576",
+            "largest metrics push a client may make (KIP-714), decompressed",
+            _at_least(1),
+        ),
+        ConfigDef(
             "socket.request.max.bytes",
             ConfigType.INT,
             "104857600",

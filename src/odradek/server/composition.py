@@ -11,7 +11,7 @@ The order, and why it is that order::
                                                    and the groups' partitioning
     → cluster view                                 a lone broker's reads the topics
     → transaction coordinator                      sends markers to the leaders the view names
-    → replica manager (a lone broker's), fetch sessions → BrokerServices
+    → replica manager (a lone broker's), fetch sessions, client telemetry → BrokerServices
 
 :func:`open_parts` is everything before the listeners, :func:`build_services` everything after.
 :class:`~odradek.server.broker.Broker` calls them around binding and joining (and starts what
@@ -46,6 +46,7 @@ from odradek.server.authorizer import Authorizer
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.services import BrokerServices
 from odradek.storage import LogManager
+from odradek.telemetry.clients import ClientTelemetry
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,4 +139,5 @@ def build_services(
         ),
         authorizer=authorizer,
         quotas=quotas,
+        telemetry=ClientTelemetry(clock, max_bytes=config.get_int("telemetry.max.bytes")),
     )

@@ -47,6 +47,8 @@ prefix of the line above::
       …_connection_creation_total, …_connection_close_total  ← connection-creation/close-total
     kafka_coordinator_group_groupmetadatamanager_numgroups   ← coordinator.group:GroupMetadataMan…
       …_numgroupsstable, …preparingrebalance, …completingrebalance, …empty, …dead
+    org_apache_kafka_<client metric>{client_instance_id,client_id,principal,<attributes>}
+                                                             ← a client's push (KIP-714)
     kafka_consumergroup_lag{consumergroup,topic,partition}   ← (kafka_exporter)
       kafka_consumergroup_current_offset{…}, kafka_consumergroup_members{consumergroup},
       kafka_consumergroup_state{consumergroup,state} (1 for the current state)
@@ -85,6 +87,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +121,7 @@ if TYPE_CHECKING:
     from odradek.server.services import BrokerServices, Session
     from odradek.storage import LogManager
     from odradek.storage.cleaner import LogCleaner
+    from odradek.telemetry.clients import ClientTelemetry
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +222,8 @@ class Snapshot:
     cleaner: CleanerFigures | None = None
     # Each log dir, and whether it is offline (KIP-112).
     log_dirs: tuple[tuple[str, bool], ...] = ()
+    # What clients pushed (KIP-714): (Prometheus name, labels, value).
+    client_metrics: tuple[tuple[str, tuple[tuple[str, str], ...], float], ...] = ()
 
 
 def take_snapshot(broker: Measured, counters: BrokerCounters) -> Snapshot:
@@ -284,7 +290,34 @@ def take_snapshot(broker: Measured, counters: BrokerCounters) -> Snapshot:
         groups=groups,
         cleaner=cleaner_figures(broker.cleaner, broker.clock.time_ms()),
         log_dirs=tuple((str(d), broker.logs.failures.is_offline(d)) for d in broker.logs.log_dirs),
+        client_metrics=client_metric_samples(broker.services.telemetry),
     )
+
+
+_NOT_IN_A_NAME = re.compile(r"[^a-zA-Z0-9_]")
+_KIND_SUFFIX = {"gauge": "", "sum": "", "histogram_count": "_count", "histogram_sum": "_sum"}
+
+
+def client_metric_samples(
+    telemetry: ClientTelemetry | None,
+) -> tuple[tuple[str, tuple[tuple[str, str], ...], float], ...]:
+    """The metrics clients pushed, under their names with every character Prometheus does not
+    take (the dots) as an underscore, labelled with the client's instance id, client id and
+    principal beside the metric's own attributes."""
+    if telemetry is None:
+        return ()
+    samples = []
+    for instance in telemetry.instances():
+        own = (
+            ("client_instance_id", str(instance.instance_id)),
+            ("client_id", instance.client.get("client_id", "")),
+            ("principal", instance.principal),
+        )
+        for (name, kind, labels), value in instance.metrics.items():
+            prometheus = _NOT_IN_A_NAME.sub("_", name) + _KIND_SUFFIX[kind]
+            attributes = tuple((_NOT_IN_A_NAME.sub("_", k), v) for k, v in labels)
+            samples.append((prometheus, own + attributes, value))
+    return tuple(samples)
 
 
 def cleaner_figures(cleaner: LogCleaner | None, now_ms: int) -> CleanerFigures | None:
@@ -346,6 +379,7 @@ def families(snapshot: Snapshot) -> Iterator[Metric]:
     yield from _log_families(snapshot)
     yield from _group_families(snapshot)
     yield from _cleaner_families(snapshot.cleaner)
+    yield from _client_families(snapshot.client_metrics)
     prefix = "kafka_server_socket_server_metrics_"
     listener = ["listener"]
     for name, kind, doc, values in (
@@ -408,6 +442,20 @@ _REQUEST_TIMES = (
     ),
     ("responsesendtime", "send", "Time handing a response to the socket"),
 )
+
+
+def _client_families(
+    samples: tuple[tuple[str, tuple[tuple[str, str], ...], float], ...],
+) -> Iterator[Metric]:
+    # A metric's samples may carry different attributes (per node, per topic), so each sample
+    # has its own labels rather than a family's fixed ones.
+    families: dict[str, Metric] = {}
+    for name, labels, value in samples:
+        family = families.get(name)
+        if family is None:
+            family = families[name] = Metric(name, "Pushed by clients (KIP-714)", "gauge")
+        family.add_sample(name, dict(labels), value)
+    yield from families.values()
 
 
 def _cleaner_families(cleaner: CleanerFigures | None) -> Iterator[Metric]:

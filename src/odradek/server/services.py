@@ -28,6 +28,7 @@ from odradek.security.sasl import SaslSession
 from odradek.server.authorizer import Authorizer
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.storage import LogManager
+from odradek.telemetry.clients import ClientTelemetry
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -64,6 +65,8 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     # Client quotas (producer_byte_rate, consumer_byte_rate, ...); None: nobody is throttled.
     quotas: ClientQuotas | None = None
+    # Client telemetry (KIP-714): subscriptions given and metrics pushed; None: not served.
+    telemetry: ClientTelemetry | None = None
 
 
 @dataclass(slots=True)
@@ -83,3 +86,6 @@ class Session:
     listener: str = "PLAINTEXT"
     # The SASL state of a connection to a SASL_PLAINTEXT or SASL_SSL listener; None otherwise.
     sasl: SaslSession | None = None
+    # What the client said it is in ApiVersions v3+ (KIP-511); "" until then.
+    software_name: str = ""
+    software_version: str = ""
