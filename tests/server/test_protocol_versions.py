@@ -202,6 +202,7 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
         ]
     },
     71: lambda _: {"client_instance_id": uuid.UUID(int=0)},
+    74: lambda _: {"resource_types": []},
     31: lambda name: {
         "filters": [
             {

@@ -136,18 +136,19 @@ def fetch_denials(ctx: RequestContext, topics: Iterable[str], replica: bool) -> 
     return denied(ctx, Op.READ, TOPIC, names)
 
 
-_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER = 2, 4, 8
+_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_CLIENT_METRICS = 2, 4, 8, 16
 
 
 def config_denial(
     ctx: RequestContext, operation: AclOperation, kind: int, name: str
 ) -> ErrorCode | None:
     """Describe/AlterConfigs of one config resource: the topic's DESCRIBE_CONFIGS or
-    ALTER_CONFIGS, or the cluster's for a broker's configs; the error, or None if allowed."""
+    ALTER_CONFIGS, or the cluster's for a broker's configs and client metrics subscriptions;
+    the error, or None if allowed."""
     if kind == _CONFIG_TOPIC:
         allowed = permits(ctx, operation, TOPIC, name)
         return None if allowed else ErrorCode.topic_authorization_failed
-    if kind in (_CONFIG_BROKER, _CONFIG_BROKER_LOGGER):
+    if kind in (_CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_CLIENT_METRICS):
         allowed = permits_cluster(ctx, operation)
         return None if allowed else ErrorCode.cluster_authorization_failed
     return None

@@ -213,6 +213,8 @@ class Broker:
             quotas=await self._client_quotas(self.store),
         )
         self._txns = self._services.transactions
+        if self._services.telemetry is not None:
+            await self._services.telemetry.follow(self.store)
         self._txns.start()
         if self.node is not None:
             self._txns.follow(self.node.replicas.leadership_listeners)

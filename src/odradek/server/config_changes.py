@@ -12,6 +12,8 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, config_denial
 from odradek.server.context import RequestContext
 from odradek.server.topic_configs import BROKER_RESOURCE, TOPIC_RESOURCE
+from odradek.telemetry.subscriptions import CLIENT_METRICS_RESOURCE
+from odradek.telemetry.subscriptions import validate as validate_client_metrics
 
 
 async def alter_resource(
@@ -44,11 +46,34 @@ async def alter_resource(
             )
         elif kind == BROKER_RESOURCE:
             await _alter_broker(ctx, name, new_configs, validate_only)
+        elif kind == CLIENT_METRICS_RESOURCE:
+            await _alter_client_metrics(ctx, name, new_configs, validate_only)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"resource type {kind} is not supported")
     except KafkaError as e:
         result.update(error_code=e.code, error_message=e.message)
     return result
+
+
+async def _alter_client_metrics(
+    ctx: RequestContext,
+    name: str,
+    new_configs: Callable[[dict[str, str]], dict[str, str | None]],
+    validate_only: bool,
+) -> None:
+    """A client metrics subscription (KIP-714), kept in the metadata store for every broker;
+    all its configs removed, it is gone."""
+    if not name:
+        raise KafkaError(ErrorCode.invalid_request, "name the client metrics subscription")
+    store = ctx.services.topics.store
+    updated = new_configs((await store.client_metrics_configs()).get(name, {}))
+    valid = {k: v for k, v in updated.items() if v is not None}
+    try:
+        validate_client_metrics(valid)
+    except ConfigError as e:
+        raise KafkaError(ErrorCode.invalid_config, str(e)) from e
+    if not validate_only:
+        await store.set_client_metrics_configs(name, valid)
 
 
 async def _alter_broker(

@@ -17,7 +17,8 @@ File format of the local store: a snapshot and a journal in the first log dir. T
 int, "next_producer_id_block": int, "topics": {name: {"id": uuid, "partitions": n, "replicas":
 [[node], ...], "configs": {}}}, "partition_states": {"topic/p": {"leader", "leader_epoch",
 "isr", "controller_epoch", "version"}}, "users": {name: {config: value}}, "quotas": {entity
-path: {config: value}}, "brokers": {id: {config: value}}, "acls": [{"resource_type": "Topic",
+path: {config: value}}, "brokers": {id: {config: value}}, "client_metrics": {subscription:
+{config: value}}, "acls": [{"resource_type": "Topic",
 "name": str, "pattern_type": "LITERAL", "entries": {"version": 1, "acls": [{"principal",
 "permissionType", "operation", "host"}]}}]}`` (entries as Kafka's ``/kafka-acl`` znodes; quotas of
 entities other than a user alone, by Kafka's entity path; files without ``users``, ``quotas``,
@@ -216,6 +217,15 @@ class MetadataStore(Protocol):
         """Replace a broker's dynamic configs (a ``"broker_configs"`` change follows)."""
         ...
 
+    async def client_metrics_configs(self) -> dict[str, dict[str, str]]:
+        """Every client metrics subscription's configs (KIP-714's CLIENT_METRICS resources)."""
+        ...
+
+    async def set_client_metrics_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace a subscription's configs (empty: remove it); a ``"client_metrics"`` change
+        follows, on every broker."""
+        ...
+
     async def user_names(self) -> list[str]:
         """Every user with configs, sorted."""
         ...
@@ -325,6 +335,7 @@ class LocalMetadataStore:
         # Quota entities other than a user alone (whose quotas are among its configs).
         self._quotas: dict[str, dict[str, str]] = {}
         self._brokers: dict[int, dict[str, str]] = {}
+        self._client_metrics: dict[str, dict[str, str]] = {}
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._cluster_id = cluster_id or new_cluster_id()
         self.next_producer_id_block = 0
@@ -422,6 +433,11 @@ class LocalMetadataStore:
                 self._quotas.pop(path, None)
             else:
                 self._quotas[path] = dict(c)
+        for name, c in change.get("client_metrics", {}).items():
+            if c is None:
+                self._client_metrics.pop(name, None)
+            else:
+                self._client_metrics[name] = dict(c)
         for b, c in change.get("brokers", {}).items():
             if c is None:
                 self._brokers.pop(int(b), None)
@@ -483,6 +499,7 @@ class LocalMetadataStore:
             "users": self._users,
             "quotas": self._quotas,
             "brokers": {str(b): c for b, c in sorted(self._brokers.items())},
+            "client_metrics": self._client_metrics,
             "acls": [
                 _acl_json(pattern, entries) for pattern, entries in sorted(self._acls.items())
             ],
@@ -579,6 +596,13 @@ class LocalMetadataStore:
     async def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
         self._commit({"brokers": {str(broker): dict(configs) if configs else None}})
         self._listeners.notify(MetadataChange("broker_configs"))
+
+    async def client_metrics_configs(self) -> dict[str, dict[str, str]]:
+        return {name: dict(c) for name, c in self._client_metrics.items()}
+
+    async def set_client_metrics_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        self._commit({"client_metrics": {name: dict(configs) if configs else None}})
+        self._listeners.notify(MetadataChange("client_metrics"))
 
     @property
     def acls(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:

@@ -1,4 +1,5 @@
-"""DescribeConfigs (32): topic and broker configs with their sources."""
+"""DescribeConfigs (32): topic and broker configs with their sources, and client metrics
+subscriptions (KIP-714)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ from odradek.server.topic_configs import (
     describe_broker_configs,
     describe_topic_configs,
 )
+from odradek.telemetry.subscriptions import CLIENT_METRICS_CONFIGS, CLIENT_METRICS_RESOURCE
+
+# Kafka's ConfigSource ids.
+DEFAULT_CONFIG, CLIENT_METRICS_CONFIG = 5, 7
 
 
 async def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, Any]:
@@ -52,12 +57,36 @@ async def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[
             result["configs"] = await describe_broker_configs(
                 ctx.services, keys, include_synonyms=synonyms
             )
+    elif kind == CLIENT_METRICS_RESOURCE:
+        result["configs"] = await _client_metrics_configs(ctx, name, keys)
     else:
         result.update(
             error_code=ErrorCode.invalid_request,
             error_message=f"resource type {kind} is not supported",
         )
     return result
+
+
+async def _client_metrics_configs(
+    ctx: RequestContext, name: str, keys: list[str] | None
+) -> list[dict[str, Any]]:
+    """A client metrics subscription's configs (KIP-714), its defaults for those not set."""
+    configured = (await ctx.services.topics.store.client_metrics_configs()).get(name, {})
+    return [
+        {
+            "name": config,
+            "value": configured.get(config, definition.default),
+            "read_only": False,
+            "is_default": config not in configured,
+            "config_source": CLIENT_METRICS_CONFIG if config in configured else DEFAULT_CONFIG,
+            "is_sensitive": False,
+            "synonyms": [],
+            "config_type": int(definition.kind),
+            "documentation": definition.doc,
+        }
+        for config, definition in CLIENT_METRICS_CONFIGS.items()
+        if keys is None or config in keys
+    ]
 
 
 @handles(api_key=32, min_version=0, max_version=4, decode=old_messages.decoder(32))

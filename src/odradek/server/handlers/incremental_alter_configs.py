@@ -12,11 +12,16 @@ from odradek.server.config_changes import alter_resource
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 from odradek.server.topic_configs import BROKER_RESOURCE
+from odradek.telemetry.subscriptions import CLIENT_METRICS_CONFIGS, CLIENT_METRICS_RESOURCE
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 def _definition(resource_type: int, name: str) -> ConfigDef:
+    if resource_type == CLIENT_METRICS_RESOURCE:
+        if name in CLIENT_METRICS_CONFIGS:
+            return CLIENT_METRICS_CONFIGS[name]
+        raise KafkaError(ErrorCode.invalid_config, f"unknown client metrics config {name!r}")
     if resource_type == BROKER_RESOURCE:
         if name in DYNAMIC_BROKER_CONFIGS:
             return BROKER_CONFIGS[name]
@@ -42,7 +47,11 @@ def _apply(
                 raise KafkaError(ErrorCode.invalid_config, f"{name} is not a list config")
             base = updated.get(name)
             if base is None:
-                base = ctx.services.config.topic_default(name)
+                base = (
+                    definition.default or ""
+                    if resource_type == CLIENT_METRICS_RESOURCE
+                    else ctx.services.config.topic_default(name)
+                )
             items = [i for i in base.split(",") if i]
             change = [i for i in (value or "").split(",") if i]
             if kind == APPEND:

@@ -18,6 +18,7 @@ Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools r
     /config/clients/<client-id>                   {"version":1,"config":{"producer_byte_rate":...}}
     /config/users/<user>/clients/<client-id>      (quotas; <default> for a default, as Kafka)
                                                   (or "users/<user>", "brokers/<id>")
+    /config/client-metrics/<subscription>         {"version":1,"config":{"metrics":...}} (KIP-714)
     /admin/delete_topics/<topic>                  (empty: the topic is being deleted)
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0",
                                                    "block_end":"999"}  (both ends inclusive)
@@ -128,6 +129,7 @@ TOPICS_PATH = "/brokers/topics"
 TOPIC_CONFIGS_PATH = "/config/topics"
 USER_CONFIGS_PATH = "/config/users"
 BROKER_CONFIGS_PATH = "/config/brokers"
+CLIENT_METRICS_PATH = "/config/client-metrics"
 CONFIG_CHANGES_PATH = "/config/changes"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
@@ -1134,6 +1136,25 @@ class ZooKeeperMetadataStore:
 
     async def user_names(self) -> list[str]:
         return await self._run(self._user_names)
+
+    async def client_metrics_configs(self) -> dict[str, dict[str, str]]:
+        return await self._run(self._client_metrics_configs)
+
+    def _client_metrics_configs(self) -> dict[str, dict[str, str]]:
+        found = {}
+        for name in self._children(CLIENT_METRICS_PATH):
+            configs = self._entity_configs(f"{CLIENT_METRICS_PATH}/{name}")
+            if configs:
+                found[name] = configs
+        return found
+
+    async def set_client_metrics_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        await self._run(
+            self._set_entity_configs,
+            f"{CLIENT_METRICS_PATH}/{name}",
+            f"client-metrics/{name}",
+            configs,
+        )
 
     def _user_names(self) -> list[str]:
         try:
