@@ -20,9 +20,10 @@ from odradek.cluster.metadata.zookeeper.store import ZooKeeperMetadataStore
 from odradek.cluster.node import ClusterNode
 from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.replica_manager import single_broker_replica_manager
+from odradek.cluster.share.manager import SharePartitionManager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.group.runtime import GroupCoordinatorRuntime, share_settings
 from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.metrics import MetricsServer, console_client
@@ -37,6 +38,7 @@ from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.memory_pool import MemoryPool
 from odradek.server.registry import load_handlers
 from odradek.server.services import BrokerServices, Session
+from odradek.server.share_sessions import ShareSessionCache
 from odradek.stopping import stop_step
 from odradek.storage import LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
@@ -241,6 +243,18 @@ class Broker:
             ),
             authorizer=self._authorizer(self.store),
             quotas=await self._client_quotas(self.store),
+            share_partitions=SharePartitionManager(
+                replicas,
+                self._topics.partition,
+                self.clock,
+                share_settings(self.config),
+                self._groups.share_group_config,
+            ),
+            share_sessions=ShareSessionCache(
+                self.clock,
+                self.config.get_int("group.share.max.share.sessions"),
+                self.config.get_int("group.share.session.timeout.ms"),
+            ),
         )
         self._start_metrics()
         for listener, server in zip(listeners, self._servers, strict=True):
