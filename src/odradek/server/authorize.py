@@ -136,7 +136,7 @@ def fetch_denials(ctx: RequestContext, topics: Iterable[str], replica: bool) -> 
     return denied(ctx, Op.READ, TOPIC, names)
 
 
-_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER = 2, 4, 8
+_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_GROUP = 2, 4, 8, 32
 
 
 def config_denial(
@@ -150,6 +150,9 @@ def config_denial(
     if kind in (_CONFIG_BROKER, _CONFIG_BROKER_LOGGER):
         allowed = permits_cluster(ctx, operation)
         return None if allowed else ErrorCode.cluster_authorization_failed
+    if kind == _CONFIG_GROUP:
+        allowed = permits(ctx, operation, GROUP, name)
+        return None if allowed else ErrorCode.group_authorization_failed
     return None
 
 

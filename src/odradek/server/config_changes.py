@@ -8,6 +8,7 @@ from typing import Any
 
 from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS
 from odradek.config import BROKER_CONFIGS, ConfigError
+from odradek.coordinator.group.group_configs import GROUP_RESOURCE, validate
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, config_denial
 from odradek.server.context import RequestContext
@@ -44,11 +45,33 @@ async def alter_resource(
             )
         elif kind == BROKER_RESOURCE:
             await _alter_broker(ctx, name, new_configs, validate_only)
+        elif kind == GROUP_RESOURCE:
+            await _alter_group(ctx, name, new_configs, validate_only)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"resource type {kind} is not supported")
     except KafkaError as e:
         result.update(error_code=e.code, error_message=e.message)
     return result
+
+
+async def _alter_group(
+    ctx: RequestContext,
+    name: str,
+    new_configs: Callable[[dict[str, str]], dict[str, str | None]],
+    validate_only: bool,
+) -> None:
+    """A group's configs (``share.*``), kept in the metadata store for every broker."""
+    if not name:
+        raise KafkaError(ErrorCode.invalid_request, "name a group")
+    group_configs = ctx.services.groups.group_configs
+    updated = new_configs(await group_configs.read(name))
+    valid = {k: v for k, v in updated.items() if v is not None}
+    try:
+        validate(valid)
+    except ConfigError as e:
+        raise KafkaError(ErrorCode.invalid_config, str(e)) from e
+    if not validate_only:
+        await group_configs.set(name, valid)
 
 
 async def _alter_broker(

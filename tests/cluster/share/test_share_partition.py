@@ -100,14 +100,12 @@ def test_renew_moves_the_lock_deadline() -> None:
 
 def test_a_poison_record_is_archived_at_the_delivery_limit() -> None:
     sp = share(limit=3)
-    now = 0
     counts = []
-    for _ in range(5):
+    for now in range(5):
         got = sp.acquire("a", log_of(1), 100, now, LOCK_MS)
         counts += [r.delivery_count for r in got]
         if got:
             sp.acknowledge("a", ack(0, 0, RELEASE), now, LOCK_MS)
-        now += 1
     assert counts == [1, 2, 3]
     assert sp.state_of(0) is None and sp.start_offset == 1
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import uuid
 
+from odradek.coordinator.group.assignors import TopicInfo
 from odradek.coordinator.group.share_group import (
     ShareGroupSettings,
     ShareHeartbeatRequest,
     ShareHeartbeatResult,
     assign,
 )
-from odradek.coordinator.group.assignors import TopicInfo
 from odradek.protocol.errors import ErrorCode
 
 from .consumer_support import Catalog, restarted

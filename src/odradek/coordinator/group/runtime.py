@@ -38,6 +38,7 @@ from odradek.coordinator.common.runtime import CoordinatorRuntime
 from odradek.coordinator.group.assignors import ASSIGNORS, TopicInfo, assignor_names
 from odradek.coordinator.group.consumer_group import ConsumerGroupSettings
 from odradek.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from odradek.coordinator.group.group_configs import GroupConfigs
 from odradek.coordinator.group.messages import NO_PRODUCER_ID
 from odradek.coordinator.group.share_group import ShareGroupSettings
 from odradek.protocol.control import marker_commits
@@ -195,8 +196,10 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
         self.offsets_topic = OffsetsTopic(topics, config, clock)
         coordinator = GroupCoordinator(group_config(config, self.offsets_topic.partitions), clock)
         coordinator.consumer.topics = TopicsCatalog(topics)
-        # The share groups' group configs (share.*), by group.
-        self.group_configs: dict[str, GroupShareConfig] = {}
+        # The groups' own configs (share.*), as this broker last read them.
+        self.group_configs = GroupConfigs(
+            topics.store, config.get_int("group.share.record.lock.duration.ms")
+        )
         super().__init__(
             self.offsets_topic,
             coordinator,
@@ -241,7 +244,11 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
 
     def share_group_config(self, group_id: str) -> GroupShareConfig:
         """A share group's own settings (its group configs), the broker's where unset."""
-        return self.group_configs.get(group_id, GroupShareConfig())
+        return self.group_configs.share_config(group_id)
+
+    def start(self) -> None:
+        super().start()
+        self.group_configs.follow()
 
     async def stop(self) -> None:
         """Answer waiting JoinGroup/SyncGroup requests and stop the timers and loads."""

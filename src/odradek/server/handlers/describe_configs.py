@@ -1,9 +1,14 @@
-"""DescribeConfigs (32): topic and broker configs with their sources."""
+"""DescribeConfigs (32): topic, broker and group configs with their sources."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.coordinator.group.group_configs import (
+    GROUP_CONFIG_SOURCE,
+    GROUP_CONFIGS,
+    GROUP_RESOURCE,
+)
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import Op, config_denial
@@ -52,12 +57,36 @@ async def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[
             result["configs"] = await describe_broker_configs(
                 ctx.services, keys, include_synonyms=synonyms
             )
+    elif kind == GROUP_RESOURCE:
+        result["configs"] = await _group_configs(ctx, name, keys)
     else:
         result.update(
             error_code=ErrorCode.invalid_request,
             error_message=f"resource type {kind} is not supported",
         )
     return result
+
+
+async def _group_configs(
+    ctx: RequestContext, group: str, keys: list[str] | None
+) -> list[dict[str, Any]]:
+    group_configs = ctx.services.groups.group_configs
+    await group_configs.read(group)
+    return [
+        {
+            "name": name,
+            "value": value,
+            "read_only": False,
+            "is_default": source != GROUP_CONFIG_SOURCE,
+            "config_source": source,
+            "is_sensitive": False,
+            "synonyms": [],
+            "config_type": int(GROUP_CONFIGS[name].kind),
+            "documentation": GROUP_CONFIGS[name].doc,
+        }
+        for name, (value, source) in group_configs.effective(group).items()
+        if keys is None or name in keys
+    ]
 
 
 @handles(api_key=32, min_version=0, max_version=4, decode=old_messages.decoder(32))

@@ -171,6 +171,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Response:
     refused = refusal(ctx, request)
     if refused is not None or manager is None or sessions is None:
         return _respond(ctx, *(refused or (ErrorCode.unsupported_version, None)))
+    # The group's configs (where it starts, its lock duration, its isolation) before it reads.
+    await services.groups.group_configs.ensure(group_id)
     names = topic_names(ctx)
     requested, forgotten = _partitions(request)
     epoch = int(request.share_session_epoch)
