@@ -86,10 +86,11 @@ class ShareSessionCache:
             return SessionOutcome(ErrorCode.none, session, full=True, replaced=replaced)
         outcome = self._continue(key, epoch, now)
         if outcome.session is not None:
-            for partition in forgotten:
-                outcome.session.partitions.pop(partition, None)
+            # Added, then forgotten: a request acknowledging what it forgets names it in both.
             for partition in added:
                 outcome.session.partitions[partition] = None
+            for partition in forgotten:
+                outcome.session.partitions.pop(partition, None)
         return outcome
 
     def acknowledge(self, group_id: str, member_id: str, epoch: int) -> SessionOutcome:

@@ -186,10 +186,11 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Response:
     session = outcome.session
     if outcome.error != ErrorCode.none or session is None:
         return _respond(ctx, outcome.error, lock_ms=lock_ms)
-    # What the member held of a partition it forgets is available again.
-    manager.release(group_id, member_id, [(names[t], p) for t, p in forgotten if t in names])
     renew = ctx.version >= 2 and bool(getattr(request, "is_renew_ack", False))
     acks = _acknowledge_all(ctx, request, names, requested, renew)
+    # What the member still holds of a partition it forgets (after its acknowledgements, which
+    # the same request may carry) is available again.
+    manager.release(group_id, member_id, [(names[t], p) for t, p in forgotten if t in names])
     hidden = denied(ctx, Op.READ, TOPIC, {n for t, n in names.items() if t in session.partitions})
     fetched: dict[SharePartitionKey, ShareFetched] = {}
     if not outcome.closed and not renew:
