@@ -1,6 +1,7 @@
-"""What ShareFetch and ShareAcknowledge have in common: topic ids to names, acknowledgement
-batches to value objects, each partition's acknowledgements applied, a closed session's records
-released. Used by the two handlers only."""
+"""What the share group handlers have in common: topic ids to names, acknowledgement batches to
+value objects, each partition's acknowledgements applied, a closed session's records released
+(ShareFetch, ShareAcknowledge); the group as its coordinator sees it (the share group offsets
+APIs)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 
 from odradek.cluster.share.manager import SharePartitionManager
 from odradek.cluster.share.share_partition import AcknowledgementBatch, AcknowledgeType
+from odradek.coordinator.common.runtime import CoordinatorError
+from odradek.coordinator.group.share_group import ShareGroupDescription
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, permits
 from odradek.server.context import RequestContext
@@ -89,3 +92,23 @@ def refusal(ctx: RequestContext, request: Any) -> tuple[ErrorCode, str | None] |
 
 def by_topic_list(by_topic: dict[uuid.UUID, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return [{"topic_id": t, "partitions": p} for t, p in by_topic.items()]
+
+
+async def share_group(ctx: RequestContext, group_id: str) -> ShareGroupDescription:
+    """The share group as its coordinator (this broker) describes it; the error when it is not
+    served here or not a share group."""
+    try:
+        return await ctx.services.groups.read(
+            group_id, lambda c: c.share.describe(group_id), api_key=ctx.header.api_key
+        )
+    except CoordinatorError as e:
+        return ShareGroupDescription(e.code, group_id)
+
+
+def empty_group_error(described: ShareGroupDescription) -> tuple[ErrorCode, str | None]:
+    """Offsets of a share group change only while it has no members (Kafka's rule)."""
+    if described.error != ErrorCode.none:
+        return described.error, described.message
+    if described.members:
+        return ErrorCode.non_empty_group, "The group has active members."
+    return ErrorCode.none, None

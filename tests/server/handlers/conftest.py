@@ -21,14 +21,16 @@ from odradek.cluster.metadata.store import LocalMetadataStore
 from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView, PartitionInfo
 from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.replica_manager import single_broker_replica_manager
+from odradek.cluster.share.manager import SharePartitionManager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.group.runtime import GroupCoordinatorRuntime, share_settings
 from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.protocol.messages import RequestHeader, build, encode_response, request_schema
 from odradek.server.context import FrameParts, RequestContext
 from odradek.server.registry import HANDLERS, load_handlers
 from odradek.server.services import BrokerServices, Session
+from odradek.server.share_sessions import ShareSessionCache
 from odradek.storage import LogManager, ReadSlice
 from tests.server.conftest import decode_exactly, now_ms
 
@@ -63,6 +65,9 @@ def services(tmp_path: Path, clock: ManualClock) -> Iterator[BrokerServices]:
     )
     transactions.load()  # no timer task and no markers sent: tests call the coordinator
     transactions.cluster = cluster
+    replicas = single_broker_replica_manager(
+        NODE_ID, store, topics.partition, logs.checkpoint, clock, purgatory
+    )
     yield BrokerServices(
         config=config,
         clock=clock,
@@ -73,9 +78,11 @@ def services(tmp_path: Path, clock: ManualClock) -> Iterator[BrokerServices]:
         cluster=cluster,
         logs=logs,
         purgatory=purgatory,
-        replicas=single_broker_replica_manager(
-            NODE_ID, store, topics.partition, logs.checkpoint, clock, purgatory
+        replicas=replicas,
+        share_partitions=SharePartitionManager(
+            replicas, topics.partition, clock, share_settings(config), groups.share_group_config
         ),
+        share_sessions=ShareSessionCache(clock, 100, 45_000),
     )
     groups.shard.shutdown()
     logs.close()

@@ -159,6 +159,45 @@ class SharePartitionManager:
         """The group's share-partitions made here so far."""
         return {(t, p): s for (g, t, p), s in self._shares.items() if g == group_id}
 
+    def offsets(
+        self, group_id: str, keys: Sequence[TopicPartitionKey] | None
+    ) -> dict[TopicPartitionKey, tuple[int, int, int]]:
+        """The group's start offset, leader epoch and lag for each of ``keys`` (None: every
+        share-partition of the group here) that has a share-partition on a partition led
+        here."""
+        found: dict[TopicPartitionKey, tuple[int, int, int]] = {}
+        wanted = self.existing(group_id) if keys is None else keys
+        for topic, index in wanted:
+            share = self._shares.get((group_id, topic, index))
+            partition = self._partition_of(topic, index)
+            if share is None or partition is None or not partition.is_leader:
+                continue
+            found[(topic, index)] = (
+                share.start_offset,
+                partition.leader_epoch,
+                share.lag(partition.high_watermark),
+            )
+        return found
+
+    def alter_offset(self, group_id: str, topic: str, index: int, offset: int) -> ErrorCode:
+        """AlterShareGroupOffsets of one partition (its group has no members): the group
+        starts there, nothing in flight."""
+        try:
+            share = self.share_partition(group_id, topic, index)
+        except KafkaError as e:
+            return e.code
+        partition = self._partition_of(topic, index)
+        assert partition is not None
+        share.reset(max(offset, partition.log.log_start_offset))
+        return ErrorCode.none
+
+    def delete_offsets(self, group_id: str, topic: str) -> None:
+        """DeleteShareGroupOffsets of a topic: the group starts it again from
+        ``share.auto.offset.reset``."""
+        for key in [k for k in self._shares if k[0] == group_id and k[1] == topic]:
+            del self._shares[key]
+            self._epochs.pop(key, None)
+
     def forget_group(self, group_id: str) -> None:
         for key in [k for k in self._shares if k[0] == group_id]:
             del self._shares[key]
