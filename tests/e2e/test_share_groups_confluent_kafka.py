@@ -9,6 +9,7 @@ without closing."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from odradek.cli.main import main
 from odradek.clock import ManualClock
 from odradek.testing import RunningBroker, running_broker
 
@@ -272,3 +274,39 @@ def test_a_poison_record_is_archived_at_the_delivery_limit(
         consumer.close()
     assert counts == list(range(1, DELIVERY_LIMIT + 1))
     assert after == [1]
+
+
+def test_odradek_groups_lists_and_describes_a_share_group(
+    broker: RunningBroker, topic_name: str, group: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bootstrap = broker.bootstrap
+    create_topics(bootstrap, {topic_name: 2})
+    earliest(bootstrap, group)
+    produce(bootstrap, topic_name, 6, partitions=2)
+    consumer = share_consumer(bootstrap, group, topic_name)
+    seen: list[Message] = []
+    try:
+        poll_until([consumer], lambda: len(seen) == 6, lambda _, m: seen.append(m))
+        consumer.commit_sync(TIMEOUT_S)  # accepts what the last poll gave
+
+        def run(*args: str) -> Any:
+            capsys.readouterr()
+            assert main(["groups", *args, "--bootstrap-server", bootstrap, "--output", "json"]) == 0
+            return json.loads(capsys.readouterr().out)
+
+        listed = run("list")
+        assert {"group": group, "type": "share", "state": "Stable", "protocol_type": "share"} in (
+            listed
+        )
+        (described,) = run("describe", group)
+    finally:
+        consumer.close()
+    assert (described["state"], described["protocol_type"]) == ("Stable", "share")
+    (member,) = described["members"]
+    assert sorted((a["topic"], a["partition"]) for a in member["assignment"]) == [
+        (topic_name, 0),
+        (topic_name, 1),
+    ]
+    assert sorted(
+        (o["partition"], o["current_offset"], o["lag"]) for o in described["offsets"]
+    ) == [(0, 3, 0), (1, 3, 0)]
