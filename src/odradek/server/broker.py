@@ -256,6 +256,9 @@ class Broker:
                 self.config.get_int("group.share.session.timeout.ms"),
             ),
         )
+        shares = self._services.share_partitions
+        if shares is not None:
+            self._topics.deletion_listeners.append(shares.forget_topic)
         self._start_metrics()
         for listener, server in zip(listeners, self._servers, strict=True):
             services = self._services

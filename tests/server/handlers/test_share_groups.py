@@ -17,6 +17,7 @@ from .conftest import HandlerCaller
 HEARTBEAT, DESCRIBE, FETCH, ACK = 76, 77, 78, 79
 DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 90, 91, 92
 PRODUCE, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS = 0, 32, 44, 16
+DELETE_GROUPS = 42
 GROUP_RESOURCE = 32
 MS = datetime.timedelta(milliseconds=1)
 ACCEPT, RELEASE = 1, 2
@@ -204,6 +205,12 @@ def test_fetch_acknowledge_and_offsets(handlers: HandlerCaller, services: Broker
         groups=[{"group_id": "g", "topics": [{"topic_name": "t", "partitions": [0]}]}],
     ).groups
     assert group.topics[0].partitions[0].start_offset == -1
+    fetch(handlers, topic_id, 0)  # the group reads again: it has state here
+    assert services.share_partitions is not None
+    assert services.share_partitions.existing("g")
+    (deleted_group,) = handlers.call(DELETE_GROUPS, 2, groups_names=["g"]).results
+    assert deleted_group.error_code == ErrorCode.none
+    assert services.share_partitions.existing("g") == {}
 
 
 def test_group_configs(handlers: HandlerCaller, services: BrokerServices) -> None:
