@@ -9,6 +9,8 @@ import datetime
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import build, request_schema
+from odradek.server.registry import HANDLERS
 from odradek.server.services import BrokerServices
 
 from ..conftest import batch_of
@@ -237,3 +239,64 @@ def test_group_configs(handlers: HandlerCaller, services: BrokerServices) -> Non
     }
     assert services.share_partitions is not None
     assert services.share_partitions.lock_ms("g") == 5000
+
+
+def test_a_parked_fetch_wakes_for_records_another_member_releases(
+    handlers: HandlerCaller, services: BrokerServices
+) -> None:
+    topic_id = setup(handlers, services, records=1)
+    assert acquired(fetch(handlers, topic_id, 0, member="b")) == [(0, 0, 1)]
+    fetch_a = handlers.context(FETCH, 1)
+    release_b = handlers.context(ACK, 1)
+    request_a = _request(
+        FETCH,
+        group_id="g",
+        member_id="a",
+        share_session_epoch=0,
+        max_wait=60_000 * MS,  # far longer than the test waits
+        min_bytes=1,
+        max_bytes=1 << 20,
+        max_records=100,
+        batch_size=100,
+        topics=[
+            {
+                "topic_id": topic_id,
+                "partitions": [{"partition_index": 0, "acknowledgement_batches": []}],
+            }
+        ],
+        forgotten_topics_data=[],
+    )
+    request_b = _request(
+        ACK,
+        group_id="g",
+        member_id="b",
+        share_session_epoch=1,
+        topics=[
+            {
+                "topic_id": topic_id,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "acknowledgement_batches": [
+                            {"first_offset": 0, "last_offset": 0, "acknowledge_types": [RELEASE]}
+                        ],
+                    }
+                ],
+            }
+        ],
+    )
+
+    async def scenario() -> Any:
+        parked = asyncio.ensure_future(HANDLERS[FETCH].fn(fetch_a, request_a))
+        for _ in range(10):
+            await asyncio.sleep(0)  # a's fetch finds nothing and parks
+        assert not parked.done()
+        await HANDLERS[ACK].fn(release_b, request_b)
+        return await asyncio.wait_for(parked, 10)
+
+    response = handlers.decode(fetch_a, handlers._loop.run_until_complete(scenario()))
+    assert acquired(response) == [(0, 0, 2)]
+
+
+def _request(api_key: int, **fields: Any) -> Any:
+    return build(request_schema(api_key, 1), fields)

@@ -7,7 +7,8 @@ long-poll and read bounds: read_committed stops at the last stable offset) from 
 next fetch offset, then acquires what it read for the member. A fetch that got nothing waits
 again, until its ``max_wait`` — at most until the next record lock expires or an acknowledgement
 or release makes records available again, so a released record is delivered without waiting for
-new data. A share-partition starts, the first time a group fetches it here, at the log start
+new data (a fetch parked for new data is woken when records of its group are released). A
+share-partition starts, the first time a group fetches it here, at the log start
 (``share.auto.offset.reset=earliest``) or the high watermark (``latest``, the default), as the
 group's configs say.
 
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from odradek.clock import Clock
-from odradek.cluster.replication.delayed import FetchParams
+from odradek.cluster.replication.delayed import FetchParams, FetchResult
 from odradek.cluster.replication.partition import FetchIsolation, Partition, RecordSlice
 from odradek.cluster.replication.replica_manager import ReplicaManager
 from odradek.cluster.share.share_partition import (
@@ -117,8 +118,9 @@ class SharePartitionManager:
         self._shares: dict[tuple[str, str, int], SharePartition] = {}
         # The leader epoch each share-partition was made in: a new leadership starts anew.
         self._epochs: dict[tuple[str, str, int], int] = {}
-        # Set (and replaced) whenever records become available again, for waiting fetches.
-        self._changed = asyncio.Event()
+        # Per group: set (and replaced) whenever records become available again, for its
+        # waiting fetches.
+        self._changed: dict[str, asyncio.Event] = {}
 
     def lock_ms(self, group_id: str) -> int:
         own = self.group_config(group_id).record_lock_duration_ms
@@ -208,9 +210,16 @@ class SharePartitionManager:
             del self._shares[key]
             self._epochs.pop(key, None)
 
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+    def _changes(self, group_id: str) -> asyncio.Event:
+        event = self._changed.get(group_id)
+        if event is None:
+            event = self._changed[group_id] = asyncio.Event()
+        return event
+
+    def _wake(self, group_id: str) -> None:
+        event = self._changed.pop(group_id, None)
+        if event is not None:
+            event.set()
 
     # -- acknowledgements and releases ---------------------------------------------------------
 
@@ -230,7 +239,7 @@ class SharePartitionManager:
         share.expire_locks(now)
         error = share.acknowledge(member_id, batches, now, self.lock_ms(group_id))
         if error == ErrorCode.none:
-            self._wake()
+            self._wake(group_id)
         return error
 
     def release(self, group_id: str, member_id: str, keys: Sequence[TopicPartitionKey]) -> None:
@@ -241,7 +250,7 @@ class SharePartitionManager:
             if share is not None:
                 released += share.release_member(member_id)
         if released:
-            self._wake()
+            self._wake(group_id)
 
     # -- ShareFetch ----------------------------------------------------------------------------
 
@@ -269,7 +278,7 @@ class SharePartitionManager:
             positions: list[tuple[TopicPartitionKey, _Position]] = []
             now = self.clock.monotonic_ms()
             next_lock: int | None = None
-            changed = self._changed
+            changed = self._changes(group_id)
             for key in keys:
                 answer = answers[key] = ShareFetched()
                 partition = self._partition_of(*key)
@@ -282,7 +291,7 @@ class SharePartitionManager:
                     answer.error = e.code
                     continue
                 if share.expire_locks(now):
-                    self._wake()
+                    self._wake(group_id)
                 offset = share.next_fetch_offset()
                 lock = share.next_deadline()
                 if lock is not None:
@@ -295,14 +304,12 @@ class SharePartitionManager:
                 wait_ms = min(wait_ms, max(next_lock - now, 0))
             got = False
             if positions:
-                result = await self.replicas.fetch_records(
-                    FetchParams(-1, isolation, wait_ms, limits.min_bytes, limits.max_bytes),
-                    positions,
-                    api_key=api_key,
-                )
-                got = self._acquire(
-                    group_id, member_id, result.topics, answers, limits.max_records, lock_ms
-                )
+                params = FetchParams(-1, isolation, wait_ms, limits.min_bytes, limits.max_bytes)
+                result = await self._read_or_wake(params, positions, changed, api_key)
+                if result is not None:
+                    got = self._acquire(
+                        group_id, member_id, result.topics, answers, limits.max_records, lock_ms
+                    )
             elif wait_ms > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), wait_ms / 1000)
@@ -310,6 +317,30 @@ class SharePartitionManager:
                 return answers
             if loop.time() >= deadline:
                 return answers
+
+    async def _read_or_wake(
+        self,
+        params: FetchParams,
+        positions: Sequence[tuple[TopicPartitionKey, _Position]],
+        changed: asyncio.Event,
+        api_key: int,
+    ) -> FetchResult | None:
+        """The replica manager's read of ``positions`` (long-polling as it does), given up
+        for None when ``changed`` is set first: records of the group became available again
+        (released by another member), to be read from where they are."""
+        read = asyncio.ensure_future(
+            self.replicas.fetch_records(params, positions, api_key=api_key)
+        )
+        woken = asyncio.ensure_future(changed.wait())
+        try:
+            await asyncio.wait({read, woken}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+            if not read.done():
+                read.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await read
+        return None if read.cancelled() else read.result()
 
     def _acquire(
         self,
