@@ -310,3 +310,40 @@ def test_odradek_groups_lists_and_describes_a_share_group(
     assert sorted(
         (o["partition"], o["current_offset"], o["lag"]) for o in described["offsets"]
     ) == [(0, 3, 0), (1, 3, 0)]
+
+
+def test_read_committed_delivers_no_aborted_or_open_transaction(
+    broker: RunningBroker, topic_name: str, group: str
+) -> None:
+    bootstrap = broker.bootstrap
+    create_topics(bootstrap, {topic_name: 1})
+    earliest(bootstrap, group)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entry = ConfigEntry(
+        "share.isolation.level", "read_committed", incremental_operation=AlterConfigOpType.SET
+    )
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=TIMEOUT_S)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{group}"})
+    producer.init_transactions(TIMEOUT_S)
+    for outcome in ("aborted", "committed"):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic_name, f"{outcome}-{i}".encode(), partition=0)
+        if outcome == "aborted":
+            producer.abort_transaction(TIMEOUT_S)
+        else:
+            producer.commit_transaction(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(topic_name, b"open-0", partition=0)  # never committed while we read
+    producer.flush(TIMEOUT_S)
+    consumer = share_consumer(bootstrap, group, topic_name)
+    seen: list[bytes] = []
+    try:
+        poll_until([consumer], lambda: len(seen) >= 3, lambda _, m: seen.append(m.value() or b""))
+        assert list(consumer.poll(0.5)) == []
+    finally:
+        consumer.close()
+        producer.abort_transaction(TIMEOUT_S)
+    assert seen == [b"committed-0", b"committed-1", b"committed-2"]
