@@ -179,3 +179,13 @@ def test_reset_forgets_what_was_in_flight() -> None:
     sp.reset(10)
     assert (sp.start_offset, sp.end_offset, sp.in_flight) == (10, 10, 0)
     assert sp.lag(15) == 5
+
+
+def test_an_acknowledgement_beyond_what_is_in_flight_is_refused_at_once() -> None:
+    sp = share()
+    sp.acquire("a", log_of(2), 100, 0, LOCK_MS)
+    # A client's range of 2**62 offsets is refused without being walked.
+    huge = ack(0, 2**62, ACCEPT)
+    assert sp.acknowledge("a", huge, 0, LOCK_MS) == ErrorCode.invalid_record_state
+    assert sp.acknowledge("a", ack(-5, 1, ACCEPT), 0, LOCK_MS) == ErrorCode.invalid_record_state
+    assert sp.in_flight == 2

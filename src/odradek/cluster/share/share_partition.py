@@ -186,6 +186,9 @@ class SharePartition:
             count = batch.last_offset - batch.first_offset + 1
             if count <= 0 or len(batch.types) not in (1, count):
                 return ErrorCode.invalid_request
+            if batch.first_offset < self.start_offset or batch.last_offset >= self.end_offset:
+                # Not all in flight, whatever the client says (and no loop over its range).
+                return ErrorCode.invalid_record_state
             for i in range(count):
                 kind = batch.types[0] if len(batch.types) == 1 else batch.types[i]
                 if kind not in AcknowledgeType.__members__.values():
