@@ -910,6 +910,56 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "most members of a consumer group",
             _at_least(1),
         ),
+        # Share groups (KIP-932; odradek.coordinator.group.share_group, odradek.cluster.share).
+        ConfigDef(
+            "group.share.heartbeat.interval.ms",
+            ConfigType.INT,
+            "5000",
+            "how often share group members heartbeat",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "group.share.session.timeout.ms",
+            ConfigType.INT,
+            "45000",
+            "how long a share group member may go without a heartbeat",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "group.share.max.size",
+            ConfigType.INT,
+            "200",
+            "most members of a share group",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "group.share.record.lock.duration.ms",
+            ConfigType.INT,
+            "30000",
+            "how long a share group member holds the records it acquired",
+            _at_least(1000),
+        ),
+        ConfigDef(
+            "group.share.delivery.count.limit",
+            ConfigType.INT,
+            "5",
+            "deliveries of a record to share group members before it is archived",
+            _at_least(2),
+        ),
+        ConfigDef(
+            "group.share.partition.max.record.locks",
+            ConfigType.INT,
+            "2000",
+            "most records of a partition acquired at once by a share group",
+            _at_least(100),
+        ),
+        ConfigDef(
+            "group.share.max.share.sessions",
+            ConfigType.INT,
+            "2000",
+            "most share sessions (ShareFetch) a broker keeps",
+            _at_least(1),
+        ),
         # The transaction coordinator's settings (odradek.coordinator.transaction.runtime).
         ConfigDef(
             "transaction.state.log.num.partitions",

@@ -163,7 +163,12 @@ def test_produce_consume_records_and_groups(
 
     _consume_and_commit(broker, "json-group")
     listed = run_json(capsys, broker, "groups", "list")
-    assert {"group": "json-group", "state": "Empty", "protocol_type": "consumer"} in listed
+    assert {
+        "group": "json-group",
+        "type": "classic",
+        "state": "Empty",
+        "protocol_type": "consumer",
+    } in listed
     (group,) = run_json(capsys, broker, "groups", "describe", "json-group")
     assert (group["group"], group["exists"], group["state"]) == ("json-group", True, "Empty")
     assert group["members"] == []

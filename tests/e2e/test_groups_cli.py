@@ -85,7 +85,7 @@ def test_list_and_describe_a_group(
 
     listed = odradek("--bootstrap-server", bootstrap, "list")
     assert listed.returncode == 0, listed.stderr
-    assert [group, "Stable", "consumer"] in rows(listed.stdout, "GROUP")
+    assert [group, "classic", "Stable", "consumer"] in rows(listed.stdout, "GROUP")
 
     described = odradek("describe", group, "--bootstrap-server", bootstrap)
     assert described.returncode == 0, described.stderr

@@ -236,6 +236,10 @@ TXN_APIS = frozenset({ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OF
 # SASL answers without an error only on a SASL listener, mid-exchange:
 # tests/e2e/security/test_sasl_protocol.py drives both ends of their ranges there.
 SASL_APIS = frozenset({17, 36})
+# The share group APIs answer without an error only for a member of a share group (and its
+# share session): tests/server/handlers/test_share_groups.py drives them through one, and
+# tests/e2e/test_share_groups_confluent_kafka.py with a real client.
+SHARE_APIS = frozenset({76, 77, 78, 79, 90, 91, 92})
 
 
 def ends_of(handler: Handler) -> list[int]:
@@ -253,7 +257,7 @@ def kio_has(api_key: int, version: int) -> bool:
 CASES = [
     pytest.param(h.api_key, v, id=f"api{h.api_key}-v{v}")
     for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
-    if h.api_key not in GROUP_APIS | OWN_CODECS | TXN_APIS | SASL_APIS | TELEMETRY_APIS
+    if h.api_key not in GROUP_APIS | OWN_CODECS | TXN_APIS | SASL_APIS | TELEMETRY_APIS | SHARE_APIS
     for v in ends_of(h)
     if kio_has(h.api_key, v)
 ]
@@ -261,7 +265,7 @@ CASES = [
 OLD_ENDS = sorted(
     (h.api_key, v)
     for h in HANDLERS.values()
-    if h.api_key not in GROUP_APIS | OWN_CODECS | TXN_APIS
+    if h.api_key not in GROUP_APIS | OWN_CODECS | TXN_APIS | SHARE_APIS
     for v in ends_of(h)
     if not kio_has(h.api_key, v)
 )
@@ -309,6 +313,7 @@ def test_every_api_has_a_request_here() -> None:
         - TXN_APIS
         - SASL_APIS
         - TELEMETRY_APIS
+        - SHARE_APIS
         - set(REQUESTS)
     )
     assert not missing, missing

@@ -65,7 +65,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         output_option(action)
 
 
-_LIST_COLUMNS = columns(("GROUP", "group"), ("STATE", "state"), ("PROTOCOL-TYPE", "protocol_type"))
+_LIST_COLUMNS = columns(
+    ("GROUP", "group"),
+    ("TYPE", "type"),
+    ("STATE", "state"),
+    ("PROTOCOL-TYPE", "protocol_type"),
+)
 _OFFSET_COLUMNS = columns(
     ("GROUP", "group"),
     ("TOPIC", "topic"),
@@ -96,7 +101,12 @@ _RESET_CHUNK = 500
 
 def list_records(groups: Sequence[ListedGroup]) -> list[dict[str, object]]:
     return [
-        {"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type or None}
+        {
+            "group": g.group_id,
+            "type": g.group_type,
+            "state": g.state,
+            "protocol_type": g.protocol_type or None,
+        }
         for g in groups
     ]
 

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from odradek.security.client_settings import ClientSecurity
 
 FIND_COORDINATOR, LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_FETCH = 10, 16, 15, 9
+SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS = 77, 90
+SHARE_PROTOCOL_TYPE = "share"
 OFFSET_COMMIT, DELETE_GROUPS, DELETE_RECORDS = 8, 42, 21
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 37, 44
 BROKER_RESOURCE = 4
@@ -78,6 +80,8 @@ class ListedGroup:
     group_id: str
     state: str
     protocol_type: str
+    # "classic", "consumer" (KIP-848) or "share" (KIP-932), as ListGroups v5 tells it.
+    group_type: str = "classic"
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,12 +314,17 @@ class GroupAdmin(AdminClient):
         found: dict[str, ListedGroup] = {}
         for _, host, port in await self._brokers():
             connection = await self._broker(host, port)
-            response = await connection.request(LIST_GROUPS, {"states_filter": []}, highest=4)
+            response = await connection.request(
+                LIST_GROUPS, {"states_filter": [], "types_filter": []}, highest=5
+            )
             if response.error_code != ErrorCode.none:
                 raise ClientError(f"ListGroups failed: {response.error_code.name}")
             for g in response.groups:
                 found[g.group_id] = ListedGroup(
-                    g.group_id, getattr(g, "group_state", "") or "", g.protocol_type
+                    g.group_id,
+                    getattr(g, "group_state", "") or "",
+                    g.protocol_type,
+                    getattr(g, "group_type", "") or "classic",
                 )
         return sorted(found.values(), key=lambda g: g.group_id)
 
@@ -329,6 +338,15 @@ class GroupAdmin(AdminClient):
             highest=5,
         )
         (described,) = response.groups
+        unknown = described.error_code == ErrorCode.group_id_not_found or (
+            described.error_code == ErrorCode.none and described.group_state == "Dead"
+        )
+        if unknown:
+            # Not a classic group (DescribeGroups says Dead, or from v6 GROUP_ID_NOT_FOUND): a
+            # share group (KIP-932) is described by its own APIs.
+            share = await self._describe_share_group(coordinator, group_id)
+            if share is not None:
+                return share
         if described.error_code != ErrorCode.none:
             raise ClientError(f"DescribeGroups failed: {described.error_code.name}")
         members = tuple(
@@ -355,6 +373,66 @@ class GroupAdmin(AdminClient):
             members,
             tuple(
                 PartitionInfo(t, p, committed.get((t, p)), ends.get((t, p)), owners.get((t, p)))
+                for t, p in partitions
+            ),
+        )
+
+    async def _describe_share_group(
+        self, coordinator: AsyncConnection, group_id: str
+    ) -> GroupInfo | None:
+        """A share group as ShareGroupDescribe and DescribeShareGroupOffsets tell it: the
+        members and their assignments, and per partition the group's start offset (where
+        ``kafka-share-groups.sh`` shows it); None when it is no share group either."""
+        try:
+            response = await coordinator.request(
+                SHARE_GROUP_DESCRIBE,
+                {"group_ids": [group_id], "include_authorized_operations": False},
+                highest=1,
+            )
+        except ClientError:
+            return None  # a broker without share groups (Kafka before 4.0)
+        (described,) = response.groups
+        if described.error_code == ErrorCode.group_id_not_found:
+            return None
+        if described.error_code != ErrorCode.none:
+            raise ClientError(f"ShareGroupDescribe failed: {described.error_code.name}")
+        members = tuple(
+            MemberInfo(
+                m.member_id,
+                None,
+                m.client_id,
+                m.client_host,
+                tuple(
+                    (t.topic_name, int(p))
+                    for t in m.assignment.topic_partitions
+                    for p in t.partitions
+                ),
+            )
+            for m in described.members
+        )
+        offsets = await coordinator.request(
+            DESCRIBE_SHARE_GROUP_OFFSETS,
+            {"groups": [{"group_id": group_id, "topics": None}]},
+            highest=1,
+        )
+        (group,) = offsets.groups
+        started = {
+            (t.topic_name, int(p.partition_index)): int(p.start_offset)
+            for t in group.topics
+            for p in t.partitions
+            if p.error_code == ErrorCode.none and p.start_offset >= 0
+        }
+        owners = {tp: m for m in members for tp in m.assignment}
+        partitions = sorted(set(started) | set(owners))
+        ends = await self.end_offsets(partitions)
+        return GroupInfo(
+            group_id,
+            described.group_state,
+            SHARE_PROTOCOL_TYPE,
+            described.assignor_name,
+            members,
+            tuple(
+                PartitionInfo(t, p, started.get((t, p)), ends.get((t, p)), owners.get((t, p)))
                 for t, p in partitions
             ),
         )

@@ -136,7 +136,8 @@ def fetch_denials(ctx: RequestContext, topics: Iterable[str], replica: bool) -> 
     return denied(ctx, Op.READ, TOPIC, names)
 
 
-_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_CLIENT_METRICS = 2, 4, 8, 16
+_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_BROKER_LOGGER = 2, 4, 8
+_CONFIG_CLIENT_METRICS, _CONFIG_GROUP = 16, 32
 
 
 def config_denial(
@@ -151,6 +152,9 @@ def config_denial(
     if kind in (_CONFIG_BROKER, _CONFIG_BROKER_LOGGER, _CONFIG_CLIENT_METRICS):
         allowed = permits_cluster(ctx, operation)
         return None if allowed else ErrorCode.cluster_authorization_failed
+    if kind == _CONFIG_GROUP:
+        allowed = permits(ctx, operation, GROUP, name)
+        return None if allowed else ErrorCode.group_authorization_failed
     return None
 
 

@@ -11,7 +11,8 @@ The order, and why it is that order::
                                                    and the groups' partitioning
     → cluster view                                 a lone broker's reads the topics
     → transaction coordinator                      sends markers to the leaders the view names
-    → replica manager (a lone broker's), fetch sessions, client telemetry → BrokerServices
+    → replica manager (a lone broker's), share-partitions on it, fetch and share sessions,
+      client telemetry → BrokerServices
 
 :func:`open_parts` is everything before the listeners, :func:`build_services` everything after.
 :class:`~odradek.server.broker.Broker` calls them around binding and joining (and starts what
@@ -36,15 +37,17 @@ from odradek.cluster.replication.replica_manager import (
     ReplicaManager,
     single_broker_replica_manager,
 )
+from odradek.cluster.share.manager import SharePartitionManager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.group.runtime import GroupCoordinatorRuntime, share_settings
 from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
 from odradek.server.authorizer import Authorizer
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.services import BrokerServices
+from odradek.server.share_sessions import ShareSessionCache
 from odradek.storage import LogManager
 from odradek.telemetry.clients import ClientTelemetry
 
@@ -119,6 +122,10 @@ def build_services(
             clock,
             parts.purgatory,
         )
+    shares = SharePartitionManager(
+        replicas, topics.partition, clock, share_settings(config), parts.groups.share_group_config
+    )
+    topics.deletion_listeners.append(shares.forget_topic)
     return BrokerServices(
         config=config,
         clock=clock,
@@ -140,4 +147,10 @@ def build_services(
         authorizer=authorizer,
         quotas=quotas,
         telemetry=ClientTelemetry(clock, max_bytes=config.get_int("telemetry.max.bytes")),
+        share_partitions=shares,
+        share_sessions=ShareSessionCache(
+            clock,
+            config.get_int("group.share.max.share.sessions"),
+            config.get_int("group.share.session.timeout.ms"),
+        ),
     )

@@ -1,5 +1,6 @@
-"""AlterConfigs and IncrementalAlterConfigs share this: apply topic config changes, and changes
-of a broker's dynamic configs (the replication throttle rates; the rest is static), or refuse."""
+"""AlterConfigs and IncrementalAlterConfigs share this: apply topic config changes, changes of a
+broker's dynamic configs (the replication throttle rates; the rest is static), of a group's
+configs and of client metrics subscriptions, or refuse."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS
 from odradek.config import BROKER_CONFIGS, ConfigError
+from odradek.coordinator.group.group_configs import GROUP_RESOURCE, validate
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, config_denial
 from odradek.server.context import RequestContext
@@ -48,6 +50,8 @@ async def alter_resource(
             await _alter_broker(ctx, name, new_configs, validate_only)
         elif kind == CLIENT_METRICS_RESOURCE:
             await _alter_client_metrics(ctx, name, new_configs, validate_only)
+        elif kind == GROUP_RESOURCE:
+            await _alter_group(ctx, name, new_configs, validate_only)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"resource type {kind} is not supported")
     except KafkaError as e:
@@ -74,6 +78,26 @@ async def _alter_client_metrics(
         raise KafkaError(ErrorCode.invalid_config, str(e)) from e
     if not validate_only:
         await store.set_client_metrics_configs(name, valid)
+
+
+async def _alter_group(
+    ctx: RequestContext,
+    name: str,
+    new_configs: Callable[[dict[str, str]], dict[str, str | None]],
+    validate_only: bool,
+) -> None:
+    """A group's configs (``share.*``), kept in the metadata store for every broker."""
+    if not name:
+        raise KafkaError(ErrorCode.invalid_request, "name a group")
+    group_configs = ctx.services.groups.group_configs
+    updated = new_configs(await group_configs.read(name))
+    valid = {k: v for k, v in updated.items() if v is not None}
+    try:
+        validate(valid)
+    except ConfigError as e:
+        raise KafkaError(ErrorCode.invalid_config, str(e)) from e
+    if not validate_only:
+        await group_configs.set(name, valid)
 
 
 async def _alter_broker(

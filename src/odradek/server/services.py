@@ -18,6 +18,7 @@ from odradek.cluster.metadata.producer_ids import ProducerIdManager
 from odradek.cluster.metadata.view import ClusterView
 from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.replica_manager import ReplicaManager
+from odradek.cluster.share.manager import SharePartitionManager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
@@ -27,6 +28,7 @@ from odradek.quotas.manager import ClientQuotas
 from odradek.security.sasl import SaslSession
 from odradek.server.authorizer import Authorizer
 from odradek.server.fetch_sessions import FetchSessionCache
+from odradek.server.share_sessions import ShareSessionCache
 from odradek.storage import LogManager
 from odradek.telemetry.clients import ClientTelemetry
 
@@ -67,6 +69,10 @@ class BrokerServices:
     quotas: ClientQuotas | None = None
     # Client telemetry (KIP-714): subscriptions given and metrics pushed; None: not served.
     telemetry: ClientTelemetry | None = None
+    # Share groups' share-partitions on the partitions led here, and their members' share
+    # sessions (ShareFetch, ShareAcknowledge); None: share groups are not served.
+    share_partitions: SharePartitionManager | None = None
+    share_sessions: ShareSessionCache | None = None
 
 
 @dataclass(slots=True)

@@ -413,6 +413,16 @@ async def test_version_1_files_load_with_every_partition_on_this_node(tmp_path: 
     assert await store.reserve_producer_ids(10) == 2000
 
 
+async def test_group_configs_round_trip_and_survive_reopen(engine: Engine) -> None:
+    store = engine.open()
+    assert await store.group_configs("g") == {}
+    await store.set_group_configs("g", {"share.auto.offset.reset": "earliest"})
+    assert await engine.open().group_configs("g") == {"share.auto.offset.reset": "earliest"}
+    assert await store.group_configs("other") == {}
+    await store.set_group_configs("g", {})
+    assert await engine.open().group_configs("g") == {}
+
+
 async def test_broker_configs_round_trip_and_survive_reopen(engine: Engine) -> None:
     store = engine.open()
     assert await store.broker_configs(2) == {}

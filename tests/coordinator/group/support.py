@@ -24,6 +24,7 @@ from odradek.coordinator.group.messages import (
     SyncResult,
 )
 from odradek.coordinator.group.offsets import OffsetManager
+from odradek.coordinator.group.share_group import ShareGroups
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 SESSION_MS = 10_000
@@ -108,7 +109,7 @@ class Appending:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
-        if isinstance(value, ConsumerProtocol | OffsetManager):
+        if isinstance(value, ConsumerProtocol | OffsetManager | ShareGroups):
             return Appending(value, self._coordinator, self._log)
         if not callable(value) or isinstance(value, type):
             return value

@@ -17,8 +17,8 @@ File format of the local store: a snapshot and a journal in the first log dir. T
 int, "next_producer_id_block": int, "topics": {name: {"id": uuid, "partitions": n, "replicas":
 [[node], ...], "configs": {}}}, "partition_states": {"topic/p": {"leader", "leader_epoch",
 "isr", "controller_epoch", "version"}}, "users": {name: {config: value}}, "quotas": {entity
-path: {config: value}}, "brokers": {id: {config: value}}, "client_metrics": {subscription:
-{config: value}}, "acls": [{"resource_type": "Topic",
+path: {config: value}}, "brokers": {id: {config: value}}, "groups": {group: {config: value}},
+"client_metrics": {subscription: {config: value}}, "acls": [{"resource_type": "Topic",
 "name": str, "pattern_type": "LITERAL", "entries": {"version": 1, "acls": [{"principal",
 "permissionType", "operation", "host"}]}}]}`` (entries as Kafka's ``/kafka-acl`` znodes; quotas of
 entities other than a user alone, by Kafka's entity path; files without ``users``, ``quotas``,
@@ -230,6 +230,14 @@ class MetadataStore(Protocol):
         """Every user with configs, sorted."""
         ...
 
+    async def group_configs(self, group: str) -> dict[str, str]:
+        """A group's configs (``share.auto.offset.reset``, …); empty if none."""
+        ...
+
+    async def set_group_configs(self, group: str, configs: Mapping[str, str]) -> None:
+        """Replace a group's configs; empty configs remove them."""
+        ...
+
     async def set_user_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace a user's configs; empty configs remove the user."""
         ...
@@ -336,6 +344,7 @@ class LocalMetadataStore:
         self._quotas: dict[str, dict[str, str]] = {}
         self._brokers: dict[int, dict[str, str]] = {}
         self._client_metrics: dict[str, dict[str, str]] = {}
+        self._groups: dict[str, dict[str, str]] = {}
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._cluster_id = cluster_id or new_cluster_id()
         self.next_producer_id_block = 0
@@ -438,6 +447,11 @@ class LocalMetadataStore:
                 self._client_metrics.pop(name, None)
             else:
                 self._client_metrics[name] = dict(c)
+        for g, c in change.get("groups", {}).items():
+            if c is None:
+                self._groups.pop(g, None)
+            else:
+                self._groups[g] = dict(c)
         for b, c in change.get("brokers", {}).items():
             if c is None:
                 self._brokers.pop(int(b), None)
@@ -500,6 +514,7 @@ class LocalMetadataStore:
             "quotas": self._quotas,
             "brokers": {str(b): c for b, c in sorted(self._brokers.items())},
             "client_metrics": self._client_metrics,
+            "groups": self._groups,
             "acls": [
                 _acl_json(pattern, entries) for pattern, entries in sorted(self._acls.items())
             ],
@@ -592,6 +607,12 @@ class LocalMetadataStore:
 
     async def broker_configs(self, broker: int) -> dict[str, str]:
         return dict(self._brokers.get(broker, {}))
+
+    async def group_configs(self, group: str) -> dict[str, str]:
+        return dict(self._groups.get(group, {}))
+
+    async def set_group_configs(self, group: str, configs: Mapping[str, str]) -> None:
+        self._commit({"groups": {group: dict(configs) if configs else None}})
 
     async def set_broker_configs(self, broker: int, configs: Mapping[str, str]) -> None:
         self._commit({"brokers": {str(broker): dict(configs) if configs else None}})

@@ -66,6 +66,13 @@ from odradek.coordinator.group.messages import (
     SyncResult,
 )
 from odradek.coordinator.group.offsets import EXPIRE_OFFSETS, OffsetManager
+from odradek.coordinator.group.share_group import (
+    SHARE_GROUP_TYPE,
+    SHARE_PROTOCOL_TYPE,
+    ShareGroups,
+    ShareGroupSettings,
+    is_share_group_key,
+)
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -91,6 +98,8 @@ class GroupConfig:
     new_member_join_timeout_ms: int = 300_000
     # The KIP-848 consumer groups' settings (group.consumer.*).
     consumer: ConsumerGroupSettings = field(default_factory=ConsumerGroupSettings)
+    # The share groups' settings (group.share.*).
+    share: ShareGroupSettings = field(default_factory=ShareGroupSettings)
 
 
 class GroupCoordinator:
@@ -109,6 +118,8 @@ class GroupCoordinator:
         self.consumer = ConsumerProtocol(self)
         # The committed offsets' operations (they are kept in each ``Group``).
         self.offsets = OffsetManager(self)
+        # The share groups (KIP-932), kept apart from ``groups``: they have no offsets here.
+        self.share = ShareGroups(self, config.share)
 
     # -- time ----------------------------------------------------------------------------------
 
@@ -147,6 +158,12 @@ class GroupCoordinator:
         :meth:`complete_transaction`)."""
         if key is None:
             log.warning("skipping a record without a key in __consumer_offsets")
+            return
+        if is_share_group_key(key):
+            try:
+                self.share.replay(key, value)
+            except rec.RecordFormatError as e:
+                log.warning("skipping an unreadable record in __consumer_offsets: %s", e)
             return
         if is_consumer_group_key(key):
             try:
@@ -238,6 +255,7 @@ class GroupCoordinator:
         self.owned.discard(partition)
         self.loading.discard(partition)
         self.offsets.forget_transactions(partition)
+        self.share.unload(partition)
         doomed = {g for g in self.groups if self.partition_for(g) == partition}
         if not doomed:
             return 0
@@ -1018,6 +1036,15 @@ class GroupCoordinator:
             if wanted_types and entry.group_type not in wanted_types:
                 continue
             listed.append(entry)
+        for share in self.share.active():
+            entry = ListedGroup(
+                share.group_id, SHARE_PROTOCOL_TYPE, share.state.value, SHARE_GROUP_TYPE
+            )
+            if wanted_states and entry.state.lower() not in wanted_states:
+                continue
+            if wanted_types and entry.group_type not in wanted_types:
+                continue
+            listed.append(entry)
         return listed
 
     def describe_group(self, group_id: str) -> GroupDescription:
@@ -1056,6 +1083,10 @@ class GroupCoordinator:
                 results[group_id] = status
                 continue
             group = self.groups.get(group_id)
+            share = self.share.delete(group_id) if group is None else None
+            if share is not None:
+                results[group_id] = share
+                continue
             if group is None or group.is_in(GroupState.DEAD):
                 results[group_id] = ErrorCode.group_id_not_found
                 continue

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from odradek.clock import Clock
 from odradek.cluster.replication.partition import Partition
+from odradek.cluster.share.manager import GroupShareConfig, ShareSettings
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig, ConfigError
 from odradek.coordinator.common.internal_topic import InternalTopic, WaitReplicated
@@ -37,7 +38,9 @@ from odradek.coordinator.common.runtime import CoordinatorRuntime
 from odradek.coordinator.group.assignors import ASSIGNORS, TopicInfo, assignor_names
 from odradek.coordinator.group.consumer_group import ConsumerGroupSettings
 from odradek.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from odradek.coordinator.group.group_configs import GroupConfigs
 from odradek.coordinator.group.messages import NO_PRODUCER_ID
+from odradek.coordinator.group.share_group import ShareGroupSettings
 from odradek.protocol.control import marker_commits
 from odradek.protocol.record_batch import BatchHeader
 from odradek.protocol.records import Record
@@ -75,6 +78,27 @@ def group_config(config: BrokerConfig, partitions: int) -> GroupConfig:
         offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
         offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
         consumer=consumer_group_settings(config),
+        share=share_group_settings(config),
+    )
+
+
+def share_settings(config: BrokerConfig) -> ShareSettings:
+    """The ``group.share.*`` settings the partition leaders' share-partitions use."""
+    return ShareSettings(
+        record_lock_duration_ms=config.get_int("group.share.record.lock.duration.ms"),
+        delivery_count_limit=config.get_int("group.share.delivery.count.limit"),
+        partition_max_record_locks=config.get_int("group.share.partition.max.record.locks"),
+    )
+
+
+def share_group_settings(config: BrokerConfig) -> ShareGroupSettings:
+    return ShareGroupSettings(
+        heartbeat_interval_ms=config.get_int("group.share.heartbeat.interval.ms"),
+        session_timeout_ms=config.get_int("group.share.session.timeout.ms"),
+        max_size=config.get_int("group.share.max.size"),
+        record_lock_duration_ms=config.get_int("group.share.record.lock.duration.ms"),
+        delivery_count_limit=config.get_int("group.share.delivery.count.limit"),
+        partition_max_record_locks=config.get_int("group.share.partition.max.record.locks"),
     )
 
 
@@ -172,6 +196,10 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
         self.offsets_topic = OffsetsTopic(topics, config, clock)
         coordinator = GroupCoordinator(group_config(config, self.offsets_topic.partitions), clock)
         coordinator.consumer.topics = TopicsCatalog(topics)
+        # The groups' own configs (share.*), as this broker last read them.
+        self.group_configs = GroupConfigs(
+            topics.store, config.get_int("group.share.record.lock.duration.ms")
+        )
         super().__init__(
             self.offsets_topic,
             coordinator,
@@ -213,6 +241,14 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
             # Its partitions are no longer led here (a lone broker keeps serving and creates
             # the topic again on the next write, as before).
             self.unload_all(self.shard.owned | self.shard.loading)
+
+    def share_group_config(self, group_id: str) -> GroupShareConfig:
+        """A share group's own settings (its group configs), the broker's where unset."""
+        return self.group_configs.share_config(group_id)
+
+    def start(self) -> None:
+        super().start()
+        self.group_configs.follow()
 
     async def stop(self) -> None:
         """Answer waiting JoinGroup/SyncGroup requests and stop the timers and loads."""

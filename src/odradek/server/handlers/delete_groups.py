@@ -1,4 +1,5 @@
-"""DeleteGroups (42): remove empty groups and their committed offsets."""
+"""DeleteGroups (42): remove empty groups and their committed offsets (a share group's state on
+the partitions this broker leads too)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ async def handle_delete_groups(ctx: RequestContext, request: Any) -> Response:
             )
         except CoordinatorError as e:
             return e.code
+        shares = ctx.services.share_partitions
+        if results[name] == ErrorCode.none and shares is not None:
+            shares.forget_group(name)  # a share group's share-partitions led here go with it
         return results[name]
 
     codes = await asyncio.gather(*(delete(name) for name in names))

@@ -1,10 +1,15 @@
-"""DescribeConfigs (32): topic and broker configs with their sources, and client metrics
-subscriptions (KIP-714)."""
+"""DescribeConfigs (32): topic, broker and group configs with their sources, and client
+metrics subscriptions (KIP-714)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.coordinator.group.group_configs import (
+    GROUP_CONFIG_SOURCE,
+    GROUP_CONFIGS,
+    GROUP_RESOURCE,
+)
 from odradek.protocol import old_messages
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import Op, config_denial
@@ -59,6 +64,8 @@ async def _describe(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[
             )
     elif kind == CLIENT_METRICS_RESOURCE:
         result["configs"] = await _client_metrics_configs(ctx, name, keys)
+    elif kind == GROUP_RESOURCE:
+        result["configs"] = await _group_configs(ctx, name, keys)
     else:
         result.update(
             error_code=ErrorCode.invalid_request,
@@ -86,6 +93,28 @@ async def _client_metrics_configs(
         }
         for config, definition in CLIENT_METRICS_CONFIGS.items()
         if keys is None or config in keys
+    ]
+
+
+async def _group_configs(
+    ctx: RequestContext, group: str, keys: list[str] | None
+) -> list[dict[str, Any]]:
+    group_configs = ctx.services.groups.group_configs
+    await group_configs.read(group)
+    return [
+        {
+            "name": name,
+            "value": value,
+            "read_only": False,
+            "is_default": source != GROUP_CONFIG_SOURCE,
+            "config_source": source,
+            "is_sensitive": False,
+            "synonyms": [],
+            "config_type": int(GROUP_CONFIGS[name].kind),
+            "documentation": GROUP_CONFIGS[name].doc,
+        }
+        for name, (value, source) in group_configs.effective(group).items()
+        if keys is None or name in keys
     ]
 
 

@@ -1,5 +1,6 @@
 """IncrementalAlterConfigs (44): set, delete, append to or subtract from single configs of a
-topic, or of a broker (its dynamic configs: the replication throttle rates)."""
+topic, of a broker (its dynamic configs: the replication throttle rates), or of a group (its
+``share.*`` configs)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS
 from odradek.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
+from odradek.coordinator.group.group_configs import GROUP_CONFIGS, GROUP_RESOURCE
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.config_changes import alter_resource
 from odradek.server.context import RequestContext, Response
@@ -22,6 +24,10 @@ def _definition(resource_type: int, name: str) -> ConfigDef:
         if name in CLIENT_METRICS_CONFIGS:
             return CLIENT_METRICS_CONFIGS[name]
         raise KafkaError(ErrorCode.invalid_config, f"unknown client metrics config {name!r}")
+    if resource_type == GROUP_RESOURCE:
+        if name in GROUP_CONFIGS:
+            return GROUP_CONFIGS[name]
+        raise KafkaError(ErrorCode.invalid_config, f"unknown group config {name!r}")
     if resource_type == BROKER_RESOURCE:
         if name in DYNAMIC_BROKER_CONFIGS:
             return BROKER_CONFIGS[name]

@@ -14,6 +14,8 @@ Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools r
     /config/users/<user>                          {"version":1,"config":{"SCRAM-SHA-512":
                                                    "salt=…,stored_key=…,server_key=…,
                                                    iterations=4096"}}
+    /config/groups/<group>                        {"version":1,"config":{
+                                                   "share.auto.offset.reset":"earliest"}}
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
     /config/clients/<client-id>                   {"version":1,"config":{"producer_byte_rate":...}}
     /config/users/<user>/clients/<client-id>      (quotas; <default> for a default, as Kafka)
@@ -130,6 +132,7 @@ TOPIC_CONFIGS_PATH = "/config/topics"
 USER_CONFIGS_PATH = "/config/users"
 BROKER_CONFIGS_PATH = "/config/brokers"
 CLIENT_METRICS_PATH = "/config/client-metrics"
+GROUP_CONFIGS_PATH = "/config/groups"
 CONFIG_CHANGES_PATH = "/config/changes"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
@@ -1154,6 +1157,14 @@ class ZooKeeperMetadataStore:
             f"{CLIENT_METRICS_PATH}/{name}",
             f"client-metrics/{name}",
             configs,
+        )
+
+    async def group_configs(self, group: str) -> dict[str, str]:
+        return await self._run(self._entity_configs, f"{GROUP_CONFIGS_PATH}/{group}")
+
+    async def set_group_configs(self, group: str, configs: Mapping[str, str]) -> None:
+        await self._run(
+            self._set_entity_configs, f"{GROUP_CONFIGS_PATH}/{group}", f"groups/{group}", configs
         )
 
     def _user_names(self) -> list[str]:

@@ -1,0 +1,77 @@
+"""ShareAcknowledge (79): a share group member acknowledges records it acquired (ACCEPT, RELEASE,
+REJECT, and from v2 RENEW) without fetching more; epoch -1 also closes its share session, which
+releases what it still holds."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode
+from odradek.server.context import RequestContext, Response
+from odradek.server.registry import handles
+from odradek.server.share_requests import (
+    ack_batches,
+    acknowledge,
+    by_topic_list,
+    leader,
+    refusal,
+    release,
+    topic_names,
+)
+
+
+def _respond(
+    ctx: RequestContext,
+    error: ErrorCode,
+    message: str | None = None,
+    lock_ms: int = 0,
+    responses: list[dict[str, Any]] | None = None,
+) -> Response:
+    return ctx.respond(
+        throttle_time=0,
+        error_code=error,
+        error_message=message,
+        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
+        responses=responses or [],
+        node_endpoints=[],
+    )
+
+
+@handles(api_key=79, min_version=1, max_version=2)
+async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Response:
+    services = ctx.services
+    manager, sessions = services.share_partitions, services.share_sessions
+    group_id, member_id = request.group_id, request.member_id
+    refused = refusal(ctx, request)
+    if refused is not None or manager is None or sessions is None:
+        return _respond(ctx, *(refused or (ErrorCode.unsupported_version, None)))
+    outcome = sessions.acknowledge(group_id, member_id, int(request.share_session_epoch))
+    lock_ms = manager.lock_ms(group_id)
+    if outcome.error != ErrorCode.none:
+        return _respond(ctx, outcome.error, lock_ms=lock_ms)
+    names = topic_names(ctx)
+    renew = ctx.version >= 2 and bool(getattr(request, "is_renew_ack", False))
+    by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    for topic in request.topics:
+        for partition in topic.partitions:
+            key = (topic.topic_id, int(partition.partition_index))
+            error = acknowledge(
+                ctx, manager, group_id, member_id, names, key, ack_batches(partition, renew)
+            )
+            by_topic.setdefault(topic.topic_id, []).append(
+                {
+                    "partition_index": key[1],
+                    "error_code": error,
+                    "current_leader": leader(ctx, names.get(topic.topic_id), key[1]),
+                }
+            )
+    if outcome.closed:
+        release(manager, names, outcome.session)
+    return _respond(
+        ctx,
+        ErrorCode.none,
+        lock_ms=lock_ms,
+        responses=by_topic_list(by_topic),
+    )
