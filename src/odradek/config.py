@@ -177,7 +177,9 @@ def parse_partition_spec(text: str) -> list[tuple[str, str, int | None]]:
 
 
 def _split_top_level(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         depth += ch in "(["
         depth -= ch in ")]"
