@@ -43,6 +43,9 @@ prefix of the line above::
       …_time_since_last_run_ms                               ← time-since-last-run-ms
       …_uncleanable_partitions_count                         ← uncleanable-partitions-count
     odradek_log_cleaner_passes_total                         ← (odradek's own: Kafka has none)
+    odradek_iceberg_translation_lag_records{topic,partition} ← (odradek's own: iceberg.mode)
+      …_lag_seconds, odradek_iceberg_translated_records_total, …_dead_letter_records_total,
+      …_translation_errors_total (each {topic,partition}, partitions translated here)
     kafka_server_socket_server_metrics_connection_count{listener}  ← server:socket-server-metrics
       …_connection_creation_total, …_connection_close_total  ← connection-creation/close-total
     kafka_coordinator_group_groupmetadatamanager_numgroups   ← coordinator.group:GroupMetadataMan…
@@ -111,6 +114,7 @@ from odradek.counters import BrokerCounters, Histogram, RequestTimes, TopicCount
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from odradek.iceberg.translator import TranslatorFigures
     from odradek.server.broker import Broker
     from odradek.storage.cleaner import LogCleaner
 
@@ -181,6 +185,8 @@ class Snapshot:
     cleaner: CleanerFigures | None = None
     # Each log dir, and whether it is offline (KIP-112).
     log_dirs: tuple[tuple[str, bool], ...] = ()
+    # The partitions this broker translates into Iceberg tables (iceberg.mode).
+    tables: tuple[TranslatorFigures, ...] = ()
 
 
 def take_snapshot(broker: Broker, counters: BrokerCounters) -> Snapshot:
@@ -247,6 +253,7 @@ def take_snapshot(broker: Broker, counters: BrokerCounters) -> Snapshot:
         groups=groups,
         cleaner=cleaner_figures(broker.cleaner, broker.clock.time_ms()),
         log_dirs=tuple((str(d), broker.logs.failures.is_offline(d)) for d in broker.logs.log_dirs),
+        tables=tuple(broker.tables.figures()) if broker.tables is not None else (),
     )
 
 
@@ -309,6 +316,7 @@ def families(snapshot: Snapshot) -> Iterator[Metric]:
     yield from _log_families(snapshot)
     yield from _group_families(snapshot)
     yield from _cleaner_families(snapshot.cleaner)
+    yield from _table_families(snapshot.tables)
     prefix = "kafka_server_socket_server_metrics_"
     listener = ["listener"]
     for name, kind, doc, values in (
@@ -533,6 +541,44 @@ _GROUP_STATES = {
     "numgroupsempty": GroupState.EMPTY,
     "numgroupsdead": GroupState.DEAD,
 }
+
+
+def _table_families(tables: tuple[TranslatorFigures, ...]) -> Iterator[Metric]:
+    prefix = "odradek_iceberg_"
+    labels = ["topic", "partition"]
+    lag = GaugeMetricFamily(
+        prefix + "translation_lag_records",
+        "Records below the high watermark not yet committed to the topic's Iceberg table",
+        labels=labels,
+    )
+    lag_seconds = GaugeMetricFamily(
+        prefix + "translation_lag_seconds",
+        "Seconds since the table last held every record below the high watermark",
+        labels=labels,
+    )
+    translated = CounterMetricFamily(
+        prefix + "translated_records",
+        "Records committed to the table by this broker",
+        labels=labels,
+    )
+    dead = CounterMetricFamily(
+        prefix + "dead_letter_records",
+        "Records that could not be decoded, committed to the <topic>~dlq table",
+        labels=labels,
+    )
+    errors = CounterMetricFamily(
+        prefix + "translation_errors",
+        "Translation attempts that failed and were retried from the table's offset",
+        labels=labels,
+    )
+    for f in tables:
+        key = [f.topic, str(f.partition)]
+        lag.add_metric(key, f.lag_records)
+        lag_seconds.add_metric(key, f.lag_seconds)
+        translated.add_metric(key, f.translated)
+        dead.add_metric(key, f.dead_letters)
+        errors.add_metric(key, f.errors)
+    yield from (lag, lag_seconds, translated, dead, errors)
 
 
 def _group_families(snapshot: Snapshot) -> Iterator[Metric]:

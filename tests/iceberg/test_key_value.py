@@ -7,7 +7,8 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from odradek.testing import wait_until
+from odradek.testing import free_port, wait_until
+from tests.e2e.metrics_support import scrape
 from tests.iceberg.support import (
     consume_all,
     create_topic,
@@ -72,11 +73,25 @@ def _rows_equal_consumed(data_dir: Path, bootstrap: str, topic: str, expected: i
 
 
 def test_every_record_is_a_row_once(tmp_path: Path) -> None:
-    broker = start_broker(tmp_path)
+    metrics = f"127.0.0.1:{free_port()}"
+    broker = start_broker(tmp_path, 0, f"metrics.listener={metrics}")
     try:
         create_topic(broker.bootstrap, "events", PARTITIONS)
         _produce(broker.bootstrap, "events", RECORDS)
         _rows_equal_consumed(tmp_path, broker.bootstrap, "events", RECORDS)
+
+        def translated() -> bool:
+            figures = scrape(metrics)
+            lags = [
+                figures.value(
+                    "odradek_iceberg_translation_lag_records", topic="events", partition=str(p)
+                )
+                for p in range(PARTITIONS)
+            ]
+            done = figures.total("odradek_iceberg_translated_records_total", topic="events")
+            return lags == [0, 0, 0] and done == RECORDS
+
+        wait_until(translated, what="no lag on /metrics")
     finally:
         broker.terminate()
 

@@ -326,6 +326,10 @@ class PartitionTranslator:
             await self._commit()
         elif due:
             self.last_commit_ms = now
+        start = self.partition.log.log_start_offset
+        done = self.committed if self.committed is not None else start
+        if done >= self.partition.high_watermark:
+            self.caught_up_ms = now
         if progressed:
             await asyncio.sleep(0)  # the produce path's turn
         else:
@@ -355,9 +359,6 @@ class PartitionTranslator:
         partition = self.partition
         bound = partition.last_stable_offset
         if self.next_offset >= bound:
-            self.caught_up_ms = (
-                self.owner.clock.monotonic_ms() if not self.pending.count else self.caught_up_ms
-            )
             return False
         try:
             piece = partition.read(
@@ -451,8 +452,6 @@ class PartitionTranslator:
         self.dead_letters += pending.dead_count
         self.pending = _Pending()
         self.last_commit_ms = self.owner.clock.monotonic_ms()
-        if end >= self.partition.high_watermark:
-            self.caught_up_ms = self.last_commit_ms
 
     async def _idle(self, timeout_ms: int) -> None:
         """Until the partition has more (an append, a high watermark move) or a commit is due."""
