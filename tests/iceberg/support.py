@@ -10,7 +10,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.config import BrokerConfig
-from odradek.iceberg.tables import committed_offsets, open_catalog
+from odradek.iceberg.columns import KAFKA_TYPE, KEY_VALUE_SCHEMA
+from odradek.iceberg.tables import TableSpec, TableStore, committed_offsets, open_catalog
 from odradek.testing import BrokerProcess
 
 # Small, so that a test sees commits without waiting: the interval is the broker's own timer.
@@ -100,3 +101,28 @@ def consume_all(bootstrap: str, topic: str, partitions: int, ends: dict[int, int
     finally:
         consumer.close()
     return got
+
+
+SPEC = TableSpec("odradek", "t", "key_value", "(hour(kafka.timestamp))")
+
+
+def table_store(path: Path) -> TableStore:
+    return TableStore(BrokerConfig({"log.dirs": str(path)}).iceberg_catalog())
+
+
+def rows_of(partition: int, offsets: range, schema: pa.Schema = KEY_VALUE_SCHEMA) -> pa.Table:
+    kafka = pa.array(
+        [
+            {"partition": partition, "offset": o, "timestamp": o * 1_000_000, "headers": []}
+            for o in offsets
+        ],
+        KAFKA_TYPE,
+    )
+    columns = {
+        "kafka": kafka,
+        "key": pa.array([b"k"] * len(offsets)),
+        "value": pa.array([b"v"] * len(offsets)),
+    }
+    if "error" in schema.names:
+        columns["error"] = pa.array(["bad"] * len(offsets))
+    return pa.table(columns, schema=schema)

@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         partitions,
         records,
         schemas,
+        tables,
         topics,
         torture,
         transactions,
@@ -177,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     users.add_parser(commands)
     partitions.add_parser(commands)
     schemas.add_parser(commands)
+    tables.add_parser(commands)
     completion.add_parser(commands)
     torture.add_parser(commands)
     return parser

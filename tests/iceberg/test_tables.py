@@ -1,0 +1,51 @@
+"""TableStore on real files: the offsets in snapshot summaries, the check that fences a second
+writer, the dead-letter table's own offsets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from odradek.iceberg.columns import DEAD_LETTER_SCHEMA
+from odradek.iceberg.tables import TableSpec, TableStore
+from tests.iceberg.support import SPEC
+from tests.iceberg.support import rows_of as _rows
+from tests.iceberg.support import table_store as _store
+
+
+def _offsets(store: TableStore, spec: TableSpec) -> list[tuple[int, int]]:
+    rows = store.table(spec).scan().to_arrow().column("kafka").to_pylist()
+    return sorted((r["partition"], r["offset"]) for r in rows)
+
+
+def test_each_partition_resumes_where_its_rows_end(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    assert store.committed(SPEC, 0) is None
+    assert store.commit(SPEC, 0, None, 10, _rows(0, range(10)), None)
+    assert store.commit(SPEC, 1, None, 5, _rows(1, range(5)), None)
+    assert store.commit(SPEC, 0, 10, 12, _rows(0, range(10, 12)), None)
+    fresh = _store(tmp_path)  # as after a restart
+    assert fresh.committed(SPEC, 0) == 12
+    assert fresh.committed(SPEC, 1) == 5
+    assert fresh.committed(SPEC, 2) is None
+    assert store.table(SPEC).spec().fields[0].name == "kafka_timestamp_hour"
+
+
+def test_a_writer_behind_the_table_adds_nothing(tmp_path: Path) -> None:
+    old_leader, new_leader = _store(tmp_path), _store(tmp_path)
+    assert old_leader.commit(SPEC, 0, None, 10, _rows(0, range(10)), None)
+    assert new_leader.commit(SPEC, 0, 10, 20, _rows(0, range(10, 20)), None)
+    # The old leader still thinks the table ends at 10.
+    assert not old_leader.commit(SPEC, 0, 10, 15, _rows(0, range(10, 15)), None)
+    assert _offsets(new_leader, SPEC) == [(0, o) for o in range(20)]
+
+
+def test_dead_letters_are_not_added_twice_by_a_retried_commit(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    dead = _rows(0, range(3, 5), DEAD_LETTER_SCHEMA)
+    assert store.commit(SPEC, 0, None, 5, _rows(0, range(3)), dead)
+    # A second writer got there first: the main commit is refused...
+    assert not store.commit(
+        SPEC, 0, None, 8, _rows(0, range(3)), _rows(0, range(3, 8), DEAD_LETTER_SCHEMA)
+    )
+    # ...and the dead letters it had are kept only from the dead-letter table's own offset on.
+    assert _offsets(store, SPEC.dead_letters()) == [(0, o) for o in range(3, 8)]
