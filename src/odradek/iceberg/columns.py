@@ -42,6 +42,11 @@ class SchemaUnsupported(ValueError):
     """An Avro schema with no column form here (a union of several types, a field ``kafka``)."""
 
 
+class SchemaMissing(ValueError):
+    """The registry has no such schema (a record for the dead-letter table, unlike a registry
+    that cannot be reached, which stops the translation until it can)."""
+
+
 def decode_records(
     records: bytes | memoryview,
     partition: int,
@@ -180,19 +185,12 @@ def decode_avro(
     dead: list[tuple[int, str]] = []
     for row, value in enumerate(values):
         try:
-            if value is None:
-                raise ValueError("a null value has no fields")
-            if latest is None:
-                if len(value) < _PREFIX.size:
-                    raise ValueError("the value is shorter than a schema id prefix")
-                magic, schema_id = _PREFIX.unpack_from(value)
-                if magic != 0:
-                    raise ValueError(f"magic byte {magic} is not Confluent's 0")
-                schema = schema_for(schema_id)
-                body = io.BytesIO(value[_PREFIX.size :])
-            else:
-                schema = latest
-                body = io.BytesIO(value)
+            schema, body = _schema_of(value, schema_for, latest)
+        except ValueError as e:
+            dead.append((row, f"{type(e).__name__}: {e}"))
+            continue
+        try:
+            # Whatever the bytes make fastavro raise, the record is a dead letter.
             decoded = fastavro.schemaless_reader(body, schema.parsed, None)
             if body.tell() != len(body.getbuffer()):
                 raise ValueError("bytes are left after the value")
@@ -212,6 +210,23 @@ def decode_avro(
             continue
         tables.append(typed.add_column(0, "kafka", kafka.take(pa.array(rows, pa.int64()))))
     return DecodedValues(tables, _dead_letters(batch, dead))
+
+
+def _schema_of(
+    value: bytes | None, schema_for: SchemaLookup, latest: ValueSchema | None
+) -> tuple[ValueSchema, io.BytesIO]:
+    """The schema to decode ``value`` with, and its Avro bytes; ValueError for a value with
+    none. An error reaching the registry is raised as it is (not a ValueError)."""
+    if value is None:
+        raise ValueError("a null value has no fields")
+    if latest is not None:
+        return latest, io.BytesIO(value)
+    if len(value) < _PREFIX.size:
+        raise ValueError("the value is shorter than a schema id prefix")
+    magic, schema_id = _PREFIX.unpack_from(value)
+    if magic != 0:
+        raise ValueError(f"magic byte {magic} is not Confluent's 0")
+    return schema_for(schema_id), io.BytesIO(value[_PREFIX.size :])
 
 
 def _dead_letters(batch: pa.RecordBatch, dead: list[tuple[int, str]]) -> pa.Table | None:

@@ -179,6 +179,8 @@ class TableStore:
 
     def committed(self, spec: TableSpec, partition: int) -> int | None:
         """The partition's committed offset, read fresh from the catalog (None: none yet)."""
+        # Looked up again: after a failure the table may have been dropped or made anew.
+        self._tables.pop(spec.identifier, None)
         table = self.table(spec)
         table.refresh()
         return committed_offsets(table).get(partition)

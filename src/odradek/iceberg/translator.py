@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from odradek.cluster.topics import TopicManager
     from odradek.iceberg.columns import ValueSchema
     from odradek.iceberg.tables import TableSpec, TableStore
+    from odradek.registry.state import RegistryState
     from odradek.registry.store import SchemaStore
 
 log = logging.getLogger(__name__)
@@ -112,15 +113,28 @@ class SchemaSource:
 
         found = self._by_id.get(schema_id)
         if found is None:
-            content = self.store.read(lambda state: state.schema_by_id(schema_id))
+            content = self._read(lambda state: state.schema_by_id(schema_id))
             if content.schema_type.upper() != "AVRO":
                 raise SchemaUnsupported(f"schema {schema_id} is {content.schema_type}, not Avro")
             found = self._by_id[schema_id] = ValueSchema.of(schema_id, content.schema)
         return found
 
     def latest(self, subject: str) -> ValueSchema:
-        version = self.store.read(lambda state: state.version(subject, "latest"))
+        version = self._read(lambda state: state.version(subject, "latest"))
         return self.by_id(version.id)
+
+    def _read(self, query: Callable[[RegistryState], T]) -> T:
+        """``query`` of the registry; SchemaMissing when it has no such schema (other errors,
+        such as a registry that cannot be reached, as they are)."""
+        from odradek.iceberg.columns import SchemaMissing
+        from odradek.registry.errors import RegistryError
+
+        try:
+            return self.store.read(query)
+        except RegistryError as e:
+            if e.status == 404:
+                raise SchemaMissing(e.message) from e
+            raise
 
     def close(self) -> None:
         if self._store is not None:
@@ -347,6 +361,15 @@ class PartitionTranslator:
                 committed,
                 start - 1,
             )
+        elif committed is not None and committed > partition_end(self.partition):
+            log.warning(
+                "iceberg: %s: the table holds records up to offset %d, past the log's end %d "
+                "(a topic deleted and made again, or an unclean election): nothing is "
+                "translated until the log passes it",
+                self.partition.name,
+                committed,
+                partition_end(self.partition),
+            )
         self.committed = committed
         self.next_offset = max(committed if committed is not None else start, start)
         self.pending = _Pending()
@@ -416,7 +439,7 @@ class PartitionTranslator:
         if self.spec.mode == "value_schema_latest":
             try:
                 latest = schemas.latest(f"{self.spec.topic}-value")
-            except Exception as e:
+            except ValueError as e:  # none registered, or not one with columns
                 return _empty_like(batch), key_value_dead_letters(batch, f"no latest schema: {e}")
         decoded = decode_avro(batch, schemas.by_id, latest)
         if not decoded.tables:
@@ -462,6 +485,10 @@ class PartitionTranslator:
                 await asyncio.wait_for(self._wake.wait(), timeout_ms / 1000)
         finally:
             self.partition.remove_waiter(self._wake.set)
+
+
+def partition_end(partition: Partition) -> int:
+    return partition.log.log_end_offset
 
 
 def _empty_like(batch: pa.RecordBatch) -> pa.Table:
