@@ -5,20 +5,23 @@ leads whose topic has a mode, and stops it when the leadership, the mode or the 
 translator reads what a read_committed consumer would (below the last stable offset, so only
 records the in-sync replicas have, and no aborted transaction's), through the partition's own
 read path, from the offset the table says it holds (:mod:`.tables`), or from the log start for
-a table that holds none of the partition yet (the backfill of a topic that had data). It
-decodes each slice into Arrow columns and, every ``iceberg.commit.interval.ms`` (or sooner, once
-64 MiB are waiting), commits them with the offset after them as one Iceberg snapshot. A
-crash loses only what was not committed, which the next leader reads again from the committed
-offset: no record is missed or added twice. Retention deletes segments of the topic, never
-rows of the table; records it removed before they were translated are skipped with a warning.
+a table that holds none of the partition yet (the backfill of a topic that had data). The
+worker process (:mod:`.worker`) decodes each slice into Arrow columns and keeps them; every
+``iceberg.commit.interval.ms`` (or sooner, once 64 MiB are waiting) the translator has it
+commit them with the offset after them as one Iceberg snapshot. A crash loses only what was
+not committed, which the next leader reads again from the committed offset: no record is
+missed or added twice. Retention deletes segments of the topic, never rows of the table;
+records it removed before they were translated are skipped with a warning.
 
-Threads: the translators are tasks on the broker's event loop, which owns the partitions; they
-only look at the partition there (its bounds, a read that lends a segment's file descriptor,
-its aborted transactions). Reading the bytes, decoding, the schema registry and every catalog
-and file write run on one translation thread, its CPU priority lowered (nice 19), so that when
-translation is behind it takes what the produce path leaves rather than competing with it: the
-event loop never waits for that thread, each translator asks it for at most 1 MiB of records
-at a time, and a translator yields the loop between its steps.
+How translation gives way to the produce path: all of its CPU work (decoding, Avro, Parquet,
+the catalog) is in the worker, a separate process at the lowest CPU priority (nice 19), so it
+never holds the broker's GIL and the kernel runs it only on CPU the broker leaves; when it is
+behind, it falls further behind rather than slowing produces. The broker's part is small and
+bounded: per step, a look at the partition's bounds and a read of at most 1 MiB (its bytes
+pread on a thread, then handed to the worker), and the loop is yielded between steps. The loop
+never waits for the worker.
+
+Threads: the translators are tasks on the broker's event loop, which owns the partitions.
 """
 
 from __future__ import annotations
@@ -27,34 +30,29 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import os
-import threading
+import multiprocessing
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from odradek.client.data import AbortedTransaction, aborted_batches
+from odradek.client.data import AbortedTransaction
+from odradek.client.security import ClientSecurity
 from odradek.clock import Clock
+from odradek.iceberg import worker
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.record_batch import iter_headers
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
-    from odradek.cluster.replication.partition import Partition, RecordSlice
+    from odradek.cluster.replication.partition import Partition
     from odradek.cluster.topics import TopicManager
-    from odradek.iceberg.columns import ValueSchema
-    from odradek.iceberg.tables import TableSpec, TableStore
-    from odradek.registry.state import RegistryState
-    from odradek.registry.store import SchemaStore
+    from odradek.iceberg.tables import TableSpec
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 STEP_BYTES = 1 << 20
-# Commit before the interval when this much is waiting: a translator's memory is bounded.
-MAX_PENDING_BYTES = 64 << 20
 _SYNC_INTERVAL_S = 1.0
 _MAX_BACKOFF_S = 5.0
 
@@ -72,118 +70,44 @@ class TranslatorFigures:
     errors: int
 
 
-@dataclass(slots=True)
-class _Decoded:
-    rows: pa.Table
-    dead: pa.Table | None
-    next_offset: int
-
-
-@dataclass(slots=True)
-class _Pending:
-    rows: list[pa.Table] = field(default_factory=list)
-    dead: list[pa.Table] = field(default_factory=list)
-    size: int = 0
-    count: int = 0
-    dead_count: int = 0
-
-
-def _lower_priority() -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-
-
-class SchemaSource:
-    """Avro value schemas from the broker's schema registry (its ``_schemas`` topic, read as
-    a client of this cluster), parsed once per id. Translation thread only."""
-
-    def __init__(self, make_store: Callable[[], SchemaStore]) -> None:
-        self._make_store = make_store
-        self._store: SchemaStore | None = None
-        self._by_id: dict[int, ValueSchema] = {}
-
-    @property
-    def store(self) -> SchemaStore:
-        if self._store is None:
-            self._store = self._make_store()
-        return self._store
-
-    def by_id(self, schema_id: int) -> ValueSchema:
-        from odradek.iceberg.columns import SchemaUnsupported, ValueSchema
-
-        found = self._by_id.get(schema_id)
-        if found is None:
-            content = self._read(lambda state: state.schema_by_id(schema_id))
-            if content.schema_type.upper() != "AVRO":
-                raise SchemaUnsupported(f"schema {schema_id} is {content.schema_type}, not Avro")
-            found = self._by_id[schema_id] = ValueSchema.of(schema_id, content.schema)
-        return found
-
-    def latest(self, subject: str) -> ValueSchema:
-        version = self._read(lambda state: state.version(subject, "latest"))
-        return self.by_id(version.id)
-
-    def _read(self, query: Callable[[RegistryState], T]) -> T:
-        """``query`` of the registry; SchemaMissing when it has no such schema (other errors,
-        such as a registry that cannot be reached, as they are)."""
-        from odradek.iceberg.columns import SchemaMissing
-        from odradek.registry.errors import RegistryError
-
-        try:
-            return self.store.read(query)
-        except RegistryError as e:
-            if e.status == 404:
-                raise SchemaMissing(e.message) from e
-            raise
-
-    def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-
-
 class TableTranslation:
-    """The broker's translators and their thread (see the module doc). Event loop only,
-    except the figures, which the metrics endpoint reads through the loop too."""
+    """The broker's translators and their worker process (see the module doc). Event loop
+    only."""
 
     def __init__(
         self,
         topics: TopicManager,
         clock: Clock,
         catalog_properties: dict[str, str],
-        make_schema_store: Callable[[], SchemaStore],
+        bootstrap: str,
+        security: ClientSecurity,
     ) -> None:
         self.topics = topics
         self.clock = clock
-        self._catalog_properties = catalog_properties
-        self._make_schema_store = make_schema_store
-        self._thread = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="iceberg", initializer=_lower_priority
-        )
-        self._store: TableStore | None = None
-        self._schemas: SchemaSource | None = None
+        self._worker_args = (catalog_properties, bootstrap, security)
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self.translators: dict[tuple[str, int], PartitionTranslator] = {}
         self._task: asyncio.Task[None] | None = None
 
-    # -- the translation thread's state (touched only there) ------------------------------------
-
-    @property
-    def store(self) -> TableStore:
-        if self._store is None:
-            from odradek.iceberg.tables import TableStore
-
-            self._store = TableStore(self._catalog_properties)
-        return self._store
-
-    @property
-    def schemas(self) -> SchemaSource:
-        if self._schemas is None:
-            self._schemas = SchemaSource(self._make_schema_store)
-        return self._schemas
-
-    async def on_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on the translation thread; the loop goes on meanwhile."""
-        return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
+    async def in_worker(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the worker process (started when first needed, and again after it
+        died); the loop goes on meanwhile."""
+        if self._pool is None:
+            # spawn: a fresh interpreter, not a fork of a process with threads and a loop.
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=worker.start_worker,
+                initargs=self._worker_args,
+            )
+        pool = self._pool
+        try:
+            return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+        except BrokenProcessPool:
+            if self._pool is pool:
+                self._pool = None
+                pool.shutdown(wait=False)
+            raise
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -240,17 +164,11 @@ class TableTranslation:
         for translator in self.translators.values():
             await translator.wait_stopped()
         self.translators.clear()
-
-        def close() -> None:
-            if self._schemas is not None:
-                self._schemas.close()
-            if self._store is not None:
-                self._store.close()
-
-        # A commit under way finishes (or not) on its own; nothing waits for it.
-        with contextlib.suppress(RuntimeError):
-            self._thread.submit(close)
-        self._thread.shutdown(wait=False)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            # A commit under way finishes (or not: the table is whole either way) in the
+            # worker, which exits after it; the broker does not wait.
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def figures(self) -> list[TranslatorFigures]:
         now = self.clock.monotonic_ms()
@@ -268,11 +186,12 @@ class PartitionTranslator:
         self.spec = spec
         self.interval_ms = interval_ms
         # The table's offset for the partition as last read or committed (None: none yet);
-        # ``loaded`` says whether it was read since this translator (re)started.
+        # ``token`` names this translator's rows in the worker, None until the table is read
+        # (again, after a failure).
         self.committed: int | None = None
-        self.loaded = False
+        self.token: str | None = None
         self.next_offset = 0
-        self.pending = _Pending()
+        self.pending_bytes = 0
         self.last_commit_ms = owner.clock.monotonic_ms()
         self.caught_up_ms = owner.clock.monotonic_ms()
         self.translated = 0
@@ -294,8 +213,9 @@ class PartitionTranslator:
                 await self._task
 
     def figures(self, now_ms: int) -> TranslatorFigures:
-        done = self.committed if self.committed is not None else self.partition.log.log_start_offset
-        lag = max(self.partition.high_watermark - max(done, self.partition.log.log_start_offset), 0)
+        start = self.partition.log.log_start_offset
+        done = self.committed if self.committed is not None else start
+        lag = max(self.partition.high_watermark - max(done, start), 0)
         return TranslatorFigures(
             self.spec.topic,
             self.partition.index,
@@ -321,22 +241,20 @@ class PartitionTranslator:
                     "iceberg: %s: translation failed, retrying from the table's offset: %s",
                     self.partition.name,
                     e,
-                    exc_info=failures == 1,
+                    exc_info=failures == 1 and not isinstance(e, worker.StaleTranslation),
                 )
-                self._restart()
+                self.token = None
                 await asyncio.sleep(min(0.1 * 2**failures, _MAX_BACKOFF_S))
 
-    def _restart(self) -> None:
-        self.loaded = False
-        self.pending = _Pending()
-
     async def _round(self) -> None:
-        if not self.loaded:
+        if self.token is None:
             await self._load()
         progressed = await self._step()
         now = self.owner.clock.monotonic_ms()
         due = now - self.last_commit_ms >= self.interval_ms
-        if self.next_offset != self.committed and (due or self.pending.size >= MAX_PENDING_BYTES):
+        if self.next_offset != self.committed and (
+            due or self.pending_bytes >= worker.MAX_PENDING_BYTES
+        ):
             await self._commit()
         elif due:
             self.last_commit_ms = now
@@ -350,10 +268,10 @@ class PartitionTranslator:
             await self._idle(max(self.last_commit_ms + self.interval_ms - now, 1))
 
     async def _load(self) -> None:
-        committed = await self.owner.on_thread(
-            self.owner.store.committed, self.spec, self.partition.index
-        )
+        token = uuid.uuid4().hex
+        committed = await self.owner.in_worker(worker.begin, self.spec, self.partition.index, token)
         start = self.partition.log.log_start_offset
+        end = self.partition.log.log_end_offset
         if committed is not None and committed < start:
             log.warning(
                 "iceberg: %s: records %d..%d were deleted by retention before they were translated",
@@ -361,24 +279,24 @@ class PartitionTranslator:
                 committed,
                 start - 1,
             )
-        elif committed is not None and committed > partition_end(self.partition):
+        elif committed is not None and committed > end:
             log.warning(
                 "iceberg: %s: the table holds records up to offset %d, past the log's end %d "
                 "(a topic deleted and made again, or an unclean election): nothing is "
                 "translated until the log passes it",
                 self.partition.name,
                 committed,
-                partition_end(self.partition),
+                end,
             )
         self.committed = committed
         self.next_offset = max(committed if committed is not None else start, start)
-        self.pending = _Pending()
-        self.loaded = True
+        self.pending_bytes = 0
+        self.token = token
         self.last_commit_ms = self.owner.clock.monotonic_ms()
 
     async def _step(self) -> bool:
-        """Read and decode the next slice below the last stable offset; False when there is
-        none."""
+        """Read the next slice below the last stable offset and have the worker decode it;
+        False when there is none."""
         partition = self.partition
         bound = partition.last_stable_offset
         if self.next_offset >= bound:
@@ -397,83 +315,37 @@ class PartitionTranslator:
         aborted = tuple(
             AbortedTransaction(p, f) for p, f in partition.aborted_transactions(self.next_offset)
         )
-        decoded = await self.owner.on_thread(self._decode, piece, self.next_offset, bound, aborted)
-        if decoded.next_offset <= self.next_offset:
+        data = await asyncio.to_thread(piece.read_bytes)
+        assert self.token is not None
+        translated = await self.owner.in_worker(
+            worker.translate,
+            self.spec,
+            partition.index,
+            self.token,
+            data,
+            self.next_offset,
+            bound,
+            aborted,
+        )
+        if translated.next_offset <= self.next_offset:
             return False
-        self.next_offset = decoded.next_offset
-        if decoded.rows.num_rows:
-            self.pending.rows.append(decoded.rows)
-            self.pending.size += decoded.rows.nbytes
-            self.pending.count += decoded.rows.num_rows
-        if decoded.dead is not None and decoded.dead.num_rows:
-            self.pending.dead.append(decoded.dead)
-            self.pending.dead_count += decoded.dead.num_rows
+        self.next_offset = translated.next_offset
+        self.pending_bytes = translated.pending_bytes
         return True
 
-    def _decode(
-        self, piece: RecordSlice, start: int, bound: int, aborted: tuple[AbortedTransaction, ...]
-    ) -> _Decoded:
-        """On the translation thread: the slice's records below ``bound`` as rows."""
-        from odradek.iceberg.columns import decode_records
-
-        data = piece.read_bytes()
-        end = start
-        for header in iter_headers(data):
-            if header.base_offset >= bound:
-                break
-            end = header.next_offset
-        skip = aborted_batches(data, aborted)
-        batch = decode_records(data, self.partition.index, start, end, skip)
-        rows, dead = self._typed(batch)
-        return _Decoded(rows, dead, end)
-
-    def _typed(self, batch: pa.RecordBatch) -> tuple[pa.Table, pa.Table | None]:
-        import pyarrow as pa
-
-        from odradek.iceberg.columns import decode_avro, key_value_dead_letters
-
-        if self.spec.mode == "key_value":
-            return pa.Table.from_batches([batch]), None
-        schemas = self.owner.schemas
-        latest = None
-        if self.spec.mode == "value_schema_latest":
-            try:
-                latest = schemas.latest(f"{self.spec.topic}-value")
-            except ValueError as e:  # none registered, or not one with columns
-                return _empty_like(batch), key_value_dead_letters(batch, f"no latest schema: {e}")
-        decoded = decode_avro(batch, schemas.by_id, latest)
-        if not decoded.tables:
-            return _empty_like(batch), decoded.dead
-        rows = pa.concat_tables(decoded.tables, promote_options="default")
-        return rows, decoded.dead
-
     async def _commit(self) -> None:
-        import pyarrow as pa
-
-        from odradek.iceberg.columns import KEY_VALUE_SCHEMA
-
-        pending, end = self.pending, self.next_offset
-        if pending.rows:
-            rows = pa.concat_tables(pending.rows, promote_options="default")
-        else:
-            rows = pa.table({"kafka": pa.array([], KEY_VALUE_SCHEMA.field("kafka").type)})
-        dead = pa.concat_tables(pending.dead) if pending.dead else None
-        committed = await self.owner.on_thread(
-            self.owner.store.commit,
-            self.spec,
-            self.partition.index,
-            self.committed,
-            end,
-            rows,
-            dead,
+        assert self.token is not None
+        end = self.next_offset
+        outcome = await self.owner.in_worker(
+            worker.commit, self.spec, self.partition.index, self.token, self.committed, end
         )
-        if not committed:
-            self._restart()
+        if not outcome.done:
+            self.token = None  # read the table again
             return
         self.committed = end
-        self.translated += pending.count
-        self.dead_letters += pending.dead_count
-        self.pending = _Pending()
+        self.translated += outcome.rows
+        self.dead_letters += outcome.dead
+        self.pending_bytes = 0
         self.last_commit_ms = self.owner.clock.monotonic_ms()
 
     async def _idle(self, timeout_ms: int) -> None:
@@ -485,13 +357,3 @@ class PartitionTranslator:
                 await asyncio.wait_for(self._wake.wait(), timeout_ms / 1000)
         finally:
             self.partition.remove_waiter(self._wake.set)
-
-
-def partition_end(partition: Partition) -> int:
-    return partition.log.log_end_offset
-
-
-def _empty_like(batch: pa.RecordBatch) -> pa.Table:
-    import pyarrow as pa
-
-    return pa.table({"kafka": batch.column("kafka").slice(0, 0)})

@@ -45,7 +45,6 @@ from odradek.storage.segment import LogSegment
 if TYPE_CHECKING:
     from odradek.iceberg.translator import TableTranslation
     from odradek.registry.http import RegistryServer
-    from odradek.registry.store import SchemaStore
 
 log = logging.getLogger("odradek.broker")
 
@@ -424,20 +423,14 @@ class Broker:
         )
 
     def _start_table_translation(self) -> None:
-        """Topics with an iceberg.mode written to their Iceberg tables (odradek.iceberg)."""
+        """Topics with an iceberg.mode written to their Iceberg tables (odradek.iceberg): its
+        worker process reads the registry as a client of this cluster, as the console does."""
         from odradek.iceberg.translator import TableTranslation
 
         bootstrap, security = console_client(self.config, self.bound)
-        clock = self.clock
-
-        def schema_store() -> SchemaStore:  # on the translation thread, when first needed
-            from odradek.registry.store import SchemaStore
-
-            return SchemaStore(bootstrap, security, clock=clock)
-
         assert self._topics is not None
         self.tables = TableTranslation(
-            self._topics, self.clock, self.config.iceberg_catalog(), schema_store
+            self._topics, self.clock, self.config.iceberg_catalog(), bootstrap, security
         )
         self.tables.start()
 
