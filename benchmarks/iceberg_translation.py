@@ -12,6 +12,10 @@ the produce path.
    with the mode disabled and with key_value (commit interval 60 s, the default), alternating,
    ``--rounds`` times. Prints records/s and records per CPU-second (broker and worker) for each.
 
+3. Lag under a steady load: confluent-kafka produces ``--rate`` records/s for ``--duration``
+   seconds to a key_value topic (commit interval ``--lag-interval-ms``); ``/metrics`` is read
+   every second; prints the largest and median translation lag in records and seconds.
+
     python benchmarks/iceberg_translation.py --records 300000 --rounds 2 --duration 8
 """
 
@@ -188,6 +192,66 @@ def produce_ceiling(mode: str, args: argparse.Namespace) -> tuple[float, float]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def steady_lag(args: argparse.Namespace) -> None:
+    import urllib.request
+
+    from confluent_kafka import Producer
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from odradek.testing import free_port
+
+    directory = Path(tempfile.mkdtemp(prefix="iceberg-bench-"))
+    metrics = f"127.0.0.1:{free_port()}"
+    broker = BrokerProcess(directory, "-o", f"metrics.listener={metrics}").start()
+    try:
+        topic = "steady"
+        configs = {
+            "iceberg.mode": "key_value",
+            "iceberg.commit.interval.ms": str(args.lag_interval_ms),
+        }
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, args.partitions, 1, config=configs)])[topic].result(30)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        value = bytes(100)
+        records, seconds = [], []
+        began = time.monotonic()
+        sent = 0
+        next_sample = began + 1
+        while (now := time.monotonic()) - began < args.duration:
+            due = int((now - began) * args.rate)
+            while sent < due:
+                try:
+                    producer.produce(topic, key=str(sent % 100).encode(), value=value)
+                    sent += 1
+                except BufferError:
+                    producer.poll(0.001)
+            producer.poll(0)
+            if now >= next_sample:
+                next_sample += 1
+                with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as answer:
+                    text = answer.read().decode()
+                lag_records = lag_seconds = 0.0
+                for family in text_string_to_metric_families(text):
+                    for sample in family.samples:
+                        if sample.name == "odradek_iceberg_translation_lag_records":
+                            lag_records += sample.value
+                        elif sample.name == "odradek_iceberg_translation_lag_seconds":
+                            lag_seconds = max(lag_seconds, sample.value)
+                records.append(lag_records)
+                seconds.append(lag_seconds)
+            time.sleep(0.001)
+        producer.flush(30)
+        rate = sent / (time.monotonic() - began)
+        print(
+            f"steady {rate:,.0f} records/s, commit interval {args.lag_interval_ms} ms: lag "
+            f"records max {max(records):,.0f} median {statistics.median(records):,.0f}; "
+            f"lag seconds max {max(seconds):.1f} median {statistics.median(seconds):.1f}"
+        )
+    finally:
+        broker.terminate(60)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=300_000)
@@ -195,13 +259,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--skip-ceiling", action="store_true")
+    parser.add_argument("--rate", type=int, default=50_000)
+    parser.add_argument("--lag-interval-ms", type=int, default=1000)
+    parser.add_argument("--only-lag", action="store_true")
     args = parser.parse_args()
+    if args.only_lag:
+        steady_lag(args)
+        return
     for mode in ("key_value", "value_schema_id_prefix"):
         rate, per_cpu = translation_rate(mode, args)
         print(
             f"translation {mode:>22}: {rate:>9,.0f} rows/s  {per_cpu:>9,.0f} rows/CPU-s",
             flush=True,
         )
+    steady_lag(args)
     if args.skip_ceiling:
         return
     runs: dict[str, list[tuple[float, float]]] = {"disabled": [], "key_value": []}

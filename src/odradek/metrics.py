@@ -553,7 +553,7 @@ def _table_families(tables: tuple[TranslatorFigures, ...]) -> Iterator[Metric]:
     )
     lag_seconds = GaugeMetricFamily(
         prefix + "translation_lag_seconds",
-        "Seconds since the table last held every record below the high watermark",
+        "How long the oldest record not yet in the table has been below the high watermark",
         labels=labels,
     )
     translated = CounterMetricFamily(

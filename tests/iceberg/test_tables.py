@@ -49,3 +49,18 @@ def test_dead_letters_are_not_added_twice_by_a_retried_commit(tmp_path: Path) ->
     )
     # ...and the dead letters it had are kept only from the dead-letter table's own offset on.
     assert _offsets(store, SPEC.dead_letters()) == [(0, o) for o in range(3, 8)]
+
+
+def test_offsets_outlive_snapshot_expiry_and_others_snapshots(tmp_path: Path) -> None:
+    import datetime
+
+    store = _store(tmp_path)
+    assert store.commit(SPEC, 0, None, 10, _rows(0, range(10)), None)
+    assert store.commit(SPEC, 0, 10, 12, _rows(0, range(10, 12)), None)
+    table = store.table(SPEC)
+    table.append(_rows(5, range(1)))  # someone else's snapshot, with no offsets in it
+    table.maintenance.expire_snapshots().older_than(
+        datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
+    ).commit()
+    assert len(table.metadata.snapshots) == 1
+    assert _store(tmp_path).committed(SPEC, 0) == 12

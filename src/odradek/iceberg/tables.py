@@ -6,9 +6,12 @@ topic name). Partitioned as ``iceberg.partition.spec`` says when the table is cr
 
 Format of the progress: every snapshot this class commits carries, in its summary, the property
 ``odradek.next-offset.<partition>`` = the offset after the last record of that partition in the
-table, for the partition committed and carried over from the parent snapshot for the others. A
-partition's committed offset is the property of the newest snapshot (walking back through
-snapshots others made, such as a compaction) that has it.
+table, for the partition committed and carried over from the parent snapshot for the others;
+the same commit sets the same properties on the table itself. A partition's committed offset is
+the table's property: it outlives snapshot expiry and snapshots others make (a compaction),
+which carry no such summary; for a table without them, that of the newest snapshot that has it.
+Old metadata files are deleted after commits (100 kept); expiring snapshots and compacting
+small files are left to the catalog's maintenance.
 
 Crash: a commit is one atomic swap of the table's metadata pointer in the catalog, the rows and
 the offset together, so after a crash the table holds either both or neither; data files
@@ -86,11 +89,21 @@ def open_catalog(properties: dict[str, str]) -> Catalog:
     return load_catalog("odradek", **properties)
 
 
+def _offsets_in(properties: dict[str, str]) -> dict[int, int]:
+    return {
+        int(name.removeprefix(OFFSET_PREFIX)): int(value)
+        for name, value in properties.items()
+        if name.startswith(OFFSET_PREFIX)
+    }
+
+
 def committed_offsets(table: Table) -> dict[int, int]:
     """Each partition's committed offset (see the module doc)."""
     from pyiceberg.table.snapshots import ancestors_of
 
-    found: dict[int, int] = {}
+    found = _offsets_in(table.properties)
+    if found:
+        return found
     current = table.current_snapshot()
     if current is None:
         return found
@@ -98,9 +111,7 @@ def committed_offsets(table: Table) -> dict[int, int]:
         summary = snapshot.summary
         if summary is None:
             continue
-        for name, value in summary.additional_properties.items():
-            if name.startswith(OFFSET_PREFIX):
-                found[int(name.removeprefix(OFFSET_PREFIX))] = int(value)
+        found = _offsets_in(summary.additional_properties)
         if found:
             # The newest snapshot of ours carries every partition over: no need to go on.
             break
@@ -154,7 +165,15 @@ class TableStore:
         )
 
         # One transaction: the table never exists without its partitioning.
-        creation = catalog.create_table_transaction(spec.identifier, spec.initial_schema())
+        creation = catalog.create_table_transaction(
+            spec.identifier,
+            spec.initial_schema(),
+            properties={
+                # One metadata file per commit, a commit a minute per partition: keep 100.
+                "write.metadata.delete-after-commit.enabled": "true",
+                "write.metadata.previous-versions-max": "100",
+            },
+        )
         fields = parse_partition_spec(spec.partition_spec)
         if fields:
             with creation.update_spec() as update:
@@ -217,7 +236,7 @@ class TableStore:
         summary = {f"{OFFSET_PREFIX}{p}": str(o) for p, o in sorted(offsets.items())}
         try:
             self._evolve(table, rows.schema)
-            table.append(rows, snapshot_properties=summary)
+            _append(table, rows, summary)
         except CommitFailedException as e:
             log.warning("%s-%d: commit refused (%s); retrying", spec.topic, partition, e)
             self._tables.pop(spec.identifier, None)
@@ -237,7 +256,7 @@ class TableStore:
             return
         offsets[partition] = end
         summary = {f"{OFFSET_PREFIX}{p}": str(o) for p, o in sorted(offsets.items())}
-        table.append(dead, snapshot_properties=summary)
+        _append(table, dead, summary)
 
     @staticmethod
     def _evolve(table: Table, schema: pa.Schema) -> None:
@@ -251,6 +270,14 @@ class TableStore:
     def close(self) -> None:
         self._tables.clear()
         self._catalog = None
+
+
+def _append(table: Table, rows: pa.Table, offsets: dict[str, str]) -> None:
+    """One commit: the rows, and the offsets in the snapshot's summary and the table's
+    properties."""
+    with table.transaction() as transaction:
+        transaction.set_properties(offsets)
+        transaction.append(rows, snapshot_properties=offsets)
 
 
 def list_tables(catalog: Catalog) -> Iterator[tuple[str, ...]]:

@@ -27,6 +27,7 @@ Threads: the translators are tasks on the broker's event loop, which owns the pa
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -54,6 +55,8 @@ T = TypeVar("T")
 
 STEP_BYTES = 1 << 20
 _SYNC_INTERVAL_S = 1.0
+_SEEN_EVERY_MS = 100
+_SEEN_MAX = 10_000
 _MAX_BACKOFF_S = 5.0
 
 
@@ -64,7 +67,7 @@ class TranslatorFigures:
     topic: str
     partition: int
     lag_records: int  # between the table's offset and the high watermark
-    lag_seconds: float  # since the table last held everything the log had
+    lag_seconds: float  # how long the oldest record not in the table has been committed
     translated: int  # records committed to the table by this broker since it started
     dead_letters: int
     errors: int
@@ -193,7 +196,9 @@ class PartitionTranslator:
         self.next_offset = 0
         self.pending_bytes = 0
         self.last_commit_ms = owner.clock.monotonic_ms()
-        self.caught_up_ms = owner.clock.monotonic_ms()
+        # (high watermark, when first seen) in order: the records from the table's offset
+        # on have waited since the first entry above that offset (lag in seconds).
+        self._seen: collections.deque[tuple[int, int]] = collections.deque(maxlen=_SEEN_MAX)
         self.translated = 0
         self.dead_letters = 0
         self.errors = 0
@@ -212,15 +217,29 @@ class PartitionTranslator:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    def figures(self, now_ms: int) -> TranslatorFigures:
+    def _note_high_watermark(self, now_ms: int) -> int:
+        """Records the high watermark's moves; returns the offset the table holds up to."""
         start = self.partition.log.log_start_offset
-        done = self.committed if self.committed is not None else start
-        lag = max(self.partition.high_watermark - max(done, start), 0)
+        done = max(self.committed if self.committed is not None else start, start)
+        high_watermark = self.partition.high_watermark
+        seen = self._seen
+        if high_watermark > done and (
+            not seen or (high_watermark > seen[-1][0] and now_ms - seen[-1][1] >= _SEEN_EVERY_MS)
+        ):
+            seen.append((high_watermark, now_ms))
+        while seen and seen[0][0] <= done:
+            seen.popleft()
+        return done
+
+    def figures(self, now_ms: int) -> TranslatorFigures:
+        done = self._note_high_watermark(now_ms)
+        lag = max(self.partition.high_watermark - done, 0)
+        waited_since = self._seen[0][1] if self._seen else now_ms
         return TranslatorFigures(
             self.spec.topic,
             self.partition.index,
             lag,
-            (now_ms - self.caught_up_ms) / 1000 if lag else 0.0,
+            (now_ms - waited_since) / 1000 if lag else 0.0,
             self.translated,
             self.dead_letters,
             self.errors,
@@ -258,10 +277,7 @@ class PartitionTranslator:
             await self._commit()
         elif due:
             self.last_commit_ms = now
-        start = self.partition.log.log_start_offset
-        done = self.committed if self.committed is not None else start
-        if done >= self.partition.high_watermark:
-            self.caught_up_ms = now
+        self._note_high_watermark(now)
         if progressed:
             await asyncio.sleep(0)  # the produce path's turn
         else:
