@@ -64,3 +64,41 @@ def test_offsets_outlive_snapshot_expiry_and_others_snapshots(tmp_path: Path) ->
     ).commit()
     assert len(table.metadata.snapshots) == 1
     assert _store(tmp_path).committed(SPEC, 0) == 12
+
+
+def test_a_commit_that_loses_the_race_to_another_partitions_is_tried_again(
+    tmp_path: Path,
+) -> None:
+    broker_a, broker_b = _store(tmp_path), _store(tmp_path)
+    assert broker_a.commit(SPEC, 0, None, 3, _rows(0, range(3)), None)
+    evolve = broker_a._evolve
+    raced = []
+
+    def evolve_then_lose_the_race(table: object, schema: object) -> None:
+        if not raced:  # between broker A's check and its commit, broker B commits partition 1
+            raced.append(broker_b.commit(SPEC, 1, None, 4, _rows(1, range(4)), None))
+        evolve(table, schema)  # type: ignore[arg-type]
+
+    broker_a._evolve = evolve_then_lose_the_race  # type: ignore[method-assign]
+    assert broker_a.commit(SPEC, 0, 3, 5, _rows(0, range(3, 5)), None)
+    assert raced == [True]
+    assert _store(tmp_path).committed(SPEC, 0) == 5
+    assert _store(tmp_path).committed(SPEC, 1) == 4
+    assert _offsets(broker_a, SPEC) == [(0, o) for o in range(5)] + [(1, o) for o in range(4)]
+
+
+def test_two_leaders_of_a_partition_racing_add_its_records_once(tmp_path: Path) -> None:
+    old_leader, new_leader = _store(tmp_path), _store(tmp_path)
+    assert old_leader.commit(SPEC, 0, None, 3, _rows(0, range(3)), None)
+    evolve = old_leader._evolve
+    raced = []
+
+    def evolve_then_lose_the_race(table: object, schema: object) -> None:
+        if not raced:  # the new leader commits the same records after the old one's check
+            raced.append(new_leader.commit(SPEC, 0, 3, 6, _rows(0, range(3, 6)), None))
+        evolve(table, schema)  # type: ignore[arg-type]
+
+    old_leader._evolve = evolve_then_lose_the_race  # type: ignore[method-assign]
+    assert not old_leader.commit(SPEC, 0, 3, 6, _rows(0, range(3, 6)), None)
+    assert raced == [True]
+    assert _offsets(new_leader, SPEC) == [(0, o) for o in range(6)]

@@ -47,6 +47,12 @@ log = logging.getLogger(__name__)
 
 OFFSET_PREFIX = "odradek.next-offset."
 DEAD_LETTER_SUFFIX = "~dlq"
+# Tries of one commit that lose the race to other partitions' commits (other brokers').
+_COMMIT_ATTEMPTS = 5
+# pyiceberg retries a commit that lost the race on the newer metadata by itself; ours must not
+# be: its offset check was made against the metadata it lost to. TableStore tries again, check
+# included.
+_NO_REBASE = {"commit.retry.num-retries": "0"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +154,9 @@ class TableStore:
                 table = self._create(catalog, spec)
             except TableAlreadyExistsError:
                 table = catalog.load_table(spec.identifier)
+        if any(table.properties.get(k) != v for k, v in _NO_REBASE.items()):
+            with table.transaction() as transaction:  # a table made by someone else
+                transaction.set_properties(_NO_REBASE)
         self._tables[spec.identifier] = table
         return table
 
@@ -172,6 +181,7 @@ class TableStore:
                 # One metadata file per commit, a commit a minute per partition: keep 100.
                 "write.metadata.delete-after-commit.enabled": "true",
                 "write.metadata.previous-versions-max": "100",
+                **_NO_REBASE,
             },
         )
         fields = parse_partition_spec(spec.partition_spec)
@@ -215,48 +225,59 @@ class TableStore:
     ) -> bool:
         """Append ``rows`` (the partition's records from ``expected`` to ``end``) and record
         ``end`` as committed, if the committed offset is still ``expected``; False (nothing
-        added) when it is not, or another commit came first."""
+        added) when it is not. A commit of another partition that came first (another broker's)
+        is no reason to give up: the check and the commit are tried again on the new metadata."""
         from pyiceberg.exceptions import CommitFailedException
 
         if dead is not None and dead.num_rows:
             self._commit_dead_letters(spec.dead_letters(), partition, end, dead)
-        table = self.table(spec)
-        table.refresh()
-        offsets = committed_offsets(table)
-        if offsets.get(partition) != expected:
-            log.warning(
-                "%s-%d: the table's offset is %s, not %s: another writer committed",
-                spec.topic,
-                partition,
-                offsets.get(partition),
-                expected,
-            )
-            return False
-        offsets[partition] = end
-        summary = {f"{OFFSET_PREFIX}{p}": str(o) for p, o in sorted(offsets.items())}
-        try:
-            self._evolve(table, rows.schema)
-            _append(table, rows, summary)
-        except CommitFailedException as e:
-            log.warning("%s-%d: commit refused (%s); retrying", spec.topic, partition, e)
-            self._tables.pop(spec.identifier, None)
-            return False
-        return True
+        for _ in range(_COMMIT_ATTEMPTS):
+            table = self.table(spec)
+            table.refresh()
+            offsets = committed_offsets(table)
+            if offsets.get(partition) != expected:
+                log.warning(
+                    "%s-%d: the table's offset is %s, not %s: another writer committed",
+                    spec.topic,
+                    partition,
+                    offsets.get(partition),
+                    expected,
+                )
+                return False
+            offsets[partition] = end
+            try:
+                self._evolve(table, rows.schema)
+                _append(table, rows, offsets)
+                return True
+            except CommitFailedException as e:
+                log.info("%s-%d: another commit came first (%s)", spec.topic, partition, e)
+                self._tables.pop(spec.identifier, None)
+        return False
 
     def _commit_dead_letters(
         self, spec: TableSpec, partition: int, end: int, dead: pa.Table
     ) -> None:
-        table = self.table(spec)
-        table.refresh()
-        offsets = committed_offsets(table)
-        done = offsets.get(partition)
-        if done is not None:
-            dead = dead.filter(pc.greater_equal(pc.struct_field(dead["kafka"], "offset"), done))
-        if not dead.num_rows:
-            return
-        offsets[partition] = end
-        summary = {f"{OFFSET_PREFIX}{p}": str(o) for p, o in sorted(offsets.items())}
-        _append(table, dead, summary)
+        from pyiceberg.exceptions import CommitFailedException
+
+        for _ in range(_COMMIT_ATTEMPTS):
+            table = self.table(spec)
+            table.refresh()
+            offsets = committed_offsets(table)
+            done = offsets.get(partition)
+            fresh = dead
+            if done is not None:
+                kept = pc.greater_equal(pc.struct_field(dead["kafka"], "offset"), done)
+                fresh = dead.filter(kept)
+            if not fresh.num_rows:
+                return
+            offsets[partition] = end
+            try:
+                _append(table, fresh, offsets)
+                return
+            except CommitFailedException as e:
+                log.info("%s-%d: another commit came first (%s)", spec.topic, partition, e)
+                self._tables.pop(spec.identifier, None)
+        raise CommitFailedException(f"{spec.topic}-{partition}: {_COMMIT_ATTEMPTS} commits lost")
 
     @staticmethod
     def _evolve(table: Table, schema: pa.Schema) -> None:
@@ -272,12 +293,13 @@ class TableStore:
         self._catalog = None
 
 
-def _append(table: Table, rows: pa.Table, offsets: dict[str, str]) -> None:
+def _append(table: Table, rows: pa.Table, offsets: dict[int, int]) -> None:
     """One commit: the rows, and the offsets in the snapshot's summary and the table's
     properties."""
+    properties = {f"{OFFSET_PREFIX}{p}": str(o) for p, o in sorted(offsets.items())}
     with table.transaction() as transaction:
-        transaction.set_properties(offsets)
-        transaction.append(rows, snapshot_properties=offsets)
+        transaction.set_properties(properties)
+        transaction.append(rows, snapshot_properties=properties)
 
 
 def list_tables(catalog: Catalog) -> Iterator[tuple[str, ...]]:
