@@ -247,6 +247,17 @@ def steady_lag(args: argparse.Namespace) -> None:
             f"records max {max(records):,.0f} median {statistics.median(records):,.0f}; "
             f"lag seconds max {max(seconds):.1f} median {statistics.median(seconds):.1f}"
         )
+        # Files: one data file per commit of a partition per hour of timestamps it covers, so
+        # at the default interval (60 s) about 60 per partition per hour.
+        catalog = open_catalog(BrokerConfig({"log.dirs": str(directory)}).iceberg_catalog())
+        table = catalog.load_table(("odradek", topic))
+        files = len(table.inspect.files())
+        commits = len(table.metadata.snapshots)
+        per_commit = files / max(commits, 1)
+        print(
+            f"data files {files} in {commits} commits ({per_commit:.2f} per commit): at the "
+            f"default 60 s interval about {60 * per_commit:.0f} data files per partition per hour"
+        )
     finally:
         broker.terminate(60)
         shutil.rmtree(directory, ignore_errors=True)
