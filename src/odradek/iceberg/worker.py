@@ -42,6 +42,9 @@ T = TypeVar("T")
 _PARENT_CHECK_S = 0.5
 # Below this many pending bytes a partition's rows wait for the commit interval.
 MAX_PENDING_BYTES = 64 << 20
+# Past this many pending bytes of all partitions together, each translation asks for a commit:
+# the worker's memory is bounded however many partitions it translates.
+MAX_TOTAL_PENDING_BYTES = 256 << 20
 
 
 class StaleTranslation(LookupError):
@@ -184,7 +187,10 @@ class Worker:
         if dead is not None and dead.num_rows:
             pending.dead.append(dead)
             pending.dead_count += dead.num_rows
-        return Translated(end, rows.num_rows, 0 if dead is None else dead.num_rows, pending.size)
+        size = pending.size
+        if sum(p.size for p in self.pending.values()) >= MAX_TOTAL_PENDING_BYTES:
+            size = max(size, MAX_PENDING_BYTES)
+        return Translated(end, rows.num_rows, 0 if dead is None else dead.num_rows, size)
 
     def _typed(self, spec: TableSpec, batch: pa.RecordBatch) -> tuple[pa.Table, pa.Table | None]:
         import pyarrow as pa
