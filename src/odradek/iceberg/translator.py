@@ -128,22 +128,25 @@ class TableTranslation:
     def sync(self) -> None:
         """A translator for each led partition of a topic with a mode, and no other."""
         wanted: dict[tuple[str, int], tuple[Partition, TableSpec, int]] = {}
-        for key, partition in list(self.topics.partitions.items()):
-            if not partition.is_leader or partition.log.offline or key[0].startswith("__"):
-                continue
-            config = self.topics.topic_config(key[0])
+        # By topic: a broker of many partitions and no tables pays one look per topic.
+        for topic in self.topics.topics():
+            config = self.topics.topic_config(topic.name)
             mode = str(config.get("iceberg.mode"))
-            if mode == "disabled":
+            if mode == "disabled" or topic.name.startswith("__"):
                 continue
             from odradek.iceberg.tables import TableSpec
 
             spec = TableSpec(
                 str(config.get("iceberg.namespace")),
-                key[0],
+                topic.name,
                 mode,
                 str(config.get("iceberg.partition.spec")),
             )
-            wanted[key] = (partition, spec, config.get_int("iceberg.commit.interval.ms"))
+            interval_ms = config.get_int("iceberg.commit.interval.ms")
+            for index in range(topic.partitions):
+                partition = self.topics.partition(topic.name, index)
+                if partition is not None and partition.is_leader and not partition.log.offline:
+                    wanted[(topic.name, index)] = (partition, spec, interval_ms)
         for key, translator in list(self.translators.items()):
             goal = wanted.get(key)
             if goal is None or goal[0] is not translator.partition or goal[1] != translator.spec:
