@@ -43,12 +43,12 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test,iceberg]"
   .venv/bin/python tests/java/jars.py >/dev/null
   # playwright-core at the version pinned in tests/console/package-lock.json, into
   # tests/console/node_modules (no browser download: the tests use /usr/bin/chromium).
   (cd tests/console && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent)
   PATH="$PATH:/usr/local/go/bin" .venv/bin/python tests/go/programs.py >/dev/null
 else
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[iceberg]"
 fi

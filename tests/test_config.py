@@ -87,3 +87,31 @@ def test_console_client_config_must_be_a_readable_client_config(tmp_path: Path) 
     bad.write_text("security.protocol=SASL_PLAINTEXT\n")
     with pytest.raises(ConfigError, match="SASL needs a username and password"):
         BrokerConfig({"console.client.config": str(bad)})
+
+
+def test_iceberg_topic_configs_are_checked() -> None:
+    from odradek.config import parse_partition_spec, validate_topic_configs
+
+    assert validate_topic_configs({"iceberg.mode": "key_value"}) == {"iceberg.mode": "key_value"}
+    with pytest.raises(ConfigError):
+        validate_topic_configs({"iceberg.mode": "json"})
+    with pytest.raises(ConfigError):
+        validate_topic_configs({"iceberg.partition.spec": "hour(kafka.timestamp)"})
+    with pytest.raises(ConfigError):
+        validate_topic_configs({"iceberg.commit.interval.ms": "0"})
+    assert parse_partition_spec("(day(kafka.timestamp), bucket[8](key), kafka.partition)") == [
+        ("day", "kafka.timestamp", None),
+        ("bucket", "key", 8),
+        ("identity", "kafka.partition", None),
+    ]
+    assert parse_partition_spec("()") == []
+
+
+def test_iceberg_catalog_defaults_to_sqlite_in_the_data_dir(tmp_path: Path) -> None:
+    config = BrokerConfig({"log.dirs": str(tmp_path), "iceberg.catalog.s3.endpoint": "http://x"})
+    assert config.iceberg_catalog() == {
+        "type": "sql",
+        "uri": f"sqlite:///{tmp_path}/iceberg/catalog.db",
+        "warehouse": f"file://{tmp_path}/iceberg/warehouse",
+        "s3.endpoint": "http://x",
+    }

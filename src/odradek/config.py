@@ -7,6 +7,7 @@ set per topic at creation or by AlterConfigs; they are stored with the topic's m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
@@ -140,6 +141,65 @@ def _registry_listener_check(value: object) -> str | None:
     for scheme in ("http://", "https://"):
         text = text.removeprefix(scheme)
     return _host_port_check(text)
+
+
+def _namespace_check(value: object) -> str | None:
+    parts = str(value).split(".")
+    return None if all(parts) else "must be dot-separated non-empty names"
+
+
+# One transform of iceberg.partition.spec: identity (a column), or year/month/day/hour(column),
+# bucket[N](column), truncate[N](column).
+PARTITION_TRANSFORM = re.compile(
+    r"^(?:(?P<fn>year|month|day|hour|identity)\((?P<fcol>[\w.]+)\)"
+    r"|(?P<nfn>bucket|truncate)\[(?P<n>\d+)\]\((?P<ncol>[\w.]+)\)"
+    r"|(?P<col>[\w.]+))$"
+)
+
+
+def parse_partition_spec(text: str) -> list[tuple[str, str, int | None]]:
+    """``(t1, t2, ...)`` into (transform, column, width) triples; ConfigError when malformed."""
+    body = text.strip()
+    if not (body.startswith("(") and body.endswith(")")):
+        raise ConfigError(f"{text!r} is not a parenthesised list of transforms")
+    found: list[tuple[str, str, int | None]] = []
+    for item in (i.strip() for i in _split_top_level(body[1:-1])):
+        if not item:
+            continue
+        match = PARTITION_TRANSFORM.match(item)
+        if match is None:
+            raise ConfigError(f"{item!r} is not a partition transform")
+        if match["fn"]:
+            found.append((match["fn"], match["fcol"], None))
+        elif match["nfn"]:
+            found.append((match["nfn"], match["ncol"], int(match["n"])))
+        else:
+            found.append(("identity", match["col"], None))
+    return found
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for ch in text:
+        depth += ch in "(["
+        depth -= ch in ")]"
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return parts
+
+
+def _partition_spec_check(value: object) -> str | None:
+    try:
+        parse_partition_spec(str(value))
+    except ConfigError as e:
+        return str(e)
+    return None
 
 
 def _client_config_check(value: object) -> str | None:
@@ -371,6 +431,54 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
                 ConfigType.LIST,
                 "",
                 "partition:broker pairs (or *) whose followers' replication is throttled",
+            ),
+            None,
+        ),
+        # Topics as Iceberg tables (odradek.iceberg): names after Redpanda's.
+        (
+            ConfigDef(
+                "iceberg.mode",
+                ConfigType.STRING,
+                "disabled",
+                "disabled, or write every committed record to the Iceberg table named after the "
+                "topic too: key_value (a kafka struct of partition, offset, timestamp and headers, "
+                "then key and value as binary), value_schema_id_prefix (the value decoded by the "
+                "Avro schema whose registry id its Confluent prefix names, into typed columns) "
+                "or value_schema_latest (by the latest schema of subject <topic>-value)",
+                _one_of("disabled", "key_value", "value_schema_id_prefix", "value_schema_latest"),
+            ),
+            None,
+        ),
+        (
+            ConfigDef(
+                "iceberg.namespace",
+                ConfigType.STRING,
+                "odradek",
+                "the catalog namespace of the topic's table",
+                _namespace_check,
+            ),
+            None,
+        ),
+        (
+            ConfigDef(
+                "iceberg.partition.spec",
+                ConfigType.STRING,
+                "(hour(kafka.timestamp))",
+                "how the table is partitioned: a list of transforms of columns, e.g. "
+                "(hour(kafka.timestamp)), (day(kafka.timestamp), kafka.partition), () for none; "
+                "read when the table is created",
+                _partition_spec_check,
+            ),
+            None,
+        ),
+        (
+            ConfigDef(
+                "iceberg.commit.interval.ms",
+                ConfigType.LONG,
+                "60000",
+                "how often translated records are committed to the table (one snapshot, and "
+                "about one data file per table partition, per commit)",
+                _at_least(1),
             ),
             None,
         ),
@@ -786,6 +894,33 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "compatibility levels and modes",
             _one_of("NONE", "BASIC"),
             True,
+        ),
+        # Topics as Iceberg tables (odradek.iceberg): where the tables' catalog and files are.
+        ConfigDef(
+            "iceberg.catalog.type",
+            ConfigType.STRING,
+            "sql",
+            "sql (pyiceberg's SQL catalog, an SQLAlchemy database) or rest (an Iceberg REST "
+            "catalog at iceberg.catalog.uri)",
+            _one_of("sql", "rest"),
+            True,
+        ),
+        ConfigDef(
+            "iceberg.catalog.uri",
+            ConfigType.STRING,
+            None,
+            "the catalog: an SQLAlchemy URI (sql) or the REST catalog's URL (rest); unset: "
+            "sqlite:///<first log dir>/iceberg/catalog.db",
+            read_only=True,
+        ),
+        ConfigDef(
+            "iceberg.warehouse",
+            ConfigType.STRING,
+            None,
+            "where table files are written: a directory or a file IO URL (s3://..., with "
+            "pyiceberg's properties as iceberg.catalog.<property>); unset: <first log "
+            "dir>/iceberg/warehouse",
+            read_only=True,
         ),
         # A cluster's metadata store (odradek.cluster.metadata.zookeeper.store); unset: the single
         # broker's file.
@@ -1221,6 +1356,14 @@ KAFKA_DIFFERENCES: dict[str, str] = {
     "registry keeps them.",
     "schema.registry.authentication.method": "Confluent Schema Registry's name; odradek's "
     "users are the broker's own.",
+    "iceberg.mode": "odradek's own (Redpanda's name and values): Kafka has no Iceberg tables.",
+    "iceberg.namespace": "odradek's own: Kafka has no Iceberg tables.",
+    "iceberg.partition.spec": "odradek's own (Redpanda's syntax): Kafka has no Iceberg tables.",
+    "iceberg.commit.interval.ms": "odradek's own (a topic setting; Redpanda's is a cluster "
+    "setting, iceberg_target_lag_ms): Kafka has no Iceberg tables.",
+    "iceberg.catalog.type": "odradek's own: Kafka has no Iceberg tables.",
+    "iceberg.catalog.uri": "odradek's own: Kafka has no Iceberg tables.",
+    "iceberg.warehouse": "odradek's own: Kafka has no Iceberg tables.",
     "zookeeper.connect": "Kafka 3.9's (Kafka 4 has no ZooKeeper mode): unset, odradek runs as a "
     "lone broker with its metadata in a local file.",
     "zookeeper.session.timeout.ms": "Kafka 3.9's (Kafka 4 has no ZooKeeper mode).",
@@ -1400,6 +1543,22 @@ class BrokerConfig:
     def schema_registry_tls(self) -> bool:
         """Whether the schema registry's listener is ``https://``."""
         return (self.raw("schema.registry.listener") or "").startswith("https://")
+
+    def iceberg_catalog(self) -> dict[str, str]:
+        """pyiceberg's catalog properties from the iceberg.* settings (others given as
+        ``iceberg.catalog.<property>`` pass through, e.g. s3.endpoint)."""
+        data_dir = self.log_dirs[0].absolute() / "iceberg"
+        kind = str(self.get("iceberg.catalog.type"))
+        uri = self.raw("iceberg.catalog.uri") or f"sqlite:///{data_dir / 'catalog.db'}"
+        warehouse = self.raw("iceberg.warehouse") or f"file://{data_dir / 'warehouse'}"
+        properties = {
+            name.removeprefix("iceberg.catalog."): value
+            for name, value in self.props.items()
+            if name.startswith("iceberg.catalog.")
+            and name not in ("iceberg.catalog.type", "iceberg.catalog.uri")
+        }
+        properties.update({"type": kind, "uri": uri, "warehouse": warehouse})
+        return properties
 
     def advertised(self, bound: tuple[str, int]) -> tuple[str, int]:
         """The address clients are told to use; ``bound`` is where the socket really listens."""

@@ -23,7 +23,7 @@ DEFAULT_SCHEMA_REGISTRY = ("127.0.0.1", 8081)
 
 # Settings odradek takes under a name it does not list itself: per-listener overrides (Kafka's
 # ``listener.name.<listener>.<setting>``) and the options of client-side libraries.
-_PASSED_THROUGH_PREFIXES = ("listener.name.",)
+_PASSED_THROUGH_PREFIXES = ("listener.name.", "iceberg.catalog.")
 
 
 def unknown_setting_warnings(props: dict[str, str]) -> list[str]:
@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         partitions,
         records,
         schemas,
+        tables,
         topics,
         torture,
         transactions,
@@ -177,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     users.add_parser(commands)
     partitions.add_parser(commands)
     schemas.add_parser(commands)
+    tables.add_parser(commands)
     completion.add_parser(commands)
     torture.add_parser(commands)
     return parser

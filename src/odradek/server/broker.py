@@ -42,6 +42,7 @@ from odradek.storage.cleaner import CleanerConfig, LogCleaner
 from odradek.storage.segment import LogSegment
 
 if TYPE_CHECKING:
+    from odradek.iceberg.translator import TableTranslation
     from odradek.registry.http import RegistryServer
 
 log = logging.getLogger("odradek.broker")
@@ -85,6 +86,8 @@ class Broker:
         self.counters = BrokerCounters() if config.metrics_listener is not None else None
         self.metrics: MetricsServer | None = None
         self.schema_registry: RegistryServer | None = None
+        # Topics as Iceberg tables (iceberg.mode); set once the broker serves.
+        self.tables: TableTranslation | None = None
         self.purgatory = Purgatory(self.counters.requests if self.counters is not None else None)
         self._services: BrokerServices | None = None
         self._server: Acceptor | None = None
@@ -229,6 +232,7 @@ class Broker:
             self._listener_services[listener.name] = services
             server.start_serving()
         self._start_schema_registry()
+        self._start_table_translation()
         self._housekeeping = asyncio.create_task(self._housekeep())
         log.info(
             "odradek broker %d listening on %s, data in %s",
@@ -401,6 +405,18 @@ class Broker:
             "odradek broker %d schema registry on %s://%s:%d/", self.node_id, scheme, host, port
         )
 
+    def _start_table_translation(self) -> None:
+        """Topics with an iceberg.mode written to their Iceberg tables (odradek.iceberg): its
+        worker process reads the registry as a client of this cluster, as the console does."""
+        from odradek.iceberg.translator import TableTranslation
+
+        bootstrap, security = console_client(self.config, self.bound)
+        assert self._topics is not None
+        self.tables = TableTranslation(
+            self._topics, self.clock, self.config.iceberg_catalog(), bootstrap, security
+        )
+        self.tables.start()
+
     async def _stop_schema_registry(self) -> None:
         registry, self.schema_registry = self.schema_registry, None
         if registry is not None:
@@ -532,6 +548,9 @@ class Broker:
             await stop_step("metrics", self.metrics.stop(), _STOP_STEP_TIMEOUT_S)
             self.metrics = None
         await self._stop_schema_registry()
+        if self.tables is not None:
+            await stop_step("table translation", self.tables.stop(), _STOP_STEP_TIMEOUT_S)
+            self.tables = None
         for server in self._servers:
             server.close()
         self.credentials.stop()

@@ -43,6 +43,9 @@ prefix of the line above::
       …_time_since_last_run_ms                               ← time-since-last-run-ms
       …_uncleanable_partitions_count                         ← uncleanable-partitions-count
     odradek_log_cleaner_passes_total                         ← (odradek's own: Kafka has none)
+    odradek_iceberg_translation_lag_records{topic,partition} ← (odradek's own: iceberg.mode)
+      …_lag_seconds, odradek_iceberg_translated_records_total, …_dead_letter_records_total,
+      …_translation_errors_total (each {topic,partition}, partitions translated here)
     kafka_server_socket_server_metrics_connection_count{listener}  ← server:socket-server-metrics
       …_connection_creation_total, …_connection_close_total  ← connection-creation/close-total
     kafka_coordinator_group_groupmetadatamanager_numgroups   ← coordinator.group:GroupMetadataMan…
@@ -118,6 +121,7 @@ if TYPE_CHECKING:
     from odradek.cluster.replication.purgatory import Purgatory
     from odradek.cluster.topics import TopicManager
     from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+    from odradek.iceberg.translator import TableTranslation, TranslatorFigures
     from odradek.server.services import BrokerServices, Session
     from odradek.storage import LogManager
     from odradek.storage.cleaner import LogCleaner
@@ -154,6 +158,8 @@ class Measured(Protocol):
     def purgatory(self) -> Purgatory: ...
     @property
     def cleaner(self) -> LogCleaner | None: ...
+    @property
+    def tables(self) -> TableTranslation | None: ...
     def sessions(self) -> list[Session]: ...
 
 
@@ -224,6 +230,8 @@ class Snapshot:
     log_dirs: tuple[tuple[str, bool], ...] = ()
     # What clients pushed (KIP-714): (Prometheus name, labels, value).
     client_metrics: tuple[tuple[str, tuple[tuple[str, str], ...], float], ...] = ()
+    # The partitions this broker translates into Iceberg tables (iceberg.mode).
+    tables: tuple[TranslatorFigures, ...] = ()
 
 
 def take_snapshot(broker: Measured, counters: BrokerCounters) -> Snapshot:
@@ -291,6 +299,7 @@ def take_snapshot(broker: Measured, counters: BrokerCounters) -> Snapshot:
         cleaner=cleaner_figures(broker.cleaner, broker.clock.time_ms()),
         log_dirs=tuple((str(d), broker.logs.failures.is_offline(d)) for d in broker.logs.log_dirs),
         client_metrics=client_metric_samples(broker.services.telemetry),
+        tables=tuple(broker.tables.figures()) if broker.tables is not None else (),
     )
 
 
@@ -380,6 +389,7 @@ def families(snapshot: Snapshot) -> Iterator[Metric]:
     yield from _group_families(snapshot)
     yield from _cleaner_families(snapshot.cleaner)
     yield from _client_families(snapshot.client_metrics)
+    yield from _table_families(snapshot.tables)
     prefix = "kafka_server_socket_server_metrics_"
     listener = ["listener"]
     for name, kind, doc, values in (
@@ -618,6 +628,44 @@ _GROUP_STATES = {
     "numgroupsempty": GroupState.EMPTY,
     "numgroupsdead": GroupState.DEAD,
 }
+
+
+def _table_families(tables: tuple[TranslatorFigures, ...]) -> Iterator[Metric]:
+    prefix = "odradek_iceberg_"
+    labels = ["topic", "partition"]
+    lag = GaugeMetricFamily(
+        prefix + "translation_lag_records",
+        "Records below the high watermark not yet committed to the topic's Iceberg table",
+        labels=labels,
+    )
+    lag_seconds = GaugeMetricFamily(
+        prefix + "translation_lag_seconds",
+        "How long the oldest record not yet in the table has been below the high watermark",
+        labels=labels,
+    )
+    translated = CounterMetricFamily(
+        prefix + "translated_records",
+        "Records committed to the table by this broker",
+        labels=labels,
+    )
+    dead = CounterMetricFamily(
+        prefix + "dead_letter_records",
+        "Records that could not be decoded, committed to the <topic>~dlq table",
+        labels=labels,
+    )
+    errors = CounterMetricFamily(
+        prefix + "translation_errors",
+        "Translation attempts that failed and were retried from the table's offset",
+        labels=labels,
+    )
+    for f in tables:
+        key = [f.topic, str(f.partition)]
+        lag.add_metric(key, f.lag_records)
+        lag_seconds.add_metric(key, f.lag_seconds)
+        translated.add_metric(key, f.translated)
+        dead.add_metric(key, f.dead_letters)
+        errors.add_metric(key, f.errors)
+    yield from (lag, lag_seconds, translated, dead, errors)
 
 
 def _group_families(snapshot: Snapshot) -> Iterator[Metric]:

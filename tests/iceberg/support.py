@@ -1,0 +1,128 @@
+"""What the Iceberg tests share: a broker process, a topic with a mode, reading its table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.config import BrokerConfig
+from odradek.iceberg.columns import KAFKA_TYPE, KEY_VALUE_SCHEMA
+from odradek.iceberg.tables import TableSpec, TableStore, committed_offsets, open_catalog
+from odradek.testing import BrokerProcess
+
+# Small, so that a test sees commits without waiting: the interval is the broker's own timer.
+COMMIT_INTERVAL_MS = 200
+
+
+def start_broker(data_dir: Path, port: int = 0, *settings: str) -> BrokerProcess:
+    options = [arg for s in settings for arg in ("-o", s)]
+    return BrokerProcess(
+        data_dir, "-o", "schema.registry.listener=127.0.0.1:0", *options, port=port
+    ).start()
+
+
+def create_topic(
+    bootstrap: str, topic: str, partitions: int, mode: str | None = "key_value", **configs: str
+) -> None:
+    settings = {"iceberg.commit.interval.ms": str(COMMIT_INTERVAL_MS), **configs}
+    if mode is not None:
+        settings["iceberg.mode"] = mode
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=settings)])[topic].result(30)
+
+
+def set_mode(bootstrap: str, topic: str, mode: str) -> None:
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("iceberg.mode", mode, incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def table_of(data_dir: Path, topic: str) -> Any:
+    catalog = open_catalog(BrokerConfig({"log.dirs": str(data_dir)}).iceberg_catalog())
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return catalog.load_table(("odradek", topic))
+    except NoSuchTableError:
+        return None
+
+
+def table_rows(data_dir: Path, topic: str) -> pa.Table | None:
+    table = table_of(data_dir, topic)
+    return None if table is None else table.scan().to_arrow()
+
+
+def table_offsets(data_dir: Path, topic: str) -> dict[int, int]:
+    table = table_of(data_dir, topic)
+    return {} if table is None else committed_offsets(table)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, ends: dict[int, int]) -> list[Any]:
+    """Every record of the topic below ``ends`` (read_committed), as confluent-kafka reads it."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "iceberg-test",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got = []
+    remaining = {p: end for p, end in ends.items() if end > 0}
+    try:
+        while remaining:
+            message = consumer.poll(10)
+            assert message is not None, f"nothing more to read; still waiting for {remaining}"
+            if message.error():
+                continue
+            partition, offset = message.partition(), message.offset()
+            assert partition is not None and offset is not None
+            got.append(message)
+            if offset + 1 >= remaining.get(partition, 0):
+                remaining.pop(partition, None)
+    finally:
+        consumer.close()
+    return got
+
+
+SPEC = TableSpec("odradek", "t", "key_value", "(hour(kafka.timestamp))")
+
+
+def table_store(path: Path) -> TableStore:
+    return TableStore(BrokerConfig({"log.dirs": str(path)}).iceberg_catalog())
+
+
+def rows_of(partition: int, offsets: range, schema: pa.Schema = KEY_VALUE_SCHEMA) -> pa.Table:
+    kafka = pa.array(
+        [
+            {"partition": partition, "offset": o, "timestamp": o * 1_000_000, "headers": []}
+            for o in offsets
+        ],
+        KAFKA_TYPE,
+    )
+    columns = {
+        "kafka": kafka,
+        "key": pa.array([b"k"] * len(offsets)),
+        "value": pa.array([b"v"] * len(offsets)),
+    }
+    if "error" in schema.names:
+        columns["error"] = pa.array(["bad"] * len(offsets))
+    return pa.table(columns, schema=schema)
