@@ -43,6 +43,7 @@ from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntim
 from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
 from odradek.server.authorizer import Authorizer
+from odradek.server.delegation_tokens import DelegationTokens
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.services import BrokerServices
 from odradek.storage import LogManager
@@ -101,6 +102,7 @@ def build_services(
     counters: BrokerCounters | None = None,
     authorizer: Authorizer | None = None,
     quotas: ClientQuotas | None = None,
+    tokens: DelegationTokens | None = None,
 ) -> BrokerServices:
     """The rest, on ``cluster``: the transaction coordinator (not loaded), and, unless a
     cluster's ``replicas`` are given, the replica manager of a broker that leads alone."""
@@ -138,4 +140,5 @@ def build_services(
         ),
         authorizer=authorizer,
         quotas=quotas,
+        tokens=tokens,
     )

@@ -26,6 +26,7 @@ from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
 from odradek.security.sasl import SaslSession
 from odradek.server.authorizer import Authorizer
+from odradek.server.delegation_tokens import DelegationTokens
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.storage import LogManager
 
@@ -64,6 +65,9 @@ class BrokerServices:
     authorizer: Authorizer | None = None
     # Client quotas (producer_byte_rate, consumer_byte_rate, ...); None: nobody is throttled.
     quotas: ClientQuotas | None = None
+    # Delegation tokens (KIP-48); None: Create/Renew/Expire/DescribeDelegationToken answer
+    # DELEGATION_TOKEN_AUTH_DISABLED.
+    tokens: DelegationTokens | None = None
 
 
 @dataclass(slots=True)
