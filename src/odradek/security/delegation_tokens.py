@@ -164,7 +164,8 @@ class TokenState:
     _tokens: dict[str, TokenInformation] = field(default_factory=dict)
     # HMAC (raw bytes) -> token id, to find the token a Renew or Expire names.
     _by_hmac: dict[bytes, str] = field(default_factory=dict)
-    # Derived lazily at the first login: 4096 PBKDF2 rounds per mechanism.
+    # 4096 PBKDF2 rounds per mechanism (~10 ms): derived off the loop by the broker as tokens
+    # arrive (:meth:`underived`, :meth:`add_credential`), else at the first login.
     _credentials: dict[tuple[str, str], ScramCredential] = field(default_factory=dict)
 
     @property
@@ -248,6 +249,23 @@ class TokenState:
         token_id = self._by_hmac.get(bytes(token_hmac_bytes))
         return None if token_id is None else self._tokens.get(token_id)
 
+    def password_of(self, token_id: str) -> str:
+        """What a client logs in with: the HMAC in base64."""
+        return base64.b64encode(self.hmac_of(token_id)).decode()
+
+    def underived(self) -> list[tuple[str, str]]:
+        """The (token id, mechanism) pairs whose SCRAM credential is not derived yet."""
+        return [
+            (token_id, mechanism)
+            for token_id in self._tokens
+            for mechanism in MECHANISM_TYPES
+            if (token_id, mechanism) not in self._credentials
+        ]
+
+    def add_credential(self, token_id: str, mechanism: str, credential: ScramCredential) -> None:
+        if token_id in self._tokens:  # not forgotten while it was derived
+            self._credentials.setdefault((token_id, mechanism), credential)
+
     def login(self, token_id: str, mechanism: str) -> TokenLogin | None:
         """The SCRAM credential of a token that has not expired; None otherwise (an expired
         token is refused at once, not only once the expiry check removes it)."""
@@ -257,12 +275,14 @@ class TokenState:
         key = (token_id, mechanism)
         credential = self._credentials.get(key)
         if credential is None:
-            password = base64.b64encode(self.hmac_of(token_id)).decode()
-            credential = make_credential(
-                mechanism, password, MIN_ITERATIONS, secrets.token_bytes(32)
-            )
+            credential = derive_credential(mechanism, self.password_of(token_id))
             self._credentials[key] = credential
         return TokenLogin(credential, token.owner, token.expiry_ms)
+
+
+def derive_credential(mechanism: str, password: str) -> ScramCredential:
+    """A token's SCRAM credential, as Kafka derives it (its mechanism's minimum iterations)."""
+    return make_credential(mechanism, password, MIN_ITERATIONS, secrets.token_bytes(32))
 
 
 def visible(

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 from odradek.clock import Clock
 from odradek.cluster.metadata.store import MetadataChange, MetadataStore
@@ -24,6 +26,7 @@ from odradek.security.delegation_tokens import (
     TokenInformation,
     TokenSettings,
     TokenState,
+    derive_credential,
 )
 from odradek.security.scram import TokenLogin
 
@@ -53,9 +56,7 @@ class DelegationTokens:
 
         def changed(change: MetadataChange) -> None:
             if change.kind == "delegation_tokens":
-                task = loop.create_task(self._reload())
-                self._reloads.add(task)
-                task.add_done_callback(self._reloads.discard)
+                self._spawn(self._reload())
 
         self._store.add_listener(loop, changed)
         await self._reload()
@@ -77,6 +78,19 @@ class DelegationTokens:
                 self.state.replace_all(tokens)
         finally:
             self._reloading = False
+        await self._derive()
+
+    async def _derive(self) -> None:
+        # PBKDF2 takes milliseconds: on a thread, so that logins find the credential ready.
+        for token_id, mechanism in self.state.underived():
+            password = self.state.password_of(token_id)
+            credential = await asyncio.to_thread(derive_credential, mechanism, password)
+            self.state.add_credential(token_id, mechanism, credential)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
 
     def login(self, token_id: str, mechanism: str) -> TokenLogin | None:
         return self.state.login(token_id, mechanism) if self.enabled else None
@@ -89,6 +103,8 @@ class DelegationTokens:
         await self._store.put_delegation_token(token)
         self.state.learn(token)
         log.info("created delegation token %s for %s", token.token_id, owner)
+        # Ready for the token's first login (the loop serves others meanwhile).
+        await self._derive()
         return token, self.state.hmac_of(token.token_id)
 
     async def renew(self, principal: str, hmac: bytes, period_ms: int) -> tuple[ErrorCode, int]:
