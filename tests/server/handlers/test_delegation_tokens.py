@@ -27,6 +27,7 @@ from odradek.security.delegation_tokens import TokenSettings, token_hmac
 from odradek.security.sasl import SaslSession, SaslSettings
 from odradek.server.authorizer import Authorizer
 from odradek.server.delegation_tokens import DelegationTokens
+from odradek.server.registry import HANDLERS
 from odradek.server.services import BrokerServices, Session
 
 from .conftest import HandlerCaller
@@ -237,3 +238,32 @@ def test_describe_shows_own_tokens_and_those_acls_allow(
     assert (shown.principal_name, shown.token_requester_principal_name) == ("alice", "alice")
     assert [(r.principal_type, r.principal_name) for r in shown.renewers] == [("User", "bob")]
     assert shown.hmac == token_hmac(SECRET, first)
+
+
+@pytest.mark.parametrize("end", ["min", "max"])
+def test_each_api_answers_at_both_ends_of_its_range(
+    callers: dict[str, HandlerCaller], end: str
+) -> None:
+    """Decoded by kio at the version asked, every byte used (as tests/server/
+    test_protocol_versions.py does for the other APIs)."""
+    alice = callers["alice"]
+
+    def version(api_key: int) -> int:
+        handler = HANDLERS[api_key]
+        return handler.min_version if end == "min" else handler.max_version
+
+    made = alice.call(
+        CREATE,
+        version(CREATE),
+        owner_principal_type=None,
+        owner_principal_name=None,
+        renewers=[{"principal_type": "User", "principal_name": "bob"}],
+        max_lifetime=-1,
+    )
+    assert made.error_code == ErrorCode.none
+    (shown,) = alice.call(DESCRIBE, version(DESCRIBE), owners=None).tokens
+    assert shown.token_id == made.token_id
+    renewed = alice.call(RENEW, version(RENEW), hmac=made.hmac, renew_period=-1)
+    assert renewed.error_code == ErrorCode.none
+    expired = alice.call(EXPIRE, version(EXPIRE), hmac=made.hmac, expiry_time_period=HOUR)
+    assert expired.error_code == ErrorCode.none
