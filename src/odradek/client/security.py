@@ -117,4 +117,6 @@ def sasl_client(security: ClientSecurity) -> SaslClient:
     assert security.username is not None and security.password is not None
     if security.mechanism == "PLAIN":
         return PlainClient(security.username, security.password)
-    return ScramClient(security.mechanism, security.username, security.password)
+    return ScramClient(
+        security.mechanism, security.username, security.password, token=security.token
+    )
