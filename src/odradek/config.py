@@ -682,6 +682,46 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _at_least(0),
         ),
         ConfigDef(
+            "delegation.token.secret.key",
+            ConfigType.PASSWORD,
+            None,
+            "KIP-48: the key delegation tokens' HMACs are made with, the same on every broker "
+            "(unset: delegation tokens are disabled)",
+            read_only=True,
+        ),
+        ConfigDef(
+            "delegation.token.master.key",
+            ConfigType.PASSWORD,
+            None,
+            "the older name of delegation.token.secret.key, read when that is unset",
+            read_only=True,
+        ),
+        ConfigDef(
+            "delegation.token.max.lifetime.ms",
+            ConfigType.LONG,
+            "604800000",
+            "a delegation token cannot be renewed past this long after its creation",
+            _at_least(1),
+            read_only=True,
+        ),
+        ConfigDef(
+            "delegation.token.expiry.time.ms",
+            ConfigType.LONG,
+            "86400000",
+            "a delegation token expires this long after its creation or renewal, unless the "
+            "request asks for another period",
+            _at_least(1),
+            read_only=True,
+        ),
+        ConfigDef(
+            "delegation.token.expiry.check.interval.ms",
+            ConfigType.LONG,
+            "3600000",
+            "how often expired delegation tokens are removed",
+            _at_least(1),
+            read_only=True,
+        ),
+        ConfigDef(
             "num.partitions", ConfigType.INT, "1", "partitions of auto-created topics", _at_least(1)
         ),
         ConfigDef(

@@ -70,6 +70,24 @@ def test_settings_by_kafkas_names() -> None:
         ClientSecurity.from_config({"sasl.jaas.config": 'username="u" password="p";'})
 
 
+def test_a_delegation_token_login_sends_tokenauth() -> None:
+    security = ClientSecurity.from_config(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+            'required username="tokenid" password="aG1hYw==" tokenauth="true";',
+        }
+    )
+    assert security.token
+    first = sasl_client(security).first().decode()
+    assert first.startswith("n,,n=tokenid,r=") and first.endswith(",tokenauth=true")
+    plain = ClientSecurity.from_config(
+        {"security.protocol": "SASL_PLAINTEXT", "sasl.username": "u", "sasl.password": "p"}
+    )
+    assert not plain.token
+
+
 def test_spark_options_pass_security_through() -> None:
     options = WriteOptions.parse(
         {

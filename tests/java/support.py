@@ -44,6 +44,7 @@ TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
 PRODUCER_PERF_TEST = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF_TEST = "org.apache.kafka.tools.ConsumerPerformance"
 ACLS_TOOL = "org.apache.kafka.tools.AclCommand"  # kafka.admin.AclCommand before Kafka 4
+DELEGATION_TOKENS_TOOL = "org.apache.kafka.tools.DelegationTokenCommand"  # kafka-delegation-tokens
 
 
 @cache

@@ -57,12 +57,17 @@ class ScramClient(SaslClient):
     """RFC 5802 / 7677 client: client-first, client-final with the proof, then the server's
     signature checked."""
 
-    def __init__(self, mechanism: str, username: str, password: str) -> None:
+    def __init__(
+        self, mechanism: str, username: str, password: str, *, token: bool = False
+    ) -> None:
         self.mechanism = mechanism
         self._hash = hashlib.sha256 if mechanism == "SCRAM-SHA-256" else hashlib.sha512
         self._password = password.encode()
         self._nonce = base64.b64encode(secrets.token_bytes(24)).decode()
         self._first_bare = f"n={_scram_name(username)},r={self._nonce}"
+        if token:
+            # A delegation token's login (KIP-48): user name the token id, password its HMAC.
+            self._first_bare += ",tokenauth=true"
         self._server_signature: bytes | None = None
 
     def first(self) -> bytes:
@@ -112,4 +117,6 @@ def sasl_client(security: ClientSecurity) -> SaslClient:
     assert security.username is not None and security.password is not None
     if security.mechanism == "PLAIN":
         return PlainClient(security.username, security.password)
-    return ScramClient(security.mechanism, security.username, security.password)
+    return ScramClient(
+        security.mechanism, security.username, security.password, token=security.token
+    )

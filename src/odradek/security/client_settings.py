@@ -10,7 +10,8 @@ Settings understood (Kafka's names; librdkafka's ``sasl.username`` / ``sasl.pass
 the key and certificate, for mutual TLS; or ``ssl.certificate.location`` + ``ssl.key.location``),
 ``ssl.key.password``, ``ssl.endpoint.identification.algorithm`` (``https``, the default, checks
 the broker's host name; empty does not), ``sasl.mechanism``, ``sasl.jaas.config`` (the username
-and password of a PlainLoginModule or ScramLoginModule line).
+and password of a PlainLoginModule or ScramLoginModule line; ``tokenauth="true"`` there logs in
+with a delegation token: username its token id, password its HMAC in base64).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class ClientSecurity:
     mechanism: str = "PLAIN"
     username: str | None = None
     password: str | None = None
+    # A SCRAM login with a delegation token (the JAAS option tokenauth="true", KIP-48).
+    token: bool = False
 
     @property
     def tls(self) -> bool:
@@ -63,6 +66,7 @@ class ClientSecurity:
         username = config.get("sasl.username")
         password = config.get("sasl.password")
         jaas = config.get("sasl.jaas.config")
+        token = False
         if jaas:
             try:
                 fields = parse_jaas(jaas)[1]
@@ -70,6 +74,7 @@ class ClientSecurity:
                 raise ClientSettingsError(f"sasl.jaas.config: {e}") from None
             username = fields.get("username", username)
             password = fields.get("password", password)
+            token = fields.get("tokenauth", "").lower() == "true"
         if protocol.startswith("SASL") and (username is None or password is None):
             raise ClientSettingsError("SASL needs a username and password (sasl.jaas.config)")
         keystore = config.get("ssl.keystore.location")
@@ -83,6 +88,7 @@ class ClientSecurity:
             mechanism=mechanism,
             username=username,
             password=password,
+            token=token,
         )
 
     def ssl_context(self) -> ssl.SSLContext | None:

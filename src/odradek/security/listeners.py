@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from odradek.clock import Clock
 from odradek.config import BrokerConfig, ListenerSpec
 from odradek.security.sasl import SaslSettings
-from odradek.security.scram import CredentialLookup
+from odradek.security.scram import CredentialLookup, TokenLookup
 from odradek.security.tls import server_context
 
 
@@ -44,12 +44,14 @@ class Listener:
         spec: ListenerSpec,
         scram_lookup: CredentialLookup,
         clock: Clock | None = None,
+        *,
+        token_lookup: TokenLookup | None = None,
     ) -> Listener:
         return cls(
             spec,
             server_context(config, spec.name) if spec.uses_tls else None,
             (
-                SaslSettings.from_config(config, spec.name, scram_lookup, clock)
+                SaslSettings.from_config(config, spec.name, scram_lookup, clock, token_lookup)
                 if spec.uses_sasl
                 else None
             ),

@@ -37,6 +37,7 @@ from odradek.security.scram import (
     CredentialLookup,
     ScramError,
     ScramServer,
+    TokenLookup,
 )
 
 PLAIN = "PLAIN"
@@ -65,6 +66,8 @@ class SaslSettings:
     reauth_ms: int = 0
     oauth: OAuthBearerValidator | None = None
     clock: Clock = field(default_factory=SystemClock)
+    # Delegation tokens' SCRAM logins (``tokenauth=true``); None: refused.
+    token_lookup: TokenLookup | None = None
 
     @classmethod
     def from_config(
@@ -73,6 +76,7 @@ class SaslSettings:
         listener: str,
         scram_lookup: CredentialLookup,
         clock: Clock | None = None,
+        token_lookup: TokenLookup | None = None,
     ) -> SaslSettings:
         raw = config.listener_setting(listener, "sasl.enabled.mechanisms") or ""
         mechanisms = tuple(m.strip().upper() for m in raw.split(",") if m.strip())
@@ -97,7 +101,7 @@ class SaslSettings:
         reauth = config.listener_setting(listener, "connections.max.reauth.ms") or "0"
         clock = clock or SystemClock()
         oauth = _oauth_validator(config, listener, clock) if OAUTHBEARER in usable else None
-        return cls(usable, plain_users, scram_lookup, int(reauth), oauth, clock)
+        return cls(usable, plain_users, scram_lookup, int(reauth), oauth, clock, token_lookup)
 
 
 def _oauth_validator(config: BrokerConfig, listener: str, clock: Clock) -> OAuthBearerValidator:
@@ -158,6 +162,9 @@ class SaslSession:
     # After a SaslHandshake v0 the SASL tokens come as bare size-prefixed frames, not
     # SaslAuthenticate requests (Kafka before 1.0).
     legacy_tokens: bool = False
+    # Whether the connection logged in with a delegation token (KIP-48): such a connection may
+    # not create, renew, expire or describe tokens.
+    token_authenticated: bool = False
     _scram: ScramServer | None = field(default=None, repr=False)
     # OAUTHBEARER: why the token was refused, told once the client has read the error challenge.
     _oauth_error: str | None = field(default=None, repr=False)
@@ -191,11 +198,24 @@ class SaslSession:
             if mechanism == OAUTHBEARER:
                 return self._oauthbearer(auth_bytes, now_ms)
             if self._scram is None:
-                self._scram = ScramServer(mechanism, self.settings.scram_lookup)
-            answer = self._scram.step(auth_bytes)
-            if self._scram.complete:
-                assert self._scram.username is not None
-                self._succeed(self._scram.username, now_ms)
+                self._scram = ScramServer(
+                    mechanism, self.settings.scram_lookup, token_lookup=self.settings.token_lookup
+                )
+            scram = self._scram
+            answer = scram.step(auth_bytes)
+            if scram.complete:
+                assert scram.username is not None
+                token = scram.token
+                if token is None:
+                    self._succeed(scram.username, now_ms)
+                    self.token_authenticated = False
+                    return answer, True
+                # The connection is the token's owner, for as long as the token lasts.
+                self._succeed_as(token.owner, now_ms)
+                self.token_authenticated = True
+                if self.expires_at_ms is not None:
+                    remaining = token.expiry_ms - self.settings.clock.time_ms()
+                    self.expires_at_ms = min(self.expires_at_ms, now_ms + max(remaining, 0))
                 return answer, True
             return answer, False
         except (SaslFailure, ScramError) as e:
@@ -224,7 +244,9 @@ class SaslSession:
         return b"", True
 
     def _succeed(self, user: str, now_ms: int) -> None:
-        principal = f"User:{user}"
+        self._succeed_as(f"User:{user}", now_ms)
+
+    def _succeed_as(self, principal: str, now_ms: int) -> None:
         if self.principal is not None and self.principal != principal:
             # KIP-368: re-authentication may not change who the connection is.
             raise SaslFailure(f"re-authentication as {principal}, not {self.principal}")

@@ -7,7 +7,9 @@ Its text form is Kafka's (the value of a ``SCRAM-SHA-512`` entry of ``/config/us
 ZooKeeper mode): ``salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>``.
 
 :class:`ScramServer` is pure: messages in, messages out, no I/O (the client side is
-``odradek.client.security.ScramClient``).
+``odradek.client.security.ScramClient``). A client-first message with Kafka's ``tokenauth=true``
+extension logs in with a delegation token (KIP-48): the user name is the token id, looked up
+with the server's ``token_lookup`` instead of the users' credentials.
 """
 
 from __future__ import annotations
@@ -90,11 +92,13 @@ def make_credential(
 
 
 def _attributes(message: str) -> dict[str, str]:
+    # RFC 5802's attributes are one letter; Kafka's extensions (``tokenauth=true``) are words.
     found: dict[str, str] = {}
     for part in message.split(","):
-        if len(part) < 2 or part[1] != "=":
+        key, sep, value = part.partition("=")
+        if not sep or not key.isalnum():
             raise ScramError(f"malformed SCRAM attribute {part!r}")
-        found.setdefault(part[0], part[2:])
+        found.setdefault(key, value)
     return found
 
 
@@ -108,15 +112,36 @@ def _username(escaped: str) -> str:
 CredentialLookup = Callable[[str, str], "ScramCredential | None"]
 
 
+@dataclass(frozen=True, slots=True)
+class TokenLogin:
+    """A delegation token's SCRAM credential (its password is the token's HMAC), the principal
+    that owns the token, and the token's expiry (ms since the epoch)."""
+
+    credential: ScramCredential
+    owner: str
+    expiry_ms: int
+
+
+# (token id, mechanism) -> the token's login, or None for no token or an expired one.
+TokenLookup = Callable[[str, str], "TokenLogin | None"]
+
+
 class ScramServer:
     """One SCRAM exchange, server side: :meth:`step` takes the client's first message and answers
     the server-first message, then takes the client-final message and answers the server-final
     one. ``lookup(user, mechanism)`` finds the stored credential."""
 
     def __init__(
-        self, mechanism: str, lookup: CredentialLookup, nonce_suffix: str | None = None
+        self,
+        mechanism: str,
+        lookup: CredentialLookup,
+        nonce_suffix: str | None = None,
+        token_lookup: TokenLookup | None = None,
     ) -> None:
         self.mechanism = mechanism
+        self._token_lookup = token_lookup
+        # Set when the exchange is a delegation token's: whose token, and until when.
+        self.token: TokenLogin | None = None
         # Fixed only by tests (RFC 7677's example); otherwise fresh per exchange.
         self._nonce_suffix = nonce_suffix
         self._lookup = lookup
@@ -157,7 +182,14 @@ class ScramServer:
         user = _username(attributes["n"])
         if authzid and _username(authzid.removeprefix("a=")) != user:
             raise ScramError("authorization id differs from the user name")
-        credential = self._lookup(user, self.mechanism)
+        if attributes.get("tokenauth", "").lower() == "true":
+            token = None if self._token_lookup is None else self._token_lookup(user, self.mechanism)
+            if token is None:
+                raise ScramError("no such delegation token, or it has expired")
+            self.token = token
+            credential: ScramCredential | None = token.credential
+        else:
+            credential = self._lookup(user, self.mechanism)
         if credential is None:
             raise ScramError(f"no {self.mechanism} credential for user {user!r}")
         self.username = user

@@ -17,6 +17,7 @@ from kio.static.protocol import ResponsePayload
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.server.context import RequestContext
+from odradek.server.services import ANONYMOUS
 
 Op = AclOperation
 TOPIC = ResourceType.TOPIC
@@ -193,3 +194,18 @@ def producer_permitted(ctx: RequestContext, transactional_id: str | None) -> boo
     if transactional_id is not None:
         return permits(ctx, Op.WRITE, TRANSACTIONAL_ID, transactional_id)
     return permits_cluster(ctx, Op.IDEMPOTENT_WRITE) or permits_any(ctx, Op.WRITE, TOPIC)
+
+
+def token_requests_allowed(ctx: RequestContext) -> bool:
+    """Kafka's rule for the delegation token APIs: only a connection that authenticated (SASL,
+    or TLS with a client certificate), and not with a delegation token itself."""
+    sasl = ctx.session.sasl
+    if sasl is not None and sasl.token_authenticated:
+        return False
+    return ctx.session.principal != ANONYMOUS
+
+
+def permits_user(ctx: RequestContext, operation: AclOperation, principal: str) -> bool:
+    """``operation`` (CREATE_TOKENS, DESCRIBE_TOKENS) on the USER resource named by a principal
+    (``User:alice``), as Kafka 3.3+ checks tokens made or shown on behalf of another user."""
+    return permits(ctx, operation, ResourceType.USER, principal)

@@ -24,6 +24,7 @@ from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
+from odradek.security.delegation_tokens import TokenSettings
 from odradek.security.listeners import Listener
 from odradek.security.scram import CredentialLookup, ScramCredential
 from odradek.server.acceptor import Acceptor
@@ -32,6 +33,7 @@ from odradek.server.composition import build_services, lone_cluster_view, open_p
 from odradek.server.connection import Connection
 from odradek.server.connection_quotas import ConnectionQuotas
 from odradek.server.credentials import CredentialCache
+from odradek.server.delegation_tokens import DelegationTokens
 from odradek.server.memory_pool import MemoryPool
 from odradek.server.metrics import MetricsServer, console_client
 from odradek.server.registry import load_handlers
@@ -76,6 +78,9 @@ class Broker:
         self.store: MetadataStore | None = None
         # Users' SCRAM credentials, followed as they change, where the store is ZooKeeper.
         self.credentials = CredentialCache()
+        # Delegation tokens (KIP-48), built on the store when the broker starts.
+        self.tokens: DelegationTokens | None = None
+        self._next_token_check_ms = 0
         # With zookeeper.connect: this broker's part in a cluster; None for a lone broker.
         self.node: ClusterNode | None = None
         self._topics: TopicManager | None = None
@@ -214,6 +219,7 @@ class Broker:
             counters=self.counters,
             authorizer=self._authorizer(self.store),
             quotas=await self._client_quotas(self.store),
+            tokens=self.tokens,
         )
         self._txns = self._services.transactions
         if self._services.telemetry is not None:
@@ -263,9 +269,13 @@ class Broker:
         else:
             await self.credentials.follow(store)
             scram_lookup = self.credentials.lookup
+        self.tokens = DelegationTokens(TokenSettings.from_config(self.config), self.clock, store)
+        await self.tokens.follow()
 
         listeners = [
-            Listener.from_config(self.config, spec, scram_lookup, self.clock)
+            Listener.from_config(
+                self.config, spec, scram_lookup, self.clock, token_lookup=self.tokens.login
+            )
             for spec in self.config.listener_specs()
         ]
         advertised = self.config.advertised_specs()
@@ -478,6 +488,9 @@ class Broker:
                 if retired:  # closing a deleted file's last fd frees its blocks: off the loop
                     await asyncio.to_thread(_close_segments, retired)
                 now = self.clock.monotonic_ms()
+                if self.tokens is not None and now >= self._next_token_check_ms:
+                    self._next_token_check_ms = now + self.tokens.settings.expiry_check_interval_ms
+                    await self.tokens.remove_expired()
                 if now - last_checkpoint >= checkpoint_every:
                     # Written (fsync, rename, fsync of the directory) by the log flusher's
                     # thread, after the flushes before it, so that the loop does not wait on
@@ -554,6 +567,8 @@ class Broker:
         for server in self._servers:
             server.close()
         self.credentials.stop()
+        if self.tokens is not None:
+            self.tokens.stop()
         if self._groups is not None:
             await stop_step("group coordinator", self._groups.stop(), _STOP_STEP_TIMEOUT_S)
             self._groups = None

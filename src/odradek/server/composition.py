@@ -45,6 +45,7 @@ from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntim
 from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
 from odradek.server.authorizer import Authorizer
+from odradek.server.delegation_tokens import DelegationTokens
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.services import BrokerServices
 from odradek.server.share_sessions import ShareSessionCache
@@ -105,6 +106,7 @@ def build_services(
     counters: BrokerCounters | None = None,
     authorizer: Authorizer | None = None,
     quotas: ClientQuotas | None = None,
+    tokens: DelegationTokens | None = None,
 ) -> BrokerServices:
     """The rest, on ``cluster``: the transaction coordinator (not loaded), and, unless a
     cluster's ``replicas`` are given, the replica manager of a broker that leads alone."""
@@ -153,4 +155,5 @@ def build_services(
             config.get_int("group.share.max.share.sessions"),
             config.get_int("group.share.session.timeout.ms"),
         ),
+        tokens=tokens,
     )

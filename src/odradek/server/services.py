@@ -27,6 +27,7 @@ from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
 from odradek.security.sasl import SaslSession
 from odradek.server.authorizer import Authorizer
+from odradek.server.delegation_tokens import DelegationTokens
 from odradek.server.fetch_sessions import FetchSessionCache
 from odradek.server.share_sessions import ShareSessionCache
 from odradek.storage import LogManager
@@ -73,6 +74,9 @@ class BrokerServices:
     # sessions (ShareFetch, ShareAcknowledge); None: share groups are not served.
     share_partitions: SharePartitionManager | None = None
     share_sessions: ShareSessionCache | None = None
+    # Delegation tokens (KIP-48); None: Create/Renew/Expire/DescribeDelegationToken answer
+    # DELEGATION_TOKEN_AUTH_DISABLED.
+    tokens: DelegationTokens | None = None
 
 
 @dataclass(slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import itertools
 import json
@@ -36,6 +37,7 @@ from odradek.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from odradek.security.delegation_tokens import TokenInformation
 
 NODE = 1
 
@@ -228,6 +230,37 @@ def test_client_quotas_are_stored_and_told_to_every_listener(engine: Engine) -> 
         ((CLIENT_ID, None),): {"consumer_byte_rate": "10"}
     }
     assert asyncio.run(reopened.user_configs("alice")) == {"SCRAM-SHA-256": "credential"}
+
+
+def test_delegation_tokens_are_stored_and_told_to_every_store(engine: Engine) -> None:
+    store = engine.open()
+    other = engine.open() if engine.name == "zookeeper" else store
+    token = TokenInformation("tok-1", "User:alice", "User:admin", ("User:bob",), 1000, 9000, 5000)
+
+    async def scenario() -> list[MetadataChange]:
+        seen: list[MetadataChange] = []
+        other.add_listener(asyncio.get_running_loop(), seen.append)
+        await store.put_delegation_token(token)
+        await _until(lambda: any(c.kind == "delegation_tokens" for c in seen))
+        assert await other.delegation_tokens() == [token]
+        renewed = dataclasses.replace(token, expiry_ms=7000)
+        await store.put_delegation_token(renewed)
+        assert await other.delegation_tokens() == [renewed]
+        return seen
+
+    asyncio.run(scenario())
+    store.close()
+    reopened = engine.open()
+    assert asyncio.run(reopened.delegation_tokens()) == [dataclasses.replace(token, expiry_ms=7000)]
+
+    async def remove() -> None:
+        await reopened.remove_delegation_token("tok-1")
+        await reopened.remove_delegation_token("tok-1")  # gone already: no error
+
+    asyncio.run(remove())
+    assert asyncio.run(reopened.delegation_tokens()) == []
+    reopened.close()
+    assert asyncio.run(engine.open().delegation_tokens()) == []
 
 
 async def _until(condition: Callable[[], bool], timeout: float = 10) -> None:

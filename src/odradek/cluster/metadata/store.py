@@ -4,6 +4,7 @@
 topic id, partition count, each partition's replica assignment, config overrides) and their
 creation, deletion, growth and config changes; user configs (Kafka's ``/config/users/<name>``:
 SCRAM credentials, never passwords); ACLs (each resource pattern's access control entries);
+delegation tokens (KIP-48: Kafka's ``/delegation_token/tokens/<tokenId>``, without the HMAC);
 producer-id blocks (Kafka's
 ``/latest_producer_id_block``); each partition's state (leader, leader epoch, ISR, controller
 epoch) read and written with a versioned compare-and-set; and change notifications, delivered on
@@ -18,11 +19,12 @@ int, "next_producer_id_block": int, "topics": {name: {"id": uuid, "partitions": 
 [[node], ...], "configs": {}}}, "partition_states": {"topic/p": {"leader", "leader_epoch",
 "isr", "controller_epoch", "version"}}, "users": {name: {config: value}}, "quotas": {entity
 path: {config: value}}, "brokers": {id: {config: value}}, "groups": {group: {config: value}},
-"client_metrics": {subscription: {config: value}}, "acls": [{"resource_type": "Topic",
-"name": str, "pattern_type": "LITERAL", "entries": {"version": 1, "acls": [{"principal",
-"permissionType", "operation", "host"}]}}]}`` (entries as Kafka's ``/kafka-acl`` znodes; quotas of
-entities other than a user alone, by Kafka's entity path; files without ``users``, ``quotas``,
-``brokers`` or ``acls`` have none). The journal, ``odradek-metadata.journal`` (framing in
+"client_metrics": {subscription: {config: value}}, "delegation_tokens": {token id: the token's
+znode JSON as Kafka writes it}, "acls": [{"resource_type": "Topic", "name": str,
+"pattern_type": "LITERAL", "entries": {"version": 1, "acls": [{"principal", "permissionType",
+"operation", "host"}]}}]}`` (entries as Kafka's ``/kafka-acl`` znodes; quotas of entities other
+than a user alone, by Kafka's entity path; files without ``users``, ``quotas``, ``brokers``,
+``delegation_tokens`` or ``acls`` have none). The journal, ``odradek-metadata.journal`` (framing in
 :mod:`odradek.cluster.metadata.journal`), holds the changes made since the snapshot, one record
 each: a JSON object ``{"seq": n, ...}`` with the snapshot's keys that the change touches, each
 holding only the entries changed (``null`` for an entry removed; an ACL record's ``entries``
@@ -70,6 +72,7 @@ from odradek.security.acl import (
     parse_enum,
     zk_name,
 )
+from odradek.security.delegation_tokens import TokenInformation
 from odradek.storage.fileio import fsync_directory, write_file_atomically
 
 T = TypeVar("T")
@@ -140,8 +143,9 @@ class MetadataChange:
     """What changed, as told to a change listener. ``kind`` is ``"topics"`` (a topic created,
     deleted, grown or reconfigured; ``topic`` names it, or is None when any may have),
     ``"partition_state"`` (``topic`` and ``partition`` name it, ``state`` is the state as the
-    store saw it at the change, None when it is gone), ``"acls"`` (some ACLs) or
-    ``"broker_configs"`` (this broker's dynamic configs)."""
+    store saw it at the change, None when it is gone), ``"acls"`` (some ACLs),
+    ``"broker_configs"`` (this broker's dynamic configs), ``"client_quotas"`` (some entity's
+    configs) or ``"delegation_tokens"`` (a delegation token made, changed or removed)."""
 
     kind: str
     topic: str | None = None
@@ -251,6 +255,19 @@ class MetadataStore(Protocol):
         stay); a ``"client_quotas"`` change follows, on every broker."""
         ...
 
+    async def delegation_tokens(self) -> list[TokenInformation]:
+        """Every delegation token stored, expired ones included until they are removed."""
+        ...
+
+    async def put_delegation_token(self, token: TokenInformation) -> None:
+        """Create or replace a token; a ``"delegation_tokens"`` change follows, on every
+        broker."""
+        ...
+
+    async def remove_delegation_token(self, token_id: str) -> None:
+        """Remove a token (no error if it is gone); a ``"delegation_tokens"`` change follows."""
+        ...
+
     @property
     def acls(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:
         """Every resource pattern's ACL entries as last read (kept current by the store)."""
@@ -345,6 +362,7 @@ class LocalMetadataStore:
         self._brokers: dict[int, dict[str, str]] = {}
         self._client_metrics: dict[str, dict[str, str]] = {}
         self._groups: dict[str, dict[str, str]] = {}
+        self._tokens: dict[str, TokenInformation] = {}
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
         self._cluster_id = cluster_id or new_cluster_id()
         self.next_producer_id_block = 0
@@ -457,6 +475,11 @@ class LocalMetadataStore:
                 self._brokers.pop(int(b), None)
             else:
                 self._brokers[int(b)] = dict(c)
+        for token_id, t in change.get("delegation_tokens", {}).items():
+            if t is None:
+                self._tokens.pop(token_id, None)
+            else:
+                self._tokens[token_id] = TokenInformation.from_json(json.dumps(t))
         for a in change.get("acls", []):
             pattern = ResourcePattern(
                 parse_enum(ResourceType, a["resource_type"]),
@@ -515,6 +538,9 @@ class LocalMetadataStore:
             "brokers": {str(b): c for b, c in sorted(self._brokers.items())},
             "client_metrics": self._client_metrics,
             "groups": self._groups,
+            "delegation_tokens": {
+                token_id: json.loads(t.to_json()) for token_id, t in sorted(self._tokens.items())
+            },
             "acls": [
                 _acl_json(pattern, entries) for pattern, entries in sorted(self._acls.items())
             ],
@@ -624,6 +650,18 @@ class LocalMetadataStore:
     async def set_client_metrics_configs(self, name: str, configs: Mapping[str, str]) -> None:
         self._commit({"client_metrics": {name: dict(configs) if configs else None}})
         self._listeners.notify(MetadataChange("client_metrics"))
+
+    async def delegation_tokens(self) -> list[TokenInformation]:
+        return list(self._tokens.values())
+
+    async def put_delegation_token(self, token: TokenInformation) -> None:
+        self._commit({"delegation_tokens": {token.token_id: json.loads(token.to_json())}})
+        self._listeners.notify(MetadataChange("delegation_tokens"))
+
+    async def remove_delegation_token(self, token_id: str) -> None:
+        if token_id in self._tokens:
+            self._commit({"delegation_tokens": {token_id: None}})
+        self._listeners.notify(MetadataChange("delegation_tokens"))
 
     @property
     def acls(self) -> Mapping[ResourcePattern, frozenset[AccessControlEntry]]:

@@ -33,6 +33,12 @@ Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools r
                                                    "patternType":"PREFIXED"}
     /log_dir_event_notification/log_dir_event_<seq>  {"version":1,"broker":1,"event":1,
                                                    "partitions":[{"topic":"t","partition":0}]}
+    /delegation_token/tokens/<tokenId>            {"version":3,"owner":"User%3Aalice",
+                                                   "tokenRequester":"User%3Aalice","renewers":[],
+                                                   "issueTimestamp":…,"maxTimestamp":…,
+                                                   "expiryTimestamp":…,"tokenId":"<tokenId>"}
+    /delegation_token/token_changes/token_change_<seq>  <tokenId> (a token made, changed or
+                                                   removed: every broker reads the tokens again)
 
 A log dir event (KIP-112, event 1: a log dir failed) is what a Kafka broker writes for its
 controller, plus ``partitions``, the partitions the failed dir held: Kafka's controller learns
@@ -120,6 +126,7 @@ from odradek.security.acl import (
     encode_entries,
     zk_name,
 )
+from odradek.security.delegation_tokens import TokenInformation
 from odradek.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -142,6 +149,8 @@ BROKER_IDS_PATH = "/brokers/ids"
 # {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}.
 ADMIN_REASSIGN_PATH = "/admin/reassign_partitions"
 LOG_DIR_EVENT_PATH = "/log_dir_event_notification"
+DELEGATION_TOKENS_PATH = "/delegation_token/tokens"
+TOKEN_CHANGES_PATH = "/delegation_token/token_changes"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 LOG_DIR_FAILURE_EVENT = 1
 # The store's calls in flight at once (each a thread waiting for its answers).
@@ -502,6 +511,8 @@ class ZooKeeperMetadataStore:
             EXTENDED_ACL_CHANGES_PATH,
             LOG_DIR_EVENT_PATH,
             CONFIG_CHANGES_PATH,
+            DELEGATION_TOKENS_PATH,
+            TOKEN_CHANGES_PATH,
         ):
             self._call(self.zk.ensure_path, path)
         self._cluster_id = self._read_or_create_cluster_id(cluster_id or new_cluster_id())
@@ -1241,6 +1252,52 @@ class ZooKeeperMetadataStore:
             makepath=True,
         )
 
+    # -- delegation tokens -----------------------------------------------------------------------
+
+    async def delegation_tokens(self) -> list[TokenInformation]:
+        return await self._run(self._delegation_tokens)
+
+    def _delegation_tokens(self) -> list[TokenInformation]:
+        found = []
+        for token_id in self._children(DELEGATION_TOKENS_PATH):
+            try:
+                data, _ = self._call(self.zk.get, f"{DELEGATION_TOKENS_PATH}/{token_id}")
+                found.append(TokenInformation.from_json(data))
+            except NoNodeError:
+                continue  # removed since the listing
+            except ValueError as e:
+                log.warning("skipping delegation token znode %s: %s", token_id, e)
+        return found
+
+    async def put_delegation_token(self, token: TokenInformation) -> None:
+        await self._run(self._put_delegation_token, token)
+
+    def _put_delegation_token(self, token: TokenInformation) -> None:
+        path = f"{DELEGATION_TOKENS_PATH}/{token.token_id}"
+        try:
+            self._call(self.zk.set, path, token.to_json())
+        except NoNodeError:
+            self._call(self.zk.create, path, token.to_json(), makepath=True)
+        self._token_changed(token.token_id)
+
+    async def remove_delegation_token(self, token_id: str) -> None:
+        await self._run(self._remove_delegation_token, token_id)
+
+    def _remove_delegation_token(self, token_id: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            self._call(self.zk.delete, f"{DELEGATION_TOKENS_PATH}/{token_id}")
+        self._token_changed(token_id)
+
+    def _token_changed(self, token_id: str) -> None:
+        # Kafka's brokers learn of a token made, renewed or removed from this sequential znode.
+        self._call(
+            self.zk.create,
+            f"{TOKEN_CHANGES_PATH}/token_change_",
+            token_id.encode(),
+            sequence=True,
+            makepath=True,
+        )
+
     # -- change notification ---------------------------------------------------------------------
 
     def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
@@ -1264,6 +1321,7 @@ class ZooKeeperMetadataStore:
             for path in (ACL_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH):
                 ChildrenWatch(self.zk, path, self._acl_changes_listed)
             ChildrenWatch(self.zk, CONFIG_CHANGES_PATH, self._config_changes_listed)
+            ChildrenWatch(self.zk, TOKEN_CHANGES_PATH, self._token_changes_listed)
         except Exception:
             log.exception("could not set the metadata watches")
 
@@ -1282,6 +1340,9 @@ class ZooKeeperMetadataStore:
         # Any entity's configs changed (Kafka's brokers read the notification's entity path;
         # the quotas are few enough to be read again whole).
         self._to_watch_thread(MetadataChange("client_quotas"))
+
+    def _token_changes_listed(self, children: list[str]) -> None:
+        self._to_watch_thread(MetadataChange("delegation_tokens"))
 
     def _acl_changes_listed(self, children: list[str]) -> None:
         self._to_watch_thread(MetadataChange("acls"))
