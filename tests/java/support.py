@@ -43,6 +43,7 @@ CONFIGS_TOOL = "kafka.admin.ConfigCommand"
 TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
 PRODUCER_PERF_TEST = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF_TEST = "org.apache.kafka.tools.ConsumerPerformance"
+FEATURES_TOOL = "org.apache.kafka.tools.FeatureCommand"
 ACLS_TOOL = "org.apache.kafka.tools.AclCommand"  # kafka.admin.AclCommand before Kafka 4
 
 

@@ -166,6 +166,7 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
         "validate_only": True,
     },
     50: lambda _: {"users": None},
+    57: lambda _: {"timeout": 5000, "feature_updates": [], "validate_only": True},
     51: lambda name: {
         "deletions": [],
         "upsertions": [
