@@ -591,6 +591,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "create a topic on first Metadata or Produce request",
         ),
         ConfigDef("delete.topic.enable", ConfigType.BOOLEAN, "true", "allow DeleteTopics"),
+        ConfigDef(
+            "max.request.partition.size.limit",
+            ConfigType.INT,
+            "2000",
+            "the most partitions one DescribeTopicPartitions response holds (a client asking "
+            "for more gets a cursor to go on from)",
+            _at_least(1),
+        ),
         ConfigDef("log.roll.hours", ConfigType.INT, "168", "segment age in hours", _at_least(1)),
         ConfigDef(
             "log.retention.hours", ConfigType.INT, "168", "retention in hours", _at_least(-1)
