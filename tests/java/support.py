@@ -60,16 +60,39 @@ def classpath() -> str:
         pytest.skip(f"the Java tests need a JDK and Maven: {error}")
 
 
-def java_command(main_class: str, *args: str) -> list[str]:
-    return ["java", *JVM_FLAGS, "-cp", classpath(), main_class, *args]
+@cache
+def old_client_classpath() -> str:
+    """The test programs on kafka-clients 3.9.2 (the Java client Spark's Kafka connector pins,
+    fetched with it) instead of the current one: how a client older than Kafka 4 behaves."""
+    classpath()
+    try:
+        connector = jars.fetch_jars(jars.SPARK_KAFKA_POM)
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"kafka-clients 3.9.2 is not available: {error}")
+        pytest.skip(f"kafka-clients 3.9.2 is not available: {error}")
+    (old,) = connector.glob("kafka-clients-*.jar")
+    current = [
+        str(jar) for jar in sorted(jars.jar_dir().glob("*.jar")) if not jar.name.startswith("kafka")
+    ]
+    return os.pathsep.join([str(jars.classes_dir()), str(old), *current])
+
+
+def java_command(main_class: str, *args: str, cp: str | None = None) -> list[str]:
+    return ["java", *JVM_FLAGS, "-cp", cp or classpath(), main_class, *args]
 
 
 def run_java(
-    main_class: str, *args: str, stdin: str | None = None, timeout: float = TIMEOUT_S
+    main_class: str,
+    *args: str,
+    stdin: str | None = None,
+    timeout: float = TIMEOUT_S,
+    cp: str | None = None,
 ) -> str:
-    """Run ``main_class`` to completion and return its stdout; it must exit 0."""
+    """Run ``main_class`` to completion and return its stdout; it must exit 0. ``cp``: another
+    classpath than :func:`classpath`'s."""
     done = subprocess.run(
-        java_command(main_class, *args),
+        java_command(main_class, *args, cp=cp),
         input=stdin,
         capture_output=True,
         text=True,

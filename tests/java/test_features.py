@@ -24,7 +24,7 @@ def test_describe_shows_the_finalized_features(bootstrap):
         "group.version": "1",
         "share.version": "1",
         "streams.version": "1",
-        "transaction.version": "1",
+        "transaction.version": "2",
     }
     assert features["group.version"]["SupportedMinVersion"] == "0"
     assert features["group.version"]["SupportedMaxVersion"] == "1"

@@ -39,7 +39,7 @@ class SupportedRange:
 
 # Level 0 is everything's "off", so every range starts at 0 (as Kafka 4.4's do).
 SUPPORTED: Mapping[str, SupportedRange] = {
-    TRANSACTION_VERSION: SupportedRange(0, 1),
+    TRANSACTION_VERSION: SupportedRange(0, 2),
     GROUP_VERSION: SupportedRange(0, 1),
     SHARE_VERSION: SupportedRange(0, 1),
     STREAMS_VERSION: SupportedRange(0, 1),
@@ -47,7 +47,7 @@ SUPPORTED: Mapping[str, SupportedRange] = {
 
 # Kafka 4.4's levels for a new cluster (each feature's latest production level).
 DEFAULT_LEVELS: Mapping[str, int] = {
-    TRANSACTION_VERSION: 1,
+    TRANSACTION_VERSION: 2,
     GROUP_VERSION: 1,
     SHARE_VERSION: 1,
     STREAMS_VERSION: 1,
