@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+from odradek.client.admin import decode_assignment
 from odradek.coordinator.group import consumer_records as crec
 from odradek.coordinator.group.assignors import TopicInfo
 from odradek.coordinator.group.messages import CommitRequest, ConsumerHeartbeatRequest, OffsetCommit
@@ -200,9 +201,8 @@ def test_an_empty_classic_group_converts_and_back() -> None:
     assert fetched[0][1] is not None and fetched[0][1].offset == 7
     listed = h.coordinator.list_groups()
     assert [(g.group_id, g.group_type, g.state) for g in listed] == [("g", "consumer", "Stable")]
-    # A classic member cannot join while it has members; once empty, it converts back.
-    refused = h.member().send_join().value
-    assert getattr(refused, "error", None) is ErrorCode.inconsistent_group_protocol
+    # A classic member joining while it has members becomes one of them (see below); once
+    # empty, a classic member converts it back.
     a.leave()
     back = h.member()
     form_group(h, back)
@@ -286,3 +286,43 @@ def test_added_partitions_are_assigned_at_the_next_heartbeat() -> None:
     settle(a, b)
     assert h.coordinator.consumer.describe("g").group_epoch == epoch + 1
     assert sorted(len(m.partitions(catalog.id("t"))) for m in (a, b)) == [3, 3]
+
+
+def test_a_classic_member_joins_a_consumer_group_and_gets_partitions() -> None:
+    # Kafka 4's online migration: classic JoinGroup/SyncGroup/Heartbeat into a KIP-848 group.
+    h, catalog = consumer_harness(t=4)
+    t = catalog.id("t")
+    a = Member(h)
+    a.heartbeat()
+    classic = h.member()
+    joined = classic.join()
+    assert joined.protocol_name == "range" and joined.leader == ""  # it assigns nothing
+    assert joined.generation_id == h.coordinator.consumer.describe("g").group_epoch
+    # Every partition is still a's: nothing yet, and its heartbeat asks it to rejoin.
+    assert decode_assignment(classic.sync().assignment) == ()
+    assert classic.heartbeat() is ErrorCode.rebalance_in_progress
+    settle(a)  # a lets two go
+    classic.join()
+    synced = classic.sync()
+    assert (synced.error, synced.protocol_name) == (ErrorCode.none, "range")
+    got = {p for _, p in decode_assignment(synced.assignment)}
+    assert len(got) == 2 and got.isdisjoint(a.partitions(t))
+    assert got | a.partitions(t) == set(range(4))
+    assert classic.heartbeat() is ErrorCode.none
+    assert classic.heartbeat(generation=classic.generation - 1) is ErrorCode.illegal_generation
+    # Offsets commit with its generation, as a classic member's do.
+    assert classic.commit({("t", min(got)): 5}) == {("t", min(got)): ErrorCode.none}
+    # It leaves: its partitions go back to a.
+    assert classic.leave() is ErrorCode.none
+    settle(a)
+    assert a.partitions(t) == set(range(4))
+    assert classic.heartbeat() is ErrorCode.unknown_member_id
+
+
+def test_a_classic_member_with_other_protocols_than_the_group_s_is_refused() -> None:
+    h, _ = consumer_harness(t=2)
+    Member(h).heartbeat()
+    first = h.member(protocols=("range",))
+    first.join()
+    box = h.member(protocols=("roundrobin",)).send_join()
+    assert getattr(box.value, "error", None) is ErrorCode.inconsistent_group_protocol
