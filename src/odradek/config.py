@@ -912,6 +912,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "most members of a consumer group",
             _at_least(1),
         ),
+        ConfigDef(
+            "group.consumer.migration.policy",
+            ConfigType.STRING,
+            "bidirectional",
+            "whether a consumer-protocol member joining a non-empty classic group converts it "
+            "to a consumer group (upgrade, bidirectional) or is refused (downgrade, disabled)",
+            _one_of("bidirectional", "upgrade", "downgrade", "disabled"),
+        ),
         # The transaction coordinator's settings (odradek.coordinator.transaction.runtime).
         ConfigDef(
             "transaction.state.log.num.partitions",

@@ -77,6 +77,21 @@ def decode_subscription(data: bytes) -> Subscription:
     return Subscription(tuple(read.topics), owned, getattr(read, "rack_id", None))
 
 
+def decode_assignment_partitions(data: bytes) -> tuple[tuple[str, int], ...]:
+    """The partitions of a ``ConsumerProtocolAssignment`` (what a classic leader gave a
+    member); :class:`BadSubscription` when unreadable, empty for no bytes."""
+    if not data:
+        return ()
+    if len(data) < _VERSION.size or _VERSION.unpack_from(data, 0)[0] < 0:
+        raise BadSubscription("assignment without a version")
+    try:
+        entity_check(ConsumerProtocolAssignment)(data, _VERSION.size)
+        read, _ = entity_reader(ConsumerProtocolAssignment)(data, _VERSION.size)
+    except Exception as e:
+        raise BadSubscription(f"unreadable assignment: {e}") from e
+    return tuple((tp.topic, int(p)) for tp in read.assigned_partitions for p in tp.partitions)
+
+
 def encode_assignment(partitions: Iterable[tuple[str, int]]) -> bytes:
     """A ``ConsumerProtocolAssignment`` version 0 (every classic client reads it)."""
     by_topic: dict[str, list[int]] = {}

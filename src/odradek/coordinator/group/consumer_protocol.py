@@ -47,6 +47,7 @@ from odradek.coordinator.group import consumer_records as crec
 from odradek.coordinator.group.assignors import ASSIGNORS, TopicInfo
 from odradek.coordinator.group.classic_protocol import (
     BadSubscription,
+    decode_assignment_partitions,
     decode_subscription,
     encode_assignment,
 )
@@ -259,9 +260,84 @@ class ConsumerProtocol:
             if group.generation > 0 or group.protocol_type is not None:
                 step.records.append((crec.ConsumerGroupKey(2, group.group_id), None))
             return _consumer_group(request.group_id, group, now)
+        upgraded = self._upgraded(group) if self._config.upgrades else None
+        if upgraded is not None:
+            return upgraded
         raise _Refused(
             ErrorCode.group_id_not_found, f"Group {request.group_id} is not a consumer group."
         )
+
+    def _upgraded(self, group: Group) -> Group | None:
+        """A stable classic group of the consumer protocol, converted to a consumer group whose
+        members are its members, each keeping its assignment at its generation (Kafka 4's
+        online upgrade); they are classic members of it from now on, and rejoin when the
+        group epoch moves. The conversion is written (and applied) now; None when the group
+        cannot be converted (rebalancing, another protocol type, unreadable metadata)."""
+        if (
+            not group.is_in(GroupState.STABLE)
+            or group.protocol_type != CONSUMER_PROTOCOL_TYPE
+            or group.pending_members
+            or any(m.awaiting_join for m in group.members.values())
+        ):
+            return None
+        group_id = group.group_id
+        epoch = group.generation
+        members: list[tuple[ConsumerMember, tuple[str, ...]]] = []
+        topics: set[str] = set()
+        try:
+            for m in group.members.values():
+                subscription = decode_subscription(m.metadata(group.protocol_name))
+                assigned: dict[uuid.UUID, set[int]] = {}
+                for topic, index in decode_assignment_partitions(m.assignment):
+                    info = self.topics.topic_info(topic)
+                    if info is not None:
+                        assigned.setdefault(info.topic_id, set()).add(index)
+                topics.update(subscription.topics)
+                member = ConsumerMember(
+                    m.member_id,
+                    instance_id=m.group_instance_id,
+                    rack_id=subscription.rack_id or None,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=subscription.topics,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    member_epoch=epoch,
+                    previous_member_epoch=epoch,
+                    assigned={t: frozenset(ps) for t, ps in assigned.items()},
+                )
+                members.append((member, tuple(m.protocol_names)))
+        except BadSubscription as e:
+            log.info("group %s: cannot convert it to a consumer group: %s", group_id, e)
+            return None
+        converted = _consumer_group(group_id, group, self.coordinator.clock.time_ms())
+        step = _Step(group_id, [(crec.ConsumerGroupKey(2, group_id), None)])
+        for member, _ in members:
+            step.put(member.metadata_value(), member.member_id)
+            step.put(crec.TargetAssignmentMemberValue(member.assigned), member.member_id)
+            step.put(member.assignment_value(), member.member_id)
+        step.put(crec.PartitionMetadataValue(tuple(self._subscribed_topics_named(topics).values())))
+        step.put(crec.TargetAssignmentEpochValue(epoch))
+        step.put(crec.GroupEpochValue(epoch))
+        coordinator = self.coordinator
+        coordinator.timers.cancel_where(
+            lambda key: isinstance(key, tuple) and len(key) > 2 and key[1] == group_id
+        )
+
+        def restored() -> None:
+            for m in group.members.values():
+                coordinator.schedule_session(group, m)
+
+        self._commit(converted, step, restored)
+        for member, protocols in members:
+            self._classic[(group_id, member.member_id)] = protocols
+            self._schedule_session(group_id, member.member_id)
+        log.info(
+            "group %s: a classic group of %d members becomes a consumer group at epoch %d",
+            group_id,
+            len(members),
+            epoch,
+        )
+        return converted
 
     def _heartbeat(self, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
         step = _Step(request.group_id, [])
@@ -436,6 +512,9 @@ class ConsumerProtocol:
                 regexes.add(m.subscribed_topic_regex)
         if regexes:
             names.update(self._matching(regexes))
+        return self._subscribed_topics_named(names)
+
+    def _subscribed_topics_named(self, names: Iterable[str]) -> dict[str, crec.SubscribedTopic]:
         found = {}
         for name in sorted(names):
             info = self.topics.topic_info(name)
