@@ -29,6 +29,7 @@ def test_nothing_stored_means_kafka_defaults_at_epoch_0() -> None:
         "group.version",
         "share.version",
         "streams.version",
+        "eligible.leader.replicas.version",
     }
     stored = FinalizedFeatures({GROUP_VERSION: 1}, 4)
     assert features.finalized(stored) is stored

@@ -25,6 +25,7 @@ def test_describe_shows_the_finalized_features(bootstrap):
         "share.version": "1",
         "streams.version": "1",
         "transaction.version": "2",
+        "eligible.leader.replicas.version": "1",
     }
     assert features["group.version"]["SupportedMinVersion"] == "0"
     assert features["group.version"]["SupportedMaxVersion"] == "1"

@@ -9,6 +9,8 @@ finalized (nothing stored yet) has the level Kafka 4.4 bootstraps a new cluster 
 
 ``transaction.version`` decides what the clients do: at 2, Kafka 4's producers use transactions
 version 2 (KIP-890 part 2: EndTxn v5, partitions added by Produce v12); below, version 1.
+``eligible.leader.replicas.version`` at 1 turns on KIP-966's eligible leader replicas in the
+controller (read when a controller takes over).
 
 Pure functions and values: no I/O, any thread.
 """
@@ -24,6 +26,7 @@ TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 SHARE_VERSION = "share.version"
 STREAMS_VERSION = "streams.version"
+ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,7 @@ SUPPORTED: Mapping[str, SupportedRange] = {
     GROUP_VERSION: SupportedRange(0, 1),
     SHARE_VERSION: SupportedRange(0, 1),
     STREAMS_VERSION: SupportedRange(0, 1),
+    ELIGIBLE_LEADER_REPLICAS_VERSION: SupportedRange(0, 1),
 }
 
 # Kafka 4.4's levels for a new cluster (each feature's latest production level).
@@ -51,6 +55,7 @@ DEFAULT_LEVELS: Mapping[str, int] = {
     GROUP_VERSION: 1,
     SHARE_VERSION: 1,
     STREAMS_VERSION: 1,
+    ELIGIBLE_LEADER_REPLICAS_VERSION: 1,
 }
 
 

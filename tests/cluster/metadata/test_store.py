@@ -448,3 +448,16 @@ def test_finalized_features_compare_and_set_and_are_told(engine: Engine) -> None
     asyncio.run(scenario())
     store.close()
     assert engine.open().finalized_features == FinalizedFeatures({"transaction.version": 2}, 2)
+
+
+async def test_eligible_leader_replicas_are_stored_with_the_partition_state(
+    engine: Engine,
+) -> None:
+    store = engine.open()
+    await store.put(TopicMetadata("t", uuid.uuid4(), 1, {}, own(1)))
+    state = PartitionState(NODE, 3, (NODE,), 1, elr=(2, 3))
+    written = await store.write_partition_state("t", 0, state, None)
+    assert written.elr == (2, 3)
+    store.close()
+    reopened = await engine.open().partition_state("t", 0)
+    assert reopened is not None and reopened.elr == (2, 3)

@@ -135,6 +135,9 @@ class PartitionState:
     # the reader knows it; -1 otherwise. Set by the controller's reads, so that it can tell ISR
     # members that registered again since (broker epochs are registration zxids).
     written_zxid: int = field(default=-1, compare=False)
+    # KIP-966's eligible leader replicas: replicas that left an ISR already below
+    # min.insync.replicas, so that they hold every committed record and may lead cleanly.
+    elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,6 +433,7 @@ class LocalMetadataStore:
                     tuple(s["isr"]),
                     s["controller_epoch"],
                     s["version"],
+                    elr=tuple(s.get("elr", ())),
                 )
         for name, c in change.get("users", {}).items():
             if c is None:
@@ -661,6 +665,7 @@ def _state_json(s: PartitionState) -> dict[str, Any]:
         "isr": list(s.isr),
         "controller_epoch": s.controller_epoch,
         "version": s.version,
+        **({"elr": list(s.elr)} if s.elr else {}),
     }
 
 

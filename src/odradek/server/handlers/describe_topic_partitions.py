@@ -68,8 +68,10 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request: Any) ->
                 next_cursor=None,
             )
         partitions = entry["partitions"][first : first + left]
+        cluster = ctx.services.cluster
         for partition in partitions:
-            partition["eligible_leader_replicas"] = []
+            info = cluster.partition_info(name, partition["partition_index"])
+            partition["eligible_leader_replicas"] = list(info.elr) if info is not None else []
             partition["last_known_elr"] = []
         entry["partitions"] = partitions
         entry["topic_authorized_operations"] = authorized_operations(ctx, TOPIC, name)

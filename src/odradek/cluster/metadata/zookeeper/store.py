@@ -7,7 +7,8 @@ Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools r
                                                    "adding_replicas":{},"removing_replicas":{},
                                                    "topic_id":"<22-char base64 topic id>"}
     /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":1,"leader":1,"version":1,
-                                                   "leader_epoch":0,"isr":[1,2,3]}
+                                                   "leader_epoch":0,"isr":[1,2,3]} (and
+                                                   "eligible_leader_replicas":[...] when any)
     /config/topics/<topic>                        {"version":1,"config":{"retention.ms":"1000"}}
     /config/brokers/<id>                          {"version":1,"config":{
                                                    "leader.replication.throttled.rate":"1000"}}
@@ -278,6 +279,8 @@ def encode_partition_state(state: PartitionState) -> bytes:
             "version": 1,
             "leader_epoch": state.leader_epoch,
             "isr": list(state.isr),
+            # KIP-966, which ZooKeeper-era Kafka never wrote: present only when not empty.
+            **({"eligible_leader_replicas": list(state.elr)} if state.elr else {}),
         }
     )
 
@@ -291,6 +294,7 @@ def decode_partition_state(data: bytes, version: int, written_zxid: int = -1) ->
         state["controller_epoch"],
         version,
         written_zxid,
+        tuple(state.get("eligible_leader_replicas", ())),
     )
 
 
