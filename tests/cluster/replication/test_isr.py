@@ -104,7 +104,6 @@ def test_a_shrunk_isr_lets_the_watermark_move(clock: ManualClock) -> None:
     assert isr.high_watermark == 10
 
 
-
 def test_with_eligible_leader_replicas_the_watermark_waits_for_min_insync_replicas(
     clock: ManualClock,
 ) -> None:
