@@ -913,27 +913,31 @@ class ControllerState:
             leader = state.leader
             isr = tuple(r for r in members if r == leader or self._eligible(r, tp))
         else:
-            replicas = self._replicas(tp)
-            in_sync = [r for r in replicas if r in members and self._eligible(r, tp)]
-            live = [r for r in replicas if self._eligible(r, tp)]
-            electable = [r for r in replicas if r in state.elr and self._eligible(r, tp)]
-            if in_sync:
-                leader = in_sync[0]
-                isr = tuple(r for r in members if self._eligible(r, tp))
-            elif electable and self.eligible_leader_replicas:
-                # KIP-966: a clean election from the ELR, where only an unclean one would do.
-                leader = electable[0]
-                isr = (leader,)
-            elif live and self._unclean(tp.topic):
-                # Unclean: the new leader's log becomes the truth; nobody else is in sync with it.
-                leader = live[0]
-                isr = (leader,)
-            else:
-                leader = NO_LEADER
-                isr = tuple(r for r in state.isr if self._eligible(r, tp)) or _last_member(state)
+            leader, isr = self._new_leadership(tp, state, members)
         if leader == state.leader and isr == state.isr and self._elr(tp, state, isr) == state.elr:
             return None
         return self._next(tp, state, leader, isr)
+
+    def _new_leadership(
+        self, tp: TopicPartition, state: PartitionState, members: tuple[int, ...]
+    ) -> tuple[int, tuple[int, ...]]:
+        """Leader and ISR of a partition whose leader is gone: an in-sync replica, else an
+        eligible one (KIP-966), else (unclean) any live one, else none."""
+        replicas = self._replicas(tp)
+        in_sync = [r for r in replicas if r in members and self._eligible(r, tp)]
+        if in_sync:
+            return in_sync[0], tuple(r for r in members if self._eligible(r, tp))
+        electable = [r for r in replicas if r in state.elr and self._eligible(r, tp)]
+        if electable and self.eligible_leader_replicas:
+            # KIP-966: a clean election from the ELR, where only an unclean one would do.
+            return electable[0], (electable[0],)
+        live = [r for r in replicas if self._eligible(r, tp)]
+        if live and self._unclean(tp.topic):
+            # Unclean: the new leader's log becomes the truth; nobody else is in sync with it.
+            return live[0], (live[0],)
+        return NO_LEADER, tuple(r for r in state.isr if self._eligible(r, tp)) or _last_member(
+            state
+        )
 
     def _trusted_isr(self, tp: TopicPartition, state: PartitionState) -> tuple[int, ...]:
         """The ISR without the members registered again since ``state`` was written (see

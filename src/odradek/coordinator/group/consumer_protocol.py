@@ -588,14 +588,8 @@ class ConsumerProtocol:
         member_id = request.member_id
         if request.protocol_type != CONSUMER_PROTOCOL_TYPE or not names:
             return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id)
-        for (group_id, other), protocols in self._classic.items():
-            if (
-                group_id == group.group_id
-                and other != member_id
-                and other in cg.members
-                and not set(protocols) & set(names)
-            ):
-                return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id)
+        if self._protocols_differ(group, member_id, names):
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id)
         if member_id == UNKNOWN_MEMBER_ID:
             member_id = str(uuid.uuid4())
             if request.require_known_member_id and request.group_instance_id is None:
@@ -610,11 +604,6 @@ class ConsumerProtocol:
             member = cg.static_member(request.group_instance_id)
             if member is not None and member.member_id != member_id:
                 member = None  # a static member back under a new id: a join
-        owned: list[tuple[uuid.UUID, int]] = []
-        for topic, index in subscription.owned:
-            info = self.topics.topic_info(topic)
-            if info is not None:
-                owned.append((info.topic_id, index))
         result = self.heartbeat(
             ConsumerHeartbeatRequest(
                 group.group_id,
@@ -624,7 +613,7 @@ class ConsumerProtocol:
                 rack_id=subscription.rack_id or None,
                 rebalance_timeout_ms=request.rebalance_timeout_ms,
                 subscribed_topic_names=subscription.topics,
-                owned=() if member is None else tuple(owned),
+                owned=() if member is None else self._topic_ids(subscription.owned),
                 client_id=request.client_id,
                 client_host=request.client_host,
             )
@@ -648,6 +637,29 @@ class ConsumerProtocol:
             protocol_type=CONSUMER_PROTOCOL_TYPE,
             protocol_name=names[0],
         )
+
+    def _protocols_differ(self, group: Group, member_id: str, names: tuple[str, ...]) -> bool:
+        """Whether another classic member of ``group`` supports none of ``names``."""
+        cg = group.consumer
+        assert cg is not None
+        return any(
+            group_id == group.group_id
+            and other != member_id
+            and other in cg.members
+            and not set(protocols) & set(names)
+            for (group_id, other), protocols in self._classic.items()
+        )
+
+    def _topic_ids(
+        self, partitions: Iterable[tuple[str, int]]
+    ) -> tuple[tuple[uuid.UUID, int], ...]:
+        """Partitions by topic id (those of topics the cluster has)."""
+        found = []
+        for topic, index in partitions:
+            info = self.topics.topic_info(topic)
+            if info is not None:
+                found.append((info.topic_id, index))
+        return tuple(found)
 
     def _classic_member(
         self, group: Group, member_id: str, generation_id: int
