@@ -738,6 +738,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "create a topic on first Metadata or Produce request",
         ),
         ConfigDef("delete.topic.enable", ConfigType.BOOLEAN, "true", "allow DeleteTopics"),
+        ConfigDef(
+            "max.request.partition.size.limit",
+            ConfigType.INT,
+            "2000",
+            "the most partitions one DescribeTopicPartitions response holds (a client asking "
+            "for more gets a cursor to go on from)",
+            _at_least(1),
+        ),
         ConfigDef("log.roll.hours", ConfigType.INT, "168", "segment age in hours", _at_least(1)),
         ConfigDef(
             "log.retention.hours", ConfigType.INT, "168", "retention in hours", _at_least(-1)
@@ -1134,6 +1142,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "2000",
             "most share sessions (ShareFetch) a broker keeps",
             _at_least(1),
+        ),
+        ConfigDef(
+            "group.consumer.migration.policy",
+            ConfigType.STRING,
+            "bidirectional",
+            "whether a consumer-protocol member joining a non-empty classic group converts it "
+            "to a consumer group (upgrade, bidirectional) or is refused (downgrade, disabled)",
+            _one_of("bidirectional", "upgrade", "downgrade", "disabled"),
         ),
         # The transaction coordinator's settings (odradek.coordinator.transaction.runtime).
         ConfigDef(

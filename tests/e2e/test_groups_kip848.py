@@ -163,3 +163,109 @@ def test_three_members_share_six_partitions_and_one_leaves(
         assert {partition_of(v.value()) for v in got[m.name]} == m.owned()
     assert time.monotonic() - started < TIMEOUT_S * 3
     close_all([m.consumer for m in stayers])
+
+
+def test_a_classic_consumer_joins_a_kip_848_group_and_gets_partitions(
+    bootstrap: str, make_topic: Callable[..., str], topic_name: str
+) -> None:
+    # Kafka 4's online migration: a classic member (JoinGroup/SyncGroup/Heartbeat) in a group
+    # of the consumer protocol is one of its members and gets its share from the broker.
+    topic = make_topic(topic_name, 6)
+    group = f"kip848-{topic}"
+    modern = Member(bootstrap, group, "modern")
+    modern.subscribe(topic)
+    wait_until(lambda: len(modern.owned()) == 6, what="six partitions", tick=polling([modern]))
+    classic = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": "classic",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "heartbeat.interval.ms": HEARTBEAT_MS,
+            "partition.assignment.strategy": "range",
+        }
+    )
+    try:
+        classic.subscribe([topic])
+
+        def tick() -> None:
+            polling([modern])()
+            message = classic.poll(0.02)
+            assert message is None or message.error() is None
+
+        def shared() -> bool:
+            mine = {p.partition for p in classic.assignment()}
+            theirs = modern.owned()
+            return (
+                bool(mine)
+                and bool(theirs)
+                and mine.isdisjoint(theirs)
+                and (sorted(mine | theirs) == list(range(6)))
+            )
+
+        wait_until(shared, what="the classic and the KIP-848 member sharing", tick=tick)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        described = admin.describe_consumer_groups([group])[group].result(TIMEOUT_S)
+        assert described.type == ConsumerGroupType.CONSUMER
+        assert len(described.members) == 2
+    finally:
+        classic.close()
+    # It left: its partitions go back.
+    wait_until(
+        lambda: len(modern.owned()) == 6, what="six partitions again", tick=polling([modern])
+    )
+    close_all([modern.consumer])
+
+
+def test_a_kip_848_member_upgrades_a_classic_group_online(
+    bootstrap: str, make_topic: Callable[..., str], topic_name: str
+) -> None:
+    # Kafka 4's online upgrade (group.consumer.migration.policy=bidirectional): a
+    # consumer-protocol member joining a stable classic group converts it; the classic member
+    # keeps consuming as a member of the consumer group and gives the newcomer its share.
+    topic = make_topic(topic_name, 6)
+    group = f"kip848-{topic}"
+    classic = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": "classic",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "heartbeat.interval.ms": HEARTBEAT_MS,
+            "partition.assignment.strategy": "range",
+        }
+    )
+    modern = Member(bootstrap, group, "modern")
+    try:
+        classic.subscribe([topic])
+
+        def tick() -> None:
+            message = classic.poll(0.02)
+            assert message is None or message.error() is None
+
+        wait_until(lambda: len(classic.assignment()) == 6, what="a classic group", tick=tick)
+        modern.subscribe(topic)
+
+        def both() -> None:
+            tick()
+            polling([modern])()
+
+        def shared() -> bool:
+            mine = {p.partition for p in classic.assignment()}
+            theirs = modern.owned()
+            return (
+                bool(mine)
+                and bool(theirs)
+                and mine.isdisjoint(theirs)
+                and (sorted(mine | theirs) == list(range(6)))
+            )
+
+        wait_until(shared, what="the two members sharing", tick=both)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        described = admin.describe_consumer_groups([group])[group].result(TIMEOUT_S)
+        assert described.type == ConsumerGroupType.CONSUMER
+    finally:
+        classic.close()
+    close_all([modern.consumer])

@@ -43,6 +43,7 @@ CONFIGS_TOOL = "kafka.admin.ConfigCommand"
 TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
 PRODUCER_PERF_TEST = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF_TEST = "org.apache.kafka.tools.ConsumerPerformance"
+FEATURES_TOOL = "org.apache.kafka.tools.FeatureCommand"
 ACLS_TOOL = "org.apache.kafka.tools.AclCommand"  # kafka.admin.AclCommand before Kafka 4
 DELEGATION_TOKENS_TOOL = "org.apache.kafka.tools.DelegationTokenCommand"  # kafka-delegation-tokens
 
@@ -60,16 +61,39 @@ def classpath() -> str:
         pytest.skip(f"the Java tests need a JDK and Maven: {error}")
 
 
-def java_command(main_class: str, *args: str) -> list[str]:
-    return ["java", *JVM_FLAGS, "-cp", classpath(), main_class, *args]
+@cache
+def old_client_classpath() -> str:
+    """The test programs on kafka-clients 3.9.2 (the Java client Spark's Kafka connector pins,
+    fetched with it) instead of the current one: how a client older than Kafka 4 behaves."""
+    classpath()
+    try:
+        connector = jars.fetch_jars(jars.SPARK_KAFKA_POM)
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"kafka-clients 3.9.2 is not available: {error}")
+        pytest.skip(f"kafka-clients 3.9.2 is not available: {error}")
+    (old,) = connector.glob("kafka-clients-*.jar")
+    current = [
+        str(jar) for jar in sorted(jars.jar_dir().glob("*.jar")) if not jar.name.startswith("kafka")
+    ]
+    return os.pathsep.join([str(jars.classes_dir()), str(old), *current])
+
+
+def java_command(main_class: str, *args: str, cp: str | None = None) -> list[str]:
+    return ["java", *JVM_FLAGS, "-cp", cp or classpath(), main_class, *args]
 
 
 def run_java(
-    main_class: str, *args: str, stdin: str | None = None, timeout: float = TIMEOUT_S
+    main_class: str,
+    *args: str,
+    stdin: str | None = None,
+    timeout: float = TIMEOUT_S,
+    cp: str | None = None,
 ) -> str:
-    """Run ``main_class`` to completion and return its stdout; it must exit 0."""
+    """Run ``main_class`` to completion and return its stdout; it must exit 0. ``cp``: another
+    classpath than :func:`classpath`'s."""
     done = subprocess.run(
-        java_command(main_class, *args),
+        java_command(main_class, *args, cp=cp),
         input=stdin,
         capture_output=True,
         text=True,

@@ -11,7 +11,7 @@ import pytest
 from odradek.testing import RunningCluster, wait_until
 from tests.e2e.cluster.support import create_topic, leader_of, read_partition
 
-from .support import classpath, consume, parse_produced, start_java
+from .support import classpath, consume, parse_produced, run_java, start_java
 
 pytestmark = pytest.mark.slow
 
@@ -64,3 +64,23 @@ def test_every_acknowledged_record_survives_a_leader_kill(tmp_path):
         assert not missing, f"{len(missing)} acknowledged records missing, first {missing[:5]}"
         assert not moved, f"{len(moved)} records read elsewhere than acknowledged: {moved[:5]}"
         assert set(read) == set(produced.acked)
+
+
+def test_transactions_v2_across_brokers(tmp_path):
+    """A Kafka 4 transactional producer (transaction version 2) writing to partitions led by
+    every broker: the leaders that are not the transaction's coordinator add their partitions
+    to the transaction over the network, and read_committed sees exactly the committed data."""
+    classpath()
+    with RunningCluster(tmp_path) as cluster:
+        topic = "java-txn-v2"
+        create_topic(cluster.bootstrap, topic, 6, replication=1)
+        out = run_java(
+            "JavaTransactions", cluster.bootstrap, topic, "cluster-tv2", "commit-abort", "30"
+        )
+        assert out.split() == ["committed", "aborted", "committed", "fenced", "done"]
+        committed = consume(
+            cluster.bootstrap, topic, "java-txn-v2-rc", 31, "isolation.level=read_committed"
+        )
+        assert sorted(r.value for r in committed.records) == sorted(
+            [f"c{i}" for i in range(30)] + ["last"]
+        )

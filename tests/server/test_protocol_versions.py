@@ -166,6 +166,8 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
         "validate_only": True,
     },
     50: lambda _: {"users": None},
+    57: lambda _: {"timeout": 5000, "feature_updates": [], "validate_only": True},
+    75: lambda _: {"topics": [{"name": TOPIC}], "response_partition_limit": 10},
     51: lambda name: {
         "deletions": [],
         "upsertions": [

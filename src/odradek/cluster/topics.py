@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from odradek.clock import Clock
+from odradek.cluster import features
 from odradek.cluster.controller.assignment import (
     BrokerMetadata,
     assign_added_partitions,
@@ -244,6 +245,10 @@ class TopicManager:
             clock=self.clock,
             replica_lag_time_max_ms=self.config.get_int("replica.lag.time.max.ms"),
             min_insync_replicas=min_insync,
+            eligible_leader_replicas=features.finalized(self.store.finalized_features).level(
+                features.ELIGIBLE_LEADER_REPLICAS_VERSION
+            )
+            >= 1,
         )
         self.partitions[(name, index)] = partition
         if self.leads_alone:

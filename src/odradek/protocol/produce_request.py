@@ -21,7 +21,10 @@ API_KEY = 0
 MIN_VERSION = 0
 FIRST_RECORD_BATCH_VERSION = 3  # Produce v3+ carries RecordBatch v2 only
 FIRST_ZSTD_VERSION = 7  # KIP-110
-MAX_VERSION = 11
+# v12 is v11 from a transaction version 2 producer: its partitions join the transaction by
+# being produced to (KIP-890 part 2).
+FIRST_IMPLICIT_ADD_VERSION = 12
+MAX_VERSION = 12
 FIRST_FLEXIBLE_VERSION = 9
 
 _HEADER_PREFIX_SIZE = 8  # api key, api version, correlation id

@@ -876,3 +876,51 @@ def test_an_unclean_election_with_no_live_replica_is_refused() -> None:
     outcome = controller.elect_unclean([T0])
     assert outcome.results[T0].error == ErrorCode.eligible_leaders_not_available
     assert outcome.writes == []
+
+
+# -- eligible leader replicas (KIP-966) ----------------------------------------------------
+
+
+def _lose_two_then_the_last(controller: ControllerState, zk: Znodes) -> None:
+    zk.apply(controller, controller.brokers_failed([3]))  # ISR 1, 2: at min.insync.replicas
+    assert zk.data[T0].elr == ()
+    zk.apply(controller, controller.brokers_failed([2]))  # below it: 2 still has every commit
+    assert zk.data[T0] == PartitionState(1, 2, (1,), 1, version=2, elr=(2,))
+    zk.apply(controller, controller.brokers_failed([1]))
+    assert (zk.data[T0].leader, zk.data[T0].isr, zk.data[T0].elr) == (NO_LEADER, (1,), (2,))
+
+
+def test_an_eligible_leader_replica_leads_cleanly_where_only_the_last_isr_member_could() -> None:
+    controller, zk, _ = cluster(eligible_leader_replicas=True, min_insync_replicas=2)
+    _lose_two_then_the_last(controller, zk)
+    # 3 left while the ISR was still at min.insync.replicas: it may have missed commits.
+    assert controller.brokers_started([3]) == []
+    zk.apply(controller, controller.brokers_started([2]))
+    # 2 leads (a clean election); 1, the last ISR member, is eligible in its turn.
+    assert zk.data[T0] == PartitionState(2, 4, (2,), 1, version=4, elr=(1,))
+    check_cache(controller, zk)
+    # The ISR back at min.insync.replicas: no replica needs to be eligible any more.
+    outcome = controller.alter_partition(2, T0, 4, (2, 3), 4)
+    assert outcome.error == ErrorCode.none and outcome.write is not None
+    zk.apply(controller, [outcome.write])
+    assert zk.data[T0].isr == (2, 3) and zk.data[T0].elr == ()
+
+
+def test_without_eligible_leader_replicas_the_partition_stays_offline() -> None:
+    controller, zk, _ = cluster(min_insync_replicas=2)
+    zk.apply(controller, controller.brokers_failed([3]))
+    zk.apply(controller, controller.brokers_failed([2]))
+    zk.apply(controller, controller.brokers_failed([1]))
+    assert zk.data[T0].elr == ()
+    assert controller.brokers_started([2]) == []
+    assert zk.data[T0].leader == NO_LEADER
+
+
+def test_a_topics_min_insync_replicas_decides_who_is_eligible() -> None:
+    controller, zk, _ = cluster(eligible_leader_replicas=True)  # the broker's: 1
+    zk.apply(controller, controller.brokers_failed([3]))
+    zk.apply(controller, controller.brokers_failed([2]))
+    assert zk.data[T0].elr == ()  # an ISR of one is at min.insync.replicas=1
+    controller.set_topic_configs("t", {"min.insync.replicas": "3"})
+    zk.apply(controller, controller.brokers_failed([1]))
+    assert zk.data[T0].elr == ()  # nobody left the ISR while it was below 3

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from odradek.cluster.features import FinalizedFeatures
 from odradek.cluster.metadata import journal
 from odradek.cluster.metadata import store as store_module
 from odradek.cluster.metadata.store import (
@@ -464,3 +465,42 @@ async def test_broker_configs_round_trip_and_survive_reopen(engine: Engine) -> N
     assert await store.broker_configs(3) == {}
     await store.set_broker_configs(2, {})
     assert await engine.open().broker_configs(2) == {}
+
+
+def test_finalized_features_compare_and_set_and_are_told(engine: Engine) -> None:
+    store = engine.open()
+    # Another broker of the same cluster (the local store is a single broker's).
+    other = engine.open() if engine.name == "zookeeper" else store
+    assert store.finalized_features is None
+
+    async def scenario() -> list[MetadataChange]:
+        seen: list[MetadataChange] = []
+        other.add_listener(asyncio.get_running_loop(), seen.append)
+        first = await store.write_finalized_features({"group.version": 1, "off": 0}, 0)
+        assert first == FinalizedFeatures({"group.version": 1}, 1)
+        with pytest.raises(StaleVersionError):
+            await store.write_finalized_features({"group.version": 0}, 0)
+        second = await store.write_finalized_features({"transaction.version": 2}, 1)
+        assert second == FinalizedFeatures({"transaction.version": 2}, 2)
+        assert store.finalized_features == second
+        if engine.name == "zookeeper":
+            await _until(lambda: other.finalized_features == second)
+            assert any(c.kind == "features" for c in seen)
+        return seen
+
+    asyncio.run(scenario())
+    store.close()
+    assert engine.open().finalized_features == FinalizedFeatures({"transaction.version": 2}, 2)
+
+
+async def test_eligible_leader_replicas_are_stored_with_the_partition_state(
+    engine: Engine,
+) -> None:
+    store = engine.open()
+    await store.put(TopicMetadata("t", uuid.uuid4(), 1, {}, own(1)))
+    state = PartitionState(NODE, 3, (NODE,), 1, elr=(2, 3))
+    written = await store.write_partition_state("t", 0, state, None)
+    assert written.elr == (2, 3)
+    store.close()
+    reopened = await engine.open().partition_state("t", 0)
+    assert reopened is not None and reopened.elr == (2, 3)

@@ -104,6 +104,24 @@ def test_a_shrunk_isr_lets_the_watermark_move(clock: ManualClock) -> None:
     assert isr.high_watermark == 10
 
 
+def test_with_eligible_leader_replicas_the_watermark_waits_for_min_insync_replicas(
+    clock: ManualClock,
+) -> None:
+    # KIP-966: what leaves an ISR below min.insync.replicas must hold every committed record.
+    isr = tracker(clock, isr=(LEADER, F1), min_insync_replicas=2)
+    isr.eligible_leader_replicas = True
+    isr.leader_appended(10)
+    isr.follower_fetched(F1, 4, 10)
+    assert isr.high_watermark == 4
+    clock.advance(LAG_MS + 1)
+    proposal = isr.propose_shrink()
+    assert proposal is not None
+    assert not isr.isr_updated(proposal.isr, leader_epoch=5, zk_version=11)
+    assert isr.high_watermark == 4  # F1, now eligible, has everything up to here
+    isr.leader_appended(12)
+    assert isr.high_watermark == 4
+
+
 # -- shrinking -----------------------------------------------------------------------------------
 
 

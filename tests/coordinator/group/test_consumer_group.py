@@ -5,9 +5,12 @@ static members, the conversion of an empty classic group, and offsets with membe
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
+from odradek.client.admin import decode_assignment
 from odradek.coordinator.group import consumer_records as crec
 from odradek.coordinator.group.assignors import TopicInfo
+from odradek.coordinator.group.consumer_group import ConsumerGroupSettings
 from odradek.coordinator.group.messages import CommitRequest, ConsumerHeartbeatRequest, OffsetCommit
 from odradek.protocol.errors import ErrorCode
 
@@ -188,10 +191,14 @@ def test_offset_commits_carry_the_member_epoch() -> None:
 
 def test_an_empty_classic_group_converts_and_back() -> None:
     h, catalog = consumer_harness(t=2)
+    h.coordinator.consumer.topics = catalog
+    h.machine.config = replace(
+        h.machine.config, consumer=ConsumerGroupSettings(migration_policy="disabled")
+    )
     classic = h.member()
     form_group(h, classic)
     classic.commit({("t", 0): 7})
-    # A non-empty classic group refuses consumer-protocol members.
+    # Without online upgrades, a non-empty classic group refuses consumer-protocol members.
     assert Member(h).heartbeat() is ErrorCode.group_id_not_found
     classic.leave()
     a = Member(h)
@@ -200,9 +207,8 @@ def test_an_empty_classic_group_converts_and_back() -> None:
     assert fetched[0][1] is not None and fetched[0][1].offset == 7
     listed = h.coordinator.list_groups()
     assert [(g.group_id, g.group_type, g.state) for g in listed] == [("g", "consumer", "Stable")]
-    # A classic member cannot join while it has members; once empty, it converts back.
-    refused = h.member().send_join().value
-    assert getattr(refused, "error", None) is ErrorCode.inconsistent_group_protocol
+    # A classic member joining while it has members becomes one of them (see below); once
+    # empty, a classic member converts it back.
     a.leave()
     back = h.member()
     form_group(h, back)
@@ -286,3 +292,77 @@ def test_added_partitions_are_assigned_at_the_next_heartbeat() -> None:
     settle(a, b)
     assert h.coordinator.consumer.describe("g").group_epoch == epoch + 1
     assert sorted(len(m.partitions(catalog.id("t"))) for m in (a, b)) == [3, 3]
+
+
+def test_a_classic_member_joins_a_consumer_group_and_gets_partitions() -> None:
+    # Kafka 4's online migration: classic JoinGroup/SyncGroup/Heartbeat into a KIP-848 group.
+    h, catalog = consumer_harness(t=4)
+    t = catalog.id("t")
+    a = Member(h)
+    a.heartbeat()
+    classic = h.member()
+    joined = classic.join()
+    assert joined.protocol_name == "range" and joined.leader == ""  # it assigns nothing
+    assert joined.generation_id == h.coordinator.consumer.describe("g").group_epoch
+    # Every partition is still a's: nothing yet, and its heartbeat asks it to rejoin.
+    assert decode_assignment(classic.sync().assignment) == ()
+    assert classic.heartbeat() is ErrorCode.rebalance_in_progress
+    settle(a)  # a lets two go
+    classic.join()
+    synced = classic.sync()
+    assert (synced.error, synced.protocol_name) == (ErrorCode.none, "range")
+    got = {p for _, p in decode_assignment(synced.assignment)}
+    assert len(got) == 2 and got.isdisjoint(a.partitions(t))
+    assert got | a.partitions(t) == set(range(4))
+    assert classic.heartbeat() is ErrorCode.none
+    assert classic.heartbeat(generation=classic.generation - 1) is ErrorCode.illegal_generation
+    # Offsets commit with its generation, as a classic member's do.
+    assert classic.commit({("t", min(got)): 5}) == {("t", min(got)): ErrorCode.none}
+    # It leaves: its partitions go back to a.
+    assert classic.leave() is ErrorCode.none
+    settle(a)
+    assert a.partitions(t) == set(range(4))
+    assert classic.heartbeat() is ErrorCode.unknown_member_id
+
+
+def test_a_classic_member_with_other_protocols_than_the_group_s_is_refused() -> None:
+    h, _ = consumer_harness(t=2)
+    Member(h).heartbeat()
+    first = h.member(protocols=("range",))
+    first.join()
+    box = h.member(protocols=("roundrobin",)).send_join()
+    assert getattr(box.value, "error", None) is ErrorCode.inconsistent_group_protocol
+
+
+def test_a_consumer_member_upgrades_a_stable_classic_group_online() -> None:
+    # Kafka 4's online upgrade (group.consumer.migration.policy bidirectional, the default):
+    # the classic members keep their partitions as members of the consumer group, then give
+    # up their share for the newcomer when they rejoin.
+    h, catalog = consumer_harness(t=4)
+    t = catalog.id("t")
+    one, two = h.member(), h.member()
+    form_group(h, one, two)  # the leader gives t-0 to one and t-1 to two
+    assert h.state() == "Stable"
+
+    a = Member(h)
+    assert a.heartbeat() is ErrorCode.none
+    assert h.coordinator.groups["g"].consumer is not None
+    # one and two keep t-0 and t-1 at the group's epoch; a may only take what nobody holds.
+    assert a.partitions(t) <= {2, 3}
+    owned = {one.member_id: {0}, two.member_id: {1}}
+    for _ in range(6):
+        for c in (one, two):
+            if c.heartbeat() is ErrorCode.rebalance_in_progress:
+                c.join()
+                owned[c.member_id] = {p for _, p in decode_assignment(c.sync().assignment)}
+        a.heartbeat()
+    shares = [owned[one.member_id], owned[two.member_id], a.partitions(t)]
+    assert sorted(p for share in shares for p in share) == [0, 1, 2, 3]
+    assert all(shares), shares
+    assert one.heartbeat() is ErrorCode.none and two.heartbeat() is ErrorCode.none
+    described = h.coordinator.consumer.describe("g")
+    assert described.state == "Stable" and len(described.members) == 3
+    # What was written replays to the same group.
+    after = restarted(h, catalog)
+    replayed = after.coordinator.consumer.describe("g")
+    assert (replayed.group_epoch, len(replayed.members)) == (described.group_epoch, 3)

@@ -274,3 +274,87 @@ def test_a_partition_count_past_the_value_bytes_is_refused() -> None:
 def test_partition_choice_is_kafkas_utils_abs() -> None:
     negative = next(f"id-{i}" for i in range(1000) if java_string_hash(f"id-{i}") < 0)
     assert txn_partition_for(negative, 50) == abs(java_string_hash(negative)) % 50
+
+
+# -- transaction version 2 (KIP-890 part 2) ------------------------------------------------------
+
+
+def ended_v2(
+    c: TransactionCoordinator, pid: int, epoch: int, commit: bool, tid: str = "tx"
+) -> TxnAnswer:
+    """EndTxn v5 to its Complete record: what the producer was told."""
+    end = c.end_txn(tid, pid, epoch, commit, bump_epoch=True)
+    assert isinstance(end, TxnWrite) and end.markers is not None
+    answer = done(c, end)
+    complete = c.markers_done(end.markers)
+    assert complete is not None
+    done(c, complete)
+    return answer
+
+
+def test_v2_every_end_bumps_the_epoch_and_the_markers_carry_it(clock: ManualClock) -> None:
+    c = make(clock)
+    pid, epoch = started(c)
+    done(c, c.add_partitions("tx", pid, epoch, [T1]))
+    end = c.end_txn("tx", pid, epoch, commit=True, bump_epoch=True)
+    assert isinstance(end, TxnWrite) and end.markers is not None
+    assert (end.markers.producer_id, end.markers.producer_epoch) == (pid, epoch + 1)
+    assert end.markers.partitions == {T1}
+    assert done(c, end) == TxnAnswer(ErrorCode.none, pid, epoch + 1)
+    # A retry (the old epoch) while the markers are written waits; once complete, it is told
+    # the new epoch again.
+    retry = c.end_txn("tx", pid, epoch, commit=True, bump_epoch=True)
+    assert retry == TxnAnswer(ErrorCode.concurrent_transactions)
+    done(c, c.markers_done(end.markers))  # type: ignore[arg-type]
+    retry = c.end_txn("tx", pid, epoch, commit=True, bump_epoch=True)
+    assert retry == TxnAnswer(ErrorCode.none, pid, epoch + 1)
+    assert c.end_txn("tx", pid, epoch, False, bump_epoch=True).error == ErrorCode.invalid_txn_state
+    # The next transaction is the new epoch's; the old epoch is fenced.
+    assert c.add_partitions("tx", pid, epoch, [T1]).error == ErrorCode.producer_fenced  # type: ignore[union-attr]
+    assert done(c, c.add_partitions("tx", pid, epoch + 1, [T2])).error == ErrorCode.none
+    assert ended_v2(c, pid, epoch + 1, commit=False) == TxnAnswer(ErrorCode.none, pid, epoch + 2)
+    assert c.end_txn("tx", pid, epoch, True, bump_epoch=True).error == ErrorCode.producer_fenced
+
+
+def test_v2_may_abort_with_nothing_added_but_not_commit(clock: ManualClock) -> None:
+    c = make(clock)
+    pid, epoch = started(c)
+    assert c.end_txn("tx", pid, epoch, True, bump_epoch=True).error == ErrorCode.invalid_txn_state  # type: ignore[union-attr]
+    end = c.end_txn("tx", pid, epoch, commit=False, bump_epoch=True)
+    assert isinstance(end, TxnWrite) and end.markers is not None
+    assert end.markers.partitions == frozenset()
+    assert done(c, end) == TxnAnswer(ErrorCode.none, pid, epoch + 1)
+    complete = c.markers_done(end.markers)
+    assert complete is not None and complete.next_value.state == TxnState.COMPLETE_ABORT
+
+
+def test_v2_exhausted_epochs_move_to_a_new_producer_id(clock: ManualClock) -> None:
+    c = make(clock)
+    pid, _ = started(c)
+    metadata = c.metadata("tx")
+    assert metadata is not None
+    metadata.producer_epoch = 32766  # as after 32766 transactions
+    done(c, c.add_partitions("tx", pid, 32766, [T1]))
+    end = c.end_txn("tx", pid, 32766, commit=True, bump_epoch=True)
+    assert isinstance(end, TxnWrite) and end.markers is not None
+    # The markers take the last epoch; the producer is told a new id at epoch 0.
+    assert (end.markers.producer_id, end.markers.producer_epoch) == (pid, 32767)
+    answer = done(c, end)
+    assert answer.error == ErrorCode.none and answer.producer_id != pid
+    assert answer.producer_epoch == 0
+    assert decode_txn_value(end.value).next_producer_id == answer.producer_id
+    complete = c.markers_done(end.markers)
+    assert complete is not None
+    assert (complete.next_value.producer_id, complete.next_value.producer_epoch) == (
+        answer.producer_id,
+        0,
+    )
+    done(c, complete)
+    assert done(c, c.add_partitions("tx", answer.producer_id, 0, [T1])).error == ErrorCode.none
+
+
+def test_flexible_values_round_trip_with_their_next_producer_id() -> None:
+    value = TxnValue(42, 32767, 60_000, TxnState.PREPARE_COMMIT, frozenset({T1, T2}), 10, 5, 77)
+    encoded = encode_txn_value(value)
+    assert encoded[:2] == b"\x00\x01"  # version 1: the tagged field needs the flexible layout
+    assert decode_txn_value(encoded) == value

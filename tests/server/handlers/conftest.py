@@ -75,6 +75,10 @@ class HandlerCaller:
     def close(self) -> None:
         self._loop.close()
 
+    def run(self, work: Any) -> Any:
+        """Await ``work`` on this caller's loop (where the handlers' background tasks run)."""
+        return self._loop.run_until_complete(work)
+
     def context(self, api_key: int, version: int) -> RequestContext:
         header = RequestHeader(api_key, version, next(self._correlation_ids), "odradek-tests")
         return RequestContext(self.services, header, self.session)

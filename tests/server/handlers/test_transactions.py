@@ -156,7 +156,12 @@ def test_bad_requests_get_kafkas_errors_and_change_nothing(
 
 
 def _txn_produce(
-    handlers: HandlerCaller, tid: str, pid: int, epoch: int, partitions: list[int]
+    handlers: HandlerCaller,
+    tid: str,
+    pid: int,
+    epoch: int,
+    partitions: list[int],
+    version: int = PRODUCE_VERSION,
 ) -> dict[int, ErrorCode]:
     batch = encode_batch(
         [(None, b"v", (), None)],
@@ -168,7 +173,7 @@ def _txn_produce(
     )
     response = handlers.call(
         PRODUCE,
-        PRODUCE_VERSION,
+        version,
         transactional_id=tid,
         acks=1,
         timeout=5_000,
@@ -199,3 +204,25 @@ def test_transactional_produce_only_to_partitions_of_the_transaction(
     assert partition is not None and partition.log.log_end_offset == 0
     # The transaction goes on in the partition it added.
     assert services.topics.partition("orders", 0).has_ongoing_transaction(pid, epoch)  # type: ignore[union-attr]
+
+
+def test_transaction_version_2_adds_by_producing_and_bumps_the_epoch_at_the_end(
+    handlers: HandlerCaller, services: BrokerServices
+) -> None:
+    # Produce v12 (a transaction version 2 producer) adds the partition itself: no
+    # AddPartitionsToTxn, and no refusal whatever transaction.partition.verification.enable says.
+    asyncio.run(services.topics.create_topic("orders", 2))
+    init = _init(handlers, "tx")
+    pid, epoch = init.producer_id, init.producer_epoch
+    assert _txn_produce(handlers, "tx", pid, epoch, [1], version=12) == {1: ErrorCode.none}
+    metadata = services.transactions.coordinator.metadata("tx")
+    assert metadata is not None and metadata.partitions == {("orders", 1)}
+    response = handlers.call(
+        END_TXN, 5, transactional_id="tx", producer_id=pid, producer_epoch=epoch, committed=True
+    )
+    assert (response.error_code, response.producer_id, response.producer_epoch) == (
+        ErrorCode.none,
+        pid,
+        epoch + 1,
+    )
+    handlers.run(services.transactions.stop())  # the markers it sent meanwhile

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from odradek.clock import Clock
+from odradek.cluster import features
 from odradek.cluster.controller.state import (
     AssignmentWrite,
     ControllerState,
@@ -140,6 +141,7 @@ class ControllerRuntime:
             "leader_imbalance_check_interval_seconds": config.get_int(
                 "leader.imbalance.check.interval.seconds"
             ),
+            "min_insync_replicas": config.get_int("min.insync.replicas"),
         }
         self._controller: ControllerState | None = None
         self._epoch_zk_version = -1
@@ -440,6 +442,11 @@ class ControllerRuntime:
                 for p in set(t.adding) | set(t.removing)
             },
             **self._settings,
+            # KIP-966 as the cluster finalized it when this controller took over.
+            eligible_leader_replicas=features.finalized(self.store.finalized_features).level(
+                features.ELIGIBLE_LEADER_REPLICAS_VERSION
+            )
+            >= 1,
         )
         self._controller = controller
         log.info(

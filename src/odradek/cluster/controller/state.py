@@ -66,6 +66,7 @@ from odradek.topic_partition import TopicPartition
 
 NO_LEADER = -1
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 # Kafka schedules the first automatic leader rebalance this long after a controller takes over.
 FIRST_REBALANCE_DELAY_MS = 5_000
 
@@ -240,8 +241,14 @@ class ControllerState:
         auto_leader_rebalance_enable: bool = True,
         leader_imbalance_per_broker_percentage: int = 10,
         leader_imbalance_check_interval_seconds: int = 300,
+        eligible_leader_replicas: bool = False,
+        min_insync_replicas: int = 1,
     ) -> None:
         self.controller_epoch = controller_epoch
+        # KIP-966 (the eligible.leader.replicas.version feature), and the broker's
+        # min.insync.replicas that topics without an override have.
+        self.eligible_leader_replicas = eligible_leader_replicas
+        self.min_insync_replicas = min_insync_replicas
         self._clock = clock
         self._live: set[int] = set(live_brokers)
         # Each live broker's epoch (its registration's zxid), where the shell knows them.
@@ -277,6 +284,8 @@ class ControllerState:
         auto_leader_rebalance_enable: bool = True,
         leader_imbalance_per_broker_percentage: int = 10,
         leader_imbalance_check_interval_seconds: int = 300,
+        eligible_leader_replicas: bool = False,
+        min_insync_replicas: int = 1,
     ) -> tuple[ControllerState, list[PartitionStateWrite]]:
         """A new controller, from everything ZooKeeper holds, and the writes it must make first.
 
@@ -301,6 +310,8 @@ class ControllerState:
             auto_leader_rebalance_enable=auto_leader_rebalance_enable,
             leader_imbalance_per_broker_percentage=leader_imbalance_per_broker_percentage,
             leader_imbalance_check_interval_seconds=leader_imbalance_check_interval_seconds,
+            eligible_leader_replicas=eligible_leader_replicas,
+            min_insync_replicas=min_insync_replicas,
         )
         controller._broker_epochs = dict(broker_epochs or {})
         for topic, assignment in assignments.items():
@@ -584,12 +595,12 @@ class ControllerState:
         in_sync = [r for r in replicas if r in state.isr and self._eligible(r, tp)]
         if in_sync:
             return self._next(
-                state, in_sync[0], tuple(r for r in state.isr if self._eligible(r, tp))
+                tp, state, in_sync[0], tuple(r for r in state.isr if self._eligible(r, tp))
             )
         live = [r for r in replicas if self._eligible(r, tp)]
         if not live:
             return None
-        return self._next(state, live[0], (live[0],))
+        return self._next(tp, state, live[0], (live[0],))
 
     # -- reassignment ------------------------------------------------------------------------
 
@@ -732,7 +743,7 @@ class ControllerState:
             leader = in_sync[0] if in_sync else NO_LEADER
         if not isr or (leader, isr) == (state.leader, state.isr):
             return None
-        return self._next(state, leader, isr)
+        return self._next(tp, state, leader, isr)
 
     def rebalance_if_due(self) -> list[PartitionStateWrite]:
         """The periodic check of ``auto.leader.rebalance.enable``, due every
@@ -808,7 +819,13 @@ class ControllerState:
             return AlterPartitionOutcome(ErrorCode.invalid_request)
         if any(not self._eligible(r, tp) for r in proposed):
             return AlterPartitionOutcome(ErrorCode.ineligible_replica)
-        new = PartitionState(broker, state.leader_epoch, proposed, self.controller_epoch)
+        new = PartitionState(
+            broker,
+            state.leader_epoch,
+            proposed,
+            self.controller_epoch,
+            elr=self._elr(tp, state, proposed),
+        )
         batch = _Batch()
         self._put(batch, tp, new, Reason.ALTER_PARTITION)
         return AlterPartitionOutcome(ErrorCode.none, batch.writes[tp], None)
@@ -896,22 +913,31 @@ class ControllerState:
             leader = state.leader
             isr = tuple(r for r in members if r == leader or self._eligible(r, tp))
         else:
-            replicas = self._replicas(tp)
-            in_sync = [r for r in replicas if r in members and self._eligible(r, tp)]
-            live = [r for r in replicas if self._eligible(r, tp)]
-            if in_sync:
-                leader = in_sync[0]
-                isr = tuple(r for r in members if self._eligible(r, tp))
-            elif live and self._unclean(tp.topic):
-                # Unclean: the new leader's log becomes the truth; nobody else is in sync with it.
-                leader = live[0]
-                isr = (leader,)
-            else:
-                leader = NO_LEADER
-                isr = tuple(r for r in state.isr if self._eligible(r, tp)) or _last_member(state)
-        if leader == state.leader and isr == state.isr:
+            leader, isr = self._new_leadership(tp, state, members)
+        if leader == state.leader and isr == state.isr and self._elr(tp, state, isr) == state.elr:
             return None
-        return self._next(state, leader, isr)
+        return self._next(tp, state, leader, isr)
+
+    def _new_leadership(
+        self, tp: TopicPartition, state: PartitionState, members: tuple[int, ...]
+    ) -> tuple[int, tuple[int, ...]]:
+        """Leader and ISR of a partition whose leader is gone: an in-sync replica, else an
+        eligible one (KIP-966), else (unclean) any live one, else none."""
+        replicas = self._replicas(tp)
+        in_sync = [r for r in replicas if r in members and self._eligible(r, tp)]
+        if in_sync:
+            return in_sync[0], tuple(r for r in members if self._eligible(r, tp))
+        electable = [r for r in replicas if r in state.elr and self._eligible(r, tp)]
+        if electable and self.eligible_leader_replicas:
+            # KIP-966: a clean election from the ELR, where only an unclean one would do.
+            return electable[0], (electable[0],)
+        live = [r for r in replicas if self._eligible(r, tp)]
+        if live and self._unclean(tp.topic):
+            # Unclean: the new leader's log becomes the truth; nobody else is in sync with it.
+            return live[0], (live[0],)
+        return NO_LEADER, tuple(r for r in state.isr if self._eligible(r, tp)) or _last_member(
+            state
+        )
 
     def _trusted_isr(self, tp: TopicPartition, state: PartitionState) -> tuple[int, ...]:
         """The ISR without the members registered again since ``state`` was written (see
@@ -933,7 +959,7 @@ class ControllerState:
             or not self._eligible(preferred, tp)
         ):
             return None
-        return self._next(state, preferred, state.isr)
+        return self._next(tp, state, preferred, state.isr)
 
     def _moved_off_shutting_down(
         self, tp: TopicPartition, state: PartitionState
@@ -948,7 +974,7 @@ class ControllerState:
         isr = tuple(r for r in state.isr if r not in leaving) or state.isr
         if leader == state.leader and isr == state.isr:
             return None
-        return self._next(state, leader, isr)
+        return self._next(tp, state, leader, isr)
 
     def _decide(
         self,
@@ -962,8 +988,36 @@ class ControllerState:
         if new is not None:
             self._put(batch, tp, new, reason)
 
-    def _next(self, state: PartitionState, leader: int, isr: tuple[int, ...]) -> PartitionState:
-        return PartitionState(leader, state.leader_epoch + 1, isr, self.controller_epoch)
+    def _next(
+        self, tp: TopicPartition, state: PartitionState, leader: int, isr: tuple[int, ...]
+    ) -> PartitionState:
+        new = PartitionState(leader, state.leader_epoch + 1, isr, self.controller_epoch)
+        return replace(new, elr=self._elr(tp, state, isr))
+
+    def _elr(
+        self, tp: TopicPartition, state: PartitionState, isr: tuple[int, ...]
+    ) -> tuple[int, ...]:
+        """KIP-966: the eligible leader replicas after the ISR becomes ``isr``. While the ISR
+        is below ``min.insync.replicas`` nothing is committed without all of it, so a member
+        that leaves it then still holds every committed record: it joins the ELR. A replica
+        back in the ISR leaves the ELR, and an ISR at min.insync.replicas again empties it."""
+        if not self.eligible_leader_replicas:
+            return ()
+        if len(isr) >= self._min_insync(tp.topic):
+            return ()
+        replicas = self._replicas(tp)
+        elr = [r for r in state.elr if r not in isr and r in replicas]
+        elr += [r for r in state.isr if r not in isr and r not in elr and r in replicas]
+        return tuple(elr)
+
+    def _min_insync(self, topic: str) -> int:
+        raw = self._topic_configs.get(topic, {}).get(MIN_INSYNC_REPLICAS)
+        if raw is None:
+            return self.min_insync_replicas
+        try:
+            return int(raw)
+        except ValueError:
+            return self.min_insync_replicas
 
     def _put(self, batch: _Batch, tp: TopicPartition, new: PartitionState, reason: Reason) -> None:
         """Queue the write and cache ``new`` at once, still at the version it is to replace."""

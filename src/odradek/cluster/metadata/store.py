@@ -17,14 +17,15 @@ File format of the local store: a snapshot and a journal in the first log dir. T
 ``odradek-metadata.json``, is a JSON object ``{"version": 3, "cluster_id": str, "journal_seq":
 int, "next_producer_id_block": int, "topics": {name: {"id": uuid, "partitions": n, "replicas":
 [[node], ...], "configs": {}}}, "partition_states": {"topic/p": {"leader", "leader_epoch",
-"isr", "controller_epoch", "version"}}, "users": {name: {config: value}}, "quotas": {entity
-path: {config: value}}, "brokers": {id: {config: value}}, "groups": {group: {config: value}},
-"client_metrics": {subscription: {config: value}}, "delegation_tokens": {token id: the token's
-znode JSON as Kafka writes it}, "acls": [{"resource_type": "Topic", "name": str,
-"pattern_type": "LITERAL", "entries": {"version": 1, "acls": [{"principal", "permissionType",
-"operation", "host"}]}}]}`` (entries as Kafka's ``/kafka-acl`` znodes; quotas of entities other
-than a user alone, by Kafka's entity path; files without ``users``, ``quotas``, ``brokers``,
-``delegation_tokens`` or ``acls`` have none). The journal, ``odradek-metadata.journal`` (framing in
+"isr", "controller_epoch", "version"}}, "features": {"epoch": n, "levels": {name: level}},
+"users": {name: {config: value}}, "quotas": {entity path: {config: value}}, "brokers": {id:
+{config: value}}, "groups": {group: {config: value}}, "client_metrics": {subscription: {config:
+value}}, "delegation_tokens": {token id: the token's znode JSON as Kafka writes it}, "acls":
+[{"resource_type": "Topic", "name": str, "pattern_type": "LITERAL", "entries": {"version": 1,
+"acls": [{"principal", "permissionType", "operation", "host"}]}}]}`` (entries as Kafka's
+``/kafka-acl`` znodes; quotas of entities other than a user alone, by Kafka's entity path; files
+without ``users``, ``quotas``, ``brokers``, ``delegation_tokens``, ``acls`` or ``features`` have
+none; no ``features``: never finalized). The journal, ``odradek-metadata.journal`` (framing in
 :mod:`odradek.cluster.metadata.journal`), holds the changes made since the snapshot, one record
 each: a JSON object ``{"seq": n, ...}`` with the snapshot's keys that the change touches, each
 holding only the entries changed (``null`` for an entry removed; an ACL record's ``entries``
@@ -53,6 +54,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from odradek.cluster.features import FinalizedFeatures
 from odradek.cluster.metadata import journal
 from odradek.quotas.entities import (
     DEFAULT_NAME,
@@ -136,6 +138,9 @@ class PartitionState:
     # the reader knows it; -1 otherwise. Set by the controller's reads, so that it can tell ISR
     # members that registered again since (broker epochs are registration zxids).
     written_zxid: int = field(default=-1, compare=False)
+    # KIP-966's eligible leader replicas: replicas that left an ISR already below
+    # min.insync.replicas, so that they hold every committed record and may lead cleanly.
+    elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +150,8 @@ class MetadataChange:
     ``"partition_state"`` (``topic`` and ``partition`` name it, ``state`` is the state as the
     store saw it at the change, None when it is gone), ``"acls"`` (some ACLs),
     ``"broker_configs"`` (this broker's dynamic configs), ``"client_quotas"`` (some entity's
-    configs) or ``"delegation_tokens"`` (a delegation token made, changed or removed)."""
+    configs), ``"delegation_tokens"`` (a delegation token made, changed or removed) or
+    ``"features"`` (the finalized feature levels)."""
 
     kind: str
     topic: str | None = None
@@ -283,6 +289,20 @@ class MetadataStore(Protocol):
         brokers changing one resource both take effect); returns the entries now stored."""
         ...
 
+    @property
+    def finalized_features(self) -> FinalizedFeatures | None:
+        """The cluster's finalized feature levels as last read (kept current by the store);
+        None while nobody has finalized any (the cluster runs at the defaults)."""
+        ...
+
+    async def write_finalized_features(
+        self, levels: Mapping[str, int], expected_epoch: int
+    ) -> FinalizedFeatures:
+        """Store ``levels`` (features above level 0) if the stored epoch is ``expected_epoch``
+        (0: nothing stored yet); returns them with their new, higher epoch, or raises
+        :class:`StaleVersionError`. A ``"features"`` change follows, on every broker."""
+        ...
+
     def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
         """Call ``listener`` on ``loop`` (via ``call_soon_threadsafe``) after each change, the
         store's own writes included."""
@@ -364,6 +384,7 @@ class LocalMetadataStore:
         self._groups: dict[str, dict[str, str]] = {}
         self._tokens: dict[str, TokenInformation] = {}
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        self._features: FinalizedFeatures | None = None
         self._cluster_id = cluster_id or new_cluster_id()
         self.next_producer_id_block = 0
         self._listeners = ChangeListeners()
@@ -449,6 +470,7 @@ class LocalMetadataStore:
                     tuple(s["isr"]),
                     s["controller_epoch"],
                     s["version"],
+                    elr=tuple(s.get("elr", ())),
                 )
         for name, c in change.get("users", {}).items():
             if c is None:
@@ -480,6 +502,12 @@ class LocalMetadataStore:
                 self._tokens.pop(token_id, None)
             else:
                 self._tokens[token_id] = TokenInformation.from_json(json.dumps(t))
+        features = change.get("features")
+        if features is not None:
+            self._features = FinalizedFeatures(
+                {name: int(level) for name, level in features["levels"].items()},
+                int(features["epoch"]),
+            )
         for a in change.get("acls", []):
             pattern = ResourcePattern(
                 parse_enum(ResourceType, a["resource_type"]),
@@ -523,7 +551,7 @@ class LocalMetadataStore:
         return True
 
     def _encoded(self) -> bytes:
-        state = {
+        state: dict[str, Any] = {
             "version": FORMAT_VERSION,
             "cluster_id": self._cluster_id,
             "journal_seq": self._seq,
@@ -545,6 +573,8 @@ class LocalMetadataStore:
                 _acl_json(pattern, entries) for pattern, entries in sorted(self._acls.items())
             ],
         }
+        if self._features is not None:
+            state["features"] = _features_json(self._features)
         # Compact separators: the C encoder (an indent makes json use the Python one).
         return json.dumps(state, sort_keys=True, separators=(",", ":")).encode()
 
@@ -678,6 +708,21 @@ class LocalMetadataStore:
         self._listeners.notify(MetadataChange("acls"))
         return entries
 
+    @property
+    def finalized_features(self) -> FinalizedFeatures | None:
+        return self._features
+
+    async def write_finalized_features(
+        self, levels: Mapping[str, int], expected_epoch: int
+    ) -> FinalizedFeatures:
+        epoch = 0 if self._features is None else self._features.epoch
+        if epoch != expected_epoch:
+            raise StaleVersionError(f"features are at epoch {epoch}, not {expected_epoch}")
+        written = FinalizedFeatures({n: v for n, v in sorted(levels.items()) if v > 0}, epoch + 1)
+        self._commit({"features": _features_json(written)})
+        self._listeners.notify(MetadataChange("features"))
+        return written
+
     def add_listener(self, loop: asyncio.AbstractEventLoop, listener: ChangeListener) -> None:
         self._listeners.add(loop, listener)
 
@@ -702,7 +747,12 @@ def _state_json(s: PartitionState) -> dict[str, Any]:
         "isr": list(s.isr),
         "controller_epoch": s.controller_epoch,
         "version": s.version,
+        **({"elr": list(s.elr)} if s.elr else {}),
     }
+
+
+def _features_json(f: FinalizedFeatures) -> dict[str, Any]:
+    return {"epoch": f.epoch, "levels": dict(f.levels)}
 
 
 def _acl_json(

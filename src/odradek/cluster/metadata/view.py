@@ -67,6 +67,8 @@ class PartitionInfo:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
+    # KIP-966's eligible leader replicas (DescribeTopicPartitions shows them).
+    elr: tuple[int, ...] = ()
 
 
 class ClusterView(Protocol):

@@ -76,7 +76,7 @@ class ZooKeeperClusterView:
         if state is None:
             return PartitionInfo(NO_NODE, -1, replicas, (), offline)
         leader = state.leader if state.leader in self._brokers else NO_NODE
-        return PartitionInfo(leader, state.leader_epoch, replicas, state.isr, offline)
+        return PartitionInfo(leader, state.leader_epoch, replicas, state.isr, offline, state.elr)
 
     def group_coordinator(self, group_id: str) -> BrokerEndpoint | None:
         return leader_endpoint(self, CONSUMER_OFFSETS, self._group_partition(group_id))

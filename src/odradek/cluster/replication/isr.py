@@ -26,6 +26,10 @@ appended and when it is committed).  It follows Kafka 3.x's ``Partition`` and ``
 - ``min.insync.replicas``: an ``acks=all`` produce is refused before the append when the ISR is
   smaller (NOT_ENOUGH_REPLICAS), and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when its records
   are committed but the maximal ISR has shrunk below it meanwhile.
+- With eligible leader replicas (KIP-966, ``eligible_leader_replicas``) the high watermark does
+  not move while the maximal ISR is smaller than ``min.insync.replicas`` (or the replication
+  factor, if smaller): what left the ISR then still holds every committed record, which is
+  what makes it electable.
 
 ISR changes go through ZooKeeper, by the caller: :meth:`IsrTracker.propose_shrink` and
 :meth:`IsrTracker.propose_expand` return the ISR to write, with the znode version to
@@ -113,6 +117,8 @@ class IsrTracker:
         self.leader_id = leader_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.min_insync_replicas = min_insync_replicas
+        # KIP-966: set by the partition when the cluster finalizes eligible leader replicas.
+        self.eligible_leader_replicas = False
         self._isr = frozenset(isr)
         self._leader_epoch = leader_epoch
         self._zk_version = zk_version
@@ -301,6 +307,10 @@ class IsrTracker:
     def _advance_high_watermark(self) -> bool:
         now = self._clock.monotonic_ms()
         maximal = self.maximal_isr
+        if self.eligible_leader_replicas and len(maximal) < min(
+            self.min_insync_replicas, 1 + len(self._followers)
+        ):
+            return False
         candidate = self._leader_log_end_offset
         for replica, state in self._followers.items():
             if state.log_end_offset < candidate and (

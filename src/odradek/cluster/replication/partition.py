@@ -80,8 +80,11 @@ class Partition:
         clock: Clock,
         replica_lag_time_max_ms: int = 30_000,
         min_insync_replicas: int = 1,
+        eligible_leader_replicas: bool = False,
     ) -> None:
         self.topic = topic
+        # KIP-966: the high watermark waits for min.insync.replicas (see IsrTracker).
+        self.eligible_leader_replicas = eligible_leader_replicas
         self.index = index
         self.log = log
         self.local_id = local_id
@@ -219,6 +222,7 @@ class Partition:
                 replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                 min_insync_replicas=self._min_insync_replicas,
             )
+            self._tracker.eligible_leader_replicas = self.eligible_leader_replicas
         else:
             self._tracker.reelected(
                 replicas=self.replicas,

@@ -347,3 +347,9 @@ class ConsumerGroupSettings:
     session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     max_size: int = 2**31 - 1  # group.consumer.max.size
+    # group.consumer.migration.policy: whether a non-empty classic group is converted
+    migration_policy: str = "bidirectional"
+
+    @property
+    def upgrades(self) -> bool:
+        return self.migration_policy in ("bidirectional", "upgrade")

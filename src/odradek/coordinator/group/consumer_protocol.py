@@ -16,9 +16,19 @@ Timers (in the coordinator's :class:`~odradek.coordinator.common.timers.Timers`)
 partitions reassigned); one that has not revoked its partitions within its rebalance timeout is
 fenced too. An empty classic group is converted by the first consumer-protocol member (Kafka's
 ``group.consumer.migration.policy`` upgrade of an empty group); a classic member joining an
-empty consumer group converts it back. A non-empty group of the other kind answers
-GROUP_ID_NOT_FOUND to a heartbeat, INCONSISTENT_GROUP_PROTOCOL to a JoinGroup (Kafka 4 would
-let classic members into a consumer group; odradek does not).
+empty consumer group converts it back. A non-empty classic group answers GROUP_ID_NOT_FOUND to a
+consumer-protocol heartbeat.
+
+Classic members of a consumer group (Kafka 4's online migration): a classic consumer (JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup with protocol type ``consumer``) joining a non-empty consumer
+group becomes one of its members. Its JoinGroup is a full heartbeat (its subscription's topics,
+rack and owned partitions, read from its protocol metadata), answered with its member epoch as
+the generation, its first protocol's name, and no leader (so it does not assign); its SyncGroup
+is answered with its current assignment; its Heartbeat answers REBALANCE_IN_PROGRESS until it
+is reconciled to the group epoch, so that it rejoins to get (or give up) partitions; LeaveGroup
+fences it. Its JoinGroup protocols are remembered here only (not written): after a coordinator
+move its next SyncGroup is answered with the protocol name of its subscription's first choice
+being unknown (null), and classic clients then rejoin.
 
 Runs on the broker's event loop thread, called through the
 :class:`~odradek.coordinator.group.coordinator.GroupCoordinator`.
@@ -35,6 +45,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from odradek.coordinator.group import consumer_records as crec
 from odradek.coordinator.group.assignors import ASSIGNORS, TopicInfo
+from odradek.coordinator.group.classic_protocol import (
+    BadSubscription,
+    decode_assignment_partitions,
+    decode_subscription,
+    encode_assignment,
+)
 from odradek.coordinator.group.consumer_group import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -47,12 +63,20 @@ from odradek.coordinator.group.consumer_group import (
     MemberState,
     reconcile,
 )
-from odradek.coordinator.group.group import Group, GroupState
+from odradek.coordinator.group.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState
 from odradek.coordinator.group.messages import (
+    UNKNOWN_MEMBER_ID,
     ConsumerGroupDescription,
     ConsumerHeartbeatRequest,
     ConsumerHeartbeatResult,
     DescribedConsumerMember,
+    HeartbeatRequest,
+    JoinRequest,
+    JoinResult,
+    LeaveResult,
+    MemberIdentity,
+    SyncRequest,
+    SyncResult,
 )
 from odradek.protocol.errors import ErrorCode
 
@@ -128,6 +152,8 @@ class ConsumerProtocol:
         self.topics: TopicCatalog = NoTopics()
         # Monotonic ms of each group's last epoch bump here (not stored: see _interval).
         self._changed_at: dict[str, int] = {}
+        # The JoinGroup protocol names of classic members of consumer groups, by (group, member).
+        self._classic: dict[tuple[str, str], tuple[str, ...]] = {}
 
     @property
     def _config(self) -> ConsumerGroupSettings:
@@ -234,9 +260,84 @@ class ConsumerProtocol:
             if group.generation > 0 or group.protocol_type is not None:
                 step.records.append((crec.ConsumerGroupKey(2, group.group_id), None))
             return _consumer_group(request.group_id, group, now)
+        upgraded = self._upgraded(group) if self._config.upgrades else None
+        if upgraded is not None:
+            return upgraded
         raise _Refused(
             ErrorCode.group_id_not_found, f"Group {request.group_id} is not a consumer group."
         )
+
+    def _upgraded(self, group: Group) -> Group | None:
+        """A stable classic group of the consumer protocol, converted to a consumer group whose
+        members are its members, each keeping its assignment at its generation (Kafka 4's
+        online upgrade); they are classic members of it from now on, and rejoin when the
+        group epoch moves. The conversion is written (and applied) now; None when the group
+        cannot be converted (rebalancing, another protocol type, unreadable metadata)."""
+        if (
+            not group.is_in(GroupState.STABLE)
+            or group.protocol_type != CONSUMER_PROTOCOL_TYPE
+            or group.pending_members
+            or any(m.awaiting_join for m in group.members.values())
+        ):
+            return None
+        group_id = group.group_id
+        epoch = group.generation
+        members: list[tuple[ConsumerMember, tuple[str, ...]]] = []
+        topics: set[str] = set()
+        try:
+            for m in group.members.values():
+                subscription = decode_subscription(m.metadata(group.protocol_name))
+                assigned: dict[uuid.UUID, set[int]] = {}
+                for topic, index in decode_assignment_partitions(m.assignment):
+                    info = self.topics.topic_info(topic)
+                    if info is not None:
+                        assigned.setdefault(info.topic_id, set()).add(index)
+                topics.update(subscription.topics)
+                member = ConsumerMember(
+                    m.member_id,
+                    instance_id=m.group_instance_id,
+                    rack_id=subscription.rack_id or None,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=subscription.topics,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    member_epoch=epoch,
+                    previous_member_epoch=epoch,
+                    assigned={t: frozenset(ps) for t, ps in assigned.items()},
+                )
+                members.append((member, tuple(m.protocol_names)))
+        except BadSubscription as e:
+            log.info("group %s: cannot convert it to a consumer group: %s", group_id, e)
+            return None
+        converted = _consumer_group(group_id, group, self.coordinator.clock.time_ms())
+        step = _Step(group_id, [(crec.ConsumerGroupKey(2, group_id), None)])
+        for member, _ in members:
+            step.put(member.metadata_value(), member.member_id)
+            step.put(crec.TargetAssignmentMemberValue(member.assigned), member.member_id)
+            step.put(member.assignment_value(), member.member_id)
+        step.put(crec.PartitionMetadataValue(tuple(self._subscribed_topics_named(topics).values())))
+        step.put(crec.TargetAssignmentEpochValue(epoch))
+        step.put(crec.GroupEpochValue(epoch))
+        coordinator = self.coordinator
+        coordinator.timers.cancel_where(
+            lambda key: isinstance(key, tuple) and len(key) > 2 and key[1] == group_id
+        )
+
+        def restored() -> None:
+            for m in group.members.values():
+                coordinator.schedule_session(group, m)
+
+        self._commit(converted, step, restored)
+        for member, protocols in members:
+            self._classic[(group_id, member.member_id)] = protocols
+            self._schedule_session(group_id, member.member_id)
+        log.info(
+            "group %s: a classic group of %d members becomes a consumer group at epoch %d",
+            group_id,
+            len(members),
+            epoch,
+        )
+        return converted
 
     def _heartbeat(self, request: ConsumerHeartbeatRequest) -> ConsumerHeartbeatResult:
         step = _Step(request.group_id, [])
@@ -411,6 +512,9 @@ class ConsumerProtocol:
                 regexes.add(m.subscribed_topic_regex)
         if regexes:
             names.update(self._matching(regexes))
+        return self._subscribed_topics_named(names)
+
+    def _subscribed_topics_named(self, names: Iterable[str]) -> dict[str, crec.SubscribedTopic]:
         found = {}
         for name in sorted(names):
             info = self.topics.topic_info(name)
@@ -473,6 +577,163 @@ class ConsumerProtocol:
         if counts:
             return max(sorted(counts), key=lambda n: counts[n])
         return self._config.assignors[0]
+
+    # -- classic members (KIP-848's online migration) --------------------------------------------
+
+    def classic_join(self, group: Group, request: JoinRequest) -> JoinResult:
+        """A classic member's JoinGroup to the non-empty consumer group ``group``."""
+        cg = group.consumer
+        assert cg is not None
+        names = tuple(p.name for p in request.protocols)
+        member_id = request.member_id
+        if request.protocol_type != CONSUMER_PROTOCOL_TYPE or not names:
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id)
+        if self._protocols_differ(group, member_id, names):
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id)
+        if member_id == UNKNOWN_MEMBER_ID:
+            member_id = str(uuid.uuid4())
+            if request.require_known_member_id and request.group_instance_id is None:
+                return JoinResult(ErrorCode.member_id_required, member_id=member_id)
+        try:
+            subscription = decode_subscription(request.protocols[0].metadata)
+        except BadSubscription as e:
+            log.info("group %s: member %s: %s", group.group_id, member_id, e)
+            return JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id)
+        member = cg.members.get(member_id)
+        if member is None and request.group_instance_id is not None:
+            member = cg.static_member(request.group_instance_id)
+            if member is not None and member.member_id != member_id:
+                member = None  # a static member back under a new id: a join
+        result = self.heartbeat(
+            ConsumerHeartbeatRequest(
+                group.group_id,
+                member_id,
+                JOIN_EPOCH if member is None else member.member_epoch,
+                instance_id=request.group_instance_id,
+                rack_id=subscription.rack_id or None,
+                rebalance_timeout_ms=request.rebalance_timeout_ms,
+                subscribed_topic_names=subscription.topics,
+                owned=() if member is None else self._topic_ids(subscription.owned),
+                client_id=request.client_id,
+                client_host=request.client_host,
+            )
+        )
+        if result.error is not ErrorCode.none:
+            code = result.error
+            if code is ErrorCode.fenced_member_epoch:
+                code = ErrorCode.unknown_member_id  # what a classic client rejoins on
+            return JoinResult(code, member_id=member_id)
+        self._classic[(group.group_id, member_id)] = names
+        log.info(
+            "group %s: classic member %s joined at epoch %s",
+            group.group_id,
+            member_id,
+            result.member_epoch,
+        )
+        return JoinResult(
+            ErrorCode.none,
+            member_id=member_id,
+            generation_id=result.member_epoch if result.member_epoch is not None else 0,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            protocol_name=names[0],
+        )
+
+    def _protocols_differ(self, group: Group, member_id: str, names: tuple[str, ...]) -> bool:
+        """Whether another classic member of ``group`` supports none of ``names``."""
+        cg = group.consumer
+        assert cg is not None
+        return any(
+            group_id == group.group_id
+            and other != member_id
+            and other in cg.members
+            and not set(protocols) & set(names)
+            for (group_id, other), protocols in self._classic.items()
+        )
+
+    def _topic_ids(
+        self, partitions: Iterable[tuple[str, int]]
+    ) -> tuple[tuple[uuid.UUID, int], ...]:
+        """Partitions by topic id (those of topics the cluster has)."""
+        found = []
+        for topic, index in partitions:
+            info = self.topics.topic_info(topic)
+            if info is not None:
+                found.append((info.topic_id, index))
+        return tuple(found)
+
+    def _classic_member(
+        self, group: Group, member_id: str, generation_id: int
+    ) -> tuple[ConsumerMember | None, ErrorCode]:
+        cg = group.consumer
+        assert cg is not None
+        member = cg.members.get(member_id)
+        if member is None:
+            return None, ErrorCode.unknown_member_id
+        if generation_id != member.member_epoch:
+            return None, ErrorCode.illegal_generation
+        return member, ErrorCode.none
+
+    def classic_sync(self, group: Group, request: SyncRequest) -> SyncResult:
+        """A classic member's SyncGroup: its current assignment (what it gave its leader to
+        assign is not used: the group's assignor decided)."""
+        member, error = self._classic_member(group, request.member_id, request.generation_id)
+        if member is None:
+            return SyncResult(error)
+        cg = group.consumer
+        assert cg is not None
+        protocols = self._classic.get((group.group_id, member.member_id), ())
+        name = protocols[0] if protocols else None
+        if (
+            request.protocol_type is not None and request.protocol_type != CONSUMER_PROTOCOL_TYPE
+        ) or (
+            request.protocol_name is not None and name is not None and request.protocol_name != name
+        ):
+            return SyncResult(ErrorCode.inconsistent_group_protocol)
+        names = {t.topic_id: t.name for t in cg.subscribed_topics.values()}
+        assigned = [
+            (names[topic_id], index)
+            for topic_id, indexes in member.assigned.items()
+            if topic_id in names
+            for index in indexes
+        ]
+        self._schedule_session(group.group_id, member.member_id)
+        return SyncResult(ErrorCode.none, encode_assignment(assigned), CONSUMER_PROTOCOL_TYPE, name)
+
+    def classic_heartbeat(self, group: Group, request: HeartbeatRequest) -> ErrorCode:
+        """A classic member's Heartbeat: REBALANCE_IN_PROGRESS while it is not reconciled to
+        the group epoch (it then rejoins, which moves it on)."""
+        member, error = self._classic_member(group, request.member_id, request.generation_id)
+        if member is None:
+            return error
+        cg = group.consumer
+        assert cg is not None
+        self._schedule_session(group.group_id, member.member_id)
+        if not member.is_reconciled_to(cg.group_epoch):
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def classic_leave(self, group: Group, members: Iterable[MemberIdentity]) -> LeaveResult:
+        """LeaveGroup from classic members of a consumer group: each is fenced."""
+        cg = group.consumer
+        assert cg is not None
+        results = []
+        for identity in members:
+            member = (
+                cg.static_member(identity.group_instance_id)
+                if identity.group_instance_id is not None
+                else cg.members.get(identity.member_id)
+            )
+            if member is None:
+                results.append((identity, ErrorCode.unknown_member_id))
+                continue
+            if identity.member_id not in (UNKNOWN_MEMBER_ID, member.member_id):
+                results.append((identity, ErrorCode.fenced_instance_id))
+                continue
+            log.info("group %s: classic member %s leaves", group.group_id, member.member_id)
+            self._classic.pop((group.group_id, member.member_id), None)
+            self._fence(group, member.member_id)
+            results.append((identity, ErrorCode.none))
+        return LeaveResult(ErrorCode.none, tuple(results))
 
     # -- leaving and fencing -------------------------------------------------------------------
 

@@ -438,6 +438,8 @@ class GroupCoordinator:
             group = Group(request.group_id, self._wall())
             self.groups[request.group_id] = group
         if group.consumer is not None:
+            if group.consumer.members:
+                return reply(self.consumer.classic_join(group, request))
             converted = self._to_classic(group)
             if converted is None:
                 return fail(ErrorCode.inconsistent_group_protocol)
@@ -876,7 +878,9 @@ class GroupCoordinator:
         if status is not ErrorCode.none:
             return reply(SyncResult(status))
         group = self.groups.get(request.group_id)
-        if group is None or group.consumer is not None:
+        if group is not None and group.consumer is not None:
+            return reply(self.consumer.classic_sync(group, request))
+        if group is None:
             return reply(SyncResult(ErrorCode.unknown_member_id))
         if group.is_in(GroupState.DEAD):
             return reply(SyncResult(ErrorCode.coordinator_not_available))
@@ -959,7 +963,9 @@ class GroupCoordinator:
         if status is not ErrorCode.none:
             return status
         group = self.groups.get(request.group_id)
-        if group is None or group.consumer is not None or group.is_in(GroupState.EMPTY):
+        if group is not None and group.consumer is not None:
+            return self.consumer.classic_heartbeat(group, request)
+        if group is None or group.is_in(GroupState.EMPTY):
             return ErrorCode.unknown_member_id
         if group.is_in(GroupState.DEAD):
             return ErrorCode.coordinator_not_available
@@ -980,7 +986,9 @@ class GroupCoordinator:
         if status is not ErrorCode.none:
             return LeaveResult(status)
         group = self.groups.get(group_id)
-        if group is None or group.consumer is not None or group.is_in(GroupState.DEAD):
+        if group is not None and group.consumer is not None:
+            return self.consumer.classic_leave(group, members)
+        if group is None or group.is_in(GroupState.DEAD):
             return LeaveResult(ErrorCode.unknown_member_id)
         results = []
         for identity in members:

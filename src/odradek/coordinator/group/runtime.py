@@ -64,6 +64,7 @@ def consumer_group_settings(config: BrokerConfig) -> ConsumerGroupSettings:
         session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
         assignors=tuple(names),
         max_size=config.get_int("group.consumer.max.size"),
+        migration_policy=str(config.get("group.consumer.migration.policy")),
     )
 
 

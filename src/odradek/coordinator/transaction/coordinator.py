@@ -19,7 +19,13 @@ state gets its markers (again: writing a marker twice is harmless) and its Compl
 
 Transaction version 1 (KIP-98 as Kafka 2.x to 3.x runs it): the epoch is bumped by InitProducerId
 and when the coordinator aborts a transaction the producer left open (a timeout, or a new
-producer with the same transactional id), which fences the old producer. Called on the broker's
+producer with the same transactional id), which fences the old producer. Transaction version 2
+(KIP-890 part 2, EndTxn v5): every EndTxn bumps the epoch too — the Prepare record and the
+markers carry the new epoch, the producer is told it and starts its next transaction with it, so
+a late write of the transaction before is fenced at the partition. When the epochs run out
+(32766), the Prepare record names a new producer id (NextProducerId), which the producer is told
+and the Complete record moves to, at epoch 0. Version 2 may abort with nothing added (the
+producer cannot know whether its first produce added a partition). Called on the broker's
 event loop only; the clock is injected.
 """
 
@@ -75,6 +81,8 @@ class TxnMetadata:
     # epoch it had (KIP-360) is recognised.
     last_producer_epoch: int = NO_EPOCH
     pending: TxnValue | None = None
+    # Transaction version 2: the producer id the Complete record moves to (epochs exhausted).
+    next_producer_id: int = NO_PRODUCER_ID
 
     def value(self) -> TxnValue:
         return TxnValue(
@@ -85,6 +93,7 @@ class TxnMetadata:
             self.partitions,
             self.last_update_ms,
             self.start_ms,
+            self.next_producer_id,
         )
 
 
@@ -199,6 +208,7 @@ class TransactionCoordinator:
                 if previous is not None and previous.producer_id == v.producer_id
                 else NO_EPOCH
             ),
+            next_producer_id=v.next_producer_id,
         )
 
     def finish_loading(self, partition: int) -> list[MarkerJob]:
@@ -299,6 +309,7 @@ class TransactionCoordinator:
         metadata.partitions = v.partitions
         metadata.start_ms = v.start_ms
         metadata.last_update_ms = v.last_update_ms
+        metadata.next_producer_id = v.next_producer_id
 
     # -- InitProducerId ------------------------------------------------------------------------
 
@@ -440,12 +451,21 @@ class TransactionCoordinator:
     # -- EndTxn --------------------------------------------------------------------------------
 
     def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        bump_epoch: bool = False,
     ) -> TxnOutcome:
+        """Commit or abort; ``bump_epoch``: transaction version 2 (EndTxn v5), whose answer
+        carries the producer id and epoch of the producer's next transaction."""
         status, owned = self._status(transactional_id)
         if owned is None:
             return TxnAnswer(status)
         metadata = owned.txns.get(transactional_id)
+        if bump_epoch:
+            return self._end_txn_v2(metadata, producer_id, producer_epoch, commit)
         error = _fenced_or_unknown(metadata, producer_id, producer_epoch)
         if error is not None:
             return TxnAnswer(error)
@@ -468,6 +488,56 @@ class TransactionCoordinator:
             return TxnAnswer(ErrorCode.concurrent_transactions)
         return TxnAnswer(ErrorCode.invalid_txn_state)
 
+    def _end_txn_v2(
+        self, metadata: TxnMetadata | None, producer_id: int, producer_epoch: int, commit: bool
+    ) -> TxnOutcome:
+        if metadata is None or metadata.producer_id != producer_id:
+            return TxnAnswer(ErrorCode.invalid_producer_id_mapping)
+        if metadata.pending is not None:
+            return TxnAnswer(ErrorCode.concurrent_transactions)
+        state = metadata.state
+        prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        completed = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if producer_epoch != metadata.producer_epoch:
+            # The epoch before the bump this very end made: a retry of it.
+            if producer_epoch != metadata.last_producer_epoch:
+                return TxnAnswer(ErrorCode.producer_fenced)
+            if state == completed:
+                return TxnAnswer(ErrorCode.none, metadata.producer_id, metadata.producer_epoch)
+            if state == prepared:
+                return TxnAnswer(ErrorCode.concurrent_transactions)
+            if state == TxnState.ONGOING:
+                return TxnAnswer(ErrorCode.producer_fenced)
+            return TxnAnswer(ErrorCode.invalid_txn_state)
+        now = self.clock.time_ms()
+        if state == TxnState.ONGOING:
+            partitions, start_ms = metadata.partitions, metadata.start_ms
+        elif not commit and state in _COMPLETE:
+            partitions, start_ms = frozenset(), now  # an abort of nothing added
+        elif state in _PREPARED:
+            return TxnAnswer(ErrorCode.concurrent_transactions)
+        else:
+            return TxnAnswer(ErrorCode.invalid_txn_state)
+        epoch = min(metadata.producer_epoch + 1, _MAX_EPOCH)
+        next_id = NO_PRODUCER_ID
+        answer = TxnAnswer(ErrorCode.none, metadata.producer_id, epoch)
+        if metadata.producer_epoch >= _MAX_EPOCH - 1:
+            # Epochs exhausted (as Kafka counts them): the markers take the last one, and the
+            # producer's next transaction has a new id.
+            next_id = self._next_producer_id()
+            answer = TxnAnswer(ErrorCode.none, next_id, 0)
+        value = TxnValue(
+            metadata.producer_id,
+            epoch,
+            metadata.timeout_ms,
+            prepared,
+            partitions,
+            now,
+            start_ms,
+            next_id,
+        )
+        return self._write(metadata, value, answer, markers=True)
+
     def markers_done(self, job: MarkerJob) -> TxnWrite | None:
         """Every partition has ``job``'s marker: the Complete record to write (None when the
         transaction moved on or the partition is no longer led here)."""
@@ -483,9 +553,10 @@ class TransactionCoordinator:
             or owned.coordinator_epoch != job.coordinator_epoch
         ):
             return None
+        moving = metadata.next_producer_id != NO_PRODUCER_ID
         value = TxnValue(
-            metadata.producer_id,
-            metadata.producer_epoch,
+            metadata.next_producer_id if moving else metadata.producer_id,
+            0 if moving else metadata.producer_epoch,
             metadata.timeout_ms,
             _PREPARED[metadata.state],
             frozenset(),

@@ -66,10 +66,12 @@ class MarkerChannel:
         producer_id: int,
         producer_epoch: int,
         partitions: list[tuple[str, int]],
+        *,
+        add: bool = False,
     ) -> dict[tuple[str, int], ErrorCode]:
         """KIP-890: ask the coordinator at ``endpoint`` whether ``partitions`` are in the
-        producer's ongoing transaction; COORDINATOR_NOT_AVAILABLE for each when it cannot be
-        asked."""
+        producer's ongoing transaction (``add``: to add them, transaction version 2);
+        COORDINATOR_NOT_AVAILABLE for each when it cannot be asked."""
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
@@ -79,7 +81,7 @@ class MarkerChannel:
                     "transactional_id": transactional_id,
                     "producer_id": producer_id,
                     "producer_epoch": producer_epoch,
-                    "verify_only": True,
+                    "verify_only": not add,
                     "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
                 }
             ]

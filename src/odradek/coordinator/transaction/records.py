@@ -5,8 +5,9 @@ Key (Kafka's ``TransactionLogKey``, version 0)::
     int16   0               key version
     string  transactional id
 
-Value (``TransactionLogValue``; written as version 0, versions 0 and 1 read — version 1 is the
-flexible layout whose extra fields are tagged, so odradek skips them)::
+Value (``TransactionLogValue``; versions 0 and 1 read and written — version 1 is the flexible
+layout, written only when a tagged field is needed: NextProducerId, tag 1, the producer id a
+transaction version 2 producer moves to when its epochs run out; other tags are skipped)::
 
     int16   version
     int64   producer id
@@ -20,7 +21,9 @@ flexible layout whose extra fields are tagged, so odradek skips them)::
     int64   transaction start timestamp ms
 
 A null value (tombstone) forgets the transactional id. ``string`` is an int16 length and UTF-8
-bytes (a compact varint length in version 1). Kafka's own broker reads these records, and odradek
+bytes (in version 1: compact strings and arrays, a varint of the length + 1, and a tagged-field
+section after each partition entry and at the end: a varint count, then per field its tag, its
+size and its bytes). Kafka's own broker reads these records, and odradek
 reads Kafka's.
 """
 
@@ -39,6 +42,7 @@ from odradek.coordinator.group.records import (
 
 TXN_KEY_VERSION = 0
 TXN_VALUE_VERSION = 0
+_NEXT_PRODUCER_ID_TAG = 1
 
 
 class TxnState(enum.IntEnum):
@@ -81,6 +85,9 @@ class TxnValue:
     partitions: frozenset[tuple[str, int]]
     last_update_ms: int
     start_ms: int
+    # Transaction version 2: the producer id this one becomes once the transaction completes
+    # (its epochs exhausted), -1 if none.
+    next_producer_id: int = -1
 
 
 _I8 = struct.Struct(">b")
@@ -100,9 +107,19 @@ def encode_txn_key(transactional_id: str) -> bytes:
     return _I16.pack(TXN_KEY_VERSION) + _string(transactional_id)
 
 
-def encode_txn_value(value: TxnValue) -> bytes:
+def _uvarint(value: int) -> bytes:
     out = bytearray()
-    out += _I16.pack(TXN_VALUE_VERSION)
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_txn_value(value: TxnValue) -> bytes:
+    flexible = value.next_producer_id != -1
+    out = bytearray()
+    out += _I16.pack(1 if flexible else TXN_VALUE_VERSION)
     out += _I64.pack(value.producer_id)
     out += _I16.pack(value.producer_epoch)
     out += _I32.pack(value.timeout_ms)
@@ -110,14 +127,22 @@ def encode_txn_value(value: TxnValue) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for topic, index in sorted(value.partitions):
         by_topic.setdefault(topic, []).append(index)
-    out += _I32.pack(len(by_topic))
+    out += _uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
     for topic, indexes in by_topic.items():
-        out += _string(topic)
-        out += _I32.pack(len(indexes))
+        if flexible:
+            data = topic.encode()
+            out += _uvarint(len(data) + 1) + data + _uvarint(len(indexes) + 1)
+        else:
+            out += _string(topic) + _I32.pack(len(indexes))
         for index in indexes:
             out += _I32.pack(index)
+        if flexible:
+            out += _uvarint(0)
     out += _I64.pack(value.last_update_ms)
     out += _I64.pack(value.start_ms)
+    if flexible:
+        out += _uvarint(1) + _uvarint(_NEXT_PRODUCER_ID_TAG) + _uvarint(8)
+        out += _I64.pack(value.next_producer_id)
     return bytes(out)
 
 
@@ -139,6 +164,22 @@ class _Reader(RecordReader):
     def skip_tags(self) -> None:
         if self.flexible:
             super().skip_tags()
+
+    def next_producer_id(self) -> int:
+        """The last tagged-field section's NextProducerId (-1 when absent)."""
+        found = -1
+        if not self.flexible:
+            return found
+        for _ in range(self.bounded(self.uvarint())):
+            tag = self.uvarint()
+            size = self.uvarint()
+            end = self.position + size
+            if tag == _NEXT_PRODUCER_ID_TAG and size == 8:
+                found = self.int64()
+            if end > len(self.data):
+                raise RecordFormatError("record ends inside a tagged field")
+            self.position = end
+        return found
 
 
 def decode_txn_key(data: bytes) -> str:
@@ -171,7 +212,14 @@ def decode_txn_value(data: bytes) -> TxnValue:
     last_update_ms = r.int64()
     start_ms = r.int64()
     return TxnValue(
-        producer_id, epoch, timeout_ms, state, frozenset(partitions), last_update_ms, start_ms
+        producer_id,
+        epoch,
+        timeout_ms,
+        state,
+        frozenset(partitions),
+        last_update_ms,
+        start_ms,
+        r.next_producer_id(),
     )
 
 

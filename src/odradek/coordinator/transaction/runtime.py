@@ -217,15 +217,25 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionShard]):
     # -- requests ------------------------------------------------------------------------------
 
     async def verify(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Partitions
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Partitions,
+        *,
+        add: bool = False,
     ) -> dict[tuple[str, int], ErrorCode]:
         """KIP-890: whether these partitions are in the producer's ongoing transaction, asked
         of the coordinator of ``transactional_id`` — here, or (in a cluster) over the network
-        with AddPartitionsToTxn v4+ ``verify_only``."""
+        with AddPartitionsToTxn v4+ ``verify_only``. ``add``: transaction version 2, where the
+        partition leader adds them to the transaction instead (the producer does not)."""
         wanted = list(partitions)
-        local = self.coordinator.verify_partitions(
-            transactional_id, producer_id, producer_epoch, wanted
-        )
+        if add:
+            local = await self._add_here(transactional_id, producer_id, producer_epoch, wanted)
+        else:
+            local = self.coordinator.verify_partitions(
+                transactional_id, producer_id, producer_epoch, wanted
+            )
         if self.cluster is None or not any(
             code == ErrorCode.not_coordinator for code in local.values()
         ):
@@ -236,8 +246,31 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionShard]):
         if endpoint is None or endpoint.node_id == self.cluster.node_id:
             return dict.fromkeys(wanted, ErrorCode.coordinator_not_available)
         return await self.markers.verify(
-            endpoint, transactional_id, producer_id, producer_epoch, wanted
+            endpoint, transactional_id, producer_id, producer_epoch, wanted, add=add
         )
+
+    async def _add_here(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[tuple[str, int]],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        status = self.coordinator.status(transactional_id)
+        if status != ErrorCode.none:
+            return dict.fromkeys(partitions, status)
+        try:
+            answer = await self.write(
+                transactional_id,
+                lambda shard: shard.answer(
+                    shard.coordinator.add_partitions(
+                        transactional_id, producer_id, producer_epoch, partitions
+                    )
+                ),
+            )
+        except CoordinatorError as e:
+            return dict.fromkeys(partitions, e.code)
+        return dict.fromkeys(partitions, answer.error)
 
     async def _write_record(self, write: TxnWrite) -> ErrorCode:
         """Write a record the coordinator asked for outside a request (a Complete record, a

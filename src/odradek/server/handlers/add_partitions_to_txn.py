@@ -2,9 +2,11 @@
 
 Versions 0-3 are the producer's (one transaction); version 4 is the brokers' (KIP-890: many
 transactions, and ``verify_only`` — a partition leader asking whether a transactional produce
-goes to a partition of the producer's ongoing transaction). Version 5 belongs to transaction
-version 2, which is not served. Partitions the cluster does not have are refused with
-UNKNOWN_TOPIC_OR_PARTITION and the others of the request are then not attempted, as Kafka does.
+goes to a partition of the producer's ongoing transaction), and the way a partition leader adds
+a partition for a transaction version 2 producer (``verify_only`` false). Version 5 is version 4
+that may answer TRANSACTION_ABORTABLE (KIP-890). Partitions the cluster does not have are refused
+with UNKNOWN_TOPIC_OR_PARTITION and the others of the request are then not attempted, as Kafka
+does.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ async def _add(
     return dict.fromkeys(partitions, answer.error)
 
 
-@handles(api_key=24, min_version=0, max_version=4)
+@handles(api_key=24, min_version=0, max_version=5)
 async def handle_add_partitions_to_txn(ctx: RequestContext, request: Any) -> Response:
     if ctx.version < _FIRST_BATCHED:
         results = await _add(

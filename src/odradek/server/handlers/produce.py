@@ -7,7 +7,9 @@ the requests of current clients beyond a version comparison.
 A transactional producer's first batch to a partition in a transaction is checked first with
 the transaction coordinator (KIP-890's verification, ``transaction.partition.verification.
 enable``): a partition the producer never added to its transaction is refused with
-INVALID_TXN_STATE, so a hanging transaction cannot start there.
+INVALID_TXN_STATE, so a hanging transaction cannot start there. From Produce v12 (transaction
+version 2, whose producers send no AddPartitionsToTxn) the coordinator is asked to add the
+partition to the transaction instead, whatever that setting says.
 """
 
 from __future__ import annotations
@@ -97,8 +99,9 @@ async def _unverified(ctx: RequestContext, request: Any) -> dict[tuple[str, int]
     those where the producer has no transaction open yet and that its coordinator does not
     list in the producer's ongoing transaction."""
     services = ctx.services
-    if request.transactional_id is None or not services.config.get_bool(
-        "transaction.partition.verification.enable"
+    add = ctx.version >= produce_request.FIRST_IMPLICIT_ADD_VERSION
+    if request.transactional_id is None or not (
+        add or services.config.get_bool("transaction.partition.verification.enable")
     ):
         return {}
     first: tuple[int, int] | None = None
@@ -120,7 +123,7 @@ async def _unverified(ctx: RequestContext, request: Any) -> dict[tuple[str, int]
             wanted.append((topic.name, int(p.index)))
     if first is None:
         return {}
-    verdicts = await services.transactions.verify(request.transactional_id, *first, wanted)
+    verdicts = await services.transactions.verify(request.transactional_id, *first, wanted, add=add)
     return {
         tp: ErrorCode.not_enough_replicas if code in _RETRIABLE_VERIFICATION else code
         for tp, code in verdicts.items()
@@ -147,7 +150,13 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
         for p in topic.partition_data:
             code = refused.get((topic.name, int(p.index))) if refused else None
             if code is not None:
-                message = None if unauthorized else "the partition is not in the transaction"
+                message = (
+                    None
+                    if unauthorized
+                    else "the transaction coordinator cannot take the partition yet"
+                    if code == ErrorCode.not_enough_replicas
+                    else "the partition is not in the transaction"
+                )
                 answers.append(_failed(int(p.index), code, message))
                 continue
             records = p.records

@@ -4,12 +4,13 @@ Sent to the group's coordinator after AddOffsetsToTxn. The offsets are written t
 ``__consumer_offsets`` partition as a transactional batch of the producer and stay pending until
 the transaction's marker lands there (WriteTxnMarkers). Versions 0-5, as Kafka 4 serves them: v2
 adds the leader epoch, v3 the generation, member and instance ids (and is flexible), v4 only
-allows TRANSACTION_ABORTABLE. v5 (KIP-890 part 2, transaction version 2, where the commit adds
-the group's partition to the transaction itself) is not served.
+allows TRANSACTION_ABORTABLE, v5 is transaction version 2 (KIP-890 part 2), whose producers
+send no AddOffsetsToTxn: the commit adds the group's partition to the transaction itself.
 
 Before writing, the transaction coordinator is asked whether the group's partition is in the
 producer's ongoing transaction (KIP-890's verification, ``transaction.partition.verification.
-enable``): a commit for a group the producer never added is refused.
+enable``): a commit for a group the producer never added is refused. From v5 it is asked to add
+it instead, whatever that setting says.
 
 As Kafka: an empty group id is INVALID_GROUP_ID; partitions the cluster does not have
 UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator together, and their answer waits until
@@ -30,9 +31,10 @@ from odradek.server.partition_errors import partition_errors
 from odradek.server.registry import handles
 
 _FIRST_WITH_TRANSACTION_ABORTABLE = 4
+_FIRST_OF_TRANSACTION_VERSION_2 = 5
 
 
-async def _verify(ctx: RequestContext, request: Any) -> ErrorCode | None:
+async def _verify(ctx: RequestContext, request: Any, add: bool) -> ErrorCode | None:
     """KIP-890: the group's ``__consumer_offsets`` partition must be in the producer's ongoing
     transaction (AddOffsetsToTxn added it), as the transaction coordinator says; the error for
     every partition when it is not, as Kafka 3.6+ answers it."""
@@ -43,6 +45,7 @@ async def _verify(ctx: RequestContext, request: Any) -> ErrorCode | None:
         int(request.producer_id),
         int(request.producer_epoch),
         [(CONSUMER_OFFSETS, index)],
+        add=add,
     )
     code = next(iter(verdicts.values()), ErrorCode.none)
     if code == ErrorCode.none:
@@ -61,7 +64,7 @@ async def _verify(ctx: RequestContext, request: Any) -> ErrorCode | None:
     return ErrorCode.invalid_txn_state
 
 
-@handles(api_key=28, min_version=0, max_version=4)
+@handles(api_key=28, min_version=0, max_version=5)
 async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Response:
     requested = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
     if not request.group_id:
@@ -73,8 +76,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Respons
     if unauthorized:
         return ctx.respond(throttle_time=0, topics=partition_errors(request.topics, unauthorized))
 
-    if ctx.services.config.get_bool("transaction.partition.verification.enable"):
-        refusal = await _verify(ctx, request)
+    add = ctx.version >= _FIRST_OF_TRANSACTION_VERSION_2
+    if add or ctx.services.config.get_bool("transaction.partition.verification.enable"):
+        refusal = await _verify(ctx, request, add)
         if refusal is not None:
             refused = dict.fromkeys(requested, refusal)
             return ctx.respond(throttle_time=0, topics=partition_errors(request.topics, refused))

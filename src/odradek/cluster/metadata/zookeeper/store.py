@@ -7,7 +7,8 @@ Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools r
                                                    "adding_replicas":{},"removing_replicas":{},
                                                    "topic_id":"<22-char base64 topic id>"}
     /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":1,"leader":1,"version":1,
-                                                   "leader_epoch":0,"isr":[1,2,3]}
+                                                   "leader_epoch":0,"isr":[1,2,3]} (and
+                                                   "eligible_leader_replicas":[...] when any)
     /config/topics/<topic>                        {"version":1,"config":{"retention.ms":"1000"}}
     /config/brokers/<id>                          {"version":1,"config":{
                                                    "leader.replication.throttled.rate":"1000"}}
@@ -31,6 +32,10 @@ Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools r
     /kafka-acl-changes/acl_changes_<seq>          "TOPIC:<name>" (a literal resource changed)
     /kafka-acl-extended-changes/acl_changes_<seq> {"version":1,"resourceType":"TOPIC","name":…,
                                                    "patternType":"PREFIXED"}
+    /feature                                      {"version":2,"status":1,"features":{
+                                                   "transaction.version":{
+                                                   "max_version_level":2}}}  (finalized features;
+                                                   epoch: the znode version + 1)
     /log_dir_event_notification/log_dir_event_<seq>  {"version":1,"broker":1,"event":1,
                                                    "partitions":[{"topic":"t","partition":0}]}
     /delegation_token/tokens/<tokenId>            {"version":3,"owner":"User%3Aalice",
@@ -98,6 +103,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry, RetryFailedError
 
+from odradek.cluster.features import FinalizedFeatures
 from odradek.cluster.metadata.store import (
     ChangeListener,
     ChangeListeners,
@@ -151,6 +157,8 @@ ADMIN_REASSIGN_PATH = "/admin/reassign_partitions"
 LOG_DIR_EVENT_PATH = "/log_dir_event_notification"
 DELEGATION_TOKENS_PATH = "/delegation_token/tokens"
 TOKEN_CHANGES_PATH = "/delegation_token/token_changes"
+# Finalized features, as ZooKeeper-mode Kafka kept them (KIP-584's FeatureZNode, version 2).
+FEATURE_PATH = "/feature"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 LOG_DIR_FAILURE_EVENT = 1
 # The store's calls in flight at once (each a thread waiting for its answers).
@@ -285,6 +293,8 @@ def encode_partition_state(state: PartitionState) -> bytes:
             "version": 1,
             "leader_epoch": state.leader_epoch,
             "isr": list(state.isr),
+            # KIP-966, which ZooKeeper-era Kafka never wrote: present only when not empty.
+            **({"eligible_leader_replicas": list(state.elr)} if state.elr else {}),
         }
     )
 
@@ -298,7 +308,29 @@ def decode_partition_state(data: bytes, version: int, written_zxid: int = -1) ->
         state["controller_epoch"],
         version,
         written_zxid,
+        tuple(state.get("eligible_leader_replicas", ())),
     )
+
+
+def encode_features(levels: Mapping[str, int]) -> bytes:
+    return _json(
+        {
+            "version": 2,
+            "status": 1,
+            "features": {
+                name: {"max_version_level": level}
+                for name, level in sorted(levels.items())
+                if level > 0
+            },
+        }
+    )
+
+
+def decode_features(data: bytes, znode_version: int) -> FinalizedFeatures:
+    """A ``/feature`` znode; its epoch is the znode version + 1 (0 is the defaults')."""
+    features = json.loads(data).get("features") or {}
+    levels = {name: int(f["max_version_level"]) for name, f in features.items()}
+    return FinalizedFeatures({n: v for n, v in levels.items() if v > 0}, znode_version + 1)
 
 
 def encode_topic_configs(configs: Mapping[str, str]) -> bytes:
@@ -490,6 +522,7 @@ class ZooKeeperMetadataStore:
         self._own_session = own_session
         self._topics: dict[str, TopicMetadata] = {}
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        self._features: FinalizedFeatures | None = None
         self._listeners = ChangeListeners()
         self._loop: asyncio.AbstractEventLoop | None = None
         # Calls of the loop in flight at once; kazoo pipelines them on its one connection.
@@ -524,6 +557,7 @@ class ZooKeeperMetadataStore:
             if topic is not None:
                 self._topics[name] = topic
         self._acls = self._read_acls()
+        self._features = self._read_features()
 
     @classmethod
     def open(cls, config: BrokerConfig) -> ZooKeeperMetadataStore:
@@ -839,6 +873,41 @@ class ZooKeeperMetadataStore:
             change_path, change = encode_acl_change(pattern)
             self._call(self.zk.create, f"{change_path}/acl_changes_", change, sequence=True)
             return entries
+
+    # -- features --------------------------------------------------------------------------------
+
+    @property
+    def finalized_features(self) -> FinalizedFeatures | None:
+        return self._features
+
+    def _read_features(self) -> FinalizedFeatures | None:
+        try:
+            data, stat = self._call(self.zk.get, FEATURE_PATH)
+        except NoNodeError:
+            return None
+        return decode_features(data, stat.version)
+
+    async def write_finalized_features(
+        self, levels: Mapping[str, int], expected_epoch: int
+    ) -> FinalizedFeatures:
+        written = await self._run(self._write_features, dict(levels), expected_epoch)
+        if self._features is None or written.epoch > self._features.epoch:
+            self._features = written
+        return written
+
+    def _write_features(self, levels: dict[str, int], expected_epoch: int) -> FinalizedFeatures:
+        data = encode_features(levels)
+        try:
+            if expected_epoch == 0:
+                self._call(self.zk.create, FEATURE_PATH, data, makepath=True)
+                version = 0
+            else:
+                version = self._call(
+                    self.zk.set, FEATURE_PATH, data, version=expected_epoch - 1
+                ).version
+        except (BadVersionError, NodeExistsError, NoNodeError) as e:
+            raise StaleVersionError(f"features are no longer at epoch {expected_epoch}") from e
+        return decode_features(data, version)
 
     # -- producer ids ----------------------------------------------------------------------------
 
@@ -1322,6 +1391,7 @@ class ZooKeeperMetadataStore:
                 ChildrenWatch(self.zk, path, self._acl_changes_listed)
             ChildrenWatch(self.zk, CONFIG_CHANGES_PATH, self._config_changes_listed)
             ChildrenWatch(self.zk, TOKEN_CHANGES_PATH, self._token_changes_listed)
+            DataWatch(self.zk, FEATURE_PATH, self._features_changed)
         except Exception:
             log.exception("could not set the metadata watches")
 
@@ -1347,6 +1417,9 @@ class ZooKeeperMetadataStore:
     def _acl_changes_listed(self, children: list[str]) -> None:
         self._to_watch_thread(MetadataChange("acls"))
 
+    def _features_changed(self, data: bytes | None, stat: Any) -> None:
+        self._to_watch_thread(MetadataChange("features"))
+
     def _read_change(self, change: MetadataChange) -> None:
         """On the watch thread: read what changed, then hand it to the loop."""
         if self._loop is None:
@@ -1364,6 +1437,8 @@ class ZooKeeperMetadataStore:
     def _read_for(self, change: MetadataChange) -> Any:
         if change.kind == "acls":
             return self._read_acls()
+        if change.kind == "features":
+            return self._read_features()
         if change.kind != "topics":
             return None
         if change.topic is None:
@@ -1393,6 +1468,9 @@ class ZooKeeperMetadataStore:
             return
         if change.kind == "acls":
             self._acls = read
+        elif change.kind == "features":
+            if read is None or self._features is None or read.epoch >= self._features.epoch:
+                self._features = read
         elif change.kind == "topics":
             if change.topic is None:
                 loaded, removed = read
