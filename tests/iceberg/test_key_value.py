@@ -14,6 +14,7 @@ from tests.iceberg.support import (
     create_topic,
     set_mode,
     start_broker,
+    table_of,
     table_offsets,
     table_rows,
 )
@@ -79,6 +80,14 @@ def test_every_record_is_a_row_once(tmp_path: Path) -> None:
         create_topic(broker.bootstrap, "events", PARTITIONS)
         _produce(broker.bootstrap, "events", RECORDS)
         _rows_equal_consumed(tmp_path, broker.bootstrap, "events", RECORDS)
+        # DuckDB reads the same table through pyiceberg, as the README shows.
+        table = table_of(tmp_path, "events")
+        assert table is not None
+        duck = table.scan().to_duckdb("events")
+        counted = duck.execute(
+            "SELECT count(*), count(DISTINCT (kafka.partition, kafka.offset)) FROM events"
+        ).fetchone()
+        assert counted == (RECORDS, RECORDS)
 
         def translated() -> bool:
             figures = scrape(metrics)
