@@ -8,6 +8,7 @@ name that requires client certificates). Every port is picked by the OS.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,3 +103,24 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
         yield SecureBroker(broker, ca, client, expired, stranger)
     finally:
         broker.stop()
+
+
+@contextlib.contextmanager
+def two_brokers(
+    tmp_path: Path, zookeeper_connect: str, **settings: str
+) -> Iterator[list[RunningBroker]]:
+    """Brokers 1 and 2 of a ZooKeeper cluster in this process, each with ``settings`` (the
+    keys' underscores are dots), stopped when done."""
+    brokers: list[RunningBroker] = []
+    try:
+        for broker_id in (1, 2):
+            config = {
+                "broker.id": str(broker_id),
+                "zookeeper.connect": zookeeper_connect,
+                **{key.replace("_", "."): value for key, value in settings.items()},
+            }
+            brokers.append(RunningBroker(tmp_path / f"b{broker_id}", config).start())
+        yield brokers
+    finally:
+        for broker in brokers:
+            broker.stop()

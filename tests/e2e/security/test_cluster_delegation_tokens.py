@@ -15,6 +15,7 @@ from odradek.client.security import ScramClient
 from odradek.protocol.errors import ErrorCode
 from odradek.security.scram import SCRAM_SHA_256, make_credential
 from odradek.testing import RunningBroker, wait_until
+from tests.e2e.security.conftest import two_brokers
 from tests.server.conftest import KafkaConnection
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
@@ -23,26 +24,19 @@ CREATE, EXPIRE, DESCRIBE = 38, 40, 41
 
 @pytest.fixture
 def cluster(tmp_path: Path, zookeeper_connect: str) -> Iterator[list[RunningBroker]]:
-    brokers: list[RunningBroker] = []
-    try:
-        for broker_id in (1, 2):
-            settings = {
-                "broker.id": str(broker_id),
-                "zookeeper.connect": zookeeper_connect,
-                "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-                "inter.broker.listener.name": "PLAINTEXT",
-                "sasl.enabled.mechanisms": SCRAM_SHA_256,
-                "delegation.token.secret.key": "cluster-secret",
-            }
-            brokers.append(RunningBroker(tmp_path / f"b{broker_id}", settings).start())
+    with two_brokers(
+        tmp_path,
+        zookeeper_connect,
+        listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        inter_broker_listener_name="PLAINTEXT",
+        sasl_enabled_mechanisms=SCRAM_SHA_256,
+        delegation_token_secret_key="cluster-secret",
+    ) as brokers:
         first = brokers[0]
         assert first.broker is not None and first.broker.store is not None
         credential = make_credential(SCRAM_SHA_256, "alice-secret").to_kafka()
         first.call(first.broker.store.set_user_configs("alice", {SCRAM_SHA_256: credential}))
         yield brokers
-    finally:
-        for broker in brokers:
-            broker.stop()
 
 
 def login(connection: KafkaConnection, user: str, password: str, token: bool = False) -> bool:

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -19,6 +17,8 @@ from confluent_kafka.admin import (
 )
 
 from odradek.testing import RunningBroker, wait_until
+from tests.e2e.security.conftest import two_brokers
+from tests.e2e.security.test_scram_credentials import login_works
 
 TIMEOUT_S = 20
 MECHANISM = ScramMechanism.SCRAM_SHA_256
@@ -26,41 +26,18 @@ MECHANISM = ScramMechanism.SCRAM_SHA_256
 
 @pytest.fixture
 def cluster(tmp_path: Path, zookeeper_connect: str) -> Iterator[list[RunningBroker]]:
-    brokers: list[RunningBroker] = []
-    try:
-        for broker_id in (1, 2):
-            settings = {
-                "broker.id": str(broker_id),
-                "zookeeper.connect": zookeeper_connect,
-                "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-                "inter.broker.listener.name": "PLAINTEXT",
-                "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-            }
-            brokers.append(RunningBroker(tmp_path / f"b{broker_id}", settings).start())
+    with two_brokers(
+        tmp_path,
+        zookeeper_connect,
+        listeners="PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        inter_broker_listener_name="PLAINTEXT",
+        sasl_enabled_mechanisms="SCRAM-SHA-256",
+    ) as brokers:
         yield brokers
-    finally:
-        for broker in brokers:
-            broker.stop()
 
 
 def logs_in(broker: RunningBroker, user: str, password: str) -> bool:
-    errors: list[KafkaError] = []
-    config: dict[str, Any] = {
-        "bootstrap.servers": broker.listener_bootstrap("SASL_PLAINTEXT"),
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-256",
-        "sasl.username": user,
-        "sasl.password": password,
-        "error_cb": errors.append,
-    }
-    admin = AdminClient(config)
-    try:
-        admin.list_topics(timeout=3)
-    except KafkaException:
-        admin.poll(1)  # the errors reach error_cb here
-        assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
-        return False
-    return True
+    return login_works(broker, user, password, "SCRAM-SHA-256", "SASL_PLAINTEXT")
 
 
 def test_a_credential_altered_on_one_broker_logs_in_on_the_other(

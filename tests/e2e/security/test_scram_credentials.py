@@ -44,17 +44,21 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
         running.stop()
 
 
-def login_works(broker: RunningBroker, user: str, password: str, mechanism: str) -> bool:
+def login_works(
+    broker: RunningBroker, user: str, password: str, mechanism: str, listener: str = "SASL_SSL"
+) -> bool:
+    """Whether ``user`` logs in to ``broker``'s ``listener`` (refused: an authentication error)."""
     errors: list[KafkaError] = []
     config: dict[str, Any] = {
-        "bootstrap.servers": broker.listener_bootstrap("SASL_SSL"),
-        "security.protocol": "SASL_SSL",
-        "ssl.ca.location": str(broker.ca_file),  # type: ignore[attr-defined]
+        "bootstrap.servers": broker.listener_bootstrap(listener),
+        "security.protocol": listener,
         "sasl.mechanism": mechanism,
         "sasl.username": user,
         "sasl.password": password,
         "error_cb": errors.append,
     }
+    if listener == "SASL_SSL":
+        config["ssl.ca.location"] = str(broker.ca_file)  # type: ignore[attr-defined]
     admin = AdminClient(config)
     try:
         admin.list_topics(timeout=3)
