@@ -229,8 +229,13 @@ class TopicManager:
                     topic.name, index, config
                 )
             except KafkaStorageError as e:
-                log.error("%s-%d is not served: %s", topic.name, index, e.message)
-                continue
+                # Its log may be in a dir that failed as the broker started: the partition is
+                # hosted offline, answering KAFKA_STORAGE_ERROR (Kafka's offline partition).
+                offline = self.logs.hold_offline(topic.name, index, config)
+                if offline is None:
+                    log.error("%s-%d is not served: %s", topic.name, index, e.message)
+                    continue
+                partition_log = offline
             self._host(topic.name, index, partition_log, min_insync)
 
     def _host(self, name: str, index: int, partition_log: PartitionLog, min_insync: int) -> None:

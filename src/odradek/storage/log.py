@@ -354,6 +354,20 @@ class PartitionLog:
         self.update_high_watermark(high_watermark)
         return self
 
+    @classmethod
+    def in_offline_dir(
+        cls, directory: Path, config: LogConfig, clock: Clock, failures: LogDirFailureChannel
+    ) -> PartitionLog:
+        """A stand-in for the log in ``directory``, whose dir went offline before the log could
+        be opened (Kafka's offline partition): it holds nothing and refuses every call with
+        :class:`~odradek.storage.log_dir_failure.KafkaStorageError`, so that its partition
+        answers KAFKA_STORAGE_ERROR rather than being unknown.  Touches no file."""
+        if not failures.is_offline(directory.parent):
+            raise ValueError(f"{directory.parent} is not offline")
+        self = cls(directory, config, clock)
+        self._failures = failures
+        return self
+
     def _load_producer_state(self, at_most: int | None = None) -> None:
         """Load the newest producer state snapshot at or below ``at_most`` (default: the log
         end) and replay the batch headers after it, rebuilding the ``.txnindex`` entries of the
@@ -505,7 +519,8 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        # No segment only in a stand-in for a log its offline dir kept from opening.
+        return self._segments[-1].next_offset if self._segments else self._log_start_offset
 
     @property
     def recovery_point(self) -> int:
@@ -564,7 +579,10 @@ class PartitionLog:
     def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` before any batch of it is written:
         a new leader does so at its log end, so that followers holding batches of an older
-        epoch past that offset learn where to truncate (Kafka's makeLeader)."""
+        epoch past that offset learn where to truncate (Kafka's makeLeader).  A log whose dir is
+        offline writes nothing."""
+        if self.offline:
+            return
         self._epochs.assign(epoch, start_offset)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:

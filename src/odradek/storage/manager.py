@@ -133,10 +133,12 @@ class LogManager:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = list(log_dirs)
         self.failures = failures or LogDirFailureChannel()
-        # Partitions found in dirs that failed at open (None: a dir that could not even be
-        # listed): creating their logs afresh elsewhere would hide their data, and give the
-        # partition two logs once the dir is back (Kafka refuses it too).
-        self._stranded: set[tuple[str, int]] | None = set()
+        # Partitions found in dirs that failed at open, with their dir, and the dirs that failed
+        # before they could even be listed (they may hold any partition): creating such a log
+        # afresh elsewhere would hide its data, and give the partition two logs once the dir
+        # is back (Kafka refuses it too).
+        self._stranded: dict[tuple[str, int], Path] = {}
+        self._unlisted: list[Path] = []
         self._clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._next_dir = 0
@@ -179,10 +181,29 @@ class LogManager:
         try:
             names = [entry.name for entry in log_dir.iterdir()]
         except OSError:
-            self._stranded = None
+            self._unlisted.append(log_dir)
             return
-        if self._stranded is not None:
-            self._stranded.update(p for p in map(parse_partition_dir_name, names) if p)
+        for key in map(parse_partition_dir_name, names):
+            if key is not None:
+                self._stranded.setdefault(key, log_dir)
+
+    def hold_offline(self, topic: str, partition: int, config: LogConfig) -> PartitionLog | None:
+        """The log of a partition that may be in a dir that failed as it opened, held as an
+        offline stand-in (:meth:`PartitionLog.in_offline_dir`): its partition answers
+        KAFKA_STORAGE_ERROR, as Kafka's offline partitions do.  None if no such dir can hold
+        it (then its log can be created)."""
+        key = (topic, partition)
+        held = self._logs.get(key)
+        if held is not None:
+            return held
+        log_dir = self._stranded.get(key) or (self._unlisted[0] if self._unlisted else None)
+        if log_dir is None:
+            return None
+        partition_log = PartitionLog.in_offline_dir(
+            log_dir / partition_dir_name(topic, partition), config, self._clock, self.failures
+        )
+        self._logs[key] = partition_log
+        return partition_log
 
     def _open_dir(
         self,
@@ -298,7 +319,7 @@ class LogManager:
         if not online:
             raise KafkaStorageError(self.log_dirs[0], f"{topic}: no log dir is online")
         for partition in partitions:
-            if self._stranded is None or (topic, partition) in self._stranded:
+            if self._unlisted or (topic, partition) in self._stranded:
                 raise KafkaStorageError(
                     self.log_dirs[0],
                     f"cannot create a log for {topic}-{partition}: it may be in an offline log dir",
