@@ -147,6 +147,7 @@ class TopicManager:
         self.cluster = cluster
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._topic_configs: dict[str, TopicConfig] = {}
+        self._log_configs: dict[str, tuple[TopicConfig, LogConfig]] = {}
         # Called with a topic's name after it is deleted (the group coordinator drops its
         # committed offsets).
         self.deletion_listeners: list[Callable[[str], None]] = []
@@ -323,7 +324,13 @@ class TopicManager:
         return cached
 
     def log_config(self, name: str) -> LogConfig:
-        return log_config_of(self.topic_config(name))
+        # Asked once per log as the broker opens them: built once per topic config.
+        topic = self.topic_config(name)
+        cached = self._log_configs.get(name)
+        if cached is None or cached[0] is not topic:
+            cached = (topic, log_config_of(topic))
+            self._log_configs[name] = cached
+        return cached[1]
 
     # -- changes -------------------------------------------------------------------------------
 

@@ -579,7 +579,7 @@ class Broker:
         topics = self._topics
         if topics is None:
             return
-        hosted = [p for p in topics.partitions.values() if p.log.directory.parent == log_dir]
+        hosted = [p for p in topics.partitions.values() if p.log.log_dir == log_dir]
         log.error(
             "log dir %s failed: %d partitions hosted there are offline (%s)",
             log_dir,

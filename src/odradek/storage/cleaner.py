@@ -755,7 +755,7 @@ class LogCleaner:
         for partition_log in self.logs.online_logs():
             if partition_log.config.compact:
                 state = self._state(partition_log)
-                entries.setdefault(partition_log.directory.parent, {})[
+                entries.setdefault(partition_log.log_dir, {})[
                     (partition_log.topic, partition_log.partition)
                 ] = state.first_dirty
         return entries
