@@ -568,12 +568,16 @@ class Campaign:
             self._record("end", fault, note)
 
     def _fill_disk(self, fault: schedule.Fault) -> None:
-        """Fill the broker's log dir to ENOSPC for the fault's duration, then free it."""
+        """Fill the broker's log dir to ENOSPC for the fault's duration, then free it.  The
+        dir is the broker's only one: once an append fails there the broker halts, as Kafka
+        does with every log dir offline, and is started again once the disk has room."""
         assert self.cluster is not None
         broker = fault.brokers[0]
         disk = self.disks[broker]
         process = self.cluster.brokers[broker]
         seen = len(process.output)
+        # A halt is this fault's doing, not a death to report.
+        self.down.add(broker)
         ballast = disk.fill()
         detail = (
             f"{fault.describe()}: {ballast / 2**20:.1f} MiB of ballast, "
@@ -586,10 +590,18 @@ class Campaign:
             self._hold(fault.duration, tick=disk.fill)  # what the broker freed is taken again
         finally:
             disk.free()
+            self.down.discard(broker)
         said = errors_logged(process.output[seen:])
         self.report.notes.append(f"full-disk: broker {broker} logged {said}")
         self._record("end", fault, f"{fault.describe()}: ballast removed; broker logged {said}")
-        if any("is offline after an I/O error" in line for line in process.output[seen:]):
+        assert process.process is not None
+        if process.process.poll() is not None:
+            halted = any("halting broker" in line for line in process.output[seen:])
+            if not halted:
+                return  # a death of its own: the watch reports it and starts it again
+            self.say(f"nemesis: broker {broker} halted with its log dir offline: restarting it")
+            self._restart(broker)
+        elif any("is offline after an I/O error" in line for line in process.output[seen:]):
             # Its log dir stays offline until a restart, as Kafka's does (KIP-112): what an
             # operator does once the disk has room again.
             self.say(f"nemesis: broker {broker} took its log dir offline: restarting it")
