@@ -194,6 +194,7 @@ class TopicManager:
         before = set(self.partitions)
         for topic in self.store.topics.values():
             self._topic_configs.pop(topic.name, None)
+            self._log_configs.pop(topic.name, None)
             missing = [
                 i
                 for i in range(topic.partitions)
@@ -394,6 +395,7 @@ class TopicManager:
         finally:
             self._creating.discard(name)
         self._topic_configs.pop(name, None)
+        self._log_configs.pop(name, None)
         await self._open_created(topic, range(num_partitions), inline=inline)
         log.info("created topic %s with %d partitions", name, num_partitions)
         return topic
@@ -437,6 +439,7 @@ class TopicManager:
         with _store_errors():
             await self.store.remove(name)
         self._topic_configs.pop(name, None)
+        self._log_configs.pop(name, None)
         for index in range(topic.partitions):
             partition = self.partitions.pop((name, index), None)
             if partition is not None:
@@ -516,6 +519,7 @@ class TopicManager:
         with _store_errors():
             await self.store.set_configs(name, valid)
         self._topic_configs.pop(name, None)
+        self._log_configs.pop(name, None)
         self._apply_config(name)
 
     def _apply_config(self, name: str) -> None:
