@@ -3,7 +3,7 @@
 # packages the tests drive (Debian's kcat; a headless JDK 17 for PySpark and the Java tests; Maven;
 # Debian's zookeeper; Debian's chromium and npm for the web console's browser tests; Debian's
 # burrow, LinkedIn's lag monitor; iptables and libnetfilter-queue-dev for odradek torture's
-# network faults), installed with apt-get where missing (before the Python packages, one of which
+# network faults, strace for its failing disks), installed with apt-get where missing (before the Python packages, one of which
 # builds against libnetfilter_queue), playwright-core from npm, Kafka's jars for the Java tests
 # (fetched once per machine into ~/.cache/odradek/java, see tests/java/jars.py) and the Go client
 # programs (sarama and kafka-go pinned in tests/go/go.mod, built once per machine with the
@@ -37,6 +37,8 @@ if [ "${1:-}" = "--test" ]; then
   # Its slow links hold packets queued by iptables' NFQUEUE with the NetfilterQueue binding (the
   # test extra), built from source against libnetfilter_queue: before pip, below.
   [ -f /usr/include/libnetfilter_queue/libnetfilter_queue.h ] || missing+=(libnetfilter-queue-dev)
+  # Its failing-disk fault answers a broker's writes and flushes EIO with strace's injection.
+  command -v strace >/dev/null 2>&1 || missing+=(strace)
   if [ ${#missing[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"

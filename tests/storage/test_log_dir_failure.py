@@ -246,7 +246,18 @@ def test_no_log_is_created_afresh_for_a_partition_in_a_dir_offline_since_open(
     with pytest.raises(KafkaStorageError):
         manager.create("a", 0, CONFIG)
     assert manager.create("new", 0, CONFIG).directory.parent == healthy
+    # Held offline instead: a stand-in that refuses every call and writes nothing.
+    stand_in = manager.hold_offline("a", 0, CONFIG)
+    assert stand_in is not None and stand_in.offline
+    assert stand_in.directory == full / "a-0" and manager.get("a", 0) is stand_in
+    with pytest.raises(KafkaStorageError) as refused:
+        append(stand_in, make_batch(1))
+    assert refused.value.code == ErrorCode.kafka_storage_error
+    stand_in.assign_epoch_start_offset(1, 0)
+    assert stand_in.log_end_offset == 0 and stand_in.latest_epoch is None
+    assert manager.hold_offline("new", 1, CONFIG) is None  # never in the failed dir
     manager.close()
+    assert (full / "a-0" / "00000000000000000000.log").stat().st_size > 0
 
     manager, a, _ = open_two(tmp_path, clock)  # the dir is healthy again: a-0 is back
     try:

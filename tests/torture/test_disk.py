@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from odradek.torture.disk import BALLAST, BoundedDisk, DiskError, remove_stale
+from odradek.torture.disk import BALLAST, BoundedDisk, DiskError, DiskErrors, remove_stale
 
 SIZE = 4 << 20
 
@@ -92,3 +92,46 @@ def test_a_killed_campaigns_filesystems_are_removed_and_no_others(tmp_path: Path
         running.unmount()
         if left.is_mounted():
             left.unmount()
+
+
+WRITER = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+for line in sys.stdin:
+    try:
+        os.pwrite(fd, b"x", 0)
+        os.fsync(fd)
+        print("ok", flush=True)
+    except OSError as e:
+        print(e.errno, flush=True)
+"""
+
+
+def test_a_failing_disk_answers_writes_and_flushes_eio_until_healthy(tmp_path: Path) -> None:
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(tmp_path / "segment.log")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdin is not None and writer.stdout is not None
+
+    def write() -> str:
+        assert writer.stdin is not None and writer.stdout is not None
+        writer.stdin.write("w\n")
+        writer.stdin.flush()
+        return writer.stdout.readline().strip()
+
+    try:
+        assert write() == "ok"
+        errors = DiskErrors(writer.pid)
+        errors.start()
+        try:
+            assert write() == str(errno.EIO)
+            assert write() == str(errno.EIO)
+        finally:
+            assert errors.stop() == ""
+        assert write() == "ok"  # and the process goes on as before
+    finally:
+        writer.kill()
+        writer.wait()

@@ -10,6 +10,7 @@ as Ctrl-C does: everything it made is removed first.
 from __future__ import annotations
 
 import argparse
+import shutil
 import signal
 import sys
 import time
@@ -82,6 +83,8 @@ def missing_requirements() -> list[str]:
     from odradek.torture.network import missing_tools
 
     missing = missing_tools()
+    if shutil.which("strace") is None:
+        missing.append("strace (the failing-disk fault injects EIO with it)")
     if not ZOOKEEPER_SERVER_SH.exists():
         missing.append(f"ZooKeeper ({ZOOKEEPER_SERVER_SH}: Debian's zookeeper package)")
     if importlib.util.find_spec("confluent_kafka") is None:

@@ -149,6 +149,7 @@ class TopicManager:
         )
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._topic_configs: dict[str, TopicConfig] = {}
+        self._log_configs: dict[str, tuple[TopicConfig, LogConfig]] = {}
         # Called with a topic's name after it is deleted (the group coordinator drops its
         # committed offsets).
         self.deletion_listeners: list[Callable[[str], None]] = []
@@ -195,6 +196,7 @@ class TopicManager:
         before = set(self.partitions)
         for topic in self.store.topics.values():
             self._topic_configs.pop(topic.name, None)
+            self._log_configs.pop(topic.name, None)
             missing = [
                 i
                 for i in range(topic.partitions)
@@ -231,8 +233,13 @@ class TopicManager:
                     topic.name, index, config
                 )
             except KafkaStorageError as e:
-                log.error("%s-%d is not served: %s", topic.name, index, e.message)
-                continue
+                # Its log may be in a dir that failed as the broker started: the partition is
+                # hosted offline, answering KAFKA_STORAGE_ERROR (Kafka's offline partition).
+                offline = self.logs.hold_offline(topic.name, index, config)
+                if offline is None:
+                    log.error("%s-%d is not served: %s", topic.name, index, e.message)
+                    continue
+                partition_log = offline
             self._host(topic.name, index, partition_log, min_insync)
 
     def _host(self, name: str, index: int, partition_log: PartitionLog, min_insync: int) -> None:
@@ -324,7 +331,13 @@ class TopicManager:
         return cached
 
     def log_config(self, name: str) -> LogConfig:
-        return log_config_of(self.topic_config(name))
+        # Asked once per log as the broker opens them: built once per topic config.
+        topic = self.topic_config(name)
+        cached = self._log_configs.get(name)
+        if cached is None or cached[0] is not topic:
+            cached = (topic, log_config_of(topic))
+            self._log_configs[name] = cached
+        return cached[1]
 
     # -- changes -------------------------------------------------------------------------------
 
@@ -388,6 +401,7 @@ class TopicManager:
         finally:
             self._creating.discard(name)
         self._topic_configs.pop(name, None)
+        self._log_configs.pop(name, None)
         await self._open_created(topic, range(num_partitions), inline=inline)
         log.info("created topic %s with %d partitions", name, num_partitions)
         return topic
@@ -429,6 +443,7 @@ class TopicManager:
         with _store_errors():
             await self.store.remove(name)
         self._topic_configs.pop(name, None)
+        self._log_configs.pop(name, None)
         for index in range(topic.partitions):
             partition = self.partitions.pop((name, index), None)
             if partition is not None:
@@ -508,6 +523,7 @@ class TopicManager:
         with _store_errors():
             await self.store.set_configs(name, valid)
         self._topic_configs.pop(name, None)
+        self._log_configs.pop(name, None)
         self._apply_config(name)
 
     def _apply_config(self, name: str) -> None:

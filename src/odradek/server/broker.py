@@ -7,6 +7,8 @@ import contextlib
 import dataclasses
 import errno
 import logging
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +43,7 @@ from odradek.server.services import BrokerServices, Session
 from odradek.stopping import stop_step
 from odradek.storage import LogManager
 from odradek.storage.cleaner import CleanerConfig, LogCleaner
+from odradek.storage.log_dir_failure import KafkaStorageError
 from odradek.storage.segment import LogSegment
 
 if TYPE_CHECKING:
@@ -55,6 +58,16 @@ _FIRST_RETENTION_CHECK_MS = 30_000  # after start, as Kafka's first retention ch
 _CONTROLLED_SHUTDOWN_TIMEOUT_S = 15
 _STOP_STEP_TIMEOUT_S = 10
 _ACCEPT_ERROR_LOG_INTERVAL_MS = 1000
+
+
+def halt(reason: str) -> None:
+    """End the process at once, as Kafka's ``Exit.halt(1)``: no clean shutdown, which could
+    only write to dirs that failed; the next start recovers the logs (and in a cluster the
+    controller moves the leaderships once the ZooKeeper session ends)."""
+    log.critical("halting broker: %s", reason)
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 class Broker:
@@ -75,6 +88,11 @@ class Broker:
         self.node_id = config.node_id
         self.log_dirs: list[Path] = config.log_dirs
         self.logs = LogManager(self.log_dirs, self.clock)
+        # Called when the broker cannot go on with the log dirs it has left (KIP-112): every
+        # one offline, or a lone broker's metadata dir.  Tests of a broker in their own process
+        # replace it.
+        self.halt: Callable[[str], None] = halt
+        self._halts_on_dir_failure = False
         self.store: MetadataStore | None = None
         # Users' SCRAM credentials, followed as they change, where the store is ZooKeeper.
         self.credentials = CredentialCache()
@@ -163,13 +181,23 @@ class Broker:
 
     async def _start(self) -> tuple[str, int]:
         for directory in self.log_dirs:
-            directory.mkdir(parents=True, exist_ok=True)
+            # A dir that cannot be made is taken offline by the log manager as it opens.
+            with contextlib.suppress(OSError):
+                directory.mkdir(parents=True, exist_ok=True)
         cluster_id = self.config.raw("cluster.id")
         if self.config.raw("zookeeper.connect"):
             self.node = ClusterNode(self.config, self.clock, self.purgatory)
             self.store = await self.node.open_store()
         else:
-            self.store = LocalMetadataStore(self.log_dirs[0], cluster_id, self.node_id)
+            metadata_dir = self.log_dirs[0]
+            try:
+                self.store = LocalMetadataStore(metadata_dir, cluster_id, self.node_id)
+            except OSError as e:
+                raise KafkaStorageError(
+                    metadata_dir,
+                    f"log dir {metadata_dir} holds this broker's metadata and cannot be used "
+                    f"({type(e).__name__}: {e})",
+                ) from e
         loop = asyncio.get_running_loop()
 
         def dir_failed(log_dir: Path, reason: str) -> None:
@@ -192,6 +220,7 @@ class Broker:
             parts.topics,
             parts.groups,
         )
+        self._check_log_dirs()
         self._groups.start()
         self._start_log_maintenance()
         listeners = await self._bind_listeners()
@@ -239,6 +268,8 @@ class Broker:
             server.start_serving()
         self._start_schema_registry()
         self._start_table_translation()
+        self._check_log_dirs()
+        self._halts_on_dir_failure = True
         self._housekeeping = asyncio.create_task(self._housekeep())
         log.info(
             "odradek broker %d listening on %s, data in %s",
@@ -521,14 +552,46 @@ class Broker:
         for connection in list(self._open):
             connection.close_if_idle(now, idle_ms)
 
+    def _fatal_dir_failure(self) -> str | None:
+        """Why the broker cannot go on with its log dirs, None if it can.  As Kafka: with
+        every dir offline it would serve nothing; and a lone broker's metadata (the local
+        store, in the first log dir) is what KRaft keeps in its metadata log dir, whose failure
+        stops a Kafka broker (in a cluster the metadata is in ZooKeeper, and the first dir is
+        like the others)."""
+        failures = self.logs.failures.offline_dirs()
+        if not self.logs.online_dirs():
+            return (
+                "every log dir is offline ("
+                + "; ".join(f"{d}: {reason}" for d, reason in failures.items())
+                + ")"
+            )
+        metadata_dir = self.log_dirs[0]
+        if self.node is None and metadata_dir in failures:
+            return (
+                f"log dir {metadata_dir} holds this broker's metadata and is offline "
+                f"({failures[metadata_dir]})"
+            )
+        return None
+
+    def _check_log_dirs(self) -> None:
+        fatal = self._fatal_dir_failure()
+        if fatal is not None:
+            raise KafkaStorageError(self.log_dirs[0], fatal)
+
     def _log_dir_failed(self, log_dir: Path) -> None:
         """A log dir went offline (KIP-112): requests parked on its partitions are answered now
         (KAFKA_STORAGE_ERROR), and in a cluster the controller hears of it, to move their
-        leaderships to replicas in healthy dirs."""
+        leaderships to replicas in healthy dirs.  A failure the broker cannot go on with
+        (:meth:`_fatal_dir_failure`) halts it once it serves; before, :meth:`start` fails."""
+        if self._halts_on_dir_failure:
+            fatal = self._fatal_dir_failure()
+            if fatal is not None:
+                self.halt(fatal)
+                return
         topics = self._topics
         if topics is None:
             return
-        hosted = [p for p in topics.partitions.values() if p.log.directory.parent == log_dir]
+        hosted = [p for p in topics.partitions.values() if p.log.log_dir == log_dir]
         log.error(
             "log dir %s failed: %d partitions hosted there are offline (%s)",
             log_dir,
@@ -539,12 +602,6 @@ class Broker:
             partition.wake_all()
         if self.node is not None:
             self.node.log_dir_failed(hosted)
-        if not self.logs.online_dirs():
-            log.critical(
-                "every log dir of broker %d is offline: it serves no partition until it is "
-                "restarted with a healthy log dir",
-                self.node_id,
-            )
 
     async def serve_forever(self) -> None:
         assert self._server is not None

@@ -259,8 +259,15 @@ class LogCleaner:
         self.clock = clock
         self.config = config or CleanerConfig()
         self._states: dict[tuple[str, int], _LogState] = {}
-        for log_dir in logs.log_dirs:
-            for key, offset in read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT).items():
+        for log_dir in logs.online_dirs():
+            try:
+                checkpointed = read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
+            except OSError as e:
+                if not is_log_dir_failure(e):
+                    raise
+                logs.failures.mark_offline(log_dir, e)
+                continue
+            for key, offset in checkpointed.items():
                 self._states[key] = _LogState(None, offset)
         self._abort = threading.Event()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -748,7 +755,7 @@ class LogCleaner:
         for partition_log in self.logs.online_logs():
             if partition_log.config.compact:
                 state = self._state(partition_log)
-                entries.setdefault(partition_log.directory.parent, {})[
+                entries.setdefault(partition_log.log_dir, {})[
                     (partition_log.topic, partition_log.partition)
                 ] = state.first_dirty
         return entries

@@ -28,6 +28,16 @@ def pread_upto(fd: int, size: int, position: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def read_file(path: Path) -> bytes:
+    """The whole of a small file: as ``Path.read_bytes``, without a buffered file object (a
+    log opens several small files, and a broker may open tens of thousands of logs)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return pread_upto(fd, os.fstat(fd).st_size, 0)
+    finally:
+        os.close(fd)
+
+
 def fsync_directory(path: Path) -> None:
     """Make creations, renames and deletions of entries in ``path`` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

@@ -8,7 +8,7 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
-from odradek.storage.fileio import pwrite_all
+from odradek.storage.fileio import pwrite_all, read_file
 from odradek.storage.formats import OFFSET_INDEX_ENTRY, TIME_INDEX_ENTRY
 
 
@@ -48,7 +48,7 @@ class _IndexFile:
 
     def _load(self) -> list[tuple[int, int]]:
         try:
-            data = self.path.read_bytes()
+            data = read_file(self.path)
         except FileNotFoundError:
             self._missing = True
             return []

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.storage.fileio import fsync_directory, write_file_atomically
+from odradek.storage.fileio import fsync_directory, read_file, write_file_atomically
 from odradek.storage.formats import (
     format_leader_epoch_checkpoint,
     parse_leader_epoch_checkpoint,
@@ -69,7 +69,7 @@ class LeaderEpochCache:
     def load(cls, path: Path) -> LeaderEpochCache | None:
         """The cache in ``path``; None if the file is missing or is not a whole checkpoint."""
         try:
-            data = path.read_bytes()
+            data = read_file(path)
         except FileNotFoundError:
             return None
         try:

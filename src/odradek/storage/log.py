@@ -44,7 +44,12 @@ from odradek.storage.leader_epoch import (
 )
 from odradek.storage.log_dir_failure import LogDirFailureChannel, is_log_dir_failure
 from odradek.storage.open_files import OpenFiles, SegmentFile
-from odradek.storage.producer_state import NO_PRODUCER_ID, ProducerStateManager
+from odradek.storage.producer_state import (
+    NO_PRODUCER_ID,
+    ProducerStateManager,
+    snapshot_offsets,
+    snapshot_path,
+)
 from odradek.storage.segment import AppendedBatch, LogSegment
 from odradek.storage.txn_index import AbortedTxn
 
@@ -72,7 +77,7 @@ def _log_dir_io(
         failures = self._failures
         if failures is None:
             return method(self, *args, **kwargs)
-        log_dir = self.directory.parent
+        log_dir = self.log_dir
         if failures.is_offline(log_dir):
             raise failures.error_for(log_dir, self.directory.name)
         try:
@@ -258,6 +263,8 @@ class PartitionLog:
             raise ValueError(f"{directory} is not named <topic>-<partition>")
         self.topic, self.partition = parsed
         self.directory = directory
+        # The log dir, asked on every guarded call and by the manager's scans of every log.
+        self.log_dir = directory.parent
         self.config = config
         self._clock = clock
         self._segments: list[LogSegment] = []
@@ -319,7 +326,7 @@ class PartitionLog:
         if not directory.exists():
             directory.mkdir(parents=True)
             self._parent_unsynced = True
-        reread_from = self._load_segments(recovery_point, needs_recovery)
+        reread_from, snapshots = self._load_segments(recovery_point, needs_recovery)
         if not self._segments:
             self._add_segment(
                 LogSegment.create(
@@ -342,6 +349,7 @@ class PartitionLog:
                 self.log_end_offset,
             )
             self._truncate_fully(self._log_start_offset)
+            snapshots = []
         self._recovery_point = (
             min(recovery_point, self.log_end_offset) if needs_recovery else self.log_end_offset
         )
@@ -350,20 +358,40 @@ class PartitionLog:
         # After a crash, a snapshot past the first segment recovery reread may describe batches
         # the crash lost, or lack .txnindex entries it wrote: replay that segment on.
         trusted = reread_from if needs_recovery and reread_from is not None else None
-        self._load_producer_state(trusted)
+        self._load_producer_state(trusted, snapshots=snapshots)
         self.update_high_watermark(high_watermark)
         return self
 
-    def _load_producer_state(self, at_most: int | None = None) -> None:
+    @classmethod
+    def in_offline_dir(
+        cls, directory: Path, config: LogConfig, clock: Clock, failures: LogDirFailureChannel
+    ) -> PartitionLog:
+        """A stand-in for the log in ``directory``, whose dir went offline before the log could
+        be opened (Kafka's offline partition): it holds nothing and refuses every call with
+        :class:`~odradek.storage.log_dir_failure.KafkaStorageError`, so that its partition
+        answers KAFKA_STORAGE_ERROR rather than being unknown.  Touches no file."""
+        if not failures.is_offline(directory.parent):
+            raise ValueError(f"{directory.parent} is not offline")
+        self = cls(directory, config, clock)
+        self._failures = failures
+        return self
+
+    def _load_producer_state(
+        self, at_most: int | None = None, *, snapshots: list[int] | None = None
+    ) -> None:
         """Load the newest producer state snapshot at or below ``at_most`` (default: the log
         end) and replay the batch headers after it, rebuilding the ``.txnindex`` entries of the
         segments replayed.  Without any snapshot (a log from before snapshots, or whose
         snapshots are gone) only the last two segments are replayed, Kafka's rule, so that
-        opening such a log does not read all of it."""
+        opening such a log does not read all of it.  ``snapshots``: the snapshots' offsets, if
+        the caller listed the directory."""
         log_end = self.log_end_offset
         limit = log_end if at_most is None else min(at_most, log_end)
-        self.producers.delete_snapshots(above=log_end)
-        loaded = self.producers.load_latest_snapshot(limit)
+        offsets = snapshot_offsets(self.directory) if snapshots is None else snapshots
+        self.producers.delete_snapshots(above=log_end, offsets=offsets)
+        loaded = self.producers.load_latest_snapshot(
+            limit, offsets=[o for o in offsets if o <= log_end]
+        )
         if loaded is None:
             start = self._segments[max(0, len(self._segments) - 2)].base_offset
         else:
@@ -436,24 +464,32 @@ class PartitionLog:
                     latest = epoch
         self._epochs.assign_all(found)
 
-    def _load_segments(self, recovery_point: int, needs_recovery: bool) -> int | None:
+    def _load_segments(
+        self, recovery_point: int, needs_recovery: bool
+    ) -> tuple[int | None, list[int]]:
         """Open the segments on disk, recovering them from ``recovery_point`` if told to.
-        Returns the base offset of the first segment recovery reread, None if it reread none."""
-        swap.recover(self.directory)
+        Returns the base offset of the first segment recovery reread (None if it reread none),
+        and the offsets of the producer state snapshots found."""
+        # One listing serves the swap recovery and the segments (a log of a broker with many
+        # partitions opens in a few system calls).
+        names = os.listdir(self.directory)
+        if swap.recover(self.directory, names):
+            names = os.listdir(self.directory)
         logs: set[int] = set()
-        others: dict[int, list[Path]] = {}
-        for path in self.directory.iterdir():
-            parsed = parse_segment_file_name(path.name)
+        others: dict[int, list[str]] = {}
+        for name in names:
+            parsed = parse_segment_file_name(name)
             if parsed is None:
                 continue
             base, suffix = parsed
             if suffix == LOG_SUFFIX:
                 logs.add(base)
             else:
-                others.setdefault(base, []).append(path)
-        for base, paths in others.items():
+                others.setdefault(base, []).append(name)
+        for base, others_of_base in others.items():
             if base not in logs:
-                for path in paths:
+                for name in others_of_base:
+                    path = self.directory / name
                     log.warning("removing %s, an index without its log file", path)
                     path.unlink()
         config, now = self.config, self._clock.time_ms()
@@ -489,7 +525,7 @@ class PartitionLog:
             segment.seal()
         for segment in segments:
             self._add_segment(segment, is_new=False)
-        return reread_from
+        return reread_from, snapshot_offsets(self.directory, names)
 
     def _add_segment(self, segment: LogSegment, *, is_new: bool = True) -> None:
         self._segments.append(segment)
@@ -505,7 +541,8 @@ class PartitionLog:
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        # No segment only in a stand-in for a log its offline dir kept from opening.
+        return self._segments[-1].next_offset if self._segments else self._log_start_offset
 
     @property
     def recovery_point(self) -> int:
@@ -547,7 +584,7 @@ class PartitionLog:
     def offline(self) -> bool:
         """Whether the log's dir is offline (see :mod:`odradek.storage.log_dir_failure`)."""
         failures = self._failures
-        return failures is not None and failures.is_offline(self.directory.parent)
+        return failures is not None and failures.is_offline(self.log_dir)
 
     # -- leader epochs -------------------------------------------------------------------------
 
@@ -564,7 +601,10 @@ class PartitionLog:
     def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` before any batch of it is written:
         a new leader does so at its log end, so that followers holding batches of an older
-        epoch past that offset learn where to truncate (Kafka's makeLeader)."""
+        epoch past that offset learn where to truncate (Kafka's makeLeader).  A log whose dir is
+        offline writes nothing."""
+        if self.offline:
+            return
         self._epochs.assign(epoch, start_offset)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
@@ -940,8 +980,6 @@ class PartitionLog:
         """Keep the snapshots a reload can start from: at segment bases (taken on roll) and
         in the active segment (taken on close); others are stale (below the log start, or of
         segments compaction merged), so their number stays bounded by the segments'."""
-        from odradek.storage.producer_state import snapshot_offsets, snapshot_path
-
         bases = set(self._bases)
         active = self._bases[-1]
         for offset in snapshot_offsets(self.directory):
@@ -1167,7 +1205,7 @@ class PartitionLog:
             fsync_directory(self.directory)
             self._directory_synced = self._directory_changes
         if self._parent_unsynced:
-            fsync_directory(self.directory.parent)
+            fsync_directory(self.log_dir)
             self._parent_unsynced = False
         self._recovery_point = self.log_end_offset
         self._unflushed_messages = 0
@@ -1226,7 +1264,7 @@ class PartitionLog:
             files.append(self.directory)
         parent = self._parent_unsynced
         if parent:
-            files.append(self.directory.parent)
+            files.append(self.log_dir)
         job = flusher.fsync_files(f"{self.directory.name} {reason} below {upto}", files)
         self._epochs.unsynced = False
         self._parent_unsynced = False
@@ -1249,7 +1287,7 @@ class PartitionLog:
                 ):
                     # An fsync that failed may have lost the pages it was to write (Linux
                     # drops them): retrying cannot be trusted, so the dir goes offline.
-                    self._failures.mark_offline(self.directory.parent, error)
+                    self._failures.mark_offline(self.log_dir, error)
                 if flushed.epochs:
                     self._epochs.unsynced = True
                 if flushed.parent:
@@ -1326,5 +1364,5 @@ class PartitionLog:
             f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         )
         os.rename(self.directory, doomed)
-        fsync_directory(self.directory.parent)
+        fsync_directory(self.log_dir)
         shutil.rmtree(doomed)

@@ -82,7 +82,8 @@ class LogDirFailureChannel:
         return True
 
     def is_offline(self, log_dir: Path) -> bool:
-        return log_dir in self._offline
+        # Asked of every log by each periodic scan: no hashing while every dir is online.
+        return bool(self._offline) and log_dir in self._offline
 
     def offline_dirs(self) -> dict[Path, str]:
         """Each offline dir, with the error that took it offline."""

@@ -133,10 +133,12 @@ class LogManager:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = list(log_dirs)
         self.failures = failures or LogDirFailureChannel()
-        # Partitions found in dirs that failed at open (None: a dir that could not even be
-        # listed): creating their logs afresh elsewhere would hide their data, and give the
-        # partition two logs once the dir is back (Kafka refuses it too).
-        self._stranded: set[tuple[str, int]] | None = set()
+        # Partitions found in dirs that failed at open, with their dir, and the dirs that failed
+        # before they could even be listed (they may hold any partition): creating such a log
+        # afresh elsewhere would hide its data, and give the partition two logs once the dir
+        # is back (Kafka refuses it too).
+        self._stranded: dict[tuple[str, int], Path] = {}
+        self._unlisted: list[Path] = []
         self._clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._next_dir = 0
@@ -179,10 +181,29 @@ class LogManager:
         try:
             names = [entry.name for entry in log_dir.iterdir()]
         except OSError:
-            self._stranded = None
+            self._unlisted.append(log_dir)
             return
-        if self._stranded is not None:
-            self._stranded.update(p for p in map(parse_partition_dir_name, names) if p)
+        for key in map(parse_partition_dir_name, names):
+            if key is not None:
+                self._stranded.setdefault(key, log_dir)
+
+    def hold_offline(self, topic: str, partition: int, config: LogConfig) -> PartitionLog | None:
+        """The log of a partition that may be in a dir that failed as it opened, held as an
+        offline stand-in (:meth:`PartitionLog.in_offline_dir`): its partition answers
+        KAFKA_STORAGE_ERROR, as Kafka's offline partitions do.  None if no such dir can hold
+        it (then its log can be created)."""
+        key = (topic, partition)
+        held = self._logs.get(key)
+        if held is not None:
+            return held
+        log_dir = self._stranded.get(key) or (self._unlisted[0] if self._unlisted else None)
+        if log_dir is None:
+            return None
+        partition_log = PartitionLog.in_offline_dir(
+            log_dir / partition_dir_name(topic, partition), config, self._clock, self.failures
+        )
+        self._logs[key] = partition_log
+        return partition_log
 
     def _open_dir(
         self,
@@ -200,15 +221,17 @@ class LogManager:
         clean = marker.exists()
         found: list[tuple[tuple[str, int], Path]] = []
         keys: set[tuple[str, int]] = set()
-        for entry in sorted(log_dir.iterdir()):
-            if not entry.is_dir():
-                continue
-            if entry.name.endswith(DELETE_DIR_SUFFIX):
+        # scandir: the entries' types come with the listing, not a stat of each partition.
+        with os.scandir(log_dir) as listing:
+            names = sorted(e.name for e in listing if e.is_dir())
+        for name in names:
+            entry = log_dir / name
+            if name.endswith(DELETE_DIR_SUFFIX):
                 log.info("removing %s, left over from a partition deletion", entry)
                 shutil.rmtree(entry)
                 rewrite_checkpoints = True
                 continue
-            parsed = parse_partition_dir_name(entry.name)
+            parsed = parse_partition_dir_name(name)
             if parsed is None:
                 continue
             if parsed in self._logs:
@@ -298,7 +321,7 @@ class LogManager:
         if not online:
             raise KafkaStorageError(self.log_dirs[0], f"{topic}: no log dir is online")
         for partition in partitions:
-            if self._stranded is None or (topic, partition) in self._stranded:
+            if self._unlisted or (topic, partition) in self._stranded:
                 raise KafkaStorageError(
                     self.log_dirs[0],
                     f"cannot create a log for {topic}-{partition}: it may be in an offline log dir",
@@ -361,21 +384,24 @@ class LogManager:
 
     def online_logs(self) -> list[PartitionLog]:
         """The logs whose dir is online (what maintenance and the cleaner work on)."""
-        return [p for p in self._logs.values() if not self.failures.is_offline(p.directory.parent)]
+        offline = self.failures.offline_dirs()
+        if not offline:
+            return list(self._logs.values())
+        return [p for p in self._logs.values() if p.log_dir not in offline]
 
     def online_dirs(self) -> list[Path]:
         return [d for d in self.log_dirs if not self.failures.is_offline(d)]
 
     def logs_in(self, log_dir: Path) -> list[PartitionLog]:
         """The logs kept in ``log_dir`` (an offline dir's included)."""
-        return [p for p in self._logs.values() if p.directory.parent == log_dir]
+        return [p for p in self._logs.values() if p.log_dir == log_dir]
 
     def sizes_in(self, log_dir: Path) -> list[tuple[str, int, int]]:
         """``(topic, partition, bytes)`` of each log kept in ``log_dir`` (DescribeLogDirs)."""
         return [
             (log.topic, log.partition, log.size_bytes())
             for log in self._logs.values()
-            if log.directory.parent == log_dir
+            if log.log_dir == log_dir
         ]
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -444,9 +470,10 @@ class LogManager:
         recovery_points: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
         start_offsets: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
         high_watermarks: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
+        offline = self.failures.offline_dirs()
         for key, partition_log in self._logs.items():
-            log_dir = partition_log.directory.parent
-            if log_dir in recovery_points and not self.failures.is_offline(log_dir):
+            log_dir = partition_log.log_dir
+            if log_dir in recovery_points and log_dir not in offline:
                 recovery_points[log_dir][key] = partition_log.recovery_point
                 start_offsets[log_dir][key] = partition_log.log_start_offset
                 high_watermarks[log_dir][key] = partition_log.high_watermark
@@ -495,7 +522,7 @@ class LogManager:
         for partition_log, error in zip(logs, errors, strict=True):
             if isinstance(error, OSError) and is_log_dir_failure(error):
                 # That dir gets no clean-shutdown marker: the next open recovers it.
-                self.failures.mark_offline(partition_log.directory.parent, error)
+                self.failures.mark_offline(partition_log.log_dir, error)
             elif error is not None:
                 failures.append(error)
         if failures:

@@ -34,6 +34,7 @@ import logging
 import os
 import struct
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +43,7 @@ import crc32c
 from odradek.protocol.control import EndTxnMarker
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import BatchHeader
-from odradek.storage.fileio import write_file_atomically
+from odradek.storage.fileio import read_file, write_file_atomically
 from odradek.storage.formats import SNAPSHOT_SUFFIX, segment_file_name
 
 log = logging.getLogger(__name__)
@@ -111,10 +112,11 @@ def snapshot_path(directory: Path, offset: int) -> Path:
     return directory / segment_file_name(offset, SNAPSHOT_SUFFIX)
 
 
-def snapshot_offsets(directory: Path) -> list[int]:
-    """Offsets of the snapshot files in ``directory``, ascending."""
+def snapshot_offsets(directory: Path, names: Iterable[str] | None = None) -> list[int]:
+    """Offsets of the snapshot files in ``directory`` (among ``names``, its listing, if the
+    caller has it), ascending."""
     offsets = []
-    for name in os.listdir(directory):
+    for name in os.listdir(directory) if names is None else names:
         stem = name[: -len(SNAPSHOT_SUFFIX)]
         if name.endswith(SNAPSHOT_SUFFIX) and len(stem) == 20 and stem.isdigit():
             offsets.append(int(stem))
@@ -414,16 +416,19 @@ class ProducerStateManager:
             self._producers[pid] = producer
         self._ongoing = dict(sorted(self._ongoing.items()))
 
-    def load_latest_snapshot(self, at_most: int) -> int | None:
+    def load_latest_snapshot(self, at_most: int, *, offsets: list[int] | None = None) -> int | None:
         """Replace the state by the newest readable snapshot at or below ``at_most``, deleting
-        the unreadable ones met on the way; its offset, or None (state empty) if none."""
-        for offset in reversed(snapshot_offsets(self.directory)):
+        the unreadable ones met on the way; its offset, or None (state empty) if none.
+        ``offsets``: the snapshots' (:func:`snapshot_offsets`) if the caller has them."""
+        if offsets is None:
+            offsets = snapshot_offsets(self.directory)
+        for offset in reversed(offsets):
             if offset > at_most:
                 continue
             path = snapshot_path(self.directory, offset)
             self.reset()
             try:
-                self._read_snapshot(path.read_bytes())
+                self._read_snapshot(read_file(path))
             except (OSError, InvalidSnapshot, struct.error) as e:
                 log.warning("removing producer state snapshot %s: %s", path, e)
                 path.unlink(missing_ok=True)
@@ -432,7 +437,17 @@ class ProducerStateManager:
         self.reset()
         return None
 
-    def delete_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
-        for offset in snapshot_offsets(self.directory):
+    def delete_snapshots(
+        self,
+        *,
+        below: int | None = None,
+        above: int | None = None,
+        offsets: list[int] | None = None,
+    ) -> None:
+        """Delete the snapshots below ``below`` and above ``above`` (every one without either);
+        ``offsets``: the snapshots' (:func:`snapshot_offsets`) if the caller has them."""
+        if offsets is None:
+            offsets = snapshot_offsets(self.directory)
+        for offset in offsets:
             if (below is not None and offset < below) or (above is not None and offset > above):
                 snapshot_path(self.directory, offset).unlink(missing_ok=True)

@@ -127,9 +127,10 @@ def _file(directory: Path, base: int, suffix: str, extra: str = "") -> Path:
     return directory / (segment_file_name(base, suffix) + extra)
 
 
-def recover(directory: Path) -> None:
-    """Finish a committed swap, discard an uncommitted one (see the module doc)."""
-    names = sorted(os.listdir(directory))
+def recover(directory: Path, names: list[str] | None = None) -> bool:
+    """Finish a committed swap, discard an uncommitted one (see the module doc).  ``names``:
+    the directory's listing if the caller has it.  Returns whether any file changed."""
+    names = sorted(os.listdir(directory) if names is None else names)
     manifests = [n for n in names if n.endswith(SWAP_SUFFIX)]
     for name in manifests:
         path = directory / name
@@ -157,7 +158,10 @@ def recover(directory: Path) -> None:
                     os.replace(cleaned, _file(directory, new, suffix))
         fsync_directory(directory)
         path.unlink()
-    for name in os.listdir(directory):
+    changed = bool(manifests)
+    for name in os.listdir(directory) if manifests else names:
         if name.endswith(CLEANED_SUFFIX) or name.endswith(SWAP_SUFFIX + TEMP_SUFFIX):
             log.warning("removing %s, left by an unfinished cleaning pass", directory / name)
             (directory / name).unlink()
+            changed = True
+    return changed

@@ -21,6 +21,7 @@ import contextlib
 import errno
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 BALLAST = "torture-ballast"
@@ -107,6 +108,74 @@ class BoundedDisk:
     def is_mounted(self) -> bool:
         """Whether a filesystem is mounted at the path now (asks the kernel)."""
         return os.path.ismount(self.path)
+
+
+# The system calls by which a broker writes and flushes its files (segments by pwrite, checkpoints
+# and snapshots by write then fsync, indexes, truncation): a failing disk answers them EIO.  Not
+# write: the broker logs with it, and sockets take send.
+FAILING_CALLS = ("pwrite64", "pwritev", "pwritev2", "fsync", "fdatasync", "ftruncate", "fallocate")
+
+
+class DiskErrors:
+    """A disk that answers EIO to a process's writes and flushes, for as long as it is on:
+    ``strace`` attached to every thread of the process injects the error into those system
+    calls (which are then not made at all), as a disk failing under a filesystem would return
+    it; stopping detaches strace and the calls succeed again.  (The campaign's filesystems are
+    tmpfs, which cannot fail on demand, and a read-only remount is refused while the broker has
+    files open for writing.)  Needs ``strace`` and the right to trace the process (root)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._strace: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 10) -> None:
+        """Return once strace has attached to the process (it says so on stderr)."""
+        calls = ",".join(FAILING_CALLS)
+        self._strace = strace = subprocess.Popen(
+            [
+                "strace",
+                "-f",
+                "-o",
+                "/dev/null",
+                "-e",
+                f"trace={calls}",
+                "-e",
+                f"inject={calls}:error=EIO",
+                "-p",
+                str(self.pid),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        assert strace.stderr is not None
+        timer = threading.Timer(timeout_s, strace.kill)
+        timer.start()
+        try:
+            line = strace.stderr.readline()  # "strace: Process N attached ..." or an error
+        finally:
+            timer.cancel()
+        if b"attached" not in line:
+            self.stop()
+            raise DiskError(f"strace -p {self.pid}: {line.decode(errors='replace').strip()}")
+
+    def stop(self) -> str:
+        """Detach; what strace said if it ended before (it could not attach), else empty."""
+        strace, self._strace = self._strace, None
+        if strace is None:
+            return ""
+        ended = strace.poll() is not None
+        if not ended:
+            strace.terminate()  # strace detaches on SIGTERM, leaving the process running
+        try:
+            _, stderr = strace.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            strace.kill()
+            _, stderr = strace.communicate()
+        said = [
+            line for line in stderr.decode(errors="replace").splitlines() if "attach" not in line
+        ]
+        return "\n".join(said).strip() if ended else ""
 
 
 def remove_stale() -> list[Path]:

@@ -46,7 +46,7 @@ from odradek.storage.formats import RECOVERY_POINT_CHECKPOINT
 from odradek.torture import schedule
 from odradek.torture.checker import Summary, Violation, check, summarize
 from odradek.torture.clients import ClientsError, ClientsProcess
-from odradek.torture.disk import BoundedDisk, DiskError, remove_stale
+from odradek.torture.disk import BoundedDisk, DiskError, DiskErrors, remove_stale
 from odradek.torture.history import History, Nemesis, op_time
 from odradek.torture.network import Network, NetworkError
 from odradek.torture.workload import TOPICS
@@ -413,7 +413,10 @@ class Campaign:
         assert self.cluster is not None and self.zookeeper is not None
         kind, brokers = fault.kind, fault.brokers
         live = [b for b in brokers if self.cluster.is_running(b)]
-        if kind in (schedule.KILL, schedule.PAUSE, schedule.CORRUPT) and not live:
+        if (
+            kind in (schedule.KILL, schedule.PAUSE, schedule.CORRUPT, schedule.FAILING_DISK)
+            and not live
+        ):
             self.report.skipped.append(f"{fault.describe()}: broker not running")
             return
         detail = fault.describe()
@@ -423,6 +426,8 @@ class Campaign:
                 self._corrupt(fault)
             elif kind == schedule.FULL_DISK:
                 self._fill_disk(fault)
+            elif kind == schedule.FAILING_DISK:
+                self._fail_disk(fault)
             else:
                 self._fault(fault, detail)
         finally:
@@ -568,12 +573,16 @@ class Campaign:
             self._record("end", fault, note)
 
     def _fill_disk(self, fault: schedule.Fault) -> None:
-        """Fill the broker's log dir to ENOSPC for the fault's duration, then free it."""
+        """Fill the broker's log dir to ENOSPC for the fault's duration, then free it.  The
+        dir is the broker's only one: once an append fails there the broker halts, as Kafka
+        does with every log dir offline, and is started again once the disk has room."""
         assert self.cluster is not None
         broker = fault.brokers[0]
         disk = self.disks[broker]
         process = self.cluster.brokers[broker]
         seen = len(process.output)
+        # A halt is this fault's doing, not a death to report.
+        self.down.add(broker)
         ballast = disk.fill()
         detail = (
             f"{fault.describe()}: {ballast / 2**20:.1f} MiB of ballast, "
@@ -586,10 +595,51 @@ class Campaign:
             self._hold(fault.duration, tick=disk.fill)  # what the broker freed is taken again
         finally:
             disk.free()
+            self.down.discard(broker)
         said = errors_logged(process.output[seen:])
         self.report.notes.append(f"full-disk: broker {broker} logged {said}")
         self._record("end", fault, f"{fault.describe()}: ballast removed; broker logged {said}")
-        if any("is offline after an I/O error" in line for line in process.output[seen:]):
+        self._after_disk_fault(broker, seen)
+
+    def _fail_disk(self, fault: schedule.Fault) -> None:
+        """Answer EIO to the broker's writes and flushes for the fault's duration
+        (:class:`~odradek.torture.disk.DiskErrors`); as with a full disk, the broker halts once
+        its only log dir is offline, and is started again after."""
+        assert self.cluster is not None
+        broker = fault.brokers[0]
+        process = self.cluster.brokers[broker]
+        assert process.process is not None
+        seen = len(process.output)
+        errors = DiskErrors(process.process.pid)
+        self.down.add(broker)
+        errors.start()
+        self._record("start", fault, fault.describe())
+        self.report.injected[fault.kind] += 1
+        self.say(f"nemesis: {fault.describe()}")
+        try:
+            self._hold(fault.duration)
+        finally:
+            failed = errors.stop()
+            self.down.discard(broker)
+        if failed and process.process.poll() is None:  # strace could not attach
+            self.report.skipped.append(f"{fault.describe()}: strace: {failed}")
+        said = errors_logged(process.output[seen:])
+        self.report.notes.append(f"failing-disk: broker {broker} logged {said}")
+        self._record("end", fault, f"{fault.describe()}: disk healthy again; broker logged {said}")
+        self._after_disk_fault(broker, seen)
+
+    def _after_disk_fault(self, broker: int, seen: int) -> None:
+        """Start again a broker that a disk fault made halt or take its log dir offline."""
+        assert self.cluster is not None
+        process = self.cluster.brokers[broker]
+        assert process.process is not None
+        if process.process.poll() is not None:
+            halted = any("halting broker" in line for line in process.output[seen:])
+            if not halted:
+                return  # a death of its own: the watch reports it and starts it again
+            self.say(f"nemesis: broker {broker} halted with its log dir offline: restarting it")
+            self._restart(broker)
+        elif any("is offline after an I/O error" in line for line in process.output[seen:]):
             # Its log dir stays offline until a restart, as Kafka's does (KIP-112): what an
             # operator does once the disk has room again.
             self.say(f"nemesis: broker {broker} took its log dir offline: restarting it")

@@ -10,8 +10,6 @@ What a fault needs to know that only the running cluster can tell (which broker 
 partition, where in its segment a byte is flipped) is drawn here too, as numbers in [0, 1) that
 the runner maps onto what it finds (``pick``), so one seed gives one plan; what the cluster is
 doing at that moment still varies between runs.
-
-Not here: a failing (EIO) log dir, which a filesystem the runner can make does not give on demand.
 """
 
 from __future__ import annotations
@@ -30,6 +28,7 @@ LOSSY = "lossy"  # a broker's packets (in and out) dropped at random
 CORRUPT = "corrupt"  # kill -9 of a follower, one byte of its segment flipped, started again
 SLOW = "slow"  # every packet of a broker (in and out) held ``delay_ms`` before it goes on
 FULL_DISK = "full-disk"  # a broker's log dir filled to ENOSPC, freed after the duration
+FAILING_DISK = "failing-disk"  # a broker's writes and flushes answered EIO for the duration
 
 KINDS = (
     KILL,
@@ -42,6 +41,7 @@ KINDS = (
     CORRUPT,
     SLOW,
     FULL_DISK,
+    FAILING_DISK,
 )
 # What a campaign deals unless told otherwise.
 DEFAULT_KINDS = KINDS
@@ -103,7 +103,9 @@ def parse_kinds(text: str) -> tuple[str, ...]:
     return tuple(k for k in KINDS if k in chosen)
 
 
-def plan(seed: int, duration_s: float, brokers: int, kinds: Iterable[str] = KINDS) -> list[Fault]:
+def plan(
+    seed: int, duration_s: float, brokers: int, kinds: Iterable[str] = DEFAULT_KINDS
+) -> list[Fault]:
     """The faults of a campaign of ``duration_s`` seconds on brokers ``1..brokers``, of the
     ``kinds`` given (those that need a second broker are left out of a one-broker campaign)."""
     if brokers < 1:
