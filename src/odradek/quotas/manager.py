@@ -21,12 +21,11 @@ clock is injected; the broker's event loop only.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Protocol
 
 from odradek.clock import Clock
+from odradek.following import ChangeSource, StoreFollower
 from odradek.quotas.entities import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
@@ -39,27 +38,16 @@ from odradek.quotas.entities import (
 )
 from odradek.rate import WindowedRate
 
-log = logging.getLogger(__name__)
-
 _RESOLVED_MAX = 100_000
 
 # (user, client id) of the group a quota is measured for; "" where the quota does not tell.
 Group = tuple[str, str]
 
 
-class MetadataChangeLike(Protocol):
-    @property
-    def kind(self) -> str: ...
-
-
-class QuotaStore(Protocol):
+class QuotaStore(ChangeSource, Protocol):
     """What the quotas need of the metadata store (it sits above this package)."""
 
     async def quota_configs(self) -> dict[QuotaEntity, dict[str, str]]: ...
-
-    def add_listener(
-        self, loop: asyncio.AbstractEventLoop, listener: Callable[[MetadataChangeLike], None]
-    ) -> None: ...
 
 
 class ClientQuotaManager:
@@ -187,20 +175,7 @@ class ClientQuotas:
 
     async def follow(self, store: QuotaStore) -> None:
         """Load the store's quotas now, and again on each change (the event loop's task)."""
-        loop = asyncio.get_running_loop()
-        reloads: list[asyncio.Task[None]] = []
-
-        async def reload() -> None:
-            try:
-                self.update(await store.quota_configs())
-            except Exception as e:  # the next change tries again; the old quotas hold
-                log.warning("could not read the client quotas: %r", e)
-
-        def changed(change: MetadataChangeLike) -> None:
-            if change.kind == "client_quotas":
-                task = loop.create_task(reload())
-                reloads.append(task)
-                task.add_done_callback(reloads.remove)
-
-        store.add_listener(loop, changed)
-        await reload()
+        self._follower = StoreFollower(
+            store.quota_configs, self.update, {"client_quotas"}, "the client quotas"
+        )
+        await self._follower.follow(store)

@@ -15,13 +15,9 @@ Threads: the event loop's only (lookups during SASL steps, reloads as its tasks)
 
 from __future__ import annotations
 
-import asyncio
-import logging
-
-from odradek.cluster.metadata.store import MetadataChange, MetadataStore
+from odradek.cluster.metadata.store import MetadataStore
+from odradek.following import StoreFollower
 from odradek.security.scram import ScramCredential
-
-log = logging.getLogger(__name__)
 
 # The change kind the ZooKeeper engine reports for any /config/changes notification.
 _ENTITY_CONFIGS_CHANGED = "client_quotas"
@@ -32,9 +28,7 @@ class CredentialCache:
 
     def __init__(self) -> None:
         self._users: dict[str, dict[str, str]] = {}
-        self._reloads: set[asyncio.Task[None]] = set()
-        self._dirty = False
-        self._reloading = False
+        self._follower: StoreFollower[dict[str, dict[str, str]]] | None = None
 
     def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
         text = self._users.get(user, {}).get(mechanism)
@@ -42,37 +36,18 @@ class CredentialCache:
 
     async def follow(self, store: MetadataStore) -> None:
         """Read every user's credentials now, and again after each change notification."""
-        loop = asyncio.get_running_loop()
 
-        def changed(change: MetadataChange) -> None:
-            if change.kind == _ENTITY_CONFIGS_CHANGED:
-                task = loop.create_task(self._reload(store))
-                self._reloads.add(task)
-                task.add_done_callback(self._reloads.discard)
+        async def read() -> dict[str, dict[str, str]]:
+            return {name: await store.user_configs(name) for name in await store.user_names()}
 
-        store.add_listener(loop, changed)
-        await self._reload(store)
+        def apply(users: dict[str, dict[str, str]]) -> None:
+            self._users = users
 
-    async def _reload(self, store: MetadataStore) -> None:
-        # Notifications coming faster than a reload are folded into one more reload, so that
-        # the last read starts after the last notification.
-        self._dirty = True
-        if self._reloading:
-            return
-        self._reloading = True
-        try:
-            while self._dirty:
-                self._dirty = False
-                try:
-                    names = await store.user_names()
-                    users = {name: await store.user_configs(name) for name in names}
-                except Exception as e:  # the next notification tries again; the old ones hold
-                    log.warning("could not read the users' SCRAM credentials: %r", e)
-                    return
-                self._users = users
-        finally:
-            self._reloading = False
+        self._follower = StoreFollower(
+            read, apply, {_ENTITY_CONFIGS_CHANGED}, "the users' SCRAM credentials"
+        )
+        await self._follower.follow(store)
 
     def stop(self) -> None:
-        for task in self._reloads:
-            task.cancel()
+        if self._follower is not None:
+            self._follower.stop()

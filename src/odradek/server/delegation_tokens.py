@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
-from typing import Any
 
 from odradek.clock import Clock
-from odradek.cluster.metadata.store import MetadataChange, MetadataStore
+from odradek.cluster.metadata.store import MetadataStore
+from odradek.following import StoreFollower
 from odradek.protocol.errors import ErrorCode
 from odradek.security.delegation_tokens import (
     TokenChange,
@@ -40,9 +39,9 @@ class DelegationTokens:
         self.settings = settings
         self.state = TokenState(settings, clock)
         self._store = store
-        self._reloads: set[asyncio.Task[None]] = set()
-        self._dirty = False
-        self._reloading = False
+        self._follower = StoreFollower(
+            store.delegation_tokens, self._replace, {"delegation_tokens"}, "the delegation tokens"
+        )
 
     @property
     def enabled(self) -> bool:
@@ -50,34 +49,11 @@ class DelegationTokens:
 
     async def follow(self) -> None:
         """Read every token now, and again after each change notification."""
-        if not self.enabled:
-            return
-        loop = asyncio.get_running_loop()
+        if self.enabled:
+            await self._follower.follow(self._store)
 
-        def changed(change: MetadataChange) -> None:
-            if change.kind == "delegation_tokens":
-                self._spawn(self._reload())
-
-        self._store.add_listener(loop, changed)
-        await self._reload()
-
-    async def _reload(self) -> None:
-        # Notifications arriving during a read fold into one more read, started after them.
-        self._dirty = True
-        if self._reloading:
-            return
-        self._reloading = True
-        try:
-            while self._dirty:
-                self._dirty = False
-                try:
-                    tokens = await self._store.delegation_tokens()
-                except Exception as e:  # the next notification tries again; the copy holds
-                    log.warning("could not read the delegation tokens: %r", e)
-                    return
-                self.state.replace_all(tokens)
-        finally:
-            self._reloading = False
+    async def _replace(self, tokens: list[TokenInformation]) -> None:
+        self.state.replace_all(tokens)
         await self._derive()
 
     async def _derive(self) -> None:
@@ -86,11 +62,6 @@ class DelegationTokens:
             password = self.state.password_of(token_id)
             credential = await asyncio.to_thread(derive_credential, mechanism, password)
             self.state.add_credential(token_id, mechanism, credential)
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._reloads.add(task)
-        task.add_done_callback(self._reloads.discard)
 
     def login(self, token_id: str, mechanism: str) -> TokenLogin | None:
         return self.state.login(token_id, mechanism) if self.enabled else None
@@ -130,5 +101,4 @@ class DelegationTokens:
             self.state.forget(token_id)
 
     def stop(self) -> None:
-        for task in self._reloads:
-            task.cancel()
+        self._follower.stop()

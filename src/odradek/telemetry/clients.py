@@ -18,40 +18,28 @@ the broker's event loop only.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from odradek.clock import Clock
+from odradek.following import ChangeSource, StoreFollower
 from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode
 from odradek.telemetry.otlp import InvalidMetrics, Point, decode
 from odradek.telemetry.subscriptions import Assigned, Subscription, assign, wanted
-
-log = logging.getLogger(__name__)
 
 # The store's change kinds after which the subscriptions are read again: its own, and any
 # entity config change notification of ZooKeeper (which does not say which entity).
 _RELOAD_ON = frozenset({"client_metrics", "client_quotas"})
 
 
-class _Change(Protocol):
-    @property
-    def kind(self) -> str: ...
-
-
-class SubscriptionStore(Protocol):
+class SubscriptionStore(ChangeSource, Protocol):
     """What :meth:`ClientTelemetry.follow` needs of the metadata store."""
 
     async def client_metrics_configs(self) -> dict[str, dict[str, str]]: ...
-
-    def add_listener(
-        self, loop: asyncio.AbstractEventLoop, listener: Callable[[_Change], None]
-    ) -> None: ...
 
 
 ACCEPTED_COMPRESSION = (compression.ZSTD, compression.LZ4, compression.GZIP, compression.SNAPPY)
@@ -91,23 +79,13 @@ class ClientTelemetry:
 
     async def follow(self, store: SubscriptionStore) -> None:
         """Read the subscriptions now, and again after each change (the event loop's task)."""
-        loop = asyncio.get_running_loop()
-        reloads: set[asyncio.Task[None]] = set()
-
-        async def reload() -> None:
-            try:
-                self.update(await store.client_metrics_configs())
-            except Exception as e:  # the next change tries again; the old ones hold
-                log.warning("could not read the client metrics subscriptions: %r", e)
-
-        def changed(change: _Change) -> None:
-            if change.kind in _RELOAD_ON:
-                task = loop.create_task(reload())
-                reloads.add(task)
-                task.add_done_callback(reloads.discard)
-
-        store.add_listener(loop, changed)
-        await reload()
+        self._follower = StoreFollower(
+            store.client_metrics_configs,
+            self.update,
+            _RELOAD_ON,
+            "the client metrics subscriptions",
+        )
+        await self._follower.follow(store)
 
     def subscribe(
         self, instance_id: uuid.UUID | None, client: Mapping[str, str], principal: str

@@ -1,6 +1,6 @@
-"""The credential cache reads every user's credentials when it starts following a store, and
-again after each entity config change, folding changes that arrive during a read into one more
-read; a failed read keeps the credentials it had."""
+"""Following the metadata store, as the credential cache does it: every user's credentials read
+when it starts following, and again after each entity config change, changes that arrive during
+a read folded into one more read; a failed read keeps the credentials it had."""
 
 from __future__ import annotations
 
