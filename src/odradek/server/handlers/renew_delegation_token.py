@@ -7,27 +7,19 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from odradek.cluster.metadata.store import MetadataStoreError
-from odradek.protocol.errors import ErrorCode
-from odradek.server.authorize import token_requests_allowed
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
+from odradek.server.token_answers import changed_expiry
 
 _MS = datetime.timedelta(milliseconds=1)
 
 
 @handles(api_key=39, min_version=1, max_version=2)
 async def handle_renew_delegation_token(ctx: RequestContext, request: Any) -> Response:
-    tokens = ctx.services.tokens
-    if not token_requests_allowed(ctx):
-        code, expiry = ErrorCode.delegation_token_request_not_allowed, -1
-    elif tokens is None or not tokens.enabled:
-        code, expiry = ErrorCode.delegation_token_auth_disabled, -1
-    else:
-        try:
-            code, expiry = await tokens.renew(
-                ctx.session.principal, bytes(request.hmac), request.renew_period // _MS
-            )
-        except MetadataStoreError:
-            code, expiry = ErrorCode.unknown_server_error, -1
+    code, expiry = await changed_expiry(
+        ctx,
+        lambda tokens: tokens.renew(
+            ctx.session.principal, bytes(request.hmac), request.renew_period // _MS
+        ),
+    )
     return ctx.respond(throttle_time=0, error_code=code, expiry_timestamp=expiry)
