@@ -25,6 +25,9 @@ Routes (JSON in and out; errors are ``{"error": message}``)::
                                            topic (optional), dry_run (optional)}
     GET    /api/offsets                    a sample for the live rates: per topic the sum of
                                            its end offsets, per group of its committed ones
+    GET    /api/tables                     the Iceberg translation of the partitions the broker
+                                           serving the console leads (iceberg.mode): lag in
+                                           records and seconds; [] for ``odradek console``
 
 Threads: :meth:`ConsoleApi.handle` is called on the HTTP server's threads (one per request).
 The admin clients are asyncio clients: they live on an event loop of the console's own, in a
@@ -152,8 +155,11 @@ class ConsoleApi:
         timeout_s: float = 15.0,
         clock: Callable[[], float] = time.time,
         call_timeout_s: float = _CALL_TIMEOUT_S,
+        tables: Callable[[], list[dict[str, Any]]] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        # The hosting broker's table translation figures (not a Kafka API: the broker's own).
+        self._tables = tables
         # How long a request of the page waits for its answer from the console's loop.
         self.call_timeout_s = call_timeout_s
         self._security = security
@@ -283,6 +289,8 @@ class ConsoleApi:
                 routes[("POST",)] = lambda: self.reset_offsets(unquote(group), _json_body(body))
             case ["offsets"]:
                 routes[("GET",)] = self.offsets
+            case ["tables"]:
+                routes[("GET",)] = lambda: self._tables() if self._tables is not None else []
             case ["brokers", broker, "configs"]:
                 routes[("GET",)] = lambda: self.broker_configs(_int(broker, "broker id", 0))
             case _:

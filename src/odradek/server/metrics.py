@@ -88,13 +88,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.index import api_key_map, schema_name_map
 from kio.static.constants import EntityType
@@ -758,10 +759,15 @@ class MetricsServer:
 
     def start(self, host: str, port: int) -> tuple[str, int]:
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(BrokerCollector(self._broker, self._counters, asyncio.get_running_loop()))
+        collector = BrokerCollector(self._broker, self._counters, asyncio.get_running_loop())
+        registry.register(collector)
         config = self._broker.config
         if config.get("console.enabled"):
-            self.console = ConsoleApi(*console_client(config, self._broker.bound))
+
+            def tables() -> list[dict[str, Any]]:  # on the console's HTTP threads
+                return [dataclasses.asdict(f) for f in collector.snapshot().tables]
+
+            self.console = ConsoleApi(*console_client(config, self._broker.bound), tables=tables)
             self.console.start()
         allowed = config.get("console.allowed.hosts")
         self._server = HttpServer(

@@ -222,7 +222,8 @@ function createTopicForm() {
 }
 
 async function topicPage(name) {
-  const topic = await api("GET", `topics/${enc(name)}`);
+  const [topic, tables] = await Promise.all([api("GET", `topics/${enc(name)}`), api("GET", "tables")]);
+  const translated = tables.filter((t) => t.topic === name);
   const edit = (config) => {
     const value = h("input", { id: "config-value", value: config.value ?? "" });
     const form = h("form", { class: "inline", id: "edit-config" },
@@ -273,6 +274,13 @@ async function topicPage(name) {
         h("td", { class: p.isr.length < p.replicas.length ? "bad" : "" }, p.isr.join(", ")),
         num(p.start_offset), num(p.end_offset), num(bytes(p.size))))),
     deleteRecords,
+    ...(translated.length ? [
+      h("h3", null, "Iceberg table"),
+      table(["Partition", "Lag (records)", "Lag (seconds)", "Translated", "Dead letters", "Errors"],
+        translated.map((t) => h("tr", { "data-table-partition": t.partition },
+          num(t.partition), num(t.lag_records), num(t.lag_seconds.toFixed(1)), num(t.translated),
+          num(t.dead_letters), num(t.errors)))),
+    ] : []),
     h("h3", null, "Configs"),
     editor,
     topic.configs_error ? h("p", { class: "bad" }, topic.configs_error) : configsTable(topic.configs, edit),
