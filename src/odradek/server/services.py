@@ -22,6 +22,8 @@ from odradek.cluster.share.manager import SharePartitionManager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.share.persister import DefaultStatePersister
+from odradek.coordinator.share.runtime import ShareCoordinatorRuntime
 from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
@@ -73,6 +75,10 @@ class BrokerServices:
     # sessions (ShareFetch, ShareAcknowledge); None: share groups are not served.
     share_partitions: SharePartitionManager | None = None
     share_sessions: ShareSessionCache | None = None
+    # The share coordinator (``__share_group_state``: the share-partitions' persisted states)
+    # and the share-partitions' way to it, here or on another broker.
+    share_states: ShareCoordinatorRuntime | None = None
+    share_persister: DefaultStatePersister | None = None
 
 
 @dataclass(slots=True)

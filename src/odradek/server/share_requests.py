@@ -37,7 +37,7 @@ def ack_batches(partition: Any, renew_allowed: bool) -> list[AcknowledgementBatc
     return batches
 
 
-def acknowledge(
+async def acknowledge(
     ctx: RequestContext,
     manager: SharePartitionManager,
     group_id: str,
@@ -54,7 +54,7 @@ def acknowledge(
         return ErrorCode.invalid_request
     if not batches:
         return ErrorCode.none
-    return manager.acknowledge(group_id, member_id, name, index, batches)
+    return await manager.acknowledge(group_id, member_id, name, index, batches)
 
 
 def release(
