@@ -501,7 +501,10 @@ class SharePartitionManager:
                     answer.leader_id = partition.leader_id
                     answer.leader_epoch = partition.leader_epoch
                 if key in failed:
-                    answer.error = failed[key]
+                    if failed[key] != ErrorCode.coordinator_not_available:
+                        answer.error = failed[key]
+                    # Else nothing from it this time (its state is not readable yet): the
+                    # member's next fetch asks again.
                     continue
                 try:
                     share = self.share_partition(group_id, *key)

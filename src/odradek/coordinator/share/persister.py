@@ -6,7 +6,8 @@ opened when first needed, as the transaction coordinator's marker channel), with
 APIs (InitializeShareGroupState, ReadShareGroupState, WriteShareGroupState,
 DeleteShareGroupState, ReadShareGroupStateSummary).
 
-A coordinator that moved or is loading (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+The topic is created when first needed, as FindCoordinator creates it for clients. A coordinator
+that moved or is loading (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 COORDINATOR_LOAD_IN_PROGRESS, a connection lost) is asked again, after 50 ms doubling to 1 s, for
 up to 10 s; then the last error is the answer. Crash: nothing of its own. Runs on the broker's
 event loop.
@@ -28,7 +29,7 @@ from odradek.config import BrokerConfig
 from odradek.coordinator.share.coordinator import StateAnswer
 from odradek.coordinator.share.records import StateKey
 from odradek.coordinator.share.runtime import SHARE_STATE_TOPIC, ShareCoordinatorRuntime
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,16 @@ class DefaultStatePersister:
         deadline = loop.time() + _RETRY_FOR_S
         delay = _RETRY_FIRST_S
         while True:
+            try:
+                # Made on first need, as FindCoordinator makes it for clients.
+                await self.runtime.state_topic.ensure()
+            except KafkaError as e:
+                state = PersistedState(ErrorCode.coordinator_not_available, message=e.message)
+                if self._closing or loop.time() + delay > deadline:
+                    return state
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
+                continue
             endpoint = self._coordinator(key)
             state = _as_state(await local()) if endpoint is None else await remote()
             if state.error not in _RETRIABLE or self._closing or loop.time() + delay > deadline:
