@@ -25,6 +25,7 @@ load_handlers()
 TOPIC = "versions"
 TOPIC_CONFIG = 2  # DescribeConfigs' resource type of a topic
 
+
 def share_state(group: str, **partition: Any) -> dict[str, Any]:
     return {
         "group_id": group,
