@@ -109,8 +109,8 @@ def test_delete_writes_tombstones_and_a_refused_write_puts_the_state_back() -> N
     s.write(KEY, 0, 0, 12, [])
     (write,) = s.take_writes()
     write.failed(ErrorCode.not_enough_replicas)
-    state = s.read(KEY, 0).state
-    assert state is not None and state.start_offset == 10
+    state = s.summary(KEY).state
+    assert state is not None and (state.start_offset, state.leader_epoch) == (10, -1)
     assert s.delete(KEY).error == ErrorCode.none
     assert kinds(s) == [None, None]
     assert s.read(KEY, 0).state is None
@@ -135,3 +135,17 @@ def test_merge_keeps_the_newest_word_on_each_offset_and_nothing_below_the_start(
         StateBatch(5, 7, AVAILABLE, 1),
         StateBatch(8, 12, ACKNOWLEDGED, 0),
     )
+
+
+def test_a_read_from_a_new_leader_fences_the_one_it_replaced() -> None:
+    s = shard(ManualClock())
+    s.initialize(KEY, 0, 0)
+    s.write(KEY, 0, 1, 0, [StateBatch(0, 0, AVAILABLE, 1)])
+    s.take_writes()
+    read = s.read(KEY, 2)
+    assert read.error == ErrorCode.none
+    assert read.state is not None and read.state.leader_epoch == 2
+    assert kinds(s) == [UPDATE_KEY]
+    assert s.write(KEY, 0, 1, 1, []).error == ErrorCode.fenced_leader_epoch
+    assert s.read(KEY, 2).error == ErrorCode.none
+    assert kinds(s) == []  # the same leader epoch again: nothing to record

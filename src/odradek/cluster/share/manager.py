@@ -135,6 +135,7 @@ class SharePartitionManager:
         # Background writes: one task per share-partition, and whether it must write again.
         self._writers: dict[tuple[str, str, int], asyncio.Task[None]] = {}
         self._dirty: set[tuple[str, str, int]] = set()
+        self._write_locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         self._partition_of = partition_of
         self.clock = clock
         self.settings = settings
@@ -269,7 +270,18 @@ class SharePartitionManager:
         return ErrorCode.none
 
     async def _write(self, key: tuple[str, str, int]) -> ErrorCode:
-        """Write the share-partition's state now (NONE without a persister)."""
+        """Write the share-partition's state (NONE without a persister), after the writes of
+        it already under way: each write carries the whole state, so the last one must be the
+        newest, whatever retries the ones before it took."""
+        if self.persister is None:
+            return ErrorCode.none
+        lock = self._write_locks.get(key)
+        if lock is None:
+            lock = self._write_locks[key] = asyncio.Lock()
+        async with lock:
+            return await self._write_now(key)
+
+    async def _write_now(self, key: tuple[str, str, int]) -> ErrorCode:
         persister = self.persister
         share = self._shares.get(key)
         if persister is None or share is None:
@@ -321,6 +333,9 @@ class SharePartitionManager:
     def _forget(self, key: tuple[str, str, int]) -> None:
         self._shares.pop(key, None)
         self._epochs.pop(key, None)
+        lock = self._write_locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._write_locks[key]
 
     def existing(self, group_id: str) -> dict[TopicPartitionKey, SharePartition]:
         """The group's share-partitions made here so far."""

@@ -8,9 +8,10 @@ InitializeShareGroupState sets a share-partition's start offset in a new state e
 everything before forgotten); WriteShareGroupState merges the batches a partition leader sends
 over what is stored (an update record, or a whole snapshot every
 ``share.coordinator.snapshot.update.records.per.snapshot`` updates); ReadShareGroupState and
-ReadShareGroupStateSummary answer from the state; DeleteShareGroupState writes tombstones. A write
-or read from a leader epoch older than the stored one is FENCED_LEADER_EPOCH, one with an older
-state epoch FENCED_STATE_EPOCH — a deposed leader cannot overwrite its successor's progress.
+ReadShareGroupStateSummary answer from the state (a read from a newer leader epoch records it);
+DeleteShareGroupState writes tombstones. A write or read from a leader epoch older than the stored
+one is FENCED_LEADER_EPOCH, one with an older state epoch FENCED_STATE_EPOCH — a deposed leader
+cannot overwrite its successor's progress.
 
 The state follows each operation at once and is put back when the log refuses its record (the
 runtime's ``failed``). Loading replays a partition's snapshots, updates and tombstones. Time is
@@ -273,19 +274,35 @@ class ShareCoordinatorShard:
         return StateAnswer(ErrorCode.none, state)
 
     def read(self, key: StateKey, leader_epoch: int) -> StateAnswer:
-        """ReadShareGroupState: the state, unless ``leader_epoch`` is older than the stored one
-        (-1: not checked)."""
+        """ReadShareGroupState: the state, unless ``leader_epoch`` is older than the stored one.
+        A newer one is recorded (an update naming only it), so that the leader it replaced is
+        fenced from then on, as Kafka's ``readStateAndMaybeUpdateLeaderEpoch``."""
         served = self._served(key)
         if isinstance(served, ErrorCode):
             return StateAnswer(served)
-        current = served[1].get(key)
-        if current is not None and 0 <= leader_epoch < current.leader_epoch:
+        index, states = served
+        current = states.get(key)
+        if current is None:
+            return StateAnswer(ErrorCode.none)
+        if leader_epoch < current.leader_epoch:
             return StateAnswer(ErrorCode.fenced_leader_epoch, current)
+        if leader_epoch > current.leader_epoch:
+            update = ShareUpdate(current.snapshot_epoch, leader_epoch, NO_OFFSET, ())
+            states[key] = state = _updated(current, update)
+            self._append(
+                index,
+                ((encode_key(UPDATE_KEY, key), encode_update(update)),),
+                lambda: _put_back(states, key, current),
+            )
+            return StateAnswer(ErrorCode.none, state)
         return StateAnswer(ErrorCode.none, current)
 
     def summary(self, key: StateKey) -> StateAnswer:
-        """ReadShareGroupStateSummary: the state, unfenced."""
-        return self.read(key, -1)
+        """ReadShareGroupStateSummary: the state, unfenced and unchanged."""
+        served = self._served(key)
+        if isinstance(served, ErrorCode):
+            return StateAnswer(served)
+        return StateAnswer(ErrorCode.none, served[1].get(key))
 
     def delete(self, key: StateKey) -> StateAnswer:
         """DeleteShareGroupState: tombstones for the share-partition's records."""
