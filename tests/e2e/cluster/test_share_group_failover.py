@@ -5,7 +5,8 @@ Three brokers, a topic and ``__share_group_state`` with replication factor 3, a 
 (its acknowledgements answered, so written to the share coordinator), the partition's leader
 is killed; the new leader reads the share-partition's state from the share coordinator (which
 may itself have moved) and goes on from there. Nothing is lost, nothing accepted before the kill
-comes again, and no record is delivered more often than the delivery limit.
+comes again, no record is delivered more often than the delivery limit, and ``odradek groups
+describe`` shows the group's start offset from the share coordinator's state.
 
 The brokers are processes of their own (librdkafka's consumers must not share a process with
 the broker, see ``tests/e2e/groups_support.py``).
@@ -13,10 +14,12 @@ the broker, see ``tests/e2e/groups_support.py``).
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import (
     AdminClient,
@@ -26,6 +29,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from odradek.cli.main import main
 from odradek.testing import RunningCluster
 
 from .support import create_topic, leader_of
@@ -57,7 +61,9 @@ def earliest(bootstrap: str, group: str) -> None:
         future.result(timeout=TIMEOUT_S)
 
 
-def test_a_share_group_survives_the_loss_of_its_partition_leader(tmp_path: Path) -> None:
+def test_a_share_group_survives_the_loss_of_its_partition_leader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     settings = {"replica.lag.time.max.ms": "4000", "group.share.heartbeat.interval.ms": "500"}
     with RunningCluster(tmp_path, settings=settings) as cluster:
         bootstrap = cluster.bootstrap
@@ -93,6 +99,15 @@ def test_a_share_group_survives_the_loss_of_its_partition_leader(tmp_path: Path)
             consumer.commit_sync(TIMEOUT_S)
         finally:
             consumer.close()
+        # Where the group stands, as its coordinator tells it from the share coordinator's
+        # state, whichever broker leads the partition now.
+        capsys.readouterr()
+        args = ["groups", "describe", group, "--bootstrap-server", survivors, "--output", "json"]
+        assert main(args) == 0
+        (described,) = json.loads(capsys.readouterr().out)
+        assert [(o["partition"], o["current_offset"]) for o in described["offsets"]] == [
+            (0, RECORDS)
+        ]
     assert set(deliveries) == {str(i) for i in range(RECORDS)}, "records lost"
     again = {v for v in before if len(deliveries[v]) > 1}
     assert not again, f"accepted before the kill, delivered again: {sorted(again)}"
