@@ -15,7 +15,8 @@ cannot overwrite its successor's progress.
 
 The state follows each operation at once and is put back when the log refuses its record (the
 runtime's ``failed``). Loading replays a partition's snapshots, updates and tombstones. Time is
-the injected clock's (the snapshots' timestamps). Called on the broker's event loop only.
+the injected clock's (the snapshots' timestamps). Crash: nothing of its own; the state is the
+log's, replayed on the next load. Called on the broker's event loop only.
 """
 
 from __future__ import annotations
