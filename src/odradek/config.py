@@ -1151,6 +1151,48 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "to a consumer group (upgrade, bidirectional) or is refused (downgrade, disabled)",
             _one_of("bidirectional", "upgrade", "downgrade", "disabled"),
         ),
+        # The share coordinator's settings (odradek.coordinator.share.runtime).
+        ConfigDef(
+            "share.coordinator.state.topic.num.partitions",
+            ConfigType.INT,
+            "50",
+            "partitions of __share_group_state",
+            _at_least(1),
+            True,
+        ),
+        ConfigDef(
+            "share.coordinator.state.topic.replication.factor",
+            ConfigType.SHORT,
+            "3",
+            "replication factor of __share_group_state (fewer while fewer brokers are live)",
+            _at_least(1),
+            True,
+        ),
+        ConfigDef(
+            "share.coordinator.state.topic.min.isr",
+            ConfigType.SHORT,
+            "2",
+            "min.insync.replicas of __share_group_state (at most its replication factor)",
+            _at_least(1),
+            True,
+        ),
+        ConfigDef(
+            "share.coordinator.state.topic.segment.bytes",
+            ConfigType.INT,
+            "104857600",
+            "segment size of __share_group_state",
+            _at_least(1),
+            True,
+        ),
+        ConfigDef(
+            "share.coordinator.snapshot.update.records.per.snapshot",
+            ConfigType.INT,
+            "500",
+            "ShareUpdate records written for a share-partition before its state is written "
+            "whole again as a ShareSnapshot",
+            _at_least(0),
+            True,
+        ),
         # The transaction coordinator's settings (odradek.coordinator.transaction.runtime).
         ConfigDef(
             "transaction.state.log.num.partitions",
@@ -1439,6 +1481,8 @@ KAFKA_DIFFERENCES: dict[str, str] = {
     "refuses to create the topic until enough are).",
     "transaction.state.log.replication.factor": "Fewer replicas while fewer brokers are live "
     "(Kafka refuses to create the topic until enough are).",
+    "share.coordinator.state.topic.replication.factor": "Fewer replicas while fewer brokers "
+    "are live (Kafka refuses to create the topic until enough are).",
     "group.consumer.heartbeat.interval.ms": "While a group settles (a member is still to revoke "
     "or receive partitions) the broker asks for heartbeats every 200 ms instead, so a group "
     "is stable in well under a second.",

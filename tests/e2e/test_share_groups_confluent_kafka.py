@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +30,7 @@ from confluent_kafka.admin import (
 
 from odradek.cli.main import main
 from odradek.clock import ManualClock
-from odradek.testing import RunningBroker, running_broker
+from odradek.testing import BrokerProcess, RunningBroker, free_port, running_broker
 
 from .conftest import create_topics
 
@@ -347,3 +348,59 @@ def test_read_committed_delivers_no_aborted_or_open_transaction(
         consumer.close()
         producer.abort_transaction(TIMEOUT_S)
     assert seen == [b"committed-0", b"committed-1", b"committed-2"]
+
+
+def test_accepted_records_stay_done_across_a_broker_crash(
+    tmp_path: Path, topic_name: str, group: str
+) -> None:
+    """The share-partition's state is in ``__share_group_state``: after a kill -9 and a restart
+    the accepted records are not delivered again, the acquired but unacknowledged ones are."""
+    port = free_port()
+    args = ("-o", "group.share.heartbeat.interval.ms=200")
+    broker = BrokerProcess(tmp_path, *args, port=port).start()
+    try:
+        bootstrap = broker.bootstrap
+        create_topics(bootstrap, {topic_name: 1})
+        earliest(bootstrap, group)
+        produce(bootstrap, topic_name, 10, partitions=1)
+        first = share_consumer(bootstrap, group, topic_name)
+        accepted: set[str] = set()
+        try:
+            poll_until(
+                [first],
+                lambda: len(accepted) == 10,
+                lambda _, m: accepted.add((m.value() or b"").decode()),
+            )
+            first.commit_sync(TIMEOUT_S)  # implicit mode: what was delivered is accepted
+        finally:
+            first.close()
+        assert accepted == {str(i) for i in range(10)}
+        produce(bootstrap, topic_name, 10, partitions=1, start=10)
+        killed = subprocess.run(
+            [sys.executable, "-c", _KILLED_CONSUMER, bootstrap, group, topic_name],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=True,
+        )
+        held = set(killed.stdout.split())
+        assert held and held <= {str(i) for i in range(10, 20)}
+        broker.kill()
+        broker = BrokerProcess(tmp_path, *args, port=port).start()
+        after = share_consumer(bootstrap, group, topic_name)
+        seen: dict[str, int] = {}
+
+        def record(_: int, message: Message) -> None:
+            value = (message.value() or b"").decode()
+            assert value not in seen, f"{value} delivered twice"
+            seen[value] = message.delivery_count()
+
+        try:
+            poll_until([after], lambda: len(seen) >= 10, record)
+            after.commit_sync(TIMEOUT_S)
+            assert list(after.poll(1.0)) == []
+        finally:
+            after.close()
+        assert set(seen) == {str(i) for i in range(10, 20)}
+    finally:
+        broker.kill()

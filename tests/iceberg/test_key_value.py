@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -101,6 +103,13 @@ def test_every_record_is_a_row_once(tmp_path: Path) -> None:
             return lags == [0, 0, 0] and done == RECORDS
 
         wait_until(translated, what="no lag on /metrics")
+        # The console's topic page shows the same figures (GET /api/tables).
+        with urllib.request.urlopen(f"http://{metrics}/api/tables", timeout=10) as answer:
+            tables = json.loads(answer.read())
+        rows = {t["partition"]: t for t in tables if t["topic"] == "events"}
+        assert sorted(rows) == list(range(PARTITIONS))
+        assert all(t["lag_records"] == 0 for t in rows.values())
+        assert sum(t["translated"] for t in rows.values()) == RECORDS
     finally:
         broker.terminate()
 

@@ -25,6 +25,14 @@ load_handlers()
 TOPIC = "versions"
 TOPIC_CONFIG = 2  # DescribeConfigs' resource type of a topic
 
+
+def share_state(group: str, **partition: Any) -> dict[str, Any]:
+    return {
+        "group_id": group,
+        "topics": [{"topic_id": uuid.UUID(int=1), "partitions": [{"partition": 0, **partition}]}],
+    }
+
+
 # A minimal valid request of each API, as fields of every version at once (``build`` keeps the
 # ones a version has). Called with a fresh name for requests that change something.
 REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
@@ -141,6 +149,14 @@ REQUESTS: dict[int, Callable[[str], dict[str, Any]]] = {
     60: lambda _: {},
     65: lambda name: {"transactional_ids": []},
     66: lambda _: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
+    # The share state APIs, a broker's requests to the share coordinator (any topic id will do).
+    83: lambda name: share_state(name, state_epoch=0, start_offset=0),
+    84: lambda name: share_state(name, leader_epoch=0),
+    85: lambda name: share_state(
+        name, state_epoch=0, leader_epoch=0, start_offset=0, state_batches=[]
+    ),
+    86: lambda name: share_state(name),
+    87: lambda name: share_state(name, leader_epoch=0),
     # A marker for a producer with no transaction in the partition: Kafka appends it anyway.
     27: lambda _: {
         "markers": [

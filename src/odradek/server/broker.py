@@ -23,6 +23,7 @@ from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.share.runtime import ShareCoordinatorRuntime
 from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
@@ -105,6 +106,7 @@ class Broker:
         self._producer_ids: ProducerIdManager | None = None
         self._groups: GroupCoordinatorRuntime | None = None
         self._txns: TransactionCoordinatorRuntime | None = None
+        self._share_states: ShareCoordinatorRuntime | None = None
         # Counted only while metrics are served (metrics.listener).
         self.counters = BrokerCounters() if config.metrics_listener is not None else None
         self.metrics: MetricsServer | None = None
@@ -256,6 +258,11 @@ class Broker:
         self._txns.start()
         if self.node is not None:
             self._txns.follow(self.node.replicas.leadership_listeners)
+        self._share_states = self._services.share_states
+        if self._share_states is not None:
+            self._share_states.start()
+            if self.node is not None:
+                self._share_states.follow(self.node.replicas.leadership_listeners)
         self._start_metrics()
         for listener, server in zip(listeners, self._servers, strict=True):
             services = self._services
@@ -542,6 +549,8 @@ class Broker:
             self._groups.tick()
         if self._txns is not None:
             self._txns.tick()
+        if self._share_states is not None:
+            self._share_states.tick()
         if self.clock.monotonic_ms() >= self._next_retention_ms:
             self._next_retention_ms = self.clock.monotonic_ms() + self.config.get_int(
                 "log.retention.check.interval.ms"
@@ -608,6 +617,17 @@ class Broker:
         with contextlib.suppress(asyncio.CancelledError):
             await self._server.serve_forever()
 
+    async def _stop_shares(self, services: BrokerServices) -> None:
+        """The share-partitions' background writes, then the persister's connections."""
+        if services.share_partitions is not None:
+            await stop_step(
+                "share-partitions", services.share_partitions.close(), _STOP_STEP_TIMEOUT_S
+            )
+        if services.share_persister is not None:
+            await stop_step(
+                "share state persister", services.share_persister.close(), _STOP_STEP_TIMEOUT_S
+            )
+
     async def stop(self) -> None:
         """Stop listening, end connections, flush and checkpoint: a clean shutdown. In a
         cluster, first the controlled shutdown: the controller moves this broker's leaderships
@@ -632,6 +652,11 @@ class Broker:
         if self._txns is not None:
             await stop_step("transaction coordinator", self._txns.stop(), _STOP_STEP_TIMEOUT_S)
             self._txns = None
+        if self._services is not None:
+            await self._stop_shares(self._services)
+        if self._share_states is not None:
+            await stop_step("share coordinator", self._share_states.stop(), _STOP_STEP_TIMEOUT_S)
+            self._share_states = None
         for task in list(self._connections):
             task.cancel()
         if self._connections:

@@ -41,6 +41,8 @@ from odradek.cluster.share.manager import SharePartitionManager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.group.runtime import GroupCoordinatorRuntime, share_settings
+from odradek.coordinator.share.persister import DefaultStatePersister
+from odradek.coordinator.share.runtime import ShareCoordinatorRuntime
 from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
@@ -108,7 +110,7 @@ def build_services(
     quotas: ClientQuotas | None = None,
     tokens: DelegationTokens | None = None,
 ) -> BrokerServices:
-    """The rest, on ``cluster``: the transaction coordinator (not loaded), and, unless a
+    """The rest, on ``cluster``: the transaction and share coordinators (not loaded), and, unless a
     cluster's ``replicas`` are given, the replica manager of a broker that leads alone."""
     config, clock, topics = parts.config, parts.clock, parts.topics
     transactions = TransactionCoordinatorRuntime(
@@ -124,8 +126,18 @@ def build_services(
             clock,
             parts.purgatory,
         )
+    share_states = ShareCoordinatorRuntime(config, topics, clock, parts.purgatory.replicated)
+    topics.deletion_listeners.append(share_states.on_topic_deleted)
+    # A lone broker is its own share coordinator: no channel to others.
+    persister = DefaultStatePersister(share_states, config, None if topics.leads_alone else cluster)
     shares = SharePartitionManager(
-        replicas, topics.partition, clock, share_settings(config), parts.groups.share_group_config
+        replicas,
+        topics.partition,
+        clock,
+        share_settings(config),
+        parts.groups.share_group_config,
+        persister=persister,
+        topic_id_of=lambda name: getattr(topics.topic(name), "topic_id", None),
     )
     topics.deletion_listeners.append(shares.forget_topic)
     return BrokerServices(
@@ -150,6 +162,8 @@ def build_services(
         quotas=quotas,
         telemetry=ClientTelemetry(clock, max_bytes=config.get_int("telemetry.max.bytes")),
         share_partitions=shares,
+        share_states=share_states,
+        share_persister=persister,
         share_sessions=ShareSessionCache(
             clock,
             config.get_int("group.share.max.share.sessions"),

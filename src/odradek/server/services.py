@@ -22,6 +22,8 @@ from odradek.cluster.share.manager import SharePartitionManager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
+from odradek.coordinator.share.persister import DefaultStatePersister
+from odradek.coordinator.share.runtime import ShareCoordinatorRuntime
 from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
@@ -77,6 +79,10 @@ class BrokerServices:
     # Delegation tokens (KIP-48); None: Create/Renew/Expire/DescribeDelegationToken answer
     # DELEGATION_TOKEN_AUTH_DISABLED.
     tokens: DelegationTokens | None = None
+    # The share coordinator (``__share_group_state``: the share-partitions' persisted states)
+    # and the share-partitions' way to it, here or on another broker.
+    share_states: ShareCoordinatorRuntime | None = None
+    share_persister: DefaultStatePersister | None = None
 
 
 @dataclass(slots=True)

@@ -1,20 +1,24 @@
 """What the share group handlers have in common: topic ids to names, acknowledgement batches to
 value objects, each partition's acknowledgements applied, a closed session's records released
 (ShareFetch, ShareAcknowledge); the group as its coordinator sees it (the share group offsets
-APIs)."""
+APIs); each partition of a share state request answered by the share coordinator (83-87)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from odradek.cluster.share.manager import SharePartitionManager
 from odradek.cluster.share.share_partition import AcknowledgementBatch, AcknowledgeType
 from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.coordinator.group.share_group import ShareGroupDescription
+from odradek.coordinator.share.coordinator import StateAnswer
+from odradek.coordinator.share.records import StateKey
+from odradek.coordinator.share.runtime import ShareCoordinatorRuntime
 from odradek.protocol.errors import ErrorCode
-from odradek.server.authorize import GROUP, Op, permits
+from odradek.server.authorize import GROUP, Op, permits, permits_cluster
 from odradek.server.context import RequestContext
 from odradek.server.share_sessions import SharePartitionKey, ShareSession
 
@@ -37,7 +41,7 @@ def ack_batches(partition: Any, renew_allowed: bool) -> list[AcknowledgementBatc
     return batches
 
 
-def acknowledge(
+async def acknowledge(
     ctx: RequestContext,
     manager: SharePartitionManager,
     group_id: str,
@@ -54,7 +58,7 @@ def acknowledge(
         return ErrorCode.invalid_request
     if not batches:
         return ErrorCode.none
-    return manager.acknowledge(group_id, member_id, name, index, batches)
+    return await manager.acknowledge(group_id, member_id, name, index, batches)
 
 
 def release(
@@ -112,3 +116,68 @@ def empty_group_error(described: ShareGroupDescription) -> tuple[ErrorCode, str 
     if described.members:
         return ErrorCode.non_empty_group, "The group has active members."
     return ErrorCode.none, None
+
+
+# -- the share state APIs (83-87): a partition leader's requests to the share coordinator ------
+
+ShareStateAnswer = dict[str, Any]
+
+
+async def share_state_results(
+    ctx: RequestContext,
+    request: Any,
+    one: Callable[[ShareCoordinatorRuntime, StateKey, Any], Awaitable[ShareStateAnswer]],
+) -> list[dict[str, Any]]:
+    """Each partition of a share state request answered by ``one`` (all at once), as the
+    response's ``results``; CLUSTER_AUTHORIZATION_FAILED for all when the caller may not
+    (these are a broker's requests, Kafka's CLUSTER_ACTION), COORDINATOR_NOT_AVAILABLE when
+    there is no share coordinator here."""
+    runtime = ctx.services.share_states
+    allowed = permits_cluster(ctx, Op.CLUSTER_ACTION)
+    keys = [
+        (topic.topic_id, StateKey(request.group_id, topic.topic_id, int(p.partition)), p)
+        for topic in request.topics
+        for p in topic.partitions
+    ]
+
+    async def answer(key: StateKey, data: Any) -> ShareStateAnswer:
+        if not allowed:
+            return {"error_code": ErrorCode.cluster_authorization_failed}
+        if runtime is None:
+            return {"error_code": ErrorCode.coordinator_not_available}
+        if not request.group_id:
+            return {"error_code": ErrorCode.invalid_request, "error_message": "no group id"}
+        return await one(runtime, key, data)
+
+    answers = await asyncio.gather(*(answer(key, data) for _, key, data in keys))
+    by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    for (topic_id, key, _), fields in zip(keys, answers, strict=True):
+        by_topic.setdefault(topic_id, []).append({"partition": key.partition, **fields})
+    return [{"topic_id": t, "partitions": p} for t, p in by_topic.items()]
+
+
+def state_fields(answer: StateAnswer, *, batches: bool, leader_epoch: bool) -> ShareStateAnswer:
+    """A share coordinator's answer as a read's partition result (no state: start offset
+    -1, state epoch 0, as Kafka answers for a share-partition never initialized)."""
+    state = answer.state
+    fields: ShareStateAnswer = {
+        "error_code": answer.error,
+        "error_message": answer.message,
+        "state_epoch": state.state_epoch if state is not None else 0,
+        "start_offset": state.start_offset if state is not None else -1,
+    }
+    if answer.error != ErrorCode.none:
+        fields["state_epoch"], fields["start_offset"] = 0, -1
+    if leader_epoch:
+        fields["leader_epoch"] = state.leader_epoch if state is not None else -1
+    if batches:
+        fields["state_batches"] = [
+            {
+                "first_offset": b.first_offset,
+                "last_offset": b.last_offset,
+                "delivery_state": b.delivery_state,
+                "delivery_count": b.delivery_count,
+            }
+            for b in (state.batches if state is not None and not answer.error else ())
+        ]
+    return fields

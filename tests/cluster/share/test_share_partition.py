@@ -3,6 +3,7 @@ acknowledgements, delivery counts and the in-flight limit."""
 
 from __future__ import annotations
 
+from odradek.cluster.share.persister import ACKNOWLEDGED, AVAILABLE, StateBatch
 from odradek.cluster.share.share_partition import (
     AcknowledgementBatch,
     AcknowledgeType,
@@ -189,3 +190,34 @@ def test_an_acknowledgement_beyond_what_is_in_flight_is_refused_at_once() -> Non
     assert sp.acknowledge("a", huge, 0, LOCK_MS) == ErrorCode.invalid_record_state
     assert sp.acknowledge("a", ack(-5, 1, ACCEPT), 0, LOCK_MS) == ErrorCode.invalid_record_state
     assert sp.in_flight == 2
+
+
+def test_what_is_persisted_restores_the_same_share_partition() -> None:
+    sp = share(limit=3)
+    sp.acquire("a", log_of(8), 100, 0, LOCK_MS)
+    sp.acknowledge("a", ack(0, 1, ACCEPT) + ack(3, 3, REJECT) + ack(4, 4, RELEASE), 0, LOCK_MS)
+    batches = sp.state_batches()
+    assert batches == [
+        StateBatch(2, 2, AVAILABLE, 1),  # still acquired: persisted AVAILABLE, its count
+        StateBatch(3, 3, ACKNOWLEDGED, 0),
+        StateBatch(4, 7, AVAILABLE, 1),
+    ]
+    back = SharePartition.restore(
+        sp.start_offset, batches, state_epoch=2, delivery_count_limit=3, max_record_locks=100
+    )
+    assert (back.start_offset, back.end_offset, back.state_epoch) == (2, 8, 2)
+    assert back.state_of(3) is None
+    got = back.acquire("b", log_of(10), 100, 0, LOCK_MS)
+    assert got == [AcquiredRange(2, 2, 2), AcquiredRange(4, 7, 2), AcquiredRange(8, 9, 1)]
+
+
+def test_a_restored_record_delivered_as_often_as_allowed_is_archived_not_sent() -> None:
+    back = SharePartition.restore(
+        5,
+        [StateBatch(5, 5, AVAILABLE, 3), StateBatch(6, 6, AVAILABLE, 1)],
+        state_epoch=0,
+        delivery_count_limit=3,
+        max_record_locks=100,
+    )
+    assert back.acquire("a", log_of(7), 100, 0, LOCK_MS) == [AcquiredRange(6, 6, 2)]
+    assert back.start_offset == 6

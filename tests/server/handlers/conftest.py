@@ -50,6 +50,8 @@ def services(tmp_path: Path, clock: ManualClock) -> Iterator[BrokerServices]:
     parts.groups.load()  # no timer task: tests move the clock and tick
     services = build_services(parts, lone_cluster_view(parts, ENDPOINT))
     services.transactions.load()  # no timer task and no markers sent: tests call the coordinator
+    if services.share_states is not None:
+        services.share_states.load()
     yield services
     groups = parts.groups
     groups.shard.shutdown()

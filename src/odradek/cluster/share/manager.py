@@ -12,10 +12,22 @@ share-partition starts, the first time a group fetches it here, at the log start
 (``share.auto.offset.reset=earliest``) or the high watermark (``latest``, the default), as the
 group's configs say.
 
-Crash: the share-partitions are in memory only; a new leader, or this broker after a restart,
-starts each group again from ``share.auto.offset.reset``. Everything runs on the broker's event
-loop (reading a fetched slice's bytes to find its batches' offsets included, as the small reads of
-the coordinators' loads).
+Persistence (with a :class:`~odradek.cluster.share.persister.StatePersister`, Kafka's
+``Persister``): a share-partition is read from the share coordinator the first time it is used in a
+leader epoch (a ShareFetch or ShareAcknowledge waits for that read, never the event loop), and made
+from ``share.auto.offset.reset`` and initialized there when nothing is stored yet. An
+acknowledgement is written (WriteShareGroupState: the start offset and the state of every offset
+in flight) before its answer leaves; records released by an expired lock or a closed session are
+written in the background, one write at a time per share-partition. A write refused as fenced (a
+newer leader or state epoch wrote since) drops the share-partition here: the next use reads it
+again.
+
+Crash: what was acknowledged is in ``__share_group_state``; a new leader, or this broker after a
+restart, starts from there (records acquired and not yet acknowledged are delivered again; their
+delivery counts are those last written). Without a persister the share-partitions are in memory
+only and start again from ``share.auto.offset.reset``. Everything runs on the broker's event loop
+(reading a fetched slice's bytes to find its batches' offsets included, as the small reads of the
+coordinators' loads).
 """
 
 from __future__ import annotations
@@ -23,15 +35,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from odradek.clock import Clock
 from odradek.cluster.replication.delayed import FetchParams, FetchResult
 from odradek.cluster.replication.partition import FetchIsolation, Partition, RecordSlice
 from odradek.cluster.replication.replica_manager import ReplicaManager
+from odradek.cluster.share.persister import PersistedState, StatePersister
 from odradek.cluster.share.share_partition import (
     AcknowledgementBatch,
+    AcknowledgeType,
     AcquiredRange,
     FetchedBatch,
     SharePartition,
@@ -109,8 +124,18 @@ class SharePartitionManager:
         clock: Clock,
         settings: ShareSettings,
         group_config: Callable[[str], GroupShareConfig] = lambda _: GroupShareConfig(),
+        persister: StatePersister | None = None,
+        topic_id_of: Callable[[str], uuid.UUID | None] = lambda _: None,
     ) -> None:
         self.replicas = replicas
+        self.persister = persister
+        self._topic_id_of = topic_id_of
+        # Reads of persisted state under way, one per share-partition.
+        self._loads: dict[tuple[str, str, int], asyncio.Future[ErrorCode]] = {}
+        # Background writes: one task per share-partition, and whether it must write again.
+        self._writers: dict[tuple[str, str, int], asyncio.Task[None]] = {}
+        self._dirty: set[tuple[str, str, int]] = set()
+        self._write_locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         self._partition_of = partition_of
         self.clock = clock
         self.settings = settings
@@ -141,15 +166,13 @@ class SharePartitionManager:
         if share is not None and self._epochs.get(key) == partition.leader_epoch:
             if share.start_offset < partition.log.log_start_offset:
                 share.reset(partition.log.log_start_offset)  # retention passed the group
+                self._write_later(key)
             return share
-        config = self.group_config(group_id)
-        start = (
-            partition.log.log_start_offset
-            if config.auto_offset_reset == EARLIEST
-            else partition.high_watermark
-        )
+        if self.persister is not None:
+            # Not read from the share coordinator yet in this leader epoch (see prepare).
+            raise KafkaError(ErrorCode.coordinator_load_in_progress)
         share = SharePartition(
-            start,
+            self._reset_offset(group_id, partition),
             delivery_count_limit=self.settings.delivery_count_limit,
             max_record_locks=self.settings.partition_max_record_locks,
         )
@@ -157,58 +180,255 @@ class SharePartitionManager:
         self._epochs[key] = partition.leader_epoch
         return share
 
+    def _reset_offset(self, group_id: str, partition: Partition) -> int:
+        if self.group_config(group_id).auto_offset_reset == EARLIEST:
+            return partition.log.log_start_offset
+        return partition.high_watermark
+
+    # -- persisted state -----------------------------------------------------------------------
+
+    async def prepare(
+        self, group_id: str, keys: Sequence[TopicPartitionKey]
+    ) -> dict[TopicPartitionKey, ErrorCode]:
+        """Read from the share coordinator each of the group's share-partitions of ``keys``
+        not read yet in its partition's leader epoch; the error of each that could not be
+        (nothing without a persister)."""
+        if self.persister is None:
+            return {}
+        waits: dict[TopicPartitionKey, asyncio.Future[ErrorCode]] = {}
+        for topic, index in keys:
+            key = (group_id, topic, index)
+            partition = self._partition_of(topic, index)
+            if partition is None or not partition.is_leader:
+                continue
+            if key in self._shares and self._epochs.get(key) == partition.leader_epoch:
+                continue
+            load = self._loads.get(key)
+            if load is None:
+                load = asyncio.ensure_future(self._load(key, partition))
+                self._loads[key] = load
+                load.add_done_callback(self._load_done(key))
+            waits[(topic, index)] = load
+        failed: dict[TopicPartitionKey, ErrorCode] = {}
+        for tp, load in waits.items():
+            error = await asyncio.shield(load)
+            if error != ErrorCode.none:
+                failed[tp] = error
+        return failed
+
+    def _load_done(self, key: tuple[str, str, int]) -> Callable[[asyncio.Future[ErrorCode]], None]:
+        def done(_: asyncio.Future[ErrorCode]) -> None:
+            self._loads.pop(key, None)
+
+        return done
+
+    async def _load(self, key: tuple[str, str, int], partition: Partition) -> ErrorCode:
+        persister = self.persister
+        assert persister is not None
+        group_id, topic, index = key
+        topic_id = self._topic_id_of(topic)
+        if topic_id is None:
+            return ErrorCode.unknown_topic_or_partition
+        epoch = partition.leader_epoch
+        state = await persister.read(group_id, topic_id, index, epoch)
+        if state.error != ErrorCode.none:
+            log.info(
+                "reading the state of share group %s on %s-%d: %s",
+                group_id,
+                topic,
+                index,
+                state.error.name,
+            )
+            return _load_error(state.error)
+        if not partition.is_leader or partition.leader_epoch != epoch:
+            return ErrorCode.not_leader_or_follower
+        log_start = partition.log.log_start_offset
+        if state.start_offset < 0:
+            share = SharePartition(
+                self._reset_offset(group_id, partition),
+                delivery_count_limit=self.settings.delivery_count_limit,
+                max_record_locks=self.settings.partition_max_record_locks,
+            )
+            share.state_epoch = max(state.state_epoch, 0)
+            error = await persister.initialize(
+                group_id, topic_id, index, share.state_epoch, share.start_offset
+            )
+            if error != ErrorCode.none:
+                return _load_error(error)
+            if not partition.is_leader or partition.leader_epoch != epoch:
+                return ErrorCode.not_leader_or_follower
+        else:
+            share = SharePartition.restore(
+                max(state.start_offset, log_start),
+                state.batches,
+                state_epoch=state.state_epoch,
+                delivery_count_limit=self.settings.delivery_count_limit,
+                max_record_locks=self.settings.partition_max_record_locks,
+            )
+        self._shares[key] = share
+        self._epochs[key] = epoch
+        return ErrorCode.none
+
+    async def _write(self, key: tuple[str, str, int]) -> ErrorCode:
+        """Write the share-partition's state (NONE without a persister), after the writes of
+        it already under way: each write carries the whole state, so the last one must be the
+        newest, whatever retries the ones before it took."""
+        if self.persister is None:
+            return ErrorCode.none
+        lock = self._write_locks.get(key)
+        if lock is None:
+            lock = self._write_locks[key] = asyncio.Lock()
+        async with lock:
+            return await self._write_now(key)
+
+    async def _write_now(self, key: tuple[str, str, int]) -> ErrorCode:
+        persister = self.persister
+        share = self._shares.get(key)
+        if persister is None or share is None:
+            return ErrorCode.none
+        group_id, topic, index = key
+        topic_id = self._topic_id_of(topic)
+        if topic_id is None:
+            return ErrorCode.unknown_topic_or_partition
+        error = await persister.write(
+            group_id,
+            topic_id,
+            index,
+            share.state_epoch,
+            self._epochs.get(key, -1),
+            share.start_offset,
+            share.state_batches(),
+        )
+        fenced = error in (ErrorCode.fenced_leader_epoch, ErrorCode.fenced_state_epoch)
+        if fenced and self._shares.get(key) is share:
+            # Someone newer wrote: what is here is stale, read it again on the next use.
+            self._forget(key)
+        return error
+
+    def _write_later(self, key: tuple[str, str, int]) -> None:
+        """Write the share-partition's state in the background (released records)."""
+        if self.persister is None:
+            return
+        self._dirty.add(key)
+        if key in self._writers:
+            return
+        task = asyncio.ensure_future(self._write_while_dirty(key))
+        self._writers[key] = task
+        task.add_done_callback(lambda _: self._writers.pop(key, None))
+
+    async def _write_while_dirty(self, key: tuple[str, str, int]) -> None:
+        while key in self._dirty:
+            self._dirty.discard(key)
+            error = await self._write(key)
+            if error != ErrorCode.none:
+                log.info("writing the state of share group %s on %s-%d: %s", *key, error.name)
+
+    async def close(self) -> None:
+        """Stop the background writes."""
+        tasks = list(self._writers.values()) + list(self._loads.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _forget(self, key: tuple[str, str, int]) -> None:
+        self._shares.pop(key, None)
+        self._epochs.pop(key, None)
+        lock = self._write_locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._write_locks[key]
+
     def existing(self, group_id: str) -> dict[TopicPartitionKey, SharePartition]:
         """The group's share-partitions made here so far."""
         return {(t, p): s for (g, t, p), s in self._shares.items() if g == group_id}
 
-    def offsets(
-        self, group_id: str, keys: Sequence[TopicPartitionKey] | None
+    async def offsets(
+        self, group_id: str, keys: Sequence[TopicPartitionKey]
     ) -> dict[TopicPartitionKey, tuple[int, int, int]]:
-        """The group's start offset, leader epoch and lag for each of ``keys`` (None: every
-        share-partition of the group here) that has a share-partition on a partition led
-        here."""
+        """The group's start offset, leader epoch and lag for each of ``keys`` that has a
+        state: its share-partition when the partition is led here, else what the share
+        coordinator has (the lag then only when the partition is led here, else -1)."""
         found: dict[TopicPartitionKey, tuple[int, int, int]] = {}
-        wanted = self.existing(group_id) if keys is None else keys
-        for topic, index in wanted:
+        asked: list[tuple[TopicPartitionKey, Awaitable[PersistedState]]] = []
+        for topic, index in keys:
             share = self._shares.get((group_id, topic, index))
             partition = self._partition_of(topic, index)
-            if share is None or partition is None or not partition.is_leader:
+            if share is not None and partition is not None and partition.is_leader:
+                found[(topic, index)] = (
+                    share.start_offset,
+                    partition.leader_epoch,
+                    share.lag(partition.high_watermark),
+                )
                 continue
-            found[(topic, index)] = (
-                share.start_offset,
-                partition.leader_epoch,
-                share.lag(partition.high_watermark),
-            )
+            topic_id = self._topic_id_of(topic)
+            if self.persister is not None and topic_id is not None:
+                asked.append(((topic, index), self.persister.summary(group_id, topic_id, index)))
+        states = await asyncio.gather(*(summary for _, summary in asked))
+        for (tp, _), state in zip(asked, states, strict=True):
+            if state.error != ErrorCode.none or state.start_offset < 0:
+                continue
+            partition = self._partition_of(*tp)
+            lag = -1
+            if partition is not None and partition.is_leader:
+                lag = max(partition.high_watermark - state.start_offset, 0)
+            found[tp] = (state.start_offset, state.leader_epoch, lag)
         return found
 
-    def alter_offset(self, group_id: str, topic: str, index: int, offset: int) -> ErrorCode:
+    async def alter_offset(self, group_id: str, topic: str, index: int, offset: int) -> ErrorCode:
         """AlterShareGroupOffsets of one partition (its group has no members): the group
-        starts there, nothing in flight."""
-        try:
-            share = self.share_partition(group_id, topic, index)
-        except KafkaError as e:
-            return e.code
+        starts there, nothing in flight, in a new state epoch."""
+        key = (group_id, topic, index)
         partition = self._partition_of(topic, index)
-        assert partition is not None
-        share.reset(max(offset, partition.log.log_start_offset))
-        return ErrorCode.none
+        if self.persister is None:
+            try:
+                share = self.share_partition(group_id, topic, index)
+            except KafkaError as e:
+                return e.code
+            assert partition is not None
+            share.reset(max(offset, partition.log.log_start_offset))
+            return ErrorCode.none
+        topic_id = self._topic_id_of(topic)
+        if topic_id is None:
+            return ErrorCode.unknown_topic_or_partition
+        state = await self.persister.summary(group_id, topic_id, index)
+        if state.error != ErrorCode.none:
+            return state.error
+        held = self._shares.get(key)
+        if partition is not None and partition.is_leader:
+            offset = max(offset, partition.log.log_start_offset)
+        epoch = max(state.state_epoch, held.state_epoch if held is not None else 0) + 1
+        error = await self.persister.initialize(group_id, topic_id, index, epoch, offset)
+        # Read again on the next use, in the new state epoch.
+        self._forget(key)
+        return error
 
-    def delete_offsets(self, group_id: str, topic: str) -> None:
+    async def delete_offsets(self, group_id: str, topic: str, partitions: int) -> ErrorCode:
         """DeleteShareGroupOffsets of a topic: the group starts it again from
         ``share.auto.offset.reset``."""
         for key in [k for k in self._shares if k[0] == group_id and k[1] == topic]:
-            del self._shares[key]
-            self._epochs.pop(key, None)
+            self._forget(key)
+        return await self._delete_states(group_id, topic, partitions)
 
-    def forget_group(self, group_id: str) -> None:
+    async def _delete_states(self, group_id: str, topic: str, partitions: int) -> ErrorCode:
+        topic_id = self._topic_id_of(topic)
+        if self.persister is None or topic_id is None:
+            return ErrorCode.none
+        persister = self.persister
+        errors = await asyncio.gather(
+            *(persister.delete(group_id, topic_id, index) for index in range(partitions))
+        )
+        return next((e for e in errors if e != ErrorCode.none), ErrorCode.none)
+
+    async def forget_group(self, group_id: str, topics: Mapping[str, int]) -> None:
+        """The group is deleted: its share-partitions here, and its persisted states of
+        ``topics`` (name: partition count), go."""
         for key in [k for k in self._shares if k[0] == group_id]:
-            del self._shares[key]
-            self._epochs.pop(key, None)
+            self._forget(key)
+        for topic, partitions in topics.items():
+            await self._delete_states(group_id, topic, partitions)
 
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._shares if k[1] == topic]:
-            del self._shares[key]
-            self._epochs.pop(key, None)
+            self._forget(key)
 
     def _changes(self, group_id: str) -> asyncio.Event:
         event = self._changed.get(group_id)
@@ -223,7 +443,7 @@ class SharePartitionManager:
 
     # -- acknowledgements and releases ---------------------------------------------------------
 
-    def acknowledge(
+    async def acknowledge(
         self,
         group_id: str,
         member_id: str,
@@ -231,6 +451,11 @@ class SharePartitionManager:
         index: int,
         batches: Sequence[AcknowledgementBatch],
     ) -> ErrorCode:
+        """Apply a member's acknowledgements and, unless they only renew locks, write the
+        share-partition's state before answering."""
+        failed = await self.prepare(group_id, [(topic, index)])
+        if failed:
+            return failed[(topic, index)]
         try:
             share = self.share_partition(group_id, topic, index)
         except KafkaError as e:
@@ -238,17 +463,21 @@ class SharePartitionManager:
         now = self.clock.monotonic_ms()
         share.expire_locks(now)
         error = share.acknowledge(member_id, batches, now, self.lock_ms(group_id))
-        if error == ErrorCode.none:
-            self._wake(group_id)
-        return error
+        if error != ErrorCode.none:
+            return error
+        self._wake(group_id)
+        if all(set(b.types) == {AcknowledgeType.RENEW} for b in batches):
+            return ErrorCode.none
+        return await self._write((group_id, topic, index))
 
     def release(self, group_id: str, member_id: str, keys: Sequence[TopicPartitionKey]) -> None:
         """A member's share session ended: what it holds of ``keys`` is available again."""
         released = 0
         for topic, index in keys:
             share = self._shares.get((group_id, topic, index))
-            if share is not None:
-                released += share.release_member(member_id)
+            if share is not None and share.release_member(member_id):
+                released += 1
+                self._write_later((group_id, topic, index))
         if released:
             self._wake(group_id)
 
@@ -279,12 +508,19 @@ class SharePartitionManager:
             now = self.clock.monotonic_ms()
             next_lock: int | None = None
             changed = self._changes(group_id)
+            failed = await self.prepare(group_id, keys)
             for key in keys:
                 answer = answers[key] = ShareFetched()
                 partition = self._partition_of(*key)
                 if partition is not None:
                     answer.leader_id = partition.leader_id
                     answer.leader_epoch = partition.leader_epoch
+                if key in failed:
+                    if failed[key] != ErrorCode.coordinator_not_available:
+                        answer.error = failed[key]
+                    # Else nothing from it this time (its state is not readable yet): the
+                    # member's next fetch asks again.
+                    continue
                 try:
                     share = self.share_partition(group_id, *key)
                 except KafkaError as e:
@@ -292,6 +528,7 @@ class SharePartitionManager:
                     continue
                 if share.expire_locks(now):
                     self._wake(group_id)
+                    self._write_later((group_id, *key))
                 offset = share.next_fetch_offset()
                 lock = share.next_deadline()
                 if lock is not None:
@@ -396,3 +633,14 @@ def _batches(raw: bytes, aborted: Sequence[tuple[int, int]]) -> list[FetchedBatc
             skipped = True
         batches.append(FetchedBatch(header.base_offset, header.last_offset, skipped))
     return batches
+
+
+def _load_error(error: ErrorCode) -> ErrorCode:
+    """A failed read of a share-partition's state as its ShareFetch or ShareAcknowledge
+    answers it: a leadership the share coordinator has seen pass is NOT_LEADER_OR_FOLLOWER
+    (the client looks for the new leader); a coordinator not reachable yet, retriable."""
+    if error == ErrorCode.fenced_leader_epoch:
+        return ErrorCode.not_leader_or_follower
+    if error in (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress):
+        return ErrorCode.coordinator_not_available
+    return error

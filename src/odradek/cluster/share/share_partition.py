@@ -14,8 +14,10 @@ record the same way. At most ``max_record_locks`` records are in flight: no new 
 beyond that until some are done.
 
 Time is the caller's (monotonic ms from the injected clock): nothing here waits or reads a
-clock. Not persisted (a new leader starts the group from ``share.auto.offset.reset``). Called on
-the broker's event loop only.
+clock. Persisted by the share coordinator (its manager writes :meth:`SharePartition.state_batches`
+and makes one again from them with :meth:`SharePartition.restore`): a record in flight is stored
+AVAILABLE with its delivery count (an acquisition's lock does not outlive its leader), every
+offset done between it and the start offset ACKNOWLEDGED. Called on the broker's event loop only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from odradek.cluster.share.persister import ACKNOWLEDGED, AVAILABLE, StateBatch
 from odradek.protocol.errors import ErrorCode
 
 
@@ -95,6 +98,65 @@ class SharePartition:
         # Offset order: new entries are always above every entry there.
         self._records: dict[int, InFlight] = {}
         self._available = 0
+        # The share coordinator's state epoch of what is persisted (a reset starts a new one).
+        self.state_epoch = 0
+
+    @classmethod
+    def restore(
+        cls,
+        start_offset: int,
+        batches: Iterable[StateBatch],
+        *,
+        state_epoch: int,
+        delivery_count_limit: int,
+        max_record_locks: int,
+    ) -> SharePartition:
+        """The share-partition as persisted: every AVAILABLE offset of ``batches`` in flight
+        again with its delivery count, every other one done (nothing below ``start_offset``)."""
+        share = cls(
+            start_offset,
+            delivery_count_limit=delivery_count_limit,
+            max_record_locks=max_record_locks,
+        )
+        share.state_epoch = state_epoch
+        for batch in sorted(batches, key=lambda b: b.first_offset):
+            last = batch.last_offset
+            if last < start_offset:
+                continue
+            if batch.delivery_state == AVAILABLE:
+                for offset in range(max(batch.first_offset, share.end_offset), last + 1):
+                    share._records[offset] = InFlight(
+                        RecordState.AVAILABLE, batch.delivery_count, None, 0
+                    )
+                    share._available += 1
+            share.end_offset = max(share.end_offset, last + 1)
+        share._advance()
+        return share
+
+    def state_batches(self) -> list[StateBatch]:
+        """What to persist: the offsets from the start offset to the end offset, as ranges."""
+        batches: list[StateBatch] = []
+
+        def add(first: int, last: int, state: int, count: int) -> None:
+            prev = batches[-1] if batches else None
+            if (
+                prev is not None
+                and prev.last_offset + 1 == first
+                and (prev.delivery_state, prev.delivery_count) == (state, count)
+            ):
+                batches[-1] = StateBatch(prev.first_offset, last, state, count)
+            else:
+                batches.append(StateBatch(first, last, state, count))
+
+        next_offset = self.start_offset
+        for offset, record in self._records.items():
+            if offset > next_offset:
+                add(next_offset, offset - 1, ACKNOWLEDGED, 0)
+            add(offset, offset, AVAILABLE, record.delivery_count)
+            next_offset = offset + 1
+        if next_offset < self.end_offset:
+            add(next_offset, self.end_offset - 1, ACKNOWLEDGED, 0)
+        return batches
 
     # -- reading the state ---------------------------------------------------------------------
 
@@ -134,6 +196,7 @@ class SharePartition:
         self._records.clear()
         self._available = 0
         self.start_offset = self.end_offset = start_offset
+        self.state_epoch += 1
 
     def acquire(
         self,
@@ -154,7 +217,15 @@ class SharePartition:
             while offset <= batch.last_offset and len(taken) < max_records:
                 if offset < self.end_offset:
                     record = self._records.get(offset)
-                    if record is not None and record.state is RecordState.AVAILABLE:
+                    if (
+                        record is not None
+                        and record.state is RecordState.AVAILABLE
+                        and record.delivery_count >= self.delivery_count_limit
+                    ):
+                        # Restored as delivered as often as allowed: archived, never sent.
+                        del self._records[offset]
+                        self._available -= 1
+                    elif record is not None and record.state is RecordState.AVAILABLE:
                         record.state = RecordState.ACQUIRED
                         record.delivery_count += 1
                         record.member_id = member_id

@@ -36,7 +36,7 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Any) ->
             elif not permits(ctx, Op.READ, TOPIC, name):
                 outcome = ErrorCode.topic_authorization_failed
             else:
-                outcome = manager.alter_offset(
+                outcome = await manager.alter_offset(
                     group_id, name, int(p.partition_index), int(p.start_offset)
                 )
             partitions.append({"partition_index": p.partition_index, "error_code": outcome})

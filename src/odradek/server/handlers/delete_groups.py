@@ -11,6 +11,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, denied
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
+from odradek.server.share_requests import share_group
 
 
 @handles(api_key=42, min_version=0, max_version=2)
@@ -21,15 +22,20 @@ async def handle_delete_groups(ctx: RequestContext, request: Any) -> Response:
     async def delete(name: str) -> ErrorCode:
         if name in refused:
             return ErrorCode.group_authorization_failed
+        shares = ctx.services.share_partitions
+        # A share group's persisted states go with it (asked before: after, it is gone).
+        is_share = shares is not None and (await share_group(ctx, name)).error == ErrorCode.none
         try:
             results = await ctx.services.groups.write(
                 name, lambda c: c.delete_groups([name]), api_key=ctx.header.api_key
             )
         except CoordinatorError as e:
             return e.code
-        shares = ctx.services.share_partitions
         if results[name] == ErrorCode.none and shares is not None:
-            shares.forget_group(name)  # a share group's share-partitions led here go with it
+            topics = ctx.services.topics.topics() if is_share else []
+            await shares.forget_group(
+                name, {t.name: t.partitions for t in topics if not t.name.startswith("__")}
+            )
         return results[name]
 
     codes = await asyncio.gather(*(delete(name) for name in names))

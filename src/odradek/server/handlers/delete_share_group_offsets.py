@@ -35,7 +35,7 @@ async def handle_delete_share_group_offsets(ctx: RequestContext, request: Any) -
         elif not permits(ctx, Op.READ, TOPIC, name):
             outcome = ErrorCode.topic_authorization_failed
         else:
-            manager.delete_offsets(group_id, name)
+            outcome = await manager.delete_offsets(group_id, name, metadata.partitions)
         responses.append(
             {
                 "topic_name": name,

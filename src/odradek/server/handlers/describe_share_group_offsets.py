@@ -1,7 +1,8 @@
 """DescribeShareGroupOffsets (90): where a share group stands on each partition — its start
 offset (every record before it is done for the group) and, from v1, its lag — as
 ``kafka-share-groups --describe`` shows them. Answered by the group's coordinator from the
-share-partitions this broker leads; a partition the group has not read here yet has offset -1."""
+share-partitions this broker leads and, for the others, the share coordinator's persisted state
+(ReadShareGroupStateSummary); a partition the group has no state of has offset -1."""
 
 from __future__ import annotations
 
@@ -30,7 +31,11 @@ async def _describe(ctx: RequestContext, group: Any) -> dict[str, Any]:
     keys: list[TopicPartitionKey] | None = None
     if group.topics is not None:
         keys = [(t.topic_name, int(p)) for t in group.topics for p in t.partitions]
-    found = manager.offsets(group_id, keys) if manager is not None else {}
+    found: dict[TopicPartitionKey, tuple[int, int, int]] = {}
+    if manager is not None:
+        # No topics named: every partition of every topic the group may have a state of.
+        candidates = keys if keys is not None else _every_partition(ctx)
+        found = await manager.offsets(group_id, candidates)
     wanted = keys if keys is not None else sorted(found)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for name, index in wanted:
@@ -58,6 +63,15 @@ async def _describe(ctx: RequestContext, group: Any) -> dict[str, Any]:
         for name, partitions in by_topic.items()
     ]
     return answer
+
+
+def _every_partition(ctx: RequestContext) -> list[TopicPartitionKey]:
+    return [
+        (t.name, index)
+        for t in ctx.services.topics.topics()
+        if not t.name.startswith("__")
+        for index in range(t.partitions)
+    ]
 
 
 @handles(api_key=90, min_version=0, max_version=1)

@@ -22,7 +22,7 @@ from odradek.server.authorize import (
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def describe_topic(

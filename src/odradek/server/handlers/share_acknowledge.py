@@ -4,6 +4,7 @@ releases what it still holds."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import uuid
 from typing import Any
@@ -53,20 +54,29 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Respons
         return _respond(ctx, outcome.error, lock_ms=lock_ms)
     names = topic_names(ctx)
     renew = ctx.version >= 2 and bool(getattr(request, "is_renew_ack", False))
+    keys = [
+        (topic.topic_id, int(partition.partition_index), partition)
+        for topic in request.topics
+        for partition in topic.partitions
+    ]
+    # Each partition's acknowledgements written before the answer, all partitions at once.
+    errors = await asyncio.gather(
+        *(
+            acknowledge(
+                ctx, manager, group_id, member_id, names, (t, i), ack_batches(partition, renew)
+            )
+            for t, i, partition in keys
+        )
+    )
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
-    for topic in request.topics:
-        for partition in topic.partitions:
-            key = (topic.topic_id, int(partition.partition_index))
-            error = acknowledge(
-                ctx, manager, group_id, member_id, names, key, ack_batches(partition, renew)
-            )
-            by_topic.setdefault(topic.topic_id, []).append(
-                {
-                    "partition_index": key[1],
-                    "error_code": error,
-                    "current_leader": leader(ctx, names.get(topic.topic_id), key[1]),
-                }
-            )
+    for (topic_id, index, _), error in zip(keys, errors, strict=True):
+        by_topic.setdefault(topic_id, []).append(
+            {
+                "partition_index": index,
+                "error_code": error,
+                "current_leader": leader(ctx, names.get(topic_id), index),
+            }
+        )
     if outcome.closed:
         release(manager, names, outcome.session)
     return _respond(

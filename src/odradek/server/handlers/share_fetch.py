@@ -6,6 +6,7 @@ The reads and acquisitions are the share-partition manager's
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import uuid
 from typing import Any
@@ -139,7 +140,7 @@ def _responses(
     return by_topic_list(by_topic)
 
 
-def _acknowledge_all(
+async def _acknowledge_all(
     ctx: RequestContext,
     request: Any,
     names: dict[uuid.UUID, str],
@@ -148,19 +149,22 @@ def _acknowledge_all(
 ) -> dict[SharePartitionKey, ErrorCode]:
     manager = ctx.services.share_partitions
     assert manager is not None
-    return {
-        key: acknowledge(
-            ctx,
-            manager,
-            request.group_id,
-            request.member_id,
-            names,
-            key,
-            ack_batches(partition, renew),
+    acked = [(key, partition) for key, partition in requested if partition.acknowledgement_batches]
+    errors = await asyncio.gather(
+        *(
+            acknowledge(
+                ctx,
+                manager,
+                request.group_id,
+                request.member_id,
+                names,
+                key,
+                ack_batches(partition, renew),
+            )
+            for key, partition in acked
         )
-        for key, partition in requested
-        if partition.acknowledgement_batches
-    }
+    )
+    return {key: error for (key, _), error in zip(acked, errors, strict=True)}
 
 
 @handles(api_key=78, min_version=1, max_version=2)
@@ -187,7 +191,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Response:
     if outcome.error != ErrorCode.none or session is None:
         return _respond(ctx, outcome.error, lock_ms=lock_ms)
     renew = ctx.version >= 2 and bool(getattr(request, "is_renew_ack", False))
-    acks = _acknowledge_all(ctx, request, names, requested, renew)
+    acks = await _acknowledge_all(ctx, request, names, requested, renew)
     # What the member still holds of a partition it forgets (after its acknowledgements, which
     # the same request may carry) is available again.
     manager.release(group_id, member_id, [(names[t], p) for t, p in forgotten if t in names])
