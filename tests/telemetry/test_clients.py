@@ -112,3 +112,28 @@ def test_instances_are_forgotten_and_bounded() -> None:
     assert first.instance_id not in {i.instance_id for i in clients.instances()}
     clock.advance(3001)  # three intervals without a word
     assert clients.instances() == []
+
+
+def test_what_is_kept_is_bounded_per_client_and_in_all() -> None:
+    clock = ManualClock(0)
+    clients = ClientTelemetry(
+        clock, max_bytes=1_000_000, max_clients=10, max_points_per_client=5, max_points=8
+    )
+    clients.update({"all": {"metrics": "*", "interval.ms": "1000"}})
+
+    def push(instance_id: uuid.UUID, sid: int, labels: list[str]) -> None:
+        points = [(LATENCY, "gauge", 1.0, {"node.id": n}) for n in labels]
+        clock.advance(1000)
+        assert clients.push(instance_id, sid, False, 0, otlp_metrics(points)) == ErrorCode.none
+
+    first = clients.subscribe(None, PRODUCER, "User:ann")
+    sid = first.assigned.subscription_id
+    push(first.instance_id, sid, ["a", "b"])
+    push(first.instance_id, sid, ["c", "d"])  # replaces the last push: labels do not pile up
+    assert {labels[-1][1] for _, _, labels in first.metrics} == {"c", "d"}
+    push(first.instance_id, sid, [str(n) for n in range(20)])
+    assert len(first.metrics) == 5  # the client's bound
+    second = clients.subscribe(None, PRODUCER, "User:bob")
+    push(second.instance_id, second.assigned.subscription_id, [str(n) for n in range(20)])
+    assert len(second.metrics) == 3  # what is left of the bound over every client
+    assert sum(len(i.metrics) for i in clients.instances()) == 8

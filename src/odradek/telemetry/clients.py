@@ -10,7 +10,9 @@ again), sooner than half its interval after the last one (THROTTLING_QUOTA_EXCEE
 last, terminating push is always taken), in a compression the broker did not offer, over
 ``telemetry.max.bytes`` (TELEMETRY_TOO_LARGE), or not decodable (INVALID_RECORD).
 
-Bounded: at most ``max_clients`` instances (the least recently heard of goes first), each
+Bounded: a push replaces the client's last one; at most ``max_points_per_client`` metric
+values are kept for one client and ``max_points`` for all (the rest of a push is dropped); at
+most ``max_clients`` instances (the least recently heard of goes first), each
 forgotten with its metrics three intervals after it was last heard of, or at its terminating
 push; a push's metrics are at most ``telemetry.max.bytes`` decompressed. The clock is injected;
 the broker's event loop only.
@@ -63,10 +65,21 @@ class ClientInstance:
 class ClientTelemetry:
     """The broker's client instances and their latest metrics (see the module doc)."""
 
-    def __init__(self, clock: Clock, *, max_bytes: int, max_clients: int = 16_384) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        max_bytes: int,
+        max_clients: int = 16_384,
+        max_points_per_client: int = 2_000,
+        max_points: int = 200_000,
+    ) -> None:
         self._clock = clock
         self.max_bytes = max_bytes
         self._max_clients = max_clients
+        self._max_points_per_client = max_points_per_client
+        self._max_points = max_points
+        self._points_kept = 0  # over every instance
         self._subscriptions: list[Subscription] = []
         self._instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
 
@@ -103,10 +116,11 @@ class ClientTelemetry:
             instance = ClientInstance(instance_id, selectors, principal, assigned, now)
             self._instances[instance_id] = instance
             while len(self._instances) > self._max_clients:
-                self._instances.popitem(last=False)
+                self._forget(next(iter(self._instances)))
         else:
             if instance.assigned.subscription_id != assigned.subscription_id:
-                instance.metrics.clear()  # what it pushed was asked for under another one
+                self._points_kept -= len(instance.metrics)
+                instance.metrics = {}  # what it pushed was asked for under another one
             instance.assigned = assigned
             instance.heard_ms = now
             self._instances.move_to_end(instance_id)
@@ -150,14 +164,29 @@ class ClientTelemetry:
             return ErrorCode.invalid_record
         self._keep(instance, points)
         if terminating:
-            del self._instances[instance_id]
+            self._forget(instance_id)
         return ErrorCode.none
 
     def _keep(self, instance: ClientInstance, points: list[Point]) -> None:
+        # A push holds every metric the client has (cumulative), so it replaces the last one:
+        # series a client stopped sending, or made up, do not pile up.
+        room = min(
+            self._max_points_per_client,
+            self._max_points - (self._points_kept - len(instance.metrics)),
+        )
         prefixes = instance.assigned.prefixes
+        kept: dict[tuple[str, str, tuple[tuple[str, str], ...]], float] = {}
         for point in points:
+            if len(kept) >= room:
+                break
             if wanted(prefixes, point.name):
-                instance.metrics[(point.name, point.kind, point.labels)] = point.value
+                kept[(point.name, point.kind, point.labels)] = point.value
+        self._points_kept += len(kept) - len(instance.metrics)
+        instance.metrics = kept
+
+    def _forget(self, instance_id: uuid.UUID) -> None:
+        instance = self._instances.pop(instance_id)
+        self._points_kept -= len(instance.metrics)
 
     def instances(self) -> list[ClientInstance]:
         """The instances known now, with the metrics they pushed."""
@@ -169,4 +198,4 @@ class ClientTelemetry:
             oldest = next(iter(self._instances.values()))
             if now - oldest.heard_ms <= _EXPIRY_INTERVALS * oldest.assigned.interval_ms:
                 return
-            del self._instances[oldest.instance_id]
+            self._forget(oldest.instance_id)
