@@ -544,8 +544,17 @@ class SharePartitionManager:
                 params = FetchParams(-1, isolation, wait_ms, limits.min_bytes, limits.max_bytes)
                 result = await self._read_or_wake(params, positions, changed, api_key)
                 if result is not None:
+                    # The records are read from the segments on a thread: the loop never waits
+                    # for a disk, even one the page cache usually answers.
+                    raws = await asyncio.to_thread(_read_slices, result.topics)
                     got = self._acquire(
-                        group_id, member_id, result.topics, answers, limits.max_records, lock_ms
+                        group_id,
+                        member_id,
+                        result.topics,
+                        raws,
+                        answers,
+                        limits.max_records,
+                        lock_ms,
                     )
             elif wait_ms > 0:
                 with contextlib.suppress(TimeoutError):
@@ -584,6 +593,7 @@ class SharePartitionManager:
         group_id: str,
         member_id: str,
         topics: Sequence[TopicData[RecordSlice]],
+        raws: Mapping[TopicPartitionKey, bytes],
         answers: Mapping[TopicPartitionKey, ShareFetched],
         max_records: int,
         lock_ms: int,
@@ -605,7 +615,7 @@ class SharePartitionManager:
                 except KafkaError as e:
                     answer.error = e.code
                     continue
-                raw = data.records.read_bytes()
+                raw = raws[key]
                 batches = _batches(raw, data.aborted_transactions)
                 acquired = share.acquire(member_id, batches, remaining, now, lock_ms)
                 if acquired:
@@ -614,6 +624,16 @@ class SharePartitionManager:
                     answer.records = raw
                     remaining -= sum(r.last_offset - r.first_offset + 1 for r in acquired)
         return got
+
+
+def _read_slices(topics: Sequence[TopicData[RecordSlice]]) -> dict[TopicPartitionKey, bytes]:
+    """The bytes of every slice read (on a thread: they may come from the disk)."""
+    return {
+        (topic.name, data.index): data.records.read_bytes()
+        for topic in topics
+        for data in topic.partitions
+        if data.records is not None and data.records_size and not data.error_code
+    }
 
 
 def _batches(raw: bytes, aborted: Sequence[tuple[int, int]]) -> list[FetchedBatch]:
