@@ -14,7 +14,7 @@ from odradek.coordinator.group.share_group import (
 )
 from odradek.protocol.errors import ErrorCode
 
-from .consumer_support import Catalog, restarted
+from .consumer_support import Catalog, Member, restarted
 from .support import Harness
 
 SESSION_MS = 45_000
@@ -142,6 +142,18 @@ def test_a_consumer_group_id_is_not_a_share_group() -> None:
     h, _ = harness(t=1)
     h.member().join()  # a classic group named "g"
     assert beat(h, "a", 0).error == ErrorCode.group_id_not_found
+
+
+def test_a_share_group_id_is_neither_a_classic_nor_a_consumer_group() -> None:
+    h, _ = harness(t=1)
+    assert beat(h, "a", 0).error == ErrorCode.none
+    box = h.member().send_join()
+    assert box.done and box.value.error == ErrorCode.group_id_not_found
+    consumer = Member(h)
+    assert consumer.heartbeat() == ErrorCode.group_id_not_found
+    assert consumer.last is not None
+    assert consumer.last.message == "Group g is not a consumer group."
+    assert [g.group_id for g in h.coordinator.share.active()] == ["g"]
 
 
 def test_max_size() -> None:

@@ -244,6 +244,10 @@ class ConsumerProtocol:
     def _group_for(self, request: ConsumerHeartbeatRequest, step: _Step) -> Group:
         """The consumer group of a heartbeat; for a join, a new one or a converted empty
         classic group (not yet in ``groups``: installed once the step is written)."""
+        if request.group_id in self.coordinator.share.groups:
+            raise _Refused(
+                ErrorCode.group_id_not_found, f"Group {request.group_id} is not a consumer group."
+            )
         group = self.coordinator.groups.get(request.group_id)
         joining = request.member_epoch == JOIN_EPOCH
         if group is not None and group.consumer is not None:

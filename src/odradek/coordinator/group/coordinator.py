@@ -431,6 +431,9 @@ class GroupCoordinator:
             <= self.config.max_session_timeout_ms
         ):
             return fail(ErrorCode.invalid_session_timeout)
+        if request.group_id in self.share.groups:
+            # The id names a share group: a classic member cannot join it (Kafka's answer).
+            return fail(ErrorCode.group_id_not_found)
         group = self.groups.get(request.group_id)
         if group is None:
             if request.member_id != UNKNOWN_MEMBER_ID:
