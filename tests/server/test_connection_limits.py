@@ -14,6 +14,8 @@ from odradek.protocol.errors import ErrorCode
 from odradek.testing import RunningBroker, running_broker, wait_until
 from tests.server.conftest import API_VERSIONS, KafkaConnection
 
+ALTER_CLIENT_QUOTAS = 49
+
 VERSIONS_REQUEST = {"client_software_name": "t", "client_software_version": "1"}
 
 
@@ -111,3 +113,37 @@ def test_past_the_creation_rate_new_connections_wait_for_the_throttle() -> None:
         assert fourth.connection.receive(request) is not None
         for connection in [*made, fourth]:
             connection.close()
+
+
+def test_an_address_over_its_connection_creation_rate_is_closed_after_the_throttle() -> None:
+    clock = ManualClock(start_ms=int(time.time() * 1000))
+    with running_broker(clock=clock, quota_window_num="2") as broker:
+        with KafkaConnection(broker.bootstrap) as admin:
+            answer = admin.request(
+                ALTER_CLIENT_QUOTAS,
+                1,
+                entries=[
+                    {
+                        "entity": [{"entity_type": "ip", "entity_name": "127.0.0.3"}],
+                        "ops": [{"key": "connection_creation_rate", "value": 2, "remove": False}],
+                    }
+                ],
+                validate_only=False,
+            )
+        assert [e.error_code for e in answer.entries] == [ErrorCode.none]
+        assert broker.broker is not None
+
+        def known() -> bool:
+            assert broker.broker is not None
+            return broker.broker.connection_quotas._ip_quota("127.0.0.3") == 2
+
+        wait_until(known, what="the quota reaching the connection limits")
+        with sockets_from(broker, "127.0.0.3", 3) as [first, second, third]:
+            # The third is held, unanswered, for the throttle time (the clock's), then closed.
+            assert not closed_by_broker(third, 1.0)
+            clock.advance(1000)
+            assert closed_by_broker(third, 5)
+            assert not closed_by_broker(first, 0.2) and not closed_by_broker(second, 0.2)
+        # Another address is not held to it.
+        with sockets_from(broker, "127.0.0.4", 5) as others:
+            assert not any(closed_by_broker(sock, 0.2) for sock in others)

@@ -120,3 +120,25 @@ def test_addresses_are_counted_as_the_client_has_them() -> None:
     assert client_address(("::1", 5000, 0, 0)) == "::1"
     assert client_address(("127.0.0.1", 5000)) == "127.0.0.1"
     assert resolve_overrides("[::1]:3, 127.0.0.5:2") == {"::1": 3, "127.0.0.5": 2}
+
+
+def test_an_address_over_its_connection_creation_rate_is_held_then_refused() -> None:
+    clock = ManualClock()
+    q = quotas(clock, samples=2, sample_ms=1000)
+    q.update_ip_quotas(
+        {
+            (("ip", None),): {"connection_creation_rate": "2"},  # every address: 2/s
+            (("ip", "127.0.0.2"),): {"connection_creation_rate": "100"},
+            (("user", "alice"),): {"producer_byte_rate": "10"},  # not an address's quota
+        }
+    )
+    # Two at once is 2/s over the one-second span: served; the third is over.
+    assert [q.ip_throttle_ms("127.0.0.1") for _ in range(2)] == [0, 0]
+    throttle = q.ip_throttle_ms("127.0.0.1")
+    assert throttle > 0
+    assert q.connections() == 0  # refused ones are not counted anywhere
+    assert all(q.ip_throttle_ms("127.0.0.2") == 0 for _ in range(10))  # its own quota
+    clock.advance(throttle)
+    assert q.ip_throttle_ms("127.0.0.1") == 0  # the refused one did not count against it
+    q.update_ip_quotas({})
+    assert all(q.ip_throttle_ms("127.0.0.1") == 0 for _ in range(10))

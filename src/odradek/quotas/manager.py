@@ -21,7 +21,7 @@ clock is injected; the broker's event loop only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from odradek.clock import Clock
@@ -168,10 +168,14 @@ class ClientQuotas:
         self.mutation = ClientQuotaManager(
             clock, CONTROLLER_MUTATION_RATE, samples=samples, sample_ms=sample_ms
         )
+        # Told every quota config too (the connection limits take the IP entities' rates).
+        self.listeners: list[Callable[[Mapping[QuotaEntity, Mapping[str, str]]], None]] = []
 
     def update(self, configs: Mapping[QuotaEntity, Mapping[str, str]]) -> None:
         for manager in (self.produce, self.fetch, self.request, self.mutation):
             manager.update(configs)
+        for listener in self.listeners:
+            listener(configs)
 
     async def follow(self, store: QuotaStore) -> None:
         """Load the store's quotas now, and again on each change (the event loop's task)."""

@@ -135,13 +135,30 @@ class Acceptor:
                 self._on_error(e)
                 return
             ip = client_address(address)
-            if self._quotas is not None and not self._quotas.opened(self._listener, ip):
-                conn.close()
-                continue
+            if self._quotas is not None:
+                throttle_ms = self._quotas.ip_throttle_ms(ip)
+                if throttle_ms > 0:
+                    # Kafka closes it after the throttle time: a client reconnecting at once
+                    # waits that long to learn it was refused.
+                    self._close_at(conn, self._quotas.clock.monotonic_ms() + throttle_ms)
+                    continue
+                if not self._quotas.opened(self._listener, ip):
+                    conn.close()
+                    continue
             conn.setblocking(False)
             task = self._loop.create_task(self._connect(conn, ip))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def _close_at(self, conn: socket.socket, due_ms: int) -> None:
+        """Close ``conn`` once the limits' clock reaches ``due_ms`` (looked at again after the
+        time left, so that an injected clock decides)."""
+        assert self._quotas is not None
+        left_ms = due_ms - self._quotas.clock.monotonic_ms()
+        if left_ms <= 0 or self._closed.done():
+            conn.close()
+        else:
+            self._loop.call_later(left_ms / 1000, self._close_at, conn, due_ms)
 
     async def _connect(self, conn: socket.socket, ip: str) -> None:
         try:

@@ -398,6 +398,7 @@ class Broker:
             samples=self.config.get_int("quota.window.num"),
             sample_ms=self.config.get_int("quota.window.size.seconds") * 1000,
         )
+        quotas.listeners.append(self.connection_quotas.update_ip_quotas)
         await quotas.follow(store)
         return quotas
 

@@ -10,6 +10,10 @@ Counted from the moment a listener accepts a socket until the connection ends:
   clients wait in the kernel's backlog. The inter-broker listener is outside the broker's limit
   when the broker has other listeners, so replication and the controller are never locked out
   by clients (Kafka's protected listener).
+- **Creation rate per IP address** (the ``connection_creation_rate`` client quota of an
+  ``ips`` entity, or of the ``<default>`` IP, KIP-612): a connection that takes its address's
+  rate past the quota is not counted and is closed after the throttle time Kafka computes, so
+  a client reconnecting in a loop is slowed down, not served.
 - **Creation rate** (``max.connection.creation.rate`` for the broker, again not counting the
   inter-broker listener, and ``listener.name.<name>.max.connection.creation.rate``): new
   connections per second over ``quota.window.num`` samples of ``quota.window.size.seconds``;
@@ -26,16 +30,19 @@ import ipaddress
 import logging
 import socket
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from odradek.clock import Clock
 from odradek.config import BrokerConfig, parse_per_ip_overrides
+from odradek.quotas.entities import CONNECTION_CREATION_RATE, IP, QuotaEntity, quota_values
 from odradek.rate import WindowedRate
 
 log = logging.getLogger(__name__)
 
 UNLIMITED = 2147483647
+# At most this many addresses' connection rates are kept (those idle a whole window go first).
+_IP_RATES_MAX = 100_000
 # What :meth:`ConnectionQuotas.wait_ms` answers while the listener must wait for a connection
 # to end rather than for time to pass.
 UNTIL_A_CONNECTION_ENDS = -1
@@ -97,7 +104,7 @@ class ConnectionQuotas:
         samples: int = 11,
         sample_ms: int = 1000,
     ) -> None:
-        self._clock = clock
+        self.clock = clock
         self._broker = broker
         self._listeners = listeners
         self._inter_broker = inter_broker_listener
@@ -111,6 +118,11 @@ class ConnectionQuotas:
             name: WindowedRate(clock, samples=samples, sample_ms=sample_ms) for name in listeners
         }
         self._throttled_until: dict[str, int] = {}
+        self._samples, self._sample_ms = samples, sample_ms
+        # connection_creation_rate by IP address (None: the <default> IP's), and each address's
+        # measured rate while one applies.
+        self._ip_quotas: dict[str | None, float] = {}
+        self._ip_rates: dict[str, WindowedRate] = {}
         self._waiting: dict[str, Callable[[], None]] = {}
         self._refusals_unlogged = 0
         self._next_refusal_log_ms = 0
@@ -158,11 +170,46 @@ class ConnectionQuotas:
             return UNTIL_A_CONNECTION_ENDS
         if not self._protected(listener) and self._total >= self._broker.max_connections:
             return UNTIL_A_CONNECTION_ENDS
-        return max(0, self._throttled_until.get(listener, 0) - self._clock.monotonic_ms())
+        return max(0, self._throttled_until.get(listener, 0) - self.clock.monotonic_ms())
 
     def when_a_connection_ends(self, listener: str, callback: Callable[[], None]) -> None:
         """Call ``callback`` once, at the next end of a connection (the acceptor listens again)."""
         self._waiting[listener] = callback
+
+    def update_ip_quotas(self, configs: Mapping[QuotaEntity, Mapping[str, str]]) -> None:
+        """The client quotas as the metadata store now holds them: the ``ips`` entities'
+        ``connection_creation_rate``."""
+        quotas: dict[str | None, float] = {}
+        for entity, values in configs.items():
+            rate = quota_values(values).get(CONNECTION_CREATION_RATE)
+            if rate is not None and len(entity) == 1 and entity[0][0] == IP:
+                quotas[entity[0][1]] = rate
+        self._ip_quotas = quotas
+        self._ip_rates = {ip: r for ip, r in self._ip_rates.items() if self._ip_quota(ip)}
+
+    def _ip_quota(self, ip: str) -> float | None:
+        return self._ip_quotas.get(ip, self._ip_quotas.get(None))
+
+    def ip_throttle_ms(self, ip: str) -> int:
+        """A new connection from ``ip``, against its address's connection_creation_rate: 0 when
+        it may be served; else how long to hold it before closing it (it is not counted)."""
+        quota = self._ip_quota(ip)
+        if quota is None:
+            return 0
+        rate = self._ip_rates.get(ip)
+        if rate is None:
+            if len(self._ip_rates) >= _IP_RATES_MAX:
+                # A rate per address ever seen must not grow for ever: keep the busy ones.
+                self._ip_rates = {a: r for a, r in self._ip_rates.items() if r.rate() > 0}
+            rate = self._ip_rates[ip] = WindowedRate(
+                self.clock, samples=self._samples, sample_ms=self._sample_ms
+            )
+        rate.record()
+        throttle = min(rate.throttle_ms(quota), self._samples * self._sample_ms)
+        if throttle > 0:
+            rate.record(-1)  # a refused connection does not count against the address
+            self._refused(ip, f"its address is over connection_creation_rate={quota:g}")
+        return throttle
 
     def limit_for(self, ip: str) -> int:
         return self._per_ip_overrides.get(ip, self._per_ip)
@@ -172,7 +219,7 @@ class ConnectionQuotas:
         at its limit (False: the caller closes it, uncounted)."""
         limit = self.limit_for(ip)
         if self._by_ip[ip] >= limit:
-            self._refused(ip, limit)
+            self._refused(ip, f"the address already has the maximum of {limit} connections")
             return False
         self._by_ip[ip] += 1
         self._by_listener[listener] += 1
@@ -189,7 +236,7 @@ class ConnectionQuotas:
             if self._broker.creation_rate < UNLIMITED:
                 throttle = max(throttle, self._broker_rate.throttle_ms(self._broker.creation_rate))
         if throttle > 0:
-            self._throttled_until[listener] = self._clock.monotonic_ms() + throttle
+            self._throttled_until[listener] = self.clock.monotonic_ms() + throttle
         return True
 
     def closed(self, listener: str, ip: str) -> None:
@@ -204,18 +251,17 @@ class ConnectionQuotas:
         for callback in waiting.values():
             callback()
 
-    def _refused(self, ip: str, limit: int) -> None:
+    def _refused(self, ip: str, why: str) -> None:
         # A client retrying in a loop must not fill the log: one line a second at most.
         self._refusals_unlogged += 1
-        now = self._clock.monotonic_ms()
+        now = self.clock.monotonic_ms()
         if now < self._next_refusal_log_ms:
             return
         self._next_refusal_log_ms = now + 1000
         log.info(
-            "refused a connection from %s: the address already has the maximum of %d "
-            "connections (%d refused since the last report)",
+            "refused a connection from %s: %s (%d refused since the last report)",
             ip,
-            limit,
+            why,
             self._refusals_unlogged,
         )
         self._refusals_unlogged = 0
