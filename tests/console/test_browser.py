@@ -187,8 +187,9 @@ def test_every_page_and_action(broker: RunningBroker, tmp_path: Path) -> None:
     assert configs["retention.ms"] == "7200000"
     # A group with a member: the member and its assignment shown; a reset refused, as Kafka
     # refuses to move the offsets of a group with active members.
-    ((member_id, _, client_id, _, assignment),) = seen["members"]
+    ((member_id, _, client_id, _, assignment, pushed),) = seen["members"]
     assert member_id.startswith("console-test-member")
+    assert pushed == "–"  # its client pushes no metrics (KIP-714)
     assert client_id == "console-test-member"
     assert assignment == f"{TOPIC}-0, {TOPIC}-1, {TOPIC}-2"
     assert "active members" in seen["member_group_reset"]["error"]

@@ -5,7 +5,9 @@ id; the subscription described and listed as Kafka's tools ask."""
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,6 +78,14 @@ def test_a_producers_pushed_metrics_are_on_the_metrics_endpoint(broker: RunningB
         assert time.monotonic() < deadline
     finally:
         producer.flush(10)
+
+    # The console's group page shows them beside a member with that client id.
+    with urllib.request.urlopen(f"http://{host}:{port}/api/clients", timeout=10) as answer:
+        clients = json.loads(answer.read())
+    (app,) = [c for c in clients if c["client_id"] == "telemetry-app"]
+    assert app["principal"] == "User:ANONYMOUS"
+    shown = {m["name"] for m in app["metrics"]}
+    assert names <= shown and all(n.startswith("org_apache_kafka_producer_") for n in shown)
 
     with KafkaConnection(broker.bootstrap) as connection:
         described = connection.request(

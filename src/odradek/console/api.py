@@ -25,6 +25,9 @@ Routes (JSON in and out; errors are ``{"error": message}``)::
                                            topic (optional), dry_run (optional)}
     GET    /api/offsets                    a sample for the live rates: per topic the sum of
                                            its end offsets, per group of its committed ones
+    GET    /api/clients                    what clients pushed to the broker serving the console
+                                           (KIP-714): per client instance its client id,
+                                           principal and metrics; [] for ``odradek console``
     GET    /api/tables                     the Iceberg translation of the partitions the broker
                                            serving the console leads (iceberg.mode): lag in
                                            records and seconds; [] for ``odradek console``
@@ -156,10 +159,12 @@ class ConsoleApi:
         clock: Callable[[], float] = time.time,
         call_timeout_s: float = _CALL_TIMEOUT_S,
         tables: Callable[[], list[dict[str, Any]]] | None = None,
+        clients: Callable[[], list[dict[str, Any]]] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         # The hosting broker's table translation figures (not a Kafka API: the broker's own).
         self._tables = tables
+        self._clients = clients
         # How long a request of the page waits for its answer from the console's loop.
         self.call_timeout_s = call_timeout_s
         self._security = security
@@ -291,6 +296,8 @@ class ConsoleApi:
                 routes[("GET",)] = self.offsets
             case ["tables"]:
                 routes[("GET",)] = lambda: self._tables() if self._tables is not None else []
+            case ["clients"]:
+                routes[("GET",)] = lambda: self._clients() if self._clients is not None else []
             case ["brokers", broker, "configs"]:
                 routes[("GET",)] = lambda: self.broker_configs(_int(broker, "broker id", 0))
             case _:

@@ -455,6 +455,22 @@ _REQUEST_TIMES = (
 )
 
 
+def client_instances(
+    samples: tuple[tuple[str, tuple[tuple[str, str], ...], float], ...],
+) -> list[dict[str, Any]]:
+    """The pushed metrics by client instance, for the console: its client id and principal,
+    and each metric's name, other labels and value."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, labels, value in samples:
+        own = dict(labels[:3])  # client_instance_id, client_id, principal come first
+        instance = found.setdefault(
+            own["client_instance_id"],
+            {**own, "metrics": []},
+        )
+        instance["metrics"].append({"name": name, "labels": dict(labels[3:]), "value": value})
+    return list(found.values())
+
+
 def _client_families(
     samples: tuple[tuple[str, tuple[tuple[str, str], ...], float], ...],
 ) -> Iterator[Metric]:
@@ -767,7 +783,12 @@ class MetricsServer:
             def tables() -> list[dict[str, Any]]:  # on the console's HTTP threads
                 return [dataclasses.asdict(f) for f in collector.snapshot().tables]
 
-            self.console = ConsoleApi(*console_client(config, self._broker.bound), tables=tables)
+            def clients() -> list[dict[str, Any]]:
+                return client_instances(collector.snapshot().client_metrics)
+
+            self.console = ConsoleApi(
+                *console_client(config, self._broker.bound), tables=tables, clients=clients
+            )
             self.console.start()
         allowed = config.get("console.allowed.hosts")
         self._server = HttpServer(

@@ -348,7 +348,17 @@ async function groupsPage() {
 }
 
 async function groupPage(id) {
-  const group = await api("GET", `groups/${enc(id)}`);
+  const [group, clients] = await Promise.all([api("GET", `groups/${enc(id)}`), api("GET", "clients")]);
+  // What a member's client pushed (KIP-714), found by its client id.
+  const pushed = (clientId) => clients.filter((c) => c.client_id === clientId)
+    .flatMap((c) => c.metrics);
+  const metricsOf = (clientId) => {
+    const metrics = pushed(clientId);
+    if (!metrics.length) return h("td", { class: "muted" }, "–");
+    return h("td", null, h("details", null, h("summary", null, `${metrics.length} metrics`),
+      h("ul", { class: "client-metrics" }, metrics.map((m) => h("li", null,
+        `${m.name}${Object.keys(m.labels).length ? ` {${Object.entries(m.labels).map(([k, v]) => `${k}=${v}`).join(", ")}}` : ""} = ${m.value}`)))));
+  };
   const topics = [...new Set(group.partitions.map((p) => p.topic))];
   const topic = h("select", { name: "topic" }, h("option", { value: "" }, "all topics"),
     topics.map((t) => h("option", { value: t }, t)));
@@ -383,10 +393,11 @@ async function groupPage(id) {
       card("Protocol", [group.protocol_type, group.protocol].filter(Boolean).join("/") || "–"),
       card("Total lag", totalLag, totalLag ? "bad" : "ok")),
     h("h3", null, "Members"),
-    group.members.length ? table(["Member", "Instance", "Client", "Host", "Assignment"],
+    group.members.length ? table(["Member", "Instance", "Client", "Host", "Assignment", "Client metrics"],
       group.members.map((m) => h("tr", null, h("td", null, m.member_id), h("td", null, m.group_instance_id || "–"),
         h("td", null, m.client_id), h("td", null, m.host),
-        h("td", null, m.assignment.map(([t, p]) => `${t}-${p}`).join(", ") || "–"))), { id: "members" })
+        h("td", null, m.assignment.map(([t, p]) => `${t}-${p}`).join(", ") || "–"),
+        metricsOf(m.client_id))), { id: "members" })
       : h("p", { class: "muted" }, "No active members."),
     h("h3", null, "Offsets"),
     table(["Topic", "Partition", "Committed", "End offset", "Lag", "Member"], group.partitions.map((p) =>
