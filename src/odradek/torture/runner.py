@@ -708,16 +708,18 @@ _ADDRESS = re.compile(r"\d+\.\d+\.\d+\.\d+(:\d+)?")
 
 
 def errors_logged(lines: list[str]) -> str:
-    """What a broker's log lines hold of errors, in short: how many name ENOSPC, and each
-    distinct error or warning (addresses and numbers elided) with its count."""
-    enospc = sum("No space left on device" in line for line in lines)
+    """What a broker's log lines hold of errors, in short: how many name ENOSPC or EIO (the
+    disk faults'), and each distinct error or warning (addresses and numbers elided) with its
+    count."""
+    disk = ("No space left on device", "Input/output error")
+    enospc = sum(any(error in line for error in disk) for line in lines)
     kinds: Counter[str] = Counter()
     for line in lines:
         found = _LOG_LEVEL.search(line)
         if found:
             kinds[_ADDRESS.sub("<address>", f"{found[1]} {found[2]}")] += 1
     listed = "; ".join(f"{n}x {kind}" for kind, n in kinds.most_common(5))
-    return f"{enospc} lines naming ENOSPC" + (f", {listed}" if listed else ", no error")
+    return f"{enospc} lines naming ENOSPC or EIO" + (f", {listed}" if listed else ", no error")
 
 
 def run_campaign(options: Options, out: TextIO) -> Report:
