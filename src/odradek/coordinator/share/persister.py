@@ -21,8 +21,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError
+from odradek.cluster.broker_connections import BrokerConnections
 from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView, leader_endpoint
 from odradek.cluster.share.persister import PersistedState, StateBatch
 from odradek.config import BrokerConfig
@@ -30,7 +30,6 @@ from odradek.coordinator.share.coordinator import StateAnswer
 from odradek.coordinator.share.records import StateKey
 from odradek.coordinator.share.runtime import SHARE_STATE_TOPIC, ShareCoordinatorRuntime
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +71,12 @@ class DefaultStatePersister:
         cluster: ClusterView | None,
     ) -> None:
         self.runtime = runtime
-        self._config = config
         self._cluster = cluster
-        self._connections: dict[int, AsyncConnection] = {}
-        self._closes: set[asyncio.Task[None]] = set()
+        self._connections = BrokerConnections(
+            config,
+            f"odradek-share-persister-{cluster.node_id if cluster else -1}",
+            _REQUEST_TIMEOUT_S,
+        )
         self._closing = False
 
     # -- the persister's calls -----------------------------------------------------------------
@@ -256,43 +257,18 @@ class DefaultStatePersister:
 
     async def _request(self, endpoint: BrokerEndpoint, api_key: int, fields: dict[str, Any]) -> Any:
         try:
-            connection = await self._connection(endpoint)
+            connection = await self._connections.to(endpoint)
             return await connection.request(
                 api_key, fields, version=0, timeout_s=_REQUEST_TIMEOUT_S
             )
         except (ClientError, OSError) as e:
             log.info("share state request to broker %d: %s", endpoint.node_id, e)
-            self._drop_connection(endpoint.node_id)
+            self._connections.drop(endpoint.node_id)
             return ErrorCode.coordinator_not_available
-
-    async def _connection(self, endpoint: BrokerEndpoint) -> AsyncConnection:
-        connection = self._connections.get(endpoint.node_id)
-        if connection is not None and not connection.closed:
-            return connection
-        cluster = self._cluster
-        connection = await AsyncConnection.open(
-            f"{endpoint.host}:{endpoint.port}",
-            client_id=f"odradek-share-persister-{cluster.node_id if cluster else -1}",
-            timeout_s=_REQUEST_TIMEOUT_S,
-            security=inter_broker_security(self._config),
-        )
-        self._connections[endpoint.node_id] = connection
-        return connection
-
-    def _drop_connection(self, node_id: int) -> None:
-        connection = self._connections.pop(node_id, None)
-        if connection is not None:
-            task = asyncio.ensure_future(connection.close())
-            self._closes.add(task)
-            task.add_done_callback(self._closes.discard)
 
     async def close(self) -> None:
         self._closing = True
-        connections = list(self._connections.values())
-        self._connections.clear()
-        await asyncio.gather(
-            *(c.close() for c in connections), *self._closes, return_exceptions=True
-        )
+        await self._connections.close()
 
 
 def _batch_fields(batch: StateBatch) -> dict[str, int]:

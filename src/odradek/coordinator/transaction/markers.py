@@ -21,13 +21,12 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError
+from odradek.cluster.broker_connections import BrokerConnections
 from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView, leader_endpoint
 from odradek.config import BrokerConfig
 from odradek.coordinator.transaction.coordinator import MarkerJob
 from odradek.protocol.errors import ErrorCode
-from odradek.security.inter_broker import inter_broker_security
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +52,13 @@ class MarkerChannel:
     """Connections from the transaction coordinator to the brokers (see the module doc)."""
 
     def __init__(self, config: BrokerConfig, cluster: ClusterView | None) -> None:
-        self._config = config
         self._cluster = cluster
-        self._connections: dict[int, AsyncConnection] = {}
-        self._closes: set[asyncio.Task[None]] = set()
+        # Markers and KIP-890 checks go over the inter-broker listener (to this broker too).
+        self._connections = BrokerConnections(
+            config,
+            f"odradek-txn-coordinator-{cluster.node_id if cluster else -1}",
+            _MARKER_TIMEOUT_S,
+        )
         self._closing = False
 
     async def verify(
@@ -87,7 +89,7 @@ class MarkerChannel:
             ]
         }
         try:
-            connection = await self._connection(endpoint)
+            connection = await self._connections.to(endpoint)
             response = await connection.request(
                 ADD_PARTITIONS_TO_TXN, request, version=4, timeout_s=_WRITE_TIMEOUT_S
             )
@@ -160,13 +162,13 @@ class MarkerChannel:
             ]
         }
         try:
-            connection = await self._connection(endpoint)
+            connection = await self._connections.to(endpoint)
             response = await connection.request(
                 WRITE_TXN_MARKERS, request, timeout_s=_MARKER_TIMEOUT_S
             )
         except (ClientError, OSError) as e:
             log.info("markers to broker %d: %s; retrying", endpoint.node_id, e)
-            self._drop_connection(endpoint.node_id)
+            self._connections.drop(endpoint.node_id)
             return {}
         out: dict[tuple[str, int], ErrorCode] = {}
         for marker in response.markers:
@@ -175,36 +177,7 @@ class MarkerChannel:
                     out[(topic.name, int(p.partition_index))] = ErrorCode(p.error_code)
         return out
 
-    async def _connection(self, endpoint: BrokerEndpoint) -> AsyncConnection:
-        """The connection to ``endpoint``'s broker, opened when first needed."""
-        connection = self._connections.get(endpoint.node_id)
-        if connection is not None and not connection.closed:
-            return connection
-        cluster = self._cluster
-        connection = await AsyncConnection.open(
-            f"{endpoint.host}:{endpoint.port}",
-            client_id=f"odradek-txn-coordinator-{cluster.node_id if cluster else -1}",
-            timeout_s=_MARKER_TIMEOUT_S,
-            # Markers and KIP-890 checks go over the inter-broker listener with its TLS and
-            # SASL (to this broker too). Read when first needed: a lone broker whose only
-            # listener is SASL and that never sees a transaction needs no credentials of its own.
-            security=inter_broker_security(self._config),
-        )
-        self._connections[endpoint.node_id] = connection
-        return connection
-
-    def _drop_connection(self, node_id: int) -> None:
-        connection = self._connections.pop(node_id, None)
-        if connection is not None:
-            task = asyncio.ensure_future(connection.close())
-            self._closes.add(task)
-            task.add_done_callback(self._closes.discard)
-
     async def close(self) -> None:
         """Stop retrying and close every connection."""
         self._closing = True
-        connections = list(self._connections.values())
-        self._connections.clear()
-        await asyncio.gather(
-            *(c.close() for c in connections), *self._closes, return_exceptions=True
-        )
+        await self._connections.close()
