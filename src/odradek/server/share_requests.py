@@ -109,13 +109,23 @@ async def share_group(ctx: RequestContext, group_id: str) -> ShareGroupDescripti
         return ShareGroupDescription(e.code, group_id)
 
 
-def empty_group_error(described: ShareGroupDescription) -> tuple[ErrorCode, str | None]:
-    """Offsets of a share group change only while it has no members (Kafka's rule)."""
+async def empty_group_manager(
+    ctx: RequestContext, group_id: str, operation: Op
+) -> tuple[SharePartitionManager | None, ErrorCode, str | None]:
+    """What Alter/DeleteShareGroupOffsets need before they touch a partition: ``operation`` on
+    the group allowed, and the group empty (offsets of a share group change only while it has
+    no members, Kafka's rule). The share-partitions, or None with the error to answer."""
+    if not permits(ctx, operation, GROUP, group_id):
+        return None, ErrorCode.group_authorization_failed, None
+    described = await share_group(ctx, group_id)
     if described.error != ErrorCode.none:
-        return described.error, described.message
+        return None, described.error, described.message
     if described.members:
-        return ErrorCode.non_empty_group, "The group has active members."
-    return ErrorCode.none, None
+        return None, ErrorCode.non_empty_group, "The group has active members."
+    manager = ctx.services.share_partitions
+    if manager is None:
+        return None, ErrorCode.unsupported_version, None
+    return manager, ErrorCode.none, None
 
 
 # -- the share state APIs (83-87): a partition leader's requests to the share coordinator ------

@@ -6,24 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
-from odradek.server.authorize import GROUP, TOPIC, Op, permits
+from odradek.server.authorize import TOPIC, Op, permits
 from odradek.server.context import RequestContext, Response
 from odradek.server.registry import handles
-from odradek.server.share_requests import empty_group_error, share_group
+from odradek.server.share_requests import empty_group_manager
 
 
 @handles(api_key=92, min_version=0, max_version=0)
 async def handle_delete_share_group_offsets(ctx: RequestContext, request: Any) -> Response:
     group_id = request.group_id
-    if not permits(ctx, Op.DELETE, GROUP, group_id):
-        return ctx.respond(
-            throttle_time=0, error_code=ErrorCode.group_authorization_failed, responses=[]
-        )
-    error, message = empty_group_error(await share_group(ctx, group_id))
-    manager = ctx.services.share_partitions
-    if error == ErrorCode.none and manager is None:
-        error = ErrorCode.unsupported_version
-    if error != ErrorCode.none or manager is None:
+    manager, error, message = await empty_group_manager(ctx, group_id, Op.DELETE)
+    if manager is None:
         return ctx.respond(throttle_time=0, error_code=error, error_message=message, responses=[])
     responses = []
     for topic in request.topics:
