@@ -6,6 +6,7 @@ APIs); each partition of a share state request answered by the share coordinator
 from __future__ import annotations
 
 import asyncio
+import datetime
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -19,7 +20,7 @@ from odradek.coordinator.share.records import StateKey
 from odradek.coordinator.share.runtime import ShareCoordinatorRuntime
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import GROUP, Op, permits, permits_cluster
-from odradek.server.context import RequestContext
+from odradek.server.context import RequestContext, Response
 from odradek.server.share_sessions import SharePartitionKey, ShareSession
 
 
@@ -83,6 +84,24 @@ def leader(ctx: RequestContext, name: str | None, index: int) -> dict[str, int]:
     if partition is None:
         return {"leader_id": -1, "leader_epoch": -1}
     return {"leader_id": partition.leader_id, "leader_epoch": partition.leader_epoch}
+
+
+def share_answer(
+    ctx: RequestContext,
+    error: ErrorCode,
+    message: str | None = None,
+    lock_ms: int = 0,
+    responses: list[dict[str, Any]] | None = None,
+) -> Response:
+    """A ShareFetch or ShareAcknowledge answer (their fields are the same)."""
+    return ctx.respond(
+        throttle_time=0,
+        error_code=error,
+        error_message=message,
+        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
+        responses=responses or [],
+        node_endpoints=[],
+    )
 
 
 def refusal(ctx: RequestContext, request: Any) -> tuple[ErrorCode, str | None] | None:

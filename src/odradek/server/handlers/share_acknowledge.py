@@ -5,7 +5,6 @@ releases what it still holds."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import uuid
 from typing import Any
 
@@ -19,25 +18,9 @@ from odradek.server.share_requests import (
     leader,
     refusal,
     release,
+    share_answer,
     topic_names,
 )
-
-
-def _respond(
-    ctx: RequestContext,
-    error: ErrorCode,
-    message: str | None = None,
-    lock_ms: int = 0,
-    responses: list[dict[str, Any]] | None = None,
-) -> Response:
-    return ctx.respond(
-        throttle_time=0,
-        error_code=error,
-        error_message=message,
-        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
-        responses=responses or [],
-        node_endpoints=[],
-    )
 
 
 @handles(api_key=79, min_version=1, max_version=2)
@@ -47,11 +30,11 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Respons
     group_id, member_id = request.group_id, request.member_id
     refused = refusal(ctx, request)
     if refused is not None or manager is None or sessions is None:
-        return _respond(ctx, *(refused or (ErrorCode.unsupported_version, None)))
+        return share_answer(ctx, *(refused or (ErrorCode.unsupported_version, None)))
     outcome = sessions.acknowledge(group_id, member_id, int(request.share_session_epoch))
     lock_ms = manager.lock_ms(group_id)
     if outcome.error != ErrorCode.none:
-        return _respond(ctx, outcome.error, lock_ms=lock_ms)
+        return share_answer(ctx, outcome.error, lock_ms=lock_ms)
     names = topic_names(ctx)
     renew = ctx.version >= 2 and bool(getattr(request, "is_renew_ack", False))
     keys = [
@@ -79,7 +62,7 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Any) -> Respons
         )
     if outcome.closed:
         release(manager, names, outcome.session)
-    return _respond(
+    return share_answer(
         ctx,
         ErrorCode.none,
         lock_ms=lock_ms,

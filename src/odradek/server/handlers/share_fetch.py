@@ -23,29 +23,13 @@ from odradek.server.share_requests import (
     leader,
     refusal,
     release,
+    share_answer,
     topic_names,
 )
 from odradek.server.share_sessions import SharePartitionKey
 
 # What a member asks for when it names no limit (max.poll.records' default).
 DEFAULT_MAX_RECORDS = 500
-
-
-def _respond(
-    ctx: RequestContext,
-    error: ErrorCode,
-    message: str | None = None,
-    lock_ms: int = 0,
-    responses: list[dict[str, Any]] | None = None,
-) -> Response:
-    return ctx.respond(
-        throttle_time=0,
-        error_code=error,
-        error_message=message,
-        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
-        responses=responses or [],
-        node_endpoints=[],
-    )
 
 
 async def _fetch(
@@ -174,14 +158,14 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Response:
     group_id, member_id = request.group_id, request.member_id
     refused = refusal(ctx, request)
     if refused is not None or manager is None or sessions is None:
-        return _respond(ctx, *(refused or (ErrorCode.unsupported_version, None)))
+        return share_answer(ctx, *(refused or (ErrorCode.unsupported_version, None)))
     # The group's configs (where it starts, its lock duration, its isolation) before it reads.
     await services.groups.group_configs.ensure(group_id)
     names = topic_names(ctx)
     requested, forgotten = _partitions(request)
     epoch = int(request.share_session_epoch)
     if epoch == 0 and any(p.acknowledgement_batches for _, p in requested):
-        return _respond(
+        return share_answer(
             ctx, ErrorCode.invalid_request, "Acknowledge data present on initial fetch."
         )
     outcome = sessions.fetch(group_id, member_id, epoch, [k for k, _ in requested], forgotten)
@@ -189,7 +173,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Response:
     lock_ms = manager.lock_ms(group_id)
     session = outcome.session
     if outcome.error != ErrorCode.none or session is None:
-        return _respond(ctx, outcome.error, lock_ms=lock_ms)
+        return share_answer(ctx, outcome.error, lock_ms=lock_ms)
     renew = ctx.version >= 2 and bool(getattr(request, "is_renew_ack", False))
     acks = await _acknowledge_all(ctx, request, names, requested, renew)
     # What the member still holds of a partition it forgets (after its acknowledgements, which
@@ -204,4 +188,4 @@ async def handle_share_fetch(ctx: RequestContext, request: Any) -> Response:
         release(manager, names, session)
     listed = [*(session.partitions if outcome.full else ()), *acks, *fetched]
     responses = _responses(ctx, names, hidden, listed, fetched, acks, outcome.full)
-    return _respond(ctx, ErrorCode.none, lock_ms=lock_ms, responses=responses)
+    return share_answer(ctx, ErrorCode.none, lock_ms=lock_ms, responses=responses)
