@@ -4,7 +4,7 @@ configs and of client metrics subscriptions, or refuse."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS
@@ -67,17 +67,20 @@ async def _alter_client_metrics(
 ) -> None:
     """A client metrics subscription (KIP-714), kept in the metadata store for every broker;
     all its configs removed, it is gone."""
-    if not name:
-        raise KafkaError(ErrorCode.invalid_request, "name the client metrics subscription")
     store = ctx.services.topics.store
-    updated = new_configs((await store.client_metrics_configs()).get(name, {}))
-    valid = {k: v for k, v in updated.items() if v is not None}
-    try:
-        validate_client_metrics(valid)
-    except ConfigError as e:
-        raise KafkaError(ErrorCode.invalid_config, str(e)) from e
-    if not validate_only:
-        await store.set_client_metrics_configs(name, valid)
+
+    async def read(subscription: str) -> dict[str, str]:
+        return (await store.client_metrics_configs()).get(subscription, {})
+
+    await _alter_named(
+        name,
+        "the client metrics subscription",
+        read,
+        validate_client_metrics,
+        store.set_client_metrics_configs,
+        new_configs,
+        validate_only,
+    )
 
 
 async def _alter_group(
@@ -87,17 +90,33 @@ async def _alter_group(
     validate_only: bool,
 ) -> None:
     """A group's configs (``share.*``), kept in the metadata store for every broker."""
-    if not name:
-        raise KafkaError(ErrorCode.invalid_request, "name a group")
     group_configs = ctx.services.groups.group_configs
-    updated = new_configs(await group_configs.read(name))
+    await _alter_named(
+        name, "a group", group_configs.read, validate, group_configs.set, new_configs, validate_only
+    )
+
+
+async def _alter_named(
+    name: str,
+    what: str,
+    read: Callable[[str], Awaitable[dict[str, str]]],
+    check: Callable[[dict[str, str]], None],
+    write: Callable[[str, dict[str, str]], Awaitable[None]],
+    new_configs: Callable[[dict[str, str]], dict[str, str | None]],
+    validate_only: bool,
+) -> None:
+    """A named resource's configs: read, changed, checked (ConfigError), written unless only
+    validating."""
+    if not name:
+        raise KafkaError(ErrorCode.invalid_request, f"name {what}")
+    updated = new_configs(await read(name))
     valid = {k: v for k, v in updated.items() if v is not None}
     try:
-        validate(valid)
+        check(valid)
     except ConfigError as e:
         raise KafkaError(ErrorCode.invalid_config, str(e)) from e
     if not validate_only:
-        await group_configs.set(name, valid)
+        await write(name, valid)
 
 
 async def _alter_broker(
