@@ -133,7 +133,9 @@ def make(tmp_path: Path) -> Iterator[Callable[[WaitReplicated | None], Setup]]:
     topics.open()
 
     def build(wait: WaitReplicated | None) -> Setup:
-        topic = InternalTopic(TOPIC, "offsets.topic", topics, config, clock, {})
+        topic = InternalTopic(
+            TOPIC, "offsets.topic", topics, config, clock, {}, "min.insync.replicas"
+        )
         asyncio.run(topic.ensure())
         tally = Tally()
         loading = TallyLoading(tally)

@@ -106,7 +106,10 @@ class InternalTopic:
     """One internal topic: ``<prefix>.num.partitions``, ``<prefix>.replication.factor`` (fewer
     while fewer brokers are live, as Kafka's tests run it; Kafka itself refuses until enough
     brokers are up) and ``<prefix>.segment.bytes`` from the broker's settings, plus ``configs``
-    of its own."""
+    of its own. Its writes are acks=all ones: a topic made with fewer replicas than its minimum
+    ISR (the broker setting ``min_isr_setting``; a cluster smaller than its replication factor)
+    would refuse every one of them, so its ``min.insync.replicas`` is at most its replication
+    factor."""
 
     def __init__(
         self,
@@ -116,6 +119,7 @@ class InternalTopic:
         config: BrokerConfig,
         clock: Clock,
         configs: Mapping[str, str],
+        min_isr_setting: str,
     ) -> None:
         self.name = name
         self.prefix = prefix
@@ -123,6 +127,7 @@ class InternalTopic:
         self.config = config
         self.clock = clock
         self._configs = dict(configs)
+        self._min_isr_setting = min_isr_setting
         # The creation in flight: two FindCoordinator requests at once make the topic once.
         self._creating: asyncio.Future[None] | None = None
 
@@ -174,7 +179,8 @@ class InternalTopic:
 
     def topic_configs(self) -> dict[str, str]:
         """The topic's own configs beyond compaction and segment size."""
-        return dict(self._configs)
+        min_isr = min(self.config.get_int(self._min_isr_setting), self.replication())
+        return self._configs | {"min.insync.replicas": str(min_isr)}
 
     def partition(self, index: int) -> Partition | None:
         return self.topics.partition(self.name, index)

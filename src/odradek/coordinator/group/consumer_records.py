@@ -147,10 +147,7 @@ class _Writer(rec._Writer):
         self.out += struct.pack(">b", value)
 
     def uvarint(self, value: int) -> None:
-        while value >= 0x80:
-            self.out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        self.out.append(value)
+        self.out += rec.encode_uvarint(value)
 
     def compact_string(self, value: str | None) -> None:
         if value is None:

@@ -378,6 +378,17 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
 # -- which partition holds a group ---------------------------------------------------------------
 
 
+def encode_uvarint(value: int) -> bytes:
+    """An unsigned varint, as the flexible versions of the coordinators' records write
+    lengths and tags."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def java_string_hash(text: str) -> int:
     """Java's ``String.hashCode``: over UTF-16 code units, as a signed 32-bit int."""
     h = 0

@@ -122,18 +122,14 @@ class OffsetsTopic(InternalTopic):
 
     def __init__(self, topics: TopicManager, config: BrokerConfig, clock: Clock) -> None:
         super().__init__(
-            OFFSETS_TOPIC, "offsets.topic", topics, config, clock, {"compression.type": "producer"}
+            OFFSETS_TOPIC,
+            "offsets.topic",
+            topics,
+            config,
+            clock,
+            {"compression.type": "producer"},
+            "min.insync.replicas",
         )
-
-    def topic_configs(self) -> dict[str, str]:
-        # Its writes are acks=all ones: a topic made with fewer replicas than the broker's
-        # min.insync.replicas (a cluster smaller than offsets.topic.replication.factor) would
-        # refuse every one of them, so its minimum is at most its replication factor.
-        return super().topic_configs() | {
-            "min.insync.replicas": str(
-                min(self.config.get_int("min.insync.replicas"), self.replication())
-            )
-        }
 
     def read_from(self, partition: Partition, offset: int) -> tuple[list[LogEntry], int | None]:
         """The entries of one read from ``offset`` on, and the offset of the next read (as

@@ -37,7 +37,13 @@ import uuid
 from dataclasses import dataclass
 
 from odradek.cluster.share.persister import StateBatch
-from odradek.coordinator.group.records import RecordFormatError, java_string_hash, kafka_abs
+from odradek.coordinator.group.records import (
+    RecordFormatError,
+    RecordReader,
+    encode_uvarint,
+    java_string_hash,
+    kafka_abs,
+)
 
 SNAPSHOT_KEY = 0
 UPDATE_KEY = 1
@@ -96,15 +102,6 @@ def partition_for(key: str, partitions: int) -> int:
 # -- encoding ------------------------------------------------------------------------------------
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_key(kind: int, key: StateKey) -> bytes:
     group = key.group_id.encode()
     return (
@@ -117,7 +114,7 @@ def encode_key(kind: int, key: StateKey) -> bytes:
 
 
 def _encode_batches(batches: tuple[StateBatch, ...]) -> bytes:
-    out = bytearray(_uvarint(len(batches) + 1))
+    out = bytearray(encode_uvarint(len(batches) + 1))
     for b in batches:
         out += _BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
         out.append(0)  # no tagged fields
@@ -152,36 +149,12 @@ def encode_update(value: ShareUpdate) -> bytes:
 # -- decoding ------------------------------------------------------------------------------------
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
+class _Reader(RecordReader):
     def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordFormatError("share state record too short")
-        chunk = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return chunk
+        return self._raw(n)
 
     def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
-        return layout.unpack(self.take(layout.size))
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise RecordFormatError("varint too long")
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.take(self.uvarint())
+        return layout.unpack(self._raw(layout.size))
 
 
 def decode_key(data: bytes) -> tuple[int, StateKey]:
@@ -203,7 +176,7 @@ def _decode_batches(reader: _Reader) -> tuple[StateBatch, ...]:
     count = reader.uvarint() - 1
     if count < 0:
         return ()
-    if count * (_BATCH.size + 1) > len(reader.data) - reader.pos:
+    if count * (_BATCH.size + 1) > len(reader.data) - reader.position:
         raise RecordFormatError("more state batches than bytes")
     batches = []
     for _ in range(count):

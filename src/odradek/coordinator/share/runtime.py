@@ -46,14 +46,8 @@ class ShareStateTopic(InternalTopic):
             config,
             clock,
             {"compression.type": "uncompressed", "unclean.leader.election.enable": "false"},
+            "share.coordinator.state.topic.min.isr",
         )
-
-    def topic_configs(self) -> dict[str, str]:
-        return super().topic_configs() | {
-            "min.insync.replicas": str(
-                min(self.config.get_int(f"{self.prefix}.min.isr"), self.replication())
-            )
-        }
 
 
 class ShareCoordinatorRuntime(CoordinatorRuntime[ShareCoordinatorShard]):

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from odradek.coordinator.group.records import (
     RecordFormatError,
     RecordReader,
+    encode_uvarint,
     java_string_hash,
     kafka_abs,
 )
@@ -107,15 +108,6 @@ def encode_txn_key(transactional_id: str) -> bytes:
     return _I16.pack(TXN_KEY_VERSION) + _string(transactional_id)
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_txn_value(value: TxnValue) -> bytes:
     flexible = value.next_producer_id != -1
     out = bytearray()
@@ -127,21 +119,21 @@ def encode_txn_value(value: TxnValue) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for topic, index in sorted(value.partitions):
         by_topic.setdefault(topic, []).append(index)
-    out += _uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
+    out += encode_uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
     for topic, indexes in by_topic.items():
         if flexible:
             data = topic.encode()
-            out += _uvarint(len(data) + 1) + data + _uvarint(len(indexes) + 1)
+            out += encode_uvarint(len(data) + 1) + data + encode_uvarint(len(indexes) + 1)
         else:
             out += _string(topic) + _I32.pack(len(indexes))
         for index in indexes:
             out += _I32.pack(index)
         if flexible:
-            out += _uvarint(0)
+            out += encode_uvarint(0)
     out += _I64.pack(value.last_update_ms)
     out += _I64.pack(value.start_ms)
     if flexible:
-        out += _uvarint(1) + _uvarint(_NEXT_PRODUCER_ID_TAG) + _uvarint(8)
+        out += encode_uvarint(1) + encode_uvarint(_NEXT_PRODUCER_ID_TAG) + encode_uvarint(8)
         out += _I64.pack(value.next_producer_id)
     return bytes(out)
 

@@ -73,14 +73,8 @@ class TransactionStateTopic(InternalTopic):
             config,
             clock,
             {"compression.type": "uncompressed", "unclean.leader.election.enable": "false"},
+            "transaction.state.log.min.isr",
         )
-
-    def topic_configs(self) -> dict[str, str]:
-        return super().topic_configs() | {
-            "min.insync.replicas": str(
-                min(self.config.get_int("transaction.state.log.min.isr"), self.replication())
-            )
-        }
 
 
 class TransactionShard:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -476,3 +477,48 @@ async def test_log_dir_failures_are_kafkas_notifications_taken_in_order(
     finally:
         broker.close()
         controller.close()
+
+
+def test_a_topic_removed_and_made_again_at_once_is_seen_anew(zookeeper_connect: str) -> None:
+    """The topic's own watches read it gone; before the topic list is read, the topic is made
+    again under the same name (so the list holds the same names as before): the new topic is
+    still found, and watched."""
+    watcher = open_store(zookeeper_connect)
+    writer = open_store(zookeeper_connect, node_id=2)
+    first = TopicMetadata("t", uuid.uuid4(), 1, {}, ((1,),))
+    second = TopicMetadata("t", uuid.uuid4(), 1, {}, ((2,),))
+    read_change = watcher._read_change
+    removed = threading.Event()
+    deferrals = 0
+
+    def list_read_last(change: MetadataChange) -> None:
+        # On the watch thread. The list's read waits until the deletion is done, then once more
+        # behind the topic's own reads of it; then, just before it, the topic is made again.
+        nonlocal deferrals
+        if change == MetadataChange("topics") and deferrals < 2:
+            if not removed.wait(0.01) or deferrals == 0:
+                deferrals += removed.is_set()
+                watcher._watch_pool.submit(list_read_last, change)
+                return
+            deferrals += 1
+            writer._put(second)
+        read_change(change)
+
+    async def scenario() -> None:
+        seen: list[MetadataChange] = []
+        watcher.add_listener(asyncio.get_running_loop(), seen.append)
+        await writer.put(first)
+        await until(lambda: "t" in watcher.topics, timeout_s=10)
+        watcher._read_change = list_read_last  # type: ignore[method-assign]
+        await writer.remove("t")
+        removed.set()
+        await until(lambda: watcher.topics.get("t") == second, timeout_s=10)
+        # The new topic's partition state is watched.
+        state = await writer.write_partition_state("t", 0, PartitionState(2, 0, (2,), 1), None)
+        await until(lambda: MetadataChange("partition_state", "t", 0, state) in seen, 10)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        watcher.close()
+        writer.close()

@@ -1457,6 +1457,10 @@ class ZooKeeperMetadataStore:
         topic = self._read_topic(change.topic)
         if topic is None:
             self._unwatch_topic(change.topic)
+            # The topic list may already have been read with the topic made again under the
+            # same name (same children, so no news there): list again, where it is new.
+            self._listed.discard(change.topic)
+            self._to_watch_thread(MetadataChange("topics"))
         elif topic.partitions != self._watched_partitions.get(change.topic):
             self._watch_topic(change.topic)  # watches for the new partitions' states
         return topic
