@@ -23,7 +23,7 @@ from odradek.cluster.share.persister import StateBatch
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.common.internal_topic import InternalTopic, WaitReplicated
-from odradek.coordinator.common.log_reader import read_batches
+from odradek.coordinator.common.log_reader import replay_data_records
 from odradek.coordinator.common.runtime import CoordinatorError, CoordinatorRuntime
 from odradek.coordinator.group.records import RecordFormatError
 from odradek.coordinator.share.coordinator import ShareCoordinatorShard, StateAnswer
@@ -76,18 +76,9 @@ class ShareCoordinatorRuntime(CoordinatorRuntime[ShareCoordinatorShard]):
         )
 
     def replay_from(self, partition: Partition, offset: int) -> tuple[int, int | None]:
-        batches, next_offset = read_batches(partition, offset)
-        count = 0
-        for header, records in batches:
-            if header.is_control:
-                continue
-            for record in records:
-                try:
-                    self.shard.replay(partition.index, record.key, record.value)
-                except RecordFormatError as e:
-                    log.warning("%s offset %d: %s", partition.name, record.offset, e)
-                count += 1
-        return count, next_offset
+        """Replay one read of ``partition`` from ``offset``: how many records, and where the
+        next read starts (None: done)."""
+        return replay_data_records(partition, offset, self.shard.replay, RecordFormatError)
 
     def on_topic_deleted(self, topic: str) -> None:
         if topic == SHARE_STATE_TOPIC and not self.state_topic.topics.leads_alone:

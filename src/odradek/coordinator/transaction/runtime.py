@@ -32,7 +32,7 @@ from odradek.cluster.replication.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
 from odradek.coordinator.common.internal_topic import InternalTopic, WaitReplicated
-from odradek.coordinator.common.log_reader import read_batches
+from odradek.coordinator.common.log_reader import replay_data_records
 from odradek.coordinator.common.runtime import (
     CoordinatorError,
     CoordinatorRuntime,
@@ -179,19 +179,7 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionShard]):
     def replay_from(self, partition: Partition, offset: int) -> tuple[int, int | None]:
         """Replay one read of ``partition`` from ``offset``: how many records, and where the
         next read starts (None: done)."""
-        index = partition.index
-        batches, next_offset = read_batches(partition, offset)
-        count = 0
-        for header, records in batches:
-            if header.is_control:
-                continue
-            for record in records:
-                try:
-                    self.coordinator.replay(index, record.key, record.value)
-                except RecordFormatError as e:
-                    log.warning("%s offset %d: %s", partition.name, record.offset, e)
-                count += 1
-        return count, next_offset
+        return replay_data_records(partition, offset, self.coordinator.replay, RecordFormatError)
 
     def resume_markers(self, jobs: Iterable[MarkerJob]) -> None:
         for job in jobs:
