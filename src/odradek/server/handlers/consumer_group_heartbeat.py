@@ -7,11 +7,11 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.coordinator.group.messages import ConsumerHeartbeatRequest, ConsumerHeartbeatResult
 from odradek.protocol.errors import ErrorCode
-from odradek.server.authorize import GROUP, TOPIC, Op, client_host, denied, permits, refusal
+from odradek.server.authorize import GROUP, Op, client_host, permits, refusal
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_answers import heartbeat_answer
 from odradek.server.registry import handles
 
 _MS = datetime.timedelta(milliseconds=1)
@@ -45,44 +45,15 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
     if not permits(ctx, Op.READ, GROUP, request.group_id):
         return refusal(ctx, GROUP, member_epoch=-1)
     heartbeat = _request(ctx, request)
-    # As Kafka: the subscribed topics must be ones the member may describe.
-    hidden = denied(ctx, Op.DESCRIBE, TOPIC, heartbeat.subscribed_topic_names or ())
-    if hidden:
-        result = ConsumerHeartbeatResult(
-            ErrorCode.topic_authorization_failed,
-            f"not authorized to describe {', '.join(sorted(hidden))}",
-        )
-    elif ctx.version >= 1 and not heartbeat.member_id:
+    refused = None
+    if ctx.version >= 1 and not heartbeat.member_id:
         # From v1 the consumer makes its member id itself (KIP-1082).
-        result = ConsumerHeartbeatResult(ErrorCode.invalid_request, "MemberId can't be empty.")
-    else:
-        try:
-            result = await ctx.services.groups.write(
-                heartbeat.group_id,
-                lambda coordinator: coordinator.consumer.heartbeat(heartbeat),
-                api_key=ctx.header.api_key,
-            )
-        except CoordinatorError as e:
-            result = (
-                ConsumerHeartbeatResult(e.code)
-                if e.refused == ErrorCode.none
-                else ConsumerHeartbeatResult(e.code, e.refused.name)
-            )
-    assignment = None
-    if result.assignment is not None:
-        assignment = {
-            "topic_partitions": [
-                {"topic_id": topic_id, "partitions": sorted(partitions)}
-                for topic_id, partitions in sorted(result.assignment.items())
-                if partitions
-            ]
-        }
-    return ctx.respond(
-        throttle_time=0,
-        error_code=result.error,
-        error_message=result.message if result.error != ErrorCode.none else None,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
-        assignment=assignment,
+        refused = ConsumerHeartbeatResult(ErrorCode.invalid_request, "MemberId can't be empty.")
+    return await heartbeat_answer(
+        ctx,
+        heartbeat.group_id,
+        heartbeat.subscribed_topic_names,
+        lambda coordinator: coordinator.consumer.heartbeat(heartbeat),
+        ConsumerHeartbeatResult,
+        refused,
     )

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.coordinator.group.messages import GroupDescription
 from odradek.protocol.errors import ErrorCode
-from odradek.server.authorize import (
-    GROUP,
-    OPERATIONS_NOT_ASKED,
-    Op,
-    authorized_operations,
-    permits,
-)
+from odradek.server.authorize import OPERATIONS_NOT_ASKED
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_answers import describe_each, groups_answer
 from odradek.server.registry import handles
 
 # From v6 an unknown group is GROUP_ID_NOT_FOUND; before, a Dead group with no error.
@@ -55,23 +48,14 @@ def _describe(ctx: RequestContext, described: GroupDescription) -> dict[str, Any
 
 @handles(api_key=15, min_version=0, max_version=6)
 async def handle_describe_groups(ctx: RequestContext, request: Any) -> Response:
-
-    async def describe(group_id: str) -> GroupDescription:
-        if not permits(ctx, Op.DESCRIBE, GROUP, group_id):
-            return GroupDescription(ErrorCode.group_authorization_failed, group_id, "")
-        try:
-            return await ctx.services.groups.read(
-                group_id, lambda c: c.describe_group(group_id), api_key=ctx.header.api_key
-            )
-        except CoordinatorError as e:
-            return GroupDescription(e.code, group_id, "")
-
-    described = await asyncio.gather(*(describe(g) for g in request.groups))
-    groups = [_describe(ctx, d) for d in described]
-    if getattr(request, "include_authorized_operations", False):
-        for group in groups:
-            if group["error_code"] == ErrorCode.none:
-                group["authorized_operations"] = authorized_operations(
-                    ctx, GROUP, group["group_id"]
-                )
-    return ctx.respond(throttle_time=0, groups=groups)
+    described = await describe_each(
+        ctx,
+        request.groups,
+        lambda c, g: c.describe_group(g),
+        lambda code, g: GroupDescription(code, g, ""),
+    )
+    return groups_answer(
+        ctx,
+        [_describe(ctx, d) for d in described],
+        getattr(request, "include_authorized_operations", False),
+    )

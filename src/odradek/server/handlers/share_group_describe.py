@@ -3,20 +3,12 @@ group of another kind is GROUP_ID_NOT_FOUND here, as in Kafka."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.coordinator.group.share_group import ASSIGNOR_NAME, ShareGroupDescription
-from odradek.protocol.errors import ErrorCode
-from odradek.server.authorize import (
-    GROUP,
-    OPERATIONS_NOT_ASKED,
-    Op,
-    authorized_operations,
-    permits,
-)
+from odradek.server.authorize import OPERATIONS_NOT_ASKED
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_answers import describe_each, described_assignment, groups_answer
 from odradek.server.registry import handles
 
 
@@ -37,12 +29,7 @@ def _describe(d: ShareGroupDescription) -> dict[str, Any]:
                 "client_id": m.client_id,
                 "client_host": m.client_host,
                 "subscribed_topic_names": list(m.subscribed_topic_names),
-                "assignment": {
-                    "topic_partitions": [
-                        {"topic_id": topic_id, "topic_name": name, "partitions": list(parts)}
-                        for topic_id, name, parts in m.assignment
-                    ]
-                },
+                "assignment": described_assignment(m.assignment),
             }
             for m in d.members
         ],
@@ -52,22 +39,9 @@ def _describe(d: ShareGroupDescription) -> dict[str, Any]:
 
 @handles(api_key=77, min_version=1, max_version=1)
 async def handle_share_group_describe(ctx: RequestContext, request: Any) -> Response:
-    async def describe(group_id: str) -> ShareGroupDescription:
-        if not permits(ctx, Op.DESCRIBE, GROUP, group_id):
-            return ShareGroupDescription(ErrorCode.group_authorization_failed, group_id)
-        try:
-            return await ctx.services.groups.read(
-                group_id, lambda c: c.share.describe(group_id), api_key=ctx.header.api_key
-            )
-        except CoordinatorError as e:
-            return ShareGroupDescription(e.code, group_id)
-
-    described = await asyncio.gather(*(describe(g) for g in request.group_ids))
-    groups = [_describe(d) for d in described]
-    if request.include_authorized_operations:
-        for group in groups:
-            if group["error_code"] == ErrorCode.none:
-                group["authorized_operations"] = authorized_operations(
-                    ctx, GROUP, group["group_id"]
-                )
-    return ctx.respond(throttle_time=0, groups=groups)
+    described = await describe_each(
+        ctx, request.group_ids, lambda c, g: c.share.describe(g), ShareGroupDescription
+    )
+    return groups_answer(
+        ctx, [_describe(d) for d in described], request.include_authorized_operations
+    )

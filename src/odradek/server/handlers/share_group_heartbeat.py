@@ -4,14 +4,12 @@ the records behind it are replicated."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
-from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.coordinator.group.share_group import ShareHeartbeatRequest, ShareHeartbeatResult
-from odradek.protocol.errors import ErrorCode
-from odradek.server.authorize import GROUP, TOPIC, Op, client_host, denied, permits, refusal
+from odradek.server.authorize import GROUP, Op, client_host, permits, refusal
 from odradek.server.context import RequestContext, Response
+from odradek.server.group_answers import heartbeat_answer
 from odradek.server.registry import handles
 
 
@@ -29,38 +27,10 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Any) -> Res
         client_id=ctx.header.client_id or "",
         client_host="/" + client_host(ctx),
     )
-    hidden = denied(ctx, Op.DESCRIBE, TOPIC, heartbeat.subscribed_topic_names or ())
-    if hidden:
-        result = ShareHeartbeatResult(
-            ErrorCode.topic_authorization_failed,
-            f"not authorized to describe {', '.join(sorted(hidden))}",
-        )
-    else:
-        try:
-            result = await ctx.services.groups.write(
-                heartbeat.group_id,
-                lambda coordinator: coordinator.share.heartbeat(heartbeat),
-                api_key=ctx.header.api_key,
-            )
-        except CoordinatorError as e:
-            result = ShareHeartbeatResult(
-                e.code, None if e.refused == ErrorCode.none else e.refused.name
-            )
-    assignment = None
-    if result.assignment is not None:
-        assignment = {
-            "topic_partitions": [
-                {"topic_id": topic_id, "partitions": sorted(partitions)}
-                for topic_id, partitions in sorted(result.assignment.items())
-                if partitions
-            ]
-        }
-    return ctx.respond(
-        throttle_time=0,
-        error_code=result.error,
-        error_message=result.message if result.error != ErrorCode.none else None,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
-        assignment=assignment,
+    return await heartbeat_answer(
+        ctx,
+        heartbeat.group_id,
+        heartbeat.subscribed_topic_names,
+        lambda coordinator: coordinator.share.heartbeat(heartbeat),
+        ShareHeartbeatResult,
     )
