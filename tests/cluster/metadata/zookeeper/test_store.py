@@ -21,8 +21,11 @@ from odradek.cluster.metadata.store import (
     TopicMetadata,
 )
 from odradek.cluster.metadata.zookeeper.store import (
+    CHANGE_EXPIRATION_MS,
+    CONFIG_CHANGES_PATH,
     CONTROLLER_EPOCH_PATH,
     DELETE_TOPICS_PATH,
+    TOKEN_CHANGES_PATH,
     ControllerMovedError,
     ZooKeeperMetadataStore,
     ZooKeeperSession,
@@ -37,6 +40,7 @@ from odradek.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from odradek.security.delegation_tokens import TokenInformation
 from odradek.testing import ZOOKEEPER_START_TIMEOUT_S, ZooKeeperServer, free_port, wait_until
 from odradek.topic_partition import TopicPartition
 
@@ -516,6 +520,52 @@ def test_a_topic_removed_and_made_again_at_once_is_seen_anew(zookeeper_connect: 
         # The new topic's partition state is watched.
         state = await writer.write_partition_state("t", 0, PartitionState(2, 0, (2,), 1), None)
         await until(lambda: MetadataChange("partition_state", "t", 0, state) in seen, 10)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        watcher.close()
+        writer.close()
+
+
+def test_change_notifications_are_purged_once_expired(
+    zookeeper_connect: str, raw: KazooClient
+) -> None:
+    """As Kafka's notification listeners: a change notification older than 15 minutes (by its
+    znode's creation time) is deleted by the broker that lists it; a younger one is kept."""
+    offset_ms = 0.0
+
+    def wall_clock_ms() -> float:
+        return time.time() * 1000 + offset_ms
+
+    watcher = ZooKeeperMetadataStore(
+        ZooKeeperSession(zookeeper_connect, 6000).start(),
+        1,
+        own_session=True,
+        wall_clock_ms=wall_clock_ms,
+    )
+    writer = open_store(zookeeper_connect, node_id=2)
+
+    async def scenario() -> None:
+        seen: list[MetadataChange] = []
+        watcher.add_listener(asyncio.get_running_loop(), seen.append)
+        await writer.put(TopicMetadata("t", uuid.uuid4(), 1, {}, ((1,),)))
+        await writer.set_configs("t", {"retention.ms": "5"})
+        token = TokenInformation("tok-1", "User:alice", "User:admin", (), 1000, 9000, 5000)
+        await writer.put_delegation_token(token)
+        await until(lambda: MetadataChange("delegation_tokens") in seen)
+        await until(lambda: watcher.topics["t"].configs == {"retention.ms": "5"})
+        # Young: kept, for brokers that have not read them yet.
+        assert raw.get_children(CONFIG_CHANGES_PATH) and raw.get_children(TOKEN_CHANGES_PATH)
+
+        nonlocal offset_ms
+        offset_ms = CHANGE_EXPIRATION_MS + 1000
+        await writer.set_configs("t", {"retention.ms": "6"})
+        await writer.put_delegation_token(token)
+        # Listed again by the watcher: all of them are past their expiration now.
+        await until(lambda: not raw.get_children(CONFIG_CHANGES_PATH))
+        await until(lambda: not raw.get_children(TOKEN_CHANGES_PATH))
+        await until(lambda: watcher.topics["t"].configs == {"retention.ms": "6"})
 
     try:
         asyncio.run(scenario())

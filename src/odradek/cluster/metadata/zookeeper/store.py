@@ -45,6 +45,10 @@ Znodes (JSON as Kafka writes it, so ZooKeeper's ``zkCli.sh`` and Kafka's tools r
     /delegation_token/token_changes/token_change_<seq>  <tokenId> (a token made, changed or
                                                    removed: every broker reads the tokens again)
 
+Change notifications (``config_change_``, ``acl_changes_``, ``token_change_``) older than 15
+minutes are deleted by whichever broker lists them next, as Kafka's notification listeners purge
+them (by the znode's creation time): a broker that starts reads the whole state, not the changes.
+
 A log dir event (KIP-112, event 1: a log dir failed) is what a Kafka broker writes for its
 controller, plus ``partitions``, the partitions the failed dir held: Kafka's controller learns
 them from the brokers' LeaderAndIsr answers, which odradek has not.  The controller deletes each
@@ -85,6 +89,7 @@ import functools
 import json
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -163,6 +168,8 @@ LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 LOG_DIR_FAILURE_EVENT = 1
 # The store's calls in flight at once (each a thread waiting for its answers).
 ZOOKEEPER_THREADS = 16
+# How long a change notification is kept (Kafka's ZkNodeChangeNotificationListener's default).
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 ACL_PATHS = {
     PatternType.LITERAL: "/kafka-acl",
     PatternType.PREFIXED: "/kafka-acl-extended/prefixed",
@@ -514,8 +521,11 @@ class ZooKeeperMetadataStore:
         cluster_id: str | None = None,
         *,
         own_session: bool = False,
+        wall_clock_ms: Callable[[], float] = lambda: time.time() * 1000,
     ) -> None:
         self.session = session
+        # ZooKeeper stamps a znode's creation with its server's wall clock: so is its age read.
+        self._wall_clock_ms = wall_clock_ms
         self.zk = session.client
         self._call = session.call
         self.node_id = node_id
@@ -1387,10 +1397,13 @@ class ZooKeeperMetadataStore:
             DataWatch(
                 self.zk, f"{BROKER_CONFIGS_PATH}/{self.node_id}", self._broker_configs_changed
             )
-            for path in (ACL_CHANGES_PATH, EXTENDED_ACL_CHANGES_PATH):
-                ChildrenWatch(self.zk, path, self._acl_changes_listed)
-            ChildrenWatch(self.zk, CONFIG_CHANGES_PATH, self._config_changes_listed)
-            ChildrenWatch(self.zk, TOKEN_CHANGES_PATH, self._token_changes_listed)
+            for path, listed in (
+                (ACL_CHANGES_PATH, self._acl_changes_listed),
+                (EXTENDED_ACL_CHANGES_PATH, self._acl_changes_listed),
+                (CONFIG_CHANGES_PATH, self._config_changes_listed),
+                (TOKEN_CHANGES_PATH, self._token_changes_listed),
+            ):
+                ChildrenWatch(self.zk, path, functools.partial(self._changes_listed, path, listed))
             DataWatch(self.zk, FEATURE_PATH, self._features_changed)
         except Exception:
             log.exception("could not set the metadata watches")
@@ -1402,6 +1415,28 @@ class ZooKeeperMetadataStore:
 
     def _topic_list_changed(self, children: list[str]) -> None:
         self._to_watch_thread(MetadataChange("topics"))
+
+    def _changes_listed(
+        self, path: str, listed: Callable[[list[str]], None], children: list[str]
+    ) -> None:
+        listed(children)
+        if children and self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the pool is shut down: closing
+                self._watch_pool.submit(self._purge_obsolete, path, children)
+
+    def _purge_obsolete(self, path: str, children: list[str]) -> None:
+        """On the watch thread: delete the notifications of ``path`` past their expiration."""
+        if self._loop is None:
+            return
+        oldest = self._wall_clock_ms() - CHANGE_EXPIRATION_MS
+        try:
+            for child in sorted(children):
+                stat = self._call(self.zk.exists, f"{path}/{child}")
+                if stat is not None and stat.ctime < oldest:
+                    with contextlib.suppress(NoNodeError):  # another broker purged it
+                        self._call(self.zk.delete, f"{path}/{child}")
+        except Exception as e:
+            log.warning("could not purge the change notifications of %s: %r", path, e)
 
     def _broker_configs_changed(self, data: bytes | None, stat: Any) -> None:
         self._to_watch_thread(MetadataChange("broker_configs"))
