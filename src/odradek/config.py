@@ -486,6 +486,23 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
 }
 
 # Broker configs this broker reads. Topic synonyms above are broker configs too.
+# The broker configs a client may change at run time (IncrementalAlterConfigs on a broker): the
+# replication throttles and the connection limits (Kafka's DynamicConnectionQuota; the
+# listener-prefixed limits stay static here).
+DYNAMIC_CONNECTION_CONFIGS = frozenset(
+    {
+        "max.connections",
+        "max.connections.per.ip",
+        "max.connections.per.ip.overrides",
+        "max.connection.creation.rate",
+    }
+)
+DYNAMIC_BROKER_CONFIGS = DYNAMIC_CONNECTION_CONFIGS | {
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+}
+
 BROKER_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in [

@@ -15,6 +15,8 @@ from odradek.testing import RunningBroker, running_broker, wait_until
 from tests.server.conftest import API_VERSIONS, KafkaConnection
 
 ALTER_CLIENT_QUOTAS = 49
+INCREMENTAL_ALTER_CONFIGS = 44
+BROKER_RESOURCE = 4
 
 VERSIONS_REQUEST = {"client_software_name": "t", "client_software_version": "1"}
 
@@ -147,3 +149,73 @@ def test_an_address_over_its_connection_creation_rate_is_closed_after_the_thrott
         # Another address is not held to it.
         with sockets_from(broker, "127.0.0.4", 5) as others:
             assert not any(closed_by_broker(sock, 0.2) for sock in others)
+
+
+def alter_broker(broker: RunningBroker, **values: str) -> None:
+    """IncrementalAlterConfigs SET of this broker's dynamic configs, as kafka-configs does, once
+    the admin's connection fits under the limits (a connection closed just before frees its
+    slot when the broker sees it end)."""
+    assert broker.broker is not None
+    resource = {
+        "resource_type": BROKER_RESOURCE,
+        "resource_name": str(broker.broker.node_id),
+        "configs": [
+            {"name": k.replace("_", "."), "config_operation": 0, "value": v}
+            for k, v in values.items()
+        ],
+    }
+    errors: list[int] = []
+
+    def altered() -> bool:
+        try:
+            admin = KafkaConnection(broker.bootstrap)
+            try:
+                response = admin.request(
+                    INCREMENTAL_ALTER_CONFIGS, 1, resources=[resource], validate_only=False
+                )
+            finally:
+                admin.close()
+        except ConnectionFailed:
+            return False
+        errors.extend(r.error_code for r in response.responses)
+        return True
+
+    wait_until(altered, what="an admin connection")
+    assert errors == [ErrorCode.none]
+
+
+def test_the_limits_change_at_run_time_as_dynamic_broker_configs() -> None:
+    with running_broker(max_connections_per_ip="2") as broker:
+        opened = [served(KafkaConnection(broker.bootstrap)) for _ in range(2)]
+        with sockets_from(broker, "127.0.0.1", 1) as [third]:
+            assert closed_by_broker(third, 5)
+        opened.pop().close()  # room for the admin's connection (it counts too)
+
+        def one_more_served() -> bool:
+            try:
+                opened.append(served(KafkaConnection(broker.bootstrap)))
+            except ConnectionFailed:
+                return False
+            return True
+
+        wait_until(one_more_served, what="a connection once one ended")
+        opened.pop().close()
+        alter_broker(broker, max_connections_per_ip="3")
+        for _ in range(2):
+            wait_until(one_more_served, what="connections under the raised limit")
+        assert len(opened) == 3
+        with sockets_from(broker, "127.0.0.1", 1) as [fourth]:
+            assert closed_by_broker(fourth, 5)
+
+        # Lowered below what is open: those open stay, new ones are refused.
+        opened.pop().close()
+        alter_broker(broker, max_connections_per_ip="1")
+
+        def refused() -> bool:
+            with sockets_from(broker, "127.0.0.1", 1) as [another]:
+                return closed_by_broker(another, 2)
+
+        wait_until(refused, what="a connection refused under the lowered limit")
+        for connection in opened:
+            served(connection)
+            connection.close()

@@ -6,6 +6,7 @@ from odradek.clock import ManualClock
 from odradek.config import BrokerConfig
 from odradek.server.connection_quotas import (
     UNTIL_A_CONNECTION_ENDS,
+    BrokerLimits,
     ConnectionQuotas,
     Limits,
     client_address,
@@ -142,3 +143,25 @@ def test_an_address_over_its_connection_creation_rate_is_held_then_refused() -> 
     assert q.ip_throttle_ms("127.0.0.1") == 0  # the refused one did not count against it
     q.update_ip_quotas({})
     assert all(q.ip_throttle_ms("127.0.0.1") == 0 for _ in range(10))
+
+
+def test_the_broker_wide_limits_change_at_run_time() -> None:
+    q = quotas(ManualClock(), broker=Limits(max_connections=2), per_ip=1)
+    woken: list[str] = []
+    assert q.opened("PLAINTEXT", "10.0.0.1")
+    assert not q.opened("PLAINTEXT", "10.0.0.1")
+    assert q.opened("PLAINTEXT", "10.0.0.2")
+    assert q.wait_ms("PLAINTEXT") == UNTIL_A_CONNECTION_ENDS
+    q.when_a_connection_ends("PLAINTEXT", lambda: woken.append("again"))
+
+    q.reconfigure(BrokerLimits(Limits(max_connections=3), 2, {"10.0.0.9": 0}))
+    assert woken == ["again"]  # the listener accepts again under the raised limit
+    assert q.wait_ms("PLAINTEXT") == 0
+    assert q.opened("PLAINTEXT", "10.0.0.1")  # its address's limit is 2 now
+    assert not q.opened("PLAINTEXT", "10.0.0.9")
+    assert q.connections() == 3
+
+    # Lowered under what is open: nothing is closed, nothing more is accepted.
+    q.reconfigure(BrokerLimits(Limits(max_connections=1), 1, {}))
+    assert q.connections() == 3
+    assert q.wait_ms("PLAINTEXT") == UNTIL_A_CONNECTION_ENDS

@@ -50,10 +50,10 @@ from odradek.cluster.metadata.zookeeper.store import ZooKeeperMetadataStore, Zoo
 from odradek.cluster.replication.fetcher import FetcherConfig
 from odradek.cluster.replication.partition import Partition
 from odradek.cluster.replication.purgatory import Purgatory
-from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS, ReplicationQuotas
+from odradek.cluster.replication.quota import ReplicationQuotas
 from odradek.cluster.replication.replica_manager import ReplicaManager
 from odradek.cluster.topics import TopicManager
-from odradek.config import BrokerConfig
+from odradek.config import DYNAMIC_BROKER_CONFIGS, BrokerConfig
 from odradek.protocol import controlled_shutdown as shutdown_protocol
 from odradek.security.inter_broker import inter_broker_security
 from odradek.stopping import stop_step

@@ -56,7 +56,7 @@ def _default(definition: ConfigDef) -> str:
 
 
 def page() -> str:
-    from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS
+    from odradek.config import DYNAMIC_BROKER_CONFIGS
 
     synonyms = {synonym: name for name, (_, synonym) in TOPIC_CONFIGS.items() if synonym}
     topic_rows = [

@@ -21,11 +21,12 @@ from odradek.cluster.metadata.view import BrokerEndpoint, ClusterView
 from odradek.cluster.node import ClusterNode
 from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.topics import TopicManager
-from odradek.config import BrokerConfig
+from odradek.config import DYNAMIC_CONNECTION_CONFIGS, BrokerConfig
 from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
 from odradek.coordinator.share.runtime import ShareCoordinatorRuntime
 from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
+from odradek.following import StoreFollower
 from odradek.quotas.manager import ClientQuotas
 from odradek.security.delegation_tokens import TokenSettings
 from odradek.security.listeners import Listener
@@ -34,7 +35,7 @@ from odradek.server.acceptor import Acceptor
 from odradek.server.authorizer import Authorizer
 from odradek.server.composition import build_services, lone_cluster_view, open_parts
 from odradek.server.connection import Connection
-from odradek.server.connection_quotas import ConnectionQuotas
+from odradek.server.connection_quotas import BrokerLimits, ConnectionQuotas
 from odradek.server.credentials import CredentialCache
 from odradek.server.delegation_tokens import DelegationTokens
 from odradek.server.memory_pool import MemoryPool
@@ -124,6 +125,13 @@ class Broker:
         self.request_memory = MemoryPool(config.get_int("queued.max.request.bytes"))
         self.connection_quotas = ConnectionQuotas.from_config(
             self.clock, config, [spec.name for spec in config.listener_specs()]
+        )
+        # The broker-wide connection limits follow this broker's dynamic configs.
+        self._connection_limits = StoreFollower(
+            self._read_connection_limits,
+            self.connection_quotas.reconfigure,
+            ("broker_configs",),
+            "this broker's connection limits",
         )
         self._housekeeping: asyncio.Task[None] | None = None
         self.cleaner: LogCleaner | None = None
@@ -252,6 +260,7 @@ class Broker:
             quotas=await self._client_quotas(self.store),
             tokens=self.tokens,
         )
+        await self._connection_limits.follow(self.store)
         self._txns = self._services.transactions
         if self._services.telemetry is not None:
             await self._services.telemetry.follow(self.store)
@@ -390,6 +399,15 @@ class Broker:
         if authorizer is not None:
             store.add_listener(asyncio.get_running_loop(), authorizer.on_change)
         return authorizer
+
+    async def _read_connection_limits(self) -> BrokerLimits:
+        """The connection limits as this broker's dynamic configs set them over its properties
+        (the overrides' host names looked up off the loop)."""
+        assert self.store is not None
+        dynamic = await self.store.broker_configs(self.node_id)
+        changed = {k: v for k, v in dynamic.items() if k in DYNAMIC_CONNECTION_CONFIGS}
+        config = BrokerConfig({**self.config.props, **changed})
+        return await asyncio.to_thread(BrokerLimits.from_config, config)
 
     async def _client_quotas(self, store: MetadataStore) -> ClientQuotas:
         """The client quotas the store holds, followed as they change (on every broker)."""
@@ -645,6 +663,7 @@ class Broker:
         for server in self._servers:
             server.close()
         self.credentials.stop()
+        self._connection_limits.stop()
         if self.tokens is not None:
             self.tokens.stop()
         if self._groups is not None:

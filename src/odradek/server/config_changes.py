@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS
-from odradek.config import BROKER_CONFIGS, ConfigError
+from odradek.config import BROKER_CONFIGS, DYNAMIC_BROKER_CONFIGS, ConfigError
 from odradek.coordinator.group.group_configs import GROUP_RESOURCE, validate
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.authorize import Op, config_denial

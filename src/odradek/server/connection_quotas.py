@@ -20,6 +20,12 @@ Counted from the moment a listener accepts a socket until the connection ends:
   once a connection takes the rate past its bound, the listener accepts nothing for the
   throttle time Kafka computes (:meth:`~odradek.rate.WindowedRate.throttle_ms`).
 
+The broker-wide limits (``max.connections``, ``max.connections.per.ip`` and its overrides,
+``max.connection.creation.rate``) may change at run time, as Kafka's dynamic broker configs
+(``kafka-configs --entity-type brokers --entity-name <id> --alter``): the counts are kept, a
+listener waiting under a raised limit accepts again, and connections already over a lowered
+one stay open (Kafka closes none either).
+
 Nothing is durable; the clock is injected; the broker's event loop only (its acceptors ask
 before and after each accept, and the broker reports each connection's end).
 """
@@ -89,6 +95,28 @@ def resolve_overrides(text: str) -> dict[str, int]:
     return by_address
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerLimits:
+    """The limits of the broker as a whole and of each address: those that may change at run
+    time."""
+
+    broker: Limits
+    per_ip: int
+    per_ip_overrides: dict[str, int]
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> BrokerLimits:
+        """Blocks (host names of the overrides are looked up): not on the event loop, but at
+        start."""
+        return cls(
+            Limits(
+                config.get_int("max.connections"), config.get_int("max.connection.creation.rate")
+            ),
+            config.get_int("max.connections.per.ip"),
+            resolve_overrides(str(config.get("max.connections.per.ip.overrides"))),
+        )
+
+
 class ConnectionQuotas:
     """The connection counts and creation rates of one broker (see the module doc)."""
 
@@ -135,11 +163,10 @@ class ConnectionQuotas:
             raw = config.props.get(f"listener.name.{listener.lower()}.{name}")
             return UNLIMITED if raw is None else int(raw)
 
+        limits = BrokerLimits.from_config(config)
         return cls(
             clock,
-            broker=Limits(
-                config.get_int("max.connections"), config.get_int("max.connection.creation.rate")
-            ),
+            broker=limits.broker,
             listeners={
                 name: Limits(
                     listener_limit(name, "max.connections"),
@@ -148,11 +175,29 @@ class ConnectionQuotas:
                 for name in listeners
             },
             inter_broker_listener=config.inter_broker_listener(),
-            per_ip=config.get_int("max.connections.per.ip"),
-            per_ip_overrides=resolve_overrides(str(config.get("max.connections.per.ip.overrides"))),
+            per_ip=limits.per_ip,
+            per_ip_overrides=limits.per_ip_overrides,
             samples=config.get_int("quota.window.num"),
             sample_ms=config.get_int("quota.window.size.seconds") * 1000,
         )
+
+    def reconfigure(self, limits: BrokerLimits) -> None:
+        """The broker-wide limits changed at run time (see the module doc)."""
+        if limits.broker.creation_rate != self._broker.creation_rate:
+            # A rate measured under the old bound must not hold the listeners under the new one.
+            self._throttled_until.clear()
+        self._broker = limits.broker
+        self._per_ip = limits.per_ip
+        self._per_ip_overrides = dict(limits.per_ip_overrides)
+        log.info(
+            "connection limits now: max.connections=%d, max.connections.per.ip=%d "
+            "(%d overrides), max.connection.creation.rate=%d",
+            limits.broker.max_connections,
+            limits.per_ip,
+            len(limits.per_ip_overrides),
+            limits.broker.creation_rate,
+        )
+        self._wake_waiting()
 
     # -- what the acceptors ask ------------------------------------------------------------------
 
@@ -247,6 +292,9 @@ class ConnectionQuotas:
             self._by_ip[ip] -= 1
         self._by_listener[listener] -= 1
         self._total -= 1
+        self._wake_waiting()
+
+    def _wake_waiting(self) -> None:
         waiting, self._waiting = self._waiting, {}
         for callback in waiting.values():
             callback()

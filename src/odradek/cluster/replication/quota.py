@@ -39,8 +39,6 @@ FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 # Kafka's throttle of replica moves between a broker's log dirs: its tools set and clear it with
 # the others, and it is accepted, with no effect (odradek moves no replica between log dirs).
 LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
-# The broker configs a client may change at run time (IncrementalAlterConfigs on a broker).
-DYNAMIC_BROKER_CONFIGS = frozenset({LEADER_RATE, FOLLOWER_RATE, LOG_DIRS_RATE})
 
 
 class ReplicationQuota:

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.cluster.replication.quota import DYNAMIC_BROKER_CONFIGS
-from odradek.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigType
+from odradek.config import (
+    BROKER_CONFIGS,
+    DYNAMIC_BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigDef,
+    ConfigType,
+)
 from odradek.coordinator.group.group_configs import GROUP_CONFIGS, GROUP_RESOURCE
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.config_changes import alter_resource
