@@ -523,6 +523,39 @@ def scan_records(section: bytes, count: int) -> list[RecordSpan]:
     return spans
 
 
+def key_value_prefixes(
+    section: bytes, count: int, size: int
+) -> list[tuple[bytes | None, bytes | None]]:
+    """The first ``size`` bytes (fewer where shorter) of each of the ``count`` records' key and
+    value in a records section, None for a null one: what a check of a wire-format prefix reads
+    (a schema registry's magic byte and id), copying no more. Raises :class:`RecordDecodeError`
+    where the framing is broken (a section :func:`check_records` passed is not)."""
+    prefixes: list[tuple[bytes | None, bytes | None]] = []
+    read = _read_varint
+    position = 0
+    try:
+        for _ in range(count):
+            length, position = read(section, position)
+            end = position + length
+            # attributes (1 byte), timestampDelta, offsetDelta
+            _, position = read(section, position + 1)
+            _, position = read(section, position)
+            key_length, position = read(section, position)
+            key = None if key_length < 0 else section[position : position + min(key_length, size)]
+            position += max(key_length, 0)
+            value_length, position = read(section, position)
+            value = (
+                None if value_length < 0 else section[position : position + min(value_length, size)]
+            )
+            if position + max(value_length, 0) > end or end > len(section):
+                raise RecordDecodeError("record fields overrun its length")
+            prefixes.append((key, value))
+            position = end
+    except IndexError:
+        raise RecordDecodeError("records end inside a record") from None
+    return prefixes
+
+
 def rebuild_batch(
     header: BatchHeader,
     section: bytes,

@@ -190,6 +190,17 @@ class RegistryServer:
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._store.close()
 
+    # -- what the broker asks (schema id validation) -----------------------------------------
+
+    @property
+    def known_schema_ids(self) -> frozenset[int]:
+        """The ids of the store's replay as last published (any thread may read it)."""
+        return self._store.known_ids
+
+    def refresh_ids(self) -> concurrent.futures.Future[None]:
+        """Replay ``_schemas`` to its end on the store thread, after the requests before it."""
+        return self._executor.submit(self._store.refresh)
+
     # -- plumbing ----------------------------------------------------------------------------
 
     @web.middleware

@@ -90,6 +90,10 @@ class SchemaStore:
         self._clock = clock or SystemClock()
         self._next_offset: int | None = None
         self._caught_up_ms: int | None = None
+        # The ids of the replay, republished (a new frozenset, one reference assignment) as
+        # they change: the broker's event loop reads it to validate records' schema ids.
+        self.known_ids: frozenset[int] = frozenset()
+        self._ids_generation = 0
 
     def close(self) -> None:
         self._client.close()
@@ -149,6 +153,9 @@ class SchemaStore:
             if not progressed:
                 break
         self._caught_up_ms = self._clock.monotonic_ms()
+        if self.state.ids_generation != self._ids_generation:
+            self._ids_generation = self.state.ids_generation
+            self.known_ids = self.state.schema_ids()
 
     def write(self, records: tuple[Record, ...]) -> None:
         """Append ``records`` with acks=all and replay the topic past them."""
@@ -181,6 +188,11 @@ class SchemaStore:
                 raise
         self._refresh()
         return query(self.state)
+
+    def refresh(self) -> None:
+        """Replay the topic up to its end now (the broker asks, for an id it does not know);
+        a cluster that does not answer leaves the replay as it is."""
+        self._refresh()
 
     def _refresh(self) -> None:
         if self._caught_up_ms is None:

@@ -27,6 +27,7 @@ from odradek.coordinator.share.runtime import ShareCoordinatorRuntime
 from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.counters import BrokerCounters
 from odradek.quotas.manager import ClientQuotas
+from odradek.registry.ids import KnownSchemaIds
 from odradek.security.delegation_tokens import TokenSettings
 from odradek.security.listeners import Listener
 from odradek.security.scram import CredentialLookup, ScramCredential
@@ -453,6 +454,10 @@ class Broker:
         log.info(
             "odradek broker %d schema registry on %s://%s:%d/", self.node_id, scheme, host, port
         )
+        registry = self.schema_registry
+        self.services.replicas.schema_ids = KnownSchemaIds(
+            lambda: registry.known_schema_ids, registry.refresh_ids
+        )
 
     def _start_table_translation(self) -> None:
         """Topics with an iceberg.mode written to their Iceberg tables (odradek.iceberg): its
@@ -468,6 +473,12 @@ class Broker:
 
     async def _stop_schema_registry(self) -> None:
         registry, self.schema_registry = self.schema_registry, None
+        services = self._services
+        known = None if services is None else services.replicas.schema_ids
+        if services is not None:
+            services.replicas.schema_ids = None
+        if isinstance(known, KnownSchemaIds):
+            await known.close()
         if registry is not None:
             # Its store may be waiting on this loop's broker (a write): stop off the loop.
             await stop_step(
