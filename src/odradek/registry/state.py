@@ -218,6 +218,14 @@ class RegistryState:
             raise errors.version_not_found(subject, number)
         return found
 
+    def counts(self) -> tuple[int, int, int]:
+        """Subjects with a version not deleted, schema ids, and versions (deleted or not)."""
+        return (
+            len(self.subject_names()),
+            len(self._id_content),
+            sum(len(versions) for versions in self.subjects.values()),
+        )
+
     def schema_ids(self) -> frozenset[int]:
         """Every id that names a schema (in a version soft-deleted or not): those that
         ``/schemas/ids/{id}`` answers."""
