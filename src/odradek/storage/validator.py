@@ -120,11 +120,20 @@ class _SchemaIdCheck:
     unknown: set[int] = field(default_factory=set)
 
     def batch(self, section: bytes, count: int) -> None:
-        for index, (key, value) in enumerate(key_value_prefixes(section, count, 5)):
-            complaint = (self.keys and self._complaint("key", key)) or (
-                self.values and self._complaint("value", value)
-            )
-            if complaint:
+        prefixes = key_value_prefixes(section, count, _WIRE_PREFIX.size)
+        # Each distinct prefix checked once: a batch's records mostly share one schema id.
+        complaints: dict[tuple[int, bytes | None], str] = {}
+        for at, what, wanted in ((0, "key", self.keys), (1, "value", self.values)):
+            if wanted:
+                for prefix in {p[at] for p in prefixes}:
+                    complaint = self._complaint(what, prefix)
+                    if complaint is not None:
+                        complaints[(at, prefix)] = complaint
+        if not complaints:
+            return
+        for index, (key, value) in enumerate(prefixes):
+            complaint = complaints.get((0, key)) or complaints.get((1, value))
+            if complaint is not None:
                 self.record_errors.append((index, f"the {complaint} (record {index})"))
 
     def _complaint(self, what: str, prefix: bytes | None) -> str | None:
