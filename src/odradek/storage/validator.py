@@ -64,6 +64,7 @@ from odradek.protocol.records import (
     decode_batch,
     encode_batch,
     key_value_prefixes,
+    wire_schema_ids,
 )
 from odradek.storage.log import LogConfig
 
@@ -120,6 +121,10 @@ class _SchemaIdCheck:
     unknown: set[int] = field(default_factory=set)
 
     def batch(self, section: bytes, count: int) -> None:
+        ids, missing = wire_schema_ids(section, count, self.keys, self.values)
+        if not missing and all(schema_id in self.known for schema_id in ids):
+            return
+        # Refused: which records, and why, from their prefixes (rare, so in Python).
         prefixes = key_value_prefixes(section, count, _WIRE_PREFIX.size)
         # Each distinct prefix checked once: a batch's records mostly share one schema id.
         complaints: dict[tuple[int, bytes | None], str] = {}
