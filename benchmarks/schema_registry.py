@@ -198,7 +198,7 @@ def registration(args: argparse.Namespace) -> None:
                 for b in cluster.brokers
             }
             # The first registration creates _schemas (RF=3) and elects its leader.
-            register(urls[1], "warm-up", schema(-1))
+            register(urls[1], "warm-up", schema(10**6))
             by_broker: dict[int, list[float]] = {b: [] for b in urls}
             sessions = {b: requests.Session() for b in urls}
             for i in range(args.count):
