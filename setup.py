@@ -1,7 +1,8 @@
 """Build hook beside pyproject.toml: mypyc compiles ``odradek.protocol.record_scan``, the framing
-check the produce path runs on every record, into an extension module (about ten times as fast).
+check the produce path runs on every record, into an extension module (about ten times as fast),
+and ``odradek.protocol.wire_ids``, the schema id check of topics that validate them.
 
-Only that module, only where it can be: without mypyc, or if mypyc or the C compiler fails, the
+Only those modules, only where they can be: without mypyc, or if mypyc or the C compiler fails, the
 package installs without it and the same module runs as Python.
 """
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from setuptools import setup
 
-COMPILED = ["src/odradek/protocol/record_scan.py"]
+COMPILED = ["src/odradek/protocol/record_scan.py", "src/odradek/protocol/wire_ids.py"]
 
 
 def compiled_extensions() -> list[Any]:
@@ -22,7 +23,7 @@ def compiled_extensions() -> list[Any]:
     try:
         extensions = mypycify(COMPILED, opt_level="3")
     except Exception as e:  # mypyc's own failure: install without the extension
-        print(f"odradek: record_scan stays Python ({e})")
+        print(f"odradek: record_scan and wire_ids stay Python ({e})")
         return []
     for extension in extensions:
         extension.optional = True  # a compiler failure skips it instead of failing the install

@@ -434,6 +434,29 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
             ),
             None,
         ),
+        # Broker-side schema id validation (storage.validator), by Confluent Server's names.
+        (
+            ConfigDef(
+                "confluent.key.schema.validation",
+                ConfigType.BOOLEAN,
+                "false",
+                "refuse a batch unless every record's key is null or starts with the schema "
+                "registry's wire format (magic byte 0, then a 4-byte schema id the registry "
+                "knows); INVALID_RECORD, nothing appended",
+            ),
+            None,
+        ),
+        (
+            ConfigDef(
+                "confluent.value.schema.validation",
+                ConfigType.BOOLEAN,
+                "false",
+                "refuse a batch unless every record's value is null (a tombstone) or starts "
+                "with the schema registry's wire format (magic byte 0, then a 4-byte schema id "
+                "the registry knows); INVALID_RECORD, nothing appended",
+            ),
+            None,
+        ),
         # Topics as Iceberg tables (odradek.iceberg): names after Redpanda's.
         (
             ConfigDef(

@@ -14,6 +14,7 @@ from odradek.protocol.records import (
     RecordDecodeError,
     decode_batch,
     encode_batch,
+    key_value_prefixes,
     rebuild_batch,
     records_section,
     scan_records,
@@ -87,3 +88,24 @@ def test_a_truncated_record_is_an_error() -> None:
         scan_records(section[:-3], 1)
     with pytest.raises(RecordDecodeError):
         scan_records(section + b"\x00", 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=records, codec=codecs, size=st.integers(0, 8))
+def test_key_value_prefixes_agree_with_the_decoder(
+    items: list[NewRecord], codec: int, size: int
+) -> None:
+    batch = encode_batch(items, compression=codec, now_ms=0)
+    header = read_header(batch)
+    prefixes = key_value_prefixes(records_section(batch, header), header.record_count, size)
+    assert prefixes == [
+        (None if r.key is None else r.key[:size], None if r.value is None else r.value[:size])
+        for r in decode_batch(batch)
+    ]
+
+
+def test_key_value_prefixes_of_a_cut_section_are_a_decode_error() -> None:
+    batch = encode_batch([NewRecord(b"key", b"value")], now_ms=0)
+    section = records_section(batch, read_header(batch))
+    with pytest.raises(RecordDecodeError):
+        key_value_prefixes(section[:-3], 1, 5)

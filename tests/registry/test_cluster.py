@@ -79,3 +79,34 @@ def test_every_broker_answers_the_same_ids(tmp_path: Path) -> None:
         for broker_id, url in urls.items():
             if broker_id != leader:
                 assert schema_of(url, moved) == {"schema": '"double"'}
+
+
+def test_a_leader_validates_an_id_registered_through_another_broker(tmp_path: Path) -> None:
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    settings = {"schema.registry.listener": "127.0.0.1:0"}
+    with RunningCluster(tmp_path, settings=settings) as cluster:
+        urls = registry_urls(cluster)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        topic = NewTopic("readings", 1, 3, config={"confluent.value.schema.validation": "true"})
+        admin.create_topics([topic])["readings"].result(TIMEOUT_S)
+        leader = wait_until(lambda: leader_of(cluster.bootstrap, "readings") in urls)
+        leader = leader_of(cluster.bootstrap, "readings")
+        # Registered elsewhere: the leader's replay has not read it when the record comes.
+        elsewhere = next(b for b in urls if b != leader)
+        schema_id = register(urls[elsewhere], "readings-value", '"double"')
+        errors: list[int] = []
+        stored: list[int] = []
+
+        def delivered(error: KafkaError | None, message: Any) -> None:
+            if error is None:
+                stored.append(message.offset())
+            else:
+                errors.append(error.code())
+
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})
+        for value in (b"\x00" + schema_id.to_bytes(4, "big") + bytes(8), b"raw"):
+            producer.produce("readings", value=value, on_delivery=delivered)
+            assert producer.flush(TIMEOUT_S) == 0
+        assert (stored, errors) == ([0], [KafkaError.INVALID_RECORD])

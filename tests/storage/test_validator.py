@@ -355,3 +355,91 @@ def test_a_mutated_batch_is_refused_with_kafkas_codes_or_reads_back(data: st.Dat
         assert e.code in (ErrorCode.invalid_record, ErrorCode.corrupt_message)
         return
     decode_batch(bytes(valid.buffer))
+
+
+# -- schema id validation (confluent.key/value.schema.validation) ------------------------------
+
+
+def wire(schema_id: int, payload: bytes = b"payload") -> bytes:
+    return b"\x00" + schema_id.to_bytes(4, "big", signed=True) + payload
+
+
+def kv_batch(*pairs: tuple[bytes | None, bytes | None], codec: int = compression.NONE) -> bytes:
+    return encode_batch(
+        [NewRecord(k, v, timestamp=NOW) for k, v in pairs], now_ms=NOW, compression=codec
+    )
+
+
+VALUES = LogConfig(value_schema_validation=True)
+KEYS = LogConfig(key_schema_validation=True)
+
+
+def schema_refused(
+    records: bytes, config: LogConfig, known: frozenset[int] | None
+) -> validator.SchemaIdsRefused:
+    with pytest.raises(validator.SchemaIdsRefused) as caught:
+        validate_for_leader(records, config, NOW, "t-0", known)
+    return caught.value
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_values_with_a_known_id_are_kept_in_every_codec(codec: str) -> None:
+    data = kv_batch((None, wire(1)), (b"k", wire(2, b"")), codec=compression.codec_id(codec))
+    valid = validate_for_leader(data, VALUES, NOW, "t-0", frozenset({1, 2}))
+    assert bytes(valid.buffer) == data
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_a_value_without_the_prefix_or_with_an_unknown_id_refuses_the_batch(codec: str) -> None:
+    data = kv_batch(
+        (None, wire(1)),
+        (None, b"plain bytes"),
+        (None, wire(7)),
+        (None, b"\x00\x00\x01"),  # shorter than magic byte and id
+        (None, b"\x01" + wire(1)[1:]),  # another magic byte
+        codec=compression.codec_id(codec),
+    )
+    error = schema_refused(data, VALUES, frozenset({1}))
+    assert error.code == ErrorCode.invalid_record
+    assert [i for i, _ in error.record_errors] == [1, 2, 3, 4]
+    assert error.unknown == frozenset({7})
+    assert "schema id 7" in error.record_errors[1][1]
+    assert "t-0" in error.message
+
+
+def test_only_an_unknown_id_can_be_learnt_by_asking_the_registry_again() -> None:
+    assert schema_refused(kv_batch((None, b"raw")), VALUES, frozenset()).unknown == frozenset()
+
+
+def test_null_values_and_keys_pass_as_confluent_lets_tombstones_through() -> None:
+    data = kv_batch((None, None), (None, wire(3)))
+    assert validate_for_leader(data, VALUES, NOW, "t-0", frozenset({3})).headers
+    assert validate_for_leader(data, KEYS, NOW, "t-0", frozenset()).headers
+
+
+def test_keys_and_values_are_validated_each_by_its_own_config() -> None:
+    data = kv_batch((b"raw key", wire(3)))
+    assert validate_for_leader(data, VALUES, NOW, "t-0", frozenset({3})).headers
+    assert [i for i, _ in schema_refused(data, KEYS, frozenset({3})).record_errors] == [0]
+    both = LogConfig(key_schema_validation=True, value_schema_validation=True)
+    assert validate_for_leader(kv_batch((wire(4), wire(3))), both, NOW, "t-0", frozenset({3, 4}))
+
+
+def test_a_topic_without_validation_takes_anything_and_needs_no_registry() -> None:
+    data = kv_batch((b"raw", b"raw"))
+    assert validate_for_leader(data, LogConfig(), NOW, "t-0", None).headers
+
+
+def test_validation_without_a_registry_refuses_with_invalid_record() -> None:
+    error = rejected_with(kv_batch((None, wire(1))), VALUES, None)
+    assert error.code == ErrorCode.invalid_record
+    assert "schema registry" in error.message
+    assert not isinstance(error, validator.SchemaIdsRefused)
+
+
+def rejected_with(
+    records: bytes, config: LogConfig, known: frozenset[int] | None
+) -> RecordsRejected:
+    with pytest.raises(RecordsRejected) as caught:
+        validate_for_leader(records, config, NOW, "t-0", known)
+    return caught.value

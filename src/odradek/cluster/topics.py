@@ -108,6 +108,8 @@ def log_config_of(topic: TopicConfig) -> LogConfig:
         log_append_time=topic.values["message.timestamp.type"] == "LogAppendTime",
         timestamp_after_max_ms=topic.get_int("message.timestamp.after.max.ms"),
         timestamp_before_max_ms=topic.get_int("message.timestamp.before.max.ms"),
+        key_schema_validation=topic.get("confluent.key.schema.validation") is True,
+        value_schema_validation=topic.get("confluent.value.schema.validation") is True,
     )
 
 

@@ -151,31 +151,61 @@ class RecordsCheck(NamedTuple):
     offsets_in_order: bool
 
 
-def _scanner() -> ModuleType:
-    """record_scan compiled, if it was built from the source beside it; else that source.
+def _compiled_or_source(module: ModuleType) -> ModuleType:
+    """``module`` compiled, if it was built from the source beside it; else that source.
 
     ``ODRADEK_PURE_PYTHON=1`` takes the source regardless (for tests comparing the two)."""
-    from odradek.protocol import record_scan
-
-    compiled = record_scan.__file__ or ""
+    compiled = module.__file__ or ""
     if compiled.endswith(".py"):
-        return record_scan
-    source = Path(compiled).with_name("record_scan.py")
+        return module
+    name = module.__name__.rpartition(".")[2]
+    source = Path(compiled).with_name(f"{name}.py")
     # Newer by seconds: edited since the build (an installer writes both within a moment).
     stale = source.exists() and source.stat().st_mtime > Path(compiled).stat().st_mtime + 2
     if not stale and os.environ.get("ODRADEK_PURE_PYTHON") != "1":
-        return record_scan
-    spec = importlib.util.spec_from_file_location("odradek.protocol._record_scan_source", source)
+        return module
+    spec = importlib.util.spec_from_file_location(f"odradek.protocol._{name}_source", source)
     assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+def _scanner() -> ModuleType:
+    """record_scan compiled where it was built, else its source (see _compiled_or_source)."""
+    from odradek.protocol import record_scan
+
+    return _compiled_or_source(record_scan)
 
 
 _scan_module = _scanner()
 SCANNER_COMPILED = not (_scan_module.__file__ or "").endswith(".py")
 _scan = _scan_module.scan
 _FramingError: type[ValueError] = _scan_module.FramingError
+
+
+def _wire_ids() -> ModuleType:
+    from odradek.protocol import wire_ids
+
+    return _compiled_or_source(wire_ids)
+
+
+_wire_ids_module = _wire_ids()
+WIRE_IDS_COMPILED = not (_wire_ids_module.__file__ or "").endswith(".py")
+_schema_ids = _wire_ids_module.schema_ids
+
+
+def wire_schema_ids(section: bytes, count: int, keys: bool, values: bool) -> tuple[set[int], bool]:
+    """The distinct schema registry ids the records' keys (if ``keys``) and values (if
+    ``values``) carry in the registry's wire format, and whether any key or value so checked,
+    not null, lacks that prefix (see :mod:`odradek.protocol.wire_ids`); ``section``: records
+    that :func:`check_records` passed, as ``bytes``. :class:`RecordDecodeError` where they are
+    cut short."""
+    try:
+        ids, missing = _schema_ids(section, count, keys, values)
+    except IndexError:
+        raise RecordDecodeError("records end inside a record") from None
+    return ids, missing
 
 
 def check_records(buf: bytes, start: int, end: int, count: int) -> RecordsCheck:
@@ -521,6 +551,72 @@ def scan_records(section: bytes, count: int) -> list[RecordSpan]:
     if position != size:
         raise RecordDecodeError(f"{size - position} bytes follow the {count} records of the batch")
     return spans
+
+
+def key_value_prefixes(
+    section: bytes, count: int, size: int
+) -> list[tuple[bytes | None, bytes | None]]:
+    """The first ``size`` bytes (fewer where shorter) of each of the ``count`` records' key and
+    value in a records section, None for a null one: what a check of a wire-format prefix reads
+    (a schema registry's magic byte and id), copying no more. Raises :class:`RecordDecodeError`
+    where the framing is broken (a section :func:`check_records` passed is not)."""
+    prefixes: list[tuple[bytes | None, bytes | None]] = []
+    add = prefixes.append
+    read = _read_varint
+    position = 0
+    total = len(section)
+    try:
+        for _ in range(count):
+            # Varints of one and two bytes (by far the common cases: records and values under
+            # 8 KiB, offset deltas under 8192) are read inline, as scan_records does.
+            b = section[position]
+            if b < 0x80:
+                length, position = (b >> 1) ^ -(b & 1), position + 1
+            elif section[position + 1] < 0x80:
+                raw = (b & 0x7F) | (section[position + 1] << 7)
+                length, position = (raw >> 1) ^ -(raw & 1), position + 2
+            else:
+                length, position = read(section, position)
+            end = position + length
+            position += 1  # attributes
+            if section[position] < 0x80:  # timestampDelta
+                position += 1
+            else:
+                position = read(section, position)[1]
+            if section[position] < 0x80:  # offsetDelta
+                position += 1
+            elif section[position + 1] < 0x80:
+                position += 2
+            else:
+                position = read(section, position)[1]
+            b = section[position]
+            if b < 0x80:
+                key_length, position = (b >> 1) ^ -(b & 1), position + 1
+            else:
+                key_length, position = read(section, position)
+            key = None
+            if key_length >= 0:
+                key = section[position : position + min(key_length, size)]
+                position += key_length
+            b = section[position]
+            if b < 0x80:
+                value_length, position = (b >> 1) ^ -(b & 1), position + 1
+            elif section[position + 1] < 0x80:
+                raw = (b & 0x7F) | (section[position + 1] << 7)
+                value_length, position = (raw >> 1) ^ -(raw & 1), position + 2
+            else:
+                value_length, position = read(section, position)
+            value = None
+            if value_length >= 0:
+                value = section[position : position + min(value_length, size)]
+                position += value_length
+            if position > end or end > total:
+                raise RecordDecodeError("record fields overrun its length")
+            add((key, value))
+            position = end
+    except IndexError:
+        raise RecordDecodeError("records end inside a record") from None
+    return prefixes
 
 
 def rebuild_batch(

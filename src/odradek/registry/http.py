@@ -27,6 +27,7 @@ from odradek.config import BrokerConfig
 from odradek.registry import errors
 from odradek.registry.auth import BASIC, NONE, BasicAuthenticator, UserConfigs
 from odradek.registry.errors import RegistryError
+from odradek.registry.metrics import RegistryMetrics
 from odradek.registry.records import content_answer, parse_references
 from odradek.registry.schemas import AVRO, SCHEMA_TYPES
 from odradek.registry.state import RegistryState, SchemaRequest
@@ -99,8 +100,10 @@ class RegistryServer:
         *,
         authenticator: BasicAuthenticator | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        metrics: RegistryMetrics | None = None,
     ) -> None:
         self._store = store
+        self._metrics = metrics
         self._authenticator = authenticator
         self._ssl_context = ssl_context
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -117,6 +120,7 @@ class RegistryServer:
         config: BrokerConfig,
         store: SchemaStore,
         user_configs: UserConfigs,
+        metrics: RegistryMetrics | None = None,
     ) -> RegistryServer:
         """The server ``schema.registry.*`` asks for: TLS with the broker's key store for an
         ``https://`` listener, basic authentication against the broker's users (PLAIN users of
@@ -134,7 +138,7 @@ class RegistryServer:
             }
             super_users = parse_super_users(config.raw("super.users"))
             authenticator = BasicAuthenticator(plain_users, user_configs, super_users)
-        return cls(store, authenticator=authenticator, ssl_context=context)
+        return cls(store, authenticator=authenticator, ssl_context=context, metrics=metrics)
 
     # -- life --------------------------------------------------------------------------------
 
@@ -169,7 +173,8 @@ class RegistryServer:
 
     async def _serve(self, host: str, port: int) -> tuple[str, int]:
         app = web.Application(
-            client_max_size=MAX_BODY_BYTES, middlewares=[self._errors, self._authenticate]
+            client_max_size=MAX_BODY_BYTES,
+            middlewares=[self._count, self._errors, self._authenticate],
         )
         app.add_routes(self._routes())
         self._runner = web.AppRunner(
@@ -190,7 +195,38 @@ class RegistryServer:
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._store.close()
 
+    # -- what the broker asks (schema id validation) -----------------------------------------
+
+    @property
+    def known_schema_ids(self) -> frozenset[int]:
+        """The ids of the store's replay as last published (any thread may read it)."""
+        return self._store.known_ids
+
+    def refresh_ids(self) -> concurrent.futures.Future[None]:
+        """Replay ``_schemas`` to its end on the store thread, after the requests before it."""
+        return self._executor.submit(self._store.refresh)
+
     # -- plumbing ----------------------------------------------------------------------------
+
+    @web.middleware
+    async def _count(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        metrics = self._metrics
+        if metrics is None:
+            return await handler(request)
+        status = 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as e:  # aiohttp's own answers: 404 and 405 for no route
+            status = e.status
+            raise
+        finally:
+            resource = request.match_info.route.resource
+            endpoint = resource.canonical if resource is not None else "(no route)"
+            metrics.answered(request.method, endpoint, status)
+            if endpoint.startswith("/schemas/ids/{id}"):
+                metrics.looked_up(status == 200)
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -102,6 +102,9 @@ class RegistryState:
         self._id_users: dict[int, set[tuple[str, int]]] = {}
         self._id_content: dict[int, SchemaContent] = {}
         self.max_id = 0
+        # Moves whenever an id comes or goes, so that a reader of schema_ids() knows when to
+        # read it again.
+        self.ids_generation = 0
 
     # -- replay ------------------------------------------------------------------------------
 
@@ -164,6 +167,8 @@ class RegistryState:
     def _put(self, v: SchemaVersion) -> None:
         self.subjects.setdefault(v.subject, {})[v.version] = v
         self._id_users.setdefault(v.id, set()).add((v.subject, v.version))
+        if v.id not in self._id_content:
+            self.ids_generation += 1
         self._id_content[v.id] = v.content
         self.max_id = max(self.max_id, v.id)
 
@@ -179,6 +184,7 @@ class RegistryState:
         if not users:
             self._id_users.pop(v.id, None)
             self._id_content.pop(v.id, None)
+            self.ids_generation += 1
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -211,6 +217,19 @@ class RegistryState:
         if found is None or (found.deleted and not deleted):
             raise errors.version_not_found(subject, number)
         return found
+
+    def counts(self) -> tuple[int, int, int]:
+        """Subjects with a version not deleted, schema ids, and versions (deleted or not)."""
+        return (
+            len(self.subject_names()),
+            len(self._id_content),
+            sum(len(versions) for versions in self.subjects.values()),
+        )
+
+    def schema_ids(self) -> frozenset[int]:
+        """Every id that names a schema (in a version soft-deleted or not): those that
+        ``/schemas/ids/{id}`` answers."""
+        return frozenset(self._id_content)
 
     def schema_by_id(self, schema_id: int) -> SchemaContent:
         content = self._id_content.get(schema_id)

@@ -31,6 +31,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import NewRecord, RecordDecodeError, decode_batch, encode_batch
 from odradek.registry import errors
 from odradek.registry.errors import RegistryError
+from odradek.registry.metrics import RegistryMetrics
 from odradek.registry.records import Record, SchemaVersion, schema_key, schema_record
 from odradek.registry.state import Change, RegistryState, SchemaRequest
 from odradek.security.client_settings import ClientSecurity
@@ -79,8 +80,10 @@ class SchemaStore:
         topic: str = SCHEMAS_TOPIC,
         timeout_s: float = 30.0,
         clock: Clock | None = None,
+        metrics: RegistryMetrics | None = None,
     ) -> None:
         self.state = RegistryState()
+        self._metrics = metrics
         self.topic = topic
         self._partition = TopicPartition(topic, 0)
         self._client = DataClient(
@@ -90,6 +93,10 @@ class SchemaStore:
         self._clock = clock or SystemClock()
         self._next_offset: int | None = None
         self._caught_up_ms: int | None = None
+        # The ids of the replay, republished (a new frozenset, one reference assignment) as
+        # they change: the broker's event loop reads it to validate records' schema ids.
+        self.known_ids: frozenset[int] = frozenset()
+        self._ids_generation = 0
 
     def close(self) -> None:
         self._client.close()
@@ -133,6 +140,7 @@ class SchemaStore:
                 self._partition
             ]
         end = self._client.latest([self._partition])[self._partition]
+        replayed = self._caught_up_ms is None
         while self._next_offset < end:
             progressed = False
             for fetched in self._client.fetch_range(self._partition, self._next_offset, end):
@@ -141,7 +149,7 @@ class SchemaStore:
                         if record.offset >= self._next_offset:
                             self.state.apply(record.key, record.value)
                             self._next_offset = record.offset + 1
-                            progressed = True
+                            progressed = replayed = True
                 # Offsets a compaction removed are skipped.
                 if fetched.next_offset > self._next_offset:
                     self._next_offset = fetched.next_offset
@@ -149,6 +157,11 @@ class SchemaStore:
             if not progressed:
                 break
         self._caught_up_ms = self._clock.monotonic_ms()
+        if self.state.ids_generation != self._ids_generation:
+            self._ids_generation = self.state.ids_generation
+            self.known_ids = self.state.schema_ids()
+        if replayed and self._metrics is not None:
+            self._metrics.replayed(*self.state.counts())
 
     def write(self, records: tuple[Record, ...]) -> None:
         """Append ``records`` with acks=all and replay the topic past them."""
@@ -182,6 +195,11 @@ class SchemaStore:
         self._refresh()
         return query(self.state)
 
+    def refresh(self) -> None:
+        """Replay the topic up to its end now (the broker asks, for an id it does not know);
+        a cluster that does not answer leaves the replay as it is."""
+        self._refresh()
+
     def _refresh(self) -> None:
         if self._caught_up_ms is None:
             self._guarded(self.catch_up)
@@ -214,11 +232,13 @@ class SchemaStore:
                 self.catch_up()
                 plan = self.state.plan_register(subject, request, normalize=normalize)
                 if not plan.records:
+                    self._registered(created=False)
                     return plan.version
                 self.write(plan.records)
                 planned = plan.version
                 now = self.state.subjects.get(subject, {}).get(planned.version)
                 if now == planned:
+                    self._registered(created=True)
                     return planned
                 # Another broker's write came first: make a compaction keep the winner.
                 repair = (
@@ -230,6 +250,10 @@ class SchemaStore:
             raise errors.store_error("too many concurrent registrations, try again")
 
         return self._guarded(run)
+
+    def _registered(self, *, created: bool) -> None:
+        if self._metrics is not None:
+            self._metrics.registered(created)
 
     def _guarded(self, call: Callable[[], T]) -> T:
         """``call``, again while the cluster answers what a moment may mend (a broker down, a

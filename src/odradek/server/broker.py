@@ -28,6 +28,8 @@ from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntim
 from odradek.counters import BrokerCounters
 from odradek.following import StoreFollower
 from odradek.quotas.manager import ClientQuotas
+from odradek.registry.ids import KnownSchemaIds
+from odradek.registry.metrics import RegistryMetrics
 from odradek.security.delegation_tokens import TokenSettings
 from odradek.security.listeners import Listener
 from odradek.security.scram import CredentialLookup, ScramCredential
@@ -112,6 +114,9 @@ class Broker:
         self.counters = BrokerCounters() if config.metrics_listener is not None else None
         self.metrics: MetricsServer | None = None
         self.schema_registry: RegistryServer | None = None
+        # The registry's figures on /metrics (with metrics.listener), refusals by schema id
+        # validation among them.
+        self.registry_metrics: RegistryMetrics | None = None
         # Topics as Iceberg tables (iceberg.mode); set once the broker serves.
         self.tables: TableTranslation | None = None
         self.purgatory = Purgatory(self.counters.requests if self.counters is not None else None)
@@ -424,9 +429,14 @@ class Broker:
         listener = self.config.metrics_listener
         if listener is None or self.counters is None:
             return
-        self.metrics = MetricsServer(self, self.counters)
+        self.registry_metrics = RegistryMetrics()
+        self.services.replicas.schema_refusal_listeners.append(
+            self.registry_metrics.validation_refused
+        )
+        self.metrics = MetricsServer(self, self.counters, [self.registry_metrics])
         host, port = self.metrics.start(*listener)
         self.topics.deletion_listeners.append(self.counters.topic_deleted)
+        self.topics.deletion_listeners.append(self.registry_metrics.topic_deleted)
         log.info("odradek broker %d metrics on http://%s:%d/metrics", self.node_id, host, port)
 
     def _start_schema_registry(self) -> None:
@@ -449,8 +459,12 @@ class Broker:
         def user_configs(user: str) -> dict[str, str]:  # called on the registry's threads
             return asyncio.run_coroutine_threadsafe(store.user_configs(user), loop).result(10)
 
+        metrics = self.registry_metrics
         self.schema_registry = RegistryServer.from_config(
-            self.config, SchemaStore(bootstrap, security, clock=self.clock), user_configs
+            self.config,
+            SchemaStore(bootstrap, security, clock=self.clock, metrics=metrics),
+            user_configs,
+            metrics,
         )
         try:
             host, port = self.schema_registry.start(*listener)
@@ -471,6 +485,10 @@ class Broker:
         log.info(
             "odradek broker %d schema registry on %s://%s:%d/", self.node_id, scheme, host, port
         )
+        registry = self.schema_registry
+        self.services.replicas.schema_ids = KnownSchemaIds(
+            lambda: registry.known_schema_ids, registry.refresh_ids
+        )
 
     def _start_table_translation(self) -> None:
         """Topics with an iceberg.mode written to their Iceberg tables (odradek.iceberg): its
@@ -486,6 +504,12 @@ class Broker:
 
     async def _stop_schema_registry(self) -> None:
         registry, self.schema_registry = self.schema_registry, None
+        services = self._services
+        known = None if services is None else services.replicas.schema_ids
+        if services is not None:
+            services.replicas.schema_ids = None
+        if isinstance(known, KnownSchemaIds):
+            await known.close()
         if registry is not None:
             # Its store may be waiting on this loop's broker (a write): stop off the loop.
             await stop_step(

@@ -46,6 +46,8 @@ prefix of the line above::
     odradek_iceberg_translation_lag_records{topic,partition} ← (odradek's own: iceberg.mode)
       …_lag_seconds, odradek_iceberg_translated_records_total, …_dead_letter_records_total,
       …_translation_errors_total (each {topic,partition}, partitions translated here)
+    odradek_schema_registry_*                                ← (odradek's own: the schema
+                                                               registry, odradek.registry.metrics)
     kafka_server_socket_server_metrics_connection_count{listener}  ← server:socket-server-metrics
       …_connection_creation_total, …_connection_close_total  ← connection-creation/close-total
     kafka_coordinator_group_groupmetadatamanager_numgroups   ← coordinator.group:GroupMetadataMan…
@@ -766,9 +768,13 @@ class MetricsServer:
     ``console.bootstrap.servers`` (by default this broker's first listener) with the security
     settings of ``console.client.config``, so ACLs apply to it as to anyone."""
 
-    def __init__(self, broker: Measured, counters: BrokerCounters) -> None:
+    def __init__(
+        self, broker: Measured, counters: BrokerCounters, collectors: Iterable[Collector] = ()
+    ) -> None:
         self._broker = broker
         self._counters = counters
+        # Others' figures served beside the broker's (the schema registry's).
+        self._collectors = tuple(collectors)
         self._server: HttpServer | None = None
         self.bound: tuple[str, int] = ("", 0)
         self.console: ConsoleApi | None = None
@@ -777,6 +783,8 @@ class MetricsServer:
         registry = CollectorRegistry(auto_describe=False)
         collector = BrokerCollector(self._broker, self._counters, asyncio.get_running_loop())
         registry.register(collector)
+        for other in self._collectors:
+            registry.register(other)
         config = self._broker.config
         if config.get("console.enabled"):
 

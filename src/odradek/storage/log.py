@@ -123,6 +123,10 @@ class LogConfig:
     log_append_time: bool = False
     timestamp_after_max_ms: int = 2**63 - 1
     timestamp_before_max_ms: int = 2**63 - 1
+    # Broker-side schema id validation (confluent.key/value.schema.validation): the records'
+    # keys / values must carry a schema registry id (storage.validator).
+    key_schema_validation: bool = False
+    value_schema_validation: bool = False
     # How long the fd of a deleted segment stays open, so that a read handed out just before
     # the delete (a Fetch response still being sent with sendfile) can finish.
     file_delete_delay_ms: int = 60_000

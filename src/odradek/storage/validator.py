@@ -18,7 +18,13 @@ builds nothing per record. What the client gets, as Kafka answers:
   null; librdkafka and this project's readers refuse it) and a timestamp past 64 bits;
 - MESSAGE_TOO_LARGE: a batch over ``max.message.bytes``, or records inflating past the limit;
 - INVALID_TIMESTAMP: a record's CreateTime outside the topic's bounds of the broker's clock
-  (``message.timestamp.before/after.max.ms``), by record index.
+  (``message.timestamp.before/after.max.ms``), by record index;
+- INVALID_RECORD, on a topic with ``confluent.key.schema.validation`` or
+  ``confluent.value.schema.validation`` (Confluent Server's schema id validation): a key or value
+  that is not null and does not start with the schema registry's wire format (magic byte 0, a
+  4-byte big-endian schema id) naming an id the registry knows, by record index
+  (:class:`SchemaIdsRefused`). Null keys and values pass, as Confluent's do (tombstones of
+  compacted topics). Only these topics have their keys and values read.
 
 As Kafka does, the header's maxTimestamp is set from the records' timestamps when it disagrees
 (sarama before 1.23 leaves it -1; time lookups, time indexes and retention read the header), and a
@@ -32,6 +38,8 @@ A follower's appends do not come here; they hold the leader's batches as the lea
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from odradek.protocol import compression
@@ -55,6 +63,8 @@ from odradek.protocol.records import (
     check_records,
     decode_batch,
     encode_batch,
+    key_value_prefixes,
+    wire_schema_ids,
 )
 from odradek.storage.log import LogConfig
 
@@ -64,6 +74,10 @@ NO_PRODUCER_ID = -1
 # decompressed whole before they are read, so the limit bounds the memory one batch can take
 # while leaving room for the ratios real data reaches (JSON, logs: 5-20x; zeros: far more).
 DECOMPRESSION_FACTOR = 64
+
+# The schema registry's wire format: magic byte 0, then the schema id (a big-endian int32).
+WIRE_FORMAT_MAGIC = 0
+_WIRE_PREFIX = struct.Struct(">bi")
 
 _BATCH_ERRORS = {
     "corrupt_message": ErrorCode.corrupt_message,
@@ -82,11 +96,84 @@ class ValidatedRecords:
     log_append_time: int | None = None
 
 
+class SchemaIdsRefused(RecordsRejected):
+    """INVALID_RECORD: records without a schema id the registry knows, on a topic that
+    validates them. ``unknown``: the ids that were well-formed but not known, which a replay of
+    the registry fresher than the one asked may know (an id registered a moment ago)."""
+
+    def __init__(
+        self, message: str, record_errors: list[tuple[int, str]], unknown: frozenset[int]
+    ) -> None:
+        super().__init__(ErrorCode.invalid_record, message, record_errors)
+        self.unknown = unknown
+
+
+@dataclass(slots=True)
+class _SchemaIdCheck:
+    """The keys' and values' wire-format prefixes of a topic that validates them, batch by
+    batch; what was refused, gathered over every batch of the set."""
+
+    keys: bool
+    values: bool
+    known: Container[int]
+    name: str
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
+    unknown: set[int] = field(default_factory=set)
+
+    def batch(self, section: bytes, count: int) -> None:
+        ids, missing = wire_schema_ids(section, count, self.keys, self.values)
+        if not missing and all(schema_id in self.known for schema_id in ids):
+            return
+        # Refused: which records, and why, from their prefixes (rare, so in Python).
+        prefixes = key_value_prefixes(section, count, _WIRE_PREFIX.size)
+        # Each distinct prefix checked once: a batch's records mostly share one schema id.
+        complaints: dict[tuple[int, bytes | None], str] = {}
+        for at, what, wanted in ((0, "key", self.keys), (1, "value", self.values)):
+            if wanted:
+                for prefix in {p[at] for p in prefixes}:
+                    complaint = self._complaint(what, prefix)
+                    if complaint is not None:
+                        complaints[(at, prefix)] = complaint
+        if not complaints:
+            return
+        for index, (key, value) in enumerate(prefixes):
+            complaint = complaints.get((0, key)) or complaints.get((1, value))
+            if complaint is not None:
+                self.record_errors.append((index, f"the {complaint} (record {index})"))
+
+    def _complaint(self, what: str, prefix: bytes | None) -> str | None:
+        if prefix is None:
+            return None
+        if len(prefix) < _WIRE_PREFIX.size or prefix[0] != WIRE_FORMAT_MAGIC:
+            return f"{what} has no schema id: it does not start with magic byte 0 and an id"
+        schema_id = _WIRE_PREFIX.unpack(prefix)[1]
+        if schema_id in self.known:
+            return None
+        self.unknown.add(schema_id)
+        return f"{what}'s schema id {schema_id} is not in the schema registry"
+
+    def refuse(self) -> None:
+        if self.record_errors:
+            first = self.record_errors[0][1]
+            raise SchemaIdsRefused(
+                f"{len(self.record_errors)} record(s) refused by the schema validation of "
+                f"{self.name}: {first}",
+                self.record_errors,
+                frozenset(self.unknown),
+            )
+
+
 def validate_for_leader(
-    records: bytes | bytearray | memoryview | None, config: LogConfig, now_ms: int, name: str
+    records: bytes | bytearray | memoryview | None,
+    config: LogConfig,
+    now_ms: int,
+    name: str,
+    schema_ids: Container[int] | None = None,
 ) -> ValidatedRecords:
     """Check a produced record set for the log ``name`` (``topic-partition``, for messages)
-    against the topic's policy; raises :class:`RecordsRejected`.
+    against the topic's policy; raises :class:`RecordsRejected`. ``schema_ids``: the ids the
+    schema registry knows, for a topic that validates them (None: this broker has no registry
+    to ask, and such a topic's records are refused).
 
     Offsets are later assigned by rewriting the batches in place, so a writable view (the
     request's bytes in the connection's receive buffer) is used as it is and anything else copied.
@@ -110,8 +197,21 @@ def validate_for_leader(
                 f"invalid sequence number {header.base_sequence} in a record batch with "
                 f"producer id {header.producer_id} in {name}",
             )
+    schema = None
+    if config.key_schema_validation or config.value_schema_validation:
+        if schema_ids is None:
+            raise RecordsRejected(
+                ErrorCode.invalid_record,
+                f"{name} validates schema ids, but this broker serves no schema registry to "
+                f"check them against (schema.registry.listener)",
+            )
+        schema = _SchemaIdCheck(
+            config.key_schema_validation, config.value_schema_validation, schema_ids, name
+        )
     limit = decompressed_limit(config)
-    checks = [_check(buffer, header, limit, name) for header in headers]
+    checks = [_check(buffer, header, limit, name, schema) for header in headers]
+    if schema is not None:
+        schema.refuse()
     if config.compact and any(check.null_keys for check in checks):
         _refuse_keyless(buffer, headers, name)
     if any(not c.offsets_in_order and h.compression for h, c in zip(headers, checks, strict=True)):
@@ -140,9 +240,14 @@ def decompressed_limit(config: LogConfig) -> int:
 
 
 def _check(
-    buffer: bytearray | memoryview, header: BatchHeader, limit: int, name: str
+    buffer: bytearray | memoryview,
+    header: BatchHeader,
+    limit: int,
+    name: str,
+    schema: _SchemaIdCheck | None = None,
 ) -> RecordsCheck:
-    """Read every record of the batch at ``header`` (decompressed, if it is) for its framing."""
+    """Read every record of the batch at ``header`` (decompressed, if it is) for its framing,
+    and for their schema ids where the topic validates them."""
     start = header.position + HEADER_SIZE
     payload = memoryview(buffer)[start : header.position + header.size]
     try:
@@ -153,7 +258,10 @@ def _check(
             section = bytes(memoryview(records)[:size])
         # A copy to read from: the scan reads bytes (compiled, it takes nothing else), and reads
         # them faster than a view, by more than the copy costs.
-        return _in_range(check_records(section, 0, len(section), header.record_count), header)
+        check = _in_range(check_records(section, 0, len(section), header.record_count), header)
+        if schema is not None:
+            schema.batch(section, header.record_count)
+        return check
     except compression.DecompressedTooLarge as e:
         raise RecordsRejected(
             ErrorCode.message_too_large,
@@ -163,7 +271,7 @@ def _check(
         raise RecordsRejected(
             ErrorCode.corrupt_message, f"cannot decompress a record batch to {name}: {e}"
         ) from e
-    except InvalidRecords as e:
+    except RecordDecodeError as e:  # InvalidRecords, mostly
         raise RecordsRejected(
             ErrorCode.invalid_record, f"invalid record in a batch to {name}: {e}"
         ) from e

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Container, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -289,12 +289,17 @@ class Partition:
     # -- leader --------------------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: bytes | memoryview | None, required_acks: int, now_ms: int
+        self,
+        records: bytes | memoryview | None,
+        required_acks: int,
+        now_ms: int,
+        schema_ids: Container[int] | None = None,
     ) -> AppendInfo:
         """Validate and append a producer's record set; raises :class:`KafkaError` (or its
-        subclass :class:`~odradek.protocol.errors.RecordsRejected`) when it is refused."""
+        subclass :class:`~odradek.protocol.errors.RecordsRejected`) when it is refused.
+        ``schema_ids``: the ids the schema registry knows, for a topic that validates them."""
         tracker = self._acks_all_tracker() if required_acks == -1 else self._leader_tracker()
-        valid = validate_for_leader(records, self.log.config, now_ms, self.name)
+        valid = validate_for_leader(records, self.log.config, now_ms, self.name, schema_ids)
         return self._append(tracker, valid.buffer, valid.headers, valid.log_append_time)
 
     def write_txn_marker(

@@ -39,8 +39,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Container, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from odradek.clock import Clock
 from odradek.cluster.metadata.store import MetadataStore, PartitionState, StaleVersionError
@@ -59,8 +60,22 @@ from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.quota import ReplicationQuotas
 from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
 from odradek.storage import AppendInfo
+from odradek.storage.validator import SchemaIdsRefused
 
 log = logging.getLogger(__name__)
+
+# The longest a produce waits for the schema registry's replay when it names an id this
+# broker's replay does not know yet (within its timeout, for acks=all).
+_SCHEMA_IDS_WAIT_MS = 10_000
+
+
+class SchemaIdSource(Container[int], Protocol):
+    """The schema ids this broker's schema registry knows (``id in source``; see
+    odradek.registry.ids), for topics that validate their records' ids."""
+
+    def refreshed(self) -> Awaitable[None]:
+        """Done once a replay of the registry begun after the call has ended."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +150,11 @@ class ReplicaManager:
         # for the metrics endpoint.
         self.isr_shrinks = 0
         self.isr_expands = 0
+        # The schema registry's ids (set once the broker's registry serves): None refuses the
+        # records of topics that validate schema ids.
+        self.schema_ids: SchemaIdSource | None = None
+        # Called with the topic of each produce that schema id validation refused (metrics).
+        self.schema_refusal_listeners: list[Callable[[str], None]] = []
 
     def start(self) -> None:
         self._isr_task = asyncio.create_task(self._check_isr_periodically(), name="isr-check")
@@ -170,6 +190,7 @@ class ReplicaManager:
         the request whose wait the purgatory measures."""
         results: list[AppendResult] = []
         waits: list[tuple[AppendResult, Partition, int]] = []
+        unknown_ids: list[tuple[Partition, ProduceEntry, AppendResult]] = []
         now_ms = self.clock.time_ms()
         for entry in entries:
             result = AppendResult()
@@ -179,8 +200,18 @@ class ReplicaManager:
                 result.fail(ErrorCode.unknown_topic_or_partition)
             elif acks not in (-1, 0, 1):
                 result.fail(ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
-            else:
-                self._append_one(partition, entry, acks, now_ms, origin, result)
+            elif self._append_one(partition, entry, acks, now_ms, origin, result, first=True):
+                unknown_ids.append((partition, entry, result))
+            elif acks == -1 and result.appended is not None:
+                waits.append((result, partition, result.appended.last_offset + 1))
+        if unknown_ids:
+            # Ids registered a moment ago (perhaps through another broker): once more, after a
+            # replay of the registry begun now.
+            wait_ms = min(timeout_ms, _SCHEMA_IDS_WAIT_MS) if acks == -1 else _SCHEMA_IDS_WAIT_MS
+            await self._schema_ids_refreshed(wait_ms)
+            now_ms = self.clock.time_ms()
+            for partition, entry, result in unknown_ids:
+                self._append_one(partition, entry, acks, now_ms, origin, result, first=False)
                 if acks == -1 and result.appended is not None:
                     waits.append((result, partition, result.appended.last_offset + 1))
         if waits:
@@ -194,23 +225,43 @@ class ReplicaManager:
                     result.fail(outcome)
         return results
 
-    @staticmethod
+    async def _schema_ids_refreshed(self, timeout_ms: int) -> None:
+        source = self.schema_ids
+        if source is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(source.refreshed(), timeout_ms / 1000)
+
     def _append_one(
+        self,
         partition: Partition,
         entry: ProduceEntry,
         acks: int,
         now_ms: int,
         origin: str,
         result: AppendResult,
-    ) -> None:
+        *,
+        first: bool,
+    ) -> bool:
+        """Append the entry, or fill ``result`` with why not; True (nothing filled yet) when
+        this is the ``first`` try and it named schema ids the registry's replay may learn."""
+        source = self.schema_ids
         try:
-            result.appended = partition.append_as_leader(entry.records, acks, now_ms)
+            result.appended = partition.append_as_leader(entry.records, acks, now_ms, source)
+        except SchemaIdsRefused as e:
+            if first and e.unknown and source is not None:
+                return True
+            log.info("refused produce to %s from %s: %s", partition.name, origin, e.message)
+            result.fail(e.code, e.message)
+            result.record_errors = list(e.record_errors)
+            for listener in self.schema_refusal_listeners:
+                listener(partition.topic)
         except RecordsRejected as e:
             log.info("refused produce to %s from %s: %s", partition.name, origin, e.message)
             result.fail(e.code, e.message)
             result.record_errors = list(e.record_errors)
         except KafkaError as e:
             result.fail(e.code, e.message)
+        return False
 
     async def fetch_records(
         self,
