@@ -406,7 +406,7 @@ class Broker:
         listener = self.config.metrics_listener
         if listener is None or self.counters is None:
             return
-        self.metrics = MetricsServer(self, self.counters)
+        self.metrics = MetricsServer(self, self.counters, lambda: self.schema_registry)
         host, port = self.metrics.start(*listener)
         self.topics.deletion_listeners.append(self.counters.topic_deleted)
         log.info("odradek broker %d metrics on http://%s:%d/metrics", self.node_id, host, port)
