@@ -1,6 +1,7 @@
 """The HTTP listener of ``metrics.listener`` and ``odradek console``: ``/metrics`` for Prometheus,
 the web console's page and its JSON API, served by aiohttp on a thread of its own
-(:class:`~odradek.web_server.WebServer`, the HTTP stack the schema registry's listener uses too).
+(:class:`~odradek.web_server.WebServer`, the HTTP stack the schema registry's listener uses too),
+over TLS when given an :class:`ssl.SSLContext` (``metrics.listener=https://...``).
 
 Never on the broker's event loop, and a scrape (which waits for the broker's loop) or an API call
 (which waits for the cluster) runs on the server's blocking threads, so a slow one holds up only
@@ -27,6 +28,7 @@ import json
 import logging
 import mimetypes
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -106,12 +108,18 @@ class HttpServer:
         *,
         max_connections: int = MAX_CONNECTIONS,
         allowed_hosts: Iterable[str] = (),
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.registry = registry
         self.api = api
         self.allowed_hosts = local_names(allowed_hosts)
         self.static = load_static() if api is not None else {}
-        self._server = WebServer(self._app, name="odradek-http", max_connections=max_connections)
+        self._server = WebServer(
+            self._app,
+            name="odradek-http",
+            ssl_context=ssl_context,
+            max_connections=max_connections,
+        )
         self.bound: tuple[str, int] = ("", 0)
 
     def start(self, host: str, port: int) -> tuple[str, int]:

@@ -407,9 +407,10 @@ class Broker:
         if listener is None or self.counters is None:
             return
         self.metrics = MetricsServer(self, self.counters, lambda: self.schema_registry)
-        host, port = self.metrics.start(*listener)
+        bound = self.metrics.start(*listener)
         self.topics.deletion_listeners.append(self.counters.topic_deleted)
-        log.info("odradek broker %d metrics on http://%s:%d/metrics", self.node_id, host, port)
+        scheme = self.metrics.scheme
+        log.info("odradek broker %d metrics on %s://%s:%d/metrics", self.node_id, scheme, *bound)
 
     def _start_schema_registry(self) -> None:
         """The registry's HTTP API (schema.registry.listener), a client of this cluster."""

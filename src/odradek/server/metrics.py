@@ -114,6 +114,7 @@ from odradek.coordinator.group.group import GroupState
 from odradek.counters import BrokerCounters, Histogram, RequestTimes, TopicCounters
 from odradek.protocol.errors import ErrorCode
 from odradek.security.client_settings import ClientSecurity, ClientSettingsError
+from odradek.security.tls import server_context
 
 if TYPE_CHECKING:
     from odradek.clock import Clock
@@ -130,6 +131,9 @@ if TYPE_CHECKING:
     from odradek.telemetry.clients import ClientTelemetry
 
 log = logging.getLogger(__name__)
+
+# listener.name.metrics.ssl.* set the TLS settings of an https:// metrics.listener (else ssl.*).
+TLS_LISTENER_NAME = "metrics"
 
 
 class Measured(Protocol):
@@ -813,17 +817,25 @@ class MetricsServer:
             self.console.start()
         allowed = config.get("console.allowed.hosts")
         self._server = HttpServer(
-            registry, self.console, allowed_hosts=allowed if isinstance(allowed, list) else ()
+            registry,
+            self.console,
+            allowed_hosts=allowed if isinstance(allowed, list) else (),
+            ssl_context=server_context(config, TLS_LISTENER_NAME) if config.metrics_tls else None,
         )
         self.bound = self._server.start(host, port)
         if self.console is not None:
             log.info(
-                "odradek broker %d web console on http://%s:%d/ (its client: %s)",
+                "odradek broker %d web console on %s://%s:%d/ (its client: %s)",
                 self._broker.node_id,
+                self.scheme,
                 *self.bound,
                 self.console.bootstrap,
             )
         return self.bound
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self._broker.config.metrics_tls else "http"
 
     async def stop(self) -> None:
         server, self._server = self._server, None
