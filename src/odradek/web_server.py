@@ -75,11 +75,11 @@ class _Capped(asyncio.Protocol):
         self._inner: asyncio.Protocol | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        owner = self._owner
-        if owner.max_connections is not None and owner.open >= owner.max_connections:
+        owner, cap = self._owner, self._owner.max_connections
+        if cap is not None and owner.open_connections >= cap:
             self._turn_away(transport)
             return
-        owner.open += 1
+        owner.open_connections += 1
         self._inner = self._make()
         self._inner.connection_made(transport)
 
@@ -95,7 +95,7 @@ class _Capped(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._inner is not None:
-            self._owner.open -= 1
+            self._owner.open_connections -= 1
             self._inner.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -140,7 +140,7 @@ class WebServer:
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._listener: asyncio.AbstractServer | None = None
-        self.open = 0  # connections open now (touched on the server's loop only)
+        self.open_connections = 0  # now (touched on the server's loop only)
         self.bound: tuple[str, int] = ("", 0)
 
     @property
@@ -214,7 +214,9 @@ class WebServer:
         if loop is not None and thread is not None and thread.is_alive():
             loop.call_soon_threadsafe(loop.stop)
             thread.join(_STOP_TIMEOUT_S)
-        self._blocking.shutdown(wait=True, cancel_futures=True)
+        # Not waiting for calls in progress: one may wait a minute for a cluster that is going
+        # away with this process; its answer has nowhere to go now anyway.
+        self._blocking.shutdown(wait=False, cancel_futures=True)
 
     async def run_blocking(self, call: Callable[[], T]) -> T:
         """``call()`` on the server's blocking threads (see the module doc), from a handler."""
