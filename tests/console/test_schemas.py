@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
-from odradek.testing import RunningBroker
+from odradek.console.api import ApiError
+from odradek.console.schemas import RestRegistry, SchemaView, over_rest
+from odradek.testing import RunningBroker, TestCertificateAuthority, tls_broker_settings
 
 from .support import drive, http, require_browser
 
@@ -59,6 +61,11 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
 def console_base(broker: RunningBroker) -> str:
     assert broker.broker is not None and broker.broker.metrics is not None
     return f"http://127.0.0.1:{broker.broker.metrics.bound[1]}"
+
+
+def registry_url(broker: RunningBroker, scheme: str = "http") -> str:
+    assert broker.broker is not None and broker.broker.schema_registry is not None
+    return f"{scheme}://127.0.0.1:{broker.broker.schema_registry.bound[1]}"
 
 
 def test_subjects_versions_and_levels(broker: RunningBroker) -> None:
@@ -110,6 +117,57 @@ def test_what_is_not_there(broker: RunningBroker, path: str, status: int, messag
     answer = http(console_base(broker), "GET", path)
     assert answer.status == status, answer.body
     assert message in answer.body["error"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        [],
+        [SUBJECT],
+        ["other-value"],
+        [SUBJECT, "versions", "1"],
+        [SUBJECT, "versions", "latest"],
+        [SUBJECT, "diff"],
+    ],
+)
+def test_the_rest_api_gives_the_same_pages(broker: RunningBroker, path: list[str]) -> None:
+    # What odradek console --schema-registry shows: the same as the broker's own console.
+    query = {"from": "1", "to": "2"} if path[-1:] == ["diff"] else {}
+    over_http = SchemaView(over_rest(RestRegistry(registry_url(broker))))
+    in_process = http(
+        console_base(broker),
+        "GET",
+        "/".join(["/api/schemas", *path]) + ("?from=1&to=2" if query else ""),
+    )
+    assert over_http.route("GET", path, query) == in_process.body
+
+
+def test_the_rest_api_with_tls_and_credentials(tmp_path: Path) -> None:
+    ca = TestCertificateAuthority(tmp_path / "certs")
+    server = ca.issue("broker", {"CN": "localhost"}, server=True)
+    settings = {
+        "schema.registry.listener": "https://127.0.0.1:0",
+        "schema.registry.authentication.method": "BASIC",
+        "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+        'required user_alice="alice secret";',
+        **tls_broker_settings(ca, server),
+    }
+    running = RunningBroker(tmp_path / "data", settings).start()
+    try:
+        base = registry_url(running, "https").removeprefix("https://")
+        alice = RestRegistry(f"https://alice:alice%20secret@{base}", ca_file=str(ca.ca_file))
+        assert SchemaView(over_rest(alice)).route("GET", [], {})["subjects"] == []
+        wrong = RestRegistry(f"https://alice:wrong@{base}", ca_file=str(ca.ca_file))
+        with pytest.raises(ApiError) as refused:
+            SchemaView(over_rest(wrong)).route("GET", [], {})
+        assert refused.value.status == 401
+        untrusted = RestRegistry(f"https://alice:alice%20secret@{base}")
+        with pytest.raises(ApiError) as unverified:
+            SchemaView(over_rest(untrusted)).route("GET", [], {})
+        assert unverified.value.status == 503
+        assert "CERTIFICATE_VERIFY_FAILED" in unverified.value.message
+    finally:
+        running.stop()
 
 
 def test_the_page_only_reads(broker: RunningBroker) -> None:

@@ -29,8 +29,8 @@ Routes (JSON in and out; errors are ``{"error": message}``)::
                                            (KIP-714): per client instance its client id,
                                            principal and metrics; [] for ``odradek console``
     GET    /api/schemas/...                the schema registry of the broker serving the
-                                           console (odradek.console.schemas); 404 for
-                                           ``odradek console`` and a broker without one
+                                           console, or ``odradek console --schema-registry``'s
+                                           (odradek.console.schemas); 404 where there is none
     GET    /api/tables                     the Iceberg translation of the partitions the broker
                                            serving the console leads (iceberg.mode): lag in
                                            records and seconds; [] for ``odradek console``

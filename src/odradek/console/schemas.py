@@ -1,13 +1,14 @@
 """The console's view of the schema registry: subjects, their versions, a version's text, a line
-diff between two versions, compatibility levels.
+diff between two versions, compatibility levels and modes.
 
-Read from the registry that the broker serving the console runs (``schema.registry.listener``),
-in its state as replayed from ``_schemas``, through
-:meth:`odradek.registry.http.RegistryServer.read` (the ``read`` given here): the same answers as
-the registry's REST API, without a second copy of its state. The registry reads ``_schemas`` as
-the console's own Kafka principal (``console.client.config``), so the page shows what the console
-could read from that topic anyway. Read only: changes go through the registry's API, where its
-authentication and compatibility checks apply.
+In a broker, read from the registry it runs (``schema.registry.listener``), in its state as
+replayed from ``_schemas``, through :meth:`odradek.registry.http.RegistryServer.read`
+(:func:`in_process`: a page is one read, one catch-up with the topic): the registry's own
+answers, without a second copy of its state. The registry reads ``_schemas`` as the console's
+own Kafka principal (``console.client.config``), so the page shows what the console could read
+from that topic anyway. ``odradek console --schema-registry URL`` reads any registry's REST API
+instead (:func:`over_rest`: Confluent's or a broker's). Read only: changes go through the
+registry's API, where its authentication and compatibility checks apply.
 
 Routes (under the console's ``/api``)::
 
@@ -19,24 +20,28 @@ Routes (under the console's ``/api``)::
                                               (JSON ones indented, one member a line)
     GET /api/schemas/S/diff?from=V&to=W       a unified line diff of two versions' texts
 
-Threads: the functions here run on the registry's store thread (they are the ``query`` of a
-read); :class:`SchemaView` is called on the console's HTTP threads.
+Threads: :class:`SchemaView` is called on the console's HTTP threads; in process, the pages
+are made on the registry's store thread (they are the ``query`` of a read).
 """
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import difflib
 import json
+import ssl
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
-from urllib.parse import unquote
+from typing import Any, Protocol, TypeVar
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from odradek.console.api import ApiError
 from odradek.registry.errors import RegistryError
-from odradek.registry.records import SchemaVersion
-from odradek.registry.schemas import AVRO, JSON
-from odradek.registry.state import RegistryState
+from odradek.registry.records import SchemaVersion, parse_references
+from odradek.registry.schemas import AVRO, JSON, SchemaContent
+from odradek.registry.state import DEFAULT_COMPATIBILITY, READWRITE, RegistryState
 
 T = TypeVar("T")
 
@@ -56,16 +61,149 @@ def schema_text(version: SchemaVersion) -> str:
     return text
 
 
-def _summary(state: RegistryState, subject: str) -> dict[str, Any]:
-    versions = [state.version(subject, str(n)) for n in state.versions(subject)]
-    latest = versions[-1]
+class Registry(Protocol):
+    """What the pages are made of: the registry's answers, from its state in process
+    (:class:`StateRegistry`) or over its REST API (:class:`RestRegistry`)."""
+
+    def subject_names(self) -> list[str]: ...
+
+    def versions(self, subject: str) -> list[int]: ...
+
+    def version(self, subject: str, spec: str) -> SchemaVersion: ...
+
+    def compatibility(self, subject: str | None) -> str:
+        """The level that applies (the subject's, else the global one)."""
+        ...
+
+    def subject_compatibility(self, subject: str) -> str | None:
+        """The subject's own level, None when it follows the global one."""
+        ...
+
+    def mode(self, subject: str | None) -> str: ...
+
+
+class StateRegistry:
+    """The answers of a :class:`~odradek.registry.state.RegistryState` (on its store thread)."""
+
+    def __init__(self, state: RegistryState) -> None:
+        self._state = state
+
+    def subject_names(self) -> list[str]:
+        return self._state.subject_names()
+
+    def versions(self, subject: str) -> list[int]:
+        return self._state.versions(subject)
+
+    def version(self, subject: str, spec: str) -> SchemaVersion:
+        return self._state.version(subject, spec)
+
+    def compatibility(self, subject: str | None) -> str:
+        return self._state.compatibility(subject)
+
+    def subject_compatibility(self, subject: str) -> str | None:
+        return self._state.configs.get(subject)
+
+    def mode(self, subject: str | None) -> str:
+        return self._state.mode(subject)
+
+
+class RestRegistry:
+    """The answers of a registry's REST API at ``url`` (Confluent's or odradek's), asked with
+    urllib: basic credentials from the URL's ``user:password@``, TLS verified with ``ca_file``
+    (else the system's authorities). Blocks: call it on the console's HTTP threads."""
+
+    def __init__(self, url: str, *, ca_file: str | None = None, timeout_s: float = 15.0) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{url!r} is not an http:// or https:// URL")
+        netloc = parts.netloc.rpartition("@")[2]  # the credentials go in a header
+        self.url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+        self._headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
+        if parts.username is not None:
+            user_info = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            token = base64.b64encode(user_info.encode()).decode()
+            self._headers["Authorization"] = f"Basic {token}"
+        self._context: ssl.SSLContext | None = None
+        if parts.scheme == "https":
+            self._context = ssl.create_default_context(cafile=ca_file)
+        self._timeout_s = timeout_s
+
+    def _get(self, path: str) -> Any:
+        request = urllib.request.Request(self.url + path, headers=self._headers)
+        try:
+            with urllib.request.urlopen(
+                request, timeout=self._timeout_s, context=self._context
+            ) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as e:
+            try:
+                body = json.loads(e.read())
+                code, message = int(body["error_code"]), str(body["message"])
+            except (ValueError, KeyError, TypeError):
+                code, message = e.code, f"the schema registry answered {e.code} {e.reason}"
+            raise RegistryError(code, message) from None
+        except (OSError, ValueError) as e:
+            raise ApiError(503, f"the schema registry at {self.url} cannot be reached: {e}") from e
+
+    def subject_names(self) -> list[str]:
+        return sorted(str(s) for s in self._get("/subjects"))
+
+    def versions(self, subject: str) -> list[int]:
+        return [int(v) for v in self._get(f"/subjects/{quote(subject, safe='')}/versions")]
+
+    def version(self, subject: str, spec: str) -> SchemaVersion:
+        body = self._get(f"/subjects/{quote(subject, safe='')}/versions/{quote(spec, safe='')}")
+        try:
+            content = SchemaContent(
+                str(body.get("schemaType") or AVRO),
+                str(body["schema"]),
+                parse_references(body.get("references")),
+            )
+            return SchemaVersion(subject, int(body["version"]), int(body["id"]), content)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ApiError(502, f"the schema registry answered an unreadable version: {e}") from e
+
+    def _level(self, path: str) -> str | None:
+        try:
+            body = self._get(path)
+        except RegistryError as e:
+            if e.status == 404:
+                return None
+            raise
+        return str(body.get("compatibilityLevel") or body.get("compatibility") or "") or None
+
+    def compatibility(self, subject: str | None) -> str:
+        if subject is not None:
+            level = self._level(f"/config/{quote(subject, safe='')}?defaultToGlobal=true")
+        else:
+            level = self._level("/config")
+        return level or DEFAULT_COMPATIBILITY
+
+    def subject_compatibility(self, subject: str) -> str | None:
+        return self._level(f"/config/{quote(subject, safe='')}?defaultToGlobal=false")
+
+    def mode(self, subject: str | None) -> str:
+        path = "/mode"
+        if subject is not None:
+            path += f"/{quote(subject, safe='')}?defaultToGlobal=true"
+        try:
+            return str(self._get(path).get("mode") or READWRITE)
+        except RegistryError as e:
+            if e.status == 404:
+                return READWRITE
+            raise
+
+
+def _summary(registry: Registry, subject: str) -> dict[str, Any]:
+    versions = registry.versions(subject)
+    latest = registry.version(subject, "latest")
     return {
         "subject": subject,
-        "versions": [v.version for v in versions],
+        "versions": versions,
         "latest": latest.version,
         "id": latest.id,
         "schema_type": latest.content.schema_type,
-        "compatibility": state.compatibility(subject),
+        "compatibility": registry.compatibility(subject),
     }
 
 
@@ -78,32 +216,32 @@ def _version_answer(v: SchemaVersion) -> dict[str, Any]:
     }
 
 
-def subjects(state: RegistryState) -> dict[str, Any]:
+def subjects(registry: Registry) -> dict[str, Any]:
     return {
-        "compatibility": state.compatibility(None),
-        "mode": state.mode(None),
-        "subjects": [_summary(state, s) for s in state.subject_names()],
+        "compatibility": registry.compatibility(None),
+        "mode": registry.mode(None),
+        "subjects": [_summary(registry, s) for s in registry.subject_names()],
     }
 
 
-def subject(state: RegistryState, name: str) -> dict[str, Any]:
-    versions = [state.version(name, str(n)) for n in state.versions(name)]
+def subject(registry: Registry, name: str) -> dict[str, Any]:
+    versions = [registry.version(name, str(n)) for n in registry.versions(name)]
     return {
         "subject": name,
-        "compatibility": state.compatibility(name),
-        "subject_compatibility": state.configs.get(name),
-        "mode": state.mode(name),
+        "compatibility": registry.compatibility(name),
+        "subject_compatibility": registry.subject_compatibility(name),
+        "mode": registry.mode(name),
         "versions": [_version_answer(v) for v in versions],
     }
 
 
-def version(state: RegistryState, name: str, spec: str) -> dict[str, Any]:
-    found = state.version(name, spec)
+def version(registry: Registry, name: str, spec: str) -> dict[str, Any]:
+    found = registry.version(name, spec)
     return {"subject": name, **_version_answer(found), "schema": schema_text(found)}
 
 
-def diff(state: RegistryState, name: str, old: str, new: str) -> dict[str, Any]:
-    before, after = state.version(name, old), state.version(name, new)
+def diff(registry: Registry, name: str, old: str, new: str) -> dict[str, Any]:
+    before, after = registry.version(name, old), registry.version(name, new)
     lines = difflib.unified_diff(
         schema_text(before).splitlines(),
         schema_text(after).splitlines(),
@@ -114,15 +252,33 @@ def diff(state: RegistryState, name: str, old: str, new: str) -> dict[str, Any]:
     return {"subject": name, "from": before.version, "to": after.version, "diff": list(lines)}
 
 
+def in_process(read: RegistryRead) -> Callable[[Callable[[Registry], T]], T]:
+    """A page made in one read of the registry's state (one catch-up with ``_schemas``)."""
+
+    def ask(page: Callable[[Registry], T]) -> T:
+        answer: T = read(lambda state: page(StateRegistry(state)))
+        return answer
+
+    return ask
+
+
+def over_rest(registry: RestRegistry) -> Callable[[Callable[[Registry], T]], T]:
+    def ask(page: Callable[[Registry], T]) -> T:
+        return page(registry)
+
+    return ask
+
+
 class SchemaView:
-    """The schema routes of the console's API over a registry's ``read``."""
+    """The schema routes of the console's API; ``ask`` makes a page of a :class:`Registry`
+    (:func:`in_process` or :func:`over_rest`)."""
 
-    def __init__(self, read: RegistryRead) -> None:
-        self._read = read
+    def __init__(self, ask: Callable[[Callable[[Registry], Any]], Any]) -> None:
+        self._ask_registry = ask
 
-    def _ask(self, query: Callable[[RegistryState], T]) -> T:
+    def _ask(self, page: Callable[[Registry], T]) -> T:
         try:
-            answer: T = self._read(query)
+            answer: T = self._ask_registry(page)
         except RegistryError as e:
             raise ApiError(e.status, e.message) from e
         except concurrent.futures.TimeoutError:

@@ -787,7 +787,7 @@ class MetricsServer:
 
     def start(self, host: str, port: int) -> tuple[str, int]:
         # Here, not at the top: aiohttp costs a broker that serves no HTTP a part of a second.
-        from odradek.console.schemas import SchemaView
+        from odradek.console.schemas import SchemaView, in_process
         from odradek.console.server import HttpServer
 
         registry = CollectorRegistry(auto_describe=False)
@@ -806,7 +806,7 @@ class MetricsServer:
                 # In process: the registry reads _schemas as the console's own principal, so
                 # the page shows what the console could read from the topic anyway.
                 server = self._schema_registry()
-                return SchemaView(server.read) if server is not None else None
+                return SchemaView(in_process(server.read)) if server is not None else None
 
             self.console = ConsoleApi(
                 *console_client(config, self._broker.bound),
