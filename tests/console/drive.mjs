@@ -226,6 +226,15 @@ async function schemas(page) {
   await screenshot(page, "schema-same");
 }
 
+// The schema page of a console with no registry beside it.
+async function noSchemas(page) {
+  await page.click("nav a[data-page=schemas]");
+  await page.waitForSelector("#no-registry");
+  results.no_registry = await page.textContent("#no-registry");
+  results.error_shown = await page.locator("#error").isVisible();
+  await screenshot(page, "no-registry");
+}
+
 // The topic list with every topic drawn, timed from navigation to the last row.
 async function bench(page) {
   const times = [];
@@ -270,7 +279,7 @@ try {
     transferred += sizes.responseBodySize + sizes.responseHeadersSize;
   }
   results.first_load = { requests: requests.map((r) => r.url()), bytes: transferred };
-  await { full, acl, bench, schemas }[options.scenario](page);
+  await { full, acl, bench, schemas, noSchemas }[options.scenario](page);
 } catch (error) {
   status = 1;
   results.failure = String(error.stack || error);

@@ -16,7 +16,7 @@ from odradek.console.api import ApiError
 from odradek.console.schemas import RestRegistry, SchemaView, over_rest
 from odradek.testing import RunningBroker, TestCertificateAuthority, tls_broker_settings
 
-from .support import drive, http, require_browser
+from .support import browser_missing, drive, http, require_browser
 
 SUBJECT = "orders-value"
 V1 = {
@@ -183,6 +183,10 @@ def test_no_registry_beside_the_console(tmp_path: Path) -> None:
         answer = http(console_base(running), "GET", "/api/schemas")
         assert answer.status == 404
         assert "no schema registry" in answer.body["error"]
+        if browser_missing() is None:
+            seen = drive("noSchemas", console_base(running), tmp_path / "no-schemas")
+            assert "--schema-registry" in seen["no_registry"]
+            assert not seen["error_shown"]
     finally:
         running.stop()
 

@@ -53,7 +53,10 @@ async function api(method, path, body) {
   });
   let answer;
   try { answer = await response.json(); } catch { answer = { error: response.statusText }; }
-  if (!response.ok) throw new Error(`${answer.error || response.statusText} (HTTP ${response.status})`);
+  if (!response.ok) {
+    throw Object.assign(new Error(`${answer.error || response.statusText} (HTTP ${response.status})`),
+      { status: response.status });
+  }
   return answer;
 }
 
@@ -466,7 +469,15 @@ function sparkline(values) {
 
 // Schemas of the registry the broker serving the console runs (schema.registry.listener).
 async function schemasPage() {
-  const registry = await api("GET", "schemas");
+  let registry;
+  try {
+    registry = await api("GET", "schemas");
+  } catch (error) {
+    if (error.status !== 404) throw error;
+    return [h("h2", null, "Schemas"), h("p", { class: "muted", id: "no-registry" },
+      "No schema registry is served beside this console: set schema.registry.listener on the broker, ",
+      "or start odradek console with --schema-registry URL.")];
+  }
   return [
     h("h2", null, `Schemas (${registry.subjects.length} subjects)`),
     h("div", { class: "cards" }, card("Compatibility", registry.compatibility, "compat-global"),
