@@ -73,6 +73,8 @@ class _Capped(asyncio.Protocol):
         self._owner = owner
         self._make = make
         self._inner: asyncio.Protocol | None = None
+        self._turned_away: asyncio.Transport | None = None
+        self._seen = b""  # the last bytes of a turned-away connection's request
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         owner, cap = self._owner, self._owner.max_connections
@@ -85,9 +87,10 @@ class _Capped(asyncio.Protocol):
 
     def _turn_away(self, transport: asyncio.BaseTransport) -> None:
         """Answer 503 and end the connection. Closing a socket with a request still unread
-        would reset it, losing the answer: the client's side is read (and dropped) until it
-        ends, or for at most ``_TURN_AWAY_S``."""
+        would reset it, losing the answer: the client's side is read (and dropped) until the
+        end of its request's head or of the connection, or for at most ``_TURN_AWAY_S``."""
         assert isinstance(transport, asyncio.Transport)
+        self._turned_away = transport
         transport.write(_BUSY)
         if transport.can_write_eof():
             transport.write_eof()
@@ -101,6 +104,11 @@ class _Capped(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._inner is not None:
             self._inner.data_received(data)
+        elif self._turned_away is not None:
+            seen = self._seen + data
+            if b"\r\n\r\n" in seen:
+                self._turned_away.close()
+            self._seen = seen[-3:]
 
     def eof_received(self) -> bool | None:
         return self._inner.eof_received() if self._inner is not None else None
