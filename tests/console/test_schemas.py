@@ -14,6 +14,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from odradek.console.api import ApiError
 from odradek.console.schemas import RestRegistry, SchemaView, over_rest
+from odradek.registry.client import RegistryClient
 from odradek.testing import RunningBroker, TestCertificateAuthority, tls_broker_settings
 
 from .support import browser_missing, drive, http, require_browser
@@ -133,7 +134,7 @@ def test_what_is_not_there(broker: RunningBroker, path: str, status: int, messag
 def test_the_rest_api_gives_the_same_pages(broker: RunningBroker, path: list[str]) -> None:
     # What odradek console --schema-registry shows: the same as the broker's own console.
     query = {"from": "1", "to": "2"} if path[-1:] == ["diff"] else {}
-    over_http = SchemaView(over_rest(RestRegistry(registry_url(broker))))
+    over_http = SchemaView(over_rest(RestRegistry(RegistryClient(registry_url(broker)))))
     in_process = http(
         console_base(broker),
         "GET",
@@ -154,16 +155,21 @@ def test_the_rest_api_with_tls_and_credentials(tmp_path: Path) -> None:
     }
     running = RunningBroker(tmp_path / "data", settings).start()
     try:
-        base = registry_url(running, "https").removeprefix("https://")
-        alice = RestRegistry(f"https://alice:alice%20secret@{base}", ca_file=str(ca.ca_file))
-        assert SchemaView(over_rest(alice)).route("GET", [], {})["subjects"] == []
-        wrong = RestRegistry(f"https://alice:wrong@{base}", ca_file=str(ca.ca_file))
+        url, ca_file = registry_url(running, "https"), str(ca.ca_file)
+
+        def ask(client: RegistryClient) -> dict[str, object]:
+            answer: dict[str, object] = SchemaView(over_rest(RestRegistry(client))).route(
+                "GET", [], {}
+            )
+            return answer
+
+        alice = RegistryClient(url, basic_auth="alice:alice secret", ca_file=ca_file)
+        assert ask(alice)["subjects"] == []
         with pytest.raises(ApiError) as refused:
-            SchemaView(over_rest(wrong)).route("GET", [], {})
+            ask(RegistryClient(url, basic_auth="alice:wrong", ca_file=ca_file))
         assert refused.value.status == 401
-        untrusted = RestRegistry(f"https://alice:alice%20secret@{base}")
         with pytest.raises(ApiError) as unverified:
-            SchemaView(over_rest(untrusted)).route("GET", [], {})
+            ask(RegistryClient(url, basic_auth="alice:alice secret"))
         assert unverified.value.status == 503
         assert "CERTIFICATE_VERIFY_FAILED" in unverified.value.message
     finally:

@@ -56,13 +56,18 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     console.add_argument(
         "--schema-registry",
         metavar="URL",
-        help="a schema registry's REST API for the schemas page (http[s]://[USER:PASSWORD@]"
-        "HOST:PORT, Confluent's or a broker's schema.registry.listener)",
+        help="a schema registry's REST API for the schemas page (Confluent's, or a broker's "
+        "schema.registry.listener)",
+    )
+    console.add_argument(
+        "--schema-registry-basic-auth",
+        metavar="USER:PASSWORD",
+        help="the registry's HTTP basic credentials (Confluent's basic.auth.user.info)",
     )
     console.add_argument(
         "--schema-registry-ca",
         metavar="FILE",
-        help="PEM certificates of the authorities that sign an https registry's certificate "
+        help="PEM file of the CAs that an https:// registry's certificate is checked against "
         "(default: the system's)",
     )
     console.add_argument("--timeout", type=float, default=15.0, help="seconds per request")
@@ -73,6 +78,7 @@ def _run(args: argparse.Namespace) -> int:
     from odradek.console.api import ConsoleApi
     from odradek.console.schemas import RestRegistry, SchemaView, over_rest
     from odradek.console.server import HttpServer
+    from odradek.registry.client import RegistryClient
 
     # Before the address is printed: whoever reads it may send SIGTERM at once.
     stop_signals = StopSignals().install()
@@ -84,10 +90,13 @@ def _run(args: argparse.Namespace) -> int:
         host, port = parse_address(args.listen)
         schemas = None
         if args.schema_registry:
-            registry = RestRegistry(
-                args.schema_registry, ca_file=args.schema_registry_ca, timeout_s=args.timeout
+            client = RegistryClient(
+                args.schema_registry,
+                basic_auth=args.schema_registry_basic_auth,
+                ca_file=args.schema_registry_ca,
+                timeout_s=args.timeout,
             )
-            schemas = SchemaView(over_rest(registry))
+            schemas = SchemaView(over_rest(RestRegistry(client)))
     except (OSError, ValueError, ClientSettingsError) as e:
         print(f"odradek console: {e}", file=sys.stderr)
         return 2

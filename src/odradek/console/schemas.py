@@ -26,18 +26,15 @@ are made on the registry's store thread (they are the ``query`` of a read).
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures
 import difflib
 import json
-import ssl
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from odradek.console.api import ApiError
+from odradek.registry.client import RegistryCallError, RegistryClient, quote
 from odradek.registry.errors import RegistryError
 from odradek.registry.records import SchemaVersion, parse_references
 from odradek.registry.schemas import AVRO, JSON, SchemaContent
@@ -108,51 +105,30 @@ class StateRegistry:
 
 
 class RestRegistry:
-    """The answers of a registry's REST API at ``url`` (Confluent's or odradek's), asked with
-    urllib: basic credentials from the URL's ``user:password@``, TLS verified with ``ca_file``
-    (else the system's authorities). Blocks: call it on the console's HTTP threads."""
+    """The answers of a registry's REST API (Confluent's or odradek's), through ``client``.
+    Blocks: call it on the console's HTTP threads."""
 
-    def __init__(self, url: str, *, ca_file: str | None = None, timeout_s: float = 15.0) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{url!r} is not an http:// or https:// URL")
-        netloc = parts.netloc.rpartition("@")[2]  # the credentials go in a header
-        self.url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
-        self._headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
-        if parts.username is not None:
-            user_info = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-            token = base64.b64encode(user_info.encode()).decode()
-            self._headers["Authorization"] = f"Basic {token}"
-        self._context: ssl.SSLContext | None = None
-        if parts.scheme == "https":
-            self._context = ssl.create_default_context(cafile=ca_file)
-        self._timeout_s = timeout_s
+    def __init__(self, client: RegistryClient) -> None:
+        self._client = client
 
     def _get(self, path: str) -> Any:
-        request = urllib.request.Request(self.url + path, headers=self._headers)
         try:
-            with urllib.request.urlopen(
-                request, timeout=self._timeout_s, context=self._context
-            ) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as e:
-            try:
-                body = json.loads(e.read())
-                code, message = int(body["error_code"]), str(body["message"])
-            except (ValueError, KeyError, TypeError):
-                code, message = e.code, f"the schema registry answered {e.code} {e.reason}"
-            raise RegistryError(code, message) from None
-        except (OSError, ValueError) as e:
-            raise ApiError(503, f"the schema registry at {self.url} cannot be reached: {e}") from e
+            return self._client.call("GET", path)
+        except RegistryCallError as e:
+            if e.code is not None:
+                raise RegistryError(e.code, str(e)) from e
+            if e.status is not None:
+                raise ApiError(502, f"the schema registry answered: {e}") from e
+            raise ApiError(503, f"the schema registry: {e}") from e
 
     def subject_names(self) -> list[str]:
         return sorted(str(s) for s in self._get("/subjects"))
 
     def versions(self, subject: str) -> list[int]:
-        return [int(v) for v in self._get(f"/subjects/{quote(subject, safe='')}/versions")]
+        return [int(v) for v in self._get(f"/subjects/{quote(subject)}/versions")]
 
     def version(self, subject: str, spec: str) -> SchemaVersion:
-        body = self._get(f"/subjects/{quote(subject, safe='')}/versions/{quote(spec, safe='')}")
+        body = self._get(f"/subjects/{quote(subject)}/versions/{quote(spec)}")
         try:
             content = SchemaContent(
                 str(body.get("schemaType") or AVRO),
@@ -174,18 +150,18 @@ class RestRegistry:
 
     def compatibility(self, subject: str | None) -> str:
         if subject is not None:
-            level = self._level(f"/config/{quote(subject, safe='')}?defaultToGlobal=true")
+            level = self._level(f"/config/{quote(subject)}?defaultToGlobal=true")
         else:
             level = self._level("/config")
         return level or DEFAULT_COMPATIBILITY
 
     def subject_compatibility(self, subject: str) -> str | None:
-        return self._level(f"/config/{quote(subject, safe='')}?defaultToGlobal=false")
+        return self._level(f"/config/{quote(subject)}?defaultToGlobal=false")
 
     def mode(self, subject: str | None) -> str:
         path = "/mode"
         if subject is not None:
-            path += f"/{quote(subject, safe='')}?defaultToGlobal=true"
+            path += f"/{quote(subject)}?defaultToGlobal=true"
         try:
             return str(self._get(path).get("mode") or READWRITE)
         except RegistryError as e:
