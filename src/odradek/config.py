@@ -134,13 +134,17 @@ def _per_ip_overrides_check(value: object) -> str | None:
     return None
 
 
+def _http_listener_check(value: object) -> str | None:
+    return _host_port_check(_without_scheme(str(value)))
+
+
+def _without_scheme(text: str) -> str:
+    """``HOST:PORT`` of an HTTP listener's ``[http://|https://]HOST:PORT``."""
+    return text.removeprefix("http://").removeprefix("https://")
+
+
 def _registry_listener_check(value: object) -> str | None:
-    text = str(value)
-    if not text:
-        return None  # off
-    for scheme in ("http://", "https://"):
-        text = text.removeprefix(scheme)
-    return _host_port_check(text)
+    return _http_listener_check(value) if str(value) else None  # empty: off
 
 
 def _namespace_check(value: object) -> str | None:
@@ -920,8 +924,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "metrics.listener",
             ConfigType.STRING,
             None,
-            "HOST:PORT of the Prometheus endpoint /metrics (port 0: any free port)",
-            _host_port_check,
+            "[http://|https://]HOST:PORT of the Prometheus endpoint /metrics and the web console "
+            "(port 0: any free port; https: TLS with the broker's ssl.keystore.*, or "
+            "listener.name.metrics.ssl.*)",
+            _http_listener_check,
             True,
         ),
         # The web console (odradek.console), served on metrics.listener beside /metrics. It is
@@ -1669,7 +1675,12 @@ class BrokerConfig:
     def metrics_listener(self) -> tuple[str, int] | None:
         """Where ``/metrics`` is served, or None when metrics are off."""
         raw = self.raw("metrics.listener")
-        return _host_port(raw) if raw else None
+        return _host_port(_without_scheme(raw)) if raw else None
+
+    @property
+    def metrics_tls(self) -> bool:
+        """Whether ``metrics.listener`` is ``https://``."""
+        return (self.raw("metrics.listener") or "").startswith("https://")
 
     @property
     def schema_registry_listener(self) -> tuple[str, int] | None:
@@ -1677,7 +1688,7 @@ class BrokerConfig:
         raw = self.raw("schema.registry.listener")
         if not raw:
             return None
-        return _host_port(raw.removeprefix("http://").removeprefix("https://"))
+        return _host_port(_without_scheme(raw))
 
     @property
     def schema_registry_tls(self) -> bool:

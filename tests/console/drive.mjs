@@ -199,6 +199,42 @@ async function acl(page) {
   await screenshot(page, "acl-alter-refused");
 }
 
+// The schema registry's page: the subjects, a subject's versions, a version's text and the diff
+// between two versions.
+async function schemas(page) {
+  const { subject } = options;
+  await page.click("nav a[data-page=schemas]");
+  await page.waitForSelector(`tr[data-subject='${subject}']`);
+  results.subjects = await cells(page, "tr[data-subject]");
+  results.global_compatibility = await page.textContent(".compat-global");
+  await screenshot(page, "schemas");
+  await page.click(`tr[data-subject='${subject}'] a`);
+  await page.waitForSelector("#schema-diff");
+  results.versions = await cells(page, "tr[data-version]");
+  results.subject_compatibility = await page.textContent(".compat-subject");
+  results.latest_text = await page.innerText("#schema-text pre");
+  results.diff = await page.innerText("#schema-diff");
+  await screenshot(page, "schema-diff");
+  await page.click("tr[data-version='1'] button");
+  await page.waitForSelector("tr[data-version='1'].selected");
+  results.first_text = await page.innerText("#schema-text pre");
+  await page.selectOption("#diff-from", "2");
+  await page.selectOption("#diff-to", "2");
+  await page.click("#schema-diff-form button");
+  await page.waitForSelector("p#schema-diff");
+  results.same_diff = await page.innerText("#schema-diff");
+  await screenshot(page, "schema-same");
+}
+
+// The schema page of a console with no registry beside it.
+async function noSchemas(page) {
+  await page.click("nav a[data-page=schemas]");
+  await page.waitForSelector("#no-registry");
+  results.no_registry = await page.textContent("#no-registry");
+  results.error_shown = await page.locator("#error").isVisible();
+  await screenshot(page, "no-registry");
+}
+
 // The topic list with every topic drawn, timed from navigation to the last row.
 async function bench(page) {
   const times = [];
@@ -243,7 +279,7 @@ try {
     transferred += sizes.responseBodySize + sizes.responseHeadersSize;
   }
   results.first_load = { requests: requests.map((r) => r.url()), bytes: transferred };
-  await { full, acl, bench }[options.scenario](page);
+  await { full, acl, bench, schemas, noSchemas }[options.scenario](page);
 } catch (error) {
   status = 1;
   results.failure = String(error.stack || error);

@@ -59,8 +59,9 @@ def test_a_content_length_that_is_not_a_byte_count(server: tuple[str, int], leng
         b"Content-Length: " + length + b"\r\n\r\n{}"
     )
     answer = exchange(server, request)
-    assert answer.startswith(b"HTTP/1.1 400 ")
-    assert b"is not a byte count" in answer
+    # Refused by aiohttp's parser, which names the header (and closes the connection).
+    assert answer.split(b" ", 2)[1] == b"400"
+    assert b"Content-Length" in answer.split(b"\r\n\r\n", 1)[1]
 
 
 def test_a_chunked_body_is_refused(server: tuple[str, int]) -> None:

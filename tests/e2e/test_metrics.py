@@ -9,10 +9,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from odradek.protocol.errors import ErrorCode
-from odradek.testing import RunningBroker, running_broker, wait_until
+from odradek.testing import (
+    RunningBroker,
+    TestCertificateAuthority,
+    running_broker,
+    tls_broker_settings,
+    wait_until,
+)
 from tests.server.conftest import KafkaConnection, batch_of
 
 from .conftest import create_topics
@@ -237,3 +244,25 @@ def test_without_metrics_listener_nothing_is_counted_or_served(tmp_path: Path) -
         assert plain.broker is not None
         assert plain.broker.metrics is None
         assert plain.broker.services.counters is None
+
+
+def test_metrics_and_the_console_over_tls(tmp_path: Path) -> None:
+    ca = TestCertificateAuthority(tmp_path / "certs")
+    server = ca.issue("broker", {"CN": "localhost"}, server=True)
+    settings = {
+        "metrics.listener": "https://127.0.0.1:0",
+        **tls_broker_settings(ca, server, "metrics"),
+    }
+    broker = RunningBroker(tmp_path / "data", settings).start()
+    try:
+        address = _address(broker)
+        metrics = requests.get(f"https://{address}/metrics", verify=ca.ca_file, timeout=30)
+        assert metrics.status_code == 200
+        assert "kafka_server_replicamanager_partitioncount" in metrics.text
+        page = requests.get(f"https://{address}/", verify=ca.ca_file, timeout=30)
+        assert page.status_code == 200
+        assert "/static/app.js" in page.text
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"http://{address}/metrics", timeout=30)
+    finally:
+        broker.stop()

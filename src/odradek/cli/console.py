@@ -2,10 +2,12 @@
 
     odradek console --bootstrap broker1:9092 --listen 127.0.0.1:8080
     odradek console --bootstrap broker1:9093 --command-config client.properties
+    odradek console --bootstrap broker1:9092 --schema-registry http://registry:8081
 
 The page and its API are the broker's own console (:mod:`odradek.console`), served by this
 process; ``--command-config`` is a Kafka client properties file (``security.protocol``,
-``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.truststore.location``, …) as Kafka's tools take.
+``sasl.mechanism``, ``sasl.jaas.config``, ``ssl.truststore.location``, …) as Kafka's tools take;
+``--schema-registry`` the REST API of a schema registry for the schemas page.
 """
 
 from __future__ import annotations
@@ -51,13 +53,32 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="host names besides this machine's (and IP addresses) the page may be opened "
         "under; * for any",
     )
+    console.add_argument(
+        "--schema-registry",
+        metavar="URL",
+        help="a schema registry's REST API for the schemas page (Confluent's, or a broker's "
+        "schema.registry.listener)",
+    )
+    console.add_argument(
+        "--schema-registry-basic-auth",
+        metavar="USER:PASSWORD",
+        help="the registry's HTTP basic credentials (Confluent's basic.auth.user.info)",
+    )
+    console.add_argument(
+        "--schema-registry-ca",
+        metavar="FILE",
+        help="PEM file of the CAs that an https:// registry's certificate is checked against "
+        "(default: the system's)",
+    )
     console.add_argument("--timeout", type=float, default=15.0, help="seconds per request")
     console.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from odradek.console.api import ConsoleApi
+    from odradek.console.schemas import RestRegistry, SchemaView, over_rest
     from odradek.console.server import HttpServer
+    from odradek.registry.client import RegistryClient
 
     # Before the address is printed: whoever reads it may send SIGTERM at once.
     stop_signals = StopSignals().install()
@@ -67,10 +88,19 @@ def _run(args: argparse.Namespace) -> int:
         )
         security = ClientSecurity.from_config(settings)
         host, port = parse_address(args.listen)
-    except (OSError, ClientSettingsError) as e:
+        schemas = None
+        if args.schema_registry:
+            client = RegistryClient(
+                args.schema_registry,
+                basic_auth=args.schema_registry_basic_auth,
+                ca_file=args.schema_registry_ca,
+                timeout_s=args.timeout,
+            )
+            schemas = SchemaView(over_rest(RestRegistry(client)))
+    except (OSError, ValueError, ClientSettingsError) as e:
         print(f"odradek console: {e}", file=sys.stderr)
         return 2
-    api = ConsoleApi(args.bootstrap, security, timeout_s=args.timeout)
+    api = ConsoleApi(args.bootstrap, security, timeout_s=args.timeout, schemas=lambda: schemas)
     server = HttpServer(None, api, allowed_hosts=args.allowed_hosts.split(","))
     api.start()
     try:

@@ -5,21 +5,17 @@ commands work against Confluent's registry too."""
 from __future__ import annotations
 
 import argparse
-import base64
 import json
-import ssl
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from odradek.cli.output import columns, output_option, wants_json, write_json, write_records
+from odradek.registry.client import RegistryCallError, RegistryClient, quote
 
 DEFAULT_REGISTRY = "http://127.0.0.1:8081"
-MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 LEVELS = (
     "NONE",
     "BACKWARD",
@@ -31,10 +27,6 @@ LEVELS = (
 )
 
 Command = Callable[[argparse.Namespace, TextIO], int]
-
-
-class RegistryCallError(Exception):
-    """The registry answered an error, or could not be reached."""
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -131,29 +123,10 @@ def _runner(command: Command) -> Callable[[argparse.Namespace], int]:
 
 
 def _call(args: argparse.Namespace, method: str, path: str, body: object = None) -> Any:
-    url = args.registry.rstrip("/") + path
-    data = None if body is None else json.dumps(body).encode()
-    headers = {"Content-Type": MEDIA_TYPE, "Accept": MEDIA_TYPE}
-    if args.basic_auth:
-        headers["Authorization"] = "Basic " + base64.b64encode(args.basic_auth.encode()).decode()
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
-    context = ssl.create_default_context(cafile=args.ca_file) if args.ca_file else None
-    try:
-        with urllib.request.urlopen(request, timeout=args.timeout, context=context) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        try:
-            answer = json.loads(e.read())
-            detail = f"{answer['message']} (error {answer['error_code']})"
-        except (ValueError, KeyError, TypeError):
-            detail = f"HTTP {e.code}"
-        raise RegistryCallError(detail) from e
-    except urllib.error.URLError as e:
-        raise RegistryCallError(f"cannot reach {args.registry}: {e.reason}") from e
-
-
-def _quote(text: str) -> str:
-    return urllib.parse.quote(text, safe="")
+    client = RegistryClient(
+        args.registry, basic_auth=args.basic_auth, ca_file=args.ca_file, timeout_s=args.timeout
+    )
+    return client.call(method, path, body)
 
 
 def _schema_body(args: argparse.Namespace) -> dict[str, object]:
@@ -197,7 +170,7 @@ def _get(args: argparse.Namespace, out: TextIO) -> int:
         found = _call(args, "GET", f"/schemas/ids/{args.id}")
         found["id"] = args.id
     else:
-        found = _call(args, "GET", f"/subjects/{_quote(args.subject)}/versions/{args.version}")
+        found = _call(args, "GET", f"/subjects/{quote(args.subject)}/versions/{args.version}")
     if wants_json(args):
         write_json(found, out)
         return 0
@@ -209,7 +182,7 @@ def _get(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _register(args: argparse.Namespace, out: TextIO) -> int:
-    subject = _quote(args.subject)
+    subject = quote(args.subject)
     normalize = str(args.normalize).lower()
     body = _schema_body(args)
     registered = _call(args, "POST", f"/subjects/{subject}/versions?normalize={normalize}", body)
@@ -224,7 +197,7 @@ def _register(args: argparse.Namespace, out: TextIO) -> int:
 
 def _delete(args: argparse.Namespace, out: TextIO) -> int:
     permanent = str(args.permanent).lower()
-    path = f"/subjects/{_quote(args.subject)}"
+    path = f"/subjects/{quote(args.subject)}"
     if args.version is not None:
         path += f"/versions/{args.version}"
     deleted = _call(args, "DELETE", f"{path}?permanent={permanent}")
@@ -240,7 +213,7 @@ def _delete(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _compat(args: argparse.Namespace, out: TextIO) -> int:
-    path = f"/compatibility/subjects/{_quote(args.subject)}/versions"
+    path = f"/compatibility/subjects/{quote(args.subject)}/versions"
     if args.version is not None:
         path += f"/{args.version}"
     answer = _call(args, "POST", f"{path}?verbose=true", _schema_body(args))
@@ -255,7 +228,7 @@ def _compat(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _config(args: argparse.Namespace, out: TextIO) -> int:
-    path = "/config" + (f"/{_quote(args.subject)}" if args.subject else "")
+    path = "/config" + (f"/{quote(args.subject)}" if args.subject else "")
     if args.set:
         _call(args, "PUT", path, {"compatibility": args.set})
     elif args.delete:

@@ -28,11 +28,15 @@ Routes (JSON in and out; errors are ``{"error": message}``)::
     GET    /api/clients                    what clients pushed to the broker serving the console
                                            (KIP-714): per client instance its client id,
                                            principal and metrics; [] for ``odradek console``
+    GET    /api/schemas/...                the schema registry of the broker serving the
+                                           console, or ``odradek console --schema-registry``'s
+                                           (odradek.console.schemas); 404 where there is none
     GET    /api/tables                     the Iceberg translation of the partitions the broker
                                            serving the console leads (iceberg.mode): lag in
                                            records and seconds; [] for ``odradek console``
 
-Threads: :meth:`ConsoleApi.handle` is called on the HTTP server's threads (one per request).
+Threads: :meth:`ConsoleApi.handle` is called on the HTTP server's blocking threads (one per
+request in progress).
 The admin clients are asyncio clients: they live on an event loop of the console's own, in a
 thread of its own (never the broker's loop), and requests hand coroutines to it. The record
 browser's blocking data client is shared under a lock.
@@ -50,7 +54,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 from odradek.client.admin import (
@@ -67,6 +71,9 @@ from odradek.client.data import DataClient
 from odradek.client.data import TopicPartition as DataPartition
 from odradek.protocol.records import iter_records
 from odradek.security.client_settings import ClientSecurity
+
+if TYPE_CHECKING:
+    from odradek.console.schemas import SchemaView
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +167,12 @@ class ConsoleApi:
         call_timeout_s: float = _CALL_TIMEOUT_S,
         tables: Callable[[], list[dict[str, Any]]] | None = None,
         clients: Callable[[], list[dict[str, Any]]] | None = None,
+        schemas: Callable[[], SchemaView | None] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        # The hosting broker's schema registry, when it serves one (asked per request: the
+        # registry starts after the console).
+        self._schemas = schemas
         # The hosting broker's table translation figures (not a Kafka API: the broker's own).
         self._tables = tables
         self._clients = clients
@@ -298,6 +309,11 @@ class ConsoleApi:
                 routes[("GET",)] = lambda: self._tables() if self._tables is not None else []
             case ["clients"]:
                 routes[("GET",)] = lambda: self._clients() if self._clients is not None else []
+            case ["schemas", *rest]:
+                view = self._schemas() if self._schemas is not None else None
+                if view is None:
+                    raise ApiError(404, "no schema registry is served beside this console")
+                return view.route(method, rest, query)
             case ["brokers", broker, "configs"]:
                 routes[("GET",)] = lambda: self.broker_configs(_int(broker, "broker id", 0))
             case _:

@@ -2,7 +2,8 @@
 API on aiohttp, so that Confluent's clients and serializers, and tools configured with
 ``schema.registry.url``, work unchanged.
 
-Threads: the server runs on a thread of its own with its own event loop, never the broker's;
+Threads: the server runs on a thread of its own with its own event loop, never the broker's
+(:class:`~odradek.web_server.WebServer`);
 every request's work is handed to the one store thread (:class:`~.store.SchemaStore` is not
 thread-safe and its Kafka client blocks), so requests are served in arrival order there while
 the HTTP loop keeps accepting. Answers are JSON in Confluent's media type; errors are Confluent's
@@ -17,7 +18,6 @@ import functools
 import json
 import logging
 import ssl
-import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -35,6 +35,7 @@ from odradek.registry.store import SchemaStore
 from odradek.security.acl import parse_super_users
 from odradek.security.sasl import parse_jaas
 from odradek.security.tls import server_context
+from odradek.web_server import WebServer
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,8 @@ T = TypeVar("T")
 
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_BODY_BYTES = 16 << 20
-_START_TIMEOUT_S = 30
-_SHUTDOWN_TIMEOUT_S = 2.0
+# How long the web console waits for the store thread (behind a registration, say).
+_READ_TIMEOUT_S = 30.0
 # listener.name.schema_registry.ssl.* set the registry's own TLS settings (else ssl.*).
 TLS_LISTENER_NAME = "schema_registry"
 
@@ -105,13 +106,10 @@ class RegistryServer:
         self._store = store
         self._metrics = metrics
         self._authenticator = authenticator
-        self._ssl_context = ssl_context
         self._executor = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="odradek-registry-store"
         )
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
+        self._server = WebServer(self._app, name="odradek-registry-http", ssl_context=ssl_context)
         self.bound: tuple[str, int] = ("", 0)
 
     @classmethod
@@ -144,54 +142,20 @@ class RegistryServer:
 
     def start(self, host: str, port: int) -> tuple[str, int]:
         """Bind ``host:port`` (0: any free port) and serve on a thread of its own."""
-        started: concurrent.futures.Future[tuple[str, int]] = concurrent.futures.Future()
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                bound = loop.run_until_complete(self._serve(host, port))
-            except BaseException as e:  # the caller sees why the bind failed
-                if self._runner is not None:
-                    loop.run_until_complete(self._runner.cleanup())
-                started.set_exception(e)
-                loop.close()
-                return
-            started.set_result(bound)
-            try:
-                loop.run_forever()
-            finally:
-                if self._runner is not None:
-                    loop.run_until_complete(self._runner.cleanup())
-                loop.close()
-
-        self._thread = threading.Thread(target=run, name="odradek-registry-http", daemon=True)
-        self._thread.start()
-        self.bound = started.result(timeout=_START_TIMEOUT_S)
+        self.bound = self._server.start(host, port)
         return self.bound
 
-    async def _serve(self, host: str, port: int) -> tuple[str, int]:
+    def _app(self) -> web.Application:
         app = web.Application(
             client_max_size=MAX_BODY_BYTES,
             middlewares=[self._count, self._errors, self._authenticate],
         )
         app.add_routes(self._routes())
-        self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, shutdown_timeout=_SHUTDOWN_TIMEOUT_S
-        )
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, ssl_context=self._ssl_context)
-        await site.start()
-        address = self._runner.addresses[0]
-        return str(address[0]), int(address[1])
+        return app
 
     def stop(self) -> None:
         """Stop serving, let the store thread finish its request, close the store (blocks)."""
-        loop, thread = self._loop, self._thread
-        if loop is not None and thread is not None and thread.is_alive():
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(_START_TIMEOUT_S)
+        self._server.stop()
         self._executor.shutdown(wait=True, cancel_futures=True)
         self._store.close()
 
@@ -205,6 +169,11 @@ class RegistryServer:
     def refresh_ids(self) -> concurrent.futures.Future[None]:
         """Replay ``_schemas`` to its end on the store thread, after the requests before it."""
         return self._executor.submit(self._store.refresh)
+
+    def read(self, query: Callable[[RegistryState], T]) -> T:
+        """``query``'s answer from the registry's state, on the store thread; blocks, so call
+        it from any thread but the server's (the web console's, for one)."""
+        return self._executor.submit(self._store.read, query).result(_READ_TIMEOUT_S)
 
     # -- plumbing ----------------------------------------------------------------------------
 

@@ -433,11 +433,14 @@ class Broker:
         self.services.replicas.schema_refusal_listeners.append(
             self.registry_metrics.validation_refused
         )
-        self.metrics = MetricsServer(self, self.counters, [self.registry_metrics])
-        host, port = self.metrics.start(*listener)
+        self.metrics = MetricsServer(
+            self, self.counters, lambda: self.schema_registry, [self.registry_metrics]
+        )
+        bound = self.metrics.start(*listener)
         self.topics.deletion_listeners.append(self.counters.topic_deleted)
         self.topics.deletion_listeners.append(self.registry_metrics.topic_deleted)
-        log.info("odradek broker %d metrics on http://%s:%d/metrics", self.node_id, host, port)
+        scheme = self.metrics.scheme
+        log.info("odradek broker %d metrics on %s://%s:%d/metrics", self.node_id, scheme, *bound)
 
     def _start_schema_registry(self) -> None:
         """The registry's HTTP API (schema.registry.listener), a client of this cluster."""

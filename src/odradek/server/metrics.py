@@ -78,12 +78,12 @@ percentage; how long ago it looked).
 Costs: the hot path bumps plain ints (:mod:`odradek.counters`), and only while metrics are on;
 everything computed from state (partitions, logs, groups) is read when Prometheus scrapes.
 
-Threads: the HTTP server of :mod:`odradek.console.server`, in its threads (one per request).
-Its handler asks the event loop for a :class:`Snapshot` (partitions, logs, groups and counters
-are the loop's: reading them from another thread could see a dict change size mid-iteration),
-then builds and encodes the metric families in its own thread, so the loop pays for the copy and
-not for the text. A scrape while the loop is stuck waits at most ``_SNAPSHOT_TIMEOUT_S`` and
-fails (500).
+Threads: the HTTP server of :mod:`odradek.console.server`, on its blocking threads (one per
+scrape in progress). Its handler asks the event loop for a :class:`Snapshot` (partitions, logs,
+groups and counters are the loop's: reading them from another thread could see a dict change
+size mid-iteration), then builds and encodes the metric families in its own thread, so the loop
+pays for the copy and not for the text. A scrape while the loop is stuck waits at most
+``_SNAPSHOT_TIMEOUT_S`` and fails (500).
 """
 
 from __future__ import annotations
@@ -112,25 +112,30 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from odradek.cluster.metadata.view import NO_NODE
 from odradek.config import BrokerConfig, ConfigError, parse_properties
 from odradek.console.api import ConsoleApi
-from odradek.console.server import HttpServer
 from odradek.coordinator.group.group import GroupState
 from odradek.counters import BrokerCounters, Histogram, RequestTimes, TopicCounters
 from odradek.protocol.errors import ErrorCode
 from odradek.security.client_settings import ClientSecurity, ClientSettingsError
+from odradek.security.tls import server_context
 
 if TYPE_CHECKING:
     from odradek.clock import Clock
     from odradek.cluster.node import ClusterNode
     from odradek.cluster.replication.purgatory import Purgatory
     from odradek.cluster.topics import TopicManager
+    from odradek.console.server import HttpServer
     from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
     from odradek.iceberg.translator import TableTranslation, TranslatorFigures
+    from odradek.registry.http import RegistryServer
     from odradek.server.services import BrokerServices, Session
     from odradek.storage import LogManager
     from odradek.storage.cleaner import LogCleaner
     from odradek.telemetry.clients import ClientTelemetry
 
 log = logging.getLogger(__name__)
+
+# listener.name.metrics.ssl.* set the TLS settings of an https:// metrics.listener (else ssl.*).
+TLS_LISTENER_NAME = "metrics"
 
 
 class Measured(Protocol):
@@ -761,18 +766,24 @@ class BrokerCollector(Collector):
 
 class MetricsServer:
     """``/metrics`` (and, unless ``console.enabled=false``, the web console) on the HTTP server
-    of :mod:`odradek.console.server`: a thread of its own, a thread per request. Start and stop
-    it from the broker's event loop.
+    of :mod:`odradek.console.server`: aiohttp on a thread and event loop of its own. Start and
+    stop it from the broker's event loop.
 
     The console is a client of the cluster like any other: it connects to
     ``console.bootstrap.servers`` (by default this broker's first listener) with the security
     settings of ``console.client.config``, so ACLs apply to it as to anyone."""
 
     def __init__(
-        self, broker: Measured, counters: BrokerCounters, collectors: Iterable[Collector] = ()
+        self,
+        broker: Measured,
+        counters: BrokerCounters,
+        schema_registry: Callable[[], RegistryServer | None] = lambda: None,
+        collectors: Iterable[Collector] = (),
     ) -> None:
         self._broker = broker
         self._counters = counters
+        # The broker's registry, for the console's schema page (it starts after this server).
+        self._schema_registry = schema_registry
         # Others' figures served beside the broker's (the schema registry's).
         self._collectors = tuple(collectors)
         self._server: HttpServer | None = None
@@ -780,6 +791,10 @@ class MetricsServer:
         self.console: ConsoleApi | None = None
 
     def start(self, host: str, port: int) -> tuple[str, int]:
+        # Here, not at the top: aiohttp costs a broker that serves no HTTP a part of a second.
+        from odradek.console.schemas import SchemaView, in_process
+        from odradek.console.server import HttpServer
+
         registry = CollectorRegistry(auto_describe=False)
         collector = BrokerCollector(self._broker, self._counters, asyncio.get_running_loop())
         registry.register(collector)
@@ -794,23 +809,40 @@ class MetricsServer:
             def clients() -> list[dict[str, Any]]:
                 return client_instances(collector.snapshot().client_metrics)
 
+            def schemas() -> SchemaView | None:
+                # In process: the registry reads _schemas as the console's own principal, so
+                # the page shows what the console could read from the topic anyway.
+                server = self._schema_registry()
+                return SchemaView(in_process(server.read)) if server is not None else None
+
             self.console = ConsoleApi(
-                *console_client(config, self._broker.bound), tables=tables, clients=clients
+                *console_client(config, self._broker.bound),
+                tables=tables,
+                clients=clients,
+                schemas=schemas,
             )
             self.console.start()
         allowed = config.get("console.allowed.hosts")
         self._server = HttpServer(
-            registry, self.console, allowed_hosts=allowed if isinstance(allowed, list) else ()
+            registry,
+            self.console,
+            allowed_hosts=allowed if isinstance(allowed, list) else (),
+            ssl_context=server_context(config, TLS_LISTENER_NAME) if config.metrics_tls else None,
         )
         self.bound = self._server.start(host, port)
         if self.console is not None:
             log.info(
-                "odradek broker %d web console on http://%s:%d/ (its client: %s)",
+                "odradek broker %d web console on %s://%s:%d/ (its client: %s)",
                 self._broker.node_id,
+                self.scheme,
                 *self.bound,
                 self.console.bootstrap,
             )
         return self.bound
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self._broker.config.metrics_tls else "http"
 
     async def stop(self) -> None:
         server, self._server = self._server, None

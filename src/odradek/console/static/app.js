@@ -53,7 +53,10 @@ async function api(method, path, body) {
   });
   let answer;
   try { answer = await response.json(); } catch { answer = { error: response.statusText }; }
-  if (!response.ok) throw new Error(`${answer.error || response.statusText} (HTTP ${response.status})`);
+  if (!response.ok) {
+    throw Object.assign(new Error(`${answer.error || response.statusText} (HTTP ${response.status})`),
+      { status: response.status });
+  }
   return answer;
 }
 
@@ -464,6 +467,87 @@ function sparkline(values) {
   return svg;
 }
 
+// Schemas of the registry the broker serving the console runs (schema.registry.listener).
+async function schemasPage() {
+  let registry;
+  try {
+    registry = await api("GET", "schemas");
+  } catch (error) {
+    if (error.status !== 404) throw error;
+    return [h("h2", null, "Schemas"), h("p", { class: "muted", id: "no-registry" },
+      "No schema registry is served beside this console: set schema.registry.listener on the broker, ",
+      "or start odradek console with --schema-registry URL.")];
+  }
+  return [
+    h("h2", null, `Schemas (${registry.subjects.length} subjects)`),
+    h("div", { class: "cards" }, card("Compatibility", registry.compatibility, "compat-global"),
+      card("Mode", registry.mode)),
+    registry.subjects.length ? table(["Subject", "Versions", "Latest", "ID", "Type", "Compatibility"],
+      registry.subjects.map((s) => h("tr", { "data-subject": s.subject },
+        h("td", null, h("a", { href: `#/schema/${enc(s.subject)}` }, s.subject)),
+        num(s.versions.length), num(s.latest), num(s.id), h("td", null, s.schema_type),
+        h("td", null, s.compatibility))), { id: "subjects" })
+      : h("p", { class: "muted" }, "No subjects registered."),
+  ];
+}
+
+// A diff's lines, each coloured by what it is (added, removed, a hunk header).
+function diffView(lines) {
+  if (!lines.length) return h("p", { class: "muted", id: "schema-diff" }, "The two versions have the same text.");
+  return h("pre", { class: "diff", id: "schema-diff" }, lines.map((line) => {
+    const kind = line.startsWith("+++") || line.startsWith("---") ? "file"
+      : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : null;
+    return h("span", kind ? { class: kind } : null, line + "\n");
+  }));
+}
+
+async function schemaPage(name) {
+  const subject = await api("GET", `schemas/${enc(name)}`);
+  const numbers = subject.versions.map((v) => v.version);
+  const latest = numbers[numbers.length - 1];
+  const text = h("div", { id: "schema-text" });
+  let rows = [];
+  const showVersion = async (version) => {
+    const found = await api("GET", `schemas/${enc(name)}/versions/${version}`);
+    for (const row of rows) row.classList.toggle("selected", row.dataset.version === String(version));
+    text.replaceChildren(h("h3", null, `Version ${found.version} (id ${found.id}, ${found.schema_type})`),
+      h("pre", { class: "schema" }, found.schema));
+  };
+  const choose = (id, selected) => h("select", { id }, numbers.map((n) =>
+    h("option", { value: n, selected: n === selected }, `version ${n}`)));
+  const from = choose("diff-from", numbers.length > 1 ? numbers[numbers.length - 2] : latest);
+  const to = choose("diff-to", latest);
+  const diff = h("div", { id: "diff-out" });
+  const compare = async () => {
+    const answer = await api("GET", `schemas/${enc(name)}/diff?from=${from.value}&to=${to.value}`);
+    diff.replaceChildren(diffView(answer.diff));
+  };
+  const form = h("form", { class: "inline", id: "schema-diff-form" },
+    field("From", from), field("To", to), h("button", { class: "primary" }, "Compare"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    clearMessages();
+    compare().catch(showError);
+  });
+  rows = subject.versions.map((v) => h("tr", { "data-version": v.version },
+    num(v.version), num(v.id), h("td", null, v.schema_type),
+    h("td", null, v.references.map((r) => `${r.name} → ${r.subject} v${r.version}`).join(", ") || "–"),
+    h("td", null, h("button", { type: "button", onclick: () => showVersion(v.version).catch(showError) }, "Show"))));
+  const view = [
+    h("h2", null, `Subject ${name}`),
+    h("div", { class: "cards" },
+      card("Compatibility", subject.compatibility + (subject.subject_compatibility ? "" : " (global)"), "compat-subject"),
+      card("Versions", numbers.length), card("Mode", subject.mode)),
+    h("h3", null, "Versions"),
+    table(["Version", "ID", "Type", "References", ""], rows, { id: "versions" }),
+    text,
+    h("h3", null, "Differences between versions"),
+    form, diff,
+  ];
+  await Promise.all([showVersion(latest), compare()]);
+  return view;
+}
+
 // -- routing ---------------------------------------------------------------------------------
 
 const ROUTES = [
@@ -474,6 +558,8 @@ const ROUTES = [
   [/^#\/groups$/, "groups", groupsPage],
   [/^#\/group\/([^?]+)$/, "groups", (id) => groupPage(decodeURIComponent(id))],
   [/^#\/live$/, "live", livePage],
+  [/^#\/schemas$/, "schemas", schemasPage],
+  [/^#\/schema\/([^?]+)$/, "schemas", (name) => schemaPage(decodeURIComponent(name))],
 ];
 
 async function route(clear = true) {
