@@ -668,6 +668,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             read_only=True,
         ),
         ConfigDef(
+            "sasl.oauthbearer.token.endpoint.url",
+            ConfigType.STRING,
+            None,
+            "where this broker gets the token of its own OAUTHBEARER login to the other brokers "
+            "(the client credentials grant, with clientId, clientSecret and scope of the "
+            "listener's OAuthBearerLoginModule entry); unset: an unsecured token for "
+            "unsecuredLoginStringClaim_sub",
+            read_only=True,
+        ),
+        ConfigDef(
             "sasl.oauthbearer.jwks.endpoint.refresh.ms",
             ConfigType.LONG,
             "3600000",

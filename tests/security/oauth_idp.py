@@ -3,9 +3,13 @@ a broker whose SASL listener checks them."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import http.server
 import json
+import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,3 +51,53 @@ def oauth_broker(key: RSAKey, directory: Path) -> Iterator[RunningBroker]:
         },
     ) as running:
         yield running
+
+
+@contextlib.contextmanager
+def token_endpoint(key: RSAKey, clients: dict[str, str]) -> Iterator[tuple[str, list[str]]]:
+    """An identity provider's token endpoint on a free local port: the client credentials grant
+    for ``clients`` (client id → secret, as HTTP basic authentication, URL-encoded first),
+    answering a token ``key`` signed for the client id as subject. Yields its URL and the
+    client ids it issued tokens to, in order."""
+    issued: list[str] = []
+
+    class Endpoint(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            form = urllib.parse.parse_qs(self.rfile.read(length).decode())
+            scheme, _, encoded = self.headers.get("Authorization", "").partition(" ")
+            user, _, secret = base64.b64decode(encoded).decode().partition(":")
+            client_id = urllib.parse.unquote(user)
+            if (
+                scheme != "Basic"
+                or form.get("grant_type") != ["client_credentials"]
+                or clients.get(client_id) != urllib.parse.unquote(secret)
+            ):
+                self.send_response(401)
+                self.end_headers()
+                return
+            issued.append(client_id)
+            body = json.dumps(
+                {
+                    "access_token": signed_token(key, sub=client_id),
+                    "token_type": "Bearer",
+                    "expires_in": 300,
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/token", issued
+    finally:
+        server.shutdown()
+        server.server_close()

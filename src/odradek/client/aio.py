@@ -101,6 +101,7 @@ class AsyncConnection(CoreShell, asyncio.BufferedProtocol):
 
     async def authenticate(self, security: ClientSecurity) -> None:
         """The SASL exchange (KIP-152): SaslHandshake, then SaslAuthenticate until done."""
+        from odradek.client.oauth import token_for
         from odradek.client.security import (
             SASL_AUTHENTICATE,
             SASL_HANDSHAKE,
@@ -109,7 +110,10 @@ class AsyncConnection(CoreShell, asyncio.BufferedProtocol):
             sasl_client,
         )
 
-        client = sasl_client(security)
+        token = None
+        if security.oauth is not None:
+            token = await asyncio.to_thread(token_for, security.oauth)
+        client = sasl_client(security, token)
         handshake = await self.request(SASL_HANDSHAKE, {"mechanism": client.mechanism}, version=1)
         check_handshake(int(handshake.error_code), list(handshake.mechanisms), client.mechanism)
         message: bytes | None = client.first()

@@ -86,6 +86,7 @@ class BlockingConnection(CoreShell):
 
     def authenticate(self, security: ClientSecurity) -> None:
         """The SASL exchange (KIP-152): SaslHandshake, then SaslAuthenticate until done."""
+        from odradek.client.oauth import token_for
         from odradek.client.security import (
             SASL_AUTHENTICATE,
             SASL_HANDSHAKE,
@@ -94,7 +95,8 @@ class BlockingConnection(CoreShell):
             sasl_client,
         )
 
-        client = sasl_client(security)
+        token = None if security.oauth is None else token_for(security.oauth)
+        client = sasl_client(security, token)
         handshake = self.request(SASL_HANDSHAKE, {"mechanism": client.mechanism}, version=1)
         check_handshake(int(handshake.error_code), list(handshake.mechanisms), client.mechanism)
         message: bytes | None = client.first()

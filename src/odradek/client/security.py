@@ -1,6 +1,7 @@
 """How the project's own client authenticates to a secured broker: the client side of SASL
-(PLAIN, SCRAM-SHA-256/512) on the settings of :mod:`odradek.security.client_settings` (TLS is
-the ``ssl.SSLContext`` those settings make).
+(PLAIN, SCRAM-SHA-256/512, OAUTHBEARER with a token of :mod:`odradek.client.oauth`) on the
+settings of :mod:`odradek.security.client_settings` (TLS is the ``ssl.SSLContext`` those
+settings make).
 
 :class:`SaslClient` is the client side of one SASL exchange without I/O (KIP-152: after
 ApiVersions, SaslHandshake names the mechanism, then SaslAuthenticate carries each message):
@@ -99,6 +100,22 @@ class ScramClient(SaslClient):
         return f"{final_bare},p={base64.b64encode(proof).decode()}".encode()
 
 
+class OAuthBearerClient(SaslClient):
+    """RFC 7628: the token in one message; a server that refuses it sends an error challenge,
+    which the client acknowledges with ``\x01`` (the server then fails the exchange)."""
+
+    mechanism = "OAUTHBEARER"
+
+    def __init__(self, token: str) -> None:
+        self._message = b"n,,\x01auth=Bearer " + token.encode() + b"\x01\x01"
+
+    def first(self) -> bytes:
+        return self._message
+
+    def step(self, challenge: bytes) -> bytes | None:
+        return b"\x01" if challenge else None
+
+
 def check_handshake(error_code: int, mechanisms: list[str], wanted: str) -> None:
     if error_code:
         raise ClientError(
@@ -112,8 +129,12 @@ def check_authenticate(error_code: int, message: str | None) -> None:
         raise ClientError(f"SASL authentication failed (error {error_code}): {message or ''}")
 
 
-def sasl_client(security: ClientSecurity) -> SaslClient:
-    """The client side of the SASL exchange ``security`` names."""
+def sasl_client(security: ClientSecurity, token: str | None = None) -> SaslClient:
+    """The client side of the SASL exchange ``security`` names (OAUTHBEARER: with ``token``,
+    from :func:`odradek.client.oauth.token_for`)."""
+    if security.mechanism == "OAUTHBEARER":
+        assert token is not None
+        return OAuthBearerClient(token)
     assert security.username is not None and security.password is not None
     if security.mechanism == "PLAIN":
         return PlainClient(security.username, security.password)

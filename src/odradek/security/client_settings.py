@@ -12,6 +12,13 @@ the key and certificate, for mutual TLS; or ``ssl.certificate.location`` + ``ssl
 the broker's host name; empty does not), ``sasl.mechanism``, ``sasl.jaas.config`` (the username
 and password of a PlainLoginModule or ScramLoginModule line; ``tokenauth="true"`` there logs in
 with a delegation token: username its token id, password its HMAC in base64).
+
+OAUTHBEARER (KIP-768), as Kafka's and librdkafka's clients name it: a token from the identity
+provider's ``sasl.oauthbearer.token.endpoint.url`` by the client credentials grant, with the
+OAuthBearerLoginModule's ``clientId``, ``clientSecret`` and ``scope`` options (librdkafka:
+``sasl.oauthbearer.client.id``, ``.client.secret``, ``.scope``); or, with no token endpoint, an
+unsecured token for development (the module's ``unsecuredLoginStringClaim_sub``, librdkafka's
+``sasl.oauthbearer.config=principal=<name>``).
 """
 
 from __future__ import annotations
@@ -28,8 +35,48 @@ class ClientSettingsError(ValueError):
 
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthLogin:
+    """How an OAUTHBEARER client gets its token: from ``token_endpoint`` (client credentials),
+    or, with none, unsecured for ``unsecured_subject``."""
+
+    token_endpoint: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+    scope: str | None = None
+    unsecured_subject: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, str], jaas: Mapping[str, str]) -> OAuthLogin:
+        endpoint = config.get("sasl.oauthbearer.token.endpoint.url")
+        principal = None
+        for pair in config.get("sasl.oauthbearer.config", "").split():
+            key, _, value = pair.partition("=")
+            if key == "principal":
+                principal = value
+        login = cls(
+            token_endpoint=endpoint or None,
+            client_id=jaas.get("clientId", config.get("sasl.oauthbearer.client.id")),
+            client_secret=jaas.get("clientSecret", config.get("sasl.oauthbearer.client.secret")),
+            scope=jaas.get("scope", config.get("sasl.oauthbearer.scope")),
+            unsecured_subject=jaas.get("unsecuredLoginStringClaim_sub", principal),
+        )
+        if login.token_endpoint is not None:
+            if login.client_id is None or login.client_secret is None:
+                raise ClientSettingsError(
+                    "OAUTHBEARER with sasl.oauthbearer.token.endpoint.url needs clientId and "
+                    "clientSecret (sasl.jaas.config)"
+                )
+        elif login.unsecured_subject is None:
+            raise ClientSettingsError(
+                "OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url (and clientId, "
+                "clientSecret), or unsecuredLoginStringClaim_sub for an unsecured token"
+            )
+        return login
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +92,7 @@ class ClientSecurity:
     password: str | None = None
     # A SCRAM login with a delegation token (the JAAS option tokenauth="true", KIP-48).
     token: bool = False
+    oauth: OAuthLogin | None = None
 
     @property
     def tls(self) -> bool:
@@ -67,6 +115,7 @@ class ClientSecurity:
         password = config.get("sasl.password")
         jaas = config.get("sasl.jaas.config")
         token = False
+        fields: dict[str, str] = {}
         if jaas:
             try:
                 fields = parse_jaas(jaas)[1]
@@ -75,7 +124,10 @@ class ClientSecurity:
             username = fields.get("username", username)
             password = fields.get("password", password)
             token = fields.get("tokenauth", "").lower() == "true"
-        if protocol.startswith("SASL") and (username is None or password is None):
+        oauth = None
+        if protocol.startswith("SASL") and mechanism == "OAUTHBEARER":
+            oauth = OAuthLogin.from_config(config, fields)
+        elif protocol.startswith("SASL") and (username is None or password is None):
             raise ClientSettingsError("SASL needs a username and password (sasl.jaas.config)")
         keystore = config.get("ssl.keystore.location")
         return cls(
@@ -89,6 +141,7 @@ class ClientSecurity:
             username=username,
             password=password,
             token=token,
+            oauth=oauth,
         )
 
     def ssl_context(self) -> ssl.SSLContext | None:

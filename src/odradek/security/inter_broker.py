@@ -6,14 +6,16 @@ own key store (so mutual TLS between brokers works), checking the other broker's
 ``ssl.endpoint.identification.algorithm`` is empty; over SASL it uses
 ``sasl.mechanism.inter.broker.protocol`` (unset here: the listener's first enabled mechanism) with
 the ``username`` and ``password`` options of the listener's JAAS entry for that mechanism
-(``listener.name.<l>.<mechanism>.sasl.jaas.config``, else ``sasl.jaas.config``). Read once at
-start; nothing on disk.
+(``listener.name.<l>.<mechanism>.sasl.jaas.config``, else ``sasl.jaas.config``); for
+OAUTHBEARER, that entry's ``clientId``, ``clientSecret`` and ``scope`` against
+``sasl.oauthbearer.token.endpoint.url`` (or its ``unsecuredLoginStringClaim_sub`` without one).
+Read once at start; nothing on disk.
 """
 
 from __future__ import annotations
 
 from odradek.config import BrokerConfig, ConfigError
-from odradek.security.client_settings import ClientSecurity
+from odradek.security.client_settings import ClientSecurity, ClientSettingsError
 from odradek.security.sasl import parse_jaas
 
 
@@ -44,6 +46,17 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
             f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
         ) or setting("sasl.jaas.config")
         options = parse_jaas(jaas)[1] if jaas else {}
+        if mechanism == "OAUTHBEARER":
+            # The login module's clientId, clientSecret and scope (or an unsecured subject),
+            # with the token endpoint of the broker's settings (KIP-768).
+            client |= {"sasl.mechanism": mechanism, "sasl.jaas.config": jaas or ""}
+            endpoint = setting("sasl.oauthbearer.token.endpoint.url")
+            if endpoint:
+                client["sasl.oauthbearer.token.endpoint.url"] = endpoint
+            try:
+                return ClientSecurity.from_config(client)
+            except ClientSettingsError as e:
+                raise ConfigError(f"inter-broker listener {name} uses OAUTHBEARER: {e}") from None
         if "username" not in options or "password" not in options:
             raise ConfigError(
                 f"inter-broker listener {name} uses SASL {mechanism}: its JAAS entry needs "

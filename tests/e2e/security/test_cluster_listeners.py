@@ -1,10 +1,11 @@
 """Listeners in a ZooKeeper cluster: every broker registers all its listeners (Kafka's
 ``endpoints`` list), Metadata over one listener names every broker at that listener's address,
 and replication runs over the inter-broker listener, PLAINTEXT or SASL_SSL, while clients use
-SSL."""
+SSL; or SASL_PLAINTEXT with OAUTHBEARER tokens of an identity provider."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from joserfc.jwk import KeySet
 
 from odradek.testing import (
     RunningBroker,
@@ -19,6 +21,7 @@ from odradek.testing import (
     tls_broker_settings,
     wait_until,
 )
+from tests.security.oauth_idp import AUDIENCE, ISSUER, signing_key, token_endpoint
 
 TIMEOUT_S = 20
 
@@ -192,3 +195,59 @@ def test_brokers_replicate_over_a_sasl_ssl_inter_broker_listener(
     finally:
         for broker in brokers:
             broker.stop()
+
+
+def test_brokers_replicate_over_an_oauthbearer_inter_broker_listener(
+    tmp_path: Path, zookeeper_connect: str
+) -> None:
+    """Each broker logs in to the other with a token its identity provider's token endpoint
+    issued for the broker's client credentials (KIP-768), checked against the provider's keys."""
+    key = signing_key("cluster-key")
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps(KeySet([key]).as_dict(private=False)))
+    brokers: list[RunningBroker] = []
+    with token_endpoint(key, {"broker": "broker-secret"}) as (url, issued):
+        try:
+            for broker_id in (1, 2):
+                settings = {
+                    "broker.id": str(broker_id),
+                    "zookeeper.connect": zookeeper_connect,
+                    "listeners": "INTERNAL://127.0.0.1:0,CLIENT://127.0.0.1:0",
+                    "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,CLIENT:PLAINTEXT",
+                    "inter.broker.listener.name": "INTERNAL",
+                    "listener.name.internal.sasl.enabled.mechanisms": "OAUTHBEARER",
+                    "listener.name.internal.oauthbearer.sasl.jaas.config": (
+                        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+                        'required clientId="broker" clientSecret="broker-secret";'
+                    ),
+                    "sasl.oauthbearer.token.endpoint.url": url,
+                    "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
+                    "sasl.oauthbearer.expected.audience": AUDIENCE,
+                    "sasl.oauthbearer.expected.issuer": ISSUER,
+                    "offsets.topic.replication.factor": "2",
+                }
+                brokers.append(RunningBroker(tmp_path / f"b{broker_id}", settings).start())
+            client = {"bootstrap.servers": brokers[0].listener_bootstrap("CLIENT")}
+            admin = AdminClient(client)
+            wait_until(
+                lambda: len(admin.list_topics(timeout=TIMEOUT_S).brokers) == 2,
+                what="both brokers registered",
+            )
+            topic = f"oauth-{uuid.uuid4().hex[:8]}"
+            admin.create_topics([NewTopic(topic, 2, 2)])[topic].result(TIMEOUT_S)
+            producer = Producer({**client, "acks": "all", "message.timeout.ms": TIMEOUT_S * 1000})
+            for i in range(20):
+                producer.produce(topic, value=b"%d" % i, partition=i % 2)
+            # acks=all answered: each partition's follower fetched its records over INTERNAL.
+            assert producer.flush(TIMEOUT_S) == 0
+            principals = {
+                (s.listener, s.principal)
+                for broker in brokers
+                if broker.broker is not None
+                for s in broker.broker.sessions()
+            }
+            assert ("INTERNAL", "User:broker") in principals
+            assert issued and set(issued) == {"broker"}
+        finally:
+            for broker in brokers:
+                broker.stop()
