@@ -223,6 +223,15 @@ def timed_query(spark: SparkSession, reader: Any, checkpoints: Path) -> tuple[in
     return rows, took, in_batches
 
 
+def timed_batch(reader: Any, rows: int) -> tuple[int, float, float]:
+    """Rows read, and seconds of a batch read (``spark.read``) from ``load()`` to the end of
+    its job, twice (a batch query has no micro-batches: all of it is the query)."""
+    started = time.perf_counter()
+    reader.load().write.format("noop").mode("overwrite").save()
+    took = time.perf_counter() - started
+    return rows, took, took
+
+
 def best_of(label: str, runs: int, run: Any) -> tuple[float, float]:
     """Rows/s of the fastest timed run: overall, and within its micro-batches."""
     results = [run() for _ in range(runs + 1)]  # the first warms up
@@ -279,9 +288,20 @@ def main(argv: Sequence[str] | None = None) -> None:
             .option("rows", str(args.records))
             .option("value_bytes", str(args.value_bytes))
         )
+        batch_reader = (
+            spark.read.format("odradek")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", TOPIC)
+            .option("kafka.max.partition.fetch.bytes", str(args.fetch_bytes))
+        )
+        total = args.records // args.partitions * args.partitions
+        batch = best_of(
+            "odradek batch -> noop", args.runs, lambda: timed_batch(batch_reader, total)
+        )
         ours = best_of(
             "odradek -> noop", args.runs, lambda: timed_query(spark, odradek_reader, where)
         )
+        print(f"streaming reads at {ours[0] / batch[0]:.0%} of the batch read")
         if args.transactional:
             committed_reader = odradek_reader.option("kafka.isolation.level", "read_committed")
             committed = best_of(

@@ -221,6 +221,12 @@ def _bootstrap(options: Mapping[str, str]) -> str:
     return servers.strip()
 
 
+def bootstrap_and_topics(options: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+    """The bootstrap servers, and the topics subscribed to by name (none for a pattern or an
+    assignment)."""
+    return _bootstrap(options), _subscription(options).topics
+
+
 _ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
 
 
