@@ -258,7 +258,7 @@ def _field_type(field: FieldDescriptor) -> DataType:
 def _repeated(field: FieldDescriptor) -> bool:
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
         return False
-    return bool(field.label == FieldDescriptor.LABEL_REPEATED)
+    return bool(field.is_repeated)
 
 
 def _struct(message: Descriptor, depth: int = 0) -> StructType:
@@ -267,11 +267,25 @@ def _struct(message: Descriptor, depth: int = 0) -> StructType:
     return StructType([StructField(f.name, _field_type(f), True) for f in message.fields])
 
 
-def message_spark_type(text: str) -> StructType:
-    """The Spark type of the schema's first top-level message."""
+def message_spark_type(text: str, message: str | None = None) -> StructType:
+    """The Spark type of the schema's message named ``message`` (its full or short name; a
+    nested message by its dotted path), or else of its first top-level message."""
     found = _pool_file(text)
-    first = found.message_types_by_name[file_descriptor(text).message_type[0].name]
-    return _struct(first)
+    if message is None:
+        return _struct(found.message_types_by_name[file_descriptor(text).message_type[0].name])
+    package = found.package
+    name = message.removeprefix(f"{package}.") if package else message
+    parts = name.split(".")
+    candidates = found.message_types_by_name
+    descriptor = None
+    for part in parts:
+        descriptor = candidates.get(part)
+        if descriptor is None:
+            break
+        candidates = descriptor.nested_types_by_name
+    if descriptor is None:
+        raise ProtobufSchemaError(f"the Protobuf schema has no message {message}")
+    return _struct(descriptor)
 
 
 # -- decoding ------------------------------------------------------------------------------------
@@ -324,11 +338,11 @@ def _to_python(message: Any) -> dict[str, Any]:
                     )
                     for k, v in value.items()
                 ]
-            elif field.label == FieldDescriptor.LABEL_REPEATED:
+            elif field.is_repeated:
                 out[field.name] = [_to_python(v) for v in value]
             else:
                 out[field.name] = _to_python(value) if message.HasField(field.name) else None
-        elif field.label == FieldDescriptor.LABEL_REPEATED:
+        elif field.is_repeated:
             out[field.name] = [_enum_name(field, v) for v in value]
         else:
             out[field.name] = _enum_name(field, value)

@@ -22,8 +22,9 @@ What each format covers:
   nullable. Decoded by Arrow's JSON reader, no Python per row. Source only.
 - **protobuf**: the messages of the schema's file (nested and repeated messages, enums as their
   names, maps, the scalar types; ``uint64`` as long); the schema text as confluent-kafka's
-  serializer registers it (a base64 ``FileDescriptorProto``) or as ``.proto`` source.
-  Decoded per row by the protobuf runtime. Source only.
+  serializer registers it (a base64 ``FileDescriptorProto``) or as ``.proto`` source; the
+  column's type is the message ``valueMessageName`` (``keyMessageName``) names, by default the
+  file's first. Decoded per row by the protobuf runtime. Source only.
 
 The registry is ``schema.registry.url``, by default ``http://<host of the first bootstrap
 server>:8081``: where ``odradek serve``'s lone broker serves its own registry by default. With
@@ -98,6 +99,7 @@ class FormatRequest:
     format: str
     subject: str | None  # None: <topic>-<column>
     version: int | None  # None: latest
+    message: str | None = None  # protobuf: the message (None: the file's first)
 
     def subject_for(self, topics: tuple[str, ...]) -> str:
         if self.subject is not None:
@@ -132,7 +134,8 @@ def format_requests(options: Mapping[str, str]) -> tuple[FormatRequest, ...]:
                     f"option {column}SchemaVersion must be a version number or latest, "
                     f"not {version_raw!r}"
                 ) from None
-        found.append(FormatRequest(column, raw, subject, version))
+        message = (_get(options, f"{column}MessageName") or "").strip() or None
+        found.append(FormatRequest(column, raw, subject, version, message))
     return tuple(found)
 
 
@@ -145,9 +148,10 @@ class ColumnFormat:
     format: str
     registry: RegistryAccess
     schema: RegisteredSchema
+    message: str | None = None
 
     def spark_type(self) -> DataType:
-        return spark_type_of(self.format, self.schema)
+        return spark_type_of(self.format, self.schema, self.message)
 
     def arrow_type(self) -> pa.DataType:
         from pyspark.sql.pandas.types import to_arrow_type
@@ -168,13 +172,13 @@ def resolve(
                 f"subject {schema.subject} holds a {schema.schema_type} schema, not "
                 f"{request.format}"
             )
-        found = ColumnFormat(request.column, request.format, registry, schema)
+        found = ColumnFormat(request.column, request.format, registry, schema, request.message)
         found.spark_type()  # refuse a schema without a Spark type while planning
         resolved.append(found)
     return tuple(resolved)
 
 
-def spark_type_of(format: str, schema: RegisteredSchema) -> DataType:
+def spark_type_of(format: str, schema: RegisteredSchema, message: str | None = None) -> DataType:
     if format == "avro":
         from odradek.spark.avro import AvroTypeError, spark_type
 
@@ -184,9 +188,12 @@ def spark_type_of(format: str, schema: RegisteredSchema) -> DataType:
             raise FormatError(str(e)) from e
     if format == "json":
         return _json_spark_type(json.loads(schema.text))
-    from odradek.spark.protobuf import message_spark_type
+    from odradek.spark.protobuf import ProtobufSchemaError, message_spark_type
 
-    return message_spark_type(schema.text)
+    try:
+        return message_spark_type(schema.text, message)
+    except ProtobufSchemaError as e:
+        raise FormatError(str(e)) from e
 
 
 # -- decoders, one per process and column format -----------------------------------------------
