@@ -21,9 +21,8 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -59,7 +58,6 @@ from odradek.client.data import (
     aborted_batches,
 )
 from odradek.security.client_settings import ClientSecurity
-from odradek.spark.arrow import records_to_arrow
 from odradek.spark.offsets import (
     OffsetJson,
     OffsetRange,
@@ -77,13 +75,16 @@ from odradek.spark.options import (
     Subscription,
     bootstrap_and_topics,
 )
-from odradek.spark.typed import (
-    ColumnFormat,
-    RegistryAccess,
-    decoder,
-    format_requests,
-    resolve,
-)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from odradek.spark.typed import ColumnFormat
+
+# Spark runs each streaming query's offset planning in a Python process of its own, started for
+# the query (the driver's "streaming source runner"): what this module imports at the top is
+# imported there once per query, so the decoding side (odradek.spark.arrow, pyarrow.compute) and
+# the typed columns (odradek.spark.typed) are imported where they are used.
 
 log = logging.getLogger("odradek.spark")
 
@@ -139,6 +140,8 @@ class OdradekDataSource(DataSource):
         readers are made."""
         found: tuple[ColumnFormat, ...] | None = getattr(self, "_formats", None)
         if found is None:
+            from odradek.spark.typed import RegistryAccess, format_requests, resolve
+
             requests = format_requests(self.options)
             found = ()
             if requests:
@@ -330,6 +333,10 @@ def executor_client(
 
 def _typed(batch: pa.RecordBatch, formats: Sequence[ColumnFormat]) -> pa.RecordBatch:
     """``batch`` with its key and value columns decoded as ``formats`` say."""
+    import pyarrow as pa
+
+    from odradek.spark.typed import decoder
+
     columns = list(batch.columns)
     fields = list(batch.schema)
     for column in formats:
@@ -345,6 +352,8 @@ def read_range(
     """The records of one offset range as Arrow batches, one per Fetch response (for
     read_committed: without the batches of aborted transactions), with typed key and value
     columns decoded as ``formats`` say."""
+    from odradek.spark.arrow import records_to_arrow
+
     client = executor_client(options.bootstrap, options.isolation_level, options.security)
     tp = TopicPartition(part.topic, part.partition)
     offset = part.start
