@@ -23,6 +23,7 @@ each behind the 5-byte framing, and handed to Arrow as a binary column without c
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import struct
@@ -382,6 +383,9 @@ class AvroDecoder:
         self._writer_text = writer_text
         self._writers: dict[int, str] = {}
         self._lock = threading.Lock()
+        self._columns: ColumnDecoder | None = None
+        with contextlib.suppress(_Unsupported):  # else fastavro decodes every group
+            self._columns = ColumnDecoder(self.reader_json, arrow_type)
 
     def _writer(self, schema_id: int) -> str:
         with self._lock:
@@ -402,8 +406,20 @@ class AvroDecoder:
         starts: npt.NDArray[np.int64],
         ends: npt.NDArray[np.int64],
     ) -> pa.Array:
+        writer = self._writer(schema_id)
+        if self._columns is not None and (
+            schema_id == self.reader_id or json.loads(writer) == self.reader_json
+        ):
+            from odradek.protocol.records import RecordDecodeError
+
+            try:
+                return self._columns.decode(data, starts, ends)
+            except (_Corrupt, RecordDecodeError) as e:
+                raise ValueError(
+                    f"Avro values written with schema id {schema_id} do not decode: {e}"
+                ) from e
         body = gather(data, starts, ends)
-        container = _container(self._writer(schema_id), body, len(starts))
+        container = _container(writer, body, len(starts))
         reader_schema = None if schema_id == self.reader_id else self.reader
         try:
             records = list(self._fastavro.reader(io.BytesIO(container), reader_schema))
@@ -454,3 +470,262 @@ class AvroEncoder:
             len(rows),
             [validity, pa.py_buffer(offsets), pa.py_buffer(out.getbuffer())],
         )
+
+
+# -- column-wise decoding ------------------------------------------------------------------------
+#
+# The rows of a group share one schema, so each field sits at a position that the fields before
+# it determine: field by field, every row's value is decoded at once with numpy (varints as in
+# odradek.spark.arrow), strings and bytes become Arrow arrays over the column's own buffer, and no
+# Python object is made per row. Schemas with types this path does not take (maps, decimals,
+# unions of several types, recursive records) go through fastavro instead, and so do rows whose
+# writer schema is not the reader's (schema resolution is fastavro's).
+
+
+class _Unsupported(Exception):
+    """A schema the column-wise decoder does not take: fastavro decodes it."""
+
+
+class _Corrupt(ValueError):
+    pass
+
+
+Positions = npt.NDArray[np.int64]
+
+
+def _check(positions: Positions, limits: Positions) -> None:
+    if np.any(positions > limits):
+        raise _Corrupt("an Avro value overruns its record")
+
+
+class ColumnDecoder:
+    """Column-wise decoding of values written with the reader's own schema (see above)."""
+
+    def __init__(self, schema: AvroJson, arrow_type: pa.DataType) -> None:
+        self.named: dict[str, AvroJson] = {}
+        self.schema = schema
+        self.arrow_type = arrow_type
+        self._plan(schema, "", 0)  # raises _Unsupported for what this path does not take
+
+    def _plan(self, schema: AvroJson, namespace: str, depth: int) -> None:
+        if depth > 32:
+            raise _Unsupported("nested too deep")
+        if isinstance(schema, list):
+            branches = [b for b in schema if b != "null"]
+            if len(branches) != 1 or len(schema) != 2:
+                raise _Unsupported("a union")
+            self._plan(branches[0], namespace, depth + 1)
+            return
+        if isinstance(schema, str):
+            if schema in _PRIMITIVES:
+                return
+            found = self.named.get(schema) or self.named.get(f"{namespace}.{schema}")
+            if found is None or found == "recursive":
+                raise _Unsupported(f"named type {schema}")
+            return
+        kind = schema.get("type")
+        logical = schema.get("logicalType")
+        if logical == "decimal":
+            raise _Unsupported("decimal")
+        if kind == "record":
+            if not schema["fields"]:
+                raise _Unsupported("a record without fields")
+            full, space = _full_name(schema, namespace)
+            self.named[full] = "recursive"
+            for entry in schema["fields"]:
+                self._plan(entry["type"], space, depth + 1)
+            self.named[full] = schema
+        elif kind in ("enum", "fixed"):
+            full, _ = _full_name(schema, namespace)
+            self.named[full] = schema
+        elif kind == "array":
+            self._plan(schema["items"], namespace, depth + 1)
+        elif isinstance(kind, str) and kind in _PRIMITIVES:
+            return
+        else:
+            raise _Unsupported(str(kind))
+
+    def decode(self, data: npt.NDArray[np.uint8], starts: Positions, ends: Positions) -> pa.Array:
+        buffer = pa.py_buffer(data)
+        array, positions = self._read(self.schema, self.arrow_type, data, buffer, starts, ends, "")
+        if np.any(positions != ends):
+            raise _Corrupt("Avro values do not end where their records do")
+        return array
+
+    def _read(
+        self,
+        schema: AvroJson,
+        arrow_type: pa.DataType,
+        data: npt.NDArray[np.uint8],
+        buffer: pa.Buffer,
+        positions: Positions,
+        limits: Positions,
+        namespace: str,
+    ) -> tuple[pa.Array, Positions]:
+        from odradek.spark.arrow import _binary_column, _take, _varints
+
+        n = len(positions)
+        if isinstance(schema, list):
+            branch = 1 if schema[0] == "null" else 0
+            index, size = _varints(data, positions)
+            if np.any((index != 0) & (index != 1)):
+                raise _Corrupt("an Avro union's branch index is out of range")
+            positions = positions + size
+            present = np.flatnonzero(index == branch)
+            inner, moved = self._read(
+                schema[branch],
+                arrow_type,
+                data,
+                buffer,
+                positions[present],
+                limits[present],
+                namespace,
+            )
+            positions[present] = moved
+            if len(present) == n:
+                return inner, positions
+            where = np.zeros(n, dtype=np.int64)
+            where[present] = np.arange(len(present))
+            mask = np.ones(n, dtype=bool)
+            mask[present] = False
+            return inner.take(pa.array(where, mask=mask)), positions
+        if isinstance(schema, str) and schema not in _PRIMITIVES:
+            found = self.named.get(schema) or self.named[f"{namespace}.{schema}"]
+            return self._read(found, arrow_type, data, buffer, positions, limits, namespace)
+        kind = schema if isinstance(schema, str) else schema.get("type")
+        if isinstance(kind, dict | list):
+            return self._read(kind, arrow_type, data, buffer, positions, limits, namespace)
+        if kind == "record":
+            _, space = _full_name(schema, namespace)
+            children = []
+            for entry, field_type in zip(schema["fields"], arrow_type, strict=True):
+                child, positions = self._read(
+                    entry["type"], field_type.type, data, buffer, positions, limits, space
+                )
+                children.append(child)
+            return pa.StructArray.from_arrays(children, fields=list(arrow_type)), positions
+        if kind == "boolean":
+            flags = _take(data, positions)
+            _check(positions + 1, limits)
+            return pa.array(flags != 0, pa.bool_()), positions + 1
+        if kind in ("int", "long"):
+            values, size = _varints(data, positions)
+            moved = positions + size
+            _check(moved, limits)
+            return _integers(values, arrow_type, schema), moved
+        if kind in ("float", "double"):
+            width = 4 if kind == "float" else 8
+            raw = _take(data, positions[:, None] + np.arange(width))
+            _check(positions + width, limits)
+            numbers = raw.copy().view(np.float32 if width == 4 else np.float64).reshape(n)
+            return pa.array(numbers, arrow_type), positions + width
+        if kind in ("string", "bytes", "fixed"):
+            if kind == "fixed":
+                lengths = np.full(n, int(schema["size"]), dtype=np.int64)
+                begins = positions
+            else:
+                lengths, size = _varints(data, positions)
+                if np.any(lengths < 0):
+                    raise _Corrupt("an Avro string or bytes has a negative length")
+                begins = positions + size
+            moved = begins + lengths
+            _check(moved, limits)
+            column = _binary_column(data, buffer, begins, lengths)
+            if pa.types.is_string(arrow_type):
+                column = column.cast(pa.string())  # checks UTF-8
+            return column, moved
+        if kind == "enum":
+            index, size = _varints(data, positions)
+            symbols = schema["symbols"]
+            if np.any((index < 0) | (index >= len(symbols))):
+                raise _Corrupt("an Avro enum's index is out of range")
+            moved = positions + size
+            _check(moved, limits)
+            return pa.array(symbols, pa.string()).take(pa.array(index)), moved
+        if kind == "array":
+            return self._array(schema, arrow_type, data, buffer, positions, limits, namespace)
+        raise _Unsupported(str(kind))
+
+    def _array(
+        self,
+        schema: AvroJson,
+        arrow_type: pa.DataType,
+        data: npt.NDArray[np.uint8],
+        buffer: pa.Buffer,
+        positions: Positions,
+        limits: Positions,
+        namespace: str,
+    ) -> tuple[pa.Array, Positions]:
+        """Arrays come in blocks (a count, for a negative count also a byte size, then the
+        items), ended by a 0 count. Item ``k`` of every row that has one is read at once."""
+        from odradek.spark.arrow import _varints
+
+        n = len(positions)
+        positions = positions.copy()
+        counts = np.zeros(n, dtype=np.int64)
+        pieces: list[pa.Array] = []
+        owners: list[Positions] = []
+        ranks: list[Positions] = []
+        active = np.arange(n, dtype=np.int64)
+        while len(active):
+            block, size = _varints(data, positions[active])
+            positions[active] += size
+            negative = block < 0
+            if negative.any():
+                _, skip = _varints(data, positions[active[negative]])
+                positions[active[negative]] += skip
+                block = np.abs(block)
+            _check(positions[active], limits[active])
+            # Every item takes a byte at least (records without fields are fastavro's): a
+            # count beyond the bytes left is corrupt, and must not loop for long.
+            if np.any(block > limits[active] - positions[active]):
+                raise _Corrupt("an Avro array claims more items than its bytes hold")
+            open_rows = active[block > 0]
+            remaining = block[block > 0]
+            k = 0
+            while len(open_rows):
+                item, moved = self._read(
+                    schema["items"],
+                    arrow_type.value_type,
+                    data,
+                    buffer,
+                    positions[open_rows],
+                    limits[open_rows],
+                    namespace,
+                )
+                positions[open_rows] = moved
+                pieces.append(item)
+                owners.append(open_rows)
+                ranks.append(counts[open_rows] + k)
+                k += 1
+                more = remaining > k
+                open_rows = open_rows[more]
+                remaining = remaining[more]
+            counts[active] += block
+            active = active[block > 0]
+        offsets = np.zeros(n + 1, dtype=np.int32)
+        offsets[1:] = np.cumsum(counts)
+        if pieces:
+            values = pa.concat_arrays(pieces)
+            order = np.lexsort((np.concatenate(ranks), np.concatenate(owners)))
+            values = values.take(pa.array(order))
+        else:
+            values = pa.array([], arrow_type.value_type)
+        result = pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type)
+        return result, positions
+
+
+def _integers(values: npt.NDArray[np.int64], arrow_type: pa.DataType, schema: AvroJson) -> pa.Array:
+    logical = schema.get("logicalType") if isinstance(schema, dict) else None
+    if pa.types.is_timestamp(arrow_type):
+        micros = (
+            values * 1000 if logical in ("timestamp-millis", "local-timestamp-millis") else values
+        )
+        return pa.array(micros, pa.int64()).view(arrow_type)
+    if pa.types.is_date32(arrow_type):
+        return pa.array(values.astype(np.int32), pa.int32()).view(arrow_type)
+    if pa.types.is_int32(arrow_type):
+        if np.any((values < -(1 << 31)) | (values >= 1 << 31)):
+            raise _Corrupt("an Avro int is out of range")
+        return pa.array(values.astype(np.int32), pa.int32())
+    return pa.array(values, arrow_type)
