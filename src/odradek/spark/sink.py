@@ -6,6 +6,15 @@ the ``topic`` option overrides it) and ``partition`` (int; when absent or null, 
 is chosen as Kafka's Java producer chooses it: murmur2 of the key, or, for records without a
 key, one partition per batch in turn). Other columns are ignored.
 
+With ``valueFormat=avro`` (``keyFormat=avro``) the value (key) column may be of any type with an
+Avro form — a struct, typically, as the source's typed ``value`` column is — and is written as
+Avro in Confluent's framing (magic byte 0, the schema id, the body) with the schema registered
+for ``valueSubject`` (default ``<topic>-value``, the ``topic`` option's): its latest version
+(or ``valueSchemaVersion``), or, with ``autoRegister=true``, the Avro form of the column's Spark
+type, registered as a new version when it is new. Without a value column, the value is a record
+of all the columns but key, topic, partition and headers. The schema is looked up (or
+registered) once, where the write or the streaming query starts.
+
 Each task encodes its rows into RecordBatch v2 batches and produces them with up to five
 requests in flight, waiting for the acknowledgements (``kafka.acks``, default all) before it
 reports success. A failed delivery raises, the task fails and Spark retries it: records can be
