@@ -285,6 +285,8 @@ class JsonDecoder:
         if not pa.types.is_struct(arrow_type):
             raise FormatError("the json format reads objects (a schema of type object)")
         self.arrow_type = arrow_type
+        # Arrow's JSON reader has no maps: objects with maps are parsed by the json module.
+        self.by_row = _has_map(arrow_type)
 
     def decode(self, values: pa.Array) -> pa.Array:
         import numpy as np
@@ -296,6 +298,18 @@ class JsonDecoder:
         rows = np.flatnonzero(valid)
         if len(rows) == 0:
             return pa.nulls(len(values), self.arrow_type)
+        if self.by_row:
+            raw = data.tobytes()
+            try:
+                parsed = [
+                    json.loads(raw[start:end]) if ok else None
+                    for ok, start, end in zip(
+                        valid.tolist(), starts.tolist(), ends.tolist(), strict=True
+                    )
+                ]
+                return pa.array(parsed, type=self.arrow_type)
+            except (ValueError, TypeError, pa.ArrowException) as e:
+                raise ValueError(f"JSON values do not decode: {e}") from e
         text = np.append(data, np.uint8(ord("\n")))
         lengths = ends[rows] - starts[rows]
         spans = lengths + 1  # each body and its line break
@@ -335,6 +349,16 @@ class JsonDecoder:
         inverse[rows] = np.arange(len(rows))
         taken = pa.array(inverse, mask=~valid)
         return struct.take(taken)
+
+
+def _has_map(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_map(arrow_type):
+        return True
+    if pa.types.is_struct(arrow_type):
+        return any(_has_map(f.type) for f in arrow_type)
+    if pa.types.is_list(arrow_type):
+        return _has_map(arrow_type.value_type)
+    return False
 
 
 # -- the sink -------------------------------------------------------------------------------------
