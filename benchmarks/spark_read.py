@@ -13,6 +13,9 @@ runs on ``local[N]``:
 
 Each query runs once to warm up (JVM, Python workers) and is then timed ``--runs`` times; the
 best run is reported. ``--variable`` makes values 50..150 bytes instead of all the same size.
+Each read is timed as a batch read (``spark.read``) as well as a streaming one. ``--avro`` adds a
+topic of Avro values (~100-byte records in Confluent's framing, the schema registered at the
+broker's registry) read with ``valueFormat=avro`` into typed columns, batch and streaming.
 ``--transactional`` writes each batch of 4,000 records in a committed transaction of its own
 (a marker after each) and adds a run with ``kafka.isolation.level=read_committed`` (reading
 up to the last stable offset and checking each batch against the aborted transactions).
@@ -49,23 +52,99 @@ from odradek.client.data import DataClient, TopicPartition
 from odradek.client.transactions import TransactionalProducer
 from odradek.spark.sink import ProducerStamp, encode_records
 from odradek.spark.source import SCHEMA
-from odradek.testing import BrokerProcess
+from odradek.testing import BrokerProcess, free_port
 
 TOPIC = "bench-read"
+AVRO_TOPIC = "bench-read-avro"
 RECORDS_PER_BATCH = 4000
+# Avro values of about 100 bytes, as a typical event: ids, names, an amount, a short list.
+AVRO_SCHEMA = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "bench",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "customer", "type": "string"},
+        {"name": "amount", "type": "double"},
+        {"name": "paid", "type": "boolean"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "items", "type": {"type": "array", "items": "string"}},
+    ],
+}
 
 
 @contextlib.contextmanager
-def broker(given: str | None) -> Iterator[str]:
+def broker(given: str | None, registry: str | None) -> Iterator[tuple[str, str]]:
+    """The bootstrap servers and the schema registry's URL (the broker's own)."""
     if given:
-        yield given
+        yield given, registry or f"http://{given.rsplit(':', 1)[0]}:8081"
         return
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as directory:
-        process = BrokerProcess(Path(directory), "-o", "num.partitions=1").start()
+        process = BrokerProcess(
+            Path(directory),
+            "-o",
+            "num.partitions=1",
+            "-o",
+            f"schema.registry.listener=127.0.0.1:{port}",
+        ).start()
         try:
-            yield process.bootstrap
+            yield process.bootstrap, f"http://127.0.0.1:{port}"
         finally:
             process.terminate()
+
+
+def avro_values(count: int, schema_id: int, rng: random.Random) -> list[bytes]:
+    """``count`` framed Avro values (magic byte, schema id, body), cycling through 1,000."""
+    import io
+    import struct
+
+    import fastavro
+
+    parsed = fastavro.parse_schema(AVRO_SCHEMA)
+    prefix = b"\0" + struct.pack(">I", schema_id)
+    distinct = []
+    for i in range(1000):
+        out = io.BytesIO()
+        out.write(prefix)
+        record = {
+            "id": rng.randrange(1 << 40),
+            "customer": f"customer-{rng.randrange(100_000):06d}",
+            "amount": rng.random() * 1000,
+            "paid": i % 2 == 0,
+            "note": None if i % 3 else f"note {rng.randrange(1000)}",
+            "items": [f"sku-{rng.randrange(10_000):05d}" for _ in range(i % 4 + 1)],
+        }
+        fastavro.schemaless_writer(out, parsed, record)
+        distinct.append(out.getvalue())
+    return [distinct[i % len(distinct)] for i in range(count)]
+
+
+def produce_avro(bootstrap: str, registry: str, partitions: int, records: int) -> None:
+    """Write ``records`` Avro values to AVRO_TOPIC, registered as its value schema."""
+    import json
+
+    from odradek.spark.schema_registry import SchemaRegistryClient
+
+    schema_id = SchemaRegistryClient(registry).register(
+        f"{AVRO_TOPIC}-value", json.dumps(AVRO_SCHEMA)
+    )
+    create_topic(bootstrap, AVRO_TOPIC, partitions)
+    rng = random.Random(11)
+    per_partition = records // partitions
+    values = avro_values(RECORDS_PER_BATCH, schema_id, rng)
+    size = sum(len(v) for v in values) / len(values)
+    with DataClient(bootstrap) as client:
+        for p in range(partitions):
+            done = 0
+            while done < per_partition:
+                n = min(RECORDS_PER_BATCH, per_partition - done)
+                batch = encode_records(
+                    [None] * n, values[:n], None, timestamp_ms=int(time.time() * 1000)
+                )
+                client.produce({TopicPartition(AVRO_TOPIC, p): batch}, acks=1)
+                done += n
+    print(f"produced {per_partition * partitions:,} Avro records of ~{size:.0f} bytes")
 
 
 def values_for(count: int, size: int, variable: bool, rng: random.Random) -> list[bytes]:
@@ -223,6 +302,15 @@ def timed_query(spark: SparkSession, reader: Any, checkpoints: Path) -> tuple[in
     return rows, took, in_batches
 
 
+def timed_batch(reader: Any, rows: int) -> tuple[int, float, float]:
+    """Rows read, and seconds of a batch read (``spark.read``) from ``load()`` to the end of
+    its job, twice (a batch query has no micro-batches: all of it is the query)."""
+    started = time.perf_counter()
+    reader.load().write.format("noop").mode("overwrite").save()
+    took = time.perf_counter() - started
+    return rows, took, took
+
+
 def best_of(label: str, runs: int, run: Any) -> tuple[float, float]:
     """Rows/s of the fastest timed run: overall, and within its micro-batches."""
     results = [run() for _ in range(runs + 1)]  # the first warms up
@@ -246,6 +334,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--fetch-bytes", type=int, default=8 << 20, help="per fetch and partition")
     parser.add_argument("--transactional", action="store_true", help="also read_committed")
     parser.add_argument("--bootstrap")
+    parser.add_argument("--registry", help="schema registry URL (default: the broker's own)")
+    parser.add_argument("--avro", action="store_true", help="also Avro values, typed columns")
     args = parser.parse_args(argv)
 
     spark = (
@@ -263,8 +353,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"local[{args.cores}], {args.records:,} records of "
         f"{'~' if args.variable else ''}{args.value_bytes} bytes in {args.partitions} partitions"
     )
-    with broker(args.bootstrap) as bootstrap, tempfile.TemporaryDirectory() as checkpoints:
+    with (
+        broker(args.bootstrap, args.registry) as (bootstrap, registry),
+        tempfile.TemporaryDirectory() as checkpoints,
+    ):
         produce(bootstrap, TOPIC, args.partitions, args.records, args)
+        if args.avro:
+            produce_avro(bootstrap, registry, args.partitions, args.records)
         where = Path(checkpoints)
         odradek_reader = (
             spark.readStream.format("odradek")
@@ -279,9 +374,43 @@ def main(argv: Sequence[str] | None = None) -> None:
             .option("rows", str(args.records))
             .option("value_bytes", str(args.value_bytes))
         )
+        batch_reader = (
+            spark.read.format("odradek")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", TOPIC)
+            .option("kafka.max.partition.fetch.bytes", str(args.fetch_bytes))
+        )
+        total = args.records // args.partitions * args.partitions
+        batch = best_of(
+            "odradek batch -> noop", args.runs, lambda: timed_batch(batch_reader, total)
+        )
         ours = best_of(
             "odradek -> noop", args.runs, lambda: timed_query(spark, odradek_reader, where)
         )
+        print(f"streaming reads at {ours[0] / batch[0]:.0%} of the batch read")
+        if args.avro:
+            typed_batch = (
+                batch_reader.option("subscribe", AVRO_TOPIC)
+                .option("valueFormat", "avro")
+                .option("schema.registry.url", registry)
+            )
+            typed_stream = (
+                odradek_reader.option("subscribe", AVRO_TOPIC)
+                .option("valueFormat", "avro")
+                .option("schema.registry.url", registry)
+            )
+            avro_batch = best_of(
+                "odradek Avro batch -> noop", args.runs, lambda: timed_batch(typed_batch, total)
+            )
+            avro_stream = best_of(
+                "odradek Avro -> noop",
+                args.runs,
+                lambda: timed_query(spark, typed_stream, where),
+            )
+            print(
+                f"Avro values read at {avro_batch[0] / batch[0]:.0%} (batch) and "
+                f"{avro_stream[0] / ours[0]:.0%} (streaming) of raw bytes' rows/s"
+            )
         if args.transactional:
             committed_reader = odradek_reader.option("kafka.isolation.level", "read_committed")
             committed = best_of(

@@ -16,6 +16,13 @@ Options of odradek's own, beyond Spark's (which has no exactly-once Kafka sink):
   a transaction whose task died without a successor.
 - ``kafka.max.request.size`` (sink, default 4 MiB): bytes a Produce request gathers before it is
   sent.
+- Typed keys and values from a schema registry (see :mod:`odradek.spark.typed`):
+  ``valueFormat`` / ``keyFormat`` (``avro``, ``protobuf``, ``json``; default raw bytes),
+  ``valueSubject`` / ``keySubject`` (default ``<topic>-value`` / ``<topic>-key``),
+  ``valueSchemaVersion`` / ``keySchemaVersion`` (default latest), ``valueMessageName`` /
+  ``keyMessageName`` (protobuf), ``schema.registry.url`` (default
+  ``http://<first bootstrap host>:8081``), ``schema.registry.basic.auth.user.info``; and for
+  the sink (``avro`` only) ``autoRegister`` (default false).
 """
 
 from __future__ import annotations
@@ -219,6 +226,12 @@ def _bootstrap(options: Mapping[str, str]) -> str:
     if not servers or not servers.strip():
         raise OptionError("option kafka.bootstrap.servers is required")
     return servers.strip()
+
+
+def bootstrap_and_topics(options: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+    """The bootstrap servers, and the topics subscribed to by name (none for a pattern or an
+    assignment)."""
+    return _bootstrap(options), _subscription(options).topics
 
 
 _ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}

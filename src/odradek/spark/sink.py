@@ -6,6 +6,15 @@ the ``topic`` option overrides it) and ``partition`` (int; when absent or null, 
 is chosen as Kafka's Java producer chooses it: murmur2 of the key, or, for records without a
 key, one partition per batch in turn). Other columns are ignored.
 
+With ``valueFormat=avro`` (``keyFormat=avro``) the value (key) column may be of any type with an
+Avro form — a struct, typically, as the source's typed ``value`` column is — and is written as
+Avro in Confluent's framing (magic byte 0, the schema id, the body) with the schema registered
+for ``valueSubject`` (default ``<topic>-value``, the ``topic`` option's): its latest version
+(or ``valueSchemaVersion``), or, with ``autoRegister=true``, the Avro form of the column's Spark
+type, registered as a new version when it is new. Without a value column, the value is a record
+of all the columns but key, topic, partition and headers. The schema is looked up (or
+registered) once, where the write or the streaming query starts.
+
 Each task encodes its rows into RecordBatch v2 batches and produces them with up to five
 requests in flight, waiting for the acknowledgements (``kafka.acks``, default all) before it
 reports success. A failed delivery raises, the task fails and Spark retries it: records can be
@@ -86,6 +95,15 @@ from odradek.protocol.record_batch import (
 )
 from odradek.security.client_settings import ClientSecurity
 from odradek.spark.options import OptionError, WriteOptions
+from odradek.spark.typed import (
+    FormatError,
+    RegistryAccess,
+    SinkFormat,
+    auto_register,
+    encode,
+    sink_format,
+    sink_formats,
+)
 
 _MAX_IN_FLIGHT = 5
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -367,14 +385,70 @@ class _Columns:
     has_topic: bool
     has_partition: bool
     has_headers: bool
+    # keyFormat / valueFormat avro: the schema the column is written with
+    key_format: SinkFormat | None = None
+    value_format: SinkFormat | None = None
+    # valueFormat avro without a value column: the value is a record of these columns
+    value_fields: tuple[str, ...] = ()
 
 
-def _columns(schema: StructType, options: WriteOptions) -> _Columns:
+_RESERVED = ("key", "value", "topic", "partition", "headers")
+
+
+def _value_type(schema: StructType) -> DataType:
+    """The Spark type a typed value is written as: the value column's, or, without one, a
+    record of every column but key, topic, partition and headers."""
     fields = {f.name.lower(): f for f in schema.fields}
-    if "value" not in fields:
+    if "value" in fields:
+        return fields["value"].dataType
+    rest = [f for f in schema.fields if f.name.lower() not in _RESERVED]
+    if not rest:
+        raise OptionError("the odradek sink needs a value column or, with valueFormat, columns")
+    return StructType(rest)
+
+
+def _formats(
+    raw: Mapping[str, str], schema: StructType, options: WriteOptions
+) -> dict[str, SinkFormat]:
+    """The typed columns' schemas (registered now with autoRegister): on the driver, once per
+    write or streaming query."""
+    try:
+        requests = sink_formats(raw)
+        if not requests:
+            return {}
+        registry = RegistryAccess.parse(raw, options.bootstrap)
+        register = auto_register(raw)
+        fields = {f.name.lower(): f for f in schema.fields}
+        found = {}
+        for request in requests:
+            if request.column == "value":
+                data_type = _value_type(schema)
+            elif "key" in fields:
+                data_type = fields["key"].dataType
+            else:
+                raise OptionError("keyFormat needs a key column")
+            found[request.column] = sink_format(
+                request, registry, options.topic, data_type, register
+            )
+        return found
+    except FormatError as e:
+        raise OptionError(str(e)) from e
+
+
+def _columns(
+    schema: StructType, options: WriteOptions, formats: Mapping[str, SinkFormat] | None = None
+) -> _Columns:
+    formats = formats or {}
+    fields = {f.name.lower(): f for f in schema.fields}
+    value_fields: tuple[str, ...] = ()
+    if "value" in formats:
+        if "value" not in fields:
+            value_fields = tuple(f.name for f in schema.fields if f.name.lower() not in _RESERVED)
+    elif "value" not in fields:
         raise OptionError("the odradek sink needs a value column (string or binary)")
-    _check_type("value", fields["value"].dataType, [StringType(), BinaryType()])
-    if "key" in fields:
+    else:
+        _check_type("value", fields["value"].dataType, [StringType(), BinaryType()])
+    if "key" in fields and "key" not in formats:
         _check_type("key", fields["key"].dataType, [StringType(), BinaryType()])
     if "topic" in fields:
         _check_type("topic", fields["topic"].dataType, [StringType()])
@@ -396,7 +470,15 @@ def _columns(schema: StructType, options: WriteOptions) -> _Columns:
                 "column headers of the odradek sink must be "
                 f"{_HEADERS_TYPE.simpleString()}, not {headers.simpleString()}"
             )
-    return _Columns("key" in fields, "topic" in fields, "partition" in fields, "headers" in fields)
+    return _Columns(
+        "key" in fields,
+        "topic" in fields,
+        "partition" in fields,
+        "headers" in fields,
+        formats.get("key"),
+        formats.get("value"),
+        value_fields,
+    )
 
 
 # -- producing ---------------------------------------------------------------------------------
@@ -480,8 +562,23 @@ class _Producer:
         def column(name: str) -> pa.Array:
             return batch.column(names[name])
 
-        values = _binary(column("value"))
-        keys = _binary(column("key")) if columns.has_key else None
+        if columns.value_fields:
+            record = pa.StructArray.from_arrays(
+                [column(name.lower()) for name in columns.value_fields],
+                names=list(columns.value_fields),
+            )
+            values = encode(columns.value_format, record) if columns.value_format else record
+        elif columns.value_format is not None:
+            values = encode(columns.value_format, column("value"))
+        else:
+            values = _binary(column("value"))
+        keys = None
+        if columns.has_key:
+            keys = (
+                encode(columns.key_format, column("key"))
+                if columns.key_format is not None
+                else _binary(column("key"))
+            )
         headers = column("headers") if columns.has_headers else None
         if headers is not None and headers.null_count == n:
             headers = None
@@ -750,7 +847,7 @@ class OdradekBatchWriter(DataSourceArrowWriter):
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.options = WriteOptions.parse(options)
-        self.columns = _columns(schema, self.options)
+        self.columns = _columns(schema, self.options, _formats(options, schema, self.options))
         # Made on the driver, so every task (and every attempt of one) of this write shares it.
         self.write_id = uuid.uuid4().hex
 
@@ -766,7 +863,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         self.options = WriteOptions.parse(options)
-        self.columns = _columns(schema, self.options)
+        self.columns = _columns(schema, self.options, _formats(options, schema, self.options))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         if self.options.exactly_once:

@@ -21,9 +21,8 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -59,7 +58,6 @@ from odradek.client.data import (
     aborted_batches,
 )
 from odradek.security.client_settings import ClientSecurity
-from odradek.spark.arrow import records_to_arrow
 from odradek.spark.offsets import (
     OffsetJson,
     OffsetRange,
@@ -70,7 +68,23 @@ from odradek.spark.offsets import (
     split_ranges,
     to_json,
 )
-from odradek.spark.options import OffsetSpec, OptionError, ReadOptions, Subscription
+from odradek.spark.options import (
+    OffsetSpec,
+    OptionError,
+    ReadOptions,
+    Subscription,
+    bootstrap_and_topics,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from odradek.spark.typed import ColumnFormat
+
+# Spark runs each streaming query's offset planning in a Python process of its own, started for
+# the query (the driver's "streaming source runner"): what this module imports at the top is
+# imported there once per query, so the decoding side (odradek.spark.arrow, pyarrow.compute) and
+# the typed columns (odradek.spark.typed) are imported where they are used.
 
 log = logging.getLogger("odradek.spark")
 
@@ -120,15 +134,45 @@ class OdradekDataSource(DataSource):
                 return str(value)
         return None
 
+    def _column_formats(self) -> tuple[ColumnFormat, ...]:
+        """The typed key/value columns' reader schemas, looked up once: ``schema()`` runs
+        first, on the driver, and Spark pickles this instance, lookups included, to where the
+        readers are made."""
+        found: tuple[ColumnFormat, ...] | None = getattr(self, "_formats", None)
+        if found is None:
+            from odradek.spark.typed import RegistryAccess, format_requests, resolve
+
+            requests = format_requests(self.options)
+            found = ()
+            if requests:
+                bootstrap, topics = bootstrap_and_topics(self.options)
+                found = resolve(requests, RegistryAccess.parse(self.options, bootstrap), topics)
+            self._formats = found
+        return found
+
     def schema(self) -> StructType:
         headers = (self._option("includeHeaders") or "false").strip().lower() == "true"
-        return SCHEMA_WITH_HEADERS if headers else SCHEMA
+        base = SCHEMA_WITH_HEADERS if headers else SCHEMA
+        formats = self._column_formats()
+        if not formats:
+            return base
+        typed = {f.column: f.spark_type() for f in formats}
+        return StructType(
+            [
+                StructField(f.name, typed[f.name], True) if f.name in typed else f
+                for f in base.fields
+            ]
+        )
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return OdradekBatchReader(ReadOptions.parse(self.options, streaming=False))
+        return OdradekBatchReader(
+            ReadOptions.parse(self.options, streaming=False), self._column_formats()
+        )
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return OdradekStreamReader(ReadOptions.parse(self.options, streaming=True))
+        return OdradekStreamReader(
+            ReadOptions.parse(self.options, streaming=True), formats=self._column_formats()
+        )
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from odradek.spark.sink import OdradekBatchWriter
@@ -287,9 +331,29 @@ def executor_client(
     return client
 
 
-def read_range(options: ReadOptions, part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
+def _typed(batch: pa.RecordBatch, formats: Sequence[ColumnFormat]) -> pa.RecordBatch:
+    """``batch`` with its key and value columns decoded as ``formats`` say."""
+    import pyarrow as pa
+
+    from odradek.spark.typed import decoder
+
+    columns = list(batch.columns)
+    fields = list(batch.schema)
+    for column in formats:
+        at = batch.schema.get_field_index(column.column)
+        columns[at] = decoder(column).decode(columns[at])
+        fields[at] = pa.field(column.column, columns[at].type)
+    return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields))
+
+
+def read_range(
+    options: ReadOptions, part: OffsetRangePartition, formats: Sequence[ColumnFormat] = ()
+) -> Iterator[pa.RecordBatch]:
     """The records of one offset range as Arrow batches, one per Fetch response (for
-    read_committed: without the batches of aborted transactions)."""
+    read_committed: without the batches of aborted transactions), with typed key and value
+    columns decoded as ``formats`` say."""
+    from odradek.spark.arrow import records_to_arrow
+
     client = executor_client(options.bootstrap, options.isolation_level, options.security)
     tp = TopicPartition(part.topic, part.partition)
     offset = part.start
@@ -312,7 +376,7 @@ def read_range(options: ReadOptions, part: OffsetRangePartition) -> Iterator[pa.
                 high_watermark = fetched.high_watermark
                 offset = reached
                 if batch.num_rows:
-                    yield batch
+                    yield _typed(batch, formats) if formats else batch
         except OffsetOutOfRange as e:
             if e.log_start_offset > offset:
                 gone_until = min(e.log_start_offset, end)
@@ -345,8 +409,9 @@ def read_range(options: ReadOptions, part: OffsetRangePartition) -> Iterator[pa.
 class OdradekBatchReader(DataSourceReader):
     """``spark.read``: the offsets between startingOffsets and endingOffsets, fixed at planning."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, formats: tuple[ColumnFormat, ...] = ()) -> None:
         self.options = options
+        self.formats = formats
 
     def partitions(self) -> Sequence[InputPartition]:
         planner = _Planner(self.options)
@@ -372,7 +437,7 @@ class OdradekBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRangePartition)
-        return read_range(self.options, partition)
+        return read_range(self.options, partition, self.formats)
 
 
 # -- streaming -------------------------------------------------------------------------------
@@ -382,8 +447,14 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream``: micro-batches of offset ranges, rate-limited as Spark's Kafka
     source is (maxOffsetsPerTrigger, minOffsetsPerTrigger with maxTriggerDelay)."""
 
-    def __init__(self, options: ReadOptions, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        options: ReadOptions,
+        clock: Callable[[], float] = time.time,
+        formats: tuple[ColumnFormat, ...] = (),
+    ) -> None:
         self.options = options
+        self.formats = formats
         self._clock = clock
         self._planner: _Planner | None = None
         self._target: Offsets | None = None  # Trigger.AvailableNow: never read past these
@@ -493,7 +564,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRangePartition)
-        return read_range(self.options, partition)
+        return read_range(self.options, partition, self.formats)
 
     def commit(self, end: OffsetJson) -> None:
         pass  # offsets live in Spark's checkpoint; nothing to tell the broker

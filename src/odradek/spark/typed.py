@@ -1,0 +1,435 @@
+"""Typed keys and values: the source's and sink's ``keyFormat`` / ``valueFormat`` options.
+
+With ``valueFormat`` (``avro``, ``protobuf`` or ``json``) the source's ``value`` column is not
+the record's bytes but the value decoded with a schema from a schema registry, as a Spark type
+(a struct whose fields are the schema's fields, for records, messages and objects: select
+``value.*`` for one column per field); the same for ``keyFormat`` and ``key``. Values are in
+Confluent's framing (magic byte 0, a 4-byte big-endian schema id, the encoded value; Protobuf
+adds the message indexes), as Confluent's serializers write them. The reader's schema is a
+subject's version: ``<topic>-value`` (``-key``) latest unless ``valueSubject`` /
+``valueSchemaVersion`` (``keySubject`` / ``keySchemaVersion``) say otherwise, fixed where the
+query is planned. Each value is decoded with the schema its id names and resolved to the
+reader's: by Avro's schema resolution for Avro; by field name for Protobuf and JSON (fields the
+reader lacks are dropped, fields the value lacks are null).
+
+What each format covers:
+
+- **avro**: see :mod:`odradek.spark.avro` (records, nested records, arrays, maps, enums, fixed,
+  nullable unions, the date/timestamp/decimal/uuid logical types). Source and sink.
+- **json** (JSON Schema): objects with ``properties`` (nested objects too), ``string``,
+  ``integer`` (long), ``number`` (double), ``boolean``, ``array`` with ``items``, objects with
+  only ``additionalProperties`` (maps), ``["T", "null"]`` and local ``$ref``\\s. Every field is
+  nullable. Decoded by Arrow's JSON reader, no Python per row. Source only.
+- **protobuf**: the messages of the schema's file (nested and repeated messages, enums as their
+  names, maps, the scalar types; ``uint64`` as long); the schema text as confluent-kafka's
+  serializer registers it (a base64 ``FileDescriptorProto``) or as ``.proto`` source; the
+  column's type is the message ``valueMessageName`` (``keyMessageName``) names, by default the
+  file's first. Decoded per row by the protobuf runtime. Source only.
+
+The registry is ``schema.registry.url``, by default ``http://<host of the first bootstrap
+server>:8081``: where ``odradek serve``'s lone broker serves its own registry by default. With
+``schema.registry.basic.auth.user.info`` (``user:password``, Confluent's client setting) requests
+carry HTTP basic authentication.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pyarrow as pa
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from odradek.spark.schema_registry import RegisteredSchema, registry_client
+
+FORMATS = ("avro", "protobuf", "json")
+_SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
+DEFAULT_REGISTRY_PORT = 8081
+
+
+class FormatError(ValueError):
+    """A typed column's options or schema cannot be used."""
+
+
+def _get(options: Mapping[str, str], name: str) -> str | None:
+    lowered = name.lower()
+    for key, value in options.items():
+        if key.lower() == lowered:
+            return None if value is None else str(value)
+    return None
+
+
+def default_registry_url(bootstrap: str) -> str:
+    """``http://<host of the first bootstrap server>:8081``."""
+    first = bootstrap.split(",")[0].strip()
+    host = first.rsplit(":", 1)[0] if ":" in first else first
+    return f"http://{host or '127.0.0.1'}:{DEFAULT_REGISTRY_PORT}"
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryAccess:
+    url: str
+    user_info: str | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], bootstrap: str) -> RegistryAccess:
+        url = (_get(options, "schema.registry.url") or "").strip() or default_registry_url(
+            bootstrap
+        )
+        return cls(url.split(",")[0].strip(), _get(options, "schema.registry.basic.auth.user.info"))
+
+
+@dataclass(frozen=True, slots=True)
+class FormatRequest:
+    """A typed column as the options ask for it, before the registry is asked."""
+
+    column: str  # key or value
+    format: str
+    subject: str | None  # None: <topic>-<column>
+    version: int | None  # None: latest
+    message: str | None = None  # protobuf: the message (None: the file's first)
+
+    def subject_for(self, topics: tuple[str, ...]) -> str:
+        if self.subject is not None:
+            return self.subject
+        if len(topics) != 1:
+            raise FormatError(
+                f"{self.column}Format needs {self.column}Subject unless the query subscribes to "
+                "exactly one topic by name (the subject is then <topic>-" + self.column + ")"
+            )
+        return f"{topics[0]}-{self.column}"
+
+
+def format_requests(options: Mapping[str, str]) -> tuple[FormatRequest, ...]:
+    """The keyFormat / valueFormat options (raw bytes, no request, when absent or ``bytes``)."""
+    found = []
+    for column in ("key", "value"):
+        raw = (_get(options, f"{column}Format") or "").strip().lower()
+        if raw in ("", "bytes", "binary", "raw"):
+            continue
+        if raw not in FORMATS:
+            raise FormatError(
+                f"option {column}Format must be avro, protobuf or json (or bytes), not {raw!r}"
+            )
+        subject = (_get(options, f"{column}Subject") or "").strip() or None
+        version_raw = _get(options, f"{column}SchemaVersion")
+        version = None
+        if version_raw is not None and version_raw.strip().lower() not in ("", "latest"):
+            try:
+                version = int(version_raw)
+            except ValueError:
+                raise FormatError(
+                    f"option {column}SchemaVersion must be a version number or latest, "
+                    f"not {version_raw!r}"
+                ) from None
+        message = (_get(options, f"{column}MessageName") or "").strip() or None
+        found.append(FormatRequest(column, raw, subject, version, message))
+    return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnFormat:
+    """A typed column with its reader schema fixed (picklable: made on the driver, used by
+    every task)."""
+
+    column: str
+    format: str
+    registry: RegistryAccess
+    schema: RegisteredSchema
+    message: str | None = None
+
+    def spark_type(self) -> DataType:
+        return spark_type_of(self.format, self.schema, self.message)
+
+    def arrow_type(self) -> pa.DataType:
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        return to_arrow_type(self.spark_type(), timezone="UTC")
+
+
+def resolve(
+    requests: tuple[FormatRequest, ...], registry: RegistryAccess, topics: tuple[str, ...]
+) -> tuple[ColumnFormat, ...]:
+    """Look the reader schemas up (on the driver, once per query)."""
+    client = registry_client(registry.url, registry.user_info)
+    resolved = []
+    for request in requests:
+        schema = client.version(request.subject_for(topics), request.version)
+        if schema.schema_type != _SCHEMA_TYPES[request.format]:
+            raise FormatError(
+                f"subject {schema.subject} holds a {schema.schema_type} schema, not "
+                f"{request.format}"
+            )
+        found = ColumnFormat(request.column, request.format, registry, schema, request.message)
+        found.spark_type()  # refuse a schema without a Spark type while planning
+        resolved.append(found)
+    return tuple(resolved)
+
+
+def spark_type_of(format: str, schema: RegisteredSchema, message: str | None = None) -> DataType:
+    if format == "avro":
+        from odradek.spark.avro import AvroTypeError, spark_type
+
+        try:
+            return spark_type(json.loads(schema.text))[0]
+        except AvroTypeError as e:
+            raise FormatError(str(e)) from e
+    if format == "json":
+        return _json_spark_type(json.loads(schema.text))
+    from odradek.spark.protobuf import ProtobufSchemaError, message_spark_type
+
+    try:
+        return message_spark_type(schema.text, message)
+    except ProtobufSchemaError as e:
+        raise FormatError(str(e)) from e
+
+
+# -- decoders, one per process and column format -----------------------------------------------
+
+
+class Decoder(Protocol):
+    def decode(self, values: pa.Array) -> pa.Array: ...
+
+
+_DECODERS: dict[ColumnFormat, Decoder] = {}
+
+
+def decoder(column: ColumnFormat) -> Decoder:
+    found = _DECODERS.get(column)
+    if found is None:
+        found = _DECODERS[column] = _make_decoder(column)
+    return found
+
+
+def _make_decoder(column: ColumnFormat) -> Decoder:
+    client = registry_client(column.registry.url, column.registry.user_info)
+    arrow_type = column.arrow_type()
+    if column.format == "avro":
+        from odradek.spark.avro import AvroDecoder
+
+        return AvroDecoder(
+            column.schema.id, column.schema.text, arrow_type, lambda i: client.by_id(i).text
+        )
+    if column.format == "json":
+        return JsonDecoder(arrow_type)
+    from odradek.spark.protobuf import ProtobufDecoder
+
+    return ProtobufDecoder(arrow_type, lambda i: client.by_id(i).text)
+
+
+# -- JSON Schema ---------------------------------------------------------------------------------
+
+
+def _json_spark_type(schema: Any, root: Any = None) -> DataType:
+    root = schema if root is None else root
+    if not isinstance(schema, dict):
+        raise FormatError(f"the JSON schema {json.dumps(schema)} has no Spark column type here")
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        if not ref.startswith("#/"):
+            raise FormatError(f"only local $refs are followed, not {ref!r}")
+        target = root
+        for part in ref[2:].split("/"):
+            target = target[part]
+        return _json_spark_type(target, root)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        if len(kinds) != 1:
+            raise FormatError(f"the JSON schema type {kind} has no single Spark column type")
+        kind = kinds[0]
+    if kind is None and "properties" in schema:
+        kind = "object"
+    if kind == "object":
+        properties = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        if not properties and isinstance(extra, dict):
+            return MapType(StringType(), _json_spark_type(extra, root), True)
+        return StructType(
+            [
+                StructField(str(name), _json_spark_type(sub, root), True)
+                for name, sub in (properties or {}).items()
+            ]
+        )
+    if kind == "array":
+        return ArrayType(_json_spark_type(schema.get("items", {}), root), True)
+    scalars: dict[str, DataType] = {
+        "string": StringType(),
+        "integer": LongType(),
+        "number": DoubleType(),
+        "boolean": BooleanType(),
+    }
+    if isinstance(kind, str) and kind in scalars:
+        return scalars[kind]
+    raise FormatError(f"the JSON schema {json.dumps(schema)} has no Spark column type here")
+
+
+class JsonDecoder:
+    """Framed JSON objects, decoded by Arrow's JSON reader: the bodies become newline-delimited
+    JSON (a raw line break can only be whitespace between tokens in valid JSON, so it becomes a
+    space) and are read with the column's type as the explicit schema."""
+
+    def __init__(self, arrow_type: pa.DataType) -> None:
+        if not pa.types.is_struct(arrow_type):
+            raise FormatError("the json format reads objects (a schema of type object)")
+        self.arrow_type = arrow_type
+        # Arrow's JSON reader has no maps: objects with maps are parsed by the json module.
+        self.by_row = _has_map(arrow_type)
+
+    def decode(self, values: pa.Array) -> pa.Array:
+        import numpy as np
+        import pyarrow.json as pj
+
+        from odradek.spark.avro import framed_bodies
+
+        valid, _, starts, ends, data = framed_bodies(values)
+        rows = np.flatnonzero(valid)
+        if len(rows) == 0:
+            return pa.nulls(len(values), self.arrow_type)
+        if self.by_row:
+            raw = data.tobytes()
+            try:
+                parsed = [
+                    json.loads(raw[start:end]) if ok else None
+                    for ok, start, end in zip(
+                        valid.tolist(), starts.tolist(), ends.tolist(), strict=True
+                    )
+                ]
+                return pa.array(parsed, type=self.arrow_type)
+            except (ValueError, TypeError, pa.ArrowException) as e:
+                raise ValueError(f"JSON values do not decode: {e}") from e
+        text = np.append(data, np.uint8(ord("\n")))
+        lengths = ends[rows] - starts[rows]
+        spans = lengths + 1  # each body and its line break
+        total = int(spans.sum())
+        line_break = len(data)
+        index = np.repeat(starts[rows] - (np.cumsum(spans) - spans), spans) + np.arange(total)
+        last = np.cumsum(spans) - 1
+        index[last] = line_break
+        gathered = text[index]
+        body = np.ones(total, dtype=bool)
+        body[last] = False
+        gathered[body & ((gathered == 10) | (gathered == 13))] = 32
+        schema = pa.schema(list(self.arrow_type))
+        try:
+            table = pj.read_json(
+                pa.BufferReader(pa.py_buffer(gathered)),
+                read_options=pj.ReadOptions(block_size=max(total, 1 << 20), use_threads=False),
+                parse_options=pj.ParseOptions(
+                    explicit_schema=schema, unexpected_field_behavior="ignore"
+                ),
+            )
+        except pa.ArrowInvalid as e:
+            raise ValueError(f"JSON values do not decode: {e}") from e
+        if table.num_rows != len(rows):
+            raise ValueError("JSON values do not decode to one object each")
+        table = table.combine_chunks()
+        struct = pa.StructArray.from_arrays(
+            [
+                table.column(i).chunk(0) if table.column(i).num_chunks else pa.array([], f.type)
+                for i, f in enumerate(schema)
+            ],
+            fields=list(schema),
+        )
+        if len(rows) == len(values):
+            return struct
+        inverse = np.full(len(values), -1, dtype=np.int64)
+        inverse[rows] = np.arange(len(rows))
+        taken = pa.array(inverse, mask=~valid)
+        return struct.take(taken)
+
+
+def _has_map(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_map(arrow_type):
+        return True
+    if pa.types.is_struct(arrow_type):
+        return any(_has_map(f.type) for f in arrow_type)
+    if pa.types.is_list(arrow_type):
+        return _has_map(arrow_type.value_type)
+    return False
+
+
+# -- the sink -------------------------------------------------------------------------------------
+
+
+def sink_formats(options: Mapping[str, str]) -> tuple[FormatRequest, ...]:
+    requests = format_requests(options)
+    for request in requests:
+        if request.format != "avro":
+            raise FormatError(
+                f"the odradek sink writes {request.column}Format avro; {request.format} is for "
+                "reading only"
+            )
+    return requests
+
+
+def auto_register(options: Mapping[str, str]) -> bool:
+    raw = (_get(options, "autoRegister") or "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise FormatError(f"option autoRegister must be true or false, not {raw!r}")
+    return raw == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class SinkFormat:
+    """How the sink serialises a typed key or value column: Avro of schema ``schema_id``."""
+
+    column: str
+    schema_id: int
+    text: str
+
+
+def sink_format(
+    request: FormatRequest,
+    registry: RegistryAccess,
+    topic: str | None,
+    data_type: DataType,
+    register: bool,
+) -> SinkFormat:
+    """The schema the sink writes with: the subject's version (latest unless pinned), or with
+    ``register`` the Avro form of the column's Spark type, registered (if new) as a version."""
+    from odradek.spark.avro import AvroTypeError, avro_schema
+
+    if request.subject is None and topic is None:
+        raise FormatError(
+            f"{request.column}Format needs the topic option or {request.column}Subject"
+        )
+    subject = request.subject or f"{topic}-{request.column}"
+    client = registry_client(registry.url, registry.user_info)
+    if register:
+        try:
+            text = json.dumps(avro_schema(data_type))
+        except AvroTypeError as e:
+            raise FormatError(str(e)) from e
+        schema_id = client.register(subject, text)
+        return SinkFormat(request.column, schema_id, text)
+    schema = client.version(subject, request.version)
+    if schema.schema_type != "AVRO":
+        raise FormatError(f"subject {subject} holds a {schema.schema_type} schema, not Avro")
+    return SinkFormat(request.column, schema.id, schema.text)
+
+
+_ENCODERS: dict[SinkFormat, Any] = {}
+
+
+def encode(column: SinkFormat, values: pa.Array) -> pa.Array:
+    """``values`` (any Arrow type fastavro can take as Python values) as framed Avro."""
+    from odradek.spark.avro import AvroEncoder
+
+    found = _ENCODERS.get(column)
+    if found is None:
+        found = _ENCODERS[column] = AvroEncoder(column.schema_id, column.text)
+    result: pa.Array = found.encode(values)
+    return result
