@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from odradek.protocol.errors import ErrorCode
-from odradek.testing import wait_until
+from odradek.testing import running_broker, wait_until
 from tests.server.conftest import KafkaConnection
 
 from .support import create_topic, start_java
@@ -242,4 +242,38 @@ def test_two_instances_share_the_tasks_with_the_streams_protocol(
             outs.append(app.stdout.read())
             app.wait(60)
     for out in outs:
+        assert "closed" in out.splitlines(), out
+
+
+def test_the_streams_protocol_word_count_outlives_a_broker_restart(tmp_path: Path) -> None:
+    """exactly_once_v2 with group.protocol=streams while its broker restarts: the group comes
+    back (its epoch and committed offsets from __consumer_offsets), the member rejoins and the
+    counts stay exact."""
+    suffix = uuid.uuid4().hex[:6]
+    app_id = f"wordcount-restart-{suffix}"
+    source, sink = f"streams-lines-{suffix}", f"streams-counts-{suffix}"
+    with running_broker(tmp_path / "broker", group_initial_rebalance_delay_ms="0") as broker:
+        bootstrap = broker.bootstrap
+        create_topic(bootstrap, source, 2)
+        create_topic(bootstrap, sink, 2)
+        produce_lines(bootstrap, source, LINES)
+        app = start_java(
+            "JavaStreams", bootstrap, app_id, source, sink, str(tmp_path / "state"),
+            "exactly_once_v2", "streams", log=tmp_path / "app.log",
+        )  # fmt: skip
+        try:
+            wait_until(lambda: latest_counts(bootstrap, sink, 2) == word_counts(LINES), 90, 1)
+            epoch = streams_group(bootstrap, app_id).group_epoch
+            broker.restart()
+            more = ["the fox again", "a new word zebra"] * 10
+            produce_lines(bootstrap, source, more, len(LINES))
+            expected = word_counts(LINES + more)
+            wait_until(lambda: latest_counts(bootstrap, sink, 2) == expected, 120, 1)
+            described = streams_group(bootstrap, app_id)
+            assert described.group_epoch > epoch and len(described.members) == 1
+        finally:
+            assert app.stdin is not None and app.stdout is not None
+            app.stdin.close()
+            out = app.stdout.read()
+            app.wait(60)
         assert "closed" in out.splitlines(), out
