@@ -10,6 +10,7 @@ from odradek.coordinator.group.share_group import ShareHeartbeatRequest
 from odradek.coordinator.group.streams_group import (
     MISSING_INTERNAL_TOPICS,
     MISSING_SOURCE_TOPICS,
+    SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     MemberState,
     StreamsGroupSettings,
@@ -359,3 +360,48 @@ def test_max_size() -> None:
     h.coordinator.consumer.topics = Catalog(**{"in": 1})
     App(h, "a").beat()
     assert App(h, "b").beat().error == ErrorCode.group_max_size_reached
+
+
+def test_source_patterns_match_topics_as_they_appear() -> None:
+    h, catalog = harness(**{"events-a": 2})
+    patterned = Topology(1, (Subtopology("0", source_topic_regex=("events-.*",)),))
+    app = App(h, "a")
+    app.beat(patterned)
+    assert app.active() == {("0", 0), ("0", 1)}
+    catalog.topics.update(Catalog(**{"events-b": 3, "other": 5}).topics)
+    app.beat()
+    assert app.active() == {("0", p) for p in range(3)}
+    assert App(h, "b").beat(Topology(1, (Subtopology("0", source_topic_regex=("(",)),))).error == (
+        ErrorCode.invalid_request
+    )
+
+
+def test_copartitioned_repartition_topics_follow_their_source_topics() -> None:
+    joined = Topology(
+        1,
+        (
+            Subtopology(
+                "0",
+                source_topics=("left",),
+                repartition_source_topics=(TopicSpec("app-right-rep"),),
+                copartition_groups=(((0,), (0,)),),
+            ),
+        ),
+    )
+    configured = configure(joined, {"left": 6})
+    assert {t.name: t.partitions for t in configured.missing_internal} == {"app-right-rep": 6}
+    assert configure(joined, {"left": 6, "app-right-rep": 6}).tasks == {"0": 6}
+
+
+def test_a_shutdown_request_reaches_every_member() -> None:
+    h, _ = ready()
+    a, b = App(h, "a"), App(h, "b")
+    a.beat()
+    b.beat()
+    result = h.coordinator.streams.heartbeat(
+        StreamsHeartbeatRequest(
+            "g", "a", a.epoch, "client", "/127.0.0.1", shutdown_application=True
+        )
+    )
+    assert SHUTDOWN_APPLICATION in [s.code for s in result.statuses]
+    assert SHUTDOWN_APPLICATION in [s.code for s in b.beat().statuses]

@@ -355,7 +355,7 @@ class OffsetManager:
             subscribed = self.coordinator.consumer.subscribed_topics(group.consumer)
         elif group.streams is not None:
             if group.streams.members:
-                subscribed = input_topics(group.streams.topology)
+                subscribed = input_topics(group.streams.resolved)
         elif not group.is_in(GroupState.EMPTY):
             topics = group.subscribed_topics()
             if topics is None:
@@ -462,7 +462,7 @@ class OffsetManager:
             # As Kafka's consumer groups: from each commit, for topics no member subscribes to.
             return committed_before(self.coordinator.consumer.subscribed_topics(group.consumer))
         if group.streams is not None:
-            busy = input_topics(group.streams.topology) if group.streams.members else set()
+            busy = input_topics(group.streams.resolved) if group.streams.members else set()
             return committed_before(busy)
         if group.is_in(GroupState.EMPTY):
             if group.protocol_type is None:

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -135,6 +136,8 @@ class Subtopology:
     state_changelog_topics: tuple[TopicSpec, ...] = ()
     # Each group: indexes into source_topics and into repartition_source_topics.
     copartition_groups: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
+    # Patterns naming more source topics (a pattern-subscribed stream).
+    source_topic_regex: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +189,18 @@ def configure(topology: Topology, partitions_of: Mapping[str, int]) -> Configure
             if spec.partitions > 0:
                 repartition[spec.name] = spec.partitions
                 fixed.add(spec.name)
+    # A repartition topic in a copartition group with source topics takes their partition count.
+    for s in subs:
+        for sources, repartitions in s.copartition_groups:
+            known = [
+                partitions_of[s.source_topics[i]] for i in sources if 0 <= i < len(s.source_topics)
+            ]
+            for i in repartitions:
+                if known and 0 <= i < len(s.repartition_source_topics):
+                    name = s.repartition_source_topics[i].name
+                    if name not in fixed:
+                        repartition[name] = max(known)
+                        fixed.add(name)
     # Derive the rest to a fixed point: a repartition topic takes the most partitions of what
     # feeds the subtopologies that write to it.
     for _ in range(len(subs) + 1):
@@ -228,7 +243,7 @@ def configure(topology: Topology, partitions_of: Mapping[str, int]) -> Configure
                         f"expected {repartition[r.name]}.",
                     )
                 )
-        for sources, _repartitions in s.copartition_groups:
+        for sources, _ in s.copartition_groups:
             names = [s.source_topics[i] for i in sources if 0 <= i < len(s.source_topics)]
             seen = {partitions_of[n] for n in names}
             if len(seen) > 1:
@@ -256,6 +271,24 @@ def configure(topology: Topology, partitions_of: Mapping[str, int]) -> Configure
         listed = ", ".join(sorted(t.name for t in missing))
         statuses.append(Status(MISSING_INTERNAL_TOPICS, f"Internal topics are missing: [{listed}]"))
     return ConfiguredTopology(tasks, tuple(statuses), tuple(missing))
+
+
+def resolve(topology: Topology, names: Iterable[str]) -> Topology:
+    """The topology with the topics its source patterns match (of ``names``) added to each
+    subtopology's source topics, after those named (so copartition indexes still hold)."""
+    if not any(s.source_topic_regex for s in topology.subtopologies):
+        return topology
+    existing = sorted(names)
+    subtopologies = []
+    for s in topology.subtopologies:
+        patterns = [re.compile(p) for p in s.source_topic_regex]
+        matched = [
+            n
+            for n in existing
+            if n not in s.source_topics and any(p.fullmatch(n) for p in patterns)
+        ]
+        subtopologies.append(replace(s, source_topics=(*s.source_topics, *matched)))
+    return replace(topology, subtopologies=tuple(subtopologies))
 
 
 def topology_topics(topology: Topology) -> set[str]:
@@ -335,12 +368,16 @@ class StreamsGroup:
     epoch: int = 0
     assignment_epoch: int = 0
     topology: Topology | None = None
+    # The topology with its source patterns resolved against the topics last seen.
+    resolved: Topology | None = None
     configured: ConfiguredTopology | None = None
     # The partition counts of the topology's topics the group epoch was computed with.
     topics_seen: dict[str, int] = field(default_factory=dict)
     members: dict[str, StreamsMember] = field(default_factory=dict)
     target: dict[str, TaskAssignment] = field(default_factory=dict)
     endpoint_epoch: int = 0
+    # The member that asked the application to shut down (KIP-1071's SHUTDOWN_APPLICATION).
+    shutdown_requested_by: str | None = None
 
     @property
     def state(self) -> StreamsGroupState:
@@ -724,23 +761,28 @@ class StreamsGroups:
                     f"group's topology epoch {sg.topology.epoch}.",
                 )
             )
-        if request.shutdown_application:
+        if request.shutdown_application and sg.shutdown_requested_by is None:
+            sg.shutdown_requested_by = member.member_id
+        if sg.shutdown_requested_by is not None:
+            # Every member hears it, until the group is empty (as Kafka).
             statuses.append(
-                Status(SHUTDOWN_APPLICATION, "A member asked the application to shut down.")
+                Status(
+                    SHUTDOWN_APPLICATION,
+                    f"The application is requested to shut down by member "
+                    f"{sg.shutdown_requested_by}.",
+                )
             )
-        seen = self._partitions_of(sg)
-        if seen != sg.topics_seen:
+        resolved = None if sg.topology is None else resolve(sg.topology, self.topics.topic_names())
+        seen = self._partitions_of(resolved)
+        if seen != sg.topics_seen or resolved != sg.resolved:
             bump = True
         sg.members[member.member_id] = member
         epoch_before = sg.epoch
         if bump:
             sg.epoch += 1
             sg.topics_seen = seen
-            sg.configured = None if sg.topology is None else configure(sg.topology, seen)
-            if sg.configured is not None and sg.configured.ready:
-                log.info("streams group %s: epoch %d", sg.group_id, sg.epoch)
-        if sg.configured is None and sg.topology is not None:
-            sg.configured = configure(sg.topology, seen)
+            sg.resolved = resolved
+            sg.configured = None if resolved is None else configure(resolved, seen)
         if sg.assignment_epoch < sg.epoch:
             self._new_target(sg)
         before = member
@@ -781,11 +823,11 @@ class StreamsGroups:
     def _configs(self) -> list[tuple[str, str]]:
         return [("num.standby.replicas", str(self.settings.num_standby_replicas))]
 
-    def _partitions_of(self, sg: StreamsGroup) -> dict[str, int]:
-        if sg.topology is None:
+    def _partitions_of(self, topology: Topology | None) -> dict[str, int]:
+        if topology is None:
             return {}
         seen: dict[str, int] = {}
-        for name in sorted(topology_topics(sg.topology)):
+        for name in sorted(topology_topics(topology)):
             info = self.topics.topic_info(name)
             if info is not None:
                 seen[name] = info.partitions
@@ -815,13 +857,13 @@ class StreamsGroups:
         )
 
     def _endpoints(self, sg: StreamsGroup) -> tuple[EndpointTasks, ...]:
-        if sg.topology is None:
+        if sg.resolved is None:
             return ()
         sources = {
             s.subtopology_id: sorted(
                 set(s.source_topics) | {r.name for r in s.repartition_source_topics}
             )
-            for s in sg.topology.subtopologies
+            for s in sg.resolved.subtopologies
         }
 
         def partitions(tasks: Tasks) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -856,6 +898,8 @@ class StreamsGroups:
 
     def _remove(self, sg: StreamsGroup, member_id: str) -> None:
         member = sg.members.pop(member_id)
+        if not sg.members:
+            sg.shutdown_requested_by = None
         if member.user_endpoint is not None:
             sg.endpoint_epoch += 1
         timers = self.coordinator.timers
@@ -964,6 +1008,13 @@ def _validate(request: StreamsHeartbeatRequest) -> None:
             raise invalid("Active, standby and warmup tasks must be empty when joining.")
     elif request.member_epoch < STATIC_LEAVE_EPOCH:
         raise invalid("MemberEpoch is invalid.")
+    if request.topology is not None:
+        for s in request.topology.subtopologies:
+            for pattern in s.source_topic_regex:
+                try:
+                    re.compile(pattern)
+                except re.error as e:
+                    raise invalid(f"SourceTopicRegex {pattern} is not a valid pattern: {e}") from e
     if request.member_epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
         raise invalid("InstanceId can't be null when leaving with epoch -2.")
 

@@ -76,6 +76,7 @@ def _topology(topology: Any) -> Topology | None:
                     )
                     for g in s.copartition_groups
                 ),
+                tuple(s.source_topic_regex),
             )
             for s in topology.subtopologies
         ),
