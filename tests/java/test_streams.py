@@ -9,15 +9,18 @@ two instances of it sharing the tasks."""
 from __future__ import annotations
 
 import collections
+import json
 import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from odradek.cli.main import main
 from odradek.protocol.errors import ErrorCode
 from odradek.testing import running_broker, wait_until
 from tests.server.conftest import KafkaConnection
@@ -191,8 +194,10 @@ def test_word_count_with_the_streams_protocol(bootstrap: str, tmp_path: Path) ->
 
 
 def test_two_instances_share_the_tasks_with_the_streams_protocol(
-    bootstrap: str, tmp_path: Path
+    bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Two instances of the application: each gets half the tasks (none of them both), the
+    counts are exact, and ``odradek groups`` lists and describes the streams group."""
     suffix = uuid.uuid4().hex[:6]
     app_id = f"wordcount-pair-{suffix}"
     source, sink = f"streams-lines-{suffix}", f"streams-counts-{suffix}"
@@ -234,6 +239,24 @@ def test_two_instances_share_the_tasks_with_the_streams_protocol(
         assert {len(o) for o in owned} == {4}
         produce_lines(bootstrap, source, LINES)
         wait_until(lambda: latest_counts(bootstrap, sink, 2) == word_counts(LINES), 90, 1)
+
+        def run(*args: str) -> Any:
+            capsys.readouterr()
+            assert main(["groups", *args, "--bootstrap-server", bootstrap, "--output", "json"]) == 0
+            return json.loads(capsys.readouterr().out)
+
+        assert {
+            "group": app_id,
+            "type": "streams",
+            "state": "Stable",
+            "protocol_type": "streams",
+        } in run("list")
+        (group,) = run("describe", app_id)
+        assert (group["state"], group["protocol_type"]) == ("Stable", "streams")
+        assigned = sorted(
+            (a["topic"], a["partition"]) for m in group["members"] for a in m["assignment"]
+        )
+        assert [tp for tp in assigned if tp[0] == source] == [(source, p) for p in range(4)]
     finally:
         outs = []
         for app in apps:

@@ -943,9 +943,6 @@ class StreamsGroups:
         log.info("streams group %s: member %s fenced: %s", group_id, member_id, why)
         self._remove(sg, member_id)
 
-    def start_sessions(self, group: Group) -> None:
-        """After loading: the members (none are stored) have nothing to time out."""
-
     # -- StreamsGroupDescribe, ListGroups, DeleteGroups, offsets -------------------------------
 
     def describe(self, group_id: str) -> StreamsGroupDescription:
