@@ -16,12 +16,19 @@ from odradek.coordinator.group.streams_group import (
     StreamsGroupSettings,
     StreamsHeartbeatRequest,
     StreamsHeartbeatResult,
+    StreamsMember,
     Subtopology,
     TaskAssignment,
     TopicSpec,
     Topology,
     assign,
     configure,
+    decode_current,
+    decode_member,
+    decode_topology,
+    encode_current,
+    encode_member,
+    encode_topology,
 )
 from odradek.protocol.errors import ErrorCode
 
@@ -306,27 +313,75 @@ def test_describe_list_and_delete() -> None:
     assert h.coordinator.list_groups() == []
 
 
-def test_a_group_survives_a_restart_with_its_epoch_and_offsets() -> None:
+def test_a_group_survives_a_restart_with_its_members_tasks_and_offsets() -> None:
     h, catalog = ready()
-    a = App(h, "a")
+    a, b = App(h, "a"), App(h, "b")
     a.beat()
+    b.beat()
+    a.beat(report=False)  # a has tasks to revoke when the coordinator goes
     h.coordinator.offsets.commit_offsets(
         CommitRequest("g", a.epoch, "a", None, (OffsetCommit("in", 1, 7),))
     )
+    before = h.coordinator.streams.describe("g")
     after = restarted(h, catalog)
     described = after.coordinator.streams.describe("g")
-    assert described.error == ErrorCode.none and described.group_epoch == 1
-    assert described.state == "Empty"
-    assert App(after, "a").beat(epoch=1).error == ErrorCode.unknown_member_id
-    again = App(after, "a")
-    assert again.beat().member_epoch == 2
+    assert described.error == ErrorCode.none
+    assert (described.group_epoch, described.assignment_epoch) == (2, 2)
+    assert described.topology == WORD_COUNT
+    assert [(m.member, m.target) for m in described.members] == [
+        (m.member, m.target) for m in before.members
+    ]
+    streams = after.coordinator.groups["g"].streams
+    assert streams is not None and streams.members["a"].state is MemberState.UNREVOKED_TASKS
+    # The members go on where they were: a gives up its revoked tasks, b gets them.
+    a.h = b.h = after
+    settle(a, b)
+    assert a.active() | b.active() == every_task() and not a.active() & b.active()
+    assert len(a.active()) == len(b.active()) == 4
     fetched = after.coordinator.offsets.fetch_offsets("g", None)
     assert {tp: c.offset for tp, c in fetched.offsets if c is not None} == {("in", 1): 7}
-    again.leave()
-    after.coordinator.delete_groups(["g"])
-    assert restarted(after, catalog).coordinator.streams.describe("g").error == (
-        ErrorCode.group_id_not_found
+    a.leave()
+    b.leave()
+    assert after.coordinator.delete_groups(["g"]) == {"g": ErrorCode.none}
+    gone = restarted(after, catalog)
+    assert gone.coordinator.streams.describe("g").error == ErrorCode.group_id_not_found
+    assert "g" not in gone.coordinator.groups
+
+
+def test_the_records_round_trip() -> None:
+    member = StreamsMember(
+        "m",
+        "client",
+        "/10.0.0.1",
+        "process",
+        member_epoch=7,
+        previous_member_epoch=5,
+        state=MemberState.UNREVOKED_TASKS,
+        instance_id="i",
+        rack_id="r",
+        rebalance_timeout_ms=1234,
+        topology_epoch=3,
+        user_endpoint=("host", 65000),
+        client_tags=(("zone", "a"),),
+        assigned=TaskAssignment({"0": frozenset({1, 2})}, {"1": frozenset({0})}),
+        revoking=TaskAssignment({"0": frozenset({3})}),
     )
+    restored = decode_current("m", encode_current(member), None)
+    restored = decode_member("m", encode_member(member), restored)
+    assert restored == member
+    topology = Topology(
+        4,
+        (
+            *WORD_COUNT.subtopologies,
+            Subtopology(
+                "2",
+                source_topics=("x", "y"),
+                source_topic_regex=("z.*",),
+                copartition_groups=(((0, 1), ()),),
+            ),
+        ),
+    )
+    assert decode_topology(encode_topology(topology)) == topology
 
 
 def test_group_kinds_do_not_mix() -> None:

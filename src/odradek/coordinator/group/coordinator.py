@@ -78,8 +78,8 @@ from odradek.coordinator.group.streams_group import (
     STREAMS_PROTOCOL_TYPE,
     StreamsGroups,
     StreamsGroupSettings,
-    is_streams_group_key,
 )
+from odradek.coordinator.group.streams_records import is_streams_group_key
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -254,6 +254,7 @@ class GroupCoordinator:
             for member in group.members.values():
                 self.schedule_session(group, member)
             self.consumer.start_sessions(group)
+            self.streams.start_sessions(group)
         self.loading -= done
         self.owned |= done
         if EXPIRE_OFFSETS not in self.timers:

@@ -26,18 +26,12 @@ A heartbeat works as Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``:
   no longer owns them does it take the new epoch; an active task still owned by another member
   is withheld (``UNRELEASED_TASKS``) until that member has given it up.
 
-What is kept in ``__consumer_offsets`` (Kafka's layout, key type 17,
-``StreamsGroupMetadata``)::
-
-    17 StreamsGroupMetadata  key: int16 17, string group
-       value: int16 version 0, int32 epoch, int64 metadata hash (0: none kept),
-              compact array of (compact string key, compact string value, tagged fields)
-              assignment configs, tagged fields
-
-A tombstone deletes the group. Members, the topology and the target assignment are not stored:
-after a coordinator restart or move the group comes back empty with its epoch and offsets, and
-its members rejoin (a heartbeat of an unknown member is UNKNOWN_MEMBER_ID, on which Kafka
-Streams rejoins with epoch 0).
+What is kept in ``__consumer_offsets``: the group's epoch, topology, members, target
+assignment and each member's current assignment, as Kafka 4.3's streams group records
+(:mod:`odradek.coordinator.group.streams_records`), written in the same batch as the step that
+changed them and replayed on load, so a coordinator restart or move keeps the group and its
+members (their sessions start again at load); DeleteGroups writes tombstones for all of them.
+The topology's check against the topics is redone at load.
 
 Timers (the coordinator's): a member missing ``group.streams.session.timeout.ms`` is removed, the
 group epoch bumped and its tasks reassigned; one that has not revoked tasks within its rebalance
@@ -50,12 +44,11 @@ from __future__ import annotations
 import enum
 import logging
 import re
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
-from odradek.coordinator.group import records as rec
+from odradek.coordinator.group import streams_records as srec
 from odradek.coordinator.group.group import Group, GroupState
 from odradek.protocol.errors import ErrorCode
 
@@ -67,11 +60,9 @@ log = logging.getLogger(__name__)
 
 STREAMS_GROUP_TYPE = "streams"
 STREAMS_PROTOCOL_TYPE = "streams"
-STREAMS_GROUP_METADATA_KEY = 17
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
-_VALUE_VERSION = 0
 
 # Kafka's StreamsGroupHeartbeatResponse status codes.
 STALE_TOPOLOGY = 0
@@ -593,39 +584,217 @@ class _Refused(Exception):
 # -- records -----------------------------------------------------------------------------------
 
 
-def is_streams_group_key(key: bytes) -> bool:
-    return len(key) >= 2 and struct.unpack_from(">h", key)[0] == STREAMS_GROUP_METADATA_KEY
+def _listed(tasks: Tasks) -> srec.TaskList:
+    return tuple((s, tuple(sorted(ps))) for s, ps in sorted(tasks.items()) if ps)
 
 
-def encode_key(group_id: str) -> bytes:
-    raw = group_id.encode()
-    return struct.pack(">hh", STREAMS_GROUP_METADATA_KEY, len(raw)) + raw
+def _unlisted(listed: srec.TaskList) -> dict[str, frozenset[int]]:
+    return {s: frozenset(ps) for s, ps in listed if ps}
 
 
-def _compact(text: str) -> bytes:
-    raw = text.encode()
-    return rec.encode_uvarint(len(raw) + 1) + raw
+def _topic_info(w: srec.Writer, t: TopicSpec) -> None:
+    w.compact_string(t.name)
+    w.int32(t.partitions)
+    w.int16(t.replication_factor)
+    w.pairs(t.configs)
+    w.no_tags()
 
 
-def encode_value(epoch: int, configs: Iterable[tuple[str, str]] = ()) -> bytes:
-    items = list(configs)
-    body = struct.pack(">hiq", _VALUE_VERSION, epoch, 0) + rec.encode_uvarint(len(items) + 1)
-    for k, v in items:
-        body += _compact(k) + _compact(v) + b"\x00"
-    return body + b"\x00"
+def _read_topic_info(r: srec.Reader) -> TopicSpec:
+    spec = TopicSpec(r.text(), r.int32(), r.int16(), r.pairs())
+    r.skip_tags()
+    return spec
 
 
-def decode_key(key: bytes) -> str:
-    reader = rec.RecordReader(key)
-    if reader.int16() != STREAMS_GROUP_METADATA_KEY:
-        raise rec.RecordFormatError("not a streams group key")
-    return reader.string()
+def encode_metadata(epoch: int, configs: Iterable[tuple[str, str]]) -> bytes:
+    w = srec.Writer()
+    w.int32(epoch)
+    w.int64(0)
+    w.pairs(configs)
+    return w.done()
 
 
-def decode_value(value: bytes) -> int:
-    reader = rec.RecordReader(value)
-    reader.int16()
-    return reader.int32()
+def encode_topology(topology: Topology) -> bytes:
+    w = srec.Writer()
+    w.int32(topology.epoch)
+    w.uvarint(len(topology.subtopologies) + 1)
+    for s in topology.subtopologies:
+        w.compact_string(s.subtopology_id)
+        w.strings(s.source_topics)
+        w.strings(s.source_topic_regex)
+        w.uvarint(len(s.state_changelog_topics) + 1)
+        for t in s.state_changelog_topics:
+            _topic_info(w, t)
+        w.strings(s.repartition_sink_topics)
+        w.uvarint(len(s.repartition_source_topics) + 1)
+        for t in s.repartition_source_topics:
+            _topic_info(w, t)
+        w.uvarint(len(s.copartition_groups) + 1)
+        for sources, repartitions in s.copartition_groups:
+            w.int16s(sources)
+            w.int16s(())
+            w.int16s(repartitions)
+            w.no_tags()
+        w.no_tags()
+    return w.done()
+
+
+def decode_topology(data: bytes) -> Topology:
+    r = srec.Reader(data)
+    epoch = r.int32()
+    subtopologies = []
+    for _ in range(r.count()):
+        subtopology_id = r.text()
+        sources = r.strings()
+        regex = r.strings()
+        changelogs = tuple(_read_topic_info(r) for _ in range(r.count()))
+        sinks = r.strings()
+        repartitions = tuple(_read_topic_info(r) for _ in range(r.count()))
+        groups = []
+        for _ in range(r.count()):
+            group_sources = r.int16s()
+            r.int16s()
+            group_repartitions = r.int16s()
+            r.skip_tags()
+            groups.append((group_sources, group_repartitions))
+        r.skip_tags()
+        subtopologies.append(
+            Subtopology(
+                subtopology_id, sources, sinks, repartitions, changelogs, tuple(groups), regex
+            )
+        )
+    return Topology(epoch, tuple(subtopologies))
+
+
+def encode_member(m: StreamsMember) -> bytes:
+    w = srec.Writer()
+    w.compact_string(m.instance_id)
+    w.compact_string(m.rack_id)
+    w.compact_string(m.client_id)
+    w.compact_string(m.client_host)
+    w.int32(m.rebalance_timeout_ms)
+    w.int32(m.topology_epoch)
+    w.compact_string(m.process_id)
+    if m.user_endpoint is None:
+        w.int8(-1)
+    else:
+        w.int8(1)
+        w.compact_string(m.user_endpoint[0])
+        w.int16(m.user_endpoint[1] - 0x10000 if m.user_endpoint[1] > 0x7FFF else m.user_endpoint[1])
+        w.no_tags()
+    w.pairs(m.client_tags)
+    return w.done()
+
+
+def decode_member(member_id: str, data: bytes, into: StreamsMember | None) -> StreamsMember:
+    r = srec.Reader(data)
+    instance_id = r.compact_string()
+    rack_id = r.compact_string()
+    client_id, client_host = r.text(), r.text()
+    rebalance_timeout_ms, topology_epoch = r.int32(), r.int32()
+    process_id = r.text()
+    endpoint = None
+    if r.int8() >= 0:
+        endpoint = (r.text(), r.uint16())
+        r.skip_tags()
+    tags = r.pairs()
+    base = into or StreamsMember(member_id, client_id, client_host, process_id)
+    return replace(
+        base,
+        client_id=client_id,
+        client_host=client_host,
+        process_id=process_id,
+        instance_id=instance_id,
+        rack_id=rack_id,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        topology_epoch=topology_epoch,
+        user_endpoint=endpoint,
+        client_tags=tags,
+    )
+
+
+def encode_target_epoch(epoch: int, timestamp_ms: int) -> bytes:
+    w = srec.Writer()
+    w.int32(epoch)
+    w.int64(timestamp_ms)
+    return w.done()
+
+
+def encode_assignment(a: TaskAssignment) -> bytes:
+    w = srec.Writer()
+    for tasks in (a.active, a.standby, a.warmup):
+        w.tasks(_listed(tasks))
+    return w.done()
+
+
+def decode_assignment(data: bytes) -> TaskAssignment:
+    r = srec.Reader(data)
+    return TaskAssignment(*(_unlisted(r.tasks()) for _ in range(3)))
+
+
+_STATE_CODES = {
+    MemberState.STABLE: 0,
+    MemberState.UNREVOKED_TASKS: 1,
+    MemberState.UNRELEASED_TASKS: 2,
+}
+
+
+def encode_current(m: StreamsMember) -> bytes:
+    w = srec.Writer()
+    w.int32(m.member_epoch)
+    w.int32(m.previous_member_epoch)
+    w.int8(_STATE_CODES[m.state])
+    for a in (m.assigned, m.revoking):
+        for tasks in (a.active, a.standby, a.warmup):
+            w.tasks(_listed(tasks))
+    return w.done()
+
+
+def decode_current(member_id: str, data: bytes, into: StreamsMember | None) -> StreamsMember:
+    r = srec.Reader(data)
+    epoch, previous = r.int32(), r.int32()
+    code = r.int8()
+    state = next((s for s, c in _STATE_CODES.items() if c == code), MemberState.STABLE)
+    assigned = TaskAssignment(*(_unlisted(r.tasks()) for _ in range(3)))
+    revoking = TaskAssignment(*(_unlisted(r.tasks()) for _ in range(3)))
+    base = into or StreamsMember(member_id, "", "", "")
+    return replace(
+        base,
+        member_epoch=epoch,
+        previous_member_epoch=previous,
+        state=state,
+        assigned=assigned,
+        revoking=revoking,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Before:
+    """What a group was before an operation, to write only what the operation changed."""
+
+    epoch: int
+    assignment_epoch: int
+    topology: Topology | None
+    members: dict[str, StreamsMember]
+    target: dict[str, TaskAssignment]
+
+
+def _member_fields(m: StreamsMember) -> tuple[object, ...]:
+    return (
+        m.instance_id,
+        m.rack_id,
+        m.client_id,
+        m.client_host,
+        m.rebalance_timeout_ms,
+        m.topology_epoch,
+        m.process_id,
+        m.user_endpoint,
+        m.client_tags,
+    )
+
+
+def _current_fields(m: StreamsMember) -> tuple[object, ...]:
+    return (m.member_epoch, m.previous_member_epoch, m.state, m.assigned, m.revoking)
 
 
 # -- the operations ----------------------------------------------------------------------------
@@ -645,19 +814,99 @@ class StreamsGroups:
     # -- loading -------------------------------------------------------------------------------
 
     def replay(self, key: bytes, value: bytes | None) -> None:
-        group_id = decode_key(key)
+        decoded = srec.decode_key(key)
         groups = self.coordinator.groups
-        group = groups.get(group_id)
+        group = groups.get(decoded.group)
         if value is None:
-            if group is not None and group.streams is not None:
+            sg = None if group is None else group.streams
+            if sg is None:
+                return
+            if decoded.kind == srec.METADATA:
+                assert group is not None
                 group.streams = None
+            elif decoded.kind == srec.TOPOLOGY:
+                sg.topology = None
+            elif decoded.kind == srec.TARGET_ASSIGNMENT_MEMBER:
+                sg.target.pop(decoded.member_id or "", None)
+            elif decoded.kind in (srec.MEMBER_METADATA, srec.CURRENT_MEMBER_ASSIGNMENT):
+                sg.members.pop(decoded.member_id or "", None)
             return
-        epoch = decode_value(value)
         if group is None:
-            group = groups[group_id] = Group(group_id, self.coordinator.clock.time_ms())
+            group = groups[decoded.group] = Group(decoded.group, self.coordinator.clock.time_ms())
         if group.streams is None:
-            group.streams = StreamsGroup(group_id)
-        group.streams.epoch = group.streams.assignment_epoch = epoch
+            group.streams = StreamsGroup(decoded.group)
+        sg = group.streams
+        member_id = decoded.member_id or ""
+        if decoded.kind == srec.METADATA:
+            sg.epoch = srec.Reader(value).int32()
+        elif decoded.kind == srec.TOPOLOGY:
+            sg.topology = decode_topology(value)
+        elif decoded.kind == srec.TARGET_ASSIGNMENT_METADATA:
+            sg.assignment_epoch = srec.Reader(value).int32()
+        elif decoded.kind == srec.TARGET_ASSIGNMENT_MEMBER:
+            sg.target[member_id] = decode_assignment(value)
+        elif decoded.kind == srec.MEMBER_METADATA:
+            sg.members[member_id] = decode_member(member_id, value, sg.members.get(member_id))
+        else:
+            sg.members[member_id] = decode_current(member_id, value, sg.members.get(member_id))
+
+    def start_sessions(self, group: Group) -> None:
+        """After loading: the members get their sessions again, and the topology is checked
+        against the topics as they are now."""
+        sg = group.streams
+        if sg is None:
+            return
+        if sg.topology is not None:
+            sg.resolved = resolve(sg.topology, self.topics.topic_names())
+            sg.topics_seen = self._partitions_of(sg.resolved)
+            sg.configured = configure(sg.resolved, sg.topics_seen)
+        for member_id in sg.members:
+            self._schedule_session(sg.group_id, member_id)
+
+    def _before(self, sg: StreamsGroup) -> _Before:
+        return _Before(
+            sg.epoch, sg.assignment_epoch, sg.topology, dict(sg.members), dict(sg.target)
+        )
+
+    def _persist(self, sg: StreamsGroup, before: _Before) -> None:
+        """Write what changed since ``before``, in Kafka's order: the group, its topology, the
+        members, the target assignment, the current assignments."""
+        group_id = sg.group_id
+        records: list[tuple[bytes, bytes | None]] = []
+
+        def key(kind: int, member_id: str | None = None) -> bytes:
+            return srec.encode_key(srec.StreamsKey(kind, group_id, member_id))
+
+        if sg.epoch != before.epoch:
+            records.append((key(srec.METADATA), encode_metadata(sg.epoch, self._configs())))
+        if sg.topology != before.topology and sg.topology is not None:
+            records.append((key(srec.TOPOLOGY), encode_topology(sg.topology)))
+        for member_id in before.members:
+            if member_id not in sg.members:
+                records.append((key(srec.CURRENT_MEMBER_ASSIGNMENT, member_id), None))
+                records.append((key(srec.TARGET_ASSIGNMENT_MEMBER, member_id), None))
+                records.append((key(srec.MEMBER_METADATA, member_id), None))
+        for member_id, m in sg.members.items():
+            old_member = before.members.get(member_id)
+            if old_member is None or _member_fields(old_member) != _member_fields(m):
+                records.append((key(srec.MEMBER_METADATA, member_id), encode_member(m)))
+        if sg.assignment_epoch != before.assignment_epoch:
+            for member_id, a in sg.target.items():
+                if before.target.get(member_id) != a:
+                    records.append(
+                        (key(srec.TARGET_ASSIGNMENT_MEMBER, member_id), encode_assignment(a))
+                    )
+            records.append(
+                (
+                    key(srec.TARGET_ASSIGNMENT_METADATA),
+                    encode_target_epoch(sg.assignment_epoch, self.coordinator.clock.time_ms()),
+                )
+            )
+        for member_id, m in sg.members.items():
+            old_member = before.members.get(member_id)
+            if old_member is None or _current_fields(old_member) != _current_fields(m):
+                records.append((key(srec.CURRENT_MEMBER_ASSIGNMENT, member_id), encode_current(m)))
+        self.coordinator.write(group_id, records)
 
     # -- StreamsGroupHeartbeat -----------------------------------------------------------------
 
@@ -707,6 +956,7 @@ class StreamsGroups:
         group = self._group_for(request)
         sg = group.streams
         assert sg is not None
+        snapshot = self._before(sg)
         member = sg.members.get(request.member_id)
         if request.member_epoch == JOIN_EPOCH and member is not None:
             # Rejoining (it lost its tasks): as a new member under the same id.
@@ -777,7 +1027,6 @@ class StreamsGroups:
         if seen != sg.topics_seen or resolved != sg.resolved:
             bump = True
         sg.members[member.member_id] = member
-        epoch_before = sg.epoch
         if bump:
             sg.epoch += 1
             sg.topics_seen = seen
@@ -795,10 +1044,7 @@ class StreamsGroups:
             creatable = configured.missing_internal
         self._schedule_session(sg.group_id, member.member_id)
         self._schedule_revocation(sg, member, before)
-        if sg.epoch != epoch_before:
-            self.coordinator.write(
-                sg.group_id, [(encode_key(sg.group_id), encode_value(sg.epoch, self._configs()))]
-            )
+        self._persist(sg, snapshot)
         send = (
             joining
             or request.owned is not None
@@ -897,6 +1143,7 @@ class StreamsGroups:
         )
 
     def _remove(self, sg: StreamsGroup, member_id: str) -> None:
+        snapshot = self._before(sg)
         member = sg.members.pop(member_id)
         if not sg.members:
             sg.shutdown_requested_by = None
@@ -908,9 +1155,7 @@ class StreamsGroups:
         sg.epoch += 1
         sg.target.pop(member_id, None)
         self._new_target(sg)
-        self.coordinator.write(
-            sg.group_id, [(encode_key(sg.group_id), encode_value(sg.epoch, self._configs()))]
-        )
+        self._persist(sg, snapshot)
 
     def _schedule_session(self, group_id: str, member_id: str) -> None:
         coordinator = self.coordinator
@@ -970,7 +1215,21 @@ class StreamsGroups:
         )
 
     def delete_records(self, group: Group) -> list[tuple[bytes, bytes | None]]:
-        return [(encode_key(group.group_id), None)]
+        sg = group.streams
+        records: list[tuple[bytes, bytes | None]] = []
+        if sg is not None:
+            for member_id in sg.members:
+                for kind in (
+                    srec.CURRENT_MEMBER_ASSIGNMENT,
+                    srec.TARGET_ASSIGNMENT_MEMBER,
+                    srec.MEMBER_METADATA,
+                ):
+                    records.append(
+                        (srec.encode_key(srec.StreamsKey(kind, group.group_id, member_id)), None)
+                    )
+        for kind in (srec.TARGET_ASSIGNMENT_METADATA, srec.TOPOLOGY, srec.METADATA):
+            records.append((srec.encode_key(srec.StreamsKey(kind, group.group_id)), None))
+        return records
 
     def check_commit(self, sg: StreamsGroup, member_id: str, member_epoch: int) -> ErrorCode:
         """An OffsetCommit to a streams group (Kafka's ``StreamsGroup.validateOffsetCommit``):
