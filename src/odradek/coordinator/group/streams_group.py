@@ -606,11 +606,12 @@ def _read_topic_info(r: srec.Reader) -> TopicSpec:
     return spec
 
 
-def encode_metadata(epoch: int, configs: Iterable[tuple[str, str]]) -> bytes:
+def encode_metadata(epoch: int) -> bytes:
+    # Kafka's tagged fields (the validated topology epoch, the last assignment configs) are
+    # left out: a reader takes their defaults (not validated, none).
     w = srec.Writer()
     w.int32(epoch)
     w.int64(0)
-    w.pairs(configs)
     return w.done()
 
 
@@ -878,7 +879,7 @@ class StreamsGroups:
             return srec.encode_key(srec.StreamsKey(kind, group_id, member_id))
 
         if sg.epoch != before.epoch:
-            records.append((key(srec.METADATA), encode_metadata(sg.epoch, self._configs())))
+            records.append((key(srec.METADATA), encode_metadata(sg.epoch)))
         if sg.topology != before.topology and sg.topology is not None:
             records.append((key(srec.TOPOLOGY), encode_topology(sg.topology)))
         for member_id in before.members:
@@ -1065,9 +1066,6 @@ class StreamsGroups:
             endpoints=endpoints,
             creatable_topics=creatable,
         )
-
-    def _configs(self) -> list[tuple[str, str]]:
-        return [("num.standby.replicas", str(self.settings.num_standby_replicas))]
 
     def _partitions_of(self, topology: Topology | None) -> dict[str, int]:
         if topology is None:

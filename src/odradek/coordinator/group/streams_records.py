@@ -6,8 +6,8 @@ Six kinds, keyed by the group (and the member where it is per member), the types
 flexible body)::
 
     17 StreamsGroupMetadata               key: group
-       value: int32 epoch, int64 metadata hash (0: none kept),
-              []{string key, string value} last assignment configs
+       value: int32 epoch, int64 metadata hash (0: none kept); tagged: 0 validated
+              topology epoch, 1 last assignment configs (odradek writes neither)
     19 StreamsGroupMemberMetadata         key: group, member
        value: string? instance id, string? rack id, string client id, string client host,
               int32 rebalance timeout ms, int32 topology epoch, string process id,
