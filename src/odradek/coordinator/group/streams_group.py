@@ -714,10 +714,10 @@ def decode_member(member_id: str, data: bytes, into: StreamsMember | None) -> St
     )
 
 
-def encode_target_epoch(epoch: int, timestamp_ms: int) -> bytes:
+def encode_target_epoch(epoch: int) -> bytes:
+    # The assignment timestamp is a tagged field in Kafka 4.3, left out (it reads as 0).
     w = srec.Writer()
     w.int32(epoch)
-    w.int64(timestamp_ms)
     return w.done()
 
 
@@ -900,7 +900,7 @@ class StreamsGroups:
             records.append(
                 (
                     key(srec.TARGET_ASSIGNMENT_METADATA),
-                    encode_target_epoch(sg.assignment_epoch, self.coordinator.clock.time_ms()),
+                    encode_target_epoch(sg.assignment_epoch),
                 )
             )
         for member_id, m in sg.members.items():
