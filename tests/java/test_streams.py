@@ -301,3 +301,64 @@ def test_the_streams_protocol_word_count_outlives_a_broker_restart(tmp_path: Pat
             out = app.stdout.read()
             app.wait(60)
         assert "closed" in out.splitlines(), out
+
+
+def test_standby_tasks_with_the_streams_protocol(tmp_path: Path) -> None:
+    """group.streams.num.standby.replicas=1 on the broker: each of two instances holds a
+    standby of every stateful task the other runs (none of stateless ones), and the counts are
+    exact."""
+    suffix = uuid.uuid4().hex[:6]
+    app_id = f"wordcount-standby-{suffix}"
+    source, sink = f"streams-lines-{suffix}", f"streams-counts-{suffix}"
+    with running_broker(
+        tmp_path / "broker",
+        group_initial_rebalance_delay_ms="0",
+        group_streams_num_standby_replicas="1",
+    ) as broker:
+        bootstrap = broker.bootstrap
+        create_topic(bootstrap, source, 2)
+        create_topic(bootstrap, sink, 2)
+        apps = [
+            start_java(
+                "JavaStreams",
+                bootstrap,
+                app_id,
+                source,
+                sink,
+                str(tmp_path / f"state{i}"),
+                "at_least_once",
+                "streams",
+                log=tmp_path / f"app{i}.log",
+            )
+            for i in range(2)
+        ]
+        try:
+
+            def tasks(kind: str) -> list[set[tuple[str, int]]]:
+                described = streams_group(bootstrap, app_id)
+                return [
+                    {
+                        (t.subtopology_id, p)
+                        for t in getattr(m.assignment, kind)
+                        for p in t.partitions
+                    }
+                    for m in described.members
+                ]
+
+            def placed() -> bool:
+                active, standby = tasks("active_tasks"), tasks("standby_tasks")
+                return len(active) == 2 and all(active) and all(standby)
+
+            wait_until(placed, 90, 1)
+            active, standby = tasks("active_tasks"), tasks("standby_tasks")
+            # Only the counting subtopology (1) has a store, so only its tasks have standbys.
+            assert standby[0] == {t for t in active[1] if t[0] == "1"}
+            assert standby[1] == {t for t in active[0] if t[0] == "1"}
+            produce_lines(bootstrap, source, LINES)
+            wait_until(lambda: latest_counts(bootstrap, sink, 2) == word_counts(LINES), 90, 1)
+        finally:
+            for app in apps:
+                assert app.stdin is not None
+                app.stdin.close()
+            for app in apps:
+                app.wait(60)

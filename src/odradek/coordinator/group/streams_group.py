@@ -293,6 +293,11 @@ def topology_topics(topology: Topology) -> set[str]:
     return names
 
 
+def stateful_subtopologies(topology: Topology) -> list[str]:
+    """The subtopologies with state stores (changelog topics): the only ones with standbys."""
+    return [s.subtopology_id for s in topology.subtopologies if s.state_changelog_topics]
+
+
 def input_topics(topology: Topology | None) -> set[str]:
     """The topics whose offsets the group commits (source and repartition source topics)."""
     if topology is None:
@@ -390,12 +395,14 @@ def assign(
     members: Mapping[str, tuple[str, TaskAssignment]],
     tasks: Mapping[str, int],
     num_standby: int,
+    stateful: Iterable[str] | None = None,
 ) -> dict[str, TaskAssignment]:
     """The target assignment of Kafka's sticky task assignor, as far as it goes here:
     ``members`` is member id -> (process id, what it holds now). Every task is active on exactly
     one member; active counts differ by at most one; a member keeps what it had as far as the
     balance allows; each task gets up to ``num_standby`` standby copies on processes other than
-    its active one's (and each other's), preferring those that had it."""
+    its active one's (and each other's), preferring those that had it — only tasks of the
+    ``stateful`` subtopologies (those with state stores; None: all) get standbys, as Kafka's."""
     if not members:
         return {}
     ids = sorted(members)
@@ -428,7 +435,10 @@ def assign(
     standby: dict[str, set[tuple[str, int]]] = {m: set() for m in ids}
     if num_standby > 0:
         process = {m: members[m][0] for m in ids}
+        with_state = set(tasks if stateful is None else stateful)
         for t in every:
+            if t[0] not in with_state:
+                continue
             used = {process[owner[t]]}
             for _ in range(num_standby):
                 candidates = [m for m in ids if process[m] not in used]
@@ -1084,6 +1094,7 @@ class StreamsGroups:
             {m.member_id: (m.process_id, m.assigned) for m in sg.members.values()},
             tasks,
             self.settings.num_standby_replicas,
+            [] if sg.resolved is None else stateful_subtopologies(sg.resolved),
         )
         sg.assignment_epoch = sg.epoch
 
