@@ -462,3 +462,25 @@ def test_a_shutdown_request_reaches_every_member() -> None:
     )
     assert SHUTDOWN_APPLICATION in [s.code for s in result.statuses]
     assert SHUTDOWN_APPLICATION in [s.code for s in b.beat().statuses]
+
+
+def test_group_configs_override_the_broker_settings() -> None:
+    h, _ = ready()
+    own: dict[str, str] = {}
+    h.coordinator.streams.group_configs = lambda group: own
+    a, b = App(h, "a"), App(h, "b")
+    a.beat()
+    b.beat()
+    settle(a, b)
+    assert a.standby() == b.standby() == set()
+    own.update({"streams.num.standby.replicas": "1", "streams.heartbeat.interval.ms": "700"})
+    assert a.beat().heartbeat_interval_ms == 700
+    settle(a, b)
+    assert a.standby() | b.standby() == {("1", p) for p in range(4)}
+    assert not a.standby() & a.active() and not b.standby() & b.active()
+    own["streams.session.timeout.ms"] = "1000"
+    a.beat()
+    b.beat()
+    h.run_for(1_500)
+    streams = h.coordinator.groups["g"].streams
+    assert streams is not None and streams.members == {}

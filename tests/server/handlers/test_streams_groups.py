@@ -203,3 +203,46 @@ def test_acls(alice: HandlerCaller, secured: BrokerServices) -> None:
     bob = alice.with_session(Session("10.0.0.3:4000", principal="User:bob"))
     described = bob.call(DESCRIBE, 0, group_ids=["app"]).groups[0]
     assert described.error_code == ErrorCode.group_authorization_failed
+
+
+def test_streams_group_configs(handlers: HandlerCaller, services: BrokerServices) -> None:
+    """streams.* group configs (resource type GROUP): described with the broker's values as
+    defaults, altered, and taken by the group's next heartbeat."""
+    describe_configs, incremental_alter_configs, group_resource = 32, 44, 32
+
+    def described() -> dict[str, tuple[str, int]]:
+        (result,) = handlers.call(
+            describe_configs,
+            4,
+            resources=[
+                {
+                    "resource_type": group_resource,
+                    "resource_name": "app",
+                    "configuration_keys": None,
+                }
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        ).results
+        return {c.name: (c.value, int(c.config_source)) for c in result.configs}
+
+    assert described()["streams.num.standby.replicas"] == ("0", 5)
+    assert described()["streams.session.timeout.ms"] == ("45000", 5)
+    (altered,) = handlers.call(
+        incremental_alter_configs,
+        1,
+        resources=[
+            {
+                "resource_type": group_resource,
+                "resource_name": "app",
+                "configs": [
+                    {"name": "streams.heartbeat.interval.ms", "config_operation": 0, "value": "900"}
+                ],
+            }
+        ],
+        validate_only=False,
+    ).responses
+    assert altered.error_code == ErrorCode.none
+    assert described()["streams.heartbeat.interval.ms"] == ("900", 8)
+    asyncio.run(services.topics.create_topic("lines", 1, 1))
+    assert heartbeat(handlers, "m1", 0).heartbeat_interval == 900 * MS

@@ -38,7 +38,7 @@ from odradek.coordinator.common.runtime import CoordinatorRuntime
 from odradek.coordinator.group.assignors import ASSIGNORS, TopicInfo, assignor_names
 from odradek.coordinator.group.consumer_group import ConsumerGroupSettings
 from odradek.coordinator.group.coordinator import GroupConfig, GroupCoordinator
-from odradek.coordinator.group.group_configs import GroupConfigs
+from odradek.coordinator.group.group_configs import STREAMS_DEFAULTS, GroupConfigs
 from odradek.coordinator.group.messages import NO_PRODUCER_ID
 from odradek.coordinator.group.share_group import ShareGroupSettings
 from odradek.coordinator.group.streams_group import StreamsGroupSettings
@@ -204,10 +204,13 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
         self.offsets_topic = OffsetsTopic(topics, config, clock)
         coordinator = GroupCoordinator(group_config(config, self.offsets_topic.partitions), clock)
         coordinator.consumer.topics = TopicsCatalog(topics)
-        # The groups' own configs (share.*), as this broker last read them.
+        # The groups' own configs (share.*, streams.*), as this broker last read them.
         self.group_configs = GroupConfigs(
-            topics.store, config.get_int("group.share.record.lock.duration.ms")
+            topics.store,
+            config.get_int("group.share.record.lock.duration.ms"),
+            {name: config.get_int(broker) for name, broker in STREAMS_DEFAULTS.items()},
         )
+        coordinator.streams.group_configs = self.group_configs.configs
         super().__init__(
             self.offsets_topic,
             coordinator,

@@ -44,7 +44,7 @@ from __future__ import annotations
 import enum
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -372,6 +372,8 @@ class StreamsGroup:
     members: dict[str, StreamsMember] = field(default_factory=dict)
     target: dict[str, TaskAssignment] = field(default_factory=dict)
     endpoint_epoch: int = 0
+    # The standby replicas per stateful task the target assignment was made with.
+    num_standby_replicas: int = 0
     # The member that asked the application to shut down (KIP-1071's SHUTDOWN_APPLICATION).
     shutdown_requested_by: str | None = None
 
@@ -817,6 +819,26 @@ class StreamsGroups:
     def __init__(self, coordinator: GroupCoordinator, settings: StreamsGroupSettings) -> None:
         self.coordinator = coordinator
         self.settings = settings
+        # A group's own configs (streams.*: group configs, read by the broker before a
+        # heartbeat), overriding ``settings``; none without a broker.
+        self.group_configs: Callable[[str], Mapping[str, str]] = lambda _: {}
+
+    def settings_of(self, group_id: str) -> StreamsGroupSettings:
+        own = self.group_configs(group_id)
+
+        def value(name: str, default: int) -> int:
+            try:
+                return int(own[name])
+            except (KeyError, ValueError):
+                return default
+
+        s = self.settings
+        return replace(
+            s,
+            heartbeat_interval_ms=value("streams.heartbeat.interval.ms", s.heartbeat_interval_ms),
+            session_timeout_ms=value("streams.session.timeout.ms", s.session_timeout_ms),
+            num_standby_replicas=value("streams.num.standby.replicas", s.num_standby_replicas),
+        )
 
     @property
     def topics(self) -> TopicCatalog:
@@ -871,6 +893,7 @@ class StreamsGroups:
             sg.resolved = resolve(sg.topology, self.topics.topic_names())
             sg.topics_seen = self._partitions_of(sg.resolved)
             sg.configured = configure(sg.resolved, sg.topics_seen)
+        sg.num_standby_replicas = self.settings_of(sg.group_id).num_standby_replicas
         for member_id in sg.members:
             self._schedule_session(sg.group_id, member_id)
 
@@ -1037,6 +1060,11 @@ class StreamsGroups:
         seen = self._partitions_of(resolved)
         if seen != sg.topics_seen or resolved != sg.resolved:
             bump = True
+        settings = self.settings_of(sg.group_id)
+        if settings.num_standby_replicas != sg.num_standby_replicas:
+            # A changed streams.num.standby.replicas makes a new assignment (as Kafka).
+            sg.num_standby_replicas = settings.num_standby_replicas
+            bump = True
         sg.members[member.member_id] = member
         if bump:
             sg.epoch += 1
@@ -1069,7 +1097,7 @@ class StreamsGroups:
             ErrorCode.none,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
             statuses=tuple(statuses),
             assignment=member.assigned if send else None,
             endpoint_information_epoch=sg.endpoint_epoch,
@@ -1093,7 +1121,7 @@ class StreamsGroups:
         sg.target = assign(
             {m.member_id: (m.process_id, m.assigned) for m in sg.members.values()},
             tasks,
-            self.settings.num_standby_replicas,
+            sg.num_standby_replicas,
             [] if sg.resolved is None else stateful_subtopologies(sg.resolved),
         )
         sg.assignment_epoch = sg.epoch
@@ -1170,7 +1198,7 @@ class StreamsGroups:
         coordinator = self.coordinator
         coordinator.timers.schedule(
             ("streams-session", group_id, member_id),
-            coordinator.clock.monotonic_ms() + self.settings.session_timeout_ms,
+            coordinator.clock.monotonic_ms() + self.settings_of(group_id).session_timeout_ms,
             lambda: self._expire(group_id, member_id, "its session expired"),
         )
 

@@ -171,6 +171,8 @@ async def handle_streams_group_heartbeat(ctx: RequestContext, request: Any) -> R
             f"not authorized to describe {', '.join(sorted(hidden))}",
         )
     else:
+        # The group's own configs (streams.*) are known before the coordinator needs them.
+        await ctx.services.groups.group_configs.ensure(heartbeat.group_id)
         try:
             result = await ctx.services.groups.write(
                 heartbeat.group_id,
