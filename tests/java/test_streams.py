@@ -347,7 +347,8 @@ def test_standby_tasks_with_the_streams_protocol(tmp_path: Path) -> None:
 
             def placed() -> bool:
                 active, standby = tasks("active_tasks"), tasks("standby_tasks")
-                return len(active) == 2 and all(active) and all(standby)
+                stateful = {("1", p) for p in range(2)}
+                return len(active) == 2 and all(active) and standby[0] | standby[1] == stateful
 
             wait_until(placed, 90, 1)
             active, standby = tasks("active_tasks"), tasks("standby_tasks")
