@@ -484,3 +484,13 @@ def test_group_configs_override_the_broker_settings() -> None:
     h.run_for(1_500)
     streams = h.coordinator.groups["g"].streams
     assert streams is not None and streams.members == {}
+
+
+def test_each_member_gets_tasks_of_every_subtopology() -> None:
+    h, _ = ready()
+    a, b = App(h, "a"), App(h, "b")
+    a.beat()
+    b.beat()
+    settle(a, b)
+    for app in (a, b):
+        assert {s for s, _ in app.active()} == {"0", "1"}

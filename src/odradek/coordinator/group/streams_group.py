@@ -408,7 +408,13 @@ def assign(
     if not members:
         return {}
     ids = sorted(members)
-    every = sorted((s, p) for s, n in tasks.items() for p in range(n))
+
+    # Partition-major order: what a member keeps or gets spreads over the subtopologies
+    # (stateless and stateful alike) rather than taking one subtopology whole.
+    def spread(task: tuple[str, int]) -> tuple[int, str]:
+        return task[1], task[0]
+
+    every = sorted(((s, p) for s, n in tasks.items() for p in range(n)), key=spread)
     base, extra = divmod(len(every), len(ids))
     active: dict[str, list[tuple[str, int]]] = {m: [] for m in ids}
     owner: dict[tuple[str, int], str] = {}
@@ -417,7 +423,7 @@ def assign(
     # member order) up to one more while members may still take an extra task.
     extras_left = extra
     for m in ids:
-        held = sorted(_pairs(members[m][1].active) & valid)
+        held = sorted(_pairs(members[m][1].active) & valid, key=spread)
         for t in held:
             if t in owner:
                 continue
