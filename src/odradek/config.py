@@ -1169,7 +1169,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "group.streams.num.standby.replicas",
             ConfigType.INT,
             "0",
-            "standby replicas of each task of a streams group",
+            "standby replicas of each stateful task of a streams group",
             _at_least(0),
         ),
         ConfigDef(
