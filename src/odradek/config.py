@@ -1199,6 +1199,35 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "most share sessions (ShareFetch) a broker keeps",
             _at_least(1),
         ),
+        # Streams groups (KIP-1071; odradek.coordinator.group.streams_group).
+        ConfigDef(
+            "group.streams.heartbeat.interval.ms",
+            ConfigType.INT,
+            "5000",
+            "how often streams group members heartbeat",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "group.streams.session.timeout.ms",
+            ConfigType.INT,
+            "45000",
+            "how long a streams group member may go without a heartbeat",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "group.streams.max.size",
+            ConfigType.INT,
+            "2147483647",
+            "most members of a streams group",
+            _at_least(1),
+        ),
+        ConfigDef(
+            "group.streams.num.standby.replicas",
+            ConfigType.INT,
+            "0",
+            "standby replicas of each stateful task of a streams group",
+            _at_least(0),
+        ),
         ConfigDef(
             "group.consumer.migration.policy",
             ConfigType.STRING,

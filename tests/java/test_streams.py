@@ -2,20 +2,28 @@
 state store, its changelog and a repartition topic, run with processing.guarantee
 exactly_once_v2 (transactions: a producer per thread, offsets committed in the transaction) and
 at_least_once; its output is read back by a read_committed consumer. The exactly-once run is
-restarted without its local state, which it rebuilds from the changelog topic."""
+restarted without its local state, which it rebuilds from the changelog topic. The same with
+group.protocol=streams (KIP-1071: the broker assigns the tasks, creates the internal topics), and
+two instances of it sharing the tasks."""
 
 from __future__ import annotations
 
 import collections
+import json
 import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from odradek.testing import wait_until
+from odradek.cli.main import main
+from odradek.protocol.errors import ErrorCode
+from odradek.testing import running_broker, wait_until
+from tests.server.conftest import KafkaConnection
 
 from .support import create_topic, start_java
 
@@ -68,10 +76,14 @@ def word_counts(lines: list[str]) -> collections.Counter[str]:
 def run_word_count(
     bootstrap: str, app_id: str, source: str, sink: str, state: Path, guarantee: str,
     log: Path, expected: dict[str, int], feed: Callable[[], None] = lambda: None,
+    protocol: str = "classic",
 ) -> list[str]:  # fmt: skip
     """Run JavaStreams until the sink's latest counts are ``expected`` (``feed`` called once it
-    runs), close it and return what it printed, after checking it ran and closed cleanly."""
-    app = start_java("JavaStreams", bootstrap, app_id, source, sink, str(state), guarantee, log=log)
+    runs), close it and return what it printed, after checking it ran and closed cleanly.
+    ``protocol`` is its group.protocol (classic, or streams: KIP-1071)."""
+    app = start_java(
+        "JavaStreams", bootstrap, app_id, source, sink, str(state), guarantee, protocol, log=log
+    )
     try:
         feed()
         try:
@@ -139,3 +151,215 @@ def test_word_count_exactly_once_restarts_from_its_changelog(
     assert {(store, topic) for store, topic, _, _ in restored} == {("counts", changelog)}
     # Each distinct word of the first run has at least one record in the changelog.
     assert sum(int(n) for *_, n in restored) >= len(word_counts(LINES)), out
+
+
+def streams_group(bootstrap: str, group: str) -> Any:
+    """The group as StreamsGroupDescribe answers it."""
+    with KafkaConnection(bootstrap) as client:
+        coordinator = client.request(10, 4, key_type=0, coordinator_keys=[group]).coordinators[0]
+    with KafkaConnection(f"{coordinator.host}:{coordinator.port}") as client:
+        (described,) = client.request(
+            89, 0, group_ids=[group], include_authorized_operations=False
+        ).groups
+    return described
+
+
+def test_word_count_with_the_streams_protocol(bootstrap: str, tmp_path: Path) -> None:
+    """group.protocol=streams, exactly_once_v2: the broker creates the repartition and changelog
+    topics the topology asks for and assigns every task to the one member; a restart without
+    local state restores the store from the changelog."""
+    suffix = uuid.uuid4().hex[:6]
+    app_id = f"wordcount-streams-{suffix}"
+    source, sink = f"streams-lines-{suffix}", f"streams-counts-{suffix}"
+    create_topic(bootstrap, source, 2)
+    create_topic(bootstrap, sink, 2)
+    produce_lines(bootstrap, source, LINES)
+    state = tmp_path / "state"
+    args = (bootstrap, app_id, source, sink, state, "exactly_once_v2")
+    run_word_count(*args, tmp_path / "first.log", word_counts(LINES), protocol="streams")
+    described = streams_group(bootstrap, app_id)
+    assert described.error_code == ErrorCode.none and described.group_state == "Empty"
+    assert {s.subtopology_id for s in described.topology.subtopologies} == {"0", "1"}
+    changelog = f"{app_id}-counts-changelog"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    assert changelog in admin.list_topics(timeout=10).topics
+    shutil.rmtree(state)
+    more = ["the fox again", "a new word zebra"] * 10
+    out = run_word_count(
+        *args, tmp_path / "second.log", word_counts(LINES + more),
+        feed=lambda: produce_lines(bootstrap, source, more, len(LINES)), protocol="streams",
+    )  # fmt: skip
+    restored = [line.split()[1:] for line in out if line.startswith("restored ")]
+    assert {(store, topic) for store, topic, _, _ in restored} == {("counts", changelog)}
+
+
+def test_two_instances_share_the_tasks_with_the_streams_protocol(
+    bootstrap: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two instances of the application: each gets half the tasks (none of them both), the
+    counts are exact, and ``odradek groups`` lists and describes the streams group."""
+    suffix = uuid.uuid4().hex[:6]
+    app_id = f"wordcount-pair-{suffix}"
+    source, sink = f"streams-lines-{suffix}", f"streams-counts-{suffix}"
+    create_topic(bootstrap, source, 4)
+    create_topic(bootstrap, sink, 2)
+    apps = [
+        start_java(
+            "JavaStreams",
+            bootstrap,
+            app_id,
+            source,
+            sink,
+            str(tmp_path / f"state{i}"),
+            "at_least_once",
+            "streams",
+            log=tmp_path / f"app{i}.log",
+        )
+        for i in range(2)
+    ]
+    try:
+
+        def shared() -> bool:
+            described = streams_group(bootstrap, app_id)
+            members = described.members if described.error_code == ErrorCode.none else ()
+            return (
+                described.group_state == "Stable"
+                and len(members) == 2
+                and all(m.assignment.active_tasks for m in members)
+            )
+
+        wait_until(shared, 90, 1)
+        described = streams_group(bootstrap, app_id)
+        owned = [
+            {(t.subtopology_id, p) for t in m.assignment.active_tasks for p in t.partitions}
+            for m in described.members
+        ]
+        assert not owned[0] & owned[1]
+        assert owned[0] | owned[1] == {(s, p) for s in "01" for p in range(4)}
+        assert {len(o) for o in owned} == {4}
+        produce_lines(bootstrap, source, LINES)
+        wait_until(lambda: latest_counts(bootstrap, sink, 2) == word_counts(LINES), 90, 1)
+
+        def run(*args: str) -> Any:
+            capsys.readouterr()
+            assert main(["groups", *args, "--bootstrap-server", bootstrap, "--output", "json"]) == 0
+            return json.loads(capsys.readouterr().out)
+
+        assert {
+            "group": app_id,
+            "type": "streams",
+            "state": "Stable",
+            "protocol_type": "streams",
+        } in run("list")
+        (group,) = run("describe", app_id)
+        assert (group["state"], group["protocol_type"]) == ("Stable", "streams")
+        assigned = sorted(
+            (a["topic"], a["partition"]) for m in group["members"] for a in m["assignment"]
+        )
+        assert [tp for tp in assigned if tp[0] == source] == [(source, p) for p in range(4)]
+    finally:
+        outs = []
+        for app in apps:
+            assert app.stdin is not None and app.stdout is not None
+            app.stdin.close()
+            outs.append(app.stdout.read())
+            app.wait(60)
+    for out in outs:
+        assert "closed" in out.splitlines(), out
+
+
+def test_the_streams_protocol_word_count_outlives_a_broker_restart(tmp_path: Path) -> None:
+    """exactly_once_v2 with group.protocol=streams while its broker restarts: the group comes
+    back from __consumer_offsets with its member (the same one, still holding every task) and
+    its committed offsets, and the counts stay exact."""
+    suffix = uuid.uuid4().hex[:6]
+    app_id = f"wordcount-restart-{suffix}"
+    source, sink = f"streams-lines-{suffix}", f"streams-counts-{suffix}"
+    with running_broker(tmp_path / "broker", group_initial_rebalance_delay_ms="0") as broker:
+        bootstrap = broker.bootstrap
+        create_topic(bootstrap, source, 2)
+        create_topic(bootstrap, sink, 2)
+        produce_lines(bootstrap, source, LINES)
+        app = start_java(
+            "JavaStreams", bootstrap, app_id, source, sink, str(tmp_path / "state"),
+            "exactly_once_v2", "streams", log=tmp_path / "app.log",
+        )  # fmt: skip
+        try:
+            wait_until(lambda: latest_counts(bootstrap, sink, 2) == word_counts(LINES), 90, 1)
+            (member,) = streams_group(bootstrap, app_id).members
+            broker.restart()
+            more = ["the fox again", "a new word zebra"] * 10
+            produce_lines(bootstrap, source, more, len(LINES))
+            expected = word_counts(LINES + more)
+            wait_until(lambda: latest_counts(bootstrap, sink, 2) == expected, 120, 1)
+            (after,) = streams_group(bootstrap, app_id).members
+            assert after.member_id == member.member_id
+            assert after.assignment.active_tasks == member.assignment.active_tasks
+        finally:
+            assert app.stdin is not None and app.stdout is not None
+            app.stdin.close()
+            out = app.stdout.read()
+            app.wait(60)
+        assert "closed" in out.splitlines(), out
+
+
+def test_standby_tasks_with_the_streams_protocol(tmp_path: Path) -> None:
+    """group.streams.num.standby.replicas=1 on the broker: each of two instances holds a
+    standby of every stateful task the other runs (none of stateless ones), and the counts are
+    exact."""
+    suffix = uuid.uuid4().hex[:6]
+    app_id = f"wordcount-standby-{suffix}"
+    source, sink = f"streams-lines-{suffix}", f"streams-counts-{suffix}"
+    with running_broker(
+        tmp_path / "broker",
+        group_initial_rebalance_delay_ms="0",
+        group_streams_num_standby_replicas="1",
+    ) as broker:
+        bootstrap = broker.bootstrap
+        create_topic(bootstrap, source, 2)
+        create_topic(bootstrap, sink, 2)
+        apps = [
+            start_java(
+                "JavaStreams",
+                bootstrap,
+                app_id,
+                source,
+                sink,
+                str(tmp_path / f"state{i}"),
+                "at_least_once",
+                "streams",
+                log=tmp_path / f"app{i}.log",
+            )
+            for i in range(2)
+        ]
+        try:
+
+            def tasks(kind: str) -> list[set[tuple[str, int]]]:
+                described = streams_group(bootstrap, app_id)
+                return [
+                    {
+                        (t.subtopology_id, p)
+                        for t in getattr(m.assignment, kind)
+                        for p in t.partitions
+                    }
+                    for m in described.members
+                ]
+
+            def placed() -> bool:
+                active, standby = tasks("active_tasks"), tasks("standby_tasks")
+                stateful = {("1", p) for p in range(2)}
+                return len(active) == 2 and all(active) and standby[0] | standby[1] == stateful
+
+            wait_until(placed, 90, 1)
+            active, standby = tasks("active_tasks"), tasks("standby_tasks")
+            # Only the counting subtopology (1) has a store, so only its tasks have standbys.
+            assert standby[0] == {t for t in active[1] if t[0] == "1"}
+            assert standby[1] == {t for t in active[0] if t[0] == "1"}
+            produce_lines(bootstrap, source, LINES)
+            wait_until(lambda: latest_counts(bootstrap, sink, 2) == word_counts(LINES), 90, 1)
+        finally:
+            for app in apps:
+                assert app.stdin is not None
+                app.stdin.close()
+            for app in apps:
+                app.wait(60)

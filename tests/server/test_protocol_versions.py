@@ -7,6 +7,7 @@ decoded by kio at the same version with no byte left over, and carry no error.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -258,6 +259,11 @@ SASL_APIS = frozenset({17, 36})
 # share session): tests/server/handlers/test_share_groups.py drives them through one, and
 # tests/e2e/test_share_groups_confluent_kafka.py with a real client.
 SHARE_APIS = frozenset({76, 77, 78, 79, 90, 91, 92})
+# The streams group APIs (KIP-1071) answer without an error only for a member of a streams
+# group: test_streams_group_apis below joins one (and tests/server/handlers/
+# test_streams_groups.py, tests/java/test_streams.py with Kafka Streams drive them further).
+STREAMS_HEARTBEAT, STREAMS_DESCRIBE = 88, 89
+STREAMS_APIS = frozenset({STREAMS_HEARTBEAT, STREAMS_DESCRIBE})
 # The delegation token APIs answer without an error only on an authenticated connection not
 # logged in with a token: tests/server/handlers/test_delegation_tokens.py drives both ends of
 # their ranges as an authenticated principal.
@@ -280,7 +286,14 @@ CASES = [
     pytest.param(h.api_key, v, id=f"api{h.api_key}-v{v}")
     for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
     if h.api_key
-    not in GROUP_APIS | OWN_CODECS | TXN_APIS | SASL_APIS | TELEMETRY_APIS | SHARE_APIS | TOKEN_APIS
+    not in GROUP_APIS
+    | OWN_CODECS
+    | TXN_APIS
+    | SASL_APIS
+    | TELEMETRY_APIS
+    | SHARE_APIS
+    | TOKEN_APIS
+    | STREAMS_APIS
     for v in ends_of(h)
     if kio_has(h.api_key, v)
 ]
@@ -288,7 +301,7 @@ CASES = [
 OLD_ENDS = sorted(
     (h.api_key, v)
     for h in HANDLERS.values()
-    if h.api_key not in GROUP_APIS | OWN_CODECS | TXN_APIS | SHARE_APIS
+    if h.api_key not in GROUP_APIS | OWN_CODECS | TXN_APIS | SHARE_APIS | STREAMS_APIS
     for v in ends_of(h)
     if not kio_has(h.api_key, v)
 )
@@ -338,9 +351,75 @@ def test_every_api_has_a_request_here() -> None:
         - TELEMETRY_APIS
         - SHARE_APIS
         - TOKEN_APIS
+        - STREAMS_APIS
         - set(REQUESTS)
     )
     assert not missing, missing
+
+
+def test_streams_group_apis(client: KafkaConnection) -> None:
+    """StreamsGroupHeartbeat and StreamsGroupDescribe at each end of their ranges: a member
+    joins a streams group whose one subtopology reads the test topic, is described, leaves."""
+    ms = datetime.timedelta(milliseconds=1)
+    topology = {
+        "epoch": 1,
+        "subtopologies": [
+            {
+                "subtopology_id": "0",
+                "source_topics": [TOPIC],
+                "state_changelog_topics": [],
+                "repartition_source_topics": [],
+                "copartition_groups": [],
+            }
+        ],
+    }
+    for version in ends_of(HANDLERS[STREAMS_HEARTBEAT]):
+        group = f"streams-v{version}"
+        joined = client.request(
+            STREAMS_HEARTBEAT,
+            version,
+            group_id=group,
+            member_id="m",
+            member_epoch=0,
+            endpoint_information_epoch=0,
+            rebalance_timeout=30_000 * ms,
+            topology=topology,
+            process_id="p",
+            active_tasks=[],
+            standby_tasks=[],
+            warmup_tasks=[],
+            client_tags=[],
+            task_offsets=None,
+            task_end_offsets=None,
+        )
+        assert joined.error_code == ErrorCode.none and joined.member_epoch == 1
+        assert {(t.subtopology_id, tuple(t.partitions)) for t in joined.active_tasks} == {
+            ("0", (0, 1))
+        }
+        for describe_version in ends_of(HANDLERS[STREAMS_DESCRIBE]):
+            (described,) = client.request(
+                STREAMS_DESCRIBE,
+                describe_version,
+                group_ids=[group],
+                include_authorized_operations=True,
+            ).groups
+            assert described.error_code == ErrorCode.none
+            assert [m.member_id for m in described.members] == ["m"]
+        left = client.request(
+            STREAMS_HEARTBEAT,
+            version,
+            group_id=group,
+            member_id="m",
+            member_epoch=-1,
+            endpoint_information_epoch=0,
+            active_tasks=None,
+            standby_tasks=None,
+            warmup_tasks=None,
+            client_tags=None,
+            task_offsets=None,
+            task_end_offsets=None,
+        )
+        assert left.error_code == ErrorCode.none and left.member_epoch == -1
 
 
 def test_api_versions_lists_the_registry(client: KafkaConnection) -> None:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 FIND_COORDINATOR, LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_FETCH = 10, 16, 15, 9
 SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS = 77, 90
+STREAMS_GROUP_DESCRIBE = 89
 SHARE_PROTOCOL_TYPE = "share"
 OFFSET_COMMIT, DELETE_GROUPS, DELETE_RECORDS = 8, 42, 21
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 37, 44
@@ -347,6 +348,9 @@ class GroupAdmin(AdminClient):
             share = await self._describe_share_group(coordinator, group_id)
             if share is not None:
                 return share
+            streams = await self._describe_streams_group(coordinator, group_id)
+            if streams is not None:
+                return streams
         if described.error_code != ErrorCode.none:
             raise ClientError(f"DescribeGroups failed: {described.error_code.name}")
         members = tuple(
@@ -433,6 +437,63 @@ class GroupAdmin(AdminClient):
             members,
             tuple(
                 PartitionInfo(t, p, started.get((t, p)), ends.get((t, p)), owners.get((t, p)))
+                for t, p in partitions
+            ),
+        )
+
+    async def _describe_streams_group(
+        self, coordinator: AsyncConnection, group_id: str
+    ) -> GroupInfo | None:
+        """A streams group (KIP-1071) as StreamsGroupDescribe tells it: each member's active
+        tasks as the partitions of its subtopology's source topics, and the committed offsets;
+        None when it is no streams group either."""
+        try:
+            response = await coordinator.request(
+                STREAMS_GROUP_DESCRIBE,
+                {"group_ids": [group_id], "include_authorized_operations": False},
+                highest=0,
+            )
+        except ClientError:
+            return None  # a broker without streams groups
+        (described,) = response.groups
+        if described.error_code == ErrorCode.group_id_not_found:
+            return None
+        if described.error_code != ErrorCode.none:
+            raise ClientError(f"StreamsGroupDescribe failed: {described.error_code.name}")
+        sources: dict[str, list[str]] = {}
+        if described.topology is not None:
+            for s in described.topology.subtopologies or ():
+                sources[s.subtopology_id] = [
+                    *s.source_topics,
+                    *(t.name for t in s.repartition_source_topics),
+                ]
+        members = tuple(
+            MemberInfo(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                tuple(
+                    (topic, int(p))
+                    for t in m.assignment.active_tasks
+                    for topic in sources.get(t.subtopology_id, ())
+                    for p in t.partitions
+                ),
+            )
+            for m in described.members
+        )
+        committed = await self._committed(coordinator, group_id)
+        owners = {tp: m for m in members for tp in m.assignment}
+        partitions = sorted(set(committed) | set(owners))
+        ends = await self.end_offsets(partitions)
+        return GroupInfo(
+            group_id,
+            described.group_state,
+            "streams",
+            "",
+            members,
+            tuple(
+                PartitionInfo(t, p, committed.get((t, p)), ends.get((t, p)), owners.get((t, p)))
                 for t, p in partitions
             ),
         )

@@ -20,7 +20,8 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
  * every state change, {@code restored <store> <changelog topic> <partition> <records>} when a
  * store has been rebuilt from its changelog, and {@code closed} at the end.
  *
- * <p>Usage: JavaStreams BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR GUARANTEE
+ * <p>Usage: JavaStreams BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR GUARANTEE [GROUP_PROTOCOL]
+ * (GROUP_PROTOCOL: classic, the default, or streams for KIP-1071's streams rebalance protocol)
  */
 public final class JavaStreams {
     public static void main(String[] args) throws Exception {
@@ -34,6 +35,9 @@ public final class JavaStreams {
         config.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         config.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         config.put("consumer.auto.offset.reset", "earliest");
+        if (args.length > 6) {
+            config.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, args[6]);
+        }
 
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(args[2])

@@ -236,6 +236,10 @@ def test_group_configs(handlers: HandlerCaller, services: BrokerServices) -> Non
         "share.auto.offset.reset": ("latest", 5),
         "share.record.lock.duration.ms": ("5000", 8),
         "share.isolation.level": ("read_uncommitted", 5),
+        # A group's configs include those of streams groups, at the broker's values.
+        "streams.heartbeat.interval.ms": ("5000", 5),
+        "streams.session.timeout.ms": ("45000", 5),
+        "streams.num.standby.replicas": ("0", 5),
     }
     assert services.share_partitions is not None
     assert services.share_partitions.lock_ms("g") == 5000

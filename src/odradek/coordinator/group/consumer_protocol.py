@@ -252,6 +252,10 @@ class ConsumerProtocol:
         joining = request.member_epoch == JOIN_EPOCH
         if group is not None and group.consumer is not None:
             return group
+        if group is not None and group.streams is not None:
+            raise _Refused(
+                ErrorCode.group_id_not_found, f"Group {request.group_id} is not a consumer group."
+            )
         if not joining:
             raise _Refused(
                 ErrorCode.group_id_not_found, f"Consumer group {request.group_id} not found."
@@ -946,14 +950,22 @@ class ConsumerProtocol:
 
     def check_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         """An OffsetFetch v9+ naming a member (Kafka's ``validateOffsetFetch``): only a
-        consumer group checks it — the member must be there, with its current epoch."""
+        consumer or streams group checks it — the member must be there, with its current
+        epoch."""
         group = self.coordinator.groups.get(group_id)
-        if group is None or group.consumer is None or (member_epoch < 0 and member_id is None):
+        if group is None or (member_epoch < 0 and member_id is None):
             return ErrorCode.none
-        member = group.consumer.members.get(member_id or "")
-        if member is None:
+        epochs: dict[str, int]
+        if group.consumer is not None:
+            epochs = {m.member_id: m.member_epoch for m in group.consumer.members.values()}
+        elif group.streams is not None:
+            epochs = {m.member_id: m.member_epoch for m in group.streams.members.values()}
+        else:
+            return ErrorCode.none
+        epoch = epochs.get(member_id or "")
+        if epoch is None:
             return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
+        if member_epoch != epoch:
             return ErrorCode.stale_member_epoch
         return ErrorCode.none
 

@@ -73,6 +73,13 @@ from odradek.coordinator.group.share_group import (
     ShareGroupSettings,
     is_share_group_key,
 )
+from odradek.coordinator.group.streams_group import (
+    STREAMS_GROUP_TYPE,
+    STREAMS_PROTOCOL_TYPE,
+    StreamsGroups,
+    StreamsGroupSettings,
+)
+from odradek.coordinator.group.streams_records import is_streams_group_key
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -100,6 +107,8 @@ class GroupConfig:
     consumer: ConsumerGroupSettings = field(default_factory=ConsumerGroupSettings)
     # The share groups' settings (group.share.*).
     share: ShareGroupSettings = field(default_factory=ShareGroupSettings)
+    # The streams groups' settings (group.streams.*).
+    streams: StreamsGroupSettings = field(default_factory=StreamsGroupSettings)
 
 
 class GroupCoordinator:
@@ -120,6 +129,8 @@ class GroupCoordinator:
         self.offsets = OffsetManager(self)
         # The share groups (KIP-932), kept apart from ``groups``: they have no offsets here.
         self.share = ShareGroups(self, config.share)
+        # The streams groups (KIP-1071; their state is in ``Group.streams``).
+        self.streams = StreamsGroups(self, config.streams)
 
     # -- time ----------------------------------------------------------------------------------
 
@@ -165,6 +176,12 @@ class GroupCoordinator:
             except rec.RecordFormatError as e:
                 log.warning("skipping an unreadable record in __consumer_offsets: %s", e)
             return
+        if is_streams_group_key(key):
+            try:
+                self.streams.replay(key, value)
+            except rec.RecordFormatError as e:
+                log.warning("skipping an unreadable record in __consumer_offsets: %s", e)
+            return
         if is_consumer_group_key(key):
             try:
                 self.consumer.replay(key, value)
@@ -188,6 +205,7 @@ class GroupCoordinator:
         group = self.groups[decoded_key.group] = Group(decoded_key.group, self._wall())
         group.offsets = previous.offsets
         group.pending_offsets = previous.pending_offsets
+        group.streams = previous.streams
         if decoded is None:
             return
         assert isinstance(decoded, rec.GroupValue)
@@ -236,6 +254,7 @@ class GroupCoordinator:
             for member in group.members.values():
                 self.schedule_session(group, member)
             self.consumer.start_sessions(group)
+            self.streams.start_sessions(group)
         self.loading -= done
         self.owned |= done
         if EXPIRE_OFFSETS not in self.timers:
@@ -297,6 +316,7 @@ class GroupCoordinator:
         return (
             group.state is GroupState.EMPTY
             and group.consumer is None
+            and group.streams is None
             and group.generation == 0
             and group.protocol_type is None
             and not group.offsets
@@ -435,6 +455,9 @@ class GroupCoordinator:
             # The id names a share group: a classic member cannot join it (Kafka's answer).
             return fail(ErrorCode.group_id_not_found)
         group = self.groups.get(request.group_id)
+        if group is not None and group.streams is not None:
+            # A streams group: no classic member joins it (Kafka's answer).
+            return fail(ErrorCode.inconsistent_group_protocol)
         if group is None:
             if request.member_id != UNKNOWN_MEMBER_ID:
                 return fail(ErrorCode.unknown_member_id)
@@ -1040,6 +1063,10 @@ class GroupCoordinator:
                 entry = ListedGroup(
                     g.group_id, CONSUMER_PROTOCOL_TYPE, g.consumer.state.value, "consumer"
                 )
+            elif g.streams is not None:
+                entry = ListedGroup(
+                    g.group_id, STREAMS_PROTOCOL_TYPE, g.streams.state.value, STREAMS_GROUP_TYPE
+                )
             else:
                 entry = ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
             if wanted_states and entry.state.lower() not in wanted_states:
@@ -1063,8 +1090,9 @@ class GroupCoordinator:
         if status is not ErrorCode.none:
             return GroupDescription(status, group_id, "")
         group = self.groups.get(group_id)
-        if group is None or group.consumer is not None:
-            # A consumer group is described by ConsumerGroupDescribe (as Kafka 4).
+        if group is None or group.consumer is not None or group.streams is not None:
+            # A consumer (streams) group is described by ConsumerGroupDescribe
+            # (StreamsGroupDescribe), as in Kafka 4.
             return GroupDescription(ErrorCode.group_id_not_found, group_id, GroupState.DEAD.value)
         stable = group.is_in(GroupState.STABLE)
         return GroupDescription(
@@ -1105,6 +1133,7 @@ class GroupCoordinator:
                 not group.is_in(GroupState.EMPTY)
                 or group.pending_members
                 or (group.consumer is not None and group.consumer.members)
+                or (group.streams is not None and group.streams.members)
             ):
                 results[group_id] = ErrorCode.non_empty_group
                 continue
@@ -1116,6 +1145,8 @@ class GroupCoordinator:
             ]
             if group.consumer is not None:
                 records.extend(self.consumer.delete_records(group))
+            elif group.streams is not None:
+                records.extend(self.streams.delete_records(group))
             else:
                 records.append((rec.encode_key(rec.GroupKey(group_id)), None))
             results[group_id] = ErrorCode.none

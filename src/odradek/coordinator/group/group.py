@@ -20,6 +20,7 @@ import enum
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from odradek.coordinator.group.consumer_group import ConsumerGroup
 from odradek.coordinator.group.messages import (
@@ -29,6 +30,9 @@ from odradek.coordinator.group.messages import (
     SyncReply,
     TopicPartition,
 )
+
+if TYPE_CHECKING:
+    from odradek.coordinator.group.streams_group import StreamsGroup
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -103,6 +107,8 @@ class Group:
     initial_delay_remaining_ms: int = 0
     # A KIP-848 consumer group's state; None for a classic group (whose state is the above).
     consumer: ConsumerGroup | None = None
+    # A KIP-1071 streams group's state; None for other kinds.
+    streams: StreamsGroup | None = None
 
     # -- state ---------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Group configs (KIP-848/KIP-932's per-group settings; config resource type GROUP, 32): what a
-share group overrides of the broker's ``group.share.*`` settings.
+share group overrides of the broker's ``group.share.*`` settings, and a streams group (KIP-1071)
+of the broker's ``group.streams.*``.
 
 Kept in the metadata store (``/config/groups/<group>`` in ZooKeeper, ``groups`` in the local
 store), as a broker's dynamic configs are; this broker keeps the groups it has looked at in
@@ -38,6 +39,23 @@ def _lock_duration(value: object) -> str | None:
     return None if isinstance(value, int) and value >= 1000 else "must be >= 1000"
 
 
+def _positive(value: object) -> str | None:
+    return None if isinstance(value, int) and value >= 1 else "must be >= 1"
+
+
+def _standby_replicas(value: object) -> str | None:
+    # Kafka bounds it by group.streams.max.standby.replicas (2 by default).
+    return None if isinstance(value, int) and 0 <= value <= 2 else "must be between 0 and 2"
+
+
+# The streams group configs and the broker settings that are their defaults.
+STREAMS_DEFAULTS = {
+    "streams.heartbeat.interval.ms": "group.streams.heartbeat.interval.ms",
+    "streams.session.timeout.ms": "group.streams.session.timeout.ms",
+    "streams.num.standby.replicas": "group.streams.num.standby.replicas",
+}
+
+
 GROUP_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in (
@@ -62,6 +80,27 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
             "whether the share group reads records of open and aborted transactions",
             _choice("read_committed", "read_uncommitted"),
         ),
+        ConfigDef(
+            "streams.heartbeat.interval.ms",
+            ConfigType.INT,
+            None,  # the broker's group.streams.heartbeat.interval.ms
+            "how often the members of the streams group heartbeat",
+            _positive,
+        ),
+        ConfigDef(
+            "streams.session.timeout.ms",
+            ConfigType.INT,
+            None,  # the broker's group.streams.session.timeout.ms
+            "how long a member of the streams group may go without a heartbeat",
+            _positive,
+        ),
+        ConfigDef(
+            "streams.num.standby.replicas",
+            ConfigType.INT,
+            None,  # the broker's group.streams.num.standby.replicas
+            "standby replicas of each stateful task of the streams group",
+            _standby_replicas,
+        ),
     )
 }
 
@@ -78,9 +117,16 @@ def validate(configs: Mapping[str, str]) -> None:
 class GroupConfigs:
     """This broker's view of the group configs (see the module doc)."""
 
-    def __init__(self, store: MetadataStore, broker_lock_duration_ms: int) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        broker_lock_duration_ms: int,
+        broker_streams: Mapping[str, int] | None = None,
+    ) -> None:
         self.store = store
         self.broker_lock_duration_ms = broker_lock_duration_ms
+        # The broker's group.streams.* values of the streams group configs, by config name.
+        self.broker_streams = dict(broker_streams or {})
         self._known: dict[str, dict[str, str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -101,6 +147,8 @@ class GroupConfigs:
                 found[name] = (own[name], GROUP_CONFIG_SOURCE)
             elif name == "share.record.lock.duration.ms":
                 found[name] = (str(self.broker_lock_duration_ms), DEFAULT_CONFIG_SOURCE)
+            elif name in self.broker_streams:
+                found[name] = (str(self.broker_streams[name]), DEFAULT_CONFIG_SOURCE)
             else:
                 found[name] = (definition.default, DEFAULT_CONFIG_SOURCE)
         return found

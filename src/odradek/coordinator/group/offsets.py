@@ -33,6 +33,7 @@ from odradek.coordinator.group.messages import (
     TopicPartition,
     TxnCommitRequest,
 )
+from odradek.coordinator.group.streams_group import input_topics
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -274,9 +275,17 @@ class OffsetManager:
         *,
         transactional: bool,
     ) -> ErrorCode:
-        if group.consumer is not None:
-            # A consumer group's commits carry the member epoch (generation_id holds it).
-            error = self.coordinator.consumer.check_commit(group.consumer, member_id, generation_id)
+        if group.consumer is not None or group.streams is not None:
+            # A consumer (streams) group's commits carry the member epoch (in generation_id).
+            if group.streams is not None:
+                error = self.coordinator.streams.check_commit(
+                    group.streams, member_id, generation_id
+                )
+            else:
+                assert group.consumer is not None
+                error = self.coordinator.consumer.check_commit(
+                    group.consumer, member_id, generation_id
+                )
             if transactional and error is ErrorCode.stale_member_epoch:
                 return ErrorCode.illegal_generation
             return error
@@ -344,6 +353,9 @@ class OffsetManager:
         subscribed: set[str] = set()
         if group.consumer is not None:
             subscribed = self.coordinator.consumer.subscribed_topics(group.consumer)
+        elif group.streams is not None:
+            if group.streams.members:
+                subscribed = input_topics(group.streams.resolved)
         elif not group.is_in(GroupState.EMPTY):
             topics = group.subscribed_topics()
             if topics is None:
@@ -415,6 +427,7 @@ class OffsetManager:
             remove_group = (
                 group.is_in(GroupState.EMPTY)
                 and (group.consumer is None or not group.consumer.members)
+                and group.streams is None
                 and len(expired) == len(group.offsets)
                 and not group.pending_members
                 and not group.pending_offsets
@@ -448,6 +461,9 @@ class OffsetManager:
         if group.consumer is not None:
             # As Kafka's consumer groups: from each commit, for topics no member subscribes to.
             return committed_before(self.coordinator.consumer.subscribed_topics(group.consumer))
+        if group.streams is not None:
+            busy = input_topics(group.streams.resolved) if group.streams.members else set()
+            return committed_before(busy)
         if group.is_in(GroupState.EMPTY):
             if group.protocol_type is None:
                 return committed_before(frozenset())

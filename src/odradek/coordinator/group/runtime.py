@@ -38,9 +38,10 @@ from odradek.coordinator.common.runtime import CoordinatorRuntime
 from odradek.coordinator.group.assignors import ASSIGNORS, TopicInfo, assignor_names
 from odradek.coordinator.group.consumer_group import ConsumerGroupSettings
 from odradek.coordinator.group.coordinator import GroupConfig, GroupCoordinator
-from odradek.coordinator.group.group_configs import GroupConfigs
+from odradek.coordinator.group.group_configs import STREAMS_DEFAULTS, GroupConfigs
 from odradek.coordinator.group.messages import NO_PRODUCER_ID
 from odradek.coordinator.group.share_group import ShareGroupSettings
+from odradek.coordinator.group.streams_group import StreamsGroupSettings
 from odradek.protocol.control import marker_commits
 from odradek.protocol.record_batch import BatchHeader
 from odradek.protocol.records import Record
@@ -80,6 +81,16 @@ def group_config(config: BrokerConfig, partitions: int) -> GroupConfig:
         offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
         consumer=consumer_group_settings(config),
         share=share_group_settings(config),
+        streams=streams_group_settings(config),
+    )
+
+
+def streams_group_settings(config: BrokerConfig) -> StreamsGroupSettings:
+    return StreamsGroupSettings(
+        heartbeat_interval_ms=config.get_int("group.streams.heartbeat.interval.ms"),
+        session_timeout_ms=config.get_int("group.streams.session.timeout.ms"),
+        max_size=config.get_int("group.streams.max.size"),
+        num_standby_replicas=config.get_int("group.streams.num.standby.replicas"),
     )
 
 
@@ -193,10 +204,13 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
         self.offsets_topic = OffsetsTopic(topics, config, clock)
         coordinator = GroupCoordinator(group_config(config, self.offsets_topic.partitions), clock)
         coordinator.consumer.topics = TopicsCatalog(topics)
-        # The groups' own configs (share.*), as this broker last read them.
+        # The groups' own configs (share.*, streams.*), as this broker last read them.
         self.group_configs = GroupConfigs(
-            topics.store, config.get_int("group.share.record.lock.duration.ms")
+            topics.store,
+            config.get_int("group.share.record.lock.duration.ms"),
+            {name: config.get_int(broker) for name, broker in STREAMS_DEFAULTS.items()},
         )
+        coordinator.streams.group_configs = self.group_configs.configs
         super().__init__(
             self.offsets_topic,
             coordinator,

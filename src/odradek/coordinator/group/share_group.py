@@ -260,7 +260,11 @@ class ShareGroups:
         if not request.member_id:
             return ShareHeartbeatResult(ErrorCode.invalid_request, "MemberId can't be empty.")
         other = coordinator.groups.get(request.group_id)
-        if other is not None and (other.consumer is not None or other.protocol_type is not None):
+        if other is not None and (
+            other.consumer is not None
+            or other.streams is not None
+            or other.protocol_type is not None
+        ):
             return ShareHeartbeatResult(
                 ErrorCode.group_id_not_found,
                 f"Group {request.group_id} is not a share group.",
