@@ -408,6 +408,10 @@ class TopicManager:
         log.info("created topic %s with %d partitions", name, num_partitions)
         return topic
 
+    def broker_racks(self) -> dict[int, str]:
+        """The rack of each live broker that names one (``broker.rack``)."""
+        return {b.id: b.rack for b in self._live_brokers() if b.rack}
+
     def _live_brokers(self) -> Sequence[BrokerMetadata]:
         return self._live()
 

@@ -46,3 +46,41 @@ def test_range_gives_contiguous_ranges_by_member_id() -> None:
     result = range_assignor({"b": {"a"}, "a": {"a", "b"}}, TOPICS, {})
     assert result["a"] == {T1: frozenset({0, 1, 2, 3}), T2: frozenset({0, 1, 2})}
     assert result["b"] == {T1: frozenset({4, 5, 6})}
+
+
+# Six partitions of one topic, each with its replicas in one of two racks.
+RACKED = {"t": TopicInfo(T1, 6, (("a",), ("b",), ("a",), ("b",), ("a",), ("b",)))}
+IN_RACK_A, IN_RACK_B = frozenset({0, 2, 4}), frozenset({1, 3, 5})
+
+
+def test_uniform_gives_partitions_to_members_in_their_replicas_racks() -> None:
+    members = dict.fromkeys(("m1", "m2"), frozenset({"t"}))
+    result = uniform_assignor(members, RACKED, {}, {"m1": "b", "m2": "a"})
+    assert result == {"m1": {T1: IN_RACK_B}, "m2": {T1: IN_RACK_A}}
+    # Racks over stickiness: a previous assignment across the racks is put right.
+    crossed = {"m1": {T1: IN_RACK_A}, "m2": {T1: IN_RACK_B}}
+    assert uniform_assignor(members, RACKED, crossed, {"m1": "b", "m2": "a"}) == result
+    # Balance over racks: three members in rack a and one in b share the six evenly.
+    four = dict.fromkeys(("m1", "m2", "m3", "m4"), frozenset({"t"}))
+    racks = {"m1": "a", "m2": "a", "m3": "a", "m4": "b"}
+    spread = uniform_assignor(four, RACKED, {}, racks)
+    assert counts(spread) == [1, 1, 2, 2]
+    local = sum(
+        len(ps & (IN_RACK_A if racks[m] == "a" else IN_RACK_B))
+        for m, a in spread.items()
+        for ps in a.values()
+    )
+    # All but one with a member in its racks: m4, rack b's only member, holds two of its three.
+    assert local == 5
+
+
+def test_uniform_leaves_racks_aside_where_they_cannot_matter() -> None:
+    members = dict.fromkeys(("m1", "m2"), frozenset({"t"}))
+    plain = uniform_assignor(members, {"t": TopicInfo(T1, 6)}, {})
+    # Every partition in the same rack, or no member in a replica's rack: as without racks.
+    same = {"t": TopicInfo(T1, 6, (("a",),) * 6)}
+    assert uniform_assignor(members, same, {}, {"m1": "b", "m2": "a"}) == plain
+    assert uniform_assignor(members, RACKED, {}, {"m1": "c", "m2": None}) == plain
+    # And stickiness stays where racks do not matter.
+    crossed = {"m1": {T1: IN_RACK_A}, "m2": {T1: IN_RACK_B}}
+    assert uniform_assignor(members, RACKED, crossed, {"m1": "c", "m2": "d"}) == crossed

@@ -40,6 +40,9 @@ def test_a_target_assignment_is_compact_arrays_with_tags_per_struct() -> None:
 def test_round_trips_and_unknown_tags_are_skipped() -> None:
     values: list[crec.ConsumerGroupValue] = [
         crec.PartitionMetadataValue((crec.SubscribedTopic(TOPIC, "t", 6),)),
+        crec.PartitionMetadataValue(
+            (crec.SubscribedTopic(TOPIC, "t", 3, (("r1", "r2"), (), ("r2",))),)
+        ),
         crec.MemberMetadataValue(None, "rack", "client", "/10.0.0.1", ("a", "b"), None, 300, None),
         crec.TargetAssignmentEpochValue(9),
         crec.CurrentAssignmentValue(4, 3, 1, {TOPIC: frozenset({1})}, {TOPIC: frozenset({0})}),
@@ -48,9 +51,9 @@ def test_round_trips_and_unknown_tags_are_skipped() -> None:
         kind = crec.kind_of(value)
         assert crec.decode_value(kind, crec.encode_value(value)) == value
     # A member Kafka converted from a classic group carries ClassicMemberMetadata as tag 0.
-    member = crec.encode_value(values[1])
+    member = crec.encode_value(values[2])
     tagged = member[:-1] + b"\x01\x00\x03abc"
-    assert crec.decode_value(crec.CONSUMER_GROUP_MEMBER_METADATA_KEY, tagged) == values[1]
+    assert crec.decode_value(crec.CONSUMER_GROUP_MEMBER_METADATA_KEY, tagged) == values[2]
 
 
 def test_a_count_past_the_value_bytes_is_refused() -> None:

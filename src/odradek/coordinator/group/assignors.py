@@ -13,7 +13,11 @@ default, a member may name another in ``ServerAssignor``).
   contiguous ranges of partitions, the first ``partitions % members`` one more; topics with the
   same partition count are so co-partitioned.
 
-Neither is rack-aware (Kafka's are when members and replicas name racks).
+``uniform`` is rack-aware where members name racks (their ``client.rack``) and partitions'
+replicas lie in some racks only: balance first, then a partition with a member of one of its
+replicas' racks, then stickiness (the order Kafka's rack-aware assignment builders keep). Where
+every partition has the same racks, or no member's rack holds a replica, racks are left aside.
+``range`` is not rack-aware.
 """
 
 from __future__ import annotations
@@ -29,11 +33,19 @@ from odradek.coordinator.group.consumer_records import Assignment
 class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
+    # The racks of each partition's replicas, by partition (empty: no rack known).
+    racks: tuple[tuple[str, ...], ...] = ()
 
 
 MemberAssignments = dict[str, dict[uuid.UUID, frozenset[int]]]
 Assignor = Callable[
-    [Mapping[str, Set[str]], Mapping[str, TopicInfo], Mapping[str, Assignment]], MemberAssignments
+    [
+        Mapping[str, Set[str]],
+        Mapping[str, TopicInfo],
+        Mapping[str, Assignment],
+        Mapping[str, str | None],
+    ],
+    MemberAssignments,
 ]
 
 
@@ -59,6 +71,7 @@ def range_assignor(
     members: Mapping[str, Set[str]],
     topics: Mapping[str, TopicInfo],
     previous: Mapping[str, Assignment],
+    member_racks: Mapping[str, str | None] | None = None,
 ) -> MemberAssignments:
     owned: dict[str, dict[uuid.UUID, set[int]]] = {}
     for name, subscribers in _subscribers(members, topics).items():
@@ -73,10 +86,34 @@ def range_assignor(
     return _freeze(members, owned)
 
 
+def _partition_racks(
+    topics: Mapping[str, TopicInfo], subscribers: Mapping[str, list[str]]
+) -> dict[tuple[uuid.UUID, int], frozenset[str]]:
+    racks: dict[tuple[uuid.UUID, int], frozenset[str]] = {}
+    for name in subscribers:
+        info = topics[name]
+        for index, names in enumerate(info.racks[: info.partitions]):
+            racks[(info.topic_id, index)] = frozenset(names)
+    return racks
+
+
+def _uses_racks(
+    partition_racks: Mapping[tuple[uuid.UUID, int], frozenset[str]],
+    member_racks: Mapping[str, str | None],
+    eligible: Mapping[tuple[uuid.UUID, int], list[str]],
+) -> bool:
+    """Racks matter where some member's rack holds replicas and the partitions do not all lie in
+    the same racks (else every choice is as local as every other)."""
+    known = {r for r in member_racks.values() if r}
+    every = {tp: partition_racks.get(tp, frozenset()) for tp in eligible}
+    return bool(known & set().union(*every.values())) and len(set(every.values())) > 1
+
+
 def uniform_assignor(
     members: Mapping[str, Set[str]],
     topics: Mapping[str, TopicInfo],
     previous: Mapping[str, Assignment],
+    member_racks: Mapping[str, str | None] | None = None,
 ) -> MemberAssignments:
     subscribers = _subscribers(members, topics)
     eligible: dict[tuple[uuid.UUID, int], list[str]] = {}
@@ -84,10 +121,22 @@ def uniform_assignor(
         info = topics[name]
         for index in range(info.partitions):
             eligible[(info.topic_id, index)] = who
+    racks_of = dict(member_racks or {})
+    partition_racks = _partition_racks(topics, subscribers)
+    use_racks = _uses_racks(partition_racks, racks_of, eligible)
+
+    def local(member_id: str, tp: tuple[uuid.UUID, int]) -> bool:
+        return use_racks and racks_of.get(member_id) in partition_racks.get(tp, frozenset())
+
+    def misplaced(member_id: str, tp: tuple[uuid.UUID, int]) -> bool:
+        """Owned away from its racks while a subscriber in them exists."""
+        return not local(member_id, tp) and any(local(m, tp) for m in eligible.get(tp, ()))
+
     owner: dict[tuple[uuid.UUID, int], str] = {}
     load = dict.fromkeys(members, 0)
     # Stickiness first: a partition stays with its previous owner while that one still
-    # subscribes to its topic.
+    # subscribes to its topic (and, where racks matter, is in one of its racks or no
+    # subscriber is).
     for member_id, assignment in sorted(previous.items()):
         if member_id not in members:
             continue
@@ -96,22 +145,42 @@ def uniform_assignor(
                 tp = (topic_id, index)
                 if tp in owner or member_id not in eligible.get(tp, ()):
                     continue
+                if misplaced(member_id, tp):
+                    continue
                 owner[tp] = member_id
                 load[member_id] += 1
-    # Then the rest, each to its least loaded subscriber.
-    for tp in sorted(eligible, key=lambda tp: (str(tp[0]), tp[1])):
+    order = sorted(eligible, key=lambda tp: (str(tp[0]), tp[1]))
+    if use_racks:
+        # Then each partition to a subscriber in its racks, while that one holds no more than
+        # an even share.
+        share = -(-len(eligible) // max(1, len(members)))
+        for tp in order:
+            if tp in owner:
+                continue
+            nearby = [m for m in eligible[tp] if local(m, tp) and load[m] < share]
+            if nearby:
+                chosen = min(nearby, key=lambda m: (load[m], m))
+                owner[tp] = chosen
+                load[chosen] += 1
+    # Then the rest, each to its least loaded subscriber (a local one among equals).
+    for tp in order:
         if tp not in owner:
-            chosen = min(eligible[tp], key=lambda m: (load[m], m))
+            chosen = min(eligible[tp], key=lambda m: (load[m], not local(m, tp), m))
             owner[tp] = chosen
             load[chosen] += 1
     # Then balance: move a partition from a member holding two more than another subscriber
-    # of its topic, until none does (each move lowers the sum of squared loads, so it ends).
+    # of its topic, until none does (each move lowers the sum of squared loads, so it ends);
+    # partitions away from their racks move first, and to a member in their racks if one is
+    # among the least loaded.
     moved = True
     while moved:
         moved = False
-        for tp in sorted(owner, key=lambda tp: (-load[owner[tp]], str(tp[0]), -tp[1])):
+        for tp in sorted(
+            owner,
+            key=lambda tp: (-load[owner[tp]], local(owner[tp], tp), str(tp[0]), -tp[1]),
+        ):
             current = owner[tp]
-            target = min(eligible[tp], key=lambda m: (load[m], m))
+            target = min(eligible[tp], key=lambda m: (load[m], not local(m, tp), m))
             if load[current] - load[target] >= 2:
                 owner[tp] = target
                 load[current] -= 1

@@ -527,7 +527,7 @@ class ConsumerProtocol:
         for name in sorted(names):
             info = self.topics.topic_info(name)
             if info is not None:
-                found[name] = crec.SubscribedTopic(info.topic_id, name, info.partitions)
+                found[name] = crec.SubscribedTopic(info.topic_id, name, info.partitions, info.racks)
         return found
 
     def _matching(self, regexes: set[str]) -> set[str]:
@@ -566,9 +566,10 @@ class ConsumerProtocol:
         previous = dict(cg.target)
         if replaced is not None:
             previous[updated.member_id] = previous.pop(replaced, {})
-        infos = {n: TopicInfo(t.topic_id, t.partitions) for n, t in topics.items()}
+        infos = {n: TopicInfo(t.topic_id, t.partitions, t.racks) for n, t in topics.items()}
         subscriptions = {m.member_id: self.member_topics(m) for m in members.values()}
-        result = assignor(subscriptions, infos, previous)
+        racks = {m.member_id: m.rack_id for m in members.values()}
+        result = assignor(subscriptions, infos, previous, racks)
         for member_id, assignment in sorted(result.items()):
             if assignment != previous.get(member_id) or member_id not in cg.target:
                 step.put(crec.TargetAssignmentMemberValue(assignment), member_id)

@@ -75,6 +75,9 @@ class SubscribedTopic:
     topic_id: uuid.UUID
     name: str
     partitions: int
+    # The racks of each partition's replicas (by partition; empty: no rack known), for the
+    # rack-aware assignors.
+    racks: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,8 +201,14 @@ def encode_value(value: ConsumerGroupValue) -> bytes:
             w.out += topic.topic_id.bytes
             w.compact_string(topic.name)
             w.int32(topic.partitions)
-            # Racks per partition: odradek's assignors are not rack-aware, so none are kept.
-            w.uvarint(1)
+            racked = [(p, racks) for p, racks in enumerate(topic.racks) if racks]
+            w.uvarint(len(racked) + 1)
+            for partition, racks in racked:
+                w.int32(partition)
+                w.uvarint(len(racks) + 1)
+                for rack in racks:
+                    w.compact_string(rack)
+                w.no_tags()
             w.no_tags()
     elif isinstance(value, MemberMetadataValue):
         w.compact_string(value.instance_id)
@@ -269,13 +278,18 @@ def decode_value(kind: int, data: bytes) -> ConsumerGroupValue:
             topic_id = r.topic_id()
             name = r.required_compact_string()
             partitions = r.int32()
+            by_partition: dict[int, tuple[str, ...]] = {}
             for _ in range(r.count()):
-                r.int32()
-                for _ in range(r.count()):
-                    r.compact_string()
+                partition = r.int32()
+                racks = tuple(r.required_compact_string() for _ in range(r.count()))
+                if 0 <= partition < partitions and racks:
+                    by_partition[partition] = racks
                 r.skip_tags()
             r.skip_tags()
-            topics.append(SubscribedTopic(topic_id, name, partitions))
+            racks_of = (
+                tuple(by_partition.get(p, ()) for p in range(partitions)) if by_partition else ()
+            )
+            topics.append(SubscribedTopic(topic_id, name, partitions, racks_of))
         value = PartitionMetadataValue(tuple(topics))
     elif kind == CONSUMER_GROUP_MEMBER_METADATA_KEY:
         instance_id = r.compact_string()

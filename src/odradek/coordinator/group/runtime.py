@@ -121,8 +121,20 @@ class TopicsCatalog:
         self.topics = topics
 
     def topic_info(self, name: str) -> TopicInfo | None:
+        """The topic's id, partition count and the racks of each partition's replicas (among
+        the brokers registered now)."""
         topic = self.topics.topic(name)
-        return None if topic is None else TopicInfo(topic.topic_id, topic.partitions)
+        if topic is None:
+            return None
+        rack_of = self.topics.broker_racks()
+        racks: tuple[tuple[str, ...], ...] = ()
+        if rack_of:
+            own = self.topics.config.node_id
+            racks = tuple(
+                tuple(sorted({r for b in topic.replicas_of(p) or (own,) if (r := rack_of.get(b))}))
+                for p in range(topic.partitions)
+            )
+        return TopicInfo(topic.topic_id, topic.partitions, racks)
 
     def topic_names(self) -> list[str]:
         return [t.name for t in self.topics.topics()]
