@@ -163,11 +163,13 @@ class ReplicaManager:
         *,
         origin: str = "",
         api_key: int = -1,
+        waiting: Callable[[], None] | None = None,
     ) -> list[AppendResult]:
         """Append each entry as its partition's leader and answer by ``acks`` (Kafka's
         ``appendRecords``): acks=all answers once the high watermark passes every append, or
         ``timeout_ms`` (REQUEST_TIMED_OUT). ``origin``: the client, for the log; ``api_key``:
-        the request whose wait the purgatory measures."""
+        the request whose wait the purgatory measures; ``waiting``: called when, the appends
+        done, the acks=all wait begins (the connection may take its next request)."""
         results: list[AppendResult] = []
         waits: list[tuple[AppendResult, Partition, int]] = []
         now_ms = self.clock.time_ms()
@@ -186,6 +188,8 @@ class ReplicaManager:
         if waits:
             delayed = DelayedProduce([(partition, offset) for _, partition, offset in waits])
             if not delayed.try_complete():
+                if waiting is not None:
+                    waiting()
                 await self.purgatory.park(
                     delayed.watched(), delayed.try_complete, timeout_ms / 1000, api_key
                 )
