@@ -46,6 +46,11 @@ from odradek.clock import Clock, SystemClock
 from odradek.cluster.replication.partition import Partition
 from odradek.cluster.replication.quota import ReplicationQuotas
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.fetch_request import (
+    REPLICA_FETCH_VERSION,
+    ReplicaFetchPartition,
+    encode_replica_fetch,
+)
 from odradek.security.client_settings import ClientSecurity
 from odradek.storage import UnexpectedAppendOffset
 
@@ -54,7 +59,7 @@ log = logging.getLogger(__name__)
 FETCH = 1
 LIST_OFFSETS = 2
 OFFSET_FOR_LEADER_EPOCH = 23
-_FETCH_VERSION = 12  # topics by name; replica_id in the request (v15 moved it)
+_FETCH_VERSION = REPLICA_FETCH_VERSION  # encoded by hand: encode_replica_fetch
 _EARLIEST = -2
 _OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 _LIST_OFFSETS_VERSION = 7
@@ -419,6 +424,35 @@ class FetcherCore:
                     self._truncating.add(tp)
 
 
+def _fetch_frame(fields: Mapping[str, Any], client_id: str) -> bytes:
+    """The frame of the core's Fetch (its correlation id set when sent)."""
+    topics = [
+        (
+            topic["topic"],
+            [
+                ReplicaFetchPartition(
+                    p["partition"],
+                    p["current_leader_epoch"],
+                    p["fetch_offset"],
+                    p["log_start_offset"],
+                    p["partition_max_bytes"],
+                )
+                for p in topic["partitions"]
+            ],
+        )
+        for topic in fields["topics"]
+    ]
+    return encode_replica_fetch(
+        0,
+        client_id,
+        fields["replica_id"],
+        fields["max_wait"] // datetime.timedelta(milliseconds=1),
+        fields["min_bytes"],
+        fields["max_bytes"],
+        topics,
+    )
+
+
 class LeaderFetcher:
     """The asyncio shell of a :class:`FetcherCore`: one task and one connection to the leader
     (see the module doc)."""
@@ -441,6 +475,7 @@ class LeaderFetcher:
         self._task: asyncio.Task[None] | None = None
         self._connection: AsyncConnection | None = None
         self._stopping = False
+        self._client_id = f"broker-{config.local_id}-fetcher-{leader_id}"
 
     @property
     def partitions(self) -> frozenset[TopicPartition]:
@@ -486,9 +521,14 @@ class LeaderFetcher:
                     await self._idle(step.until_ms)
                     continue
                 connection = await self._connected()
-                response = await connection.request(
-                    step.api_key, step.fields, highest=step.highest, timeout_s=step.timeout_s
-                )
+                if step.api_key == FETCH:
+                    response = await connection.request_encoded(
+                        _fetch_frame(step.fields, self._client_id), timeout_s=step.timeout_s
+                    )
+                else:
+                    response = await connection.request(
+                        step.api_key, step.fields, highest=step.highest, timeout_s=step.timeout_s
+                    )
                 self.core.received(step, response, self._clock.monotonic_ms())
             except asyncio.CancelledError:
                 raise
@@ -510,7 +550,7 @@ class LeaderFetcher:
         if self._connection is None or self._connection.closed:
             self._connection = await AsyncConnection.open(
                 self.address,
-                client_id=f"broker-{self.config.local_id}-fetcher-{self.leader_id}",
+                client_id=self._client_id,
                 timeout_s=self.config.socket_timeout_ms / 1000,
                 security=self.config.security,
             )
