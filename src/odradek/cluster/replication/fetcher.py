@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -90,6 +91,8 @@ class FetcherConfig:
     partition_max_bytes: int = 1024 * 1024
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30_000
+    # num.replica.fetchers: the fetchers (connections) to each leader the partitions spread over.
+    fetchers_per_leader: int = 1
     # TLS and SASL of the inter-broker listener (None: PLAINTEXT).
     security: ClientSecurity | None = None
 
@@ -424,6 +427,25 @@ class FetcherCore:
                     self._truncating.add(tp)
 
 
+def fetcher_id(topic: str, index: int, fetchers_per_leader: int) -> int:
+    """Which of a leader's fetchers copies a partition: Kafka's choice (``31 * the topic's Java
+    hashCode + the partition``, absolute, modulo the fetcher count), so that a partition has
+    the same fetcher id as on a Kafka broker and after every restart."""
+    if fetchers_per_leader <= 1:
+        return 0
+    h = 0
+    for unit in struct.unpack(
+        f">{len(topic.encode('utf-16-be')) // 2}H", topic.encode("utf-16-be")
+    ):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    value = (31 * h + index) & 0xFFFFFFFF
+    if value >= 0x80000000:
+        value -= 0x100000000
+    # Kafka's Utils.abs: Integer.MIN_VALUE maps to 0, any other value to its absolute value.
+    value = 0 if value == -0x80000000 else abs(value)
+    return value % fetchers_per_leader
+
+
 def _fetch_frame(fields: Mapping[str, Any], client_id: str) -> bytes:
     """The frame of the core's Fetch (its correlation id set when sent)."""
     topics = [
@@ -465,8 +487,10 @@ class LeaderFetcher:
         checkpoint: Callable[[], None],
         quotas: ReplicationQuotas | None = None,
         clock: Clock | None = None,
+        fetcher_id: int = 0,
     ) -> None:
         self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
         self.address = address
         self.config = config
         self.core = FetcherCore(leader_id, config, checkpoint, quotas)
@@ -475,7 +499,7 @@ class LeaderFetcher:
         self._task: asyncio.Task[None] | None = None
         self._connection: AsyncConnection | None = None
         self._stopping = False
-        self._client_id = f"broker-{config.local_id}-fetcher-{leader_id}"
+        self._client_id = f"broker-{config.local_id}-fetcher-{fetcher_id}-{leader_id}"
 
     @property
     def partitions(self) -> frozenset[TopicPartition]:
@@ -491,7 +515,8 @@ class LeaderFetcher:
 
     def start(self) -> None:
         self._task = asyncio.create_task(
-            self._run(), name=f"replica-fetcher-{self.config.local_id}-from-{self.leader_id}"
+            self._run(),
+            name=f"replica-fetcher-{self.fetcher_id}-{self.config.local_id}-from-{self.leader_id}",
         )
 
     async def stop(self) -> None:

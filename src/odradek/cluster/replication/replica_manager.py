@@ -4,8 +4,9 @@
 Every hosted partition's state (leader, leader epoch, ISR, written by the controller in
 ``/brokers/topics/<t>/partitions/<p>/state``) decides its role: this broker named leader → the
 partition leads (:meth:`Partition.make_leader`) and stops fetching; another broker named →
-the partition follows it, fetched by that leader's
-:class:`~odradek.cluster.replication.fetcher.LeaderFetcher`; no leader → it follows nobody until
+the partition follows it, fetched by one of that leader's ``num.replica.fetchers``
+:class:`~odradek.cluster.replication.fetcher.LeaderFetcher` (the partition's fetcher id, as
+Kafka's); no leader → it follows nobody until
 one is elected. A state older than the one applied (a lower leader epoch) changes nothing.
 
 After each state applied, the leadership listeners hear the partition and whether it now leads
@@ -52,7 +53,7 @@ from odradek.cluster.replication.delayed import (
     FetchResult,
     TopicPartitionKey,
 )
-from odradek.cluster.replication.fetcher import FetcherConfig, LeaderFetcher
+from odradek.cluster.replication.fetcher import FetcherConfig, LeaderFetcher, fetcher_id
 from odradek.cluster.replication.isr import IsrProposal
 from odradek.cluster.replication.partition import NO_LEADER, Partition
 from odradek.cluster.replication.purgatory import Purgatory
@@ -61,6 +62,8 @@ from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
 from odradek.storage import AppendInfo
 
 log = logging.getLogger(__name__)
+
+FetcherKey = tuple[int, int]  # leader id, fetcher id
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +125,9 @@ class ReplicaManager:
         self.clock = clock
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._states: dict[tuple[str, int], PartitionState] = {}
-        self._fetchers: dict[int, LeaderFetcher] = {}
-        self._following: dict[tuple[str, int], int] = {}  # partition → leader fetched from
+        # By (leader id, fetcher id): ``num.replica.fetchers`` fetchers for each leader.
+        self._fetchers: dict[FetcherKey, LeaderFetcher] = {}
+        self._following: dict[tuple[str, int], FetcherKey] = {}  # partition → its fetcher
         self._isr_task: asyncio.Task[None] | None = None
         # Each partition's ISR change in flight (at most one: the tracker proposes no other).
         self._isr_writes: dict[tuple[str, int], asyncio.Task[None]] = {}
@@ -331,7 +335,8 @@ class ReplicaManager:
         if state.leader == NO_LEADER:
             self._unfollow(tp)
             return
-        if changed or self._following.get(tp) != state.leader:
+        followed = self._following.get(tp)
+        if changed or followed is None or followed[0] != state.leader:
             self._follow(partition, state.leader)
 
     def _leadership_changed(self, partition: Partition) -> None:
@@ -349,12 +354,13 @@ class ReplicaManager:
     def _follow(self, partition: Partition, leader_id: int) -> None:
         tp = (partition.topic, partition.index)
         self._unfollow(tp)
-        fetcher = self._fetcher(leader_id)
+        key = (leader_id, fetcher_id(*tp, self.fetcher_config.fetchers_per_leader))
+        fetcher = self._fetcher(key)
         if fetcher is None:
             log.warning("%s: leader %d has no known address yet", partition.name, leader_id)
             return
         fetcher.add(partition)
-        self._following[tp] = leader_id
+        self._following[tp] = key
         log.info(
             "%s: following leader %d in epoch %d from offset %d",
             partition.name,
@@ -364,22 +370,29 @@ class ReplicaManager:
         )
 
     def _unfollow(self, tp: tuple[str, int]) -> None:
-        leader_id = self._following.pop(tp, None)
-        if leader_id is not None and leader_id in self._fetchers:
-            self._fetchers[leader_id].remove(*tp)
+        key = self._following.pop(tp, None)
+        if key is not None and key in self._fetchers:
+            self._fetchers[key].remove(*tp)
 
-    def _fetcher(self, leader_id: int) -> LeaderFetcher | None:
-        fetcher = self._fetchers.get(leader_id)
+    def _fetcher(self, key: FetcherKey) -> LeaderFetcher | None:
+        fetcher = self._fetchers.get(key)
         if fetcher is not None:
             return fetcher
+        leader_id, fetcher_index = key
         address = self._address_of(leader_id)
         if address is None:
             return None
         fetcher = LeaderFetcher(
-            leader_id, address, self.fetcher_config, self._checkpoint, self.quotas, self.clock
+            leader_id,
+            address,
+            self.fetcher_config,
+            self._checkpoint,
+            self.quotas,
+            self.clock,
+            fetcher_id=fetcher_index,
         )
         fetcher.start()
-        self._fetchers[leader_id] = fetcher
+        self._fetchers[key] = fetcher
         return fetcher
 
     def forget(self, topic: str, index: int) -> None:
@@ -394,12 +407,12 @@ class ReplicaManager:
         to a fetcher on its way out."""
         async with self._brokers_changing:
             stopping: list[LeaderFetcher] = []
-            for leader_id, fetcher in list(self._fetchers.items()):
-                address = self._address_of(leader_id)
+            for key, fetcher in list(self._fetchers.items()):
+                address = self._address_of(key[0])
                 if address is not None and address != fetcher.address:
-                    stopping.append(self._fetchers.pop(leader_id))
+                    stopping.append(self._fetchers.pop(key))
                     for tp, followed in list(self._following.items()):
-                        if followed == leader_id:
+                        if followed == key:
                             del self._following[tp]
             for tp, state in list(self._states.items()):
                 partition = self._hosted(*tp)
@@ -410,9 +423,9 @@ class ReplicaManager:
                     and not partition.log.offline
                 ):
                     self._follow(partition, state.leader)
-            for leader_id, fetcher in list(self._fetchers.items()):
+            for key, fetcher in list(self._fetchers.items()):
                 if not fetcher.partitions:
-                    stopping.append(self._fetchers.pop(leader_id))
+                    stopping.append(self._fetchers.pop(key))
             for fetcher in stopping:
                 await fetcher.stop()
 
