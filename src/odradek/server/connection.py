@@ -31,6 +31,7 @@ import asyncio
 import contextvars
 import dataclasses
 import errno
+import functools
 import logging
 import os
 import ssl
@@ -82,6 +83,14 @@ _CORK_BYTES = 256 * 1024
 # Requests of one connection taken and not yet answered (all but the newest waiting for their
 # followers, or for the answers before theirs) past which the next is not taken.
 _MAX_ANSWERING = 8
+
+
+_PRODUCE = 0
+
+
+def _release(released: asyncio.Future[None], _: object = None) -> None:
+    if not released.done():
+        released.set_result(None)
 
 
 class _EarlierFailed(Exception):
@@ -232,6 +241,10 @@ class Connection(asyncio.BufferedProtocol):
         core = self.core
         while True:
             self._retire(answering)
+            if self._throttled is not None:
+                # Over a client quota (an answer sent while this waited): nothing is taken.
+                await asyncio.wait((self._throttled,))
+                continue
             frame = core.next_request()
             if frame is not None:
                 return frame
@@ -307,25 +320,35 @@ class Connection(asyncio.BufferedProtocol):
         try:
             while True:
                 self._retire(answering)
-                while len(answering) >= _MAX_ANSWERING or self._throttled is not None:
-                    if self._throttled is not None:
-                        await asyncio.wait((self._throttled,))
-                    else:
-                        await asyncio.wait((answering[0],))
+                while len(answering) >= _MAX_ANSWERING:
+                    await asyncio.wait((answering[0],))
                     self._retire(answering)
                 frame = await self._next_frame(answering)
                 if frame is None:
                     await self._finish(answering)
                     return
                 self.busy = True
-                released: asyncio.Future[None] = loop.create_future()
-                task = self._start(frame, answering[-1] if answering else None, released)
-                del frame  # a live view keeps the receive buffer from being reused
-                answering.append(task)
-                task.add_done_callback(self._answered)
+                timed = self._timed(frame)
+                if not answering and not self._may_wait(frame):
+                    # Nothing before it and nothing of it to overlap: handled in this task.
+                    current_request.set(timed[1] if timed is not None else None)
+                    try:
+                        await self._answer(frame, None, None, timed)
+                    finally:
+                        del frame  # a live view keeps the receive buffer from being reused
+                        self.core.request_done()
+                        self.last_active_ms = self.services.clock.monotonic_ms()
+                    self._retire(answering)
+                    continue
                 # Only the wait for the followers may overlap the next request's handling: the
                 # appends of a connection happen in request order, as its answers leave.
-                await asyncio.wait((task, released), return_when=asyncio.FIRST_COMPLETED)
+                released: asyncio.Future[None] = loop.create_future()
+                task = self._start(frame, answering[-1] if answering else None, released, timed)
+                del frame
+                answering.append(task)
+                task.add_done_callback(self._answered)
+                task.add_done_callback(functools.partial(_release, released))
+                await released
         except CloseConnection as e:
             log.warning("closing connection from %s: %s", self.peer, e)
         except (ConnectionError, asyncio.CancelledError):
@@ -337,43 +360,50 @@ class Connection(asyncio.BufferedProtocol):
                 task.cancel()
             if answering:
                 await asyncio.wait(answering)
+                for task in answering:
+                    if not task.cancelled():
+                        task.exception()  # retrieved: the connection ends either way
             if self.transport is not None:
                 self._uncork()
                 self.transport.close()
+
+    def _timed(self, frame: memoryview) -> tuple[int, RequestTiming, int] | None:
+        """With metrics or client quotas: the request's API key, its own timing (to which the
+        purgatory adds its waits: Kafka's RemoteTime, which the request quota leaves out), and
+        when it arrived."""
+        if self._counters is None and self.services.quotas is None:
+            return None
+        api_key = SASL_AUTHENTICATE_KEY  # a bare token has no header
+        if not self.core.expects_legacy_token:
+            (api_key,) = _INT16.unpack_from(frame)
+        return (api_key, RequestTiming(), self.core.arrived)
+
+    def _may_wait(self, frame: memoryview) -> bool:
+        """Whether the request may leave a wait for the followers to overlap what follows (a
+        Produce)."""
+        return not self.core.expects_legacy_token and _INT16.unpack_from(frame)[0] == _PRODUCE
 
     def _start(
         self,
         frame: memoryview,
         previous: asyncio.Task[None] | None,
         released: asyncio.Future[None],
+        timed: tuple[int, RequestTiming, int] | None,
     ) -> asyncio.Task[None]:
-        """The task that handles ``frame`` and answers it after ``previous`` is answered."""
-        if self._counters is not None or self.services.quotas is not None:
-            api_key = SASL_AUTHENTICATE_KEY  # a bare token has no header
-            if not self.core.expects_legacy_token:
-                (api_key,) = _INT16.unpack_from(frame)
-            # The request's own timing, in its task's context (copied by any task a handler
-            # starts): the purgatory adds the request's waits to it (Kafka's RemoteTime, which
-            # the request quota leaves out).
-            timed = (api_key, RequestTiming(), self.core.arrived)
-        else:
-            timed = None
-
-        def only_waiting_left() -> None:
-            if not released.done():
-                released.set_result(None)
-
+        """The task that handles ``frame`` and answers it after ``previous`` is answered;
+        ``released`` is done once only a wait for the followers is left of it."""
         context = contextvars.copy_context()
+        # In the task's context, so copied by any task a handler starts.
         context.run(current_request.set, timed[1] if timed is not None else None)
         return asyncio.get_running_loop().create_task(
-            self._answer(frame, previous, only_waiting_left, timed), context=context
+            self._answer(frame, previous, lambda: _release(released), timed), context=context
         )
 
     async def _answer(
         self,
         frame: memoryview,
         previous: asyncio.Task[None] | None,
-        only_waiting_left: Callable[[], None],
+        only_waiting_left: Callable[[], None] | None,
         timed: tuple[int, RequestTiming, int] | None,
     ) -> None:
         """Handle one request, then, once the requests before it are answered, send its
@@ -421,7 +451,8 @@ class Connection(asyncio.BufferedProtocol):
     async def _after(previous: asyncio.Task[None] | None) -> None:
         """Wait until the request before is answered; :class:`_EarlierFailed` if it was not."""
         if previous is not None:
-            await asyncio.wait((previous,))
+            if not previous.done():
+                await asyncio.wait((previous,))
             if previous.cancelled() or previous.exception() is not None:
                 raise _EarlierFailed
 
