@@ -435,8 +435,8 @@ class Connection(asyncio.BufferedProtocol):
         if counters is not None and timed is not None:
             api_key, timing, arrived = timed
             # Kafka's ResponseSendTimeMs ends when the response is sent; here, when the
-            # transport has it (or, corked, when it will go at this loop turn). Waiting behind
-            # the earlier requests' answers counts as waiting for this one's followers would.
+            # transport has it (or, corked, when it will go at this loop turn); waiting behind
+            # the answers to the connection's earlier requests is part of it.
             answered = time.perf_counter_ns()
             remote = min(timing.remote_ns, handled - started)
             counters.handled(
