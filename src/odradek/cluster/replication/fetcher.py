@@ -1,7 +1,11 @@
-"""Followers copying their leaders' logs: one fetcher task per leader (Kafka's
-``ReplicaFetcherThread``), over the Kafka protocol with the project's asyncio client.
+"""Followers copying their leaders' logs: ``num.replica.fetchers`` fetcher tasks per leader
+(Kafka's ``ReplicaFetcherThread``), each with a connection of its own, over the Kafka protocol
+with the project's asyncio client (the Fetch written by hand: :func:`~odradek.protocol.
+fetch_request.encode_replica_fetch`).
 
-A partition this broker follows is handed to the fetcher of its leader. Before its first fetch
+A partition this broker follows is handed to the fetcher of its leader with its fetcher id
+(:func:`fetcher_id`). A fetch is always out to the leader while there is something to copy: it
+waits there up to ``replica.fetch.wait.max.ms`` and is answered as soon as the leader appends. Before its first fetch
 (and after every leader change) the fetcher finds where the local log diverges from the
 leader's: OffsetForLeaderEpoch for the log's latest epoch, truncation to the end of that epoch as
 the leader has it, again while the answer names an epoch this log lacks (KIP-101, KIP-279); the
