@@ -5,8 +5,8 @@ fetch_request.encode_replica_fetch`).
 
 A partition this broker follows is handed to the fetcher of its leader with its fetcher id
 (:func:`fetcher_id`). A fetch is always out to the leader while there is something to copy: it
-waits there up to ``replica.fetch.wait.max.ms`` and is answered as soon as the leader appends. Before its first fetch
-(and after every leader change) the fetcher finds where the local log diverges from the
+waits there up to ``replica.fetch.wait.max.ms`` and is answered as soon as the leader appends.
+Before its first fetch (and after every leader change) the fetcher finds where the local log diverges from the
 leader's: OffsetForLeaderEpoch for the log's latest epoch, truncation to the end of that epoch as
 the leader has it, again while the answer names an epoch this log lacks (KIP-101, KIP-279); the
 log manager checkpoints before the partition is appended to again (recovery trusts what lies below
