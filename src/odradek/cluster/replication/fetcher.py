@@ -6,11 +6,11 @@ fetch_request.encode_replica_fetch`).
 A partition this broker follows is handed to the fetcher of its leader with its fetcher id
 (:func:`fetcher_id`). A fetch is always out to the leader while there is something to copy: it
 waits there up to ``replica.fetch.wait.max.ms`` and is answered as soon as the leader appends.
-Before its first fetch (and after every leader change) the fetcher finds where the local log diverges from the
-leader's: OffsetForLeaderEpoch for the log's latest epoch, truncation to the end of that epoch as
-the leader has it, again while the answer names an epoch this log lacks (KIP-101, KIP-279); the
-log manager checkpoints before the partition is appended to again (recovery trusts what lies below
-a checkpointed recovery point). Then it fetches with ``replica_id`` set to this broker's id from
+Before its first fetch (and after every leader change) the fetcher finds where the local log
+diverges from the leader's: OffsetForLeaderEpoch for the log's latest epoch, truncation to the
+end of that epoch as the leader has it, again while the answer names an epoch this log lacks
+(KIP-101, KIP-279); the log manager checkpoints before the partition is appended to again
+(recovery trusts what lies below a checkpointed recovery point). Then it fetches with ``replica_id`` set to this broker's id from
 each partition's log end offset, appends the leader's batches as they are, and takes the leader's
 high watermark. The leader learns the follower's log end offset from the next fetch.
 
