@@ -12,7 +12,8 @@ end of that epoch as the leader has it, again while the answer names an epoch th
 (KIP-101, KIP-279); the log manager checkpoints before the partition is appended to again
 (recovery trusts what lies below a checkpointed recovery point). Then it fetches with
 ``replica_id`` set to this broker's id from each partition's log end offset, appends the leader's
-batches as they are, and takes the leader's high watermark. The leader learns the follower's log end offset from the next fetch.
+batches as they are, and takes the leader's high watermark. The leader learns the follower's log
+end offset from the next fetch.
 
 Errors: a partition whose leader answers NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
 UNKNOWN_LEADER_EPOCH or UNKNOWN_TOPIC_OR_PARTITION waits ``replica.fetch.backoff.ms`` (the
