@@ -52,6 +52,7 @@ from odradek.protocol.messages import (
     peek_header,
     response_schema,
 )
+from odradek.protocol.produce_request import peek_acks
 from odradek.security.listeners import Listener
 from odradek.security.sasl import SaslSession
 from odradek.security.tls import certificate_principal
@@ -86,6 +87,7 @@ _MAX_ANSWERING = 8
 
 
 _PRODUCE = 0
+_ACKS_ALL = -1
 
 
 def _release(released: asyncio.Future[None], _: object = None) -> None:
@@ -379,9 +381,14 @@ class Connection(asyncio.BufferedProtocol):
         return (api_key, RequestTiming(), self.core.arrived)
 
     def _may_wait(self, frame: memoryview) -> bool:
-        """Whether the request may leave a wait for the followers to overlap what follows (a
-        Produce)."""
-        return not self.core.expects_legacy_token and _INT16.unpack_from(frame)[0] == _PRODUCE
+        """Whether the request may leave a wait for the followers to overlap what follows (an
+        acks=all Produce). Any other is handled in the connection's task: a burst of them is
+        handled in one event-loop turn, their responses corked together."""
+        return (
+            not self.core.expects_legacy_token
+            and _INT16.unpack_from(frame)[0] == _PRODUCE
+            and peek_acks(frame) == _ACKS_ALL
+        )
 
     def _start(
         self,
