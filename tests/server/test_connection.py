@@ -20,7 +20,9 @@ FOLLOWER = 99
 
 async def _with_follower(broker: RunningBroker, topic: str) -> Partition:
     assert broker.broker is not None
-    partition = broker.broker.services.topics.partition(topic, 0)
+    services = broker.broker.services
+    services.replicas.alone = False  # as in a cluster: followers may hold answers up
+    partition = services.topics.partition(topic, 0)
     assert partition is not None
     replicas = (partition.local_id, FOLLOWER)
     partition.make_leader(partition.leader_epoch + 1, replicas, replicas, 1)

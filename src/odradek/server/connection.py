@@ -382,10 +382,12 @@ class Connection(asyncio.BufferedProtocol):
 
     def _may_wait(self, frame: memoryview) -> bool:
         """Whether the request may leave a wait for the followers to overlap what follows (an
-        acks=all Produce). Any other is handled in the connection's task: a burst of them is
-        handled in one event-loop turn, their responses corked together."""
+        acks=all Produce to a broker with followers). Any other is handled in the connection's
+        task: a burst of them is handled in one event-loop turn, their responses corked
+        together."""
         return (
-            not self.core.expects_legacy_token
+            not self.services.replicas.alone
+            and not self.core.expects_legacy_token
             and _INT16.unpack_from(frame)[0] == _PRODUCE
             and peek_acks(frame) == _ACKS_ALL
         )

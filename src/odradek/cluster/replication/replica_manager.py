@@ -139,6 +139,8 @@ class ReplicaManager:
         # for the metrics endpoint.
         self.isr_shrinks = 0
         self.isr_expands = 0
+        # A broker that is the whole cluster: no follower ever holds up an acks=all answer.
+        self.alone = False
 
     def start(self) -> None:
         self._isr_task = asyncio.create_task(self._check_isr_periodically(), name="isr-check")
@@ -553,7 +555,7 @@ def single_broker_replica_manager(
     """The replica manager of a broker that is the whole cluster: the topic manager makes each
     partition its own leader, nothing is followed and no partition state is read or written, so
     only the data plane works (never :meth:`ReplicaManager.start`)."""
-    return ReplicaManager(
+    manager = ReplicaManager(
         local_id,
         store,
         hosted,
@@ -566,3 +568,5 @@ def single_broker_replica_manager(
         replica_lag_time_max_ms,
         purgatory=purgatory,
     )
+    manager.alone = True
+    return manager
