@@ -8,10 +8,11 @@ socket: it receives into the core's buffer, dispatches requests in order, writes
 Like Kafka, a connection handles one request at a time and its responses leave in request order.
 One wait is let overlap the next request: on a broker with followers, an acks=all Produce whose
 records are appended waits for the in-sync followers (the only thing left of it) in a task of its
-own while the connection takes, decodes and handles its next requests (at most ``_MAX_ANSWERING`` taken and unanswered); the appends still
-happen in request order, and each response is written only after the one before it. Kafka mutes
-the channel for the whole wait instead, so a producer's next request waits a replication round
-trip before it is even read. Framing errors close only this connection.
+own while the connection takes, decodes and handles its next requests (at most
+``_MAX_ANSWERING`` taken and unanswered); the appends still happen in request order, and each
+response is written only after the one before it. Kafka mutes the channel for the whole wait
+instead, so a producer's next request waits a replication round trip before it is even read.
+Framing errors close only this connection.
 
 Reading is an :class:`asyncio.BufferedProtocol`: the event loop receives straight into a buffer
 the core owns, and each request reaches its handler as a ``memoryview`` of that buffer, so
