@@ -1393,6 +1393,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _at_least(1),
         ),
         ConfigDef(
+            "num.replica.fetchers",
+            ConfigType.INT,
+            "1",
+            "fetchers (each a connection) a follower runs for each leader; its partitions are "
+            "spread over them",
+            _at_least(1),
+        ),
+        ConfigDef(
             "replica.fetch.backoff.ms",
             ConfigType.INT,
             "1000",

@@ -21,6 +21,7 @@ from odradek.protocol.produce_request import (
     MIN_VERSION,
     MalformedProduceRequest,
     decode_produce_request,
+    peek_acks,
 )
 from odradek.protocol.records import encode_batch
 
@@ -174,3 +175,15 @@ def test_a_negative_array_length_is_refused() -> None:
     frame[topics_at : topics_at + 4] = (-1).to_bytes(4, "big", signed=True)
     with pytest.raises(MalformedProduceRequest):
         decode_produce_request(frame)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("acks", [-1, 0, 1])
+@pytest.mark.parametrize("transactional_id", [None, "tx-1"])
+def test_acks_are_read_without_the_rest(
+    version: int, acks: int, transactional_id: str | None
+) -> None:
+    frame = frame_of(version, SAMPLE, acks=acks, transactional_id=transactional_id)
+    assert peek_acks(frame) == acks
+    for cut in range(12):
+        assert peek_acks(frame[:cut]) is None  # ends inside the header

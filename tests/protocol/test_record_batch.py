@@ -11,6 +11,7 @@ from odradek.protocol.record_batch import (
     HEADER_SIZE,
     TIMESTAMP_TYPE_BIT,
     InvalidBatch,
+    copied_batches,
     crc_of,
     iter_headers,
     read_header,
@@ -186,3 +187,37 @@ def test_with_compression_keeps_records_and_offsets(source: int, target: int) ->
     assert new_header.base_offset == 42
     assert new_header.max_timestamp == header.max_timestamp
     assert decode_batch(rewritten) == decode_batch(original)
+
+
+def emptied(records: int = 3) -> bytes:
+    """A batch as compaction leaves an idempotent producer's last one: no records, its offsets
+    (lastOffsetDelta) kept."""
+    buf = bytearray(batch(records)[:HEADER_SIZE])
+    struct.pack_into(">i", buf, 8, HEADER_SIZE - 12)  # batchLength
+    struct.pack_into(">i", buf, 57, 0)  # recordCount
+    return reseal(buf)
+
+
+def test_a_follower_takes_what_producers_may_not_send() -> None:
+    copied = emptied() + batch(2)
+    assert invalid(copied) == "invalid_record"  # from a producer
+    headers = copied_batches(copied)
+    assert [(h.record_count, h.last_offset_delta) for h in headers] == [(0, 2), (2, 1)]
+
+
+def test_a_follower_leaves_out_a_batch_cut_off_at_the_end() -> None:
+    whole = batch(2)
+    for cut in (1, HEADER_SIZE - 1, HEADER_SIZE, len(whole) - 1):
+        (header,) = copied_batches(whole + whole[:cut])
+        assert header.size == len(whole)
+    assert copied_batches(whole[:10]) == []
+
+
+def test_a_follower_refuses_a_corrupt_copy() -> None:
+    bad = bytearray(batch(2) + batch(3))
+    bad[-1] ^= 0xFF
+    with pytest.raises(InvalidBatch) as info:
+        copied_batches(bad)
+    assert info.value.error == "corrupt_message"
+    with pytest.raises(InvalidBatch):
+        copied_batches(b"\0" * 16 + b"\1" + b"\0" * (HEADER_SIZE - 17))  # magic 1

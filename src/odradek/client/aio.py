@@ -177,6 +177,16 @@ class AsyncConnection(CoreShell, asyncio.BufferedProtocol):
             raise ClientError("this request gets no response")
         return response.frame
 
+    async def request_encoded(
+        self, frame: bytes | bytearray, *, timeout_s: float | None = None
+    ) -> Any:
+        """Like :meth:`request`, for a request frame encoded by hand (a hot path's, see
+        :meth:`send_frame`): its decoded response."""
+        request, future = self.send_frame(frame)
+        await self.drain()
+        response = await self._wait(request, future, timeout_s)
+        return None if response is None else response.body
+
     def send(
         self,
         api_key: int,

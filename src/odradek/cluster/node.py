@@ -169,6 +169,7 @@ class ClusterNode:
                 partition_max_bytes=config.get_int("replica.fetch.max.bytes"),
                 backoff_ms=config.get_int("replica.fetch.backoff.ms"),
                 socket_timeout_ms=config.get_int("replica.socket.timeout.ms"),
+                fetchers_per_leader=config.get_int("num.replica.fetchers"),
                 security=inter_broker_security(config),
             ),
             self.clock,

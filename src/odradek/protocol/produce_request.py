@@ -143,6 +143,38 @@ class _Reader:
         return count
 
 
+def _read_up_to_topics(
+    reader: _Reader,
+) -> tuple[tuple[int, int, int, str | None], str | None, int, int]:
+    """The header (key, version, correlation id, client id), transactional id, acks and
+    timeout of a Produce request frame."""
+    reader.take(_HEADER_PREFIX_SIZE)
+    api_key, version, correlation_id = peek_header(reader.view)
+    if api_key != API_KEY or not MIN_VERSION <= version <= MAX_VERSION:
+        raise MalformedProduceRequest(f"API key {api_key} version {version} is not read here")
+    # Even header v2 keeps client_id a non-compact string, for older brokers' sake.
+    client_id = reader.nullable_string()
+    if version >= FIRST_FLEXIBLE_VERSION:
+        reader.skip_tagged_fields()
+        transactional_id = reader.compact_nullable_string()
+    elif version >= FIRST_RECORD_BATCH_VERSION:
+        transactional_id = reader.nullable_string()
+    else:
+        transactional_id = None
+    acks, timeout_ms = reader.unpack(_ACKS_TIMEOUT)
+    return (api_key, version, correlation_id, client_id), transactional_id, acks, timeout_ms
+
+
+def peek_acks(frame: bytes | bytearray | memoryview) -> int | None:
+    """The acks of a Produce request frame (without its length prefix), read without the rest;
+    None when the frame is no Produce request read here or ends before its acks (the decoder
+    then says why)."""
+    try:
+        return int(_read_up_to_topics(_Reader(frame))[2])
+    except (MalformedProduceRequest, struct.error, ValueError, IndexError):
+        return None
+
+
 def decode_produce_request(
     frame: bytes | bytearray | memoryview,
 ) -> tuple[RequestHeader, ProduceRequest]:
@@ -152,21 +184,9 @@ def decode_produce_request(
     read here, or its fields do not fit the frame.
     """
     reader = _Reader(frame)
-    reader.take(_HEADER_PREFIX_SIZE)
-    api_key, version, correlation_id = peek_header(reader.view)
-    if api_key != API_KEY or not MIN_VERSION <= version <= MAX_VERSION:
-        raise MalformedProduceRequest(f"API key {api_key} version {version} is not read here")
+    header, transactional_id, acks, timeout_ms = _read_up_to_topics(reader)
+    api_key, version, correlation_id, client_id = header
     flexible = version >= FIRST_FLEXIBLE_VERSION
-    # Even header v2 keeps client_id a non-compact string, for older brokers' sake.
-    client_id = reader.nullable_string()
-    if flexible:
-        reader.skip_tagged_fields()
-        transactional_id = reader.compact_nullable_string()
-    elif version >= FIRST_RECORD_BATCH_VERSION:
-        transactional_id = reader.nullable_string()
-    else:
-        transactional_id = None
-    acks, timeout_ms = reader.unpack(_ACKS_TIMEOUT)
     topics: list[TopicProduceData] = []
     for _ in range(reader.array_length(flexible)):
         name = reader.compact_nullable_string() if flexible else reader.nullable_string()

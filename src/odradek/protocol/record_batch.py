@@ -182,6 +182,32 @@ def validate_batches(buf: bytes | bytearray | memoryview, max_batch_size: int) -
     return headers
 
 
+def copied_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
+    """The headers of the whole batches at the start of ``buf``, a leader's log copied to a
+    follower: checked as Kafka's follower append checks them (magic 2, the CRC), and for
+    nothing a producer is held to, which the leader checked when it took them (a batch
+    compaction emptied holds no records; its offsets stay). A batch cut off at the end (a
+    fetch's byte limit) is left out. Raises :class:`InvalidBatch` (CORRUPT_MESSAGE)."""
+    headers: list[BatchHeader] = []
+    position = 0
+    end = len(buf)
+    while end - position >= HEADER_SIZE:
+        header = read_header(buf, position)
+        if header.magic != MAGIC:
+            raise InvalidBatch("corrupt_message", f"record batch magic {header.magic} is not 2")
+        if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+            raise InvalidBatch(
+                "corrupt_message", f"batch length {header.batch_length} is too short"
+            )
+        if position + header.size > end:
+            break
+        if crc_of(buf, header) != header.crc:
+            raise InvalidBatch("corrupt_message", "record batch CRC does not match its contents")
+        headers.append(header)
+        position += header.size
+    return headers
+
+
 def set_base_offset(buf: bytearray | memoryview, position: int, base_offset: int) -> None:
     """Assign offsets to the batch at ``position``; the CRC does not cover this field."""
     _BASE_OFFSET.pack_into(buf, position, base_offset)

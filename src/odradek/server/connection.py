@@ -5,8 +5,14 @@ the broker's ``queued.max.request.bytes`` pool) and holds the SASL gate; this sh
 socket: it receives into the core's buffer, dispatches requests in order, writes responses
 (corked, or with ``sendfile``) and runs the TLS handshake.
 
-Like Kafka, a connection has one request in flight at a time (Kafka mutes the channel), so
-responses leave in request order. Framing errors close only this connection.
+Like Kafka, a connection handles one request at a time and its responses leave in request order.
+One wait is let overlap the next request: on a broker with followers, an acks=all Produce whose
+records are appended waits for the in-sync followers (the only thing left of it) in a task of its
+own while the connection takes, decodes and handles its next requests (at most
+``_MAX_ANSWERING`` taken and unanswered); the appends still happen in request order, and each
+response is written only after the one before it. Kafka mutes the channel for the whole wait
+instead, so a producer's next request waits a replication round trip before it is even read.
+Framing errors close only this connection.
 
 Reading is an :class:`asyncio.BufferedProtocol`: the event loop receives straight into a buffer
 the core owns, and each request reaches its handler as a ``memoryview`` of that buffer, so
@@ -23,14 +29,17 @@ is closed at its next request unless it re-authenticates first (KIP-368).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import errno
+import functools
 import logging
 import os
 import ssl
 import struct
 import time
 import typing
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -44,6 +53,7 @@ from odradek.protocol.messages import (
     peek_header,
     response_schema,
 )
+from odradek.protocol.produce_request import peek_acks
 from odradek.security.listeners import Listener
 from odradek.security.sasl import SaslSession
 from odradek.security.tls import certificate_principal
@@ -72,6 +82,22 @@ SENDFILE_MIN_BYTES = 64 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 # Responses to a burst of pipelined requests are sent together, up to this many bytes at a time.
 _CORK_BYTES = 256 * 1024
+# Requests of one connection taken and not yet answered (all but the newest waiting for their
+# followers, or for the answers before theirs) past which the next is not taken.
+_MAX_ANSWERING = 8
+
+
+_PRODUCE = 0
+_ACKS_ALL = -1
+
+
+def _release(released: asyncio.Future[None], _: object = None) -> None:
+    if not released.done():
+        released.set_result(None)
+
+
+class _EarlierFailed(Exception):
+    """A request is not answered: one before it on the connection failed (and ends it)."""
 
 
 class _FdFile:
@@ -125,6 +151,7 @@ class Connection(asyncio.BufferedProtocol):
         self._frame_waiter: asyncio.Future[None] | None = None
         self._writing_paused = False
         self._drain_waiter: asyncio.Future[None] | None = None
+        self._throttled: asyncio.Future[None] | None = None  # a client quota's hold
         self._corked: list[bytes] = []
         self._corked_bytes = 0
 
@@ -210,11 +237,17 @@ class Connection(asyncio.BufferedProtocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def _next_frame(self) -> memoryview | None:
+    async def _next_frame(self, answering: deque[asyncio.Task[None]]) -> memoryview | None:
         """The next request frame (without its size prefix), or None once the client is gone;
-        with metrics on, ``core.arrived`` is when it was received."""
+        with metrics on, ``core.arrived`` is when it was received. Raises the failure of a
+        request taken before (``answering``) that failed meanwhile."""
         core = self.core
         while True:
+            self._retire(answering)
+            if self._throttled is not None:
+                # Over a client quota (an answer sent while this waited): nothing is taken.
+                await asyncio.wait((self._throttled,))
+                continue
             frame = core.next_request()
             if frame is not None:
                 return frame
@@ -283,57 +316,42 @@ class Connection(asyncio.BufferedProtocol):
     async def serve(self) -> None:
         if self.listener.ssl_context is not None and not await self._start_tls():
             return
-        counters = self._counters
-        timing = None
-        if counters is not None or self.services.quotas is not None:
-            # This task's context, copied by any task a handler starts: the purgatory adds the
-            # request's waits to it (Kafka's RemoteTime, which the request quota leaves out).
-            timing = RequestTiming()
-            current_request.set(timing)
+        loop = asyncio.get_running_loop()
+        # Requests taken and not yet answered, oldest first: at most one being handled, the
+        # others handled and waiting for replication or for the answers before theirs.
+        answering: deque[asyncio.Task[None]] = deque()
         try:
             while True:
-                frame = await self._next_frame()
+                self._retire(answering)
+                while len(answering) >= _MAX_ANSWERING:
+                    await asyncio.wait((answering[0],))
+                    self._retire(answering)
+                frame = await self._next_frame(answering)
                 if frame is None:
+                    await self._finish(answering)
                     return
                 self.busy = True
-                if timing is not None:
-                    started = time.perf_counter_ns()
-                    timing.reset()
-                    if self.core.expects_legacy_token:
-                        api_key = SASL_AUTHENTICATE_KEY  # a bare token has no header
-                    else:
-                        (api_key,) = _INT16.unpack_from(frame)
-                try:
-                    response = await self.dispatch(frame)
-                    # A live view would keep the receive buffer from being reused.
-                    del frame
-                    if timing is not None:
-                        handled = time.perf_counter_ns()
-                    if response is not None:
-                        await self.write(response)
-                    if self._held_back_ms:
-                        # Over a client quota: nothing more is read for the throttle time.
-                        held_back, self._held_back_ms = self._held_back_ms, 0
-                        await asyncio.sleep(held_back / 1000)
-                    failure = self.core.authentication_failure
-                    if failure is not None:
-                        await self._close_after_failed_authentication(failure)
-                    if counters is not None and timing is not None:
-                        # Kafka's ResponseSendTimeMs ends when the response is sent; here, when
-                        # the transport has it (or, corked, when it will go at this loop turn).
-                        remote = min(timing.remote_ns, handled - started)
-                        counters.handled(
-                            api_key,
-                            queue_ns=started - self.core.arrived,
-                            local_ns=handled - started - remote,
-                            remote_ns=remote,
-                            send_ns=time.perf_counter_ns() - handled,
-                        )
-                    self.core.shed()
-                finally:
-                    self.core.request_done()
-                    self.busy = False
-                    self.last_active_ms = self.services.clock.monotonic_ms()
+                timed = self._timed(frame)
+                if not answering and not self._may_wait(frame):
+                    # Nothing before it and nothing of it to overlap: handled in this task.
+                    current_request.set(timed[1] if timed is not None else None)
+                    try:
+                        await self._answer(frame, None, None, timed)
+                    finally:
+                        del frame  # a live view keeps the receive buffer from being reused
+                        self.core.request_done()
+                        self.last_active_ms = self.services.clock.monotonic_ms()
+                    self._retire(answering)
+                    continue
+                # Only the wait for the followers may overlap the next request's handling: the
+                # appends of a connection happen in request order, as its answers leave.
+                released: asyncio.Future[None] = loop.create_future()
+                task = self._start(frame, answering[-1] if answering else None, released, timed)
+                del frame
+                answering.append(task)
+                task.add_done_callback(self._answered)
+                task.add_done_callback(functools.partial(_release, released))
+                await released
         except CloseConnection as e:
             log.warning("closing connection from %s: %s", self.peer, e)
         except (ConnectionError, asyncio.CancelledError):
@@ -341,9 +359,136 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("closing connection from %s after an unexpected error", self.peer)
         finally:
+            for task in answering:
+                task.cancel()
+            if answering:
+                await asyncio.wait(answering)
+                for task in answering:
+                    if not task.cancelled():
+                        task.exception()  # retrieved: the connection ends either way
             if self.transport is not None:
                 self._uncork()
                 self.transport.close()
+
+    def _timed(self, frame: memoryview) -> tuple[int, RequestTiming, int] | None:
+        """With metrics or client quotas: the request's API key, its own timing (to which the
+        purgatory adds its waits: Kafka's RemoteTime, which the request quota leaves out), and
+        when it arrived."""
+        if self._counters is None and self.services.quotas is None:
+            return None
+        api_key = SASL_AUTHENTICATE_KEY  # a bare token has no header
+        if not self.core.expects_legacy_token:
+            (api_key,) = _INT16.unpack_from(frame)
+        return (api_key, RequestTiming(), self.core.arrived)
+
+    def _may_wait(self, frame: memoryview) -> bool:
+        """Whether the request may leave a wait for the followers to overlap what follows (an
+        acks=all Produce to a broker with followers). Any other is handled in the connection's
+        task: a burst of them is handled in one event-loop turn, their responses corked
+        together."""
+        return (
+            not self.services.replicas.alone
+            and not self.core.expects_legacy_token
+            and _INT16.unpack_from(frame)[0] == _PRODUCE
+            and peek_acks(frame) == _ACKS_ALL
+        )
+
+    def _start(
+        self,
+        frame: memoryview,
+        previous: asyncio.Task[None] | None,
+        released: asyncio.Future[None],
+        timed: tuple[int, RequestTiming, int] | None,
+    ) -> asyncio.Task[None]:
+        """The task that handles ``frame`` and answers it after ``previous`` is answered;
+        ``released`` is done once only a wait for the followers is left of it."""
+        context = contextvars.copy_context()
+        # In the task's context, so copied by any task a handler starts.
+        context.run(current_request.set, timed[1] if timed is not None else None)
+        return asyncio.get_running_loop().create_task(
+            self._answer(frame, previous, lambda: _release(released), timed), context=context
+        )
+
+    async def _answer(
+        self,
+        frame: memoryview,
+        previous: asyncio.Task[None] | None,
+        only_waiting_left: Callable[[], None] | None,
+        timed: tuple[int, RequestTiming, int] | None,
+    ) -> None:
+        """Handle one request, then, once the requests before it are answered, send its
+        response (Kafka's order: a connection's answers leave as its requests came)."""
+        started = time.perf_counter_ns()
+        try:
+            response = await self.dispatch(frame, only_waiting_left)
+        except Exception:
+            await self._after(previous)  # a close comes in request order too
+            raise
+        finally:
+            del frame
+        handled = time.perf_counter_ns()
+        await self._after(previous)
+        if response is not None:
+            await self.write(response)
+        if self._held_back_ms:
+            # Over a client quota: nothing more is read for the throttle time.
+            held_back, self._held_back_ms = self._held_back_ms, 0
+            self._throttled = asyncio.ensure_future(asyncio.sleep(held_back / 1000))
+            try:
+                await self._throttled
+            finally:
+                self._throttled = None
+        failure = self.core.authentication_failure
+        if failure is not None:
+            await self._close_after_failed_authentication(failure)
+        counters = self._counters
+        if counters is not None and timed is not None:
+            api_key, timing, arrived = timed
+            # Kafka's ResponseSendTimeMs ends when the response is sent; here, when the
+            # transport has it (or, corked, when it will go at this loop turn); waiting behind
+            # the answers to the connection's earlier requests is part of it.
+            answered = time.perf_counter_ns()
+            remote = min(timing.remote_ns, handled - started)
+            counters.handled(
+                api_key,
+                queue_ns=started - arrived,
+                local_ns=handled - started - remote,
+                remote_ns=remote,
+                send_ns=answered - handled,
+            )
+
+    @staticmethod
+    async def _after(previous: asyncio.Task[None] | None) -> None:
+        """Wait until the request before is answered; :class:`_EarlierFailed` if it was not."""
+        if previous is not None:
+            if not previous.done():
+                await asyncio.wait((previous,))
+            if previous.cancelled() or previous.exception() is not None:
+                raise _EarlierFailed
+
+    def _answered(self, task: asyncio.Task[None]) -> None:
+        self.core.request_done()
+        self.last_active_ms = self.services.clock.monotonic_ms()
+        if task.cancelled() or task.exception() is not None:
+            self._wake_reader()  # the request loop ends the connection
+
+    def _retire(self, answering: deque[asyncio.Task[None]]) -> None:
+        """Drop the answered requests from the front; raise the first one's failure."""
+        while answering and answering[0].done():
+            task = answering.popleft()
+            if not task.cancelled():
+                error = task.exception()
+                if error is not None and not isinstance(error, _EarlierFailed):
+                    raise error
+        if not answering:
+            self.busy = False
+            self.core.shed()
+
+    async def _finish(self, answering: deque[asyncio.Task[None]]) -> None:
+        """The client sent its last request: answer what was taken."""
+        while answering:
+            await asyncio.wait((answering[0],))
+            self._retire(answering)
 
     def close_if_idle(self, now_ms: int, idle_ms: int) -> None:
         """Close a connection with no request for ``connections.max.idle.ms``, as Kafka does;
@@ -357,7 +502,11 @@ class Connection(asyncio.BufferedProtocol):
             if self.transport is not None:
                 self.transport.close()
 
-    async def dispatch(self, frame: memoryview) -> bytes | FrameParts | None:
+    async def dispatch(
+        self, frame: memoryview, only_waiting_left: Callable[[], None] | None = None
+    ) -> bytes | FrameParts | None:
+        """Handle one request; ``only_waiting_left`` is what its handler calls once nothing but
+        a wait for the followers is left of it (an acks=all Produce after its appends)."""
         core = self.core
         if core.expects_legacy_token:
             return core.legacy_token(bytes(frame), self.services.clock.monotonic_ms())
@@ -386,7 +535,7 @@ class Connection(asyncio.BufferedProtocol):
             raise CloseConnection(
                 f"malformed request for API key {api_key} v{api_version}: {e}"
             ) from e
-        context = RequestContext(self.services, header, self.session)
+        context = RequestContext(self.services, header, self.session, only_waiting_left)
         quotas = self.services.quotas
         timing = current_request.get() if quotas is not None and quotas.request.enabled else None
         if timing is not None:

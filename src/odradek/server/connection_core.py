@@ -3,9 +3,10 @@
 In the manner of h11 (and hypercorn's protocol cores), :class:`ConnectionCore` owns no socket.
 The asyncio :class:`~odradek.server.connection.Connection` receives straight into
 :meth:`~ConnectionCore.get_buffer`, reports the count to :meth:`~ConnectionCore.buffer_updated`,
-takes requests out with :meth:`~ConnectionCore.next_request` and, after each is handled, calls
-:meth:`~ConnectionCore.request_done`; it asks :attr:`~ConnectionCore.reading` whether the socket
-should be read, and is told through ``on_reading_change`` when that changes without it asking.
+takes requests out with :meth:`~ConnectionCore.next_request` and, after each is answered (in
+the order they were taken), calls :meth:`~ConnectionCore.request_done`; it asks
+:attr:`~ConnectionCore.reading` whether the socket should be read, and is told through
+``on_reading_change`` when that changes without it asking.
 
 What the core decides:
 
@@ -90,7 +91,8 @@ class ConnectionCore:
         # Bytes charged to the pool, and how many of them belong to whole requests.
         self._charged = 0
         self._charged_whole = 0
-        self._handling = 0  # charged bytes of the request being handled
+        # Charged bytes of each request taken and not yet answered, oldest first.
+        self._handling: deque[int] = deque()
         self._ahead_full = False
         self._pool_waiting = False
         self._overdraft = False
@@ -208,7 +210,7 @@ class ConnectionCore:
         self._taken_bytes += len(frame)
         if self._clock is not None:
             self.arrived = self._arrivals.popleft()
-        self._handling = len(frame) + PREFIX_BYTES
+        self._handling.append(len(frame) + PREFIX_BYTES)
         if self._ahead_full and self.queued_bytes <= self.read_ahead_bytes // 2:
             self._ahead_full = False
             if self.on_reading_change is not None:
@@ -221,8 +223,9 @@ class ConnectionCore:
         return frame
 
     def request_done(self) -> None:
-        """The request last taken is handled: its bytes go back to the pool."""
-        handled, self._handling = self._handling, 0
+        """The oldest request taken and not yet answered is answered: its bytes go back to the
+        pool."""
+        handled = self._handling.popleft() if self._handling else 0
         if handled and not self.lost:
             self._charged -= handled
             self._charged_whole -= handled
@@ -237,7 +240,8 @@ class ConnectionCore:
         pool.cancel(self._pool_ready)
         self._pool_waiting = self._overdraft = False
         charged, whole = self._charged, self._charged_whole
-        self._charged = self._charged_whole = self._handling = 0
+        self._charged = self._charged_whole = 0
+        self._handling.clear()
         if charged:
             pool.release(charged, whole)
 

@@ -3,6 +3,7 @@ session of the connection it came on."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +31,16 @@ Response = ResponsePayload | FrameParts | bytes
 
 @dataclass(slots=True)
 class RequestContext:
-    """Built per request (so kept to three slots): the services and session are shared."""
+    """Built per request (so kept to few slots): the services and session are shared.
+
+    ``only_waiting_left``: called by a handler once all that is left of its request is a wait
+    for the followers (an acks=all Produce after its appends), so that the connection may go
+    on to its next request meanwhile; the response still leaves in request order."""
 
     services: BrokerServices
     header: RequestHeader
     session: Session
+    only_waiting_left: Callable[[], None] | None = None
 
     @property
     def version(self) -> int:

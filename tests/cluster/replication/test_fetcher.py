@@ -21,6 +21,7 @@ from odradek.cluster.replication.fetcher import (
     FetcherCore,
     LeaderRequest,
     Wait,
+    fetcher_id,
 )
 from odradek.cluster.replication.partition import Partition
 from odradek.protocol.errors import ErrorCode
@@ -352,3 +353,12 @@ def test_no_partition_means_waiting_until_one_is_added(tmp_path: Path, clock: Ma
     assert core.poll(clock.monotonic_ms()) == Wait(None)
     core.add(p)
     assert request_of(core, clock).api_key == FETCH
+
+
+def test_a_partition_has_kafkas_fetcher_id() -> None:
+    # Java: Utils.abs(31 * "test".hashCode() + partition) % 3, "test".hashCode() == 3556498.
+    assert [fetcher_id("test", p, 3) for p in range(4)] == [1, 2, 0, 1]
+    # A hash past Integer.MAX_VALUE wraps negative in Java before its absolute value is taken:
+    # "orders".hashCode() == -1008770331, 31 * it + 2 wraps to -1207109187.
+    assert fetcher_id("orders", 2, 5) == 1207109187 % 5
+    assert fetcher_id("anything", 7, 1) == 0

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
+import crc32c
 import pytest
 
 from odradek.clock import ManualClock
@@ -194,3 +196,20 @@ def test_a_consumer_is_sent_to_an_in_sync_replica_in_its_rack(tmp_path: Path) ->
     assert p.preferred_read_replica({3, 2}) == 2
     assert p.preferred_read_replica({1, 3}) == -1  # the leader is in the rack: read here
     assert p.preferred_read_replica({4}) == -1  # no in-sync replica there
+
+
+def test_a_follower_copies_a_batch_compaction_emptied_and_leaves_a_cut_one(
+    tmp_path: Path,
+) -> None:
+    """The leader's log may hold batches no producer could send (compaction keeps an idempotent
+    producer's last batch with no records in it), and a fetch may end inside a batch."""
+    _, follower, _ = replicated_pair(tmp_path)
+    emptied = bytearray(encode_batch([NewRecord(None, b"v", (), NOW)] * 3, now_ms=NOW)[:61])
+    struct.pack_into(">qi", emptied, 0, 0, 49)  # base offset 0, batchLength of the header alone
+    struct.pack_into(">i", emptied, 23, 2)  # lastOffsetDelta: offsets 0..2
+    struct.pack_into(">i", emptied, 57, 0)  # recordCount
+    struct.pack_into(">I", emptied, 17, crc32c.crc32c(bytes(emptied[21:])))
+    second = bytearray(records(2))
+    struct.pack_into(">q", second, 0, 3)
+    follower.append_as_follower(bytes(emptied) + bytes(second) + bytes(second[:30]))
+    assert follower.log.log_end_offset == 5

@@ -306,3 +306,22 @@ def test_brokers_stop_on_sigterm_while_zookeeper_is_down(tmp_path: Path) -> None
         for broker_id in sorted(cluster.brokers):
             assert cluster.terminate(broker_id, timeout=45) == 0
             assert "stopped cleanly" in cluster.output(broker_id)
+
+
+def test_partitions_spread_over_several_fetchers_are_all_replicated(tmp_path: Path) -> None:
+    """num.replica.fetchers=2: a follower copies each leader's partitions over two fetchers
+    (Kafka's fetcher id of each); acks=all with min.insync.replicas=3 is answered on every
+    partition, so every follower copies every partition."""
+    partitions = 4
+    with RunningCluster(tmp_path, settings={"num.replica.fetchers": "2"}) as cluster:
+        create_topic(cluster.bootstrap, TOPIC, partitions, 3, **{"min.insync.replicas": "3"})
+        for index in range(partitions):
+            address = cluster.brokers[leader_of(cluster.bootstrap, TOPIC, index)].bootstrap
+
+            def produced(index: int = index, address: str = address) -> Any:
+                with KafkaConnection(address) as connection:
+                    answer = connection.produce(TOPIC, index, batch_of(b"v"), acks=-1)
+                return answer if answer.error_code != ErrorCode.unknown_topic_or_partition else None
+
+            answer = wait_until(produced, 30, what=f"partition {index} served")
+            assert answer.error_code == ErrorCode.none, index

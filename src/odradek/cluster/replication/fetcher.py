@@ -1,14 +1,19 @@
-"""Followers copying their leaders' logs: one fetcher task per leader (Kafka's
-``ReplicaFetcherThread``), over the Kafka protocol with the project's asyncio client.
+"""Followers copying their leaders' logs: ``num.replica.fetchers`` fetcher tasks per leader
+(Kafka's ``ReplicaFetcherThread``), each with a connection of its own, over the Kafka protocol
+with the project's asyncio client (the Fetch written by hand: :func:`~odradek.protocol.
+fetch_request.encode_replica_fetch`).
 
-A partition this broker follows is handed to the fetcher of its leader. Before its first fetch
-(and after every leader change) the fetcher finds where the local log diverges from the
-leader's: OffsetForLeaderEpoch for the log's latest epoch, truncation to the end of that epoch as
-the leader has it, again while the answer names an epoch this log lacks (KIP-101, KIP-279); the
-log manager checkpoints before the partition is appended to again (recovery trusts what lies below
-a checkpointed recovery point). Then it fetches with ``replica_id`` set to this broker's id from
-each partition's log end offset, appends the leader's batches as they are, and takes the leader's
-high watermark. The leader learns the follower's log end offset from the next fetch.
+A partition this broker follows is handed to the fetcher of its leader with its fetcher id
+(:func:`fetcher_id`). A fetch is always out to the leader while there is something to copy: it
+waits there up to ``replica.fetch.wait.max.ms`` and is answered as soon as the leader appends.
+Before its first fetch (and after every leader change) the fetcher finds where the local log
+diverges from the leader's: OffsetForLeaderEpoch for the log's latest epoch, truncation to the
+end of that epoch as the leader has it, again while the answer names an epoch this log lacks
+(KIP-101, KIP-279); the log manager checkpoints before the partition is appended to again
+(recovery trusts what lies below a checkpointed recovery point). Then it fetches with
+``replica_id`` set to this broker's id from each partition's log end offset, appends the leader's
+batches as they are, and takes the leader's high watermark. The leader learns the follower's log
+end offset from the next fetch.
 
 Errors: a partition whose leader answers NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
 UNKNOWN_LEADER_EPOCH or UNKNOWN_TOPIC_OR_PARTITION waits ``replica.fetch.backoff.ms`` (the
@@ -36,6 +41,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +52,11 @@ from odradek.clock import Clock, SystemClock
 from odradek.cluster.replication.partition import Partition
 from odradek.cluster.replication.quota import ReplicationQuotas
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.fetch_request import (
+    REPLICA_FETCH_VERSION,
+    ReplicaFetchPartition,
+    encode_replica_fetch,
+)
 from odradek.security.client_settings import ClientSecurity
 from odradek.storage import UnexpectedAppendOffset
 
@@ -54,7 +65,7 @@ log = logging.getLogger(__name__)
 FETCH = 1
 LIST_OFFSETS = 2
 OFFSET_FOR_LEADER_EPOCH = 23
-_FETCH_VERSION = 12  # topics by name; replica_id in the request (v15 moved it)
+_FETCH_VERSION = REPLICA_FETCH_VERSION  # encoded by hand: encode_replica_fetch
 _EARLIEST = -2
 _OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 _LIST_OFFSETS_VERSION = 7
@@ -85,6 +96,8 @@ class FetcherConfig:
     partition_max_bytes: int = 1024 * 1024
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30_000
+    # num.replica.fetchers: the fetchers (connections) to each leader the partitions spread over.
+    fetchers_per_leader: int = 1
     # TLS and SASL of the inter-broker listener (None: PLAINTEXT).
     security: ClientSecurity | None = None
 
@@ -419,6 +432,54 @@ class FetcherCore:
                     self._truncating.add(tp)
 
 
+def fetcher_id(topic: str, index: int, fetchers_per_leader: int) -> int:
+    """Which of a leader's fetchers copies a partition: Kafka's choice (``31 * the topic's Java
+    hashCode + the partition``, absolute, modulo the fetcher count), so that a partition has
+    the same fetcher id as on a Kafka broker and after every restart."""
+    if fetchers_per_leader <= 1:
+        return 0
+    h = 0
+    for unit in struct.unpack(
+        f">{len(topic.encode('utf-16-be')) // 2}H", topic.encode("utf-16-be")
+    ):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    value = (31 * h + index) & 0xFFFFFFFF
+    if value >= 0x80000000:
+        value -= 0x100000000
+    # Kafka's Utils.abs: Integer.MIN_VALUE maps to 0, any other value to its absolute value.
+    value = 0 if value == -0x80000000 else abs(value)
+    return value % fetchers_per_leader
+
+
+def _fetch_frame(fields: Mapping[str, Any], client_id: str) -> bytes:
+    """The frame of the core's Fetch (its correlation id set when sent)."""
+    topics = [
+        (
+            topic["topic"],
+            [
+                ReplicaFetchPartition(
+                    p["partition"],
+                    p["current_leader_epoch"],
+                    p["fetch_offset"],
+                    p["log_start_offset"],
+                    p["partition_max_bytes"],
+                )
+                for p in topic["partitions"]
+            ],
+        )
+        for topic in fields["topics"]
+    ]
+    return encode_replica_fetch(
+        0,
+        client_id,
+        fields["replica_id"],
+        fields["max_wait"] // datetime.timedelta(milliseconds=1),
+        fields["min_bytes"],
+        fields["max_bytes"],
+        topics,
+    )
+
+
 class LeaderFetcher:
     """The asyncio shell of a :class:`FetcherCore`: one task and one connection to the leader
     (see the module doc)."""
@@ -431,8 +492,10 @@ class LeaderFetcher:
         checkpoint: Callable[[], None],
         quotas: ReplicationQuotas | None = None,
         clock: Clock | None = None,
+        fetcher_id: int = 0,
     ) -> None:
         self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
         self.address = address
         self.config = config
         self.core = FetcherCore(leader_id, config, checkpoint, quotas)
@@ -441,6 +504,7 @@ class LeaderFetcher:
         self._task: asyncio.Task[None] | None = None
         self._connection: AsyncConnection | None = None
         self._stopping = False
+        self._client_id = f"broker-{config.local_id}-fetcher-{fetcher_id}-{leader_id}"
 
     @property
     def partitions(self) -> frozenset[TopicPartition]:
@@ -456,7 +520,8 @@ class LeaderFetcher:
 
     def start(self) -> None:
         self._task = asyncio.create_task(
-            self._run(), name=f"replica-fetcher-{self.config.local_id}-from-{self.leader_id}"
+            self._run(),
+            name=f"replica-fetcher-{self.fetcher_id}-{self.config.local_id}-from-{self.leader_id}",
         )
 
     async def stop(self) -> None:
@@ -486,9 +551,14 @@ class LeaderFetcher:
                     await self._idle(step.until_ms)
                     continue
                 connection = await self._connected()
-                response = await connection.request(
-                    step.api_key, step.fields, highest=step.highest, timeout_s=step.timeout_s
-                )
+                if step.api_key == FETCH:
+                    response = await connection.request_encoded(
+                        _fetch_frame(step.fields, self._client_id), timeout_s=step.timeout_s
+                    )
+                else:
+                    response = await connection.request(
+                        step.api_key, step.fields, highest=step.highest, timeout_s=step.timeout_s
+                    )
                 self.core.received(step, response, self._clock.monotonic_ms())
             except asyncio.CancelledError:
                 raise
@@ -510,7 +580,7 @@ class LeaderFetcher:
         if self._connection is None or self._connection.closed:
             self._connection = await AsyncConnection.open(
                 self.address,
-                client_id=f"broker-{self.config.local_id}-fetcher-{self.leader_id}",
+                client_id=self._client_id,
                 timeout_s=self.config.socket_timeout_ms / 1000,
                 security=self.config.security,
             )

@@ -4,8 +4,9 @@
 Every hosted partition's state (leader, leader epoch, ISR, written by the controller in
 ``/brokers/topics/<t>/partitions/<p>/state``) decides its role: this broker named leader → the
 partition leads (:meth:`Partition.make_leader`) and stops fetching; another broker named →
-the partition follows it, fetched by that leader's
-:class:`~odradek.cluster.replication.fetcher.LeaderFetcher`; no leader → it follows nobody until
+the partition follows it, fetched by one of that leader's ``num.replica.fetchers``
+:class:`~odradek.cluster.replication.fetcher.LeaderFetcher` (the partition's fetcher id, as
+Kafka's); no leader → it follows nobody until
 one is elected. A state older than the one applied (a lower leader epoch) changes nothing.
 
 After each state applied, the leadership listeners hear the partition and whether it now leads
@@ -53,7 +54,7 @@ from odradek.cluster.replication.delayed import (
     FetchResult,
     TopicPartitionKey,
 )
-from odradek.cluster.replication.fetcher import FetcherConfig, LeaderFetcher
+from odradek.cluster.replication.fetcher import FetcherConfig, LeaderFetcher, fetcher_id
 from odradek.cluster.replication.isr import IsrProposal
 from odradek.cluster.replication.partition import NO_LEADER, Partition
 from odradek.cluster.replication.purgatory import Purgatory
@@ -76,6 +77,9 @@ class SchemaIdSource(Container[int], Protocol):
     def refreshed(self) -> Awaitable[None]:
         """Done once a replay of the registry begun after the call has ended."""
         ...
+
+
+FetcherKey = tuple[int, int]  # leader id, fetcher id
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +141,9 @@ class ReplicaManager:
         self.clock = clock
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._states: dict[tuple[str, int], PartitionState] = {}
-        self._fetchers: dict[int, LeaderFetcher] = {}
-        self._following: dict[tuple[str, int], int] = {}  # partition → leader fetched from
+        # By (leader id, fetcher id): ``num.replica.fetchers`` fetchers for each leader.
+        self._fetchers: dict[FetcherKey, LeaderFetcher] = {}
+        self._following: dict[tuple[str, int], FetcherKey] = {}  # partition → its fetcher
         self._isr_task: asyncio.Task[None] | None = None
         # Each partition's ISR change in flight (at most one: the tracker proposes no other).
         self._isr_writes: dict[tuple[str, int], asyncio.Task[None]] = {}
@@ -155,6 +160,8 @@ class ReplicaManager:
         self.schema_ids: SchemaIdSource | None = None
         # Called with the topic of each produce that schema id validation refused (metrics).
         self.schema_refusal_listeners: list[Callable[[str], None]] = []
+        # A broker that is the whole cluster: no follower ever holds up an acks=all answer.
+        self.alone = False
 
     def start(self) -> None:
         self._isr_task = asyncio.create_task(self._check_isr_periodically(), name="isr-check")
@@ -183,11 +190,13 @@ class ReplicaManager:
         *,
         origin: str = "",
         api_key: int = -1,
+        waiting: Callable[[], None] | None = None,
     ) -> list[AppendResult]:
         """Append each entry as its partition's leader and answer by ``acks`` (Kafka's
         ``appendRecords``): acks=all answers once the high watermark passes every append, or
         ``timeout_ms`` (REQUEST_TIMED_OUT). ``origin``: the client, for the log; ``api_key``:
-        the request whose wait the purgatory measures."""
+        the request whose wait the purgatory measures; ``waiting``: called when, the appends
+        done, the acks=all wait begins (the connection may take its next request)."""
         results: list[AppendResult] = []
         waits: list[tuple[AppendResult, Partition, int]] = []
         unknown_ids: list[tuple[Partition, ProduceEntry, AppendResult]] = []
@@ -217,6 +226,8 @@ class ReplicaManager:
         if waits:
             delayed = DelayedProduce([(partition, offset) for _, partition, offset in waits])
             if not delayed.try_complete():
+                if waiting is not None:
+                    waiting()
                 await self.purgatory.park(
                     delayed.watched(), delayed.try_complete, timeout_ms / 1000, api_key
                 )
@@ -378,7 +389,8 @@ class ReplicaManager:
         if state.leader == NO_LEADER:
             self._unfollow(tp)
             return
-        if changed or self._following.get(tp) != state.leader:
+        followed = self._following.get(tp)
+        if changed or followed is None or followed[0] != state.leader:
             self._follow(partition, state.leader)
 
     def _leadership_changed(self, partition: Partition) -> None:
@@ -396,12 +408,13 @@ class ReplicaManager:
     def _follow(self, partition: Partition, leader_id: int) -> None:
         tp = (partition.topic, partition.index)
         self._unfollow(tp)
-        fetcher = self._fetcher(leader_id)
+        key = (leader_id, fetcher_id(*tp, self.fetcher_config.fetchers_per_leader))
+        fetcher = self._fetcher(key)
         if fetcher is None:
             log.warning("%s: leader %d has no known address yet", partition.name, leader_id)
             return
         fetcher.add(partition)
-        self._following[tp] = leader_id
+        self._following[tp] = key
         log.info(
             "%s: following leader %d in epoch %d from offset %d",
             partition.name,
@@ -411,22 +424,29 @@ class ReplicaManager:
         )
 
     def _unfollow(self, tp: tuple[str, int]) -> None:
-        leader_id = self._following.pop(tp, None)
-        if leader_id is not None and leader_id in self._fetchers:
-            self._fetchers[leader_id].remove(*tp)
+        key = self._following.pop(tp, None)
+        if key is not None and key in self._fetchers:
+            self._fetchers[key].remove(*tp)
 
-    def _fetcher(self, leader_id: int) -> LeaderFetcher | None:
-        fetcher = self._fetchers.get(leader_id)
+    def _fetcher(self, key: FetcherKey) -> LeaderFetcher | None:
+        fetcher = self._fetchers.get(key)
         if fetcher is not None:
             return fetcher
+        leader_id, fetcher_index = key
         address = self._address_of(leader_id)
         if address is None:
             return None
         fetcher = LeaderFetcher(
-            leader_id, address, self.fetcher_config, self._checkpoint, self.quotas, self.clock
+            leader_id,
+            address,
+            self.fetcher_config,
+            self._checkpoint,
+            self.quotas,
+            self.clock,
+            fetcher_id=fetcher_index,
         )
         fetcher.start()
-        self._fetchers[leader_id] = fetcher
+        self._fetchers[key] = fetcher
         return fetcher
 
     def forget(self, topic: str, index: int) -> None:
@@ -441,12 +461,12 @@ class ReplicaManager:
         to a fetcher on its way out."""
         async with self._brokers_changing:
             stopping: list[LeaderFetcher] = []
-            for leader_id, fetcher in list(self._fetchers.items()):
-                address = self._address_of(leader_id)
+            for key, fetcher in list(self._fetchers.items()):
+                address = self._address_of(key[0])
                 if address is not None and address != fetcher.address:
-                    stopping.append(self._fetchers.pop(leader_id))
+                    stopping.append(self._fetchers.pop(key))
                     for tp, followed in list(self._following.items()):
-                        if followed == leader_id:
+                        if followed == key:
                             del self._following[tp]
             for tp, state in list(self._states.items()):
                 partition = self._hosted(*tp)
@@ -457,9 +477,9 @@ class ReplicaManager:
                     and not partition.log.offline
                 ):
                     self._follow(partition, state.leader)
-            for leader_id, fetcher in list(self._fetchers.items()):
+            for key, fetcher in list(self._fetchers.items()):
                 if not fetcher.partitions:
-                    stopping.append(self._fetchers.pop(leader_id))
+                    stopping.append(self._fetchers.pop(key))
             for fetcher in stopping:
                 await fetcher.stop()
 
@@ -587,7 +607,7 @@ def single_broker_replica_manager(
     """The replica manager of a broker that is the whole cluster: the topic manager makes each
     partition its own leader, nothing is followed and no partition state is read or written, so
     only the data plane works (never :meth:`ReplicaManager.start`)."""
-    return ReplicaManager(
+    manager = ReplicaManager(
         local_id,
         store,
         hosted,
@@ -600,3 +620,5 @@ def single_broker_replica_manager(
         replica_lag_time_max_ms,
         purgatory=purgatory,
     )
+    manager.alone = True
+    return manager

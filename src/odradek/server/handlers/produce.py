@@ -176,6 +176,7 @@ async def handle_produce(ctx: RequestContext, request: Any) -> Response | None:
         int(request.timeout_ms) if acks == -1 else 0,  # only acks=all waits
         origin=ctx.peer,
         api_key=ctx.header.api_key,
+        waiting=ctx.only_waiting_left,
     )
     counters = ctx.services.counters
     for entry, (answers, at), result in zip(entries, slots, results, strict=True):
