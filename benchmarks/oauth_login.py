@@ -20,10 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.security.oauth_idp import oauth_broker, signing_key, token_endpoint
+
 from odradek.client import oauth
 from odradek.client.blocking import BlockingConnection
 from odradek.security.client_settings import ClientSecurity
-from tests.security.oauth_idp import oauth_broker, signing_key, token_endpoint
 
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
 
