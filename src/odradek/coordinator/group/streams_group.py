@@ -44,7 +44,7 @@ from __future__ import annotations
 import enum
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -173,6 +173,25 @@ def configure(topology: Topology, partitions_of: Mapping[str, int]) -> Configure
                 ),
             ),
         )
+    repartition = _repartition_counts(subs, partitions_of)
+    tasks: dict[str, int] = {}
+    statuses: list[Status] = []
+    missing: list[TopicSpec] = []
+    for s in subs:
+        tasks[s.subtopology_id] = _check_subtopology(
+            s, repartition, partitions_of, statuses, missing
+        )
+    if missing:
+        listed = ", ".join(sorted(t.name for t in missing))
+        statuses.append(Status(MISSING_INTERNAL_TOPICS, f"Internal topics are missing: [{listed}]"))
+    return ConfiguredTopology(tasks, tuple(statuses), tuple(missing))
+
+
+def _repartition_counts(
+    subs: Sequence[Subtopology], partitions_of: Mapping[str, int]
+) -> dict[str, int]:
+    """The partition count of each repartition topic that can be known: given, copartitioned
+    with source topics, or derived from what feeds the subtopologies writing to it."""
     repartition: dict[str, int] = {}
     fixed: set[str] = set()
     for s in subs:
@@ -209,59 +228,63 @@ def configure(topology: Topology, partitions_of: Mapping[str, int]) -> Configure
                     changed = True
         if not changed:
             break
-    tasks: dict[str, int] = {}
-    statuses: list[Status] = []
-    missing: list[TopicSpec] = []
-    for s in subs:
-        counts = [partitions_of[t] for t in s.source_topics]
-        for r in s.repartition_source_topics:
-            if r.name not in repartition:
-                statuses.append(
-                    Status(
-                        INCORRECTLY_PARTITIONED_TOPICS,
-                        f"The number of partitions of repartition topic {r.name} is unknown.",
-                    )
+    return repartition
+
+
+def _check_subtopology(
+    s: Subtopology,
+    repartition: Mapping[str, int],
+    partitions_of: Mapping[str, int],
+    statuses: list[Status],
+    missing: list[TopicSpec],
+) -> int:
+    """The subtopology's task count; what is wrong with its topics added to ``statuses``, its
+    internal topics still to make to ``missing``."""
+    counts = [partitions_of[t] for t in s.source_topics]
+    for r in s.repartition_source_topics:
+        if r.name not in repartition:
+            statuses.append(
+                Status(
+                    INCORRECTLY_PARTITIONED_TOPICS,
+                    f"The number of partitions of repartition topic {r.name} is unknown.",
                 )
-                continue
-            counts.append(repartition[r.name])
-            if partitions_of.get(r.name) is None:
-                missing.append(replace(r, partitions=repartition[r.name]))
-            elif partitions_of[r.name] != repartition[r.name]:
-                statuses.append(
-                    Status(
-                        INCORRECTLY_PARTITIONED_TOPICS,
-                        f"Repartition topic {r.name} has {partitions_of[r.name]} partitions, "
-                        f"expected {repartition[r.name]}.",
-                    )
+            )
+            continue
+        counts.append(repartition[r.name])
+        if partitions_of.get(r.name) is None:
+            missing.append(replace(r, partitions=repartition[r.name]))
+        elif partitions_of[r.name] != repartition[r.name]:
+            statuses.append(
+                Status(
+                    INCORRECTLY_PARTITIONED_TOPICS,
+                    f"Repartition topic {r.name} has {partitions_of[r.name]} partitions, "
+                    f"expected {repartition[r.name]}.",
                 )
-        for sources, _ in s.copartition_groups:
-            names = [s.source_topics[i] for i in sources if 0 <= i < len(s.source_topics)]
-            seen = {partitions_of[n] for n in names}
-            if len(seen) > 1:
-                statuses.append(
-                    Status(
-                        INCORRECTLY_PARTITIONED_TOPICS,
-                        f"Following topics do not have the same number of partitions: "
-                        f"[{', '.join(sorted(names))}]",
-                    )
+            )
+    for sources, _ in s.copartition_groups:
+        names = [s.source_topics[i] for i in sources if 0 <= i < len(s.source_topics)]
+        seen = {partitions_of[n] for n in names}
+        if len(seen) > 1:
+            statuses.append(
+                Status(
+                    INCORRECTLY_PARTITIONED_TOPICS,
+                    f"Following topics do not have the same number of partitions: "
+                    f"[{', '.join(sorted(names))}]",
                 )
-        n = max(counts, default=0)
-        tasks[s.subtopology_id] = n
-        for c in s.state_changelog_topics:
-            if c.name not in partitions_of:
-                missing.append(replace(c, partitions=n))
-            elif partitions_of[c.name] != n:
-                statuses.append(
-                    Status(
-                        INCORRECTLY_PARTITIONED_TOPICS,
-                        f"Changelog topic {c.name} has {partitions_of[c.name]} partitions, "
-                        f"expected {n}.",
-                    )
+            )
+    n = max(counts, default=0)
+    for c in s.state_changelog_topics:
+        if c.name not in partitions_of:
+            missing.append(replace(c, partitions=n))
+        elif partitions_of[c.name] != n:
+            statuses.append(
+                Status(
+                    INCORRECTLY_PARTITIONED_TOPICS,
+                    f"Changelog topic {c.name} has {partitions_of[c.name]} partitions, "
+                    f"expected {n}.",
                 )
-    if missing:
-        listed = ", ".join(sorted(t.name for t in missing))
-        statuses.append(Status(MISSING_INTERNAL_TOPICS, f"Internal topics are missing: [{listed}]"))
-    return ConfiguredTopology(tasks, tuple(statuses), tuple(missing))
+            )
+    return n
 
 
 def resolve(topology: Topology, names: Iterable[str]) -> Topology:
@@ -997,25 +1020,7 @@ class StreamsGroups:
         sg = group.streams
         assert sg is not None
         snapshot = self._before(sg)
-        member = sg.members.get(request.member_id)
-        if request.member_epoch == JOIN_EPOCH and member is not None:
-            # Rejoining (it lost its tasks): as a new member under the same id.
-            del sg.members[member.member_id]
-            member = None
-        if request.member_epoch == JOIN_EPOCH and member is None:
-            if len(sg.members) >= self.settings.max_size:
-                raise _Refused(
-                    ErrorCode.group_max_size_reached,
-                    f"The streams group has reached its maximum capacity of "
-                    f"{self.settings.max_size} members.",
-                )
-        elif member is None:
-            raise _Refused(
-                ErrorCode.unknown_member_id,
-                f"Member {request.member_id} is not a member of group {request.group_id}.",
-            )
-        else:
-            _check_epoch(member, request)
+        member = self._admitted(sg, request)
         bump = False
         joining = member is None
         if member is None:
@@ -1037,31 +1042,7 @@ class StreamsGroups:
             sg.endpoint_epoch += 1
         member = updated
         statuses: list[Status] = []
-        if request.topology is not None:
-            others = [m for m in sg.members if m != member.member_id]
-            # The first member (or the only one) sets the topology; the others' must match.
-            if sg.topology != request.topology and (sg.topology is None or not others):
-                sg.topology = request.topology
-                bump = True
-        if sg.topology is not None and member.topology_epoch != sg.topology.epoch:
-            statuses.append(
-                Status(
-                    STALE_TOPOLOGY,
-                    f"The member's topology epoch {member.topology_epoch} is behind the "
-                    f"group's topology epoch {sg.topology.epoch}.",
-                )
-            )
-        if request.shutdown_application and sg.shutdown_requested_by is None:
-            sg.shutdown_requested_by = member.member_id
-        if sg.shutdown_requested_by is not None:
-            # Every member hears it, until the group is empty (as Kafka).
-            statuses.append(
-                Status(
-                    SHUTDOWN_APPLICATION,
-                    f"The application is requested to shut down by member "
-                    f"{sg.shutdown_requested_by}.",
-                )
-            )
+        bump = self._take_topology(sg, member, request, statuses) or bump
         resolved = None if sg.topology is None else resolve(sg.topology, self.topics.topic_names())
         seen = self._partitions_of(resolved)
         if seen != sg.topics_seen or resolved != sg.resolved:
@@ -1110,6 +1091,68 @@ class StreamsGroups:
             endpoints=endpoints,
             creatable_topics=creatable,
         )
+
+    def _admitted(self, sg: StreamsGroup, request: StreamsHeartbeatRequest) -> StreamsMember | None:
+        """The member the heartbeat is from (None: one joining); refused when unknown, past the
+        group's size, or at a wrong epoch."""
+        member = sg.members.get(request.member_id)
+        if request.member_epoch == JOIN_EPOCH and member is not None:
+            # Rejoining (it lost its tasks): as a new member under the same id.
+            del sg.members[member.member_id]
+            member = None
+        if request.member_epoch == JOIN_EPOCH and member is None:
+            if len(sg.members) >= self.settings.max_size:
+                raise _Refused(
+                    ErrorCode.group_max_size_reached,
+                    f"The streams group has reached its maximum capacity of "
+                    f"{self.settings.max_size} members.",
+                )
+        elif member is None:
+            raise _Refused(
+                ErrorCode.unknown_member_id,
+                f"Member {request.member_id} is not a member of group {request.group_id}.",
+            )
+        else:
+            _check_epoch(member, request)
+        return member
+
+    @staticmethod
+    def _take_topology(
+        sg: StreamsGroup,
+        member: StreamsMember,
+        request: StreamsHeartbeatRequest,
+        statuses: list[Status],
+    ) -> bool:
+        """The topology the member brings (the first member's, or the only one's, is the
+        group's), and the statuses of a stale topology and of a shutdown asked for; whether
+        the group's topology changed."""
+        changed = False
+        if request.topology is not None:
+            others = [m for m in sg.members if m != member.member_id]
+            # The first member (or the only one) sets the topology; the others' must match.
+            if sg.topology != request.topology and (sg.topology is None or not others):
+                sg.topology = request.topology
+                changed = True
+        if sg.topology is not None and member.topology_epoch != sg.topology.epoch:
+            statuses.append(
+                Status(
+                    STALE_TOPOLOGY,
+                    f"The member's topology epoch {member.topology_epoch} is behind the "
+                    f"group's topology epoch {sg.topology.epoch}.",
+                )
+            )
+        if request.shutdown_application and sg.shutdown_requested_by is None:
+            sg.shutdown_requested_by = member.member_id
+        if sg.shutdown_requested_by is not None:
+            # Every member hears it, until the group is empty (as Kafka).
+            statuses.append(
+                Status(
+                    SHUTDOWN_APPLICATION,
+                    f"The application is requested to shut down by member "
+                    f"{sg.shutdown_requested_by}.",
+                )
+            )
+        return changed
 
     def _partitions_of(self, topology: Topology | None) -> dict[str, int]:
         if topology is None:
