@@ -175,13 +175,19 @@ class _Writer(rec._Writer):
 
 
 def encode_key(key: ConsumerGroupKey) -> bytes:
+    return encode_group_key(key.kind, key.group, key.member_id, key.kind in _PER_MEMBER)
+
+
+def encode_group_key(kind: int, group: str, member_id: str | None, per_member: bool) -> bytes:
+    """A KIP-848-era group record key (consumer and streams groups alike): its type, the group,
+    and the member where the type is one per member."""
     w = _Writer()
-    w.int16(key.kind)
-    w.string(key.group)
-    if key.kind in _PER_MEMBER:
-        if key.member_id is None:
-            raise RecordFormatError(f"key type {key.kind} needs a member id")
-        w.string(key.member_id)
+    w.int16(kind)
+    w.string(group)
+    if per_member:
+        if member_id is None:
+            raise RecordFormatError(f"key type {kind} needs a member id")
+        w.string(member_id)
     return bytes(w.out)
 
 

@@ -40,7 +40,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from odradek.coordinator.group.consumer_records import _Reader, _Writer
+from odradek.coordinator.group.consumer_records import _Reader, _Writer, encode_group_key
 from odradek.coordinator.group.records import RecordFormatError
 
 METADATA = 17
@@ -78,14 +78,7 @@ def is_streams_group_key(key: bytes) -> bool:
 
 
 def encode_key(key: StreamsKey) -> bytes:
-    w = _Writer()
-    w.int16(key.kind)
-    w.string(key.group)
-    if key.kind in _PER_MEMBER:
-        if key.member_id is None:
-            raise RecordFormatError(f"key type {key.kind} needs a member id")
-        w.string(key.member_id)
-    return bytes(w.out)
+    return encode_group_key(key.kind, key.group, key.member_id, key.kind in _PER_MEMBER)
 
 
 def decode_key(data: bytes) -> StreamsKey:
