@@ -561,58 +561,28 @@ def key_value_prefixes(
     (a schema registry's magic byte and id), copying no more. Raises :class:`RecordDecodeError`
     where the framing is broken (a section :func:`check_records` passed is not)."""
     prefixes: list[tuple[bytes | None, bytes | None]] = []
-    add = prefixes.append
-    read = _read_varint
     position = 0
     total = len(section)
     try:
+        # Only a refused batch is read here (the check itself is wire_ids'), so plainly.
         for _ in range(count):
-            # Varints of one and two bytes (by far the common cases: records and values under
-            # 8 KiB, offset deltas under 8192) are read inline, as scan_records does.
-            b = section[position]
-            if b < 0x80:
-                length, position = (b >> 1) ^ -(b & 1), position + 1
-            elif section[position + 1] < 0x80:
-                raw = (b & 0x7F) | (section[position + 1] << 7)
-                length, position = (raw >> 1) ^ -(raw & 1), position + 2
-            else:
-                length, position = read(section, position)
+            length, position = _read_varint(section, position)
             end = position + length
             position += 1  # attributes
-            if section[position] < 0x80:  # timestampDelta
-                position += 1
-            else:
-                position = read(section, position)[1]
-            if section[position] < 0x80:  # offsetDelta
-                position += 1
-            elif section[position + 1] < 0x80:
-                position += 2
-            else:
-                position = read(section, position)[1]
-            b = section[position]
-            if b < 0x80:
-                key_length, position = (b >> 1) ^ -(b & 1), position + 1
-            else:
-                key_length, position = read(section, position)
-            key = None
-            if key_length >= 0:
-                key = section[position : position + min(key_length, size)]
-                position += key_length
-            b = section[position]
-            if b < 0x80:
-                value_length, position = (b >> 1) ^ -(b & 1), position + 1
-            elif section[position + 1] < 0x80:
-                raw = (b & 0x7F) | (section[position + 1] << 7)
-                value_length, position = (raw >> 1) ^ -(raw & 1), position + 2
-            else:
-                value_length, position = read(section, position)
-            value = None
-            if value_length >= 0:
-                value = section[position : position + min(value_length, size)]
-                position += value_length
+            position = _read_varint(section, position)[1]  # timestampDelta
+            position = _read_varint(section, position)[1]  # offsetDelta
+            fields: list[bytes | None] = []
+            for _field in ("key", "value"):
+                field_length, position = _read_varint(section, position)
+                fields.append(
+                    None
+                    if field_length < 0
+                    else section[position : position + min(field_length, size)]
+                )
+                position += max(field_length, 0)
             if position > end or end > total:
                 raise RecordDecodeError("record fields overrun its length")
-            add((key, value))
+            prefixes.append((fields[0], fields[1]))
             position = end
     except IndexError:
         raise RecordDecodeError("records end inside a record") from None
