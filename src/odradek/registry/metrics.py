@@ -102,22 +102,24 @@ class RegistryMetrics(Collector):
                 strict=True,
             ):
                 yield GaugeMetricFamily(_PREFIX + name, doc, value=value)
-        family = CounterMetricFamily(
-            _PREFIX + "registrations",
-            "Schema registrations answered by this broker: new (a version written) or existing",
-            labels=["result"],
-        )
-        for result in ("new", "existing"):
-            family.add_metric([result], registrations.get(result, 0))
-        yield family
-        family = CounterMetricFamily(
-            _PREFIX + "lookups_by_id",
-            "Schema lookups by id (GET /schemas/ids/{id} and below it)",
-            labels=["result"],
-        )
-        for result in ("found", "not_found"):
-            family.add_metric([result], lookups.get(result, 0))
-        yield family
+        for name, doc, counts, results in (
+            (
+                "registrations",
+                "Schema registrations answered by this broker: new (a version written) or existing",
+                registrations,
+                ("new", "existing"),
+            ),
+            (
+                "lookups_by_id",
+                "Schema lookups by id (GET /schemas/ids/{id} and below it)",
+                lookups,
+                ("found", "not_found"),
+            ),
+        ):
+            family = CounterMetricFamily(_PREFIX + name, doc, labels=["result"])
+            for result in results:
+                family.add_metric([result], counts.get(result, 0))
+            yield family
         family = CounterMetricFamily(
             _PREFIX + "http_requests",
             "Requests answered by the registry's HTTP API, by method, route and status",
