@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -366,19 +366,13 @@ class GroupAdmin(AdminClient):
             for m in described.members
         )
         committed = await self._committed(coordinator, group_id)
-        owners = {tp: m for m in members for tp in m.assignment}
-        partitions = sorted(set(committed) | set(owners))
-        ends = await self.end_offsets(partitions)
-        return GroupInfo(
+        return await self._group_info(
             group_id,
             described.group_state,
             described.protocol_type,
             described.protocol_data,
             members,
-            tuple(
-                PartitionInfo(t, p, committed.get((t, p)), ends.get((t, p)), owners.get((t, p)))
-                for t, p in partitions
-            ),
+            committed,
         )
 
     async def _describe_share_group(
@@ -426,19 +420,13 @@ class GroupAdmin(AdminClient):
             for p in t.partitions
             if p.error_code == ErrorCode.none and p.start_offset >= 0
         }
-        owners = {tp: m for m in members for tp in m.assignment}
-        partitions = sorted(set(started) | set(owners))
-        ends = await self.end_offsets(partitions)
-        return GroupInfo(
+        return await self._group_info(
             group_id,
             described.group_state,
             SHARE_PROTOCOL_TYPE,
             described.assignor_name,
             members,
-            tuple(
-                PartitionInfo(t, p, started.get((t, p)), ends.get((t, p)), owners.get((t, p)))
-                for t, p in partitions
-            ),
+            started,
         )
 
     async def _describe_streams_group(
@@ -483,17 +471,32 @@ class GroupAdmin(AdminClient):
             for m in described.members
         )
         committed = await self._committed(coordinator, group_id)
+        return await self._group_info(
+            group_id, described.group_state, "streams", "", members, committed
+        )
+
+    async def _group_info(
+        self,
+        group_id: str,
+        state: str,
+        protocol_type: str,
+        protocol: str,
+        members: tuple[MemberInfo, ...],
+        offsets: Mapping[tuple[str, int], int],
+    ) -> GroupInfo:
+        """A described group with each partition it has an offset for or a member owns: that
+        offset, the partition's end and its owner."""
         owners = {tp: m for m in members for tp in m.assignment}
-        partitions = sorted(set(committed) | set(owners))
+        partitions = sorted(set(offsets) | set(owners))
         ends = await self.end_offsets(partitions)
         return GroupInfo(
             group_id,
-            described.group_state,
-            "streams",
-            "",
+            state,
+            protocol_type,
+            protocol,
             members,
             tuple(
-                PartitionInfo(t, p, committed.get((t, p)), ends.get((t, p)), owners.get((t, p)))
+                PartitionInfo(t, p, offsets.get((t, p)), ends.get((t, p)), owners.get((t, p)))
                 for t, p in partitions
             ),
         )
