@@ -4,14 +4,21 @@ and ``odradek.protocol.wire_ids``, the schema id check of topics that validate t
 
 Only those modules, only where they can be: without mypyc, or if mypyc or the C compiler fails, the
 package installs without it and the same module runs as Python.
+
+It also puts ``odradek-pyspark.pth`` at the top of the wheel, so it lands in site-packages (see
+``odradek.spark.worker_path``). An editable install leaves such files out; scripts/setup.sh copies
+it there for the development environment.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
 
+PTH = "src/odradek-pyspark.pth"
 COMPILED = ["src/odradek/protocol/record_scan.py", "src/odradek/protocol/wire_ids.py"]
 
 
@@ -30,4 +37,16 @@ def compiled_extensions() -> list[Any]:
     return extensions
 
 
-setup(ext_modules=compiled_extensions())
+class BuildPy(build_py):
+    def run(self) -> None:
+        super().run()
+        self.copy_file(PTH, self._pth())
+
+    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
+        return [*super().get_outputs(include_bytecode), self._pth()]
+
+    def _pth(self) -> str:
+        return os.path.join(self.build_lib, os.path.basename(PTH))
+
+
+setup(ext_modules=compiled_extensions(), cmdclass={"build_py": BuildPy})

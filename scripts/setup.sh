@@ -54,3 +54,5 @@ if [ "${1:-}" = "--test" ]; then
 else
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[iceberg]"
 fi
+# A wheel puts odradek-pyspark.pth in site-packages (setup.py); an editable install leaves it out.
+cp src/odradek-pyspark.pth "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/"

@@ -1,0 +1,82 @@
+"""Spark's Python workers import the installed PySpark, with its bytecode cache, not its zip."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from odradek.spark.worker_path import without_installed_zip
+
+
+def _package(site: Path) -> Path:
+    package = site / "pyspark"
+    (package / "python" / "lib").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "python" / "lib" / "pyspark.zip").write_bytes(b"")
+    return package
+
+
+def test_the_zip_inside_a_package_on_the_path_is_dropped(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    zipped = str(_package(site) / "python" / "lib" / "pyspark.zip")
+    py4j = str(site / "pyspark" / "python" / "lib" / "py4j-0.10.9.9-src.zip")
+    assert without_installed_zip(["", zipped, py4j, "/usr/lib/python3.11", str(site)]) == [
+        "",
+        py4j,
+        "/usr/lib/python3.11",
+        str(site),
+    ]
+    # the same directory named another way (a symbolic link, "..") is the same directory
+    (tmp_path / "linked").symlink_to(site)
+    assert without_installed_zip([zipped, str(tmp_path / "linked")]) == [str(tmp_path / "linked")]
+    assert without_installed_zip([zipped, f"{tmp_path}/x/../site-packages"]) == [
+        f"{tmp_path}/x/../site-packages"
+    ]
+
+
+def test_a_zip_whose_package_is_not_on_the_path_stays(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    zipped = str(_package(site) / "python" / "lib" / "pyspark.zip")
+    assert without_installed_zip([zipped, "/usr/lib/python3.11"]) == [zipped, "/usr/lib/python3.11"]
+    # a Spark distribution's SPARK_HOME (not a pyspark package) keeps its zip
+    home = tmp_path / "spark-4.1.0-bin-hadoop3"
+    (home / "python" / "lib").mkdir(parents=True)
+    (home / "python" / "lib" / "pyspark.zip").write_bytes(b"")
+    distribution = str(home / "python" / "lib" / "pyspark.zip")
+    assert without_installed_zip([distribution, str(tmp_path)]) == [distribution, str(tmp_path)]
+
+
+def test_a_worker_started_as_spark_starts_it_imports_the_installed_pyspark(tmp_path: Path) -> None:
+    """Spark puts the installed package's own zip first on PYTHONPATH; the interpreter must still
+    import the package directory (the ``.pth`` installed beside it: scripts/setup.sh, the wheel)."""
+    pyspark = pytest.importorskip("pyspark")
+    home = Path(pyspark.__file__).parent
+    zipped = home / "python" / "lib" / "pyspark.zip"
+    if not zipped.is_file():
+        pytest.skip("this PySpark has no python/lib/pyspark.zip")
+    env = {**os.environ, "PYTHONPATH": f"{zipped}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    imported = subprocess.run(
+        [sys.executable, "-c", "import pyspark; print(pyspark.__file__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert imported == str(home / "__init__.py")
+    # and a zip copied elsewhere (another Spark's) is still imported from
+    elsewhere = tmp_path / "spark" / "python" / "lib"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "pyspark.zip").symlink_to(zipped)
+    env["PYTHONPATH"] = f"{elsewhere / 'pyspark.zip'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    imported = subprocess.run(
+        [sys.executable, "-c", "import pyspark; print(pyspark.__file__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert imported == str(elsewhere / "pyspark.zip" / "pyspark" / "__init__.py")
