@@ -19,6 +19,9 @@ broker's registry) read with ``valueFormat=avro`` into typed columns, batch and 
 ``--transactional`` writes each batch of 4,000 records in a committed transaction of its own
 (a marker after each) and adds a run with ``kafka.isolation.level=read_committed`` (reading
 up to the last stable offset and checking each batch against the aborted transactions).
+``--spark-kafka`` reads the same topic with Spark's own Kafka connector (``format("kafka")``,
+its jars fetched as the Java tests fetch them) in the same run, batch and streaming, at its
+defaults and tuned (``kafka.max.poll.records=20000``).
 
     python benchmarks/spark_read.py [--records 4000000] [--partitions 4] [--value-bytes 100]
 """
@@ -202,6 +205,14 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, args: Any
         print(f"produced {per_partition * partitions:,} records in {took:.1f}s")
 
 
+def spark_kafka_jars() -> str:
+    """Spark's Kafka connector's jars for ``spark.jars`` (fetched once per machine)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.java.jars import spark_kafka_jars as fetched
+
+    return fetched()
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -323,6 +334,38 @@ def best_of(label: str, runs: int, run: Any) -> tuple[float, float]:
     return rate, rows / in_batches
 
 
+def connector_side_by_side(
+    spark: SparkSession,
+    bootstrap: str,
+    runs: int,
+    total: int,
+    checkpoints: Path,
+    batch_rate: float,
+    stream_rate: float,
+) -> None:
+    """The same topic through Spark's own Kafka connector, at its defaults and tuned."""
+    for label, tuning in (("defaults", {}), ("tuned", {"kafka.max.poll.records": "20000"})):
+        options = {"kafka.bootstrap.servers": bootstrap, "subscribe": TOPIC, **tuning}
+        batch_reader = spark.read.format("kafka").options(**options)
+        stream_reader = (
+            spark.readStream.format("kafka")
+            .options(**options)
+            .option("startingOffsets", "earliest")
+        )
+        theirs_batch = best_of(
+            f"Spark Kafka batch ({label})", runs, lambda r=batch_reader: timed_batch(r, total)
+        )
+        theirs = best_of(
+            f"Spark Kafka ({label})",
+            runs,
+            lambda r=stream_reader: timed_query(spark, r, checkpoints),
+        )
+        print(
+            f"odradek against Spark's connector ({label}): "
+            f"batch {batch_rate / theirs_batch[0]:.2f}x, streaming {stream_rate / theirs[0]:.2f}x"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=4_000_000)
@@ -336,16 +379,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--bootstrap")
     parser.add_argument("--registry", help="schema registry URL (default: the broker's own)")
     parser.add_argument("--avro", action="store_true", help="also Avro values, typed columns")
+    parser.add_argument(
+        "--spark-kafka", action="store_true", help="also Spark's Kafka connector, same topic"
+    )
     args = parser.parse_args(argv)
 
-    spark = (
+    builder = (
         SparkSession.builder.master(f"local[{args.cores}]")
         .appName("odradek-spark-read-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", str(args.cores))
         .config("spark.driver.memory", "4g")
-        .getOrCreate()
     )
+    if args.spark_kafka:
+        builder = builder.config("spark.jars", spark_kafka_jars())
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     odradek.spark.register(spark)
     spark.dataSource.register(SyntheticSource)
@@ -382,12 +430,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         total = args.records // args.partitions * args.partitions
         batch = best_of(
-            "odradek batch -> noop", args.runs, lambda: timed_batch(batch_reader, total)
+            "odradek batch -> noop", args.runs, lambda r=batch_reader: timed_batch(r, total)
         )
         ours = best_of(
             "odradek -> noop", args.runs, lambda: timed_query(spark, odradek_reader, where)
         )
         print(f"streaming reads at {ours[0] / batch[0]:.0%} of the batch read")
+        if args.spark_kafka:
+            connector_side_by_side(spark, bootstrap, args.runs, total, where, batch[0], ours[0])
         if args.avro:
             typed_batch = (
                 batch_reader.option("subscribe", AVRO_TOPIC)

@@ -10,6 +10,9 @@ Not a test — numbers to compare. It starts ``odradek serve`` as a child proces
 3. **ceiling**: the same rows to a Python Arrow sink that only counts them — what Spark's Python
    data source write path itself costs, with no encoding and no broker.
 
+``--spark-kafka`` also writes the same rows with Spark's own Kafka connector
+(``write.format("kafka")``, its producer's defaults: acks=all) in the same run.
+
 One warm-up run each, then the best of ``--runs``.
 
     python benchmarks/spark_write.py [--records 2000000] [--partitions 4] [--value-bytes 100]
@@ -35,7 +38,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
-from spark_read import broker, create_topic
+from spark_read import broker, create_topic, spark_kafka_jars
 
 import odradek.spark
 
@@ -85,15 +88,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--bootstrap")
+    parser.add_argument(
+        "--spark-kafka", action="store_true", help="also Spark's Kafka connector, same rows"
+    )
     args = parser.parse_args(argv)
 
-    spark = (
+    builder = (
         SparkSession.builder.master(f"local[{args.cores}]")
         .appName("odradek-spark-write-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "4g")
-        .getOrCreate()
     )
+    if args.spark_kafka:
+        builder = builder.config("spark.jars", spark_kafka_jars())
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     odradek.spark.register(spark)
     spark.dataSource.register(DiscardSink)
@@ -102,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{args.partitions} Spark and topic partitions"
     )
     df = rows(spark, args.records, args.value_bytes, args.partitions)
-    with broker(args.bootstrap) as bootstrap:
+    with broker(args.bootstrap, None) as (bootstrap, _registry):
         topic = f"bench-write-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, args.partitions)
 
@@ -127,6 +135,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         print(f"the odradek sink writes at {ours / ceiling:.0%} of the ceiling")
         print(f"exactly-once writes at {exactly_once / ours:.0%} of at-least-once")
+        if args.spark_kafka:
+            theirs = timed(
+                "Spark Kafka sink (defaults)",
+                args.runs,
+                args.records,
+                lambda: (
+                    df.write.format("kafka")
+                    .option("kafka.bootstrap.servers", bootstrap)
+                    .option("topic", topic)
+                    .mode("append")
+                    .save()
+                ),
+            )
+            print(f"the odradek sink writes at {ours / theirs:.2f}x Spark's connector")
     spark.stop()
 
 
