@@ -70,10 +70,17 @@ class App:
     """A Kafka Streams member as the coordinator sees it: it owns what it was last given and
     gives up revoked tasks on its next heartbeat."""
 
-    def __init__(self, h: Harness, member_id: str, process: str | None = None) -> None:
+    def __init__(
+        self,
+        h: Harness,
+        member_id: str,
+        process: str | None = None,
+        instance: str | None = None,
+    ) -> None:
         self.h = h
         self.member_id = member_id
         self.process = process or member_id
+        self.instance = instance
         self.epoch = 0
         self.owned = NO_TASKS
         self.last: StreamsHeartbeatResult | None = None
@@ -93,6 +100,7 @@ class App:
                 topology=(topology or WORD_COUNT) if joining else topology,
                 owned=self.owned if (report or joining) else None,
                 process_id=self.process if joining else None,
+                instance_id=self.instance,
             )
         )
         self.last = result
@@ -102,9 +110,11 @@ class App:
                 self.owned = result.assignment
         return result
 
-    def leave(self) -> StreamsHeartbeatResult:
+    def leave(self, epoch: int = -1) -> StreamsHeartbeatResult:
         return self.h.coordinator.streams.heartbeat(
-            StreamsHeartbeatRequest("g", self.member_id, -1, "client", "/127.0.0.1")
+            StreamsHeartbeatRequest(
+                "g", self.member_id, epoch, "client", "/127.0.0.1", instance_id=self.instance
+            )
         )
 
     def active(self) -> set[tuple[str, int]]:
@@ -494,3 +504,129 @@ def test_each_member_gets_tasks_of_every_subtopology() -> None:
     settle(a, b)
     for app in (a, b):
         assert {s for s, _ in app.active()} == {"0", "1"}
+
+
+# -- static membership (KIP-1071 as Kafka 4.4 serves it) ----------------------------------------
+
+
+def static_pair(h: Harness) -> tuple[App, App]:
+    a = App(h, "a", process="pa", instance="ia")
+    b = App(h, "b", process="pb", instance="ib")
+    a.beat()
+    b.beat()
+    settle(a, b)
+    return a, b
+
+
+def members(h: Harness) -> dict[str, StreamsMember]:
+    streams = h.coordinator.groups["g"].streams
+    assert streams is not None
+    return streams.members
+
+
+def test_a_static_member_that_leaves_for_now_comes_back_to_its_tasks_without_a_rebalance() -> None:
+    h, _ = ready()
+    a, b = static_pair(h)
+    held, epoch = a.active(), h.coordinator.streams.describe("g").group_epoch
+    assert len(held) == 4
+    left = a.leave(epoch=-2)
+    assert (left.error, left.member_epoch) == (ErrorCode.none, -2)
+    assert members(h)["a"].member_epoch == -2 and members(h)["a"].assigned.active == a.owned.active
+    settle(b)
+    assert b.active() == every_task() - held  # a's tasks wait for its instance
+    described = h.coordinator.streams.describe("g")
+    assert (described.group_epoch, described.state) == (epoch, "Reconciling")
+    # The instance restarts under a new member id (a restarted Kafka Streams gets one).
+    again = App(h, "a2", process="pa", instance="ia")
+    first = again.beat()
+    assert first.error == ErrorCode.none and first.member_epoch == epoch
+    assert again.active() == held
+    assert set(members(h)) == {"a2", "b"}
+    described = h.coordinator.streams.describe("g")
+    assert (described.group_epoch, described.state) == (epoch, "Stable")
+    settle(again, b)
+    assert again.active() == held and b.active() == every_task() - held
+
+
+def test_a_second_live_member_with_the_same_instance_id_is_refused() -> None:
+    h, _ = ready()
+    a, _b = static_pair(h)
+    twin = App(h, "twin", process="px", instance="ia")
+    assert twin.beat().error == ErrorCode.unreleased_instance_id
+    # Heartbeats under the instance id from another member id are fenced.
+    assert twin.beat(epoch=a.epoch).error == ErrorCode.fenced_instance_id
+    assert twin.leave(epoch=-2).error == ErrorCode.fenced_instance_id
+    assert App(h, "x", instance="unknown").beat(epoch=1).error == ErrorCode.unknown_member_id
+    assert set(members(h)) == {"a", "b"}
+    assert a.beat().error == ErrorCode.none
+
+
+def test_a_static_member_that_does_not_come_back_is_removed_when_its_session_ends() -> None:
+    h, _ = ready()
+    a, b = static_pair(h)
+    epoch = h.coordinator.streams.describe("g").group_epoch
+    a.leave(epoch=-2)
+    for _ in range(3):
+        h.run_for(SESSION_MS // 2)
+        b.beat()
+    assert set(members(h)) == {"b"}
+    assert h.coordinator.streams.describe("g").group_epoch == epoch + 1
+    settle(b)
+    assert b.active() == every_task()
+    # The instance id is free again: a new instance joins as a new member.
+    late = App(h, "a3", process="pa", instance="ia")
+    assert late.beat().error == ErrorCode.none
+    assert h.coordinator.streams.describe("g").group_epoch == epoch + 2
+
+
+def test_a_static_member_leaving_for_good_gives_its_tasks_away() -> None:
+    h, _ = ready()
+    a, b = static_pair(h)
+    epoch = h.coordinator.streams.describe("g").group_epoch
+    assert a.leave(epoch=-1).error == ErrorCode.none
+    assert set(members(h)) == {"b"}
+    assert h.coordinator.streams.describe("g").group_epoch == epoch + 1
+    settle(b)
+    assert b.active() == every_task()
+
+
+def test_tasks_a_static_member_was_giving_up_when_it_left_go_to_the_others() -> None:
+    h, _ = ready()
+    a = App(h, "a", process="pa", instance="ia")
+    a.beat()
+    b = App(h, "b", process="pb", instance="ib")
+    b.beat()
+    a.beat(report=False)  # asked to give up half, it has not yet
+    assert members(h)["a"].state is MemberState.UNREVOKED_TASKS
+    a.leave(epoch=-2)
+    assert members(h)["a"].revoking == NO_TASKS
+    settle(b)
+    assert len(b.active()) == 4 and not b.active() & members_active(h, "a")
+    again = App(h, "a2", process="pa", instance="ia")
+    again.beat()
+    settle(again, b)
+    assert again.active() | b.active() == every_task() and not again.active() & b.active()
+
+
+def members_active(h: Harness, member_id: str) -> set[tuple[str, int]]:
+    return {(s, p) for s, ps in members(h)[member_id].assigned.active.items() for p in ps}
+
+
+def test_a_static_member_left_for_now_survives_a_coordinator_restart() -> None:
+    h, catalog = ready()
+    a, b = static_pair(h)
+    held = a.active()
+    a.leave(epoch=-2)
+    after = restarted(h, catalog)
+    kept = members(after)["a"]
+    assert (kept.member_epoch, kept.instance_id) == (-2, "ia")
+    b.h = after
+    again = App(after, "a2", process="pa", instance="ia")
+    assert again.beat().error == ErrorCode.none and again.active() == held
+    # What the takeover wrote replays to the same group.
+    again_after = restarted(after, catalog)
+    assert set(members(again_after)) == {"a2", "b"}
+    assert members_active(again_after, "a2") == held
+    target = again_after.coordinator.streams.describe("g").members
+    assert {m.member.member_id for m in target} == {"a2", "b"}
+    assert all(m.target != NO_TASKS for m in target)

@@ -953,12 +953,14 @@ class StreamsGroups:
             old_member = before.members.get(member_id)
             if old_member is None or _member_fields(old_member) != _member_fields(m):
                 records.append((key(srec.MEMBER_METADATA, member_id), encode_member(m)))
+        # A target changes with a new assignment epoch, or moves to the member id of a static
+        # member that took another's place.
+        for member_id, a in sg.target.items():
+            if before.target.get(member_id) != a:
+                records.append(
+                    (key(srec.TARGET_ASSIGNMENT_MEMBER, member_id), encode_assignment(a))
+                )
         if sg.assignment_epoch != before.assignment_epoch:
-            for member_id, a in sg.target.items():
-                if before.target.get(member_id) != a:
-                    records.append(
-                        (key(srec.TARGET_ASSIGNMENT_MEMBER, member_id), encode_assignment(a))
-                    )
             records.append(
                 (
                     key(srec.TARGET_ASSIGNMENT_METADATA),
@@ -1022,7 +1024,7 @@ class StreamsGroups:
         snapshot = self._before(sg)
         member = self._admitted(sg, request)
         bump = False
-        joining = member is None
+        joining = request.member_epoch == JOIN_EPOCH
         if member is None:
             member = StreamsMember(
                 request.member_id,
@@ -1036,6 +1038,7 @@ class StreamsGroups:
             updated.process_id != member.process_id
             or updated.rack_id != member.rack_id
             or updated.client_tags != member.client_tags
+            or updated.topology_epoch != member.topology_epoch
         ):
             bump = True
         if updated.user_endpoint != member.user_endpoint:
@@ -1095,18 +1098,15 @@ class StreamsGroups:
     def _admitted(self, sg: StreamsGroup, request: StreamsHeartbeatRequest) -> StreamsMember | None:
         """The member the heartbeat is from (None: one joining); refused when unknown, past the
         group's size, or at a wrong epoch."""
+        if request.instance_id is not None:
+            return self._admitted_static(sg, request, request.instance_id)
         member = sg.members.get(request.member_id)
         if request.member_epoch == JOIN_EPOCH and member is not None:
             # Rejoining (it lost its tasks): as a new member under the same id.
             del sg.members[member.member_id]
             member = None
         if request.member_epoch == JOIN_EPOCH and member is None:
-            if len(sg.members) >= self.settings.max_size:
-                raise _Refused(
-                    ErrorCode.group_max_size_reached,
-                    f"The streams group has reached its maximum capacity of "
-                    f"{self.settings.max_size} members.",
-                )
+            self._check_size(sg, request)
         elif member is None:
             raise _Refused(
                 ErrorCode.unknown_member_id,
@@ -1115,6 +1115,55 @@ class StreamsGroups:
         else:
             _check_epoch(member, request)
         return member
+
+    def _admitted_static(
+        self, sg: StreamsGroup, request: StreamsHeartbeatRequest, instance_id: str
+    ) -> StreamsMember | None:
+        """Kafka's ``getOrMaybeCreateStaticStreamsGroupMember``: the member is found by its
+        instance id. One joining while the instance id's member has left temporarily (epoch
+        -2) takes that member's place under its own member id, with its tasks and target, and
+        no new group epoch; while that member is still in the group it is refused
+        (UNRELEASED_INSTANCE_ID). A heartbeat under another member id than the instance id's
+        is fenced (FENCED_INSTANCE_ID)."""
+        existing = static_member(sg, instance_id)
+        if request.member_epoch != JOIN_EPOCH:
+            if existing is None:
+                raise _Refused(
+                    ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown."
+                )
+            _check_instance(existing, request.member_id, instance_id)
+            _check_epoch(existing, request)
+            return existing
+        if existing is None:
+            self._check_size(sg, request)
+            return None
+        if existing.member_epoch != STATIC_LEAVE_EPOCH:
+            raise _Refused(
+                ErrorCode.unreleased_instance_id,
+                f"Static member {request.member_id} with instance id {instance_id} cannot join "
+                f"the group because the instance id is owned by member {existing.member_id}.",
+            )
+        del sg.members[existing.member_id]
+        self._cancel_timers(sg.group_id, existing.member_id)
+        sg.target[request.member_id] = sg.target.pop(existing.member_id, EMPTY)
+        log.info(
+            "streams group %s: static member %s rejoins as %s in place of %s",
+            sg.group_id,
+            instance_id,
+            request.member_id,
+            existing.member_id,
+        )
+        return replace(
+            existing, member_id=request.member_id, member_epoch=0, previous_member_epoch=0
+        )
+
+    def _check_size(self, sg: StreamsGroup, request: StreamsHeartbeatRequest) -> None:
+        if len(sg.members) >= self.settings.max_size and request.member_id not in sg.members:
+            raise _Refused(
+                ErrorCode.group_max_size_reached,
+                f"The streams group has reached its maximum capacity of "
+                f"{self.settings.max_size} members.",
+            )
 
     @staticmethod
     def _take_topology(
@@ -1216,17 +1265,56 @@ class StreamsGroups:
     # -- leaving and fencing -------------------------------------------------------------------
 
     def _leave(self, request: StreamsHeartbeatRequest) -> StreamsHeartbeatResult:
+        """Kafka's ``streamsGroupLeave``: a member leaving with epoch -1 is removed (a new
+        group epoch gives its tasks to the others); a static member leaving with -2 only
+        leaves for now (:meth:`_leave_for_now`). A static member is found by its instance id."""
         group = self.coordinator.groups.get(request.group_id)
         sg = None if group is None else group.streams
-        if sg is None or request.member_id not in sg.members:
+        instance_id = request.instance_id
+        if instance_id is None:
+            member = None if sg is None else sg.members.get(request.member_id)
+        else:
+            member = None if sg is None else static_member(sg, instance_id)
+        if sg is None or member is None:
+            unknown = (
+                request.member_id if instance_id is None else f"with instance id {instance_id}"
+            )
             raise _Refused(
                 ErrorCode.unknown_member_id,
-                f"Member {request.member_id} is not a member of group {request.group_id}.",
+                f"Member {unknown} is not a member of group {request.group_id}.",
             )
-        self._remove(sg, request.member_id)
+        if instance_id is not None:
+            _check_instance(member, request.member_id, instance_id)
+        if request.member_epoch == STATIC_LEAVE_EPOCH:
+            self._leave_for_now(sg, member)
+        else:
+            self._remove(sg, member.member_id)
         return StreamsHeartbeatResult(
             ErrorCode.none, member_id=request.member_id, member_epoch=request.member_epoch
         )
+
+    def _leave_for_now(self, sg: StreamsGroup, member: StreamsMember) -> None:
+        """Kafka's ``streamsGroupStaticMemberGroupLeave``: the member stays, at epoch -2, with
+        the tasks it has (those it was giving up are free now), so that an instance with its
+        instance id takes them over without a rebalance; its session timer runs on, and when
+        it ends with no such instance the member is removed as any other."""
+        snapshot = self._before(sg)
+        sg.members[member.member_id] = replace(
+            member, member_epoch=STATIC_LEAVE_EPOCH, revoking=EMPTY
+        )
+        self.coordinator.timers.cancel(("streams-revocation", sg.group_id, member.member_id))
+        log.info(
+            "streams group %s: static member %s (instance id %s) left for now",
+            sg.group_id,
+            member.member_id,
+            member.instance_id,
+        )
+        self._persist(sg, snapshot)
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        timers = self.coordinator.timers
+        timers.cancel(("streams-session", group_id, member_id))
+        timers.cancel(("streams-revocation", group_id, member_id))
 
     def _remove(self, sg: StreamsGroup, member_id: str) -> None:
         snapshot = self._before(sg)
@@ -1235,9 +1323,7 @@ class StreamsGroups:
             sg.shutdown_requested_by = None
         if member.user_endpoint is not None:
             sg.endpoint_epoch += 1
-        timers = self.coordinator.timers
-        timers.cancel(("streams-session", sg.group_id, member_id))
-        timers.cancel(("streams-revocation", sg.group_id, member_id))
+        self._cancel_timers(sg.group_id, member_id)
         sg.epoch += 1
         sg.target.pop(member_id, None)
         self._new_target(sg)
@@ -1359,6 +1445,21 @@ def _validate(request: StreamsHeartbeatRequest) -> None:
                     raise invalid(f"SourceTopicRegex {pattern} is not a valid pattern: {e}") from e
     if request.member_epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
         raise invalid("InstanceId can't be null when leaving with epoch -2.")
+
+
+def static_member(sg: StreamsGroup, instance_id: str) -> StreamsMember | None:
+    """The group's member with ``instance_id`` (at most one: a second is refused)."""
+    return next((m for m in sg.members.values() if m.instance_id == instance_id), None)
+
+
+def _check_instance(member: StreamsMember, member_id: str, instance_id: str) -> None:
+    """FENCED_INSTANCE_ID when ``instance_id`` belongs to another member than ``member_id``."""
+    if member.member_id != member_id:
+        raise _Refused(
+            ErrorCode.fenced_instance_id,
+            f"Static member {member_id} with instance id {instance_id} is fenced by existing "
+            f"member {member.member_id}.",
+        )
 
 
 def _check_epoch(member: StreamsMember, request: StreamsHeartbeatRequest) -> None:
