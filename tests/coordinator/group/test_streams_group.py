@@ -630,3 +630,26 @@ def test_a_static_member_left_for_now_survives_a_coordinator_restart() -> None:
     target = again_after.coordinator.streams.describe("g").members
     assert {m.member.member_id for m in target} == {"a2", "b"}
     assert all(m.target != NO_TASKS for m in target)
+
+
+def test_no_warmup_tasks_are_placed_as_in_kafka_4_4() -> None:
+    """Kafka 4.4 has group.streams.num.warmup.replicas (2) but its refinement step hands the
+    target on unchanged: a stateful task moving to a new member moves at once, with no warm-up
+    copy first. The heartbeat tells the members the recovery lag and the offset interval."""
+    h, _ = ready()
+    own: dict[str, str] = {}
+    h.coordinator.streams.group_configs = lambda group: own
+    a = App(h, "a")
+    first = a.beat()
+    assert (first.acceptable_recovery_lag, first.task_offset_interval_ms) == (10_000, 60_000)
+    b = App(h, "b")
+    b.beat()
+    settle(a, b)
+    assert b.active() and {s for s, _ in b.active()} >= {"1"}  # stateful tasks moved to b
+    for app in (a, b):
+        assert app.owned.warmup == {}
+    streams = h.coordinator.groups["g"].streams
+    assert streams is not None and all(t.warmup == {} for t in streams.target.values())
+    own.update({"streams.acceptable.recovery.lag": "5", "streams.task.offset.interval.ms": "20000"})
+    again = a.beat()
+    assert (again.acceptable_recovery_lag, again.task_offset_interval_ms) == (5, 20_000)

@@ -228,6 +228,9 @@ def test_streams_group_configs(handlers: HandlerCaller, services: BrokerServices
 
     assert described()["streams.num.standby.replicas"] == ("0", 5)
     assert described()["streams.session.timeout.ms"] == ("45000", 5)
+    assert described()["streams.num.warmup.replicas"] == ("2", 5)
+    assert described()["streams.acceptable.recovery.lag"] == ("10000", 5)
+    assert described()["streams.task.offset.interval.ms"] == ("60000", 5)
     (altered,) = handlers.call(
         incremental_alter_configs,
         1,
@@ -236,7 +239,21 @@ def test_streams_group_configs(handlers: HandlerCaller, services: BrokerServices
                 "resource_type": group_resource,
                 "resource_name": "app",
                 "configs": [
-                    {"name": "streams.heartbeat.interval.ms", "config_operation": 0, "value": "900"}
+                    {
+                        "name": "streams.heartbeat.interval.ms",
+                        "config_operation": 0,
+                        "value": "900",
+                    },
+                    {
+                        "name": "streams.acceptable.recovery.lag",
+                        "config_operation": 0,
+                        "value": "7",
+                    },
+                    {
+                        "name": "streams.task.offset.interval.ms",
+                        "config_operation": 0,
+                        "value": "20000",
+                    },
                 ],
             }
         ],
@@ -245,4 +262,6 @@ def test_streams_group_configs(handlers: HandlerCaller, services: BrokerServices
     assert altered.error_code == ErrorCode.none
     assert described()["streams.heartbeat.interval.ms"] == ("900", 8)
     asyncio.run(services.topics.create_topic("lines", 1, 1))
-    assert heartbeat(handlers, "m1", 0).heartbeat_interval == 900 * MS
+    joined = heartbeat(handlers, "m1", 0)
+    assert joined.heartbeat_interval == 900 * MS
+    assert (joined.acceptable_recovery_lag, joined.task_offset_interval) == (7, 20_000 * MS)

@@ -71,9 +71,6 @@ INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
 
-# What Kafka's coordinator answers for these (group configs it does not have here).
-ACCEPTABLE_RECOVERY_LAG = 10_000
-TASK_OFFSET_INTERVAL_MS = 60_000
 
 # Subtopology id -> partitions (task ids).
 Tasks = Mapping[str, frozenset[int]]
@@ -87,6 +84,12 @@ class StreamsGroupSettings:
     session_timeout_ms: int = 45_000  # group.streams.session.timeout.ms
     max_size: int = 2**31 - 1  # group.streams.max.size
     num_standby_replicas: int = 0  # group.streams.num.standby.replicas
+    # group.streams.num.warmup.replicas: Kafka 4.4 has the setting and the refinement step
+    # that would place warm-up tasks, but that step hands the target assignment on unchanged
+    # (its AssignmentRefiner); so no warm-up task is assigned here either.
+    num_warmup_replicas: int = 2
+    acceptable_recovery_lag: int = 10_000  # group.streams.acceptable.recovery.lag
+    task_offset_interval_ms: int = 60_000  # group.streams.task.offset.interval.ms
 
 
 class StreamsGroupState(enum.Enum):
@@ -588,6 +591,8 @@ class StreamsHeartbeatResult:
     member_id: str = ""
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
+    acceptable_recovery_lag: int = 0
+    task_offset_interval_ms: int = 0
     statuses: tuple[Status, ...] = ()
     # The member's tasks when they changed (None: unchanged).
     assignment: TaskAssignment | None = None
@@ -867,6 +872,13 @@ class StreamsGroups:
             heartbeat_interval_ms=value("streams.heartbeat.interval.ms", s.heartbeat_interval_ms),
             session_timeout_ms=value("streams.session.timeout.ms", s.session_timeout_ms),
             num_standby_replicas=value("streams.num.standby.replicas", s.num_standby_replicas),
+            num_warmup_replicas=value("streams.num.warmup.replicas", s.num_warmup_replicas),
+            acceptable_recovery_lag=value(
+                "streams.acceptable.recovery.lag", s.acceptable_recovery_lag
+            ),
+            task_offset_interval_ms=value(
+                "streams.task.offset.interval.ms", s.task_offset_interval_ms
+            ),
         )
 
     @property
@@ -1088,6 +1100,8 @@ class StreamsGroups:
             member_id=member.member_id,
             member_epoch=member.member_epoch,
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            acceptable_recovery_lag=settings.acceptable_recovery_lag,
+            task_offset_interval_ms=settings.task_offset_interval_ms,
             statuses=tuple(statuses),
             assignment=member.assigned if send else None,
             endpoint_information_epoch=sg.endpoint_epoch,
