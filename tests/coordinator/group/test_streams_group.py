@@ -474,6 +474,18 @@ def test_a_shutdown_request_reaches_every_member() -> None:
     assert SHUTDOWN_APPLICATION in [s.code for s in b.beat().statuses]
 
 
+def test_a_member_leaving_with_a_shutdown_request_tells_the_others() -> None:
+    h, _ = ready()
+    a, b = App(h, "a"), App(h, "b")
+    a.beat()
+    b.beat()
+    left = h.coordinator.streams.heartbeat(
+        StreamsHeartbeatRequest("g", "a", -1, "client", "/127.0.0.1", shutdown_application=True)
+    )
+    assert left.error == ErrorCode.none
+    assert SHUTDOWN_APPLICATION in [s.code for s in b.beat().statuses]
+
+
 def test_group_configs_override_the_broker_settings() -> None:
     h, _ = ready()
     own: dict[str, str] = {}
@@ -653,3 +665,26 @@ def test_no_warmup_tasks_are_placed_as_in_kafka_4_4() -> None:
     own.update({"streams.acceptable.recovery.lag": "5", "streams.task.offset.interval.ms": "20000"})
     again = a.beat()
     assert (again.acceptable_recovery_lag, again.task_offset_interval_ms) == (5, 20_000)
+
+
+def test_a_static_member_back_with_another_process_id_bumps_the_epoch_and_keeps_its_tasks() -> None:
+    h, _ = ready()
+    a, b = static_pair(h)
+    held, epoch = a.active(), h.coordinator.streams.describe("g").group_epoch
+    a.leave(epoch=-2)
+    # A stateless application's process id is new at each start: a changed member, as Kafka's
+    # hasEpochRelevantMemberConfigChanged says, so a new group epoch; the assignor is sticky.
+    again = App(h, "a2", process="pa-new", instance="ia")
+    again.beat()
+    assert h.coordinator.streams.describe("g").group_epoch == epoch + 1
+    settle(again, b)
+    assert again.active() == held and b.active() == every_task() - held
+
+
+def test_a_static_member_takes_its_place_back_in_a_full_group() -> None:
+    h = Harness(streams=StreamsGroupSettings(max_size=2))  # type: ignore[arg-type]
+    h.coordinator.consumer.topics = Catalog(**{"in": 4, "app-rep": 4, "app-changelog": 4})
+    a, _b = static_pair(h)
+    assert App(h, "c").beat().error == ErrorCode.group_max_size_reached
+    a.leave(epoch=-2)
+    assert App(h, "a2", process="pa", instance="ia").beat().error == ErrorCode.none

@@ -1299,6 +1299,9 @@ class StreamsGroups:
             )
         if instance_id is not None:
             _check_instance(member, request.member_id, instance_id)
+        if request.shutdown_application and sg.shutdown_requested_by is None:
+            # A member leaving because its application shuts down: the others hear it too.
+            sg.shutdown_requested_by = member.member_id
         if request.member_epoch == STATIC_LEAVE_EPOCH:
             self._leave_for_now(sg, member)
         else:
