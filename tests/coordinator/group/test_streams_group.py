@@ -81,6 +81,9 @@ class App:
         self.member_id = member_id
         self.process = process or member_id
         self.instance = instance
+        # (subtopology, partition, changelog offset) of the tasks whose state it has on disk,
+        # reported when it joins.
+        self.offsets: tuple[tuple[str, int, int], ...] | None = None
         self.epoch = 0
         self.owned = NO_TASKS
         self.last: StreamsHeartbeatResult | None = None
@@ -101,6 +104,7 @@ class App:
                 owned=self.owned if (report or joining) else None,
                 process_id=self.process if joining else None,
                 instance_id=self.instance,
+                task_offsets=self.offsets if joining else None,
             )
         )
         self.last = result
@@ -688,3 +692,51 @@ def test_a_static_member_takes_its_place_back_in_a_full_group() -> None:
     assert App(h, "c").beat().error == ErrorCode.group_max_size_reached
     a.leave(epoch=-2)
     assert App(h, "a2", process="pa", instance="ia").beat().error == ErrorCode.none
+
+
+# -- placing tasks where their state is (Kafka 4.4's sticky assignor) ---------------------------
+
+
+def test_a_task_whose_owner_is_gone_goes_to_a_member_with_its_state() -> None:
+    had = TaskAssignment({"0": frozenset({0, 1})})
+    members = {"b": ("pb", had), "y": ("py", NO_TASKS), "z": ("pz", NO_TASKS)}
+    # "a", which ran 2 and 3, is gone; "z" is an instance restarted with their state on disk.
+    without = assign(members, {"0": 4}, 0)
+    assert without["y"].active == {"0": frozenset({2})}  # the least loaded, first by id
+    placed = assign(members, {"0": 4}, 0, offsets={"z": {("0", 2): 100, ("0", 3): 50}})
+    assert placed["b"].active == {"0": frozenset({0, 1})}  # owners keep theirs first
+    assert placed["z"].active == {"0": frozenset({2})}  # its state, as far as its quota goes
+    assert placed["y"].active == {"0": frozenset({3})}
+
+
+def test_standby_holders_rank_before_members_that_only_report_offsets() -> None:
+    standby = TaskAssignment(standby={"0": frozenset({0})})
+    members = {"p": ("pp", standby), "q": ("pq", NO_TASKS), "r": ("pr", standby)}
+    offsets = {"p": {("0", 0): 10}, "q": {("0", 0): 1000}, "r": {("0", 0): 20}}
+    # The most caught-up standby first; a member with only offsets comes after every standby.
+    assert assign(members, {"0": 1}, 0, offsets=offsets)["r"].active == {"0": frozenset({0})}
+    no_standbys = {m: (p, NO_TASKS) for m, (p, _) in members.items()}
+    assert assign(no_standbys, {"0": 1}, 0, offsets=offsets)["q"].active == {"0": frozenset({0})}
+    # Standby copies go first to members with the task's state.
+    placed = assign(members, {"0": 1}, 1, offsets=offsets)
+    assert placed["p"].standby == {"0": frozenset({0})}
+
+
+def test_a_restarted_instance_gets_back_the_tasks_whose_state_it_reports() -> None:
+    h, _ = ready()
+    a, b, c = App(h, "a"), App(h, "b"), App(h, "c")
+    for app in (a, b, c):
+        app.beat()
+    settle(a, b, c)
+    held = a.active()
+    assert len(held) == 3
+    a.leave()
+    # Restarted (a new member id, as a dynamic member gets) with its stores on disk; it joins
+    # before the others have taken its tasks.
+    again = App(h, "z", process="a")
+    again.offsets = tuple((s, p, 100) for s, p in sorted(held))
+    again.beat()
+    streams = h.coordinator.groups["g"].streams
+    assert streams is not None
+    target = streams.target["z"].active
+    assert {(s, p) for s, ps in target.items() for p in ps} == held

@@ -424,71 +424,130 @@ def assign(
     tasks: Mapping[str, int],
     num_standby: int,
     stateful: Iterable[str] | None = None,
+    offsets: Mapping[str, Mapping[tuple[str, int], int]] | None = None,
 ) -> dict[str, TaskAssignment]:
-    """The target assignment of Kafka's sticky task assignor, as far as it goes here:
-    ``members`` is member id -> (process id, what it holds now). Every task is active on exactly
-    one member; active counts differ by at most one; a member keeps what it had as far as the
-    balance allows; each task gets up to ``num_standby`` standby copies on processes other than
-    its active one's (and each other's), preferring those that had it — only tasks of the
-    ``stateful`` subtopologies (those with state stores; None: all) get standbys, as Kafka's."""
+    """The target assignment of Kafka 4.4's sticky task assignor, as far as it goes here:
+    ``members`` is member id -> (process id, what it holds now); ``offsets`` the changelog
+    offsets each member last reported for the tasks whose state it has on disk. Every task is
+    active on exactly one member; active counts differ by at most one; a member keeps what it
+    had as far as the balance allows; a task whose owner cannot keep it goes first to a member
+    that has its state (:func:`_state_holders`); each task gets up to ``num_standby`` standby
+    copies on processes other than its active one's (and each other's), preferring those that
+    have its state — only tasks of the ``stateful`` subtopologies (those with state stores;
+    None: all) get standbys, as Kafka's."""
     if not members:
         return {}
     ids = sorted(members)
+    every = sorted(((s, p) for s, n in tasks.items() for p in range(n)), key=_spread)
+    holders = _state_holders(members, offsets or {})
+    active = _place_active(ids, members, every, holders)
+    standby: dict[str, set[tuple[str, int]]] = {m: set() for m in ids}
+    if num_standby > 0:
+        with_state = set(tasks if stateful is None else stateful)
+        owner = {t: m for m, ts in active.items() for t in ts}
+        process = {m: members[m][0] for m in ids}
+        for t in every:
+            if t[0] in with_state:
+                _place_standbys(t, num_standby, ids, process, owner, holders, active, standby)
+    return {m: TaskAssignment(_tasks(active[m]), _tasks(standby[m])) for m in ids}
 
+
+def _spread(task: tuple[str, int]) -> tuple[int, str]:
     # Partition-major order: what a member keeps or gets spreads over the subtopologies
     # (stateless and stateful alike) rather than taking one subtopology whole.
-    def spread(task: tuple[str, int]) -> tuple[int, str]:
-        return task[1], task[0]
+    return task[1], task[0]
 
-    every = sorted(((s, p) for s, n in tasks.items() for p in range(n)), key=spread)
+
+def _state_holders(
+    members: Mapping[str, tuple[str, TaskAssignment]],
+    offsets: Mapping[str, Mapping[tuple[str, int], int]],
+) -> dict[tuple[str, int], list[str]]:
+    """Kafka 4.4's standby candidates of each task, best first: the members holding it as a
+    standby or warm-up task, then those that only report offsets for it (a restarted instance
+    is a new member with nothing assigned, but its state is still on disk); the most caught-up
+    first within each."""
+    ranked: dict[tuple[str, int], list[tuple[int, int, str]]] = {}
+    for m, (_, held) in members.items():
+        copies = _pairs(held.standby) | _pairs(held.warmup)
+        reported = offsets.get(m, {})
+        for t in copies:
+            ranked.setdefault(t, []).append((0, -reported.get(t, 0), m))
+        for t, offset in reported.items():
+            if t not in copies:
+                ranked.setdefault(t, []).append((1, -offset, m))
+    return {t: [m for *_, m in sorted(found)] for t, found in ranked.items()}
+
+
+def _place_active(
+    ids: Sequence[str],
+    members: Mapping[str, tuple[str, TaskAssignment]],
+    every: Sequence[tuple[str, int]],
+    holders: Mapping[tuple[str, int], Sequence[str]],
+) -> dict[str, list[tuple[str, int]]]:
+    """Kafka's three passes: each task to its previous owner, else to the least loaded member
+    with its state, while they have room (the floor of the quota, then one more while members
+    may still take an extra task); what is left to the least loaded member."""
     base, extra = divmod(len(every), len(ids))
     active: dict[str, list[tuple[str, int]]] = {m: [] for m in ids}
     owner: dict[tuple[str, int], str] = {}
-    valid = set(every)
-    # Sticky pass: previous owners keep their tasks up to the floor of the quota, then (in
-    # member order) up to one more while members may still take an extra task.
     extras_left = extra
-    for m in ids:
-        held = sorted(_pairs(members[m][1].active) & valid, key=spread)
-        for t in held:
-            if t in owner:
-                continue
-            if len(active[m]) < base:
-                active[m].append(t)
-                owner[t] = m
-            elif len(active[m]) == base and extras_left > 0:
-                active[m].append(t)
-                owner[t] = m
-                extras_left -= 1
-    for t in every:
-        if t in owner:
-            continue
-        m = min(ids, key=lambda x: (len(active[x]), x))
+
+    def take(m: str, t: tuple[str, int]) -> None:
+        nonlocal extras_left
+        if len(active[m]) == base and extras_left > 0:
+            extras_left -= 1
+        elif len(active[m]) >= base:
+            return
         active[m].append(t)
         owner[t] = m
-    standby: dict[str, set[tuple[str, int]]] = {m: set() for m in ids}
-    if num_standby > 0:
-        process = {m: members[m][0] for m in ids}
-        with_state = set(tasks if stateful is None else stateful)
-        for t in every:
-            if t[0] not in with_state:
-                continue
-            used = {process[owner[t]]}
-            for _ in range(num_standby):
-                candidates = [m for m in ids if process[m] not in used]
-                if not candidates:
-                    break
-                m = min(
-                    candidates,
-                    key=lambda x: (
-                        t not in _pairs(members[x][1].standby),
-                        len(standby[x]) + len(active[x]),
-                        x,
-                    ),
-                )
-                standby[m].add(t)
-                used.add(process[m])
-    return {m: TaskAssignment(_tasks(active[m]), _tasks(standby[m])) for m in ids}
+
+    valid = set(every)
+    for m in ids:
+        for t in sorted(_pairs(members[m][1].active) & valid, key=_spread):
+            if t not in owner:
+                take(m, t)
+    for t in every:
+        candidates = holders.get(t, ())
+        if t not in owner and candidates:
+            # The first of the least loaded (min keeps the first of equals).
+            take(min(candidates, key=lambda x: len(active[x])), t)
+    for t in every:
+        if t not in owner:
+            m = min(ids, key=lambda x: (len(active[x]), x))
+            active[m].append(t)
+            owner[t] = m
+    return active
+
+
+def _place_standbys(
+    t: tuple[str, int],
+    num_standby: int,
+    ids: Sequence[str],
+    process: Mapping[str, str],
+    owner: Mapping[tuple[str, int], str],
+    holders: Mapping[tuple[str, int], Sequence[str]],
+    active: Mapping[str, list[tuple[str, int]]],
+    standby: dict[str, set[tuple[str, int]]],
+) -> None:
+    """Up to ``num_standby`` standby copies of ``t`` on processes that run no copy of it yet:
+    the least loaded member with its state first, else the least loaded member."""
+    ranked = holders.get(t, ())
+    used = {process[owner[t]]}
+    for _ in range(num_standby):
+        candidates = [m for m in ids if process[m] not in used]
+        if not candidates:
+            return
+        m = min(
+            candidates,
+            key=lambda x: (
+                x not in ranked,
+                len(standby[x]) + len(active[x]),
+                ranked.index(x) if x in ranked else 0,
+                x,
+            ),
+        )
+        standby[m].add(t)
+        used.add(process[m])
 
 
 def _minus(a: Tasks, b: Tasks) -> dict[str, frozenset[int]]:
@@ -1235,6 +1294,10 @@ class StreamsGroups:
             tasks,
             sg.num_standby_replicas,
             [] if sg.resolved is None else stateful_subtopologies(sg.resolved),
+            {
+                m.member_id: {(s, p): offset for s, p, offset in m.task_offsets}
+                for m in sg.members.values()
+            },
         )
         sg.assignment_epoch = sg.epoch
 
