@@ -24,7 +24,14 @@ A heartbeat works as Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``:
 - each member moves towards its target as a KIP-848 member does: tasks it must give up are
   revoked first (it keeps its epoch, state ``UNREVOKED_TASKS``) and only once it reports that it
   no longer owns them does it take the new epoch; an active task still owned by another member
-  is withheld (``UNRELEASED_TASKS``) until that member has given it up.
+  is withheld (``UNRELEASED_TASKS``) until that member has given it up;
+- a static member (an instance id, Kafka 4.4) leaving with epoch -2 stays in the group at that
+  epoch with its tasks until its session ends; an instance joining with its instance id meanwhile
+  takes its place, tasks and target under the new member id, with no new group epoch unless its
+  process id, rack, client tags or topology epoch differ;
+- warm-up tasks: as in Kafka 4.4, none are placed (its refinement step hands the target on
+  unchanged); ``group.streams.num.warmup.replicas`` is kept for when they are, and the
+  heartbeat tells the members the acceptable recovery lag and the task offset interval.
 
 What is kept in ``__consumer_offsets``: the group's epoch, topology, members, target
 assignment and each member's current assignment, as Kafka 4.3's streams group records
