@@ -1229,6 +1229,29 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             _at_least(0),
         ),
         ConfigDef(
+            "group.streams.num.warmup.replicas",
+            ConfigType.INT,
+            "2",
+            "most warm-up tasks a streams group runs at a time (as in Kafka 4.4, the assignor "
+            "places none yet)",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "group.streams.acceptable.recovery.lag",
+            ConfigType.LONG,
+            "10000",
+            "the changelog lag within which a streams group member's state counts as caught up "
+            "(told to the members in the heartbeat)",
+            _at_least(0),
+        ),
+        ConfigDef(
+            "group.streams.task.offset.interval.ms",
+            ConfigType.INT,
+            "60000",
+            "how often streams group members report their tasks' changelog offsets",
+            _at_least(1),
+        ),
+        ConfigDef(
             "group.consumer.migration.policy",
             ConfigType.STRING,
             "bidirectional",

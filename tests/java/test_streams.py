@@ -4,7 +4,8 @@ exactly_once_v2 (transactions: a producer per thread, offsets committed in the t
 at_least_once; its output is read back by a read_committed consumer. The exactly-once run is
 restarted without its local state, which it rebuilds from the changelog topic. The same with
 group.protocol=streams (KIP-1071: the broker assigns the tasks, creates the internal topics), and
-two instances of it sharing the tasks."""
+two instances of it sharing the tasks; a static member (group.instance.id) restarted takes its tasks
+back without a rebalance."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from odradek.protocol.errors import ErrorCode
 from odradek.testing import running_broker, wait_until
 from tests.server.conftest import KafkaConnection
 
-from .support import create_topic, start_java
+from . import jars
+from .support import classpath, create_topic, start_java
 
 LINES = [
     "the quick brown fox",
@@ -363,3 +365,79 @@ def test_standby_tasks_with_the_streams_protocol(tmp_path: Path) -> None:
                 app.stdin.close()
             for app in apps:
                 app.wait(60)
+
+
+def streams_client_version() -> tuple[int, ...]:
+    """The version of the kafka-streams jar the Java programs run on."""
+    classpath()
+    names = [j.name for j in jars.jar_dir().glob("kafka-streams-*.jar")]
+    (version,) = [n[len("kafka-streams-") : -len(".jar")] for n in names if n[14:15].isdigit()]
+    return tuple(int(part) for part in version.split(".")[:2])
+
+
+def test_a_static_member_restarted_takes_its_tasks_back_without_a_rebalance(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    """Two instances with group.instance.id (Kafka Streams 4.4 allows it with the streams
+    protocol): one closed the default way stays in the group at member epoch -2 holding its
+    tasks; started again with the same instance id and state directory it is a new member that
+    takes those tasks at once, and the group epoch has not moved."""
+    if streams_client_version() < (4, 4):
+        pytest.skip("Kafka Streams before 4.4 refuses group.instance.id with the streams protocol")
+    suffix = uuid.uuid4().hex[:6]
+    app_id = f"wordcount-static-{suffix}"
+    source, sink = f"streams-lines-{suffix}", f"streams-counts-{suffix}"
+    create_topic(bootstrap, source, 4)
+    create_topic(bootstrap, sink, 2)
+
+    def start(name: str, log: str) -> Any:
+        return start_java(
+            "JavaStaticStreams", bootstrap, app_id, source, sink, str(tmp_path / name),
+            f"instance-{name}", log=tmp_path / log,
+        )  # fmt: skip
+
+    def stop(app: Any) -> str:
+        assert app.stdin is not None and app.stdout is not None
+        app.stdin.close()
+        out = str(app.stdout.read())
+        app.wait(60)
+        assert "closed" in out.splitlines(), out
+        return out
+
+    def by_instance() -> dict[str, Any]:
+        described = streams_group(bootstrap, app_id)
+        if described.error_code != ErrorCode.none:
+            return {}
+        return {m.instance_id.split("-")[1]: m for m in described.members}
+
+    def active(member: Any) -> set[tuple[str, int]]:
+        return {(t.subtopology_id, p) for t in member.assignment.active_tasks for p in t.partitions}
+
+    def stable() -> bool:
+        members = by_instance()
+        return (
+            streams_group(bootstrap, app_id).group_state == "Stable"
+            and set(members) == {"a", "b"}
+            and all(active(m) for m in members.values())
+        )
+
+    a, b = start("a", "a.log"), start("b", "b.log")
+    try:
+        wait_until(stable, 90, 1)
+        epoch = streams_group(bootstrap, app_id).group_epoch
+        before = by_instance()
+        stop(a)
+        left = by_instance()["a"]
+        assert left.member_epoch == -2 and active(left) == active(before["a"])
+        assert streams_group(bootstrap, app_id).group_epoch == epoch
+        a = start("a", "a-again.log")
+        wait_until(lambda: stable() and by_instance()["a"].member_id != left.member_id, 60, 1)
+        after = by_instance()
+        assert streams_group(bootstrap, app_id).group_epoch == epoch
+        assert {k: active(m) for k, m in after.items()} == {k: active(m) for k, m in before.items()}
+        produce_lines(bootstrap, source, LINES)
+        wait_until(lambda: latest_counts(bootstrap, sink, 2) == word_counts(LINES), 90, 1)
+    finally:
+        for app in (a, b):
+            if app.poll() is None:
+                stop(app)

@@ -25,6 +25,7 @@ from odradek.coordinator.group.messages import (
 )
 from odradek.coordinator.group.offsets import OffsetManager
 from odradek.coordinator.group.share_group import ShareGroups
+from odradek.coordinator.group.streams_group import StreamsGroups
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 SESSION_MS = 10_000
@@ -109,7 +110,7 @@ class Appending:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
-        if isinstance(value, ConsumerProtocol | OffsetManager | ShareGroups):
+        if isinstance(value, ConsumerProtocol | OffsetManager | ShareGroups | StreamsGroups):
             return Appending(value, self._coordinator, self._log)
         if not callable(value) or isinstance(value, type):
             return value

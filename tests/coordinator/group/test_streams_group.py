@@ -70,10 +70,20 @@ class App:
     """A Kafka Streams member as the coordinator sees it: it owns what it was last given and
     gives up revoked tasks on its next heartbeat."""
 
-    def __init__(self, h: Harness, member_id: str, process: str | None = None) -> None:
+    def __init__(
+        self,
+        h: Harness,
+        member_id: str,
+        process: str | None = None,
+        instance: str | None = None,
+    ) -> None:
         self.h = h
         self.member_id = member_id
         self.process = process or member_id
+        self.instance = instance
+        # (subtopology, partition, changelog offset) of the tasks whose state it has on disk,
+        # reported when it joins.
+        self.offsets: tuple[tuple[str, int, int], ...] | None = None
         self.epoch = 0
         self.owned = NO_TASKS
         self.last: StreamsHeartbeatResult | None = None
@@ -93,6 +103,8 @@ class App:
                 topology=(topology or WORD_COUNT) if joining else topology,
                 owned=self.owned if (report or joining) else None,
                 process_id=self.process if joining else None,
+                instance_id=self.instance,
+                task_offsets=self.offsets if joining else None,
             )
         )
         self.last = result
@@ -102,9 +114,11 @@ class App:
                 self.owned = result.assignment
         return result
 
-    def leave(self) -> StreamsHeartbeatResult:
+    def leave(self, epoch: int = -1) -> StreamsHeartbeatResult:
         return self.h.coordinator.streams.heartbeat(
-            StreamsHeartbeatRequest("g", self.member_id, -1, "client", "/127.0.0.1")
+            StreamsHeartbeatRequest(
+                "g", self.member_id, epoch, "client", "/127.0.0.1", instance_id=self.instance
+            )
         )
 
     def active(self) -> set[tuple[str, int]]:
@@ -464,6 +478,18 @@ def test_a_shutdown_request_reaches_every_member() -> None:
     assert SHUTDOWN_APPLICATION in [s.code for s in b.beat().statuses]
 
 
+def test_a_member_leaving_with_a_shutdown_request_tells_the_others() -> None:
+    h, _ = ready()
+    a, b = App(h, "a"), App(h, "b")
+    a.beat()
+    b.beat()
+    left = h.coordinator.streams.heartbeat(
+        StreamsHeartbeatRequest("g", "a", -1, "client", "/127.0.0.1", shutdown_application=True)
+    )
+    assert left.error == ErrorCode.none
+    assert SHUTDOWN_APPLICATION in [s.code for s in b.beat().statuses]
+
+
 def test_group_configs_override_the_broker_settings() -> None:
     h, _ = ready()
     own: dict[str, str] = {}
@@ -494,3 +520,223 @@ def test_each_member_gets_tasks_of_every_subtopology() -> None:
     settle(a, b)
     for app in (a, b):
         assert {s for s, _ in app.active()} == {"0", "1"}
+
+
+# -- static membership (KIP-1071 as Kafka 4.4 serves it) ----------------------------------------
+
+
+def static_pair(h: Harness) -> tuple[App, App]:
+    a = App(h, "a", process="pa", instance="ia")
+    b = App(h, "b", process="pb", instance="ib")
+    a.beat()
+    b.beat()
+    settle(a, b)
+    return a, b
+
+
+def members(h: Harness) -> dict[str, StreamsMember]:
+    streams = h.coordinator.groups["g"].streams
+    assert streams is not None
+    return streams.members
+
+
+def test_a_static_member_that_leaves_for_now_comes_back_to_its_tasks_without_a_rebalance() -> None:
+    h, _ = ready()
+    a, b = static_pair(h)
+    held, epoch = a.active(), h.coordinator.streams.describe("g").group_epoch
+    assert len(held) == 4
+    left = a.leave(epoch=-2)
+    assert (left.error, left.member_epoch) == (ErrorCode.none, -2)
+    assert members(h)["a"].member_epoch == -2 and members(h)["a"].assigned.active == a.owned.active
+    settle(b)
+    assert b.active() == every_task() - held  # a's tasks wait for its instance
+    described = h.coordinator.streams.describe("g")
+    assert (described.group_epoch, described.state) == (epoch, "Reconciling")
+    # The instance restarts under a new member id (a restarted Kafka Streams gets one).
+    again = App(h, "a2", process="pa", instance="ia")
+    first = again.beat()
+    assert first.error == ErrorCode.none and first.member_epoch == epoch
+    assert again.active() == held
+    assert set(members(h)) == {"a2", "b"}
+    described = h.coordinator.streams.describe("g")
+    assert (described.group_epoch, described.state) == (epoch, "Stable")
+    settle(again, b)
+    assert again.active() == held and b.active() == every_task() - held
+
+
+def test_a_second_live_member_with_the_same_instance_id_is_refused() -> None:
+    h, _ = ready()
+    a, _b = static_pair(h)
+    twin = App(h, "twin", process="px", instance="ia")
+    assert twin.beat().error == ErrorCode.unreleased_instance_id
+    # Heartbeats under the instance id from another member id are fenced.
+    assert twin.beat(epoch=a.epoch).error == ErrorCode.fenced_instance_id
+    assert twin.leave(epoch=-2).error == ErrorCode.fenced_instance_id
+    assert App(h, "x", instance="unknown").beat(epoch=1).error == ErrorCode.unknown_member_id
+    assert set(members(h)) == {"a", "b"}
+    assert a.beat().error == ErrorCode.none
+
+
+def test_a_static_member_that_does_not_come_back_is_removed_when_its_session_ends() -> None:
+    h, _ = ready()
+    a, b = static_pair(h)
+    epoch = h.coordinator.streams.describe("g").group_epoch
+    a.leave(epoch=-2)
+    for _ in range(3):
+        h.run_for(SESSION_MS // 2)
+        b.beat()
+    assert set(members(h)) == {"b"}
+    assert h.coordinator.streams.describe("g").group_epoch == epoch + 1
+    settle(b)
+    assert b.active() == every_task()
+    # The instance id is free again: a new instance joins as a new member.
+    late = App(h, "a3", process="pa", instance="ia")
+    assert late.beat().error == ErrorCode.none
+    assert h.coordinator.streams.describe("g").group_epoch == epoch + 2
+
+
+def test_a_static_member_leaving_for_good_gives_its_tasks_away() -> None:
+    h, _ = ready()
+    a, b = static_pair(h)
+    epoch = h.coordinator.streams.describe("g").group_epoch
+    assert a.leave(epoch=-1).error == ErrorCode.none
+    assert set(members(h)) == {"b"}
+    assert h.coordinator.streams.describe("g").group_epoch == epoch + 1
+    settle(b)
+    assert b.active() == every_task()
+
+
+def test_tasks_a_static_member_was_giving_up_when_it_left_go_to_the_others() -> None:
+    h, _ = ready()
+    a = App(h, "a", process="pa", instance="ia")
+    a.beat()
+    b = App(h, "b", process="pb", instance="ib")
+    b.beat()
+    a.beat(report=False)  # asked to give up half, it has not yet
+    assert members(h)["a"].state is MemberState.UNREVOKED_TASKS
+    a.leave(epoch=-2)
+    assert members(h)["a"].revoking == NO_TASKS
+    settle(b)
+    assert len(b.active()) == 4 and not b.active() & members_active(h, "a")
+    again = App(h, "a2", process="pa", instance="ia")
+    again.beat()
+    settle(again, b)
+    assert again.active() | b.active() == every_task() and not again.active() & b.active()
+
+
+def members_active(h: Harness, member_id: str) -> set[tuple[str, int]]:
+    return {(s, p) for s, ps in members(h)[member_id].assigned.active.items() for p in ps}
+
+
+def test_a_static_member_left_for_now_survives_a_coordinator_restart() -> None:
+    h, catalog = ready()
+    a, b = static_pair(h)
+    held = a.active()
+    a.leave(epoch=-2)
+    after = restarted(h, catalog)
+    kept = members(after)["a"]
+    assert (kept.member_epoch, kept.instance_id) == (-2, "ia")
+    b.h = after
+    again = App(after, "a2", process="pa", instance="ia")
+    assert again.beat().error == ErrorCode.none and again.active() == held
+    # What the takeover wrote replays to the same group.
+    again_after = restarted(after, catalog)
+    assert set(members(again_after)) == {"a2", "b"}
+    assert members_active(again_after, "a2") == held
+    target = again_after.coordinator.streams.describe("g").members
+    assert {m.member.member_id for m in target} == {"a2", "b"}
+    assert all(m.target != NO_TASKS for m in target)
+
+
+def test_no_warmup_tasks_are_placed_as_in_kafka_4_4() -> None:
+    """Kafka 4.4 has group.streams.num.warmup.replicas (2) but its refinement step hands the
+    target on unchanged: a stateful task moving to a new member moves at once, with no warm-up
+    copy first. The heartbeat tells the members the recovery lag and the offset interval."""
+    h, _ = ready()
+    own: dict[str, str] = {}
+    h.coordinator.streams.group_configs = lambda group: own
+    a = App(h, "a")
+    first = a.beat()
+    assert (first.acceptable_recovery_lag, first.task_offset_interval_ms) == (10_000, 60_000)
+    b = App(h, "b")
+    b.beat()
+    settle(a, b)
+    assert b.active() and {s for s, _ in b.active()} >= {"1"}  # stateful tasks moved to b
+    for app in (a, b):
+        assert app.owned.warmup == {}
+    streams = h.coordinator.groups["g"].streams
+    assert streams is not None and all(t.warmup == {} for t in streams.target.values())
+    own.update({"streams.acceptable.recovery.lag": "5", "streams.task.offset.interval.ms": "20000"})
+    again = a.beat()
+    assert (again.acceptable_recovery_lag, again.task_offset_interval_ms) == (5, 20_000)
+
+
+def test_a_static_member_back_with_another_process_id_bumps_the_epoch_and_keeps_its_tasks() -> None:
+    h, _ = ready()
+    a, b = static_pair(h)
+    held, epoch = a.active(), h.coordinator.streams.describe("g").group_epoch
+    a.leave(epoch=-2)
+    # A stateless application's process id is new at each start: a changed member, as Kafka's
+    # hasEpochRelevantMemberConfigChanged says, so a new group epoch; the assignor is sticky.
+    again = App(h, "a2", process="pa-new", instance="ia")
+    again.beat()
+    assert h.coordinator.streams.describe("g").group_epoch == epoch + 1
+    settle(again, b)
+    assert again.active() == held and b.active() == every_task() - held
+
+
+def test_a_static_member_takes_its_place_back_in_a_full_group() -> None:
+    h = Harness(streams=StreamsGroupSettings(max_size=2))  # type: ignore[arg-type]
+    h.coordinator.consumer.topics = Catalog(**{"in": 4, "app-rep": 4, "app-changelog": 4})
+    a, _b = static_pair(h)
+    assert App(h, "c").beat().error == ErrorCode.group_max_size_reached
+    a.leave(epoch=-2)
+    assert App(h, "a2", process="pa", instance="ia").beat().error == ErrorCode.none
+
+
+# -- placing tasks where their state is (Kafka 4.4's sticky assignor) ---------------------------
+
+
+def test_a_task_whose_owner_is_gone_goes_to_a_member_with_its_state() -> None:
+    had = TaskAssignment({"0": frozenset({0, 1})})
+    members = {"b": ("pb", had), "y": ("py", NO_TASKS), "z": ("pz", NO_TASKS)}
+    # "a", which ran 2 and 3, is gone; "z" is an instance restarted with their state on disk.
+    without = assign(members, {"0": 4}, 0)
+    assert without["y"].active == {"0": frozenset({2})}  # the least loaded, first by id
+    placed = assign(members, {"0": 4}, 0, offsets={"z": {("0", 2): 100, ("0", 3): 50}})
+    assert placed["b"].active == {"0": frozenset({0, 1})}  # owners keep theirs first
+    assert placed["z"].active == {"0": frozenset({2})}  # its state, as far as its quota goes
+    assert placed["y"].active == {"0": frozenset({3})}
+
+
+def test_standby_holders_rank_before_members_that_only_report_offsets() -> None:
+    standby = TaskAssignment(standby={"0": frozenset({0})})
+    members = {"p": ("pp", standby), "q": ("pq", NO_TASKS), "r": ("pr", standby)}
+    offsets = {"p": {("0", 0): 10}, "q": {("0", 0): 1000}, "r": {("0", 0): 20}}
+    # The most caught-up standby first; a member with only offsets comes after every standby.
+    assert assign(members, {"0": 1}, 0, offsets=offsets)["r"].active == {"0": frozenset({0})}
+    no_standbys = {m: (p, NO_TASKS) for m, (p, _) in members.items()}
+    assert assign(no_standbys, {"0": 1}, 0, offsets=offsets)["q"].active == {"0": frozenset({0})}
+    # Standby copies go first to members with the task's state.
+    placed = assign(members, {"0": 1}, 1, offsets=offsets)
+    assert placed["p"].standby == {"0": frozenset({0})}
+
+
+def test_a_restarted_instance_gets_back_the_tasks_whose_state_it_reports() -> None:
+    h, _ = ready()
+    a, b, c = App(h, "a"), App(h, "b"), App(h, "c")
+    for app in (a, b, c):
+        app.beat()
+    settle(a, b, c)
+    held = a.active()
+    assert len(held) == 3
+    a.leave()
+    # Restarted (a new member id, as a dynamic member gets) with its stores on disk; it joins
+    # before the others have taken its tasks.
+    again = App(h, "z", process="a")
+    again.offsets = tuple((s, p, 100) for s, p in sorted(held))
+    again.beat()
+    streams = h.coordinator.groups["g"].streams
+    assert streams is not None
+    target = streams.target["z"].active
+    assert {(s, p) for s, ps in target.items() for p in ps} == held

@@ -240,6 +240,9 @@ def test_group_configs(handlers: HandlerCaller, services: BrokerServices) -> Non
         "streams.heartbeat.interval.ms": ("5000", 5),
         "streams.session.timeout.ms": ("45000", 5),
         "streams.num.standby.replicas": ("0", 5),
+        "streams.num.warmup.replicas": ("2", 5),
+        "streams.acceptable.recovery.lag": ("10000", 5),
+        "streams.task.offset.interval.ms": ("60000", 5),
     }
     assert services.share_partitions is not None
     assert services.share_partitions.lock_ms("g") == 5000

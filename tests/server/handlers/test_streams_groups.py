@@ -72,6 +72,8 @@ def heartbeat(
     epoch: int,
     active: list[dict[str, Any]] | None = None,
     group: str = "app",
+    instance: str | None = None,
+    process: str | None = None,
 ) -> Any:
     joining = epoch == 0
     return handlers.call(
@@ -80,10 +82,11 @@ def heartbeat(
         group_id=group,
         member_id=member,
         member_epoch=epoch,
+        instance_id=instance,
         endpoint_information_epoch=0,
         rebalance_timeout=60_000 * MS if joining else -1 * MS,
         topology=TOPOLOGY if joining else None,
-        process_id=f"process-{member}" if joining else None,
+        process_id=(process or f"process-{member}") if joining else None,
         active_tasks=[] if joining else active,
         standby_tasks=[] if joining else None,
         warmup_tasks=[] if joining else None,
@@ -151,6 +154,34 @@ def test_a_member_joins_the_internal_topics_are_made_and_it_gets_every_task(
     assert commit(third.member_epoch + 1) == ErrorCode.stale_member_epoch
     left = heartbeat(handlers, "m1", -1)
     assert left.error_code == ErrorCode.none and left.member_epoch == -1
+
+
+def test_a_static_member_leaves_for_now_and_its_instance_takes_its_tasks_back(
+    handlers: HandlerCaller, services: BrokerServices
+) -> None:
+    asyncio.run(services.topics.create_topic("lines", 2, 1))
+    heartbeat(handlers, "m1", 0, instance="i1")  # the internal topics are made
+    joined = heartbeat(handlers, "m1", 1, [], instance="i1")
+    held = tasks(joined.active_tasks)
+    assert held == {(s, p) for s in "01" for p in range(2)}
+    twin = heartbeat(handlers, "m9", 0, instance="i1")
+    assert (twin.error_code, twin.member_epoch) == (ErrorCode.unreleased_instance_id, -1)
+    left = heartbeat(handlers, "m1", -2, instance="i1")
+    assert (left.error_code, left.member_epoch) == (ErrorCode.none, -2)
+    (described,) = handlers.call(DESCRIBE, 0, group_ids=["app"]).groups
+    (member,) = described.members
+    assert (member.member_id, member.instance_id, member.member_epoch) == ("m1", "i1", -2)
+    epoch = described.group_epoch
+    # The instance restarted: a new member id, the same process id (Kafka Streams keeps it in
+    # its state directory).
+    back = heartbeat(handlers, "m2", 0, instance="i1", process="process-m1")
+    assert back.error_code == ErrorCode.none and back.member_epoch == joined.member_epoch
+    assert tasks(back.active_tasks) == held
+    (described,) = handlers.call(DESCRIBE, 0, group_ids=["app"]).groups
+    assert described.group_epoch == epoch and described.group_state == "Stable"
+    assert [m.member_id for m in described.members] == ["m2"]
+    stale = heartbeat(handlers, "m1", joined.member_epoch, [], instance="i1")
+    assert stale.error_code == ErrorCode.fenced_instance_id
 
 
 @pytest.fixture
@@ -228,6 +259,9 @@ def test_streams_group_configs(handlers: HandlerCaller, services: BrokerServices
 
     assert described()["streams.num.standby.replicas"] == ("0", 5)
     assert described()["streams.session.timeout.ms"] == ("45000", 5)
+    assert described()["streams.num.warmup.replicas"] == ("2", 5)
+    assert described()["streams.acceptable.recovery.lag"] == ("10000", 5)
+    assert described()["streams.task.offset.interval.ms"] == ("60000", 5)
     (altered,) = handlers.call(
         incremental_alter_configs,
         1,
@@ -236,7 +270,21 @@ def test_streams_group_configs(handlers: HandlerCaller, services: BrokerServices
                 "resource_type": group_resource,
                 "resource_name": "app",
                 "configs": [
-                    {"name": "streams.heartbeat.interval.ms", "config_operation": 0, "value": "900"}
+                    {
+                        "name": "streams.heartbeat.interval.ms",
+                        "config_operation": 0,
+                        "value": "900",
+                    },
+                    {
+                        "name": "streams.acceptable.recovery.lag",
+                        "config_operation": 0,
+                        "value": "7",
+                    },
+                    {
+                        "name": "streams.task.offset.interval.ms",
+                        "config_operation": 0,
+                        "value": "20000",
+                    },
                 ],
             }
         ],
@@ -245,4 +293,6 @@ def test_streams_group_configs(handlers: HandlerCaller, services: BrokerServices
     assert altered.error_code == ErrorCode.none
     assert described()["streams.heartbeat.interval.ms"] == ("900", 8)
     asyncio.run(services.topics.create_topic("lines", 1, 1))
-    assert heartbeat(handlers, "m1", 0).heartbeat_interval == 900 * MS
+    joined = heartbeat(handlers, "m1", 0)
+    assert joined.heartbeat_interval == 900 * MS
+    assert (joined.acceptable_recovery_lag, joined.task_offset_interval) == (7, 20_000 * MS)

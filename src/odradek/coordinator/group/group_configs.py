@@ -48,11 +48,28 @@ def _standby_replicas(value: object) -> str | None:
     return None if isinstance(value, int) and 0 <= value <= 2 else "must be between 0 and 2"
 
 
+def _warmup_replicas(value: object) -> str | None:
+    # Kafka bounds it by group.streams.max.warmup.replicas (20 by default).
+    return None if isinstance(value, int) and 0 <= value <= 20 else "must be between 0 and 20"
+
+
+def _task_offset_interval(value: object) -> str | None:
+    # Kafka bounds it by group.streams.min.task.offset.interval.ms (15000 by default).
+    return None if isinstance(value, int) and value >= 15_000 else "must be >= 15000"
+
+
+def _not_negative(value: object) -> str | None:
+    return None if isinstance(value, int) and value >= 0 else "must be >= 0"
+
+
 # The streams group configs and the broker settings that are their defaults.
 STREAMS_DEFAULTS = {
     "streams.heartbeat.interval.ms": "group.streams.heartbeat.interval.ms",
     "streams.session.timeout.ms": "group.streams.session.timeout.ms",
     "streams.num.standby.replicas": "group.streams.num.standby.replicas",
+    "streams.num.warmup.replicas": "group.streams.num.warmup.replicas",
+    "streams.acceptable.recovery.lag": "group.streams.acceptable.recovery.lag",
+    "streams.task.offset.interval.ms": "group.streams.task.offset.interval.ms",
 }
 
 
@@ -100,6 +117,27 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
             None,  # the broker's group.streams.num.standby.replicas
             "standby replicas of each stateful task of the streams group",
             _standby_replicas,
+        ),
+        ConfigDef(
+            "streams.num.warmup.replicas",
+            ConfigType.INT,
+            None,  # the broker's group.streams.num.warmup.replicas
+            "most warm-up tasks the streams group runs at a time",
+            _warmup_replicas,
+        ),
+        ConfigDef(
+            "streams.acceptable.recovery.lag",
+            ConfigType.LONG,
+            None,  # the broker's group.streams.acceptable.recovery.lag
+            "the changelog lag within which a member's state counts as caught up",
+            _not_negative,
+        ),
+        ConfigDef(
+            "streams.task.offset.interval.ms",
+            ConfigType.INT,
+            None,  # the broker's group.streams.task.offset.interval.ms
+            "how often the members report their tasks' changelog offsets",
+            _task_offset_interval,
         ),
     )
 }

@@ -91,6 +91,9 @@ def streams_group_settings(config: BrokerConfig) -> StreamsGroupSettings:
         session_timeout_ms=config.get_int("group.streams.session.timeout.ms"),
         max_size=config.get_int("group.streams.max.size"),
         num_standby_replicas=config.get_int("group.streams.num.standby.replicas"),
+        num_warmup_replicas=config.get_int("group.streams.num.warmup.replicas"),
+        acceptable_recovery_lag=config.get_int("group.streams.acceptable.recovery.lag"),
+        task_offset_interval_ms=config.get_int("group.streams.task.offset.interval.ms"),
     )
 
 

@@ -24,7 +24,14 @@ A heartbeat works as Kafka's ``GroupMetadataManager.streamsGroupHeartbeat``:
 - each member moves towards its target as a KIP-848 member does: tasks it must give up are
   revoked first (it keeps its epoch, state ``UNREVOKED_TASKS``) and only once it reports that it
   no longer owns them does it take the new epoch; an active task still owned by another member
-  is withheld (``UNRELEASED_TASKS``) until that member has given it up.
+  is withheld (``UNRELEASED_TASKS``) until that member has given it up;
+- a static member (an instance id, Kafka 4.4) leaving with epoch -2 stays in the group at that
+  epoch with its tasks until its session ends; an instance joining with its instance id meanwhile
+  takes its place, tasks and target under the new member id, with no new group epoch unless its
+  process id, rack, client tags or topology epoch differ;
+- warm-up tasks: as in Kafka 4.4, none are placed (its refinement step hands the target on
+  unchanged); ``group.streams.num.warmup.replicas`` is kept for when they are, and the
+  heartbeat tells the members the acceptable recovery lag and the task offset interval.
 
 What is kept in ``__consumer_offsets``: the group's epoch, topology, members, target
 assignment and each member's current assignment, as Kafka 4.3's streams group records
@@ -71,9 +78,6 @@ INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
 
-# What Kafka's coordinator answers for these (group configs it does not have here).
-ACCEPTABLE_RECOVERY_LAG = 10_000
-TASK_OFFSET_INTERVAL_MS = 60_000
 
 # Subtopology id -> partitions (task ids).
 Tasks = Mapping[str, frozenset[int]]
@@ -87,6 +91,12 @@ class StreamsGroupSettings:
     session_timeout_ms: int = 45_000  # group.streams.session.timeout.ms
     max_size: int = 2**31 - 1  # group.streams.max.size
     num_standby_replicas: int = 0  # group.streams.num.standby.replicas
+    # group.streams.num.warmup.replicas: Kafka 4.4 has the setting and the refinement step
+    # that would place warm-up tasks, but that step hands the target assignment on unchanged
+    # (its AssignmentRefiner); so no warm-up task is assigned here either.
+    num_warmup_replicas: int = 2
+    acceptable_recovery_lag: int = 10_000  # group.streams.acceptable.recovery.lag
+    task_offset_interval_ms: int = 60_000  # group.streams.task.offset.interval.ms
 
 
 class StreamsGroupState(enum.Enum):
@@ -421,71 +431,130 @@ def assign(
     tasks: Mapping[str, int],
     num_standby: int,
     stateful: Iterable[str] | None = None,
+    offsets: Mapping[str, Mapping[tuple[str, int], int]] | None = None,
 ) -> dict[str, TaskAssignment]:
-    """The target assignment of Kafka's sticky task assignor, as far as it goes here:
-    ``members`` is member id -> (process id, what it holds now). Every task is active on exactly
-    one member; active counts differ by at most one; a member keeps what it had as far as the
-    balance allows; each task gets up to ``num_standby`` standby copies on processes other than
-    its active one's (and each other's), preferring those that had it — only tasks of the
-    ``stateful`` subtopologies (those with state stores; None: all) get standbys, as Kafka's."""
+    """The target assignment of Kafka 4.4's sticky task assignor, as far as it goes here:
+    ``members`` is member id -> (process id, what it holds now); ``offsets`` the changelog
+    offsets each member last reported for the tasks whose state it has on disk. Every task is
+    active on exactly one member; active counts differ by at most one; a member keeps what it
+    had as far as the balance allows; a task whose owner cannot keep it goes first to a member
+    that has its state (:func:`_state_holders`); each task gets up to ``num_standby`` standby
+    copies on processes other than its active one's (and each other's), preferring those that
+    have its state — only tasks of the ``stateful`` subtopologies (those with state stores;
+    None: all) get standbys, as Kafka's."""
     if not members:
         return {}
     ids = sorted(members)
+    every = sorted(((s, p) for s, n in tasks.items() for p in range(n)), key=_spread)
+    holders = _state_holders(members, offsets or {})
+    active = _place_active(ids, members, every, holders)
+    standby: dict[str, set[tuple[str, int]]] = {m: set() for m in ids}
+    if num_standby > 0:
+        with_state = set(tasks if stateful is None else stateful)
+        owner = {t: m for m, ts in active.items() for t in ts}
+        process = {m: members[m][0] for m in ids}
+        for t in every:
+            if t[0] in with_state:
+                _place_standbys(t, num_standby, ids, process, owner, holders, active, standby)
+    return {m: TaskAssignment(_tasks(active[m]), _tasks(standby[m])) for m in ids}
 
+
+def _spread(task: tuple[str, int]) -> tuple[int, str]:
     # Partition-major order: what a member keeps or gets spreads over the subtopologies
     # (stateless and stateful alike) rather than taking one subtopology whole.
-    def spread(task: tuple[str, int]) -> tuple[int, str]:
-        return task[1], task[0]
+    return task[1], task[0]
 
-    every = sorted(((s, p) for s, n in tasks.items() for p in range(n)), key=spread)
+
+def _state_holders(
+    members: Mapping[str, tuple[str, TaskAssignment]],
+    offsets: Mapping[str, Mapping[tuple[str, int], int]],
+) -> dict[tuple[str, int], list[str]]:
+    """Kafka 4.4's standby candidates of each task, best first: the members holding it as a
+    standby or warm-up task, then those that only report offsets for it (a restarted instance
+    is a new member with nothing assigned, but its state is still on disk); the most caught-up
+    first within each."""
+    ranked: dict[tuple[str, int], list[tuple[int, int, str]]] = {}
+    for m, (_, held) in members.items():
+        copies = _pairs(held.standby) | _pairs(held.warmup)
+        reported = offsets.get(m, {})
+        for t in copies:
+            ranked.setdefault(t, []).append((0, -reported.get(t, 0), m))
+        for t, offset in reported.items():
+            if t not in copies:
+                ranked.setdefault(t, []).append((1, -offset, m))
+    return {t: [m for *_, m in sorted(found)] for t, found in ranked.items()}
+
+
+def _place_active(
+    ids: Sequence[str],
+    members: Mapping[str, tuple[str, TaskAssignment]],
+    every: Sequence[tuple[str, int]],
+    holders: Mapping[tuple[str, int], Sequence[str]],
+) -> dict[str, list[tuple[str, int]]]:
+    """Kafka's three passes: each task to its previous owner, else to the least loaded member
+    with its state, while they have room (the floor of the quota, then one more while members
+    may still take an extra task); what is left to the least loaded member."""
     base, extra = divmod(len(every), len(ids))
     active: dict[str, list[tuple[str, int]]] = {m: [] for m in ids}
     owner: dict[tuple[str, int], str] = {}
-    valid = set(every)
-    # Sticky pass: previous owners keep their tasks up to the floor of the quota, then (in
-    # member order) up to one more while members may still take an extra task.
     extras_left = extra
-    for m in ids:
-        held = sorted(_pairs(members[m][1].active) & valid, key=spread)
-        for t in held:
-            if t in owner:
-                continue
-            if len(active[m]) < base:
-                active[m].append(t)
-                owner[t] = m
-            elif len(active[m]) == base and extras_left > 0:
-                active[m].append(t)
-                owner[t] = m
-                extras_left -= 1
-    for t in every:
-        if t in owner:
-            continue
-        m = min(ids, key=lambda x: (len(active[x]), x))
+
+    def take(m: str, t: tuple[str, int]) -> None:
+        nonlocal extras_left
+        if len(active[m]) == base and extras_left > 0:
+            extras_left -= 1
+        elif len(active[m]) >= base:
+            return
         active[m].append(t)
         owner[t] = m
-    standby: dict[str, set[tuple[str, int]]] = {m: set() for m in ids}
-    if num_standby > 0:
-        process = {m: members[m][0] for m in ids}
-        with_state = set(tasks if stateful is None else stateful)
-        for t in every:
-            if t[0] not in with_state:
-                continue
-            used = {process[owner[t]]}
-            for _ in range(num_standby):
-                candidates = [m for m in ids if process[m] not in used]
-                if not candidates:
-                    break
-                m = min(
-                    candidates,
-                    key=lambda x: (
-                        t not in _pairs(members[x][1].standby),
-                        len(standby[x]) + len(active[x]),
-                        x,
-                    ),
-                )
-                standby[m].add(t)
-                used.add(process[m])
-    return {m: TaskAssignment(_tasks(active[m]), _tasks(standby[m])) for m in ids}
+
+    valid = set(every)
+    for m in ids:
+        for t in sorted(_pairs(members[m][1].active) & valid, key=_spread):
+            if t not in owner:
+                take(m, t)
+    for t in every:
+        candidates = holders.get(t, ())
+        if t not in owner and candidates:
+            # The first of the least loaded (min keeps the first of equals).
+            take(min(candidates, key=lambda x: len(active[x])), t)
+    for t in every:
+        if t not in owner:
+            m = min(ids, key=lambda x: (len(active[x]), x))
+            active[m].append(t)
+            owner[t] = m
+    return active
+
+
+def _place_standbys(
+    t: tuple[str, int],
+    num_standby: int,
+    ids: Sequence[str],
+    process: Mapping[str, str],
+    owner: Mapping[tuple[str, int], str],
+    holders: Mapping[tuple[str, int], Sequence[str]],
+    active: Mapping[str, list[tuple[str, int]]],
+    standby: dict[str, set[tuple[str, int]]],
+) -> None:
+    """Up to ``num_standby`` standby copies of ``t`` on processes that run no copy of it yet:
+    the least loaded member with its state first, else the least loaded member."""
+    ranked = holders.get(t, ())
+    used = {process[owner[t]]}
+    for _ in range(num_standby):
+        candidates = [m for m in ids if process[m] not in used]
+        if not candidates:
+            return
+        m = min(
+            candidates,
+            key=lambda x: (
+                x not in ranked,
+                len(standby[x]) + len(active[x]),
+                ranked.index(x) if x in ranked else 0,
+                x,
+            ),
+        )
+        standby[m].add(t)
+        used.add(process[m])
 
 
 def _minus(a: Tasks, b: Tasks) -> dict[str, frozenset[int]]:
@@ -588,6 +657,8 @@ class StreamsHeartbeatResult:
     member_id: str = ""
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
+    acceptable_recovery_lag: int = 0
+    task_offset_interval_ms: int = 0
     statuses: tuple[Status, ...] = ()
     # The member's tasks when they changed (None: unchanged).
     assignment: TaskAssignment | None = None
@@ -867,6 +938,13 @@ class StreamsGroups:
             heartbeat_interval_ms=value("streams.heartbeat.interval.ms", s.heartbeat_interval_ms),
             session_timeout_ms=value("streams.session.timeout.ms", s.session_timeout_ms),
             num_standby_replicas=value("streams.num.standby.replicas", s.num_standby_replicas),
+            num_warmup_replicas=value("streams.num.warmup.replicas", s.num_warmup_replicas),
+            acceptable_recovery_lag=value(
+                "streams.acceptable.recovery.lag", s.acceptable_recovery_lag
+            ),
+            task_offset_interval_ms=value(
+                "streams.task.offset.interval.ms", s.task_offset_interval_ms
+            ),
         )
 
     @property
@@ -953,12 +1031,14 @@ class StreamsGroups:
             old_member = before.members.get(member_id)
             if old_member is None or _member_fields(old_member) != _member_fields(m):
                 records.append((key(srec.MEMBER_METADATA, member_id), encode_member(m)))
+        # A target changes with a new assignment epoch, or moves to the member id of a static
+        # member that took another's place.
+        for member_id, a in sg.target.items():
+            if before.target.get(member_id) != a:
+                records.append(
+                    (key(srec.TARGET_ASSIGNMENT_MEMBER, member_id), encode_assignment(a))
+                )
         if sg.assignment_epoch != before.assignment_epoch:
-            for member_id, a in sg.target.items():
-                if before.target.get(member_id) != a:
-                    records.append(
-                        (key(srec.TARGET_ASSIGNMENT_MEMBER, member_id), encode_assignment(a))
-                    )
             records.append(
                 (
                     key(srec.TARGET_ASSIGNMENT_METADATA),
@@ -1022,7 +1102,7 @@ class StreamsGroups:
         snapshot = self._before(sg)
         member = self._admitted(sg, request)
         bump = False
-        joining = member is None
+        joining = request.member_epoch == JOIN_EPOCH
         if member is None:
             member = StreamsMember(
                 request.member_id,
@@ -1036,6 +1116,7 @@ class StreamsGroups:
             updated.process_id != member.process_id
             or updated.rack_id != member.rack_id
             or updated.client_tags != member.client_tags
+            or updated.topology_epoch != member.topology_epoch
         ):
             bump = True
         if updated.user_endpoint != member.user_endpoint:
@@ -1085,6 +1166,8 @@ class StreamsGroups:
             member_id=member.member_id,
             member_epoch=member.member_epoch,
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            acceptable_recovery_lag=settings.acceptable_recovery_lag,
+            task_offset_interval_ms=settings.task_offset_interval_ms,
             statuses=tuple(statuses),
             assignment=member.assigned if send else None,
             endpoint_information_epoch=sg.endpoint_epoch,
@@ -1095,18 +1178,15 @@ class StreamsGroups:
     def _admitted(self, sg: StreamsGroup, request: StreamsHeartbeatRequest) -> StreamsMember | None:
         """The member the heartbeat is from (None: one joining); refused when unknown, past the
         group's size, or at a wrong epoch."""
+        if request.instance_id is not None:
+            return self._admitted_static(sg, request, request.instance_id)
         member = sg.members.get(request.member_id)
         if request.member_epoch == JOIN_EPOCH and member is not None:
             # Rejoining (it lost its tasks): as a new member under the same id.
             del sg.members[member.member_id]
             member = None
         if request.member_epoch == JOIN_EPOCH and member is None:
-            if len(sg.members) >= self.settings.max_size:
-                raise _Refused(
-                    ErrorCode.group_max_size_reached,
-                    f"The streams group has reached its maximum capacity of "
-                    f"{self.settings.max_size} members.",
-                )
+            self._check_size(sg, request)
         elif member is None:
             raise _Refused(
                 ErrorCode.unknown_member_id,
@@ -1115,6 +1195,55 @@ class StreamsGroups:
         else:
             _check_epoch(member, request)
         return member
+
+    def _admitted_static(
+        self, sg: StreamsGroup, request: StreamsHeartbeatRequest, instance_id: str
+    ) -> StreamsMember | None:
+        """Kafka's ``getOrMaybeCreateStaticStreamsGroupMember``: the member is found by its
+        instance id. One joining while the instance id's member has left temporarily (epoch
+        -2) takes that member's place under its own member id, with its tasks and target, and
+        no new group epoch; while that member is still in the group it is refused
+        (UNRELEASED_INSTANCE_ID). A heartbeat under another member id than the instance id's
+        is fenced (FENCED_INSTANCE_ID)."""
+        existing = static_member(sg, instance_id)
+        if request.member_epoch != JOIN_EPOCH:
+            if existing is None:
+                raise _Refused(
+                    ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown."
+                )
+            _check_instance(existing, request.member_id, instance_id)
+            _check_epoch(existing, request)
+            return existing
+        if existing is None:
+            self._check_size(sg, request)
+            return None
+        if existing.member_epoch != STATIC_LEAVE_EPOCH:
+            raise _Refused(
+                ErrorCode.unreleased_instance_id,
+                f"Static member {request.member_id} with instance id {instance_id} cannot join "
+                f"the group because the instance id is owned by member {existing.member_id}.",
+            )
+        del sg.members[existing.member_id]
+        self._cancel_timers(sg.group_id, existing.member_id)
+        sg.target[request.member_id] = sg.target.pop(existing.member_id, EMPTY)
+        log.info(
+            "streams group %s: static member %s rejoins as %s in place of %s",
+            sg.group_id,
+            instance_id,
+            request.member_id,
+            existing.member_id,
+        )
+        return replace(
+            existing, member_id=request.member_id, member_epoch=0, previous_member_epoch=0
+        )
+
+    def _check_size(self, sg: StreamsGroup, request: StreamsHeartbeatRequest) -> None:
+        if len(sg.members) >= self.settings.max_size and request.member_id not in sg.members:
+            raise _Refused(
+                ErrorCode.group_max_size_reached,
+                f"The streams group has reached its maximum capacity of "
+                f"{self.settings.max_size} members.",
+            )
 
     @staticmethod
     def _take_topology(
@@ -1172,6 +1301,10 @@ class StreamsGroups:
             tasks,
             sg.num_standby_replicas,
             [] if sg.resolved is None else stateful_subtopologies(sg.resolved),
+            {
+                m.member_id: {(s, p): offset for s, p, offset in m.task_offsets}
+                for m in sg.members.values()
+            },
         )
         sg.assignment_epoch = sg.epoch
 
@@ -1216,17 +1349,59 @@ class StreamsGroups:
     # -- leaving and fencing -------------------------------------------------------------------
 
     def _leave(self, request: StreamsHeartbeatRequest) -> StreamsHeartbeatResult:
+        """Kafka's ``streamsGroupLeave``: a member leaving with epoch -1 is removed (a new
+        group epoch gives its tasks to the others); a static member leaving with -2 only
+        leaves for now (:meth:`_leave_for_now`). A static member is found by its instance id."""
         group = self.coordinator.groups.get(request.group_id)
         sg = None if group is None else group.streams
-        if sg is None or request.member_id not in sg.members:
+        instance_id = request.instance_id
+        if instance_id is None:
+            member = None if sg is None else sg.members.get(request.member_id)
+        else:
+            member = None if sg is None else static_member(sg, instance_id)
+        if sg is None or member is None:
+            unknown = (
+                request.member_id if instance_id is None else f"with instance id {instance_id}"
+            )
             raise _Refused(
                 ErrorCode.unknown_member_id,
-                f"Member {request.member_id} is not a member of group {request.group_id}.",
+                f"Member {unknown} is not a member of group {request.group_id}.",
             )
-        self._remove(sg, request.member_id)
+        if instance_id is not None:
+            _check_instance(member, request.member_id, instance_id)
+        if request.shutdown_application and sg.shutdown_requested_by is None:
+            # A member leaving because its application shuts down: the others hear it too.
+            sg.shutdown_requested_by = member.member_id
+        if request.member_epoch == STATIC_LEAVE_EPOCH:
+            self._leave_for_now(sg, member)
+        else:
+            self._remove(sg, member.member_id)
         return StreamsHeartbeatResult(
             ErrorCode.none, member_id=request.member_id, member_epoch=request.member_epoch
         )
+
+    def _leave_for_now(self, sg: StreamsGroup, member: StreamsMember) -> None:
+        """Kafka's ``streamsGroupStaticMemberGroupLeave``: the member stays, at epoch -2, with
+        the tasks it has (those it was giving up are free now), so that an instance with its
+        instance id takes them over without a rebalance; its session timer runs on, and when
+        it ends with no such instance the member is removed as any other."""
+        snapshot = self._before(sg)
+        sg.members[member.member_id] = replace(
+            member, member_epoch=STATIC_LEAVE_EPOCH, revoking=EMPTY
+        )
+        self.coordinator.timers.cancel(("streams-revocation", sg.group_id, member.member_id))
+        log.info(
+            "streams group %s: static member %s (instance id %s) left for now",
+            sg.group_id,
+            member.member_id,
+            member.instance_id,
+        )
+        self._persist(sg, snapshot)
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        timers = self.coordinator.timers
+        timers.cancel(("streams-session", group_id, member_id))
+        timers.cancel(("streams-revocation", group_id, member_id))
 
     def _remove(self, sg: StreamsGroup, member_id: str) -> None:
         snapshot = self._before(sg)
@@ -1235,9 +1410,7 @@ class StreamsGroups:
             sg.shutdown_requested_by = None
         if member.user_endpoint is not None:
             sg.endpoint_epoch += 1
-        timers = self.coordinator.timers
-        timers.cancel(("streams-session", sg.group_id, member_id))
-        timers.cancel(("streams-revocation", sg.group_id, member_id))
+        self._cancel_timers(sg.group_id, member_id)
         sg.epoch += 1
         sg.target.pop(member_id, None)
         self._new_target(sg)
@@ -1359,6 +1532,21 @@ def _validate(request: StreamsHeartbeatRequest) -> None:
                     raise invalid(f"SourceTopicRegex {pattern} is not a valid pattern: {e}") from e
     if request.member_epoch == STATIC_LEAVE_EPOCH and request.instance_id is None:
         raise invalid("InstanceId can't be null when leaving with epoch -2.")
+
+
+def static_member(sg: StreamsGroup, instance_id: str) -> StreamsMember | None:
+    """The group's member with ``instance_id`` (at most one: a second is refused)."""
+    return next((m for m in sg.members.values() if m.instance_id == instance_id), None)
+
+
+def _check_instance(member: StreamsMember, member_id: str, instance_id: str) -> None:
+    """FENCED_INSTANCE_ID when ``instance_id`` belongs to another member than ``member_id``."""
+    if member.member_id != member_id:
+        raise _Refused(
+            ErrorCode.fenced_instance_id,
+            f"Static member {member_id} with instance id {instance_id} is fenced by existing "
+            f"member {member.member_id}.",
+        )
 
 
 def _check_epoch(member: StreamsMember, request: StreamsHeartbeatRequest) -> None:

@@ -16,9 +16,7 @@ from typing import Any
 
 from odradek.coordinator.common.runtime import CoordinatorError
 from odradek.coordinator.group.streams_group import (
-    ACCEPTABLE_RECOVERY_LAG,
     MISSING_INTERNAL_TOPICS,
-    TASK_OFFSET_INTERVAL_MS,
     Status,
     StreamsHeartbeatRequest,
     StreamsHeartbeatResult,
@@ -197,8 +195,8 @@ async def handle_streams_group_heartbeat(ctx: RequestContext, request: Any) -> R
         member_id=result.member_id or heartbeat.member_id,
         member_epoch=result.member_epoch if ok else -1,
         heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
-        acceptable_recovery_lag=ACCEPTABLE_RECOVERY_LAG,
-        task_offset_interval=datetime.timedelta(milliseconds=TASK_OFFSET_INTERVAL_MS),
+        acceptable_recovery_lag=result.acceptable_recovery_lag,
+        task_offset_interval=datetime.timedelta(milliseconds=result.task_offset_interval_ms),
         status=[{"status_code": s.code, "status_detail": s.detail} for s in statuses]
         if ok
         else None,
