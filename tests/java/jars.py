@@ -1,8 +1,9 @@
 """The Java side of the tests: Kafka's jars (the Java client, ``kafka-tools``, ``kafka_2.13``,
-Kafka Streams, Kafka Connect) fetched once per machine, and the programs of ``src/`` compiled
-against them; and, apart, Spark's built-in Kafka connector for PySpark (``spark-kafka-pom.xml``)
-and the Java clients older than Kafka 4 (``kafka-clients-<version>-pom.xml``, each with the
-program of ``legacy-src/`` compiled against it).
+Kafka Streams) fetched once per machine, and the programs of ``src/`` compiled against them;
+and, apart, a Kafka Connect worker with the file connectors (``connect-pom.xml``), Spark's
+built-in Kafka connector for PySpark (``spark-kafka-pom.xml``) and the Java clients older than
+Kafka 4 (``kafka-clients-<version>-pom.xml``, each with the program of ``legacy-src/`` compiled
+against it).
 
 Both live in a cache outside the repository (``$ODRADEK_JAVA_CACHE``, else
 ``$XDG_CACHE_HOME/odradek/java``, else ``~/.cache/odradek/java``), in directories named by a hash
@@ -30,6 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
 SPARK_KAFKA_POM = HERE / "spark-kafka-pom.xml"
+CONNECT_POM = HERE / "connect-pom.xml"
 SOURCES = HERE / "src"
 # The programs compiled against each old client: only what every kafka-clients since 2.x has.
 LEGACY_SOURCES = HERE / "legacy-src"
@@ -139,7 +141,7 @@ def legacy_client_classpath(version: str) -> str:
 if __name__ == "__main__":
     import sys
 
-    for legacy_pom in LEGACY_CLIENT_POMS.values():
-        fetch_jars(legacy_pom)
+    for other_pom in (CONNECT_POM, *LEGACY_CLIENT_POMS.values()):
+        fetch_jars(other_pom)
     connector = spark_kafka_jars()
     print(connector if sys.argv[1:] == ["--spark-kafka"] else fetch_jars() / "*")

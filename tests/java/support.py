@@ -85,6 +85,19 @@ def old_client_classpath() -> str:
 
 
 @cache
+def connect_classpath() -> str:
+    """A Kafka Connect worker and the file connectors (``connect-pom.xml``); skips (fails under
+    CI) when they cannot be had."""
+    classpath()
+    try:
+        return str(jars.fetch_jars(jars.CONNECT_POM) / "*")
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"Kafka Connect is not available: {error}")
+        pytest.skip(f"Kafka Connect is not available: {error}")
+
+
+@cache
 def legacy_client_classpath(version: str) -> str:
     """The programs of ``legacy-src/`` on kafka-clients ``version`` (a key of
     :data:`jars.LEGACY_CLIENT_POMS`); skips (fails under CI) when it cannot be had."""
