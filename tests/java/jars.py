@@ -1,6 +1,9 @@
 """The Java side of the tests: Kafka's jars (the Java client, ``kafka-tools``, ``kafka_2.13``,
-Kafka Streams, Kafka Connect) fetched once per machine, and the programs of ``src/`` compiled
-against them; and, apart (``spark-kafka-pom.xml``), Spark's built-in Kafka connector for PySpark.
+Kafka Streams) fetched once per machine, and the programs of ``src/`` compiled against them;
+and, apart, a Kafka Connect worker with the file connectors (``connect-pom.xml``), Spark's
+built-in Kafka connector for PySpark (``spark-kafka-pom.xml``) and the Java clients older than
+Kafka 4 (``kafka-clients-<version>-pom.xml``, each with the program of ``legacy-src/`` compiled
+against it).
 
 Both live in a cache outside the repository (``$ODRADEK_JAVA_CACHE``, else
 ``$XDG_CACHE_HOME/odradek/java``, else ``~/.cache/odradek/java``), in directories named by a hash
@@ -8,7 +11,7 @@ of what made them (``pom.xml``; ``pom.xml`` and the sources), so a changed pin o
 fresh directory and an unchanged one is reused. Each is made in a temporary directory and
 renamed into place, so an interrupted fetch or compile leaves nothing that looks finished.
 
-``scripts/setup.sh --test`` runs this file (``python3 tests/java/jars.py``) to fetch both sets;
+``scripts/setup.sh --test`` runs this file (``python3 tests/java/jars.py``) to fetch them all;
 it uses only the standard library so that it runs before anything is installed. It prints the
 classpath of the jars, for running Kafka's tools by hand:
 ``java -cp "$(python3 tests/java/jars.py)" org.apache.kafka.tools.TopicCommand ...``, and with
@@ -28,7 +31,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
 SPARK_KAFKA_POM = HERE / "spark-kafka-pom.xml"
+CONNECT_POM = HERE / "connect-pom.xml"
 SOURCES = HERE / "src"
+# The programs compiled against each old client: only what every kafka-clients since 2.x has.
+LEGACY_SOURCES = HERE / "legacy-src"
+# kafka-clients releases older than Kafka 4 by version: how clients that know transactions
+# version 1 only behave.
+LEGACY_CLIENT_POMS = {
+    "2.8": HERE / "kafka-clients-2.8-pom.xml",
+    "3.9": HERE / "kafka-clients-3.9-pom.xml",
+}
 
 
 def cache_root() -> Path:
@@ -92,13 +104,14 @@ def fetch_jars(pom: Path = POM) -> Path:
     return target
 
 
-def classes_dir() -> Path:
-    """The classes of ``src/*.java``, compiled with ``javac`` against the jars if absent."""
-    sources = sorted(SOURCES.glob("*.java"))
-    target = cache_root() / f"classes-{_digest(POM, *sources)}"
+def classes_dir(pom: Path = POM, source_dir: Path = SOURCES) -> Path:
+    """The classes of ``source_dir/*.java``, compiled with ``javac`` against the jars of ``pom``
+    if absent."""
+    sources = sorted(source_dir.glob("*.java"))
+    target = cache_root() / f"classes-{_digest(pom, *sources)}"
     if target.is_dir():
         return target
-    jars = fetch_jars()
+    jars = fetch_jars(pom)
     javac = shutil.which("javac")
     if javac is None:
         raise RuntimeError("javac is not installed (scripts/setup.sh --test installs a JDK)")
@@ -117,8 +130,18 @@ def spark_kafka_jars() -> str:
     return ",".join(str(jar) for jar in sorted(fetch_jars(SPARK_KAFKA_POM).glob("*.jar")))
 
 
+def legacy_client_classpath(version: str) -> str:
+    """The programs of ``legacy-src/`` and kafka-clients ``version`` (a key of
+    ``LEGACY_CLIENT_POMS``) with its dependencies, as ``java -cp`` takes them; fetched and
+    compiled if absent."""
+    pom = LEGACY_CLIENT_POMS[version]
+    return os.pathsep.join([str(classes_dir(pom, LEGACY_SOURCES)), str(fetch_jars(pom) / "*")])
+
+
 if __name__ == "__main__":
     import sys
 
+    for other_pom in (CONNECT_POM, *LEGACY_CLIENT_POMS.values()):
+        fetch_jars(other_pom)
     connector = spark_kafka_jars()
     print(connector if sys.argv[1:] == ["--spark-kafka"] else fetch_jars() / "*")

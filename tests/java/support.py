@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import sys
 from collections import defaultdict
@@ -18,6 +19,10 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.protocol.record_batch import iter_headers
+from odradek.testing import RunningBroker
+from tests.e2e.recording_proxy import RecordingProxy, client_id_of
 
 from . import jars
 
@@ -39,7 +44,7 @@ TOPICS_TOOL = "org.apache.kafka.tools.TopicCommand"
 CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 CONSUMER_GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
-CONFIGS_TOOL = "kafka.admin.ConfigCommand"
+CONFIGS_TOOL = "org.apache.kafka.tools.ConfigCommand"  # kafka.admin.ConfigCommand before 4.4
 TRANSACTIONS_TOOL = "org.apache.kafka.tools.TransactionsCommand"
 PRODUCER_PERF_TEST = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF_TEST = "org.apache.kafka.tools.ConsumerPerformance"
@@ -77,6 +82,32 @@ def old_client_classpath() -> str:
         str(jar) for jar in sorted(jars.jar_dir().glob("*.jar")) if not jar.name.startswith("kafka")
     ]
     return os.pathsep.join([str(jars.classes_dir()), str(old), *current])
+
+
+@cache
+def connect_classpath() -> str:
+    """A Kafka Connect worker and the file connectors (``connect-pom.xml``); skips (fails under
+    CI) when they cannot be had."""
+    classpath()
+    try:
+        return str(jars.fetch_jars(jars.CONNECT_POM) / "*")
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"Kafka Connect is not available: {error}")
+        pytest.skip(f"Kafka Connect is not available: {error}")
+
+
+@cache
+def legacy_client_classpath(version: str) -> str:
+    """The programs of ``legacy-src/`` on kafka-clients ``version`` (a key of
+    :data:`jars.LEGACY_CLIENT_POMS`); skips (fails under CI) when it cannot be had."""
+    classpath()
+    try:
+        return jars.legacy_client_classpath(version)
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"kafka-clients {version} is not available: {error}")
+        pytest.skip(f"kafka-clients {version} is not available: {error}")
 
 
 def java_command(main_class: str, *args: str, cp: str | None = None) -> list[str]:
@@ -209,3 +240,28 @@ def facts(output: str) -> dict[str, list[list[str]]]:
         name, *values = line.split(" ")
         found[name].append(values)
     return dict(found)
+
+
+def client_requests(proxy: RecordingProxy) -> dict[int, set[int]]:
+    """The versions of each API the clients sent through ``proxy`` (not the broker's own
+    requests, such as its transaction markers)."""
+    found: dict[int, set[int]] = {}
+    for frame in proxy.frames:
+        if (client_id_of(frame) or "").startswith("odradek-"):
+            continue
+        key, version = struct.unpack_from(">hh", frame)
+        found.setdefault(key, set()).add(version)
+    return found
+
+
+def transactional_epochs(broker: RunningBroker, topic: str) -> tuple[set[int], set[int]]:
+    """The producer epochs of the transactional data batches and of the transaction markers in
+    ``topic``'s log on ``broker``'s disk: under transactions version 1 a producer keeps one epoch
+    from transaction to transaction; under version 2 each transaction's end bumps it."""
+    data: set[int] = set()
+    markers: set[int] = set()
+    for segment in sorted(broker.data_dir.glob(f"{topic}-*/*.log")):
+        for header in iter_headers(segment.read_bytes()):
+            if header.is_transactional:
+                (markers if header.is_control else data).add(header.producer_epoch)
+    return data, markers

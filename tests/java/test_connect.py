@@ -1,7 +1,7 @@
-"""A Kafka Connect worker (connect-runtime 4.x, as in pom.xml) in distributed mode against one
-broker: its config, offset and status topics on odradek, a FileStreamSource (file → topic) and
-a FileStreamSink (topic → file) created through its REST API, lines moving end to end, and a
-worker restart (SIGTERM, started again) after which more lines move.
+"""A Kafka Connect worker (connect-runtime 4.3, as in connect-pom.xml) in distributed mode
+against one broker: its config, offset and status topics on odradek, a FileStreamSource (file →
+topic) and a FileStreamSink (topic → file) created through its REST API, lines moving end to
+end, and a worker restart (SIGTERM, started again) after which more lines move.
 
 Connect is at-least-once for these connectors: after a crash a source re-sends what it read
 since its last flushed offset and a sink re-writes what it got since its last committed offset.
@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from odradek.testing import RunningBroker, free_port, wait_until
 
-from .support import java_command
+from .support import connect_classpath, java_command
 
 WORKER = "org.apache.kafka.connect.cli.ConnectDistributed"
 INTERNAL_TOPICS = {
@@ -43,7 +43,7 @@ class Worker:
         self.log = log
         with log.open("a") as out:
             self.process = subprocess.Popen(
-                java_command(WORKER, str(properties)),
+                java_command(WORKER, str(properties), cp=connect_classpath()),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

@@ -6,15 +6,22 @@ are seen through a recording proxy in front of the broker."""
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 
 import pytest
 
 from odradek.testing import RunningBroker
-from tests.e2e.recording_proxy import RecordingProxy, client_id_of, proxied_broker
+from tests.e2e.recording_proxy import RecordingProxy, proxied_broker
 
-from .support import classpath, consume, create_topic, old_client_classpath, run_java
+from .support import (
+    classpath,
+    client_requests,
+    consume,
+    create_topic,
+    old_client_classpath,
+    run_java,
+    transactional_epochs,
+)
 
 PRODUCE, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 0, 24, 25, 26, 28
 
@@ -30,17 +37,6 @@ def proxied(
         yield both
 
 
-def client_requests(proxy: RecordingProxy) -> dict[int, set[int]]:
-    """The versions of each API the clients sent (not the broker's own markers)."""
-    found: dict[int, set[int]] = {}
-    for frame in proxy.frames:
-        if (client_id_of(frame) or "").startswith("odradek-"):
-            continue
-        key, version = struct.unpack_from(">hh", frame)
-        found.setdefault(key, set()).add(version)
-    return found
-
-
 def commit_abort(proxy: RecordingProxy, topic: str, txn_id: str, cp: str | None = None) -> None:
     create_topic(proxy.address, topic, 3)
     out = run_java("JavaTransactions", proxy.address, topic, txn_id, "commit-abort", "20", cp=cp)
@@ -52,13 +48,15 @@ def commit_abort(proxy: RecordingProxy, topic: str, txn_id: str, cp: str | None 
 
 
 def test_a_kafka_4_producer_uses_transactions_v2(proxied):
-    proxy, _ = proxied
+    proxy, broker = proxied
     proxy.clear()
     commit_abort(proxy, "tv2-topic", "tv2")
     sent = client_requests(proxy)
     assert sent[END_TXN] == {5}
     assert sent[PRODUCE] == {12}
     assert ADD_PARTITIONS_TO_TXN not in sent
+    data_epochs, _ = transactional_epochs(broker, "tv2-topic")
+    assert len(data_epochs) == 4  # one per transaction: commit, abort, commit, the zombie's
 
 
 def test_consume_transform_produce_commits_offsets_without_add_offsets(proxied):
@@ -81,10 +79,12 @@ def test_consume_transform_produce_commits_offsets_without_add_offsets(proxied):
 
 def test_kafka_clients_3_9_keeps_transactions_v1(proxied):
     cp = old_client_classpath()
-    proxy, _ = proxied
+    proxy, broker = proxied
     proxy.clear()
     commit_abort(proxy, "tv1-topic", "tv1", cp)
     sent = client_requests(proxy)
     assert max(sent[END_TXN]) <= 4
     assert ADD_PARTITIONS_TO_TXN in sent
     assert max(sent[PRODUCE]) <= 11
+    data_epochs, _ = transactional_epochs(broker, "tv1-topic")
+    assert len(data_epochs) == 1

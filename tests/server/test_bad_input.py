@@ -206,7 +206,7 @@ def test_unsupported_produce_version_closes(
     assert_broker_serves(broker, bystander)
 
 
-@pytest.mark.parametrize("version", [5, 127])
+@pytest.mark.parametrize("version", [6, 127])
 def test_unsupported_api_versions_version_answers_v0(
     broker: RunningBroker, bystander: KafkaConnection, client: KafkaConnection, version: int
 ) -> None:
@@ -217,7 +217,7 @@ def test_unsupported_api_versions_version_answers_v0(
     assert response.error_code == ErrorCode.unsupported_version
     assert int(ErrorCode.unsupported_version) == 35
     keys = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert keys[API_VERSIONS] == (0, 4)
+    assert keys[API_VERSIONS] == (0, 5)
     assert keys[PRODUCE][0] == 0
     assert FETCH in keys
     # The client retries with a version it finds in the list, on the same connection.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import struct
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.messages import request_schema
+from odradek.protocol.messages import decode_response, request_schema, response_schema
 from odradek.server.registry import HANDLERS, Handler, load_handlers
 from odradek.testing import RunningBroker, running_broker
 
@@ -297,7 +298,8 @@ CASES = [
     for v in ends_of(h)
     if kio_has(h.api_key, v)
 ]
-# Ends of ranges kio has no schema for (versions Kafka 4 dropped), each driven by hand below.
+# Ends of ranges kio has no schema for (versions Kafka 4 dropped, and ApiVersions v5, newer than
+# kio), each driven by hand below.
 OLD_ENDS = sorted(
     (h.api_key, v)
     for h in HANDLERS.values()
@@ -423,7 +425,7 @@ def test_streams_group_apis(client: KafkaConnection) -> None:
 
 
 def test_api_versions_lists_the_registry(client: KafkaConnection) -> None:
-    for version in ends_of(HANDLERS[API_VERSIONS]):
+    for version in [v for v in ends_of(HANDLERS[API_VERSIONS]) if kio_has(API_VERSIONS, v)]:
         response = client.request(API_VERSIONS, version, **REQUESTS[API_VERSIONS](""))
         assert response.error_code == ErrorCode.none
         advertised = [(k.api_key, k.min_version, k.max_version) for k in response.api_keys]
@@ -874,7 +876,34 @@ def _write_txn_markers_v0(client: KafkaConnection) -> None:
     assert codes == {(TOPIC, 0): 0, ("no-such-topic", 0): 3}
 
 
+def _api_versions_v5(client: KafkaConnection) -> None:
+    """KIP-1242: the registry for a client that expects this broker of this cluster, or names
+    nothing; REBOOTSTRAP_REQUIRED (and no versions) for one that expected another broker or
+    cluster; INVALID_REQUEST for a node named without a cluster."""
+    from tests.protocol.test_api_versions_request import v5_frame
+
+    metadata = client.request(3, 12, topics=[])
+    cluster_id, node_id = metadata.cluster_id, metadata.brokers[0].node_id
+    schema = response_schema(API_VERSIONS, 4)  # v5's response is v4's
+    registry = sorted((h.api_key, h.min_version, h.max_version) for h in HANDLERS.values())
+    for expected, error in [
+        ((None, -1), ErrorCode.none),
+        ((cluster_id, node_id), ErrorCode.none),
+        ((cluster_id, node_id + 1), ErrorCode.rebootstrap_required),
+        (("another-cluster", node_id), ErrorCode.rebootstrap_required),
+        ((cluster_id, -1), ErrorCode.rebootstrap_required),
+        ((None, node_id), ErrorCode.invalid_request),
+    ]:
+        frame = v5_frame(51, *expected)
+        client.send_raw(struct.pack(">i", len(frame)) + frame)
+        correlation_id, response = decode_response(schema, client.read_frame())
+        assert (correlation_id, response.error_code) == (51, error), expected
+        advertised = [(k.api_key, k.min_version, k.max_version) for k in response.api_keys]
+        assert advertised == (registry if error == ErrorCode.none else []), expected
+
+
 OLD_END_DRIVERS: dict[tuple[int, int], Callable[[KafkaConnection], None]] = {
+    (18, 5): _api_versions_v5,
     (27, 0): _write_txn_markers_v0,
     (29, 0): _acls_v0,
     (30, 0): _acls_v0,

@@ -1,4 +1,4 @@
-"""The records of a streams group (KIP-1071) in ``__consumer_offsets``, in Kafka 4.3's format.
+"""The records of a streams group (KIP-1071) in ``__consumer_offsets``, in Kafka 4.4's format.
 
 Six kinds, keyed by the group (and the member where it is per member), the types of Kafka's
 ``CoordinatorRecordType``; keys and values are encoded as the consumer group's
@@ -7,7 +7,8 @@ flexible body)::
 
     17 StreamsGroupMetadata               key: group
        value: int32 epoch, int64 metadata hash (0: none kept); tagged: 0 validated
-              topology epoch, 1 last assignment configs (odradek writes neither)
+              topology epoch, 1 last assignment configs, 2 stored and 3 failed topology
+              description epochs (KIP-1331; odradek writes none of them)
     19 StreamsGroupMemberMetadata         key: group, member
        value: string? instance id, string? rack id, string client id, string client host,
               int32 rebalance timeout ms, int32 topology epoch, string process id,
@@ -29,7 +30,7 @@ flexible body)::
               TopicInfo: string name, int32 partitions, int16 replication factor,
               []{string key, string value} configs
 
-A null value (tombstone) deletes what the key names. Checked against Kafka 4.3.1's own
+A null value (tombstone) deletes what the key names. Checked against Kafka 4.4.0's own
 generated readers (``org.apache.kafka.coordinator.group.generated``), which read every value
 odradek writes whole. Pure functions on bytes.
 """
