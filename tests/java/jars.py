@@ -1,6 +1,7 @@
 """The Java side of the tests: Kafka's jars (the Java client, ``kafka-tools``, ``kafka_2.13``,
 Kafka Streams, Kafka Connect) fetched once per machine, and the programs of ``src/`` compiled
-against them; and, apart (``spark-kafka-pom.xml``), Spark's built-in Kafka connector for PySpark.
+against them; and, apart, Spark's built-in Kafka connector for PySpark (``spark-kafka-pom.xml``)
+and Apache Iceberg's REST catalog server for the Iceberg tests (``iceberg-rest-pom.xml``).
 
 Both live in a cache outside the repository (``$ODRADEK_JAVA_CACHE``, else
 ``$XDG_CACHE_HOME/odradek/java``, else ``~/.cache/odradek/java``), in directories named by a hash
@@ -8,12 +9,14 @@ of what made them (``pom.xml``; ``pom.xml`` and the sources), so a changed pin o
 fresh directory and an unchanged one is reused. Each is made in a temporary directory and
 renamed into place, so an interrupted fetch or compile leaves nothing that looks finished.
 
-``scripts/setup.sh --test`` runs this file (``python3 tests/java/jars.py``) to fetch both sets;
+``scripts/setup.sh --test`` runs this file (``python3 tests/java/jars.py``) to fetch every set;
 it uses only the standard library so that it runs before anything is installed. It prints the
 classpath of the jars, for running Kafka's tools by hand:
 ``java -cp "$(python3 tests/java/jars.py)" org.apache.kafka.tools.TopicCommand ...``, and with
 ``--spark-kafka`` the Spark connector's jars: ``pyspark --jars "$(python3 tests/java/jars.py
---spark-kafka)"``.
+--spark-kafka)"``; with ``--iceberg-rest`` the REST catalog server's:
+``CATALOG_WAREHOUSE=file:///tmp/wh java -cp "$(python3 tests/java/jars.py --iceberg-rest)"
+org.apache.iceberg.rest.RESTCatalogServer``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
 SPARK_KAFKA_POM = HERE / "spark-kafka-pom.xml"
+ICEBERG_REST_POM = HERE / "iceberg-rest-pom.xml"
 SOURCES = HERE / "src"
 
 
@@ -117,8 +121,21 @@ def spark_kafka_jars() -> str:
     return ",".join(str(jar) for jar in sorted(fetch_jars(SPARK_KAFKA_POM).glob("*.jar")))
 
 
+def iceberg_rest_classpath() -> str:
+    """Apache Iceberg's REST catalog server (main class
+    ``org.apache.iceberg.rest.RESTCatalogServer``) and its dependencies, as ``java -cp`` takes
+    them; fetched if absent."""
+    return str(fetch_jars(ICEBERG_REST_POM) / "*")
+
+
 if __name__ == "__main__":
     import sys
 
     connector = spark_kafka_jars()
-    print(connector if sys.argv[1:] == ["--spark-kafka"] else fetch_jars() / "*")
+    rest_catalog = iceberg_rest_classpath()
+    if sys.argv[1:] == ["--spark-kafka"]:
+        print(connector)
+    elif sys.argv[1:] == ["--iceberg-rest"]:
+        print(rest_catalog)
+    else:
+        print(fetch_jars() / "*")

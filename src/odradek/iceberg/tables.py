@@ -81,10 +81,13 @@ class TableSpec:
 
 
 def open_catalog(properties: dict[str, str]) -> Catalog:
-    """pyiceberg's catalog for the broker's (or the CLI's) ``iceberg.*`` properties; the
-    SQLite file's and the local warehouse's directories are made if missing."""
+    """pyiceberg's catalog for the broker's (or the CLI's) ``iceberg.*`` properties; for the
+    SQL catalog, the SQLite file's and the local warehouse's directories are made if missing
+    (a REST catalog makes its own)."""
     from pyiceberg.catalog import load_catalog
 
+    if properties.get("type") == "rest":
+        return load_catalog("odradek", **properties)
     uri, warehouse = properties.get("uri", ""), properties.get("warehouse", "")
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
