@@ -73,7 +73,11 @@ class RestCatalogServer:
         # The server takes its settings from CATALOG_* variables: the name after the prefix,
         # lower-cased, "__" for "-" and "_" for ".", as catalog properties.
         settings = {
-            "CATALOG_URI": f"jdbc:sqlite:{self.directory / 'catalog.db'}",
+            # The server's connections to the file wait for each other's locks rather than
+            # fail at once (SQLITE_BUSY, a 500), and readers do not block the writer (WAL):
+            # a broker commits while readers poll the table.
+            "CATALOG_URI": f"jdbc:sqlite:{self.directory / 'catalog.db'}"
+            "?journal_mode=WAL&busy_timeout=30000",
             "CATALOG_WAREHOUSE": self.warehouse,
             "CATALOG_REST_PORT": str(self.port),
         }
