@@ -6,6 +6,9 @@ import json
 import urllib.request
 from pathlib import Path
 
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
 from odradek.testing import free_port, wait_until
 from tests.e2e.metrics_support import scrape
 from tests.iceberg.support import (
@@ -82,5 +85,41 @@ def test_enabling_the_mode_backfills_the_topic(tmp_path: Path) -> None:
         set_mode(broker.bootstrap, "old", "key_value")
         produce_keyed(broker.bootstrap, "old", 500, first=1000)
         _rows_equal_consumed(tmp_path, broker.bootstrap, "old", 1500)
+    finally:
+        broker.terminate()
+
+
+def test_a_topic_deleted_and_made_again_fills_a_new_table(tmp_path: Path) -> None:
+    broker = start_broker(tmp_path)
+    try:
+        create_topic(broker.bootstrap, "reborn", PARTITIONS)
+        produce_keyed(broker.bootstrap, "reborn", 900)
+        _rows_equal_consumed(tmp_path, broker.bootstrap, "reborn", 900)
+        first = table_of(tmp_path, "reborn")
+        first_id = first.properties["odradek.topic-id"]
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.delete_topics(["reborn"])["reborn"].result(30)
+
+        def made_again() -> bool:
+            try:
+                create_topic(broker.bootstrap, "reborn", 1)
+            except KafkaException as e:  # the deletion is still under way
+                if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+                return False
+            return True
+
+        wait_until(made_again, what="the topic made again")
+        produce_keyed(broker.bootstrap, "reborn", 100, first=900)
+        # Its offsets start at 0 again: the table of the earlier topic is no guide to them.
+        wait_until(lambda: table_offsets(tmp_path, "reborn") == {0: 100}, what="a new table")
+        table = table_of(tmp_path, "reborn")
+        assert table.properties["odradek.topic-id"] != first_id
+        rows = table.scan().to_arrow()
+        assert_rows_are_the_records(rows, broker.bootstrap, "reborn", 1, {0: 100})
+        assert rows.num_rows == 100
+        # The earlier topic's rows are all kept, under its id.
+        aside = table_of(tmp_path, f"reborn~{first_id}")
+        assert aside.scan().to_arrow().num_rows == 900
     finally:
         broker.terminate()

@@ -5,6 +5,7 @@ going through pyiceberg's REST client."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +110,16 @@ def test_a_topic_in_a_rest_catalog_resumes_exactly_after_a_kill(
         assert_rows_are_the_records(rows, broker.bootstrap, "orders", PARTITIONS, ends)
     finally:
         broker.kill()
+
+
+def test_a_topic_made_again_sets_the_old_table_aside_over_rest(
+    rest_catalog: RestCatalogServer, tmp_path: Path
+) -> None:
+    old = TableSpec("odradek", "again", SPEC.mode, SPEC.partition_spec, "AAAAAAAAAAAAAAAAAAAAAA")
+    new = replace(old, topic_id="BBBBBBBBBBBBBBBBBBBBBB")
+    assert _store(rest_catalog, tmp_path).commit(old, 0, None, 10, rows_of(0, range(10)), None)
+    store = _store(rest_catalog, tmp_path)
+    assert store.committed(new, 0) is None
+    assert store.commit(new, 0, None, 3, rows_of(0, range(3)), None)
+    assert _offsets(rest_catalog, "again") == {0: 3}
+    assert _offsets(rest_catalog, f"again~{old.topic_id}") == {0: 10}
