@@ -470,8 +470,8 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
                 "disabled, or write every committed record to the Iceberg table named after the "
                 "topic too: key_value (a kafka struct of partition, offset, timestamp and headers, "
                 "then key and value as binary), value_schema_id_prefix (the value decoded by the "
-                "Avro schema whose registry id its Confluent prefix names, into typed columns) "
-                "or value_schema_latest (by the latest schema of subject <topic>-value)",
+                "Avro or JSON schema whose registry id its Confluent prefix names, into typed "
+                "columns) or value_schema_latest (by the latest schema of subject <topic>-value)",
                 _one_of("disabled", "key_value", "value_schema_id_prefix", "value_schema_latest"),
             ),
             None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -9,11 +10,12 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from odradek.config import BrokerConfig
 from odradek.iceberg.columns import KAFKA_TYPE, KEY_VALUE_SCHEMA
 from odradek.iceberg.tables import TableSpec, TableStore, committed_offsets, open_catalog
-from odradek.testing import BrokerProcess
+from odradek.testing import BrokerProcess, wait_until
 
 # Small, so that a test sees commits without waiting: the interval is the broker's own timer.
 COMMIT_INTERVAL_MS = 200
@@ -24,6 +26,15 @@ def start_broker(data_dir: Path, port: int = 0, *settings: str) -> BrokerProcess
     return BrokerProcess(
         data_dir, "-o", "schema.registry.listener=127.0.0.1:0", *options, port=port
     ).start()
+
+
+def registry_client(broker: BrokerProcess) -> SchemaRegistryClient:
+    """Confluent's client of the broker's schema registry (at the address its log names)."""
+    url = wait_until(
+        lambda: re.search(r"schema registry on (http://[^/\s]+)/", "".join(broker.output)),
+        what="the registry's address",
+    ).group(1)
+    return SchemaRegistryClient({"url": url})
 
 
 def create_topic(

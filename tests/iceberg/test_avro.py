@@ -5,16 +5,21 @@ be decoded go to the dead-letter table."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from odradek.testing import BrokerProcess, wait_until
-from tests.iceberg.support import create_topic, start_broker, table_offsets, table_rows
+from tests.iceberg.support import (
+    create_topic,
+    registry_client,
+    start_broker,
+    table_offsets,
+    table_rows,
+)
 
 V1 = {
     "type": "record",
@@ -32,18 +37,10 @@ V2 = {
 }
 
 
-def _registry(broker: BrokerProcess) -> SchemaRegistryClient:
-    url = wait_until(
-        lambda: re.search(r"schema registry on (http://[^/\s]+)/", "".join(broker.output)),
-        what="the registry's address",
-    ).group(1)
-    return SchemaRegistryClient({"url": url})
-
-
 def _produce(
     broker: BrokerProcess, topic: str, schema: dict[str, object], rows: list[dict[str, object]]
 ) -> None:
-    serializer = AvroSerializer(_registry(broker), json.dumps(schema))
+    serializer = AvroSerializer(registry_client(broker), json.dumps(schema))
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
     context = SerializationContext(topic, MessageField.VALUE)
     for row in rows:
@@ -105,7 +102,7 @@ def test_value_schema_latest_decodes_unprefixed_values(tmp_path: Path) -> None:
     broker = start_broker(tmp_path)
     try:
         create_topic(broker.bootstrap, "plain", 1, mode="value_schema_latest")
-        _registry(broker).register_schema("plain-value", Schema(json.dumps(V1), "AVRO"))
+        registry_client(broker).register_schema("plain-value", Schema(json.dumps(V1), "AVRO"))
         users = _users(0, 50, email=False)
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         for user in users:
