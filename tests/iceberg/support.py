@@ -19,6 +19,10 @@ from odradek.testing import BrokerProcess, wait_until
 
 # Small, so that a test sees commits without waiting: the interval is the broker's own timer.
 COMMIT_INTERVAL_MS = 200
+# A broker's first commit waits for its translation worker to start (a process importing
+# pyarrow and pyiceberg) and, in the schema modes, to read the registry: on a loaded machine,
+# longer than later commits.
+FIRST_COMMIT_TIMEOUT_S = 60
 
 
 def start_broker(data_dir: Path, port: int = 0, *settings: str) -> BrokerProcess:

@@ -14,6 +14,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from odradek.testing import BrokerProcess, wait_until
 from tests.iceberg.support import (
+    FIRST_COMMIT_TIMEOUT_S,
     create_topic,
     registry_client,
     start_broker,
@@ -65,7 +66,11 @@ def test_values_become_typed_columns_and_a_new_field_a_column(tmp_path: Path) ->
         create_topic(broker.bootstrap, "users", 1, mode="value_schema_id_prefix")
         first = _users(0, 200, email=False)
         _produce(broker, "users", V1, first)
-        wait_until(lambda: table_offsets(tmp_path, "users") == {0: 200}, what="v1 rows")
+        wait_until(
+            lambda: table_offsets(tmp_path, "users") == {0: 200},
+            what="v1 rows",
+            timeout_s=FIRST_COMMIT_TIMEOUT_S,
+        )
         rows = table_rows(tmp_path, "users")
         assert rows is not None
         assert rows.column_names == ["kafka", "id", "name", "score", "active"]
@@ -110,7 +115,11 @@ def test_value_schema_latest_decodes_unprefixed_values(tmp_path: Path) -> None:
             fastavro.schemaless_writer(out, fastavro.parse_schema(V1), user)
             producer.produce("plain", value=out.getvalue())
         assert producer.flush(30) == 0
-        wait_until(lambda: table_offsets(tmp_path, "plain") == {0: 50}, what="the rows")
+        wait_until(
+            lambda: table_offsets(tmp_path, "plain") == {0: 50},
+            what="the rows",
+            timeout_s=FIRST_COMMIT_TIMEOUT_S,
+        )
         rows = table_rows(tmp_path, "plain")
         assert rows is not None
         assert sorted(rows.drop_columns(["kafka"]).to_pylist(), key=lambda r: r["id"]) == users

@@ -15,6 +15,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from odradek.testing import wait_until
 from tests.iceberg.support import (
+    FIRST_COMMIT_TIMEOUT_S,
     create_topic,
     registry_client,
     start_broker,
@@ -72,7 +73,11 @@ def test_json_values_become_typed_columns_and_a_new_property_a_column(tmp_path: 
         for order in first:
             producer.produce("orders", value=v1(order, context))
         assert producer.flush(30) == 0
-        wait_until(lambda: table_offsets(tmp_path, "orders") == {0: 150}, what="v1 rows")
+        wait_until(
+            lambda: table_offsets(tmp_path, "orders") == {0: 150},
+            what="v1 rows",
+            timeout_s=FIRST_COMMIT_TIMEOUT_S,
+        )
         rows = table_rows(tmp_path, "orders")
         assert rows is not None
         assert rows.column_names == ["kafka", "id", "item", "price", "shipping", "tags"]
