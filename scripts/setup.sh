@@ -4,7 +4,7 @@
 # Debian's zookeeper; Debian's chromium and npm for the web console's browser tests; Debian's
 # burrow, LinkedIn's lag monitor; iptables and libnetfilter-queue-dev for odradek torture's
 # network faults, strace for its failing disks), installed with apt-get where missing (before
-# the Python packages, one of which builds against libnetfilter_queue), playwright-core from npm, Kafka's jars for the Java tests
+# the Python packages, one of which builds against libnetfilter_queue), playwright-core from npm, Kafka's jars for the Java tests and Apache Iceberg's REST catalog server for the Iceberg tests
 # (fetched once per machine into ~/.cache/odradek/java, see tests/java/jars.py) and the Go client
 # programs (sarama and kafka-go pinned in tests/go/go.mod, built once per machine with the
 # machine's Go into ~/.cache/odradek/go, see tests/go/programs.py).

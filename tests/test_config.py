@@ -115,3 +115,15 @@ def test_iceberg_catalog_defaults_to_sqlite_in_the_data_dir(tmp_path: Path) -> N
         "warehouse": f"file://{tmp_path}/iceberg/warehouse",
         "s3.endpoint": "http://x",
     }
+
+
+def test_a_rest_iceberg_catalog_needs_its_url_and_gets_the_warehouse_only_if_set(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ConfigError, match=r"iceberg\.catalog\.uri"):
+        BrokerConfig({"log.dirs": str(tmp_path), "iceberg.catalog.type": "rest"})
+    rest = {"iceberg.catalog.type": "rest", "iceberg.catalog.uri": "http://catalog:8181"}
+    config = BrokerConfig({"log.dirs": str(tmp_path), **rest, "iceberg.catalog.token": "t"})
+    assert config.iceberg_catalog() == {"type": "rest", "uri": "http://catalog:8181", "token": "t"}
+    named = BrokerConfig({"log.dirs": str(tmp_path), **rest, "iceberg.warehouse": "lake"})
+    assert named.iceberg_catalog()["warehouse"] == "lake"

@@ -470,8 +470,8 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
                 "disabled, or write every committed record to the Iceberg table named after the "
                 "topic too: key_value (a kafka struct of partition, offset, timestamp and headers, "
                 "then key and value as binary), value_schema_id_prefix (the value decoded by the "
-                "Avro schema whose registry id its Confluent prefix names, into typed columns) "
-                "or value_schema_latest (by the latest schema of subject <topic>-value)",
+                "Avro or JSON schema whose registry id its Confluent prefix names, into typed "
+                "columns) or value_schema_latest (by the latest schema of subject <topic>-value)",
                 _one_of("disabled", "key_value", "value_schema_id_prefix", "value_schema_latest"),
             ),
             None,
@@ -1013,8 +1013,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "iceberg.catalog.uri",
             ConfigType.STRING,
             None,
-            "the catalog: an SQLAlchemy URI (sql) or the REST catalog's URL (rest); unset: "
-            "sqlite:///<first log dir>/iceberg/catalog.db",
+            "the catalog: an SQLAlchemy URI (sql) or the REST catalog's URL (rest, required); "
+            "unset: sqlite:///<first log dir>/iceberg/catalog.db",
             read_only=True,
         ),
         ConfigDef(
@@ -1023,7 +1023,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             None,
             "where table files are written: a directory or a file IO URL (s3://..., with "
             "pyiceberg's properties as iceberg.catalog.<property>); unset: <first log "
-            "dir>/iceberg/warehouse",
+            "dir>/iceberg/warehouse. With a rest catalog: the warehouse asked of it (its name "
+            "or location; unset: the catalog's default)",
             read_only=True,
         ),
         # A cluster's metadata store (odradek.cluster.metadata.zookeeper.store); unset: the single
@@ -1686,6 +1687,8 @@ class BrokerConfig:
             if definition is not None:
                 definition.parse(raw)  # fail at start, not on first use
             self.props[name] = raw
+        if self.raw("iceberg.catalog.type") == "rest" and not self.raw("iceberg.catalog.uri"):
+            raise ConfigError("iceberg.catalog.type=rest needs iceberg.catalog.uri (its URL)")
 
     @classmethod
     def load(cls, path: Path | None, overrides: Iterable[str] = ()) -> BrokerConfig:
@@ -1768,17 +1771,30 @@ class BrokerConfig:
     def iceberg_catalog(self) -> dict[str, str]:
         """pyiceberg's catalog properties from the iceberg.* settings (others given as
         ``iceberg.catalog.<property>`` pass through, e.g. s3.endpoint)."""
-        data_dir = self.log_dirs[0].absolute() / "iceberg"
-        kind = str(self.get("iceberg.catalog.type"))
-        uri = self.raw("iceberg.catalog.uri") or f"sqlite:///{data_dir / 'catalog.db'}"
-        warehouse = self.raw("iceberg.warehouse") or f"file://{data_dir / 'warehouse'}"
         properties = {
             name.removeprefix("iceberg.catalog."): value
             for name, value in self.props.items()
             if name.startswith("iceberg.catalog.")
             and name not in ("iceberg.catalog.type", "iceberg.catalog.uri")
         }
-        properties.update({"type": kind, "uri": uri, "warehouse": warehouse})
+        kind = str(self.get("iceberg.catalog.type"))
+        uri, warehouse = self.raw("iceberg.catalog.uri"), self.raw("iceberg.warehouse")
+        if kind == "rest":
+            # The REST catalog decides where tables live; a warehouse, when given, is passed
+            # to it (its name or location, as that catalog reads it).
+            assert uri, "checked by __init__"
+            properties.update({"type": kind, "uri": uri})
+            if warehouse:
+                properties["warehouse"] = warehouse
+            return properties
+        data_dir = self.log_dirs[0].absolute() / "iceberg"
+        properties.update(
+            {
+                "type": kind,
+                "uri": uri or f"sqlite:///{data_dir / 'catalog.db'}",
+                "warehouse": warehouse or f"file://{data_dir / 'warehouse'}",
+            }
+        )
         return properties
 
     def advertised(self, bound: tuple[str, int]) -> tuple[str, int]:

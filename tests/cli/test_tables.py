@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from tests.iceberg.support import SPEC
@@ -14,8 +15,9 @@ from .support import odradek, table_after
 
 def test_list_and_describe(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    assert store.commit(SPEC, 0, None, 10, _rows(0, range(10)), None)
-    assert store.commit(SPEC, 2, None, 4, _rows(2, range(4)), None)
+    spec = replace(SPEC, topic_id="Zs7ZzzLnRTqxJnXGuB3XYA")
+    assert store.commit(spec, 0, None, 10, _rows(0, range(10)), None)
+    assert store.commit(spec, 2, None, 4, _rows(2, range(4)), None)
 
     listed = odradek("tables", "--data-dir", str(tmp_path), "list").stdout
     rows = table_after(listed, "TABLE")
@@ -23,6 +25,7 @@ def test_list_and_describe(tmp_path: Path) -> None:
 
     described = odradek("tables", "--data-dir", str(tmp_path), "describe", "t").stdout
     assert "committed offsets: 0=10, 2=4\n" in described
+    assert "topic-id: Zs7ZzzLnRTqxJnXGuB3XYA\n" in described
     assert "partitioning: hour(kafka.timestamp)\n" in described
     as_json = json.loads(
         odradek(
@@ -30,6 +33,7 @@ def test_list_and_describe(tmp_path: Path) -> None:
         ).stdout
     )
     assert as_json["offsets"] == {"0": 10, "2": 4}
+    assert as_json["topic_id"] == "Zs7ZzzLnRTqxJnXGuB3XYA"
     assert [c["name"] for c in as_json["columns"]] == ["kafka", "key", "value"]
 
     missing = odradek("tables", "--data-dir", str(tmp_path), "describe", "nope", check=False)

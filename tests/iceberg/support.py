@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from odradek.config import BrokerConfig
 from odradek.iceberg.columns import KAFKA_TYPE, KEY_VALUE_SCHEMA
 from odradek.iceberg.tables import TableSpec, TableStore, committed_offsets, open_catalog
-from odradek.testing import BrokerProcess
+from odradek.testing import BrokerProcess, wait_until
 
 # Small, so that a test sees commits without waiting: the interval is the broker's own timer.
 COMMIT_INTERVAL_MS = 200
+# A broker's first commit waits for its translation worker to start (a process importing
+# pyarrow and pyiceberg) and, in the schema modes, to read the registry: on a loaded machine,
+# longer than later commits.
+FIRST_COMMIT_TIMEOUT_S = 60
 
 
 def start_broker(data_dir: Path, port: int = 0, *settings: str) -> BrokerProcess:
@@ -23,6 +30,15 @@ def start_broker(data_dir: Path, port: int = 0, *settings: str) -> BrokerProcess
     return BrokerProcess(
         data_dir, "-o", "schema.registry.listener=127.0.0.1:0", *options, port=port
     ).start()
+
+
+def registry_client(broker: BrokerProcess) -> SchemaRegistryClient:
+    """Confluent's client of the broker's schema registry (at the address its log names)."""
+    url = wait_until(
+        lambda: re.search(r"schema registry on (http://[^/\s]+)/", "".join(broker.output)),
+        what="the registry's address",
+    ).group(1)
+    return SchemaRegistryClient({"url": url})
 
 
 def create_topic(
@@ -74,6 +90,34 @@ def table_offsets(data_dir: Path, topic: str) -> dict[int, int]:
     return {} if table is None else committed_offsets(table)
 
 
+def produce_keyed(bootstrap: str, topic: str, count: int, first: int = 0) -> None:
+    """``count`` records numbered from ``first``, with keys (97 of them) and two headers each,
+    all acknowledged (acks=all)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(first, first + count):
+        producer.produce(
+            topic,
+            key=f"key-{i % 97}".encode(),
+            value=f"value-{i}".encode(),
+            headers=[("n", str(i).encode()), ("even", b"1" if i % 2 == 0 else b"0")],
+        )
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def log_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's high watermark."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "iceberg-test-ends"})
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        }
+    finally:
+        consumer.close()
+
+
 def consume_all(bootstrap: str, topic: str, partitions: int, ends: dict[int, int]) -> list[Any]:
     """Every record of the topic below ``ends`` (read_committed), as confluent-kafka reads it."""
     consumer = Consumer(
@@ -101,6 +145,38 @@ def consume_all(bootstrap: str, topic: str, partitions: int, ends: dict[int, int
     finally:
         consumer.close()
     return got
+
+
+def assert_rows_are_the_records(
+    rows: pa.Table, bootstrap: str, topic: str, partitions: int, ends: dict[int, int]
+) -> None:
+    """The key_value table's ``rows`` are the topic's records below ``ends``, each once, equal
+    to what a consumer reads: key, value, headers, timestamp."""
+    table = sorted(
+        (
+            r["kafka"]["partition"],
+            r["kafka"]["offset"],
+            r["key"],
+            r["value"],
+            tuple((h["key"], h["value"]) for h in r["kafka"]["headers"]),
+            int(r["kafka"]["timestamp"].timestamp() * 1000),
+        )
+        for r in rows.to_pylist()
+    )
+    duplicates = [k for k, n in Counter((p, o) for p, o, *_ in table).items() if n > 1]
+    assert duplicates == []
+    consumed = sorted(
+        (
+            m.partition(),
+            m.offset(),
+            m.key(),
+            m.value(),
+            tuple(m.headers() or ()),
+            m.timestamp()[1],
+        )
+        for m in consume_all(bootstrap, topic, partitions, ends)
+    )
+    assert table == consumed
 
 
 SPEC = TableSpec("odradek", "t", "key_value", "(hour(kafka.timestamp))")

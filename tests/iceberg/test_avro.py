@@ -5,16 +5,22 @@ be decoded go to the dead-letter table."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from odradek.testing import BrokerProcess, wait_until
-from tests.iceberg.support import create_topic, start_broker, table_offsets, table_rows
+from tests.iceberg.support import (
+    FIRST_COMMIT_TIMEOUT_S,
+    create_topic,
+    registry_client,
+    start_broker,
+    table_offsets,
+    table_rows,
+)
 
 V1 = {
     "type": "record",
@@ -32,18 +38,10 @@ V2 = {
 }
 
 
-def _registry(broker: BrokerProcess) -> SchemaRegistryClient:
-    url = wait_until(
-        lambda: re.search(r"schema registry on (http://[^/\s]+)/", "".join(broker.output)),
-        what="the registry's address",
-    ).group(1)
-    return SchemaRegistryClient({"url": url})
-
-
 def _produce(
     broker: BrokerProcess, topic: str, schema: dict[str, object], rows: list[dict[str, object]]
 ) -> None:
-    serializer = AvroSerializer(_registry(broker), json.dumps(schema))
+    serializer = AvroSerializer(registry_client(broker), json.dumps(schema))
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
     context = SerializationContext(topic, MessageField.VALUE)
     for row in rows:
@@ -68,7 +66,11 @@ def test_values_become_typed_columns_and_a_new_field_a_column(tmp_path: Path) ->
         create_topic(broker.bootstrap, "users", 1, mode="value_schema_id_prefix")
         first = _users(0, 200, email=False)
         _produce(broker, "users", V1, first)
-        wait_until(lambda: table_offsets(tmp_path, "users") == {0: 200}, what="v1 rows")
+        wait_until(
+            lambda: table_offsets(tmp_path, "users") == {0: 200},
+            what="v1 rows",
+            timeout_s=FIRST_COMMIT_TIMEOUT_S,
+        )
         rows = table_rows(tmp_path, "users")
         assert rows is not None
         assert rows.column_names == ["kafka", "id", "name", "score", "active"]
@@ -105,7 +107,7 @@ def test_value_schema_latest_decodes_unprefixed_values(tmp_path: Path) -> None:
     broker = start_broker(tmp_path)
     try:
         create_topic(broker.bootstrap, "plain", 1, mode="value_schema_latest")
-        _registry(broker).register_schema("plain-value", Schema(json.dumps(V1), "AVRO"))
+        registry_client(broker).register_schema("plain-value", Schema(json.dumps(V1), "AVRO"))
         users = _users(0, 50, email=False)
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         for user in users:
@@ -113,7 +115,11 @@ def test_value_schema_latest_decodes_unprefixed_values(tmp_path: Path) -> None:
             fastavro.schemaless_writer(out, fastavro.parse_schema(V1), user)
             producer.produce("plain", value=out.getvalue())
         assert producer.flush(30) == 0
-        wait_until(lambda: table_offsets(tmp_path, "plain") == {0: 50}, what="the rows")
+        wait_until(
+            lambda: table_offsets(tmp_path, "plain") == {0: 50},
+            what="the rows",
+            timeout_s=FIRST_COMMIT_TIMEOUT_S,
+        )
         rows = table_rows(tmp_path, "plain")
         assert rows is not None
         assert sorted(rows.drop_columns(["kafka"]).to_pylist(), key=lambda r: r["id"]) == users

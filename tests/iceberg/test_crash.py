@@ -7,10 +7,16 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, Message, Producer
 
 from odradek.testing import wait_until
-from tests.iceberg.support import create_topic, start_broker, table_offsets, table_rows
+from tests.iceberg.support import (
+    create_topic,
+    log_ends,
+    start_broker,
+    table_offsets,
+    table_rows,
+)
 
 TOPIC = "crashing"
 PARTITIONS = 3
@@ -39,17 +45,6 @@ def _produce_until(producer: Producer, acks: Acks, target: int) -> None:
     assert len(acks.acked) >= target
 
 
-def _high_watermarks(bootstrap: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hw"})
-    try:
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
-            for p in range(PARTITIONS)
-        }
-    finally:
-        consumer.close()
-
-
 def test_kill_9_under_load_loses_and_repeats_no_row(tmp_path: Path) -> None:
     broker = start_broker(tmp_path)
     acks = Acks()
@@ -65,7 +60,7 @@ def test_kill_9_under_load_loses_and_repeats_no_row(tmp_path: Path) -> None:
         broker = start_broker(tmp_path, broker.port)
         _produce_until(producer, acks, len(acks.acked) + 3_000)
         assert producer.flush(30) == 0
-        ends = _high_watermarks(broker.bootstrap)
+        ends = log_ends(broker.bootstrap, TOPIC, PARTITIONS)
         wait_until(
             lambda: table_offsets(tmp_path, TOPIC) == ends,
             timeout_s=60,

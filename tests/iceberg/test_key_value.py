@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections import Counter
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
 
 from odradek.testing import free_port, wait_until
 from tests.e2e.metrics_support import scrape
 from tests.iceberg.support import (
-    consume_all,
+    assert_rows_are_the_records,
     create_topic,
+    produce_keyed,
     set_mode,
     start_broker,
     table_of,
@@ -25,21 +26,6 @@ RECORDS = 10_000
 PARTITIONS = 3
 
 
-def _produce(bootstrap: str, topic: str, count: int, first: int = 0) -> dict[int, int]:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
-    for i in range(first, first + count):
-        producer.produce(
-            topic,
-            key=f"key-{i % 97}".encode(),
-            value=f"value-{i}".encode(),
-            headers=[("n", str(i).encode()), ("even", b"1" if i % 2 == 0 else b"0")],
-        )
-        if i % 1000 == 0:
-            producer.poll(0)
-    assert producer.flush(30) == 0
-    return {}
-
-
 def _rows_equal_consumed(data_dir: Path, bootstrap: str, topic: str, expected: int) -> None:
     offsets = wait_until(
         lambda: (o := table_offsets(data_dir, topic)) and sum(o.values()) >= expected and o,
@@ -47,32 +33,8 @@ def _rows_equal_consumed(data_dir: Path, bootstrap: str, topic: str, expected: i
     )
     rows = table_rows(data_dir, topic)
     assert rows is not None
-    table = sorted(
-        (
-            r["kafka"]["partition"],
-            r["kafka"]["offset"],
-            r["key"],
-            r["value"],
-            tuple((h["key"], h["value"]) for h in r["kafka"]["headers"]),
-            int(r["kafka"]["timestamp"].timestamp() * 1000),
-        )
-        for r in rows.to_pylist()
-    )
-    duplicates = [k for k, n in Counter((p, o) for p, o, *_ in table).items() if n > 1]
-    assert duplicates == []
-    consumed = sorted(
-        (
-            m.partition(),
-            m.offset(),
-            m.key(),
-            m.value(),
-            tuple(m.headers() or ()),
-            m.timestamp()[1],
-        )
-        for m in consume_all(bootstrap, topic, PARTITIONS, offsets)
-    )
-    assert len(table) == expected
-    assert table == consumed
+    assert_rows_are_the_records(rows, bootstrap, topic, PARTITIONS, offsets)
+    assert rows.num_rows == expected
 
 
 def test_every_record_is_a_row_once(tmp_path: Path) -> None:
@@ -80,7 +42,7 @@ def test_every_record_is_a_row_once(tmp_path: Path) -> None:
     broker = start_broker(tmp_path, 0, f"metrics.listener={metrics}")
     try:
         create_topic(broker.bootstrap, "events", PARTITIONS)
-        _produce(broker.bootstrap, "events", RECORDS)
+        produce_keyed(broker.bootstrap, "events", RECORDS)
         _rows_equal_consumed(tmp_path, broker.bootstrap, "events", RECORDS)
         # DuckDB reads the same table through pyiceberg, as the README shows.
         table = table_of(tmp_path, "events")
@@ -118,10 +80,46 @@ def test_enabling_the_mode_backfills_the_topic(tmp_path: Path) -> None:
     broker = start_broker(tmp_path)
     try:
         create_topic(broker.bootstrap, "old", PARTITIONS, mode=None)
-        _produce(broker.bootstrap, "old", 1000)
+        produce_keyed(broker.bootstrap, "old", 1000)
         assert table_rows(tmp_path, "old") is None
         set_mode(broker.bootstrap, "old", "key_value")
-        _produce(broker.bootstrap, "old", 500, first=1000)
+        produce_keyed(broker.bootstrap, "old", 500, first=1000)
         _rows_equal_consumed(tmp_path, broker.bootstrap, "old", 1500)
+    finally:
+        broker.terminate()
+
+
+def test_a_topic_deleted_and_made_again_fills_a_new_table(tmp_path: Path) -> None:
+    broker = start_broker(tmp_path)
+    try:
+        create_topic(broker.bootstrap, "reborn", PARTITIONS)
+        produce_keyed(broker.bootstrap, "reborn", 900)
+        _rows_equal_consumed(tmp_path, broker.bootstrap, "reborn", 900)
+        first = table_of(tmp_path, "reborn")
+        first_id = first.properties["odradek.topic-id"]
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.delete_topics(["reborn"])["reborn"].result(30)
+
+        def made_again() -> bool:
+            try:
+                create_topic(broker.bootstrap, "reborn", 1)
+            except KafkaException as e:  # the deletion is still under way
+                if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+                return False
+            return True
+
+        wait_until(made_again, what="the topic made again")
+        produce_keyed(broker.bootstrap, "reborn", 100, first=900)
+        # Its offsets start at 0 again: the table of the earlier topic is no guide to them.
+        wait_until(lambda: table_offsets(tmp_path, "reborn") == {0: 100}, what="a new table")
+        table = table_of(tmp_path, "reborn")
+        assert table.properties["odradek.topic-id"] != first_id
+        rows = table.scan().to_arrow()
+        assert_rows_are_the_records(rows, broker.bootstrap, "reborn", 1, {0: 100})
+        assert rows.num_rows == 100
+        # The earlier topic's rows are all kept, under its id.
+        aside = table_of(tmp_path, f"reborn~{first_id}")
+        assert aside.scan().to_arrow().num_rows == 900
     finally:
         broker.terminate()

@@ -1,9 +1,10 @@
 """The Java side of the tests: Kafka's jars (the Java client, ``kafka-tools``, ``kafka_2.13``,
 Kafka Streams) fetched once per machine, and the programs of ``src/`` compiled against them;
 and, apart, a Kafka Connect worker with the file connectors (``connect-pom.xml``), Spark's
-built-in Kafka connector for PySpark (``spark-kafka-pom.xml``) and the Java clients older than
-Kafka 4 (``kafka-clients-<version>-pom.xml``, each with the program of ``legacy-src/`` compiled
-against it).
+built-in Kafka connector for PySpark (``spark-kafka-pom.xml``), Apache Iceberg's REST catalog
+server for the Iceberg tests (``iceberg-rest-pom.xml``) and the Java clients older than Kafka 4
+(``kafka-clients-<version>-pom.xml``, each with the program of ``legacy-src/`` compiled against
+it).
 
 Both live in a cache outside the repository (``$ODRADEK_JAVA_CACHE``, else
 ``$XDG_CACHE_HOME/odradek/java``, else ``~/.cache/odradek/java``), in directories named by a hash
@@ -16,7 +17,9 @@ it uses only the standard library so that it runs before anything is installed. 
 classpath of the jars, for running Kafka's tools by hand:
 ``java -cp "$(python3 tests/java/jars.py)" org.apache.kafka.tools.TopicCommand ...``, and with
 ``--spark-kafka`` the Spark connector's jars: ``pyspark --jars "$(python3 tests/java/jars.py
---spark-kafka)"``.
+--spark-kafka)"``; with ``--iceberg-rest`` the REST catalog server's:
+``CATALOG_WAREHOUSE=file:///tmp/wh java -cp "$(python3 tests/java/jars.py --iceberg-rest)"
+org.apache.iceberg.rest.RESTCatalogServer``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
 SPARK_KAFKA_POM = HERE / "spark-kafka-pom.xml"
 CONNECT_POM = HERE / "connect-pom.xml"
+ICEBERG_REST_POM = HERE / "iceberg-rest-pom.xml"
 SOURCES = HERE / "src"
 # The programs compiled against each old client: only what every kafka-clients since 2.x has.
 LEGACY_SOURCES = HERE / "legacy-src"
@@ -138,10 +142,23 @@ def legacy_client_classpath(version: str) -> str:
     return os.pathsep.join([str(classes_dir(pom, LEGACY_SOURCES)), str(fetch_jars(pom) / "*")])
 
 
+def iceberg_rest_classpath() -> str:
+    """Apache Iceberg's REST catalog server (main class
+    ``org.apache.iceberg.rest.RESTCatalogServer``) and its dependencies, as ``java -cp`` takes
+    them; fetched if absent."""
+    return str(fetch_jars(ICEBERG_REST_POM) / "*")
+
+
 if __name__ == "__main__":
     import sys
 
     for other_pom in (CONNECT_POM, *LEGACY_CLIENT_POMS.values()):
         fetch_jars(other_pom)
     connector = spark_kafka_jars()
-    print(connector if sys.argv[1:] == ["--spark-kafka"] else fetch_jars() / "*")
+    rest_catalog = iceberg_rest_classpath()
+    if sys.argv[1:] == ["--spark-kafka"]:
+        print(connector)
+    elif sys.argv[1:] == ["--iceberg-rest"]:
+        print(rest_catalog)
+    else:
+        print(fetch_jars() / "*")

@@ -68,7 +68,7 @@ def _catalog(args: argparse.Namespace) -> Catalog:
 
 
 def _summary(table: Table) -> dict[str, Any]:
-    from odradek.iceberg.tables import committed_offsets
+    from odradek.iceberg.tables import TOPIC_ID, committed_offsets
 
     snapshot = table.current_snapshot()
     summary = snapshot.summary.additional_properties if snapshot and snapshot.summary else {}
@@ -85,6 +85,8 @@ def _summary(table: Table) -> dict[str, Any]:
         if committed_ms
         else None,
         "offsets": {str(p): o for p, o in sorted(committed_offsets(table).items())},
+        # Whose rows and offsets: a topic made again under the same name has another id.
+        "topic_id": table.properties.get(TOPIC_ID),
     }
 
 
@@ -134,7 +136,16 @@ def _describe(args: argparse.Namespace, out: TextIO) -> int:
     if wants_json(args):
         write_json(described, out)
         return 0
-    for key in ("table", "location", "rows", "files", "bytes", "snapshots", "last_commit"):
+    for key in (
+        "table",
+        "topic_id",
+        "location",
+        "rows",
+        "files",
+        "bytes",
+        "snapshots",
+        "last_commit",
+    ):
         out.write(
             f"{key.replace('_', '-')}: {described[key] if described[key] is not None else '-'}\n"
         )

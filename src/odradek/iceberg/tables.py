@@ -13,6 +13,17 @@ which carry no such summary; for a table without them, that of the newest snapsh
 Old metadata files are deleted after commits (100 kept); expiring snapshots and compacting
 small files are left to the catalog's maintenance.
 
+Whose table: the table's property ``odradek.topic-id`` names the topic (Kafka's topic id) whose
+rows and offsets it holds, set when the table is made and by every commit. A topic deleted and
+made again under the same name is another topic (another id) whose offsets start again: when
+its translator finds the table of the earlier topic, it renames that table (and its
+dead-letter table) aside, to ``<topic>~<earlier topic id>`` (``<topic>~dlq~<id>``), rows and
+history kept, and the new topic's records go to a new table of the topic's name, from the new
+log's start. A translator whose own id is already the name of a table set aside is of a topic
+that is gone (a call still under way when it was deleted): it is refused, and changes nothing.
+A table without the property (made by an older odradek) is taken as the topic's own, and gets
+it at the next commit.
+
 Crash: a commit is one atomic swap of the table's metadata pointer in the catalog, the rows and
 the offset together, so after a crash the table holds either both or neither; data files
 written for a commit that did not happen are orphans, never rows. :meth:`TableStore.commit`
@@ -20,7 +31,10 @@ checks that the partition's offset is still the one its rows start from, against
 metadata it commits on (the catalog refuses the swap if another commit came first), so two
 writers of a partition (an old leader and a new one) cannot both add the same records. The
 dead-letter table is committed first, its rows below its own offset left out, so a retry after
-a crash between the two commits does not add them twice.
+a crash between the two commits does not add them twice. Setting a table aside is a rename,
+then a table made anew: a crash between the two leaves no table of the name, made at the next
+look; one before the dead-letter table's rename leaves it to be set aside when the new topic's
+first dead letter finds it.
 
 Threads: one thread (the translation thread) calls it; pyiceberg's own pool writes the files.
 """
@@ -46,7 +60,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OFFSET_PREFIX = "odradek.next-offset."
+TOPIC_ID = "odradek.topic-id"
 DEAD_LETTER_SUFFIX = "~dlq"
+# Between a topic's name and the id of the earlier topic whose table was set aside.
+SET_ASIDE_SEPARATOR = "~"
 # Tries of one commit that lose the race to other partitions' commits (other brokers').
 _COMMIT_ATTEMPTS = 5
 # pyiceberg retries a commit that lost the race on the newer metadata by itself; ours must not
@@ -63,13 +80,21 @@ class TableSpec:
     topic: str
     mode: str
     partition_spec: str
+    # Kafka's id of the topic (22 characters); "" where unknown (then any table is taken).
+    topic_id: str = ""
 
     @property
     def identifier(self) -> tuple[str, ...]:
         return (*self.namespace.split("."), self.topic)
 
+    def set_aside(self, topic_id: str) -> tuple[str, ...]:
+        """Where the table of the earlier topic ``topic_id`` of this name goes."""
+        return (*self.namespace.split("."), f"{self.topic}{SET_ASIDE_SEPARATOR}{topic_id}")
+
     def dead_letters(self) -> TableSpec:
-        return TableSpec(self.namespace, self.topic + DEAD_LETTER_SUFFIX, "dead_letters", "()")
+        return TableSpec(
+            self.namespace, self.topic + DEAD_LETTER_SUFFIX, "dead_letters", "()", self.topic_id
+        )
 
     def initial_schema(self) -> pa.Schema:
         if self.mode == "key_value":
@@ -81,10 +106,13 @@ class TableSpec:
 
 
 def open_catalog(properties: dict[str, str]) -> Catalog:
-    """pyiceberg's catalog for the broker's (or the CLI's) ``iceberg.*`` properties; the
-    SQLite file's and the local warehouse's directories are made if missing."""
+    """pyiceberg's catalog for the broker's (or the CLI's) ``iceberg.*`` properties; for the
+    SQL catalog, the SQLite file's and the local warehouse's directories are made if missing
+    (a REST catalog makes its own)."""
     from pyiceberg.catalog import load_catalog
 
+    if properties.get("type") == "rest":
+        return load_catalog("odradek", **properties)
     uri, warehouse = properties.get("uri", ""), properties.get("warehouse", "")
     if uri.startswith("sqlite:///"):
         Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
@@ -124,6 +152,10 @@ def committed_offsets(table: Table) -> dict[int, int]:
     return found
 
 
+class TopicGone(LookupError):
+    """The table's name belongs to a newer topic than the translator's: its topic was deleted."""
+
+
 class TableStore:
     """The topics' tables: made on first use, read for committed offsets, appended to."""
 
@@ -139,26 +171,77 @@ class TableStore:
         return self._catalog
 
     def table(self, spec: TableSpec) -> Table:
-        """The table, made if missing (another broker may make it at the same time)."""
-        from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+        """The topic's table, made if missing (another broker may make it at the same time);
+        an earlier topic's table of the same name set aside first (see the module doc)."""
+        from pyiceberg.exceptions import CommitFailedException
 
         cached = self._tables.get(spec.identifier)
         if cached is not None:
             return cached
-        catalog = self.catalog
-        try:
-            table = catalog.load_table(spec.identifier)
-        except NoSuchTableError:
-            catalog.create_namespace_if_not_exists(tuple(spec.namespace.split(".")))
-            try:
-                table = self._create(catalog, spec)
-            except TableAlreadyExistsError:
-                table = catalog.load_table(spec.identifier)
+        for _ in range(_COMMIT_ATTEMPTS):
+            table = self._load_or_create(spec)
+            owner = table.properties.get(TOPIC_ID)
+            if not spec.topic_id or owner is None or owner == spec.topic_id:
+                break
+            self._set_aside(spec, owner)
+        else:
+            raise CommitFailedException(f"{spec.topic}: the table of another topic stays")
         if any(table.properties.get(k) != v for k, v in _NO_REBASE.items()):
             with table.transaction() as transaction:  # a table made by someone else
                 transaction.set_properties(_NO_REBASE)
         self._tables[spec.identifier] = table
         return table
+
+    def _load_or_create(self, spec: TableSpec) -> Table:
+        from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+
+        catalog = self.catalog
+        try:
+            return catalog.load_table(spec.identifier)
+        except NoSuchTableError:
+            catalog.create_namespace_if_not_exists(tuple(spec.namespace.split(".")))
+            try:
+                return self._create(catalog, spec)
+            except TableAlreadyExistsError:
+                return catalog.load_table(spec.identifier)
+
+    def _set_aside(self, spec: TableSpec, owner: str) -> None:
+        """The table of topic ``owner`` renamed aside for ``spec``'s topic, unless ``spec``'s
+        topic is the one gone (:class:`TopicGone`)."""
+        from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+
+        catalog = self.catalog
+        if catalog.table_exists(spec.set_aside(spec.topic_id)):
+            raise TopicGone(
+                f"{spec.topic}: topic id {spec.topic_id} was deleted; the table is topic {owner}'s"
+            )
+        try:
+            catalog.rename_table(spec.identifier, spec.set_aside(owner))
+        except (NoSuchTableError, TableAlreadyExistsError):
+            return  # another broker set it aside first (the next look finds out)
+        if spec.mode != "dead_letters":
+            # Its dead letters go with it, not left for the new topic's first one to find.
+            dead = spec.dead_letters()
+            try:
+                if catalog.load_table(dead.identifier).properties.get(TOPIC_ID) == owner:
+                    catalog.rename_table(dead.identifier, dead.set_aside(owner))
+            except (NoSuchTableError, TableAlreadyExistsError):
+                pass
+        log.warning(
+            "%s: the table held topic id %s, a deleted topic of the same name: renamed to %s; "
+            "topic id %s starts a new table from its log start",
+            ".".join(spec.identifier),
+            owner,
+            ".".join(spec.set_aside(owner)),
+            spec.topic_id,
+        )
+
+    def _current(self, spec: TableSpec) -> Table:
+        """The table as the catalog has it now. Loaded again rather than refreshed: another
+        broker may have set it aside and made a new one of the name since it was looked up
+        (which pyiceberg's refresh refuses: another table UUID)."""
+        self._tables.pop(spec.identifier, None)
+        return self.table(spec)
 
     @staticmethod
     def _create(catalog: Catalog, spec: TableSpec) -> Table:
@@ -182,6 +265,7 @@ class TableStore:
                 "write.metadata.delete-after-commit.enabled": "true",
                 "write.metadata.previous-versions-max": "100",
                 **_NO_REBASE,
+                **({TOPIC_ID: spec.topic_id} if spec.topic_id else {}),
             },
         )
         fields = parse_partition_spec(spec.partition_spec)
@@ -209,10 +293,7 @@ class TableStore:
     def committed(self, spec: TableSpec, partition: int) -> int | None:
         """The partition's committed offset, read fresh from the catalog (None: none yet)."""
         # Looked up again: after a failure the table may have been dropped or made anew.
-        self._tables.pop(spec.identifier, None)
-        table = self.table(spec)
-        table.refresh()
-        return committed_offsets(table).get(partition)
+        return committed_offsets(self._current(spec)).get(partition)
 
     def commit(
         self,
@@ -232,8 +313,7 @@ class TableStore:
         if dead is not None and dead.num_rows:
             self._commit_dead_letters(spec.dead_letters(), partition, end, dead)
         for _ in range(_COMMIT_ATTEMPTS):
-            table = self.table(spec)
-            table.refresh()
+            table = self._current(spec)
             offsets = committed_offsets(table)
             if offsets.get(partition) != expected:
                 log.warning(
@@ -247,7 +327,7 @@ class TableStore:
             offsets[partition] = end
             try:
                 self._evolve(table, rows.schema)
-                _append(table, rows, offsets)
+                _append(table, rows, offsets, spec.topic_id)
                 return True
             except CommitFailedException as e:
                 log.info("%s-%d: another commit came first (%s)", spec.topic, partition, e)
@@ -260,8 +340,7 @@ class TableStore:
         from pyiceberg.exceptions import CommitFailedException
 
         for _ in range(_COMMIT_ATTEMPTS):
-            table = self.table(spec)
-            table.refresh()
+            table = self._current(spec)
             offsets = committed_offsets(table)
             done = offsets.get(partition)
             fresh = dead
@@ -272,7 +351,7 @@ class TableStore:
                 return
             offsets[partition] = end
             try:
-                _append(table, fresh, offsets)
+                _append(table, fresh, offsets, spec.topic_id)
                 return
             except CommitFailedException as e:
                 log.info("%s-%d: another commit came first (%s)", spec.topic, partition, e)
@@ -293,10 +372,12 @@ class TableStore:
         self._catalog = None
 
 
-def _append(table: Table, rows: pa.Table, offsets: dict[int, int]) -> None:
-    """One commit: the rows, and the offsets in the snapshot's summary and the table's
-    properties."""
+def _append(table: Table, rows: pa.Table, offsets: dict[int, int], topic_id: str) -> None:
+    """One commit: the rows, and the offsets (and whose they are) in the snapshot's summary and
+    the table's properties."""
     properties = {f"{OFFSET_PREFIX}{p}": str(o) for p, o in sorted(offsets.items())}
+    if topic_id:
+        properties[TOPIC_ID] = topic_id
     with table.transaction() as transaction:
         transaction.set_properties(properties)
         transaction.append(rows, snapshot_properties=properties)

@@ -5,7 +5,8 @@ leads whose topic has a mode, and stops it when the leadership, the mode or the 
 translator reads what a read_committed consumer would (below the last stable offset, so only
 records the in-sync replicas have, and no aborted transaction's), through the partition's own
 read path, from the offset the table says it holds (:mod:`.tables`), or from the log start for
-a table that holds none of the partition yet (the backfill of a topic that had data). The
+a table that holds none of the partition yet (the backfill of a topic that had data, or a topic
+deleted and made again: a table is its topic's, by topic id, see :mod:`.tables`). The
 worker process (:mod:`.worker`) decodes each slice into Arrow columns and keeps them; every
 ``iceberg.commit.interval.ms`` (or sooner, once 64 MiB are waiting) the translator has it
 commit them with the offset after them as one Iceberg snapshot. A crash loses only what was
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from odradek.client.data import AbortedTransaction
 from odradek.clock import Clock
+from odradek.cluster.metadata.store import kafka_uuid
 from odradek.iceberg import worker
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.security.client_settings import ClientSecurity
@@ -141,6 +143,7 @@ class TableTranslation:
                 topic.name,
                 mode,
                 str(config.get("iceberg.partition.spec")),
+                kafka_uuid(topic.topic_id),
             )
             interval_ms = config.get_int("iceberg.commit.interval.ms")
             for index in range(topic.partitions):
@@ -301,8 +304,8 @@ class PartitionTranslator:
         elif committed is not None and committed > end:
             log.warning(
                 "iceberg: %s: the table holds records up to offset %d, past the log's end %d "
-                "(a topic deleted and made again, or an unclean election): nothing is "
-                "translated until the log passes it",
+                "(an unclean election, or a topic deleted and made again before its table "
+                "recorded its topic id): nothing is translated until the log passes it",
                 self.partition.name,
                 committed,
                 end,

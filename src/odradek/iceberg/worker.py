@@ -52,8 +52,8 @@ class StaleTranslation(LookupError):
 
 
 class SchemaSource:
-    """Avro value schemas from the broker's schema registry (its ``_schemas`` topic, read as
-    a client of the cluster), parsed once per id."""
+    """Value schemas (Avro, JSON Schema) from the broker's schema registry (its ``_schemas``
+    topic, read as a client of the cluster), parsed once per id."""
 
     def __init__(self, make_store: Callable[[], SchemaStore]) -> None:
         self._make_store = make_store
@@ -67,14 +67,13 @@ class SchemaSource:
         return self._store
 
     def by_id(self, schema_id: int) -> ValueSchema:
-        from odradek.iceberg.columns import SchemaUnsupported, ValueSchema
+        from odradek.iceberg.columns import ValueSchema
 
         found = self._by_id.get(schema_id)
         if found is None:
             content = self._read(lambda state: state.schema_by_id(schema_id))
-            if content.schema_type.upper() != "AVRO":
-                raise SchemaUnsupported(f"schema {schema_id} is {content.schema_type}, not Avro")
-            found = self._by_id[schema_id] = ValueSchema.of(schema_id, content.schema)
+            found = ValueSchema.of(schema_id, content.schema, content.schema_type)
+            self._by_id[schema_id] = found
         return found
 
     def latest(self, subject: str) -> ValueSchema:
@@ -195,7 +194,7 @@ class Worker:
     def _typed(self, spec: TableSpec, batch: pa.RecordBatch) -> tuple[pa.Table, pa.Table | None]:
         import pyarrow as pa
 
-        from odradek.iceberg.columns import decode_avro, key_value_dead_letters
+        from odradek.iceberg.columns import decode_values, key_value_dead_letters
 
         if spec.mode == "key_value":
             return pa.Table.from_batches([batch]), None
@@ -205,7 +204,7 @@ class Worker:
                 latest = self.schemas.latest(f"{spec.topic}-value")
             except ValueError as e:  # none registered, or not one with columns
                 return _empty_like(batch), key_value_dead_letters(batch, f"no latest schema: {e}")
-        decoded = decode_avro(batch, self.schemas.by_id, latest)
+        decoded = decode_values(batch, self.schemas.by_id, latest)
         if not decoded.tables:
             return _empty_like(batch), decoded.dead
         return pa.concat_tables(decoded.tables, promote_options="default"), decoded.dead

@@ -328,9 +328,15 @@ def result_now(work: Coroutine[Any, Any, T]) -> T:
     raise WouldWaitError("the metadata store must be awaited")
 
 
+def kafka_uuid(value: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: the 16 bytes as URL-safe base64 without padding (22
+    characters), as Kafka shows topic and cluster ids."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
 def new_cluster_id() -> str:
     """Kafka's format: a random UUID as 22 URL-safe base64 characters."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return kafka_uuid(uuid.uuid4())
 
 
 class ChangeListeners:

@@ -118,6 +118,7 @@ from odradek.cluster.metadata.store import (
     StaleVersionError,
     TopicExistsError,
     TopicMetadata,
+    kafka_uuid,
     new_cluster_id,
 )
 from odradek.config import BrokerConfig
@@ -201,11 +202,6 @@ class ControllerMovedError(MetadataStoreError):
 
 def _json(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
-
-
-def kafka_uuid(value: uuid.UUID) -> str:
-    """Kafka's ``Uuid.toString``: the 16 bytes as URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
 def parse_kafka_uuid(text: str) -> uuid.UUID:
