@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from odradek.cluster.metadata.store import kafka_uuid
 from odradek.cluster.share.persister import StateBatch
 from odradek.coordinator.group.records import RecordFormatError
 from odradek.coordinator.share.records import (
@@ -22,7 +23,6 @@ from odradek.coordinator.share.records import (
     encode_key,
     encode_snapshot,
     encode_update,
-    kafka_uuid,
     partition_for,
 )
 

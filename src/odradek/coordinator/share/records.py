@@ -31,11 +31,11 @@ fields are skipped when read; an unknown key type or a value too short is
 
 from __future__ import annotations
 
-import base64
 import struct
 import uuid
 from dataclasses import dataclass
 
+from odradek.cluster.metadata.store import kafka_uuid
 from odradek.cluster.share.persister import StateBatch
 from odradek.coordinator.group.records import (
     RecordFormatError,
@@ -87,11 +87,6 @@ class ShareUpdate:
     leader_epoch: int
     start_offset: int
     batches: tuple[StateBatch, ...]
-
-
-def kafka_uuid(value: uuid.UUID) -> str:
-    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, unpadded."""
-    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
 def partition_for(key: str, partitions: int) -> int:
