@@ -105,13 +105,16 @@ class FetcherConfig:
 @dataclass(frozen=True, slots=True)
 class LeaderRequest:
     """A request the core wants sent to the leader, and the partitions it asked about (with the
-    log end offset each had when asked, for a Fetch), so that its answer is read against them."""
+    log end offset each had when asked, for a Fetch), so that its answer is read against them.
+    ``adds`` is the count of :meth:`FetcherCore.add` calls when it was made: a partition added
+    (again) after that is not what the request asked about."""
 
     api_key: int
     fields: Mapping[str, Any]
     highest: int
     asked: Mapping[TopicPartition, tuple[Partition, int]]
     timeout_s: float | None = None
+    adds: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +146,10 @@ class FetcherCore:
         self._truncating: set[TopicPartition] = set()
         self._out_of_range: set[TopicPartition] = set()
         self._delayed: dict[TopicPartition, int] = {}  # until this monotonic ms
+        # Each partition's add (a count of adds): an answer to a request made before it is
+        # stale for that partition, whatever it says (see _current).
+        self._adds = 0
+        self._added: dict[TopicPartition, int] = {}
 
     @property
     def partitions(self) -> frozenset[TopicPartition]:
@@ -159,6 +166,8 @@ class FetcherCore:
     def add(self, partition: Partition) -> None:
         """Follow ``partition`` from this leader, finding the divergence point first."""
         tp = (partition.topic, partition.index)
+        self._adds += 1
+        self._added[tp] = self._adds
         self._partitions[tp] = partition
         self._truncating.add(tp)
         self._out_of_range.discard(tp)
@@ -167,6 +176,7 @@ class FetcherCore:
     def remove(self, topic: str, index: int) -> None:
         tp = (topic, index)
         self._partitions.pop(tp, None)
+        self._added.pop(tp, None)
         self._truncating.discard(tp)
         self._out_of_range.discard(tp)
         self._delayed.pop(tp, None)
@@ -203,9 +213,16 @@ class FetcherCore:
         self._delayed[tp] = now_ms + self.config.backoff_ms
 
     def _current(self, request: LeaderRequest, tp: TopicPartition) -> tuple[Partition, int] | None:
-        """What was asked of ``tp``, unless it was removed or handed to another leader since."""
+        """What was asked of ``tp``, unless it was removed, handed to another leader or added
+        again (a new leader epoch: truncation first) since. The answer to a fetch made in the
+        old epoch says FENCED_LEADER_EPOCH; taken, it would hold the partition back for the
+        backoff although it is already on its way again."""
         entry = request.asked.get(tp)
-        if entry is None or self._partitions.get(tp) is not entry[0]:
+        if (
+            entry is None
+            or self._partitions.get(tp) is not entry[0]
+            or self._added.get(tp, 0) > request.adds
+        ):
             return None
         return entry
 
@@ -239,6 +256,7 @@ class FetcherCore:
             },
             _OFFSET_FOR_LEADER_EPOCH_VERSION,
             asked,
+            adds=self._adds,
         )
 
     def _epoch_ends(self, request: LeaderRequest, response: Any, now_ms: int) -> None:
@@ -319,12 +337,14 @@ class FetcherCore:
             _FETCH_VERSION,
             asked,
             timeout_s=(config.socket_timeout_ms + config.max_wait_ms) / 1000,
+            adds=self._adds,
         )
 
     def _fetched(self, request: LeaderRequest, response: Any, now_ms: int) -> None:
         if response.error_code != ErrorCode.none:
             for tp in request.asked:
-                self._back_off(tp, f"Fetch: {ErrorCode(response.error_code).name}", now_ms)
+                if self._current(request, tp) is not None:
+                    self._back_off(tp, f"Fetch: {ErrorCode(response.error_code).name}", now_ms)
             return
         for topic in response.responses:
             for data in topic.partitions:
@@ -400,6 +420,7 @@ class FetcherCore:
             },
             _LIST_OFFSETS_VERSION,
             asked,
+            adds=self._adds,
         )
 
     def _log_starts(self, request: LeaderRequest, response: Any, now_ms: int) -> None:
