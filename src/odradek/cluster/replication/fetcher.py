@@ -1,7 +1,8 @@
 """Followers copying their leaders' logs: ``num.replica.fetchers`` fetcher tasks per leader
 (Kafka's ``ReplicaFetcherThread``), each with a connection of its own, over the Kafka protocol
 with the project's asyncio client (the Fetch written by hand: :func:`~odradek.protocol.
-fetch_request.encode_replica_fetch`).
+fetch_request.encode_replica_fetch`, its answer read by hand, records as views of the frame:
+:func:`~odradek.protocol.fetch_response.decode_replica_fetch`).
 
 A partition this broker follows is handed to the fetcher of its leader with its fetcher id
 (:func:`fetcher_id`). A fetch is always out to the leader while there is something to copy: it
@@ -57,6 +58,7 @@ from odradek.protocol.fetch_request import (
     ReplicaFetchPartition,
     encode_replica_fetch,
 )
+from odradek.protocol.fetch_response import decode_replica_fetch
 from odradek.security.client_settings import ClientSecurity
 from odradek.storage import UnexpectedAppendOffset
 
@@ -370,7 +372,7 @@ class FetcherCore:
         self,
         tp: TopicPartition,
         partition: Partition,
-        records: bytes | None,
+        records: bytes | memoryview | None,
         high_watermark: int,
         now_ms: int,
     ) -> None:
@@ -574,7 +576,9 @@ class LeaderFetcher:
                 connection = await self._connected()
                 if step.api_key == FETCH:
                     response = await connection.request_encoded(
-                        _fetch_frame(step.fields, self._client_id), timeout_s=step.timeout_s
+                        _fetch_frame(step.fields, self._client_id),
+                        decode_replica_fetch,
+                        timeout_s=step.timeout_s,
                     )
                 else:
                     response = await connection.request(
