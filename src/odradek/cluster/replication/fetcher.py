@@ -585,6 +585,9 @@ class LeaderFetcher:
                         step.api_key, step.fields, highest=step.highest, timeout_s=step.timeout_s
                     )
                 self.core.received(step, response, self._clock.monotonic_ms())
+                # Its records are views of the connection's receive buffer: let go of them so
+                # that the next answer reuses the buffer rather than faulting in a new one.
+                del response
             except asyncio.CancelledError:
                 raise
             except (ClientError, OSError) as e:
