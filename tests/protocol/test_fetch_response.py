@@ -183,7 +183,7 @@ def test_round_trip_property(
     assert decoded == as_kio(version, topics, throttle_time_ms=throttle)
 
 
-# -- a follower's reading ----------------------------------------------------------------------
+# -- reading v12 in place (the follower fetcher, the data client) ------------------------------
 
 
 def kio_frame_with_everything() -> bytes:
@@ -232,15 +232,16 @@ def kio_frame_with_everything() -> bytes:
     return encode_response(31, response)[4:]
 
 
-def test_a_follower_reads_what_kio_writes() -> None:
+def test_a_v12_answer_reads_as_kio_writes_it() -> None:
     frame = kio_frame_with_everything()
-    answer = fetch_response.decode_replica_fetch(frame)
-    assert answer.error_code == ErrorCode.none
+    answer = fetch_response.decode_fetch_v12(frame)
+    assert (answer.correlation_id, answer.error_code) == (31, ErrorCode.none)
     orders, other = answer.responses
     assert (orders.topic, other.topic, other.partitions) == ("orders", "ünïcode-topic", [])
     first, second = orders.partitions
     assert (first.partition_index, first.error_code, first.high_watermark) == (0, 0, 3)
-    assert first.log_start_offset == 0
+    assert (first.last_stable_offset, first.log_start_offset) == (1, 0)
+    assert first.aborted_transactions == ((9, 1), (10, 2))
     assert first.records is not None
     assert bytes(first.records) == batch(b"a", b"b") + batch(b"c", base_offset=2)
     assert (second.partition_index, second.error_code, second.records) == (
@@ -250,10 +251,10 @@ def test_a_follower_reads_what_kio_writes() -> None:
     )
 
 
-def test_a_follower_reads_what_the_broker_writes_with_records_as_views_of_the_frame() -> None:
+def test_a_v12_answer_reads_as_the_broker_writes_it_with_records_as_views_of_the_frame() -> None:
     parts, _ = fetch_response.encode(12, 8, sample_topics(), error_code=0, session_id=0)
     frame = memoryview(join(parts))[4:]
-    answer = fetch_response.decode_replica_fetch(frame)
+    answer = fetch_response.decode_fetch_v12(frame)
     kio_answer = decode(12, join(parts))[1]
     for ours, theirs in zip(answer.responses, kio_answer.responses, strict=True):
         assert ours.topic == theirs.topic
@@ -274,19 +275,19 @@ def test_a_cut_or_padded_answer_is_malformed_never_another_error() -> None:
     frame = kio_frame_with_everything()
     for end in range(len(frame)):
         with pytest.raises(MalformedRequest):
-            fetch_response.decode_replica_fetch(frame[:end])
+            fetch_response.decode_fetch_v12(frame[:end])
     with pytest.raises(MalformedRequest):
-        fetch_response.decode_replica_fetch(frame + b"\0")
+        fetch_response.decode_fetch_v12(frame + b"\0")
 
 
 @given(st.binary(max_size=200))
 def test_any_bytes_read_as_an_answer_or_malformed(data: bytes) -> None:
     with contextlib.suppress(MalformedRequest):
-        fetch_response.decode_replica_fetch(data)
+        fetch_response.decode_fetch_v12(data)
 
 
 def test_a_lying_count_is_refused_before_anything_is_allocated() -> None:
     # correlation id, no header tags, throttle, no error, session, then 2**28 topics claimed
     frame = bytes(4) + b"\0" + bytes(4) + bytes(2) + bytes(4) + b"\x80\x80\x80\x80\x01"
     with pytest.raises(MalformedRequest, match="elements claimed"):
-        fetch_response.decode_replica_fetch(frame)
+        fetch_response.decode_fetch_v12(frame)

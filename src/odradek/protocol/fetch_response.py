@@ -9,8 +9,8 @@ has no last stable offset, log start offset nor aborted transactions, and v0 no 
 
 Reading, kio would copy each partition's records out of the frame into bytes of their own (a
 follower's fetch brings a megabyte a partition, and the copies were a fifth of its round's CPU);
-:func:`decode_replica_fetch` hands them out as views of the frame instead, and reads only what a
-follower uses.
+:func:`decode_fetch_v12` hands them out as views of the frame instead (the follower fetcher and
+the data client read their answers with it).
 """
 
 from __future__ import annotations
@@ -139,13 +139,15 @@ _FETCHED_MIN_SIZE = _FETCHED_HEAD.size + 1 + 4 + 1 + 1  # aborted, replica, reco
 
 @dataclass(frozen=True, slots=True)
 class FetchedPartition:
-    """One partition of a follower's Fetch answer: what the follower uses of it. ``records``
-    is a view of the response frame (None for none)."""
+    """One partition of a Fetch v12 answer as a reader uses it. ``records`` is a view of the
+    response frame (None for none); ``aborted_transactions`` (producer id, first offset)."""
 
     partition_index: int
     error_code: int
     high_watermark: int
+    last_stable_offset: int
     log_start_offset: int
+    aborted_transactions: tuple[tuple[int, int], ...]
     records: memoryview | None
 
 
@@ -157,20 +159,21 @@ class FetchedTopic:
 
 @dataclass(frozen=True, slots=True)
 class FetchedResponse:
-    """A follower's Fetch v12 answer, with the attribute names of kio's ``FetchResponse``."""
+    """A Fetch v12 answer, with the attribute names of kio's ``FetchResponse``."""
 
+    correlation_id: int
     error_code: int
     responses: list[FetchedTopic]
 
 
-def decode_replica_fetch(frame: bytes | bytearray | memoryview) -> FetchedResponse:
-    """A Fetch v12 response frame (response header v1 and body, no size prefix) as a follower
-    reads it. Every length and count is checked against the bytes left before it is used;
-    :class:`~odradek.protocol.bounds.MalformedRequest` for a frame that does not hold what it
-    claims. Tagged fields (diverging epoch, current leader, snapshot id) are skipped: the
-    follower finds its divergence with OffsetForLeaderEpoch."""
+def decode_fetch_v12(frame: bytes | bytearray | memoryview) -> FetchedResponse:
+    """A Fetch v12 response frame (response header v1 and body, no size prefix), read in place:
+    records stay views of the frame. Every length and count is checked against the bytes left
+    before it is used; :class:`~odradek.protocol.bounds.MalformedRequest` for a frame that does
+    not hold what it claims. Tagged fields (diverging epoch, current leader, snapshot id) are
+    skipped: a follower finds its divergence with OffsetForLeaderEpoch."""
     reader = _Reader(frame)
-    reader.int32()  # correlation id: matched by the client core
+    correlation_id = reader.int32()
     reader.skip_tagged_fields()
     reader.int32()  # throttle time
     error_code = reader.int16()
@@ -182,22 +185,28 @@ def decode_replica_fetch(frame: bytes | bytearray | memoryview) -> FetchedRespon
             raise MalformedProduceRequest("a null topic name in a Fetch response")
         partitions: list[FetchedPartition] = []
         for _ in range(reader.array_length(True, _FETCHED_MIN_SIZE)):
-            index, error, high_watermark, _, log_start = reader.unpack(_FETCHED_HEAD)
-            aborted = reader.uvarint() - 1  # nullable: -1 is null
-            if aborted > 0:
-                if aborted * _ABORTED_V12_SIZE > reader.end - reader.position:
+            index, error, high_watermark, stable, log_start = reader.unpack(_FETCHED_HEAD)
+            aborted: tuple[tuple[int, int], ...] = ()
+            count = reader.uvarint() - 1  # nullable: -1 is null
+            if count > 0:
+                if count * _ABORTED_V12_SIZE > reader.end - reader.position:
                     raise MalformedProduceRequest(
-                        f"{aborted} aborted transactions claimed with "
+                        f"{count} aborted transactions claimed with "
                         f"{reader.end - reader.position} bytes left"
                     )
-                for _ in range(aborted):
-                    reader.take(_ABORTED.size)
+                entries = []
+                for _ in range(count):
+                    producer_id, first_offset = reader.unpack(_ABORTED)
+                    entries.append((producer_id, first_offset))
                     reader.skip_tagged_fields()
+                aborted = tuple(entries)
             reader.int32()  # preferred read replica
             size = reader.uvarint() - 1
             records = None if size <= 0 else reader.slice(size)
             reader.skip_tagged_fields()
-            partitions.append(FetchedPartition(index, error, high_watermark, log_start, records))
+            partitions.append(
+                FetchedPartition(index, error, high_watermark, stable, log_start, aborted, records)
+            )
         reader.skip_tagged_fields()
         topics.append(FetchedTopic(name, partitions))
     reader.skip_tagged_fields()
@@ -205,4 +214,4 @@ def decode_replica_fetch(frame: bytes | bytearray | memoryview) -> FetchedRespon
         raise MalformedProduceRequest(
             f"{reader.end - reader.position} bytes after the end of a Fetch response"
         )
-    return FetchedResponse(error_code, topics)
+    return FetchedResponse(correlation_id, error_code, topics)

@@ -2,7 +2,7 @@
 (Kafka's ``ReplicaFetcherThread``), each with a connection of its own, over the Kafka protocol
 with the project's asyncio client (the Fetch written by hand: :func:`~odradek.protocol.
 fetch_request.encode_replica_fetch`, its answer read by hand, records as views of the frame:
-:func:`~odradek.protocol.fetch_response.decode_replica_fetch`).
+:func:`~odradek.protocol.fetch_response.decode_fetch_v12`).
 
 A partition this broker follows is handed to the fetcher of its leader with its fetcher id
 (:func:`fetcher_id`). A fetch is always out to the leader while there is something to copy: it
@@ -58,7 +58,7 @@ from odradek.protocol.fetch_request import (
     ReplicaFetchPartition,
     encode_replica_fetch,
 )
-from odradek.protocol.fetch_response import decode_replica_fetch
+from odradek.protocol.fetch_response import decode_fetch_v12
 from odradek.security.client_settings import ClientSecurity
 from odradek.storage import UnexpectedAppendOffset
 
@@ -577,7 +577,7 @@ class LeaderFetcher:
                 if step.api_key == FETCH:
                     response = await connection.request_encoded(
                         _fetch_frame(step.fields, self._client_id),
-                        decode_replica_fetch,
+                        decode_fetch_v12,
                         timeout_s=step.timeout_s,
                     )
                 else:
