@@ -145,6 +145,14 @@ def test_slices_pass_through_as_separate_parts() -> None:
     assert slices == [topics[0].partitions[0].records, topics[2].partitions[0].records]
 
 
+def test_the_size_prefix_goes_out_with_the_head_after_it() -> None:
+    parts, size = fetch_response.encode(12, 1, sample_topics())
+    first = parts[0]
+    assert isinstance(first, bytes)
+    assert len(first) > 4  # not a send of its own
+    assert int.from_bytes(first[:4], "big") == size - 4
+
+
 def test_versions_outside_the_range_are_refused() -> None:
     for version in (-1, fetch_response.MAX_VERSION + 1):
         with pytest.raises(ValueError):

@@ -127,7 +127,11 @@ def encode(
         head += b"\0"  # body tagged fields
     parts.append(bytes(head))
     size += len(head)
-    parts.insert(0, size_prefix(size))
+    # The size prefix goes with the head after it: one send rather than a 4-byte one first
+    # (a segment of its own, and a wake-up of the reader, on a TCP_NODELAY socket).
+    first = parts[0]
+    assert isinstance(first, bytes)
+    parts[0] = size_prefix(size) + first
     return parts, size + 4
 
 
