@@ -1,7 +1,9 @@
-"""The hand-written Fetch response writer agrees with kio, field for field and byte for byte."""
+"""The hand-written Fetch response writer agrees with kio, field for field and byte for byte; the
+follower's hand-written reader reads what kio and the writer write, and refuses the rest."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 from kio.serial import entity_reader
 
 from odradek.protocol import fetch_response
+from odradek.protocol.bounds import MalformedRequest
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import build, encode_response, response_schema
 from odradek.protocol.records import encode_batch
@@ -142,6 +145,14 @@ def test_slices_pass_through_as_separate_parts() -> None:
     assert slices == [topics[0].partitions[0].records, topics[2].partitions[0].records]
 
 
+def test_the_size_prefix_goes_out_with_the_head_after_it() -> None:
+    parts, size = fetch_response.encode(12, 1, sample_topics())
+    first = parts[0]
+    assert isinstance(first, bytes)
+    assert len(first) > 4  # not a send of its own
+    assert int.from_bytes(first[:4], "big") == size - 4
+
+
 def test_versions_outside_the_range_are_refused() -> None:
     for version in (-1, fetch_response.MAX_VERSION + 1):
         with pytest.raises(ValueError):
@@ -178,3 +189,113 @@ def test_round_trip_property(
     assert size == len(frame)
     _, decoded = decode(version, frame)
     assert decoded == as_kio(version, topics, throttle_time_ms=throttle)
+
+
+# -- reading v12 in place (the follower fetcher, the data client) ------------------------------
+
+
+def kio_frame_with_everything() -> bytes:
+    """A Fetch v12 response as kio writes it, with what a follower skips: aborted
+    transactions, a preferred replica and tagged fields (diverging epoch, current leader)."""
+    first = batch(b"a", b"b") + batch(b"c", base_offset=2)
+    response = build(
+        response_schema(1, 12),
+        throttle_time=5,
+        error_code=ErrorCode.none,
+        session_id=77,
+        responses=[
+            {
+                "topic": "orders",
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "error_code": ErrorCode.none,
+                        "high_watermark": 3,
+                        "last_stable_offset": 1,
+                        "log_start_offset": 0,
+                        "diverging_epoch": {"epoch": 4, "end_offset": 2},
+                        "current_leader": {"leader_id": 2, "leader_epoch": 5},
+                        "aborted_transactions": [
+                            {"producer_id": 9, "first_offset": 1},
+                            {"producer_id": 10, "first_offset": 2},
+                        ],
+                        "preferred_read_replica": 3,
+                        "records": first,
+                    },
+                    {
+                        "partition_index": 1,
+                        "error_code": ErrorCode.fenced_leader_epoch,
+                        "high_watermark": -1,
+                        "last_stable_offset": -1,
+                        "log_start_offset": -1,
+                        "aborted_transactions": None,
+                        "preferred_read_replica": -1,
+                        "records": None,
+                    },
+                ],
+            },
+            {"topic": "ünïcode-topic", "partitions": []},
+        ],
+    )
+    return encode_response(31, response)[4:]
+
+
+def test_a_v12_answer_reads_as_kio_writes_it() -> None:
+    frame = kio_frame_with_everything()
+    answer = fetch_response.decode_fetch_v12(frame)
+    assert (answer.correlation_id, answer.error_code) == (31, ErrorCode.none)
+    orders, other = answer.responses
+    assert (orders.topic, other.topic, other.partitions) == ("orders", "ünïcode-topic", [])
+    first, second = orders.partitions
+    assert (first.partition_index, first.error_code, first.high_watermark) == (0, 0, 3)
+    assert (first.last_stable_offset, first.log_start_offset) == (1, 0)
+    assert first.aborted_transactions == ((9, 1), (10, 2))
+    assert first.records is not None
+    assert bytes(first.records) == batch(b"a", b"b") + batch(b"c", base_offset=2)
+    assert (second.partition_index, second.error_code, second.records) == (
+        1,
+        ErrorCode.fenced_leader_epoch,
+        None,
+    )
+
+
+def test_a_v12_answer_reads_as_the_broker_writes_it_with_records_as_views_of_the_frame() -> None:
+    parts, _ = fetch_response.encode(12, 8, sample_topics(), error_code=0, session_id=0)
+    frame = memoryview(join(parts))[4:]
+    answer = fetch_response.decode_fetch_v12(frame)
+    kio_answer = decode(12, join(parts))[1]
+    for ours, theirs in zip(answer.responses, kio_answer.responses, strict=True):
+        assert ours.topic == theirs.topic
+        for p, q in zip(ours.partitions, theirs.partitions, strict=True):
+            assert (p.partition_index, p.error_code, p.high_watermark, p.log_start_offset) == (
+                q.partition_index,
+                q.error_code,
+                q.high_watermark,
+                q.log_start_offset,
+            )
+            assert bytes(p.records or b"") == (q.records or b"")
+    records = answer.responses[0].partitions[0].records
+    assert isinstance(records, memoryview)
+    assert records.obj is frame.obj  # not copied
+
+
+def test_a_cut_or_padded_answer_is_malformed_never_another_error() -> None:
+    frame = kio_frame_with_everything()
+    for end in range(len(frame)):
+        with pytest.raises(MalformedRequest):
+            fetch_response.decode_fetch_v12(frame[:end])
+    with pytest.raises(MalformedRequest):
+        fetch_response.decode_fetch_v12(frame + b"\0")
+
+
+@given(st.binary(max_size=200))
+def test_any_bytes_read_as_an_answer_or_malformed(data: bytes) -> None:
+    with contextlib.suppress(MalformedRequest):
+        fetch_response.decode_fetch_v12(data)
+
+
+def test_a_lying_count_is_refused_before_anything_is_allocated() -> None:
+    # correlation id, no header tags, throttle, no error, session, then 2**28 topics claimed
+    frame = bytes(4) + b"\0" + bytes(4) + bytes(2) + bytes(4) + b"\x80\x80\x80\x80\x01"
+    with pytest.raises(MalformedRequest, match="elements claimed"):
+        fetch_response.decode_fetch_v12(frame)

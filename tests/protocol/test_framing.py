@@ -144,3 +144,42 @@ def test_an_outsized_buffer_is_shed_between_frames() -> None:
     reader.shed()
     assert reader.capacity == 0
     assert feed(reader, framed(b"after"), piece=100) == [b"after"]
+
+
+def test_a_trusted_peers_large_frames_one_after_another_reuse_one_buffer() -> None:
+    reader = FrameReader(64 * MB, min_buffer=64 * 1024, max_buffer=256 * 1024, trusted=8 * MB)
+    frames = [bytes([i]) * (3 * MB) for i in range(4)]
+    assert feed(reader, framed(frames[0]), piece=256 * 1024) == [frames[0]]
+    kept = reader.capacity
+    assert kept > 3 * MB
+    for expected in frames[1:]:
+        data = framed(expected)
+        # The next frame's first bytes land in the buffer the last one had, not a small one.
+        assert feed(reader, data[:1000], piece=256 * 1024) == []
+        assert reader.capacity == kept
+        assert feed(reader, data[1000:], piece=256 * 1024) == [expected]
+        assert reader.capacity == kept
+
+
+def test_a_kept_large_buffer_is_not_overwritten_while_a_frame_views_it() -> None:
+    reader = FrameReader(64 * MB, min_buffer=64 * 1024, max_buffer=256 * 1024, trusted=8 * MB)
+    reader.feed(framed(b"a" * (2 * MB)))
+    held = reader.next_frame()
+    assert held is not None
+    assert feed(reader, framed(b"b" * (2 * MB)), piece=256 * 1024) == [b"b" * (2 * MB)]
+    assert bytes(held) == b"a" * (2 * MB)
+
+
+def test_small_frames_after_large_ones_give_the_large_buffer_back_once_it_is_full() -> None:
+    reader = FrameReader(64 * MB, min_buffer=64 * 1024, max_buffer=256 * 1024, trusted=8 * MB)
+    assert feed(reader, framed(b"x" * (3 * MB)), piece=256 * 1024) == [b"x" * (3 * MB)]
+    small = [bytes([i % 256]) * 1000 for i in range(4000)]  # more than the kept buffer holds
+    assert feed(reader, b"".join(framed(f) for f in small), piece=64 * 1024) == small
+    assert reader.capacity <= 256 * 1024
+
+
+def test_an_untrusted_peers_large_buffer_is_not_kept() -> None:
+    reader = FrameReader(64 * MB, min_buffer=64 * 1024, max_buffer=256 * 1024)
+    assert feed(reader, framed(b"x" * (3 * MB)), piece=256 * 1024) == [b"x" * (3 * MB)]
+    assert feed(reader, framed(b"y" * 100), piece=256 * 1024) == [b"y" * 100]
+    assert reader.capacity <= 256 * 1024

@@ -29,6 +29,7 @@ from odradek.client.core import (
     Response,
     parse_address,
 )
+from odradek.protocol.bounds import MalformedRequest
 
 if TYPE_CHECKING:
     from odradek.security.client_settings import ClientSecurity
@@ -178,14 +179,29 @@ class AsyncConnection(CoreShell, asyncio.BufferedProtocol):
         return response.frame
 
     async def request_encoded(
-        self, frame: bytes | bytearray, *, timeout_s: float | None = None
+        self,
+        frame: bytes | bytearray,
+        decode: Callable[[bytes | memoryview], Any] | None = None,
+        *,
+        timeout_s: float | None = None,
     ) -> Any:
         """Like :meth:`request`, for a request frame encoded by hand (a hot path's, see
-        :meth:`send_frame`): its decoded response."""
-        request, future = self.send_frame(frame)
+        :meth:`send_frame`): its decoded response, by ``decode`` (a hand-written reader of the
+        response frame, header included, raising MalformedRequest) when given, else by kio."""
+        request, future = self.send_frame(frame, raw=decode is not None)
         await self.drain()
         response = await self._wait(request, future, timeout_s)
-        return None if response is None else response.body
+        if response is None:
+            return None
+        if decode is None:
+            return response.body
+        try:
+            return decode(response.frame)
+        except MalformedRequest as e:
+            raise ProtocolError(
+                f"{self.address}: cannot decode the response to API key {request.api_key} "
+                f"v{request.version}: {e}"
+            ) from e
 
     def send(
         self,

@@ -37,10 +37,10 @@ from odradek.client.core import (
     ConnectionFailed,
     ProtocolError,
     Request,
-    read_uvarint,
-    skip_tagged_fields,
 )
+from odradek.protocol.bounds import MalformedRequest
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.fetch_response import decode_fetch_v12
 from odradek.protocol.messages import decode_response, response_schema
 from odradek.protocol.record_batch import BatchHeader, iter_headers
 from odradek.protocol.records import decode_batch
@@ -227,55 +227,26 @@ class _FetchPartition:
     records: bytes | memoryview | None
 
 
-_PARTITION_HEAD = struct.Struct(">ihqqq")
-_ABORTED = struct.Struct(">qq")
-
-
 def _parse_fetch_v12(frame: bytes | memoryview) -> _FetchPartition | None:
     """A Fetch v12 response for one partition, read in place: its records stay a view of the
     frame instead of a copy (kio copies them, which costs as much as decoding them). None for
     anything else, which kio then decodes."""
-    frame = memoryview(frame)
     try:
-        (correlation_id,) = struct.unpack_from(">i", frame, 0)
-        position = skip_tagged_fields(frame, 4)
-        _, top_error, _ = struct.unpack_from(">ihi", frame, position)
-        position += 10
-        topics, position = read_uvarint(frame, position)
-        if topics != 2:  # compact arrays count one more than they hold
-            return None
-        name_size, position = read_uvarint(frame, position)
-        position += name_size - 1
-        partitions, position = read_uvarint(frame, position)
-        if partitions != 2:
-            return None
-        _, error, high_watermark, stable, log_start = _PARTITION_HEAD.unpack_from(frame, position)
-        position += _PARTITION_HEAD.size
-        count, position = read_uvarint(frame, position)
-        aborted = []
-        for _ in range(max(count - 1, 0)):
-            aborted.append(AbortedTransaction(*_ABORTED.unpack_from(frame, position)))
-            position = skip_tagged_fields(frame, position + _ABORTED.size)
-        position += 4  # preferred read replica
-        size, position = read_uvarint(frame, position)
-        records = frame[position : position + size - 1] if size else None
-        position += max(size - 1, 0)
-        position = skip_tagged_fields(frame, position)  # partition
-        position = skip_tagged_fields(frame, position)  # topic
-        position = skip_tagged_fields(frame, position)  # response
-    except (IndexError, struct.error, ValueError):
+        answer = decode_fetch_v12(frame)
+    except MalformedRequest:
         return None
-    if position != len(frame):
+    if len(answer.responses) != 1 or len(answer.responses[0].partitions) != 1:
         return None
+    (p,) = answer.responses[0].partitions
     return _FetchPartition(
-        correlation_id,
-        top_error,
-        error,
-        high_watermark,
-        stable,
-        log_start,
-        tuple(aborted),
-        records,
+        answer.correlation_id,
+        answer.error_code,
+        p.error_code,
+        p.high_watermark,
+        p.last_stable_offset,
+        p.log_start_offset,
+        tuple(AbortedTransaction(*entry) for entry in p.aborted_transactions),
+        p.records,
     )
 
 

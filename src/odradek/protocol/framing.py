@@ -82,7 +82,9 @@ class FrameReader:
     grows with its bytes, or, up to ``trusted`` bytes (a peer trusted not to lie about sizes, as
     a client trusts its broker), its whole size at once, which saves the copies. A buffer is
     reused only when no frame cut from it is still alive; otherwise a new one is taken and the old
-    one lives as long as its frames do.
+    one lives as long as its frames do. From a trusted peer, a buffer larger than ``max_buffer``
+    is kept for the next frame while the frames keep coming that large (a follower's fetches of
+    megabytes, one after another): a fresh one would cost its page faults every time.
     """
 
     def __init__(
@@ -112,6 +114,7 @@ class FrameReader:
         self._start = 0
         self._end = 0
         self._frame_end = PREFIX_BYTES
+        self._last_size = 0  # of the last frame cut
 
     @property
     def partial(self) -> int:
@@ -171,7 +174,10 @@ class FrameReader:
             size = max(self._buffer_size, min(needed, 2 * partial + self.min_read))
         if old_view is not None:
             old_view.release()
-        if size <= len(old) <= max(size, self.max_buffer) and _unexported(old):
+        largest = max(size, self.max_buffer)
+        if self.trusted and self._last_size > self.max_buffer:
+            largest = max(largest, len(old))
+        if size <= len(old) <= largest and _unexported(old):
             buffer = old
             view = memoryview(buffer)
             view[:partial] = view[self._start : self._end]
@@ -196,7 +202,7 @@ class FrameReader:
         frames = self.frames
         copy_below = self.copy_below
         low, high = self.min_size, self.max_size
-        size = cut = 0
+        size = cut = last = 0
         try:
             while end - start >= 4:
                 (size,) = SIZE.unpack_from(view, start)
@@ -210,8 +216,11 @@ class FrameReader:
                 else:
                     frames.append(view[start + 4 : frame_end])
                 cut += size
+                last = size
                 start = frame_end
         finally:
+            if cut:
+                self._last_size = last
             self.cut_bytes += cut
             self._start = start
             self._frame_end = start + PREFIX_BYTES + size if end - start >= 4 else start + 4

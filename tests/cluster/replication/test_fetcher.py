@@ -362,3 +362,37 @@ def test_a_partition_has_kafkas_fetcher_id() -> None:
     # "orders".hashCode() == -1008770331, 31 * it + 2 wraps to -1207109187.
     assert fetcher_id("orders", 2, 5) == 1207109187 % 5
     assert fetcher_id("anything", 7, 1) == 0
+
+
+def test_a_stale_answer_does_not_hold_back_a_partition_added_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # A fetch goes out in the old leader epoch; the new epoch arrives (the partition is added
+    # again, to find its divergence point) before the leader's FENCED_LEADER_EPOCH answer. The
+    # answer is about the old epoch: the partition goes on without waiting out the backoff.
+    p = follower(tmp_path, clock)
+    core = core_for(p)
+    old_epoch_fetch = request_of(core, clock)
+    assert old_epoch_fetch.api_key == FETCH
+    p.make_follower(LEADER, 10, (LOCAL, LEADER), (LOCAL, LEADER))
+    core.add(p)
+    answer = fetch_answer(error=ErrorCode.fenced_leader_epoch)
+    core.received(old_epoch_fetch, answer, clock.monotonic_ms())
+    assert core.delayed_until(("t", 0)) is None
+    assert request_of(core, clock).api_key == FETCH  # an empty log: nothing to compare
+
+
+def test_a_stale_answer_does_not_append_to_a_partition_added_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    p = follower(tmp_path, clock, (2, 0))
+    core = core_for(p)
+    core.received(request_of(core, clock), epoch_answer(0, 2), clock.monotonic_ms())
+    fetch = request_of(core, clock)
+    assert fetch.api_key == FETCH
+    p.make_follower(LEADER, 10, (LOCAL, LEADER), (LOCAL, LEADER))
+    core.add(p)
+    core.received(fetch, fetch_answer(batch(2, 3, 9), high_watermark=5), clock.monotonic_ms())
+    assert p.log.log_end_offset == 2
+    assert core.truncating(("t", 0))
+    assert request_of(core, clock).api_key == OFFSET_FOR_LEADER_EPOCH

@@ -1,7 +1,8 @@
 """Followers copying their leaders' logs: ``num.replica.fetchers`` fetcher tasks per leader
 (Kafka's ``ReplicaFetcherThread``), each with a connection of its own, over the Kafka protocol
 with the project's asyncio client (the Fetch written by hand: :func:`~odradek.protocol.
-fetch_request.encode_replica_fetch`).
+fetch_request.encode_replica_fetch`, its answer read by hand, records as views of the frame:
+:func:`~odradek.protocol.fetch_response.decode_fetch_v12`).
 
 A partition this broker follows is handed to the fetcher of its leader with its fetcher id
 (:func:`fetcher_id`). A fetch is always out to the leader while there is something to copy: it
@@ -57,6 +58,7 @@ from odradek.protocol.fetch_request import (
     ReplicaFetchPartition,
     encode_replica_fetch,
 )
+from odradek.protocol.fetch_response import decode_fetch_v12
 from odradek.security.client_settings import ClientSecurity
 from odradek.storage import UnexpectedAppendOffset
 
@@ -105,13 +107,16 @@ class FetcherConfig:
 @dataclass(frozen=True, slots=True)
 class LeaderRequest:
     """A request the core wants sent to the leader, and the partitions it asked about (with the
-    log end offset each had when asked, for a Fetch), so that its answer is read against them."""
+    log end offset each had when asked, for a Fetch), so that its answer is read against them.
+    ``adds`` is the count of :meth:`FetcherCore.add` calls when it was made: a partition added
+    (again) after that is not what the request asked about."""
 
     api_key: int
     fields: Mapping[str, Any]
     highest: int
     asked: Mapping[TopicPartition, tuple[Partition, int]]
     timeout_s: float | None = None
+    adds: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +148,10 @@ class FetcherCore:
         self._truncating: set[TopicPartition] = set()
         self._out_of_range: set[TopicPartition] = set()
         self._delayed: dict[TopicPartition, int] = {}  # until this monotonic ms
+        # Each partition's add (a count of adds): an answer to a request made before it is
+        # stale for that partition, whatever it says (see _current).
+        self._adds = 0
+        self._added: dict[TopicPartition, int] = {}
 
     @property
     def partitions(self) -> frozenset[TopicPartition]:
@@ -159,6 +168,8 @@ class FetcherCore:
     def add(self, partition: Partition) -> None:
         """Follow ``partition`` from this leader, finding the divergence point first."""
         tp = (partition.topic, partition.index)
+        self._adds += 1
+        self._added[tp] = self._adds
         self._partitions[tp] = partition
         self._truncating.add(tp)
         self._out_of_range.discard(tp)
@@ -167,6 +178,7 @@ class FetcherCore:
     def remove(self, topic: str, index: int) -> None:
         tp = (topic, index)
         self._partitions.pop(tp, None)
+        self._added.pop(tp, None)
         self._truncating.discard(tp)
         self._out_of_range.discard(tp)
         self._delayed.pop(tp, None)
@@ -203,9 +215,16 @@ class FetcherCore:
         self._delayed[tp] = now_ms + self.config.backoff_ms
 
     def _current(self, request: LeaderRequest, tp: TopicPartition) -> tuple[Partition, int] | None:
-        """What was asked of ``tp``, unless it was removed or handed to another leader since."""
+        """What was asked of ``tp``, unless it was removed, handed to another leader or added
+        again (a new leader epoch: truncation first) since. The answer to a fetch made in the
+        old epoch says FENCED_LEADER_EPOCH; taken, it would hold the partition back for the
+        backoff although it is already on its way again."""
         entry = request.asked.get(tp)
-        if entry is None or self._partitions.get(tp) is not entry[0]:
+        if (
+            entry is None
+            or self._partitions.get(tp) is not entry[0]
+            or self._added.get(tp, 0) > request.adds
+        ):
             return None
         return entry
 
@@ -239,6 +258,7 @@ class FetcherCore:
             },
             _OFFSET_FOR_LEADER_EPOCH_VERSION,
             asked,
+            adds=self._adds,
         )
 
     def _epoch_ends(self, request: LeaderRequest, response: Any, now_ms: int) -> None:
@@ -319,12 +339,14 @@ class FetcherCore:
             _FETCH_VERSION,
             asked,
             timeout_s=(config.socket_timeout_ms + config.max_wait_ms) / 1000,
+            adds=self._adds,
         )
 
     def _fetched(self, request: LeaderRequest, response: Any, now_ms: int) -> None:
         if response.error_code != ErrorCode.none:
             for tp in request.asked:
-                self._back_off(tp, f"Fetch: {ErrorCode(response.error_code).name}", now_ms)
+                if self._current(request, tp) is not None:
+                    self._back_off(tp, f"Fetch: {ErrorCode(response.error_code).name}", now_ms)
             return
         for topic in response.responses:
             for data in topic.partitions:
@@ -350,7 +372,7 @@ class FetcherCore:
         self,
         tp: TopicPartition,
         partition: Partition,
-        records: bytes | None,
+        records: bytes | memoryview | None,
         high_watermark: int,
         now_ms: int,
     ) -> None:
@@ -400,6 +422,7 @@ class FetcherCore:
             },
             _LIST_OFFSETS_VERSION,
             asked,
+            adds=self._adds,
         )
 
     def _log_starts(self, request: LeaderRequest, response: Any, now_ms: int) -> None:
@@ -553,13 +576,18 @@ class LeaderFetcher:
                 connection = await self._connected()
                 if step.api_key == FETCH:
                     response = await connection.request_encoded(
-                        _fetch_frame(step.fields, self._client_id), timeout_s=step.timeout_s
+                        _fetch_frame(step.fields, self._client_id),
+                        decode_fetch_v12,
+                        timeout_s=step.timeout_s,
                     )
                 else:
                     response = await connection.request(
                         step.api_key, step.fields, highest=step.highest, timeout_s=step.timeout_s
                     )
                 self.core.received(step, response, self._clock.monotonic_ms())
+                # Its records are views of the connection's receive buffer: let go of them so
+                # that the next answer reuses the buffer rather than faulting in a new one.
+                del response
             except asyncio.CancelledError:
                 raise
             except (ClientError, OSError) as e:
