@@ -58,25 +58,23 @@ def test_a_worker_started_as_spark_starts_it_imports_the_installed_pyspark(tmp_p
     zipped = home / "python" / "lib" / "pyspark.zip"
     if not zipped.is_file():
         pytest.skip("this PySpark has no python/lib/pyspark.zip")
-    env = {**os.environ, "PYTHONPATH": f"{zipped}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    imported = subprocess.run(
-        [sys.executable, "-c", "import pyspark; print(pyspark.__file__)"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    assert imported == str(home / "__init__.py")
+    assert imported_pyspark(zipped) == str(home / "__init__.py")
     # and a zip copied elsewhere (another Spark's) is still imported from
     elsewhere = tmp_path / "spark" / "python" / "lib"
     elsewhere.mkdir(parents=True)
     (elsewhere / "pyspark.zip").symlink_to(zipped)
-    env["PYTHONPATH"] = f"{elsewhere / 'pyspark.zip'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
-    imported = subprocess.run(
+    assert imported_pyspark(elsewhere / "pyspark.zip") == str(
+        elsewhere / "pyspark.zip" / "pyspark" / "__init__.py"
+    )
+
+
+def imported_pyspark(first_on_path: Path) -> str:
+    """Where a fresh interpreter with ``first_on_path`` first on PYTHONPATH imports pyspark."""
+    pythonpath = f"{first_on_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    return subprocess.run(
         [sys.executable, "-c", "import pyspark; print(pyspark.__file__)"],
-        env=env,
+        env={**os.environ, "PYTHONPATH": pythonpath},
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
-    assert imported == str(elsewhere / "pyspark.zip" / "pyspark" / "__init__.py")
