@@ -12,7 +12,8 @@ import pytest
 from google.protobuf import message_factory
 from pyspark.sql.pandas.types import to_arrow_type
 
-from odradek.spark.protobuf import ProtobufDecoder, _pool_file, message_spark_type
+from odradek.registry.protobuf_messages import schema_file
+from odradek.spark.protobuf import ProtobufDecoder, message_spark_type
 from odradek.spark.schema_registry import RegisteredSchema
 from odradek.spark.typed import (
     FormatError,
@@ -95,7 +96,7 @@ def test_proto_source_gives_the_message_type_and_decodes() -> None:
     assert message_spark_type(PROTO, "shop.Order.Line").simpleString() == (
         "struct<sku:string,qty:int>"
     )
-    order = message_factory.GetMessageClass(_pool_file(PROTO).message_types_by_name["Order"])
+    order = message_factory.GetMessageClass(schema_file(PROTO).message_types_by_name["Order"])
     message = order(id=7, customer="c", status=1, gift=True)
     message.lines.add(sku="x", qty=2)
     message.prices["x"] = 1.25
