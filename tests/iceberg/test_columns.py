@@ -318,3 +318,24 @@ def test_protobuf_values_by_the_latest_schema_are_its_first_message_alone() -> N
     decoded = decode_values(batch, lambda schema_id: latest, latest)
     assert decoded.tables[0].column("cents").to_pylist() == [-3]
     assert decoded.dead is not None and decoded.dead.num_rows == 1
+
+
+def test_protobuf_schemas_with_references_take_their_types_from_them() -> None:
+    money = 'syntax = "proto3";\npackage shop;\nmessage Money { sint64 cents = 1; }'
+    price = (
+        'syntax = "proto3";\npackage shop;\nimport "shop/money.proto";\n'
+        "message Price { string item = 1; Money amount = 2; }"
+    )
+    schema = ValueSchema.of(5, price, "PROTOBUF", [("shop/money.proto", money)])
+    assert [(f.name, str(f.type)) for f in schema.columns] == [
+        ("item", "string"),
+        ("amount", "struct<cents: int64>"),
+    ]
+    value = struct.pack(">bI", 0, 5) + b"\0" + bytes([10, 1, 120, 18, 2, 8, 5])
+    batch = decode_records(_batch([value]), 0, 0, 1)
+    decoded = decode_values(batch, lambda schema_id: schema, None)
+    assert decoded.tables[0].drop_columns(["kafka"]).to_pylist() == [
+        {"item": "x", "amount": {"cents": -3}}
+    ]
+    with pytest.raises(SchemaUnsupported, match="money.proto"):
+        ValueSchema.of(5, price, "PROTOBUF")

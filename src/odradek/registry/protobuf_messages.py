@@ -260,10 +260,10 @@ def _complete_types(
 
     def walk(message: descriptor_pb2.DescriptorProto) -> None:
         for field in message.field:
-            if field.type or not field.type_name:
+            if field.HasField("type") or not field.type_name:
                 continue
             name = field.type_name.lstrip(".")
-            candidates = [name, f"{proto.package}.{name}"] if proto.package else [name]
+            candidates = [f"{proto.package}.{name}", name] if proto.package else [name]
             for candidate in candidates:
                 try:
                     pool.FindMessageTypeByName(candidate)
