@@ -337,5 +337,5 @@ def test_protobuf_schemas_with_references_take_their_types_from_them() -> None:
     assert decoded.tables[0].drop_columns(["kafka"]).to_pylist() == [
         {"item": "x", "amount": {"cents": -3}}
     ]
-    with pytest.raises(SchemaUnsupported, match="money.proto"):
+    with pytest.raises(SchemaUnsupported, match=r"money\.proto"):
         ValueSchema.of(5, price, "PROTOBUF")
