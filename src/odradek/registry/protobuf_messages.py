@@ -14,13 +14,16 @@ count, then that many zigzag varints: the path of the message among the file's t
 messages and then their nested ones; ``[0]``, the first top-level message, is written as a
 single 0 byte) and the message bytes.
 
+The other way, a dict of field values becomes a message (:func:`from_python`) and a message's
+indexes are found and written (:func:`indexes_of`, :func:`write_indexes`).
+
 Pure functions; a pool, once built, is read-only and may be shared between threads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -397,4 +400,104 @@ def _single(field: FieldDescriptor, value: Any, timestamps: bool) -> Any:
     if field.type == FieldDescriptor.TYPE_ENUM:
         found = field.enum_type.values_by_number.get(value)
         return found.name if found is not None else str(value)
+    return value
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+def indexes_of(message: Descriptor) -> tuple[int, ...]:
+    """The message indexes of ``message`` in its file."""
+    path: list[int] = []
+    current: Descriptor | None = message
+    while current is not None:
+        parent = current.containing_type
+        siblings = (
+            list(parent.nested_types)
+            if parent is not None
+            else list(current.file.message_types_by_name.values())
+        )
+        path.append(next(i for i, m in enumerate(siblings) if m.full_name == current.full_name))
+        current = parent
+    return tuple(reversed(path))
+
+
+def write_indexes(indexes: Sequence[int]) -> bytes:
+    """Message indexes as Confluent's serializers write them (``[0]`` as the single byte 0)."""
+    if list(indexes) == [0]:
+        return b"\0"
+    return b"".join(_write_zigzag(n) for n in (len(indexes), *indexes))
+
+
+def _write_zigzag(value: int) -> bytes:
+    raw = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+def from_python(message: Descriptor, value: Mapping[str, Any]) -> Any:
+    """A ``message`` with the fields of ``value`` (as :func:`to_python` gives them: enums by
+    name or number, messages as dicts, maps as dicts or (key, value) pairs, a Timestamp as a
+    datetime; None leaves a field unset). ValueError for a field the message lacks or a value
+    that does not fit its field."""
+    built = message_class(message)()
+    try:
+        _fill(built, value)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValueError(f"a row does not fit the message {message.full_name}: {e}") from e
+    return built
+
+
+def _fill(target: Any, value: Mapping[str, Any]) -> None:
+    fields = target.DESCRIPTOR.fields_by_name
+    for name, item in value.items():
+        field = fields.get(name)
+        if field is None:
+            raise ValueError(f"{target.DESCRIPTOR.full_name} has no field {name}")
+        if item is None:
+            continue
+        if _is_map(field):
+            value_field = field.message_type.fields_by_name["value"]
+            container = getattr(target, name)
+            pairs = item.items() if isinstance(item, Mapping) else item
+            for key, entry in pairs:
+                if value_field.type == FieldDescriptor.TYPE_MESSAGE:
+                    _fill_message(container[key], value_field, entry)
+                else:
+                    container[key] = _scalar(value_field, entry)
+        elif field.is_repeated:
+            container = getattr(target, name)
+            for entry in item:
+                if field.type == FieldDescriptor.TYPE_MESSAGE:
+                    _fill_message(container.add(), field, entry)
+                else:
+                    container.append(_scalar(field, entry))
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            _fill_message(getattr(target, name), field, item)
+        else:
+            setattr(target, name, _scalar(field, item))
+
+
+def _fill_message(target: Any, field: FieldDescriptor, value: Any) -> None:
+    if value is None:
+        return
+    if field.message_type.full_name == TIMESTAMP and isinstance(value, datetime):
+        target.FromDatetime(value)
+        return
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{field.full_name} is a message, not {type(value).__name__}")
+    target.SetInParent()
+    _fill(target, value)
+
+
+def _scalar(field: FieldDescriptor, value: Any) -> Any:
+    if field.type == FieldDescriptor.TYPE_ENUM and isinstance(value, str):
+        found = field.enum_type.values_by_name.get(value)
+        if found is None:
+            raise ValueError(f"{field.enum_type.full_name} has no value {value}")
+        return found.number
     return value

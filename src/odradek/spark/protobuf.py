@@ -1,7 +1,8 @@
 """Protobuf values in Confluent's framing to Arrow (the source's ``protobuf`` format).
 
 A value is Confluent's framing (magic byte 0, a 4-byte schema id, the message indexes) and the
-message bytes; schema texts, framing and messages are read by
+message bytes; schema texts, framing and messages are read (and written, by the sink's
+:class:`ProtobufEncoder`) by
 :mod:`odradek.registry.protobuf_messages`, which the Iceberg tables share. The column's type is
 the first top-level message of the reader's schema; each value is parsed with its writer's
 message by the protobuf runtime and turned into a dict of field names (enums as their names,
@@ -11,9 +12,10 @@ per-row path, unlike Avro's and JSON's.
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -34,15 +36,22 @@ from pyspark.sql.types import (
 
 from odradek.registry.protobuf_messages import (
     ProtobufSchemaError,
+    from_python,
+    indexes_of,
     message_at,
     message_indexes,
     message_named,
     parse,
     schema_file,
     to_python,
+    write_indexes,
 )
+from odradek.spark.schema_registry import MAGIC_BYTE
 
-__all__ = ["ProtobufDecoder", "ProtobufSchemaError", "message_spark_type"]
+if TYPE_CHECKING:
+    from odradek.spark.typed import SinkFormat
+
+__all__ = ["ProtobufDecoder", "ProtobufEncoder", "ProtobufSchemaError", "message_spark_type"]
 
 _SPARK: dict[int, DataType] = {
     FieldDescriptor.TYPE_DOUBLE: DoubleType(),
@@ -134,3 +143,24 @@ class ProtobufDecoder:
             indexes, at = message_indexes(body)
             rows.append(to_python(parse(self._message(schema_id, indexes), body[at:])))
         return pa.array(rows, type=self.arrow_type)
+
+
+class ProtobufEncoder:
+    """Rows (of the message's Spark type, in Arrow) to framed Protobuf values of a registered
+    schema's message: the framing, the message's indexes, the message."""
+
+    def __init__(self, column: SinkFormat) -> None:
+        file = schema_file(column.text, column.references)
+        self.message = message_named(file, column.message)
+        self.prefix = (
+            bytes([MAGIC_BYTE])
+            + struct.pack(">I", column.schema_id)
+            + write_indexes(indexes_of(self.message))
+        )
+
+    def encode(self, column: pa.Array) -> pa.Array:
+        from odradek.spark.typed import framed
+
+        rows = column.to_pylist(maps_as_pydicts="strict")
+        message = self.message
+        return framed(rows, self.prefix, lambda row: from_python(message, row).SerializeToString())
