@@ -447,3 +447,59 @@ def test_the_sink_writes_protobuf_that_confluents_protobuf_deserializer_reads(
         )
     with pytest.raises(Exception, match="autoRegister"):
         _write(df, broker, topic, valueFormat="protobuf", autoRegister="true")
+
+
+def test_protobuf_with_a_referenced_file_is_read_and_written(
+    spark: Any, broker: RunningBroker, topic: str
+) -> None:
+    """The serializer registers the imported file under a subject of its own: the source's
+    type and the sink's messages take the imported message from it."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field_type = descriptor_pb2.FieldDescriptorProto
+    money = descriptor_pb2.FileDescriptorProto(
+        name="typed/money.proto", package="typed.ref", syntax="proto3"
+    )
+    money.message_type.add(name="Money").field.add(
+        name="cents", number=1, type=field_type.TYPE_SINT64, label=1
+    )
+    price = descriptor_pb2.FileDescriptorProto(
+        name="typed/price.proto",
+        package="typed.ref",
+        syntax="proto3",
+        dependency=["typed/money.proto"],
+    )
+    message = price.message_type.add(name="Price")
+    message.field.add(name="item", number=1, type=field_type.TYPE_STRING, label=1)
+    message.field.add(
+        name="amount",
+        number=2,
+        type=field_type.TYPE_MESSAGE,
+        label=1,
+        type_name=".typed.ref.Money",
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(money)
+    pool.Add(price)
+    price_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("typed.ref.Price"))
+    create_topic(broker.bootstrap, topic, 1)
+    registry = SchemaRegistryClient({"url": registry_url(broker)})
+    sent = []
+    for i in range(20):
+        value = price_class(item=f"tea {i}")
+        value.amount.cents = -i
+        sent.append(value)
+    produce(broker, topic, ProtobufSerializer(price_class, registry), sent)
+    df = typed_read(spark, broker, topic, valueFormat="protobuf")
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<item:string,amount:struct<cents:bigint>>"
+    )
+    assert rows(df) == [{"item": f"tea {i}", "amount": {"cents": -i}} for i in range(20)]
+
+    out = f"{topic}-out"
+    create_topic(broker.bootstrap, out, 1)
+    _write(df.select("value"), broker, out, valueFormat="protobuf", valueSubject=f"{topic}-value")
+    deserializer = ProtobufDeserializer(price_class, {"use.deprecated.format": False})
+    context = SerializationContext(out, MessageField.VALUE)
+    got = sorted((deserializer(v, context) for v in consume(broker, out, 20)), key=str)
+    assert got == sorted(sent, key=str)

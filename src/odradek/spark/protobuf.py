@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -103,10 +103,13 @@ def _struct(message: Descriptor, depth: int = 0) -> StructType:
     return StructType([StructField(f.name, _field_type(f, depth), True) for f in message.fields])
 
 
-def message_spark_type(text: str, message: str | None = None) -> StructType:
+def message_spark_type(
+    text: str, message: str | None = None, references: Sequence[tuple[str, str]] = ()
+) -> StructType:
     """The Spark type of the schema's message named ``message`` (its full or short name; a
-    nested message by its dotted path), or else of its first top-level message."""
-    return _struct(message_named(schema_file(text), message))
+    nested message by its dotted path), or else of its first top-level message; the files the
+    schema imports are ``references``, as (name, text)."""
+    return _struct(message_named(schema_file(text, references), message))
 
 
 # -- decoding ------------------------------------------------------------------------------------
@@ -115,9 +118,15 @@ def message_spark_type(text: str, message: str | None = None) -> StructType:
 class ProtobufDecoder:
     """Framed Protobuf values to Arrow, by field name (see the module doc)."""
 
-    def __init__(self, arrow_type: pa.DataType, writer_text: Callable[[int], str]) -> None:
+    def __init__(
+        self,
+        arrow_type: pa.DataType,
+        writer_text: Callable[[int], str],
+        writer_references: Callable[[int], Sequence[tuple[str, str]]] = lambda _: (),
+    ) -> None:
         self.arrow_type = arrow_type
         self._writer_text = writer_text
+        self._writer_references = writer_references
         self._files: dict[int, Any] = {}
         self._lock = threading.Lock()
 
@@ -125,7 +134,7 @@ class ProtobufDecoder:
         with self._lock:
             found = self._files.get(schema_id)
         if found is None:
-            found = schema_file(self._writer_text(schema_id))
+            found = schema_file(self._writer_text(schema_id), self._writer_references(schema_id))
             with self._lock:
                 self._files[schema_id] = found
         return message_at(found, indexes)

@@ -25,7 +25,8 @@ What each format covers:
   (:func:`json_schema`).
 - **protobuf**: the messages of the schema's file (nested and repeated messages, enums as their
   names, maps, the scalar types; ``uint64`` as long); the schema text as confluent-kafka's
-  serializer registers it (a base64 ``FileDescriptorProto``) or as ``.proto`` source; the
+  serializer registers it (a base64 ``FileDescriptorProto``) or as ``.proto`` source, with the
+  files it imports from the subjects its references name; the
   column's type is the message ``valueMessageName`` (``keyMessageName``) names, by default the
   file's first. Decoded per row by the protobuf runtime. The sink writes rows, by field name,
   as that message of a registered schema (its references read from the registry; no
@@ -42,7 +43,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -168,9 +169,11 @@ class ColumnFormat:
     registry: RegistryAccess
     schema: RegisteredSchema
     message: str | None = None
+    # protobuf: the files the schema imports, as (name, text)
+    references: tuple[tuple[str, str], ...] = ()
 
     def spark_type(self) -> DataType:
-        return spark_type_of(self.format, self.schema, self.message)
+        return spark_type_of(self.format, self.schema, self.message, self.references)
 
     def arrow_type(self) -> pa.DataType:
         from pyspark.sql.pandas.types import to_arrow_type
@@ -191,13 +194,21 @@ def resolve(
                 f"subject {schema.subject} holds a {schema.schema_type} schema, not "
                 f"{request.format}"
             )
-        found = ColumnFormat(request.column, request.format, registry, schema, request.message)
+        references = tuple(_referenced(client, schema, 0)) if request.format == "protobuf" else ()
+        found = ColumnFormat(
+            request.column, request.format, registry, schema, request.message, references
+        )
         found.spark_type()  # refuse a schema without a Spark type while planning
         resolved.append(found)
     return tuple(resolved)
 
 
-def spark_type_of(format: str, schema: RegisteredSchema, message: str | None = None) -> DataType:
+def spark_type_of(
+    format: str,
+    schema: RegisteredSchema,
+    message: str | None = None,
+    references: Sequence[tuple[str, str]] = (),
+) -> DataType:
     if format == "avro":
         from odradek.spark.avro import AvroTypeError, spark_type
 
@@ -210,7 +221,7 @@ def spark_type_of(format: str, schema: RegisteredSchema, message: str | None = N
     from odradek.spark.protobuf import ProtobufSchemaError, message_spark_type
 
     try:
-        return message_spark_type(schema.text, message)
+        return message_spark_type(schema.text, message, references)
     except ProtobufSchemaError as e:
         raise FormatError(str(e)) from e
 
@@ -245,7 +256,11 @@ def _make_decoder(column: ColumnFormat) -> Decoder:
         return JsonDecoder(arrow_type)
     from odradek.spark.protobuf import ProtobufDecoder
 
-    return ProtobufDecoder(arrow_type, lambda i: client.by_id(i).text)
+    return ProtobufDecoder(
+        arrow_type,
+        lambda i: client.by_id(i).text,
+        lambda i: tuple(_referenced(client, client.by_id(i), 0)),
+    )
 
 
 # -- JSON Schema ---------------------------------------------------------------------------------
