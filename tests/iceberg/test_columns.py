@@ -1,5 +1,5 @@
-"""Record batches to columns: key_value rows, Avro and JSON values by their schemas, dead
-letters."""
+"""Record batches to columns: key_value rows, Avro, JSON and Protobuf values by their schemas,
+dead letters."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from odradek.iceberg.columns import (
     decode_values,
 )
 from odradek.protocol.records import Header, NewRecord, encode_batch
+from odradek.registry.protobuf_messages import message_class, message_named, schema_file
 
 SCHEMA = {
     "type": "record",
@@ -144,8 +145,8 @@ def test_json_schema_columns() -> None:
     ):
         with pytest.raises(SchemaUnsupported):
             ValueSchema.of(1, json.dumps(unsupported), "JSON")
-    with pytest.raises(SchemaUnsupported, match="PROTOBUF"):
-        ValueSchema.of(1, "syntax = 'proto3';", "PROTOBUF")
+    with pytest.raises(SchemaUnsupported, match="XML"):
+        ValueSchema.of(1, "<schema/>", "XML")
 
 
 def test_json_values_by_their_schema_and_those_that_do_not_fit_as_dead_letters() -> None:
@@ -190,3 +191,151 @@ def test_json_values_by_the_latest_schema_need_no_prefix() -> None:
     decoded = decode_values(batch, lambda schema_id: latest, latest)
     assert [(r["id"], r["name"]) for r in decoded.tables[0].to_pylist()] == [(5, "e")]
     assert decoded.dead is not None and decoded.dead.num_rows == 1
+
+
+PROTO = """
+syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+
+message Money { sint64 cents = 1; }
+
+message Order {
+  enum Status { NEW = 0; PAID = 1; }
+  message Line { string sku = 1; uint32 qty = 2; }
+  int32 a = 1;
+  sint32 b = 2;
+  sfixed32 c = 3;
+  int64 d = 4;
+  uint64 e = 5;
+  fixed64 f = 6;
+  float g = 7;
+  double h = 8;
+  bool i = 9;
+  string j = 10;
+  bytes k = 11;
+  Status status = 12;
+  repeated Line lines = 13;
+  map<string, Money> prices = 14;
+  google.protobuf.Timestamp at = 15;
+  optional string note = 16;
+  Money total = 17;
+}
+"""
+
+
+def test_protobuf_columns_of_each_field_type() -> None:
+    schema = ValueSchema.of(4, PROTO, "PROTOBUF")
+    assert schema.message_indexes == (0,)
+    assert schema.columns == pa.schema([pa.field("cents", pa.int64())])
+    order = schema.parsed.message((1,)).columns
+    assert [(f.name, str(f.type)) for f in order] == [
+        ("a", "int32"),
+        ("b", "int32"),
+        ("c", "int32"),
+        ("d", "int64"),
+        ("e", "decimal128(20, 0)"),
+        ("f", "decimal128(20, 0)"),
+        ("g", "float"),
+        ("h", "double"),
+        ("i", "bool"),
+        ("j", "string"),
+        ("k", "binary"),
+        ("status", "string"),
+        ("lines", "list<item: struct<sku: string, qty: int64>>"),
+        ("prices", "map<string, struct<cents: int64>>"),
+        ("at", "timestamp[us, tz=UTC]"),
+        ("note", "string"),
+        ("total", "struct<cents: int64>"),
+    ]
+    for unsupported in (
+        'syntax = "proto3"; message A { A again = 1; }',  # itself, forever
+        'syntax = "proto3"; message A { string kafka = 1; }',
+        'syntax = "proto3"; import "other.proto"; message A { Other o = 1; }',
+        'syntax = "proto3";',
+        "message {",
+    ):
+        with pytest.raises(SchemaUnsupported):
+            ValueSchema.of(1, unsupported, "PROTOBUF").parsed.message((0,))
+
+
+def _order() -> object:
+    order = message_class(message_named(schema_file(PROTO), "shop.Order"))(
+        a=-1, b=-2, c=3, d=-(2**40), e=2**64 - 1, f=7, g=1.5, h=2.25, i=True, j="j", k=b"\0k"
+    )
+    order.status = 1
+    order.lines.add(sku="x", qty=2**32 - 1)
+    order.prices["tea"].cents = -250
+    order.at.FromSeconds(1_700_000_000)
+    return order
+
+
+def test_protobuf_values_by_the_message_their_indexes_name() -> None:
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    schema = ValueSchema.of(4, PROTO, "PROTOBUF")
+    order = _order()
+    prefix = struct.pack(">bI", 0, 4)
+    values = [
+        prefix + b"\x02\x02" + order.SerializeToString(),  # type: ignore[attr-defined]
+        prefix + b"\x00" + bytes([8, 5]),  # Money, cents -3 zigzagged
+        prefix + b"\x02\x02" + b"\xff\xff",  # not a message
+        prefix + b"\x02\x10",  # message index 8: no such message
+        prefix,  # no indexes
+    ]
+    batch = decode_records(_batch(values), 0, 0, len(values))
+    decoded = decode_values(batch, lambda schema_id: schema, None)
+    orders, money = decoded.tables
+    (row,) = orders.to_pylist()
+    assert {k: v for k, v in row.items() if k != "kafka"} == {
+        "a": -1,
+        "b": -2,
+        "c": 3,
+        "d": -(2**40),
+        "e": Decimal(2**64 - 1),
+        "f": Decimal(7),
+        "g": 1.5,
+        "h": 2.25,
+        "i": True,
+        "j": "j",
+        "k": b"\0k",
+        "status": "PAID",
+        "lines": [{"sku": "x", "qty": 2**32 - 1}],
+        "prices": [("tea", {"cents": -250})],
+        "at": datetime.fromtimestamp(1_700_000_000, UTC),
+        "note": None,
+        "total": None,
+    }
+    assert money.column("cents").to_pylist() == [-3]
+    assert decoded.dead is not None
+    assert decoded.dead.column("kafka").combine_chunks().field("offset").to_pylist() == [2, 3, 4]
+
+
+def test_protobuf_values_by_the_latest_schema_are_its_first_message_alone() -> None:
+    latest = ValueSchema.of(4, PROTO, "PROTOBUF")
+    batch = decode_records(_batch([bytes([8, 5]), b"\xff"]), 0, 0, 2)
+    decoded = decode_values(batch, lambda schema_id: latest, latest)
+    assert decoded.tables[0].column("cents").to_pylist() == [-3]
+    assert decoded.dead is not None and decoded.dead.num_rows == 1
+
+
+def test_protobuf_schemas_with_references_take_their_types_from_them() -> None:
+    money = 'syntax = "proto3";\npackage shop;\nmessage Money { sint64 cents = 1; }'
+    price = (
+        'syntax = "proto3";\npackage shop;\nimport "shop/money.proto";\n'
+        "message Price { string item = 1; Money amount = 2; }"
+    )
+    schema = ValueSchema.of(5, price, "PROTOBUF", [("shop/money.proto", money)])
+    assert [(f.name, str(f.type)) for f in schema.columns] == [
+        ("item", "string"),
+        ("amount", "struct<cents: int64>"),
+    ]
+    value = struct.pack(">bI", 0, 5) + b"\0" + bytes([10, 1, 120, 18, 2, 8, 5])
+    batch = decode_records(_batch([value]), 0, 0, 1)
+    decoded = decode_values(batch, lambda schema_id: schema, None)
+    assert decoded.tables[0].drop_columns(["kafka"]).to_pylist() == [
+        {"item": "x", "amount": {"cents": -3}}
+    ]
+    with pytest.raises(SchemaUnsupported, match=r"money\.proto"):
+        ValueSchema.of(5, price, "PROTOBUF")

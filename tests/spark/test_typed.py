@@ -1,9 +1,11 @@
 """Typed columns (``valueFormat``): Spark reads values that confluent-kafka's registry
-serializers wrote into columns of the schema's types, and writes typed rows back as Avro that
-confluent-kafka's AvroDeserializer reads; against the broker's own schema registry."""
+serializers wrote into columns of the schema's types, and writes typed rows back as Avro, JSON
+and Protobuf that confluent-kafka's deserializers read; against the broker's own schema
+registry."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 from collections.abc import Iterator
@@ -14,8 +16,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
-from confluent_kafka.schema_registry.json_schema import JSONSerializer
-from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from odradek.testing import RunningBroker, running_broker
@@ -325,3 +327,179 @@ def test_the_sink_registers_the_schema_of_the_rows_when_asked(
     ]
     back = typed_read(spark, broker, topic, valueFormat="avro")
     assert sorted(r["id"] for r in rows(back)) == list(range(25))
+
+
+def _write(df: Any, broker: RunningBroker, topic: str, **options: str) -> None:
+    writer = (
+        df.write.format("odradek")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("schema.registry.url", registry_url(broker))
+        .option("topic", topic)
+    )
+    for name, value in options.items():
+        writer = writer.option(name, value)
+    writer.mode("append").save()
+
+
+def test_the_sink_writes_json_that_confluents_json_deserializer_reads(
+    spark: Any, broker: RunningBroker, topic: str
+) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    df = spark.createDataFrame(
+        [
+            (
+                i,
+                f"name {i}",
+                None if i % 2 else [i / 2],
+                {"k": i},
+                bytes([i]),
+                (f"c{i}", i % 3 == 0),
+            )
+            for i in range(25)
+        ],
+        "id long, name string, scores array<double>, counts map<string,int>, raw binary, "
+        "place struct<city:string,big:boolean>",
+    )
+    _write(df, broker, topic, valueFormat="json", autoRegister="true", keyFormat="bytes")
+    registry = SchemaRegistryClient({"url": registry_url(broker)})
+    latest = registry.get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "JSON"
+    registered = json.loads(latest.schema.schema_str or "")
+    assert list(registered["properties"]) == ["id", "name", "scores", "counts", "raw", "place"]
+    # The deserializer validates each value against the registered schema.
+    deserializer = JSONDeserializer(None, schema_registry_client=registry)
+    context = SerializationContext(topic, MessageField.VALUE)
+    got = sorted(
+        (deserializer(v, context) for v in consume(broker, topic, 25)), key=lambda r: r["id"]
+    )
+    assert got == [
+        {
+            "id": i,
+            "name": f"name {i}",
+            "scores": None if i % 2 else [i / 2],
+            "counts": {"k": i},
+            "raw": base64.b64encode(bytes([i])).decode(),
+            "place": {"city": f"c{i}", "big": i % 3 == 0},
+        }
+        for i in range(25)
+    ]
+
+    # A pinned version of a registered schema: the rows are the JSON the schema describes.
+    pinned = f"{topic}-pinned"
+    create_topic(broker.bootstrap, pinned, 1)
+    schema = {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+        "required": ["id"],
+    }
+    registry.register_schema(f"{pinned}-value", Schema(json.dumps(schema), "JSON"))
+    _write(df.select("id", "name"), broker, pinned, valueFormat="json", valueSchemaVersion="1")
+    values = consume(broker, pinned, 25)
+    assert {JSONDeserializer(json.dumps(schema))(v, context)["id"] for v in values} == set(
+        range(25)
+    )
+    back = typed_read(spark, broker, pinned, valueFormat="json")
+    assert sorted(r["id"] for r in rows(back)) == list(range(25))
+
+
+def test_the_sink_writes_protobuf_that_confluents_protobuf_deserializer_reads(
+    spark: Any, broker: RunningBroker, topic: str
+) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    reading = _protobuf_class()
+    registry = SchemaRegistryClient({"url": registry_url(broker)})
+    # The serializer registers the schema (its file's base64 descriptor) on first use; the
+    # value it makes is not produced.
+    ProtobufSerializer(reading, registry, {"use.deprecated.format": False})(
+        reading(sensor="x"), SerializationContext(topic, MessageField.VALUE)
+    )
+    df = spark.createDataFrame(
+        [
+            (f"s{i}", i * 1000, i % 2 == 0, None if i % 3 else (i / 4,), ["t"] * (i % 3))
+            for i in range(30)
+        ],
+        "sensor string, count long, ok boolean, where struct<lat:double>, tags array<string>",
+    )
+    _write(df, broker, topic, valueFormat="protobuf", valueMessageName="test.typed.Reading")
+    deserializer = ProtobufDeserializer(reading, {"use.deprecated.format": False})
+    context = SerializationContext(topic, MessageField.VALUE)
+    got = sorted(
+        (deserializer(v, context) for v in consume(broker, topic, 30)), key=lambda m: m.count
+    )
+    expected = []
+    for i in range(30):
+        message = reading(sensor=f"s{i}", count=i * 1000, ok=i % 2 == 0, tags=["t"] * (i % 3))
+        if i % 3 == 0:
+            message.where.lat = i / 4
+        expected.append(message)
+    assert got == expected
+    back = typed_read(spark, broker, topic, valueFormat="protobuf", valueMessageName="Reading")
+    assert sorted(r["count"] for r in rows(back)) == [i * 1000 for i in range(30)]
+
+    # A column the message lacks fails the write, naming the field.
+    with pytest.raises(Exception, match="no field extra"):
+        _write(
+            df.selectExpr("sensor", "1 AS extra"),
+            broker,
+            topic,
+            valueFormat="protobuf",
+            valueMessageName="test.typed.Reading",
+        )
+    with pytest.raises(Exception, match="autoRegister"):
+        _write(df, broker, topic, valueFormat="protobuf", autoRegister="true")
+
+
+def test_protobuf_with_a_referenced_file_is_read_and_written(
+    spark: Any, broker: RunningBroker, topic: str
+) -> None:
+    """The serializer registers the imported file under a subject of its own: the source's
+    type and the sink's messages take the imported message from it."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field_type = descriptor_pb2.FieldDescriptorProto
+    money = descriptor_pb2.FileDescriptorProto(
+        name="typed/money.proto", package="typed.ref", syntax="proto3"
+    )
+    money.message_type.add(name="Money").field.add(
+        name="cents", number=1, type=field_type.TYPE_SINT64, label=1
+    )
+    price = descriptor_pb2.FileDescriptorProto(
+        name="typed/price.proto",
+        package="typed.ref",
+        syntax="proto3",
+        dependency=["typed/money.proto"],
+    )
+    message = price.message_type.add(name="Price")
+    message.field.add(name="item", number=1, type=field_type.TYPE_STRING, label=1)
+    message.field.add(
+        name="amount",
+        number=2,
+        type=field_type.TYPE_MESSAGE,
+        label=1,
+        type_name=".typed.ref.Money",
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(money)
+    pool.Add(price)
+    price_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("typed.ref.Price"))
+    create_topic(broker.bootstrap, topic, 1)
+    registry = SchemaRegistryClient({"url": registry_url(broker)})
+    sent = []
+    for i in range(20):
+        value = price_class(item=f"tea {i}")
+        value.amount.cents = -i
+        sent.append(value)
+    produce(broker, topic, ProtobufSerializer(price_class, registry), sent)
+    df = typed_read(spark, broker, topic, valueFormat="protobuf")
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<item:string,amount:struct<cents:bigint>>"
+    )
+    assert rows(df) == [{"item": f"tea {i}", "amount": {"cents": -i}} for i in range(20)]
+
+    out = f"{topic}-out"
+    create_topic(broker.bootstrap, out, 1)
+    _write(df.select("value"), broker, out, valueFormat="protobuf", valueSubject=f"{topic}-value")
+    deserializer = ProtobufDeserializer(price_class, {"use.deprecated.format": False})
+    context = SerializationContext(out, MessageField.VALUE)
+    got = sorted((deserializer(v, context) for v in consume(broker, out, 20)), key=str)
+    assert got == sorted(sent, key=str)

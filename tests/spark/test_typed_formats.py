@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -12,14 +13,18 @@ import pytest
 from google.protobuf import message_factory
 from pyspark.sql.pandas.types import to_arrow_type
 
-from odradek.spark.protobuf import ProtobufDecoder, _pool_file, message_spark_type
+from odradek.registry.protobuf_messages import schema_file
+from odradek.spark.protobuf import ProtobufDecoder, message_spark_type
 from odradek.spark.schema_registry import RegisteredSchema
 from odradek.spark.typed import (
     FormatError,
     FormatRequest,
     JsonDecoder,
+    SinkFormat,
     default_registry_url,
+    encode,
     format_requests,
+    json_schema,
     spark_type_of,
 )
 
@@ -95,7 +100,7 @@ def test_proto_source_gives_the_message_type_and_decodes() -> None:
     assert message_spark_type(PROTO, "shop.Order.Line").simpleString() == (
         "struct<sku:string,qty:int>"
     )
-    order = message_factory.GetMessageClass(_pool_file(PROTO).message_types_by_name["Order"])
+    order = message_factory.GetMessageClass(schema_file(PROTO).message_types_by_name["Order"])
     message = order(id=7, customer="c", status=1, gift=True)
     message.lines.add(sku="x", qty=2)
     message.prices["x"] = 1.25
@@ -131,3 +136,75 @@ def test_json_objects_without_maps_are_read_by_arrow_line_breaks_and_all() -> No
     assert decoder.decode(pa.array(values, pa.binary())).to_pylist() == expected
     with pytest.raises(ValueError, match="do not decode"):
         decoder.decode(pa.array([frame(1, b"{not json")]))
+
+
+def test_the_json_schema_of_a_spark_type_describes_what_the_json_encoder_writes() -> None:
+    import jsonschema
+    from pyspark.sql import types as t
+
+    data_type = t.StructType(
+        [
+            t.StructField("id", t.LongType(), False),
+            t.StructField("name", t.StringType()),
+            t.StructField("raw", t.BinaryType()),
+            t.StructField("at", t.TimestampType()),
+            t.StructField("tags", t.ArrayType(t.StringType())),
+            t.StructField("attrs", t.MapType(t.StringType(), t.DoubleType())),
+            t.StructField("place", t.StructType([t.StructField("city", t.StringType())])),
+        ]
+    )
+    schema = json_schema(data_type)
+    assert schema["required"] == ["id"]
+    assert schema["properties"]["id"] == {"type": "integer"}
+    assert schema["properties"]["raw"] == {"type": ["string", "null"], "contentEncoding": "base64"}
+    assert schema["properties"]["attrs"]["additionalProperties"] == {"type": ["number", "null"]}
+    column = SinkFormat("value", 12, json.dumps(schema), "json")
+    rows = [
+        {
+            "id": 1,
+            "name": "n",
+            "raw": b"\x00\xff",
+            "at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+            "tags": ["a"],
+            "attrs": {"x": 1.5},
+            "place": {"city": "c"},
+        },
+        None,
+    ]
+    arrow = pa.array(rows, to_arrow_type(data_type, timezone="UTC"))
+    values = encode(column, arrow).to_pylist()
+    assert values[1] is None
+    assert values[0][:5] == frame(12, b"")
+    written = json.loads(values[0][5:])
+    jsonschema.validate(written, schema)
+    assert written == {
+        **rows[0],  # type: ignore[dict-item]
+        "raw": "AP8=",
+        "at": "2026-01-02T03:04:05+00:00",
+    }
+
+
+def test_the_protobuf_encoder_writes_the_named_message_with_its_indexes() -> None:
+    file = schema_file(PROTO)
+    column = SinkFormat("value", 4, PROTO, "protobuf", "shop.Order.Line")
+    lines = encode(column, pa.array([{"sku": "x", "qty": 2}])).to_pylist()
+    # Order is message 0, Line its nested message 1: indexes [0, 1], written as 2, 0, 2.
+    assert lines[0][:8] == frame(4, bytes([4, 0, 2]))
+    order_type = to_arrow_type(message_spark_type(PROTO), timezone="UTC")
+    sent = {
+        "id": 7,
+        "customer": "c",
+        "lines": [{"sku": "x", "qty": 2}],
+        "status": "PAID",
+        "prices": {"x": 1.25},
+        "gift": True,
+    }
+    orders = SinkFormat("value", 4, PROTO, "protobuf")
+    encoded = encode(orders, pa.array([sent, None], order_type))
+    assert encoded.to_pylist()[0][:6] == frame(4, b"\0")
+    decoder = ProtobufDecoder(order_type, lambda _: PROTO)
+    assert decoder.decode(encoded).to_pylist(maps_as_pydicts="strict") == [sent, None]
+    order = message_factory.GetMessageClass(file.message_types_by_name["Order"])
+    assert order.FromString(encoded.to_pylist()[0][6:]).status == 1
+    with pytest.raises(ValueError, match="has no field"):
+        encode(orders, pa.array([{"id": 1, "other": 2}]))

@@ -3,9 +3,11 @@
 ``key_value``: a ``kafka`` struct (partition, offset, timestamp, headers), then ``key`` and
 ``value`` as binary. The schema modes: the same ``kafka`` struct, then the value's fields as
 typed columns, each record decoded by the schema its Confluent prefix (magic 0, a 4-byte schema
-id) names, or by the subject's latest schema: an Avro record schema (the value is Avro binary)
-or a JSON Schema of an object (the value is JSON text; its properties are the columns, values
-of other properties are left out). A record that cannot be decoded, or whose values do not fit
+id) names, or by the subject's latest schema: an Avro record schema (the value is Avro binary),
+a JSON Schema of an object (the value is JSON text; its properties are the columns, values
+of other properties are left out), or a Protobuf schema (after the prefix, the message indexes
+name the message whose fields are the columns; with the latest schema, the value is its first
+message's bytes alone). A record that cannot be decoded, or whose values do not fit
 its columns, becomes a row of the dead-letter table (the ``key_value`` columns and an
 ``error``) instead.
 
@@ -17,12 +19,14 @@ from __future__ import annotations
 import io
 import json
 import struct
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from odradek.registry.protobuf_messages import TIMESTAMP
 from odradek.spark.arrow import HEADERS_TYPE, TIMESTAMP_TYPE, records_to_arrow
 
 KAFKA_TYPE = pa.struct(
@@ -218,24 +222,96 @@ def _json_fields(properties: Mapping[str, Any], document: object, depth: int) ->
     ]
 
 
+# -- Protobuf --------------------------------------------------------------------------------
+
+# Unsigned 32-bit values do not fit Iceberg's int, and unsigned 64-bit ones not its long: the
+# next wider exact type each.
+_PROTOBUF_SCALARS: dict[int, pa.DataType] = {
+    FieldDescriptor.TYPE_DOUBLE: pa.float64(),
+    FieldDescriptor.TYPE_FLOAT: pa.float32(),
+    FieldDescriptor.TYPE_INT64: pa.int64(),
+    FieldDescriptor.TYPE_SINT64: pa.int64(),
+    FieldDescriptor.TYPE_SFIXED64: pa.int64(),
+    FieldDescriptor.TYPE_UINT64: pa.decimal128(20, 0),
+    FieldDescriptor.TYPE_FIXED64: pa.decimal128(20, 0),
+    FieldDescriptor.TYPE_INT32: pa.int32(),
+    FieldDescriptor.TYPE_SINT32: pa.int32(),
+    FieldDescriptor.TYPE_SFIXED32: pa.int32(),
+    FieldDescriptor.TYPE_UINT32: pa.int64(),
+    FieldDescriptor.TYPE_FIXED32: pa.int64(),
+    FieldDescriptor.TYPE_BOOL: pa.bool_(),
+    FieldDescriptor.TYPE_STRING: pa.string(),
+    FieldDescriptor.TYPE_BYTES: pa.binary(),
+    FieldDescriptor.TYPE_ENUM: pa.string(),
+}
+# How deep messages may nest: a message that contains itself has no finite columns.
+_MAX_PROTOBUF_DEPTH = 32
+
+
+def protobuf_to_arrow(message: Descriptor, depth: int = 0) -> pa.DataType:
+    """The Arrow struct of a Protobuf message: a field of a scalar type its column type (enums
+    by name), a message a struct (``google.protobuf.Timestamp`` a timestamp), a repeated field
+    a list, a map a map."""
+    if depth > _MAX_PROTOBUF_DEPTH:
+        raise SchemaUnsupported(f"{message.full_name} contains itself: no finite columns")
+    return pa.struct(
+        [pa.field(f.name, _protobuf_field(f, depth), nullable=True) for f in message.fields]
+    )
+
+
+def _protobuf_field(field: FieldDescriptor, depth: int) -> pa.DataType:
+    message = field.message_type
+    if message is not None and message.GetOptions().map_entry:
+        return pa.map_(
+            _protobuf_single(message.fields_by_name["key"], depth),
+            _protobuf_single(message.fields_by_name["value"], depth),
+        )
+    single = _protobuf_single(field, depth)
+    return pa.list_(single) if field.is_repeated else single
+
+
+def _protobuf_single(field: FieldDescriptor, depth: int) -> pa.DataType:
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        if field.message_type.full_name == TIMESTAMP:
+            return TIMESTAMP_TYPE
+        return protobuf_to_arrow(field.message_type, depth + 1)
+    found = _PROTOBUF_SCALARS.get(field.type)
+    if found is None:
+        raise SchemaUnsupported(f"{field.full_name} (a group) has no column type")
+    return found
+
+
 # -- decoding --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class ValueSchema:
-    """A value schema ready to decode with: its kind (``AVRO`` or ``JSON``, the registry's
-    schemaType), fastavro's parsed form for Avro, and the columns."""
+    """A value schema ready to decode with: its kind (``AVRO``, ``JSON`` or ``PROTOBUF``, the
+    registry's schemaType), what decodes it (fastavro's parsed schema for Avro, the message's
+    descriptor for Protobuf) and the columns. A Protobuf schema is one per message: ``of``
+    gives its file's first message, :meth:`for_value` the one a value's indexes name."""
 
     schema_id: int
-    parsed: Any  # fastavro's parsed schema (Avro); None for JSON
+    parsed: Any  # fastavro's parsed schema (Avro); a _ProtobufFile (Protobuf); None for JSON
     columns: pa.Schema
     kind: str = "AVRO"
+    message_indexes: tuple[int, ...] = ()
 
     @classmethod
-    def of(cls, schema_id: int, text: str, schema_type: str = "AVRO") -> ValueSchema:
+    def of(
+        cls,
+        schema_id: int,
+        text: str,
+        schema_type: str = "AVRO",
+        references: Sequence[tuple[str, str]] = (),
+    ) -> ValueSchema:
+        """``references``: a Protobuf schema's imported files, as (name, text), each one's own
+        imports before it."""
         kind = schema_type.upper()
+        if kind == "PROTOBUF":
+            return _ProtobufFile(schema_id, text, references).message((0,))
         if kind not in ("AVRO", "JSON"):
-            raise SchemaUnsupported(f"schema {schema_id} is {schema_type}: not Avro or JSON")
+            raise SchemaUnsupported(f"schema {schema_id} is {schema_type}: no column form")
         document = json.loads(text)
         if kind == "JSON":
             column = json_schema_to_arrow(document, document)
@@ -250,9 +326,23 @@ class ValueSchema:
                 raise SchemaUnsupported("only a record schema has columns")
             columns = pa.schema([_field(f) for f in document.get("fields", [])])
             parsed = fastavro.parse_schema(document)
-        if "kafka" in columns.names:
-            raise SchemaUnsupported("a field named kafka would hide the record's kafka column")
+        _check_columns(columns)
         return cls(schema_id, parsed, columns, kind)
+
+    def for_value(self, body: io.BytesIO) -> ValueSchema:
+        """The schema of the message a framed Protobuf value's indexes name (read from
+        ``body``, which is left at the message); this schema for the other kinds."""
+        if self.kind != "PROTOBUF":
+            return self
+        from odradek.registry.protobuf_messages import message_indexes
+
+        data = body.getvalue()
+        indexes, at = message_indexes(data[body.tell() :])
+        body.seek(body.tell() + at)
+        if indexes == self.message_indexes:
+            return self
+        found: ValueSchema = self.parsed.message(indexes)
+        return found
 
     def decode(self, body: io.BytesIO) -> object:
         """One value's fields (a dict); raises whatever its bytes make the decoder raise."""
@@ -261,12 +351,51 @@ class ValueSchema:
             if not isinstance(decoded, dict):
                 raise ValueError(f"the value is a JSON {type(decoded).__name__}, not an object")
             return decoded
+        if self.kind == "PROTOBUF":
+            from odradek.registry.protobuf_messages import parse, to_python
+
+            message = self.parsed.descriptor(self.message_indexes)
+            return to_python(parse(message, body.read()), timestamps=True)
         import fastavro
 
         decoded = fastavro.schemaless_reader(body, self.parsed, None)
         if body.tell() != len(body.getbuffer()):
             raise ValueError("bytes are left after the value")
         return decoded
+
+
+def _check_columns(columns: pa.Schema) -> None:
+    if "kafka" in columns.names:
+        raise SchemaUnsupported("a field named kafka would hide the record's kafka column")
+
+
+class _ProtobufFile:
+    """A registered Protobuf schema's file, and the ValueSchema of each of its messages met."""
+
+    def __init__(self, schema_id: int, text: str, references: Sequence[tuple[str, str]]) -> None:
+        from odradek.registry.protobuf_messages import ProtobufSchemaError, schema_file
+
+        self.schema_id = schema_id
+        try:
+            self.file = schema_file(text, references)
+        except ProtobufSchemaError as e:
+            raise SchemaUnsupported(str(e)) from e
+        self._messages: dict[tuple[int, ...], ValueSchema] = {}
+
+    def descriptor(self, indexes: tuple[int, ...]) -> Descriptor:
+        from odradek.registry.protobuf_messages import message_at
+
+        return message_at(self.file, indexes)
+
+    def message(self, indexes: tuple[int, ...]) -> ValueSchema:
+        found = self._messages.get(indexes)
+        if found is None:
+            columns = pa.schema(list(protobuf_to_arrow(self.descriptor(indexes))))
+            _check_columns(columns)
+            found = ValueSchema(self.schema_id, self, columns, "PROTOBUF", indexes)
+            # Bounded: a file has as many messages as its text defines.
+            self._messages[indexes] = found
+        return found
 
 
 SchemaLookup = Callable[[int], ValueSchema]
@@ -287,7 +416,7 @@ def decode_values(
     """The values of ``batch`` (:func:`decode_records`'s) decoded by the schema their prefix
     names (``latest`` None) or by ``latest``, into the ``kafka`` column then the schema's."""
     values = batch.column("value").to_pylist()
-    groups: dict[int, tuple[ValueSchema, list[int], list[object]]] = {}
+    groups: dict[tuple[int, tuple[int, ...]], tuple[ValueSchema, list[int], list[object]]] = {}
     dead: list[tuple[int, str]] = []
     for row, value in enumerate(values):
         try:
@@ -297,11 +426,14 @@ def decode_values(
             continue
         try:
             # Whatever the bytes make the decoder raise, the record is a dead letter.
+            if latest is None:
+                schema = schema.for_value(body)
             decoded = schema.decode(body)
         except Exception as e:
             dead.append((row, f"{type(e).__name__}: {e}"))
             continue
-        group = groups.setdefault(schema.schema_id, (schema, [], []))
+        key = (schema.schema_id, schema.message_indexes)
+        group = groups.setdefault(key, (schema, [], []))
         group[1].append(row)
         group[2].append(decoded)
     tables = []

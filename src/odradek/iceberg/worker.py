@@ -52,8 +52,8 @@ class StaleTranslation(LookupError):
 
 
 class SchemaSource:
-    """Value schemas (Avro, JSON Schema) from the broker's schema registry (its ``_schemas``
-    topic, read as a client of the cluster), parsed once per id."""
+    """Value schemas (Avro, JSON Schema, Protobuf) from the broker's schema registry (its
+    ``_schemas`` topic, read as a client of the cluster), parsed once per id."""
 
     def __init__(self, make_store: Callable[[], SchemaStore]) -> None:
         self._make_store = make_store
@@ -71,8 +71,13 @@ class SchemaSource:
 
         found = self._by_id.get(schema_id)
         if found is None:
-            content = self._read(lambda state: state.schema_by_id(schema_id))
-            found = ValueSchema.of(schema_id, content.schema, content.schema_type)
+            content, references = self._read(
+                lambda state: (
+                    (content := state.schema_by_id(schema_id)),
+                    list(state.referenced(content.references)),
+                )
+            )
+            found = ValueSchema.of(schema_id, content.schema, content.schema_type, references)
             self._by_id[schema_id] = found
         return found
 
@@ -81,15 +86,15 @@ class SchemaSource:
         return self.by_id(version.id)
 
     def _read(self, query: Callable[[RegistryState], T]) -> T:
-        """``query`` of the registry; SchemaMissing when it has no such schema (other errors,
-        such as a registry that cannot be reached, as they are)."""
+        """``query`` of the registry; SchemaMissing when it has no such schema or one of its
+        references (other errors, such as a registry that cannot be reached, as they are)."""
         from odradek.iceberg.columns import SchemaMissing
         from odradek.registry.errors import RegistryError
 
         try:
             return self.store.read(query)
         except RegistryError as e:
-            if e.status == 404:
+            if e.status in (404, 422):
                 raise SchemaMissing(e.message) from e
             raise
 

@@ -72,7 +72,7 @@ class ProtobufSchema:
 
     def __init__(self, text: str, references: Sequence[str] = ()) -> None:
         stripped = text.strip()
-        descriptor = _descriptor(stripped)
+        descriptor = descriptor_of(stripped)
         if descriptor is not None:
             self._canonical = base64.standard_b64encode(
                 descriptor.SerializeToString(deterministic=True)
@@ -125,7 +125,7 @@ def shape_errors(reader: Shape, writer: Shape) -> list[str]:
     return errors
 
 
-def _descriptor(text: str) -> descriptor_pb2.FileDescriptorProto | None:
+def descriptor_of(text: str) -> descriptor_pb2.FileDescriptorProto | None:
     """``text`` as a base64 FileDescriptorProto, or None when it is not one."""
     if not text or any(c.isspace() or c in "{};" for c in text):
         return None

@@ -275,14 +275,14 @@ class RegistryState:
 
     def parse(self, content: SchemaContent) -> ParsedSchema:
         """``content`` parsed with its references (42201 when a reference is not there)."""
-        return parse_schema(
-            content.schema_type, content.schema, list(self._referenced_texts(content.references, 0))
-        )
+        texts = [text for _, text in self.referenced(content.references)]
+        return parse_schema(content.schema_type, content.schema, texts)
 
-    def _referenced_texts(
-        self, references: tuple[SchemaReference, ...], depth: int
-    ) -> Iterator[str]:
-        """The texts of ``references``, each one's own references first."""
+    def referenced(
+        self, references: tuple[SchemaReference, ...], depth: int = 0
+    ) -> Iterator[tuple[str, str]]:
+        """The (name, text) of each of ``references``, each one's own references first
+        (42201 when one is not there)."""
         if depth > _MAX_REFERENCE_DEPTH:
             raise errors.invalid_schema("references nest too deeply")
         for ref in references:
@@ -294,8 +294,8 @@ class RegistryState:
                 raise errors.invalid_schema(
                     f"reference {ref.name!r} to {ref.subject!r} version {ref.version} not found"
                 )
-            yield from self._referenced_texts(found.content.references, depth + 1)
-            yield found.content.schema
+            yield from self.referenced(found.content.references, depth + 1)
+            yield ref.name, found.content.schema
 
     def _normalized(
         self, request: SchemaRequest, normalize: bool

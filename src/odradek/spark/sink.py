@@ -6,12 +6,15 @@ the ``topic`` option overrides it) and ``partition`` (int; when absent or null, 
 is chosen as Kafka's Java producer chooses it: murmur2 of the key, or, for records without a
 key, one partition per batch in turn). Other columns are ignored.
 
-With ``valueFormat=avro`` (``keyFormat=avro``) the value (key) column may be of any type with an
-Avro form — a struct, typically, as the source's typed ``value`` column is — and is written as
-Avro in Confluent's framing (magic byte 0, the schema id, the body) with the schema registered
-for ``valueSubject`` (default ``<topic>-value``, the ``topic`` option's): its latest version
-(or ``valueSchemaVersion``), or, with ``autoRegister=true``, the Avro form of the column's Spark
-type, registered as a new version when it is new. Without a value column, the value is a record
+With ``valueFormat=avro``, ``json`` or ``protobuf`` (``keyFormat``) the value (key) column may
+be of any type with a form in that format — a struct, typically, as the source's typed
+``value`` column is — and is written in Confluent's framing (magic byte 0, the schema id, for
+Protobuf the message indexes, the body) with the schema registered for ``valueSubject``
+(default ``<topic>-value``, the ``topic`` option's): its latest version (or
+``valueSchemaVersion``), or, with ``autoRegister=true`` (Avro and JSON), the Avro or JSON Schema
+form of the column's Spark type, registered as a new version when it is new. Protobuf rows are
+the message ``valueMessageName`` names (by default the schema's first); see
+:mod:`odradek.spark.typed`. Without a value column, the value is a record
 of all the columns but key, topic, partition and headers. The schema is looked up (or
 registered) once, where the write or the streaming query starts.
 
@@ -385,10 +388,10 @@ class _Columns:
     has_topic: bool
     has_partition: bool
     has_headers: bool
-    # keyFormat / valueFormat avro: the schema the column is written with
+    # keyFormat / valueFormat: the schema the column is written with
     key_format: SinkFormat | None = None
     value_format: SinkFormat | None = None
-    # valueFormat avro without a value column: the value is a record of these columns
+    # valueFormat without a value column: the value is a record of these columns
     value_fields: tuple[str, ...] = ()
 
 

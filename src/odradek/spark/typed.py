@@ -19,12 +19,18 @@ What each format covers:
 - **json** (JSON Schema): objects with ``properties`` (nested objects too), ``string``,
   ``integer`` (long), ``number`` (double), ``boolean``, ``array`` with ``items``, objects with
   only ``additionalProperties`` (maps), ``["T", "null"]`` and local ``$ref``\\s. Every field is
-  nullable. Decoded by Arrow's JSON reader, no Python per row. Source only.
+  nullable. Decoded by Arrow's JSON reader, no Python per row. The sink writes rows as JSON
+  text (binary as base64, dates and timestamps as ISO 8601 strings, decimals as numbers) with
+  a registered schema, or with ``autoRegister=true`` the JSON Schema of the column's Spark type
+  (:func:`json_schema`).
 - **protobuf**: the messages of the schema's file (nested and repeated messages, enums as their
   names, maps, the scalar types; ``uint64`` as long); the schema text as confluent-kafka's
-  serializer registers it (a base64 ``FileDescriptorProto``) or as ``.proto`` source; the
+  serializer registers it (a base64 ``FileDescriptorProto``) or as ``.proto`` source, with the
+  files it imports from the subjects its references name; the
   column's type is the message ``valueMessageName`` (``keyMessageName``) names, by default the
-  file's first. Decoded per row by the protobuf runtime. Source only.
+  file's first. Decoded per row by the protobuf runtime. The sink writes rows, by field name,
+  as that message of a registered schema (its references read from the registry; no
+  ``autoRegister``): enums by name, a Timestamp from a timestamp, unknown fields refused.
 
 The registry is ``schema.registry.url``, by default ``http://<host of the first bootstrap
 server>:8081``: where ``odradek serve``'s lone broker serves its own registry by default. With
@@ -34,25 +40,39 @@ carry HTTP basic authentication.
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Mapping
+import struct
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
+    BinaryType,
     BooleanType,
+    ByteType,
     DataType,
+    DateType,
+    DecimalType,
     DoubleType,
+    FloatType,
+    IntegerType,
     LongType,
     MapType,
+    ShortType,
     StringType,
     StructField,
     StructType,
+    TimestampNTZType,
+    TimestampType,
 )
 
-from odradek.spark.schema_registry import RegisteredSchema, registry_client
+from odradek.spark.schema_registry import MAGIC_BYTE, RegisteredSchema, registry_client
 
 FORMATS = ("avro", "protobuf", "json")
 _SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
@@ -149,9 +169,11 @@ class ColumnFormat:
     registry: RegistryAccess
     schema: RegisteredSchema
     message: str | None = None
+    # protobuf: the files the schema imports, as (name, text)
+    references: tuple[tuple[str, str], ...] = ()
 
     def spark_type(self) -> DataType:
-        return spark_type_of(self.format, self.schema, self.message)
+        return spark_type_of(self.format, self.schema, self.message, self.references)
 
     def arrow_type(self) -> pa.DataType:
         from pyspark.sql.pandas.types import to_arrow_type
@@ -172,13 +194,21 @@ def resolve(
                 f"subject {schema.subject} holds a {schema.schema_type} schema, not "
                 f"{request.format}"
             )
-        found = ColumnFormat(request.column, request.format, registry, schema, request.message)
+        references = tuple(_referenced(client, schema, 0)) if request.format == "protobuf" else ()
+        found = ColumnFormat(
+            request.column, request.format, registry, schema, request.message, references
+        )
         found.spark_type()  # refuse a schema without a Spark type while planning
         resolved.append(found)
     return tuple(resolved)
 
 
-def spark_type_of(format: str, schema: RegisteredSchema, message: str | None = None) -> DataType:
+def spark_type_of(
+    format: str,
+    schema: RegisteredSchema,
+    message: str | None = None,
+    references: Sequence[tuple[str, str]] = (),
+) -> DataType:
     if format == "avro":
         from odradek.spark.avro import AvroTypeError, spark_type
 
@@ -191,7 +221,7 @@ def spark_type_of(format: str, schema: RegisteredSchema, message: str | None = N
     from odradek.spark.protobuf import ProtobufSchemaError, message_spark_type
 
     try:
-        return message_spark_type(schema.text, message)
+        return message_spark_type(schema.text, message, references)
     except ProtobufSchemaError as e:
         raise FormatError(str(e)) from e
 
@@ -226,7 +256,11 @@ def _make_decoder(column: ColumnFormat) -> Decoder:
         return JsonDecoder(arrow_type)
     from odradek.spark.protobuf import ProtobufDecoder
 
-    return ProtobufDecoder(arrow_type, lambda i: client.by_id(i).text)
+    return ProtobufDecoder(
+        arrow_type,
+        lambda i: client.by_id(i).text,
+        lambda i: tuple(_referenced(client, client.by_id(i), 0)),
+    )
 
 
 # -- JSON Schema ---------------------------------------------------------------------------------
@@ -365,14 +399,7 @@ def _has_map(arrow_type: pa.DataType) -> bool:
 
 
 def sink_formats(options: Mapping[str, str]) -> tuple[FormatRequest, ...]:
-    requests = format_requests(options)
-    for request in requests:
-        if request.format != "avro":
-            raise FormatError(
-                f"the odradek sink writes {request.column}Format avro; {request.format} is for "
-                "reading only"
-            )
-    return requests
+    return format_requests(options)
 
 
 def auto_register(options: Mapping[str, str]) -> bool:
@@ -382,13 +409,22 @@ def auto_register(options: Mapping[str, str]) -> bool:
     return raw == "true"
 
 
+# How deep a Protobuf schema's references may nest.
+_MAX_REFERENCE_DEPTH = 16
+
+
 @dataclass(frozen=True, slots=True)
 class SinkFormat:
-    """How the sink serialises a typed key or value column: Avro of schema ``schema_id``."""
+    """How the sink serialises a typed key or value column: in ``format`` with schema
+    ``schema_id`` (for Protobuf, the message ``message`` names, and the texts of the files the
+    schema imports, as (name, text))."""
 
     column: str
     schema_id: int
     text: str
+    format: str = "avro"
+    message: str | None = None
+    references: tuple[tuple[str, str], ...] = ()
 
 
 def sink_format(
@@ -399,9 +435,8 @@ def sink_format(
     register: bool,
 ) -> SinkFormat:
     """The schema the sink writes with: the subject's version (latest unless pinned), or with
-    ``register`` the Avro form of the column's Spark type, registered (if new) as a version."""
-    from odradek.spark.avro import AvroTypeError, avro_schema
-
+    ``register`` the Avro or JSON Schema form of the column's Spark type, registered (if new)
+    as a version. Protobuf is written with a registered schema only."""
     if request.subject is None and topic is None:
         raise FormatError(
             f"{request.column}Format needs the topic option or {request.column}Subject"
@@ -409,27 +444,161 @@ def sink_format(
     subject = request.subject or f"{topic}-{request.column}"
     client = registry_client(registry.url, registry.user_info)
     if register:
-        try:
-            text = json.dumps(avro_schema(data_type))
-        except AvroTypeError as e:
-            raise FormatError(str(e)) from e
-        schema_id = client.register(subject, text)
-        return SinkFormat(request.column, schema_id, text)
+        if request.format == "protobuf":
+            raise FormatError(
+                f"autoRegister makes Avro and JSON schemas; register the Protobuf schema of "
+                f"{subject} first"
+            )
+        text = json.dumps(_schema_of_type(request.format, data_type))
+        schema_id = client.register(subject, text, _SCHEMA_TYPES[request.format])
+        return SinkFormat(request.column, schema_id, text, request.format)
     schema = client.version(subject, request.version)
-    if schema.schema_type != "AVRO":
-        raise FormatError(f"subject {subject} holds a {schema.schema_type} schema, not Avro")
-    return SinkFormat(request.column, schema.id, schema.text)
+    expected = _SCHEMA_TYPES[request.format]
+    if schema.schema_type != expected:
+        raise FormatError(f"subject {subject} holds a {schema.schema_type} schema, not {expected}")
+    if request.format != "protobuf":
+        return SinkFormat(request.column, schema.id, schema.text, request.format)
+    references = tuple(_referenced(client, schema, 0))
+    found = SinkFormat(
+        request.column, schema.id, schema.text, "protobuf", request.message, references
+    )
+    from odradek.spark.protobuf import ProtobufEncoder, ProtobufSchemaError
+
+    try:
+        ProtobufEncoder(found)  # fails here, on the driver, for a schema it cannot write
+    except (ProtobufSchemaError, ValueError) as e:
+        raise FormatError(str(e)) from e
+    return found
+
+
+def _schema_of_type(format: str, data_type: DataType) -> object:
+    if format == "json":
+        return {"$schema": "http://json-schema.org/draft-07/schema#", **json_schema(data_type)}
+    from odradek.spark.avro import AvroTypeError, avro_schema
+
+    try:
+        return avro_schema(data_type)
+    except AvroTypeError as e:
+        raise FormatError(str(e)) from e
+
+
+def _referenced(client: Any, schema: RegisteredSchema, depth: int) -> Iterator[tuple[str, str]]:
+    """The (name, text) of the files ``schema`` references, each one's own references first."""
+    if depth > _MAX_REFERENCE_DEPTH:
+        raise FormatError("the schema's references nest too deeply")
+    for reference in schema.references:
+        found = client.version(reference.subject, reference.version)
+        yield from _referenced(client, found, depth + 1)
+        yield reference.name, found.text
+
+
+def json_schema(data_type: DataType) -> dict[str, Any]:
+    """The JSON Schema of values of ``data_type`` as the sink writes them: structs as objects
+    (their non-nullable fields required), arrays, maps as objects with
+    ``additionalProperties``, binary as base64 strings, dates and timestamps as ISO strings."""
+    if isinstance(data_type, StructType):
+        return {
+            "type": "object",
+            "properties": {
+                f.name: _nullable(json_schema(f.dataType), f.nullable) for f in data_type.fields
+            },
+            "required": [f.name for f in data_type.fields if not f.nullable],
+        }
+    if isinstance(data_type, ArrayType):
+        return {
+            "type": "array",
+            "items": _nullable(json_schema(data_type.elementType), data_type.containsNull),
+        }
+    if isinstance(data_type, MapType):
+        if not isinstance(data_type.keyType, StringType):
+            raise FormatError(f"a JSON object's keys are strings, not {data_type.keyType}")
+        return {
+            "type": "object",
+            "additionalProperties": _nullable(
+                json_schema(data_type.valueType), data_type.valueContainsNull
+            ),
+        }
+    for kinds, schema in _JSON_TYPES:
+        if isinstance(data_type, kinds):
+            return dict(schema)
+    raise FormatError(f"{data_type.simpleString()} has no JSON Schema form here")
+
+
+_JSON_TYPES: tuple[tuple[type | tuple[type, ...], dict[str, str]], ...] = (
+    (StringType, {"type": "string"}),
+    ((ByteType, ShortType, IntegerType, LongType), {"type": "integer"}),
+    ((FloatType, DoubleType, DecimalType), {"type": "number"}),
+    (BooleanType, {"type": "boolean"}),
+    (BinaryType, {"type": "string", "contentEncoding": "base64"}),
+    ((TimestampType, TimestampNTZType), {"type": "string", "format": "date-time"}),
+    (DateType, {"type": "string", "format": "date"}),
+)
+
+
+def _nullable(schema: dict[str, Any], nullable: bool) -> dict[str, Any]:
+    if not nullable:
+        return schema
+    return {**schema, "type": [schema["type"], "null"]}
 
 
 _ENCODERS: dict[SinkFormat, Any] = {}
 
 
 def encode(column: SinkFormat, values: pa.Array) -> pa.Array:
-    """``values`` (any Arrow type fastavro can take as Python values) as framed Avro."""
-    from odradek.spark.avro import AvroEncoder
-
+    """``values`` (rows of the column's Spark type, in Arrow) framed in Confluent's wire format
+    in the column's format."""
     found = _ENCODERS.get(column)
     if found is None:
-        found = _ENCODERS[column] = AvroEncoder(column.schema_id, column.text)
+        if column.format == "json":
+            found = JsonEncoder(column.schema_id)
+        elif column.format == "protobuf":
+            from odradek.spark.protobuf import ProtobufEncoder
+
+            found = ProtobufEncoder(column)
+        else:
+            from odradek.spark.avro import AvroEncoder
+
+            found = AvroEncoder(column.schema_id, column.text)
+        _ENCODERS[column] = found
     result: pa.Array = found.encode(values)
     return result
+
+
+def framed(rows: list[Any], prefix: bytes, body: Callable[[Any], bytes]) -> pa.Array:
+    """A binary array of ``prefix + body(row)`` per row (null for a null row)."""
+    out = bytearray()
+    offsets = np.zeros(len(rows) + 1, dtype=np.int32)
+    valid = np.ones(len(rows), dtype=bool)
+    for i, row in enumerate(rows):
+        if row is None:
+            valid[i] = False
+        else:
+            out += prefix
+            out += body(row)
+        offsets[i + 1] = len(out)
+    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(
+        pa.binary(), len(rows), [validity, pa.py_buffer(offsets), pa.py_buffer(bytes(out))]
+    )
+
+
+class JsonEncoder:
+    """Rows to framed JSON text (Confluent's JSON Schema serializer's framing)."""
+
+    def __init__(self, schema_id: int) -> None:
+        self.prefix = bytes([MAGIC_BYTE]) + struct.pack(">I", schema_id)
+
+    def encode(self, column: pa.Array) -> pa.Array:
+        rows = column.to_pylist(maps_as_pydicts="strict")
+        dumps = json.JSONEncoder(default=_json_default, separators=(",", ":")).encode
+        return framed(rows, self.prefix, lambda row: dumps(row).encode())
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, Decimal):
+        return float(value)
+    raise TypeError(f"a {type(value).__name__} has no JSON form")
