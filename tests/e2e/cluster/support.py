@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.testing import wait_until
+from odradek.testing import RunningCluster, wait_until
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -44,6 +44,23 @@ def partition_view(bootstrap: str, topic: str, partition: int = 0) -> PartitionV
     if found is None:
         return PartitionView(-1, (), ())
     return PartitionView(found.leader, tuple(found.replicas), tuple(found.isrs))
+
+
+def wait_back_in_isr(cluster: RunningCluster, topic: str, broker_id: int, timeout_s: float) -> None:
+    """Wait for ``broker_id`` to be in partition 0's ISR again; failing that, the assertion
+    carries the partition as Metadata shows it and the end of every broker's log."""
+    try:
+        wait_until(
+            lambda: broker_id in partition_view(cluster.bootstrap, topic).isr,
+            timeout_s,
+            what=f"broker {broker_id} back in the ISR",
+        )
+    except AssertionError as e:
+        logs = "\n".join(
+            f"--- broker {b} ---\n" + "".join(list(cluster.brokers[b].output)[-40:])
+            for b in sorted(cluster.brokers)
+        )
+        raise AssertionError(f"{e}; {partition_view(cluster.bootstrap, topic)}\n{logs}") from e
 
 
 def leader_of(bootstrap: str, topic: str, partition: int = 0) -> int:

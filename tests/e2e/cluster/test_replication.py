@@ -17,7 +17,14 @@ from odradek.storage import LogConfig, PartitionLog
 from odradek.testing import RunningCluster, wait_until
 from tests.server.conftest import KafkaConnection, batch_of
 
-from .support import ProducerLoad, create_topic, leader_of, partition_view, read_partition
+from .support import (
+    ProducerLoad,
+    create_topic,
+    leader_of,
+    partition_view,
+    read_partition,
+    wait_back_in_isr,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -101,11 +108,7 @@ def test_hard_bounce_of_the_leader_loses_nothing_acknowledged(tmp_path: Path) ->
                 )
                 load.wait_for_more(300)  # acks=all produces succeed on the new leader
                 cluster.start_broker(leader)
-                wait_until(
-                    lambda old=leader: old in partition_view(cluster.bootstrap, TOPIC).isr,
-                    60,
-                    what=f"broker {leader} back in the ISR",
-                )
+                wait_back_in_isr(cluster, TOPIC, leader, 60)
         finally:
             load.stop()
         assert not load.errors, load.errors[:3]
@@ -126,11 +129,7 @@ def test_rolling_restart_moves_leaders_and_loses_nothing(tmp_path: Path) -> None
                 assert "controlled shutdown of broker" in cluster.output(broker_id)
                 load.wait_for_more(300)
                 cluster.start_broker(broker_id)
-                wait_until(
-                    lambda b=broker_id: b in partition_view(cluster.bootstrap, TOPIC).isr,
-                    60,
-                    what=f"broker {broker_id} back in the ISR",
-                )
+                wait_back_in_isr(cluster, TOPIC, broker_id, 60)
         finally:
             load.stop()
         assert not load.errors, load.errors[:3]
