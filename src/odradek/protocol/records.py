@@ -129,6 +129,14 @@ def _write_varint(out: bytearray, value: int) -> None:
     out.append(raw)
 
 
+def zigzag_varint(value: int) -> bytes:
+    """``value`` as a zigzag varint on its own: Kafka's record varints, Avro's longs and the
+    message indexes of Confluent's Protobuf framing are all this encoding."""
+    out = bytearray()
+    _write_varint(out, value)
+    return bytes(out)
+
+
 # -- checking ----------------------------------------------------------------------------------
 #
 # The framing check itself is odradek.protocol.record_scan, compiled by mypyc where it could be

@@ -29,6 +29,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, FileDescriptor
 
+from odradek.protocol.records import zigzag_varint
 from odradek.registry.protobuf import descriptor_of
 
 _FDP = descriptor_pb2.FieldDescriptorProto
@@ -426,17 +427,7 @@ def write_indexes(indexes: Sequence[int]) -> bytes:
     """Message indexes as Confluent's serializers write them (``[0]`` as the single byte 0)."""
     if list(indexes) == [0]:
         return b"\0"
-    return b"".join(_write_zigzag(n) for n in (len(indexes), *indexes))
-
-
-def _write_zigzag(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
+    return b"".join(zigzag_varint(n) for n in (len(indexes), *indexes))
 
 
 def from_python(message: Descriptor, value: Mapping[str, Any]) -> Any:

@@ -55,6 +55,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from odradek.protocol.records import zigzag_varint
 from odradek.spark.schema_registry import FRAMING_BYTES, MAGIC_BYTE
 
 AvroJson = Any  # a schema as JSON: a name, a list (union) or an object
@@ -240,33 +241,23 @@ _SYNC = b"odradek-avro-blk"  # an object container file's sync marker: any 16 by
 _IDS = struct.Struct(">I")
 
 
-def _long(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
 def _avro_bytes(data: bytes) -> bytes:
-    return _long(len(data)) + data
+    return zigzag_varint(len(data)) + data
 
 
 def _container(writer_text: str, body: bytes, count: int) -> bytes:
     """An Avro object container file of one block: ``count`` records in ``body``."""
     header = (
         b"Obj\x01"
-        + _long(2)
+        + zigzag_varint(2)
         + _avro_bytes(b"avro.schema")
         + _avro_bytes(writer_text.encode())
         + _avro_bytes(b"avro.codec")
         + _avro_bytes(b"null")
-        + _long(0)
+        + zigzag_varint(0)
         + _SYNC
     )
-    return header + _long(count) + _long(len(body)) + body + _SYNC
+    return header + zigzag_varint(count) + zigzag_varint(len(body)) + body + _SYNC
 
 
 Framed = tuple[

@@ -96,6 +96,7 @@ from odradek.protocol.record_batch import (
     MAGIC,
     TRANSACTIONAL_BIT,
 )
+from odradek.protocol.records import zigzag_varint
 from odradek.security.client_settings import ClientSecurity
 from odradek.spark.options import OptionError, WriteOptions
 from odradek.spark.typed import (
@@ -114,22 +115,12 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 # -- encoding ----------------------------------------------------------------------------------
 
 
-def _zigzag_varint(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
-_SMALL = [_zigzag_varint(i) for i in range(1 << 14)]
-_NULL = _zigzag_varint(-1)
+_SMALL = [zigzag_varint(i) for i in range(1 << 14)]
+_NULL = zigzag_varint(-1)
 
 
 def _varint(value: int) -> bytes:
-    return _SMALL[value] if 0 <= value < 16384 else _zigzag_varint(value)
+    return _SMALL[value] if 0 <= value < 16384 else zigzag_varint(value)
 
 
 Headers = Sequence[tuple[str, bytes | None]]
