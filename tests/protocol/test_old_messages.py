@@ -31,7 +31,7 @@ from kafka.protocol.consumer import (
 )
 
 from odradek.protocol import old_messages
-from odradek.protocol.produce_request import MalformedProduceRequest
+from odradek.protocol.bounds import MalformedRequest
 
 CAPTURED: dict[str, dict[str, Any]] = {
     f"{path.stem}:{name}": entry
@@ -360,7 +360,7 @@ def test_acl_v0_responses_read_by_kafka_python():
 def test_truncated_old_request_is_refused():
     frame = bytes.fromhex(CAPTURED["kafka_python:2/v0"]["frame"])
     for cut in range(8, len(frame)):
-        with pytest.raises(MalformedProduceRequest):
+        with pytest.raises(MalformedRequest):
             old_messages.decode_old_request(frame[:cut])
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from odradek.protocol.bounds import MalformedRequest
 from odradek.protocol.messages import (
     RequestHeader,
     build,
@@ -19,7 +20,6 @@ from odradek.protocol.produce_request import (
     FIRST_RECORD_BATCH_VERSION,
     MAX_VERSION,
     MIN_VERSION,
-    MalformedProduceRequest,
     decode_produce_request,
     peek_acks,
 )
@@ -144,7 +144,7 @@ def test_records_of_a_bytes_frame_are_read_only() -> None:
 def test_every_truncation_is_refused(version: int) -> None:
     frame = frame_of(version, [("t", [(0, batch(b"v")), (1, None)])], transactional_id="tx")
     for cut in range(len(frame)):
-        with pytest.raises(MalformedProduceRequest):
+        with pytest.raises(MalformedRequest):
             decode_produce_request(frame[:cut])
 
 
@@ -164,7 +164,7 @@ def test_unknown_tagged_fields_are_skipped() -> None:
 def test_other_requests_are_refused(api_key: int, version: int) -> None:
     frame = frame_of(9, [("t", [(0, b"r")])])
     frame = api_key.to_bytes(2, "big") + version.to_bytes(2, "big", signed=True) + frame[4:]
-    with pytest.raises(MalformedProduceRequest):
+    with pytest.raises(MalformedRequest):
         decode_produce_request(frame)
 
 
@@ -173,7 +173,7 @@ def test_a_negative_array_length_is_refused() -> None:
     # v3: header (8 + 2 + len("producer-1")), transactional id (2), acks (2), timeout (4).
     topics_at = 8 + 2 + len("producer-1") + 2 + 2 + 4
     frame[topics_at : topics_at + 4] = (-1).to_bytes(4, "big", signed=True)
-    with pytest.raises(MalformedProduceRequest):
+    with pytest.raises(MalformedRequest):
         decode_produce_request(frame)
 
 

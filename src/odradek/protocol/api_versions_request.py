@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odradek.protocol.bounds import FrameReader, MalformedRequest
 from odradek.protocol.messages import RequestHeader, decode_request, peek_header
-from odradek.protocol.produce_request import MalformedProduceRequest, _Reader
 
 API_KEY = 18
 # The first version kio has no schema of; its response is written in v4's.
@@ -49,8 +49,8 @@ def decode_api_versions_request(
             str(getattr(body, "client_software_version", "")),
         )
     if api_key != API_KEY:
-        raise MalformedProduceRequest(f"API key {api_key} is not ApiVersions")
-    reader = _Reader(frame)
+        raise MalformedRequest(f"API key {api_key} is not ApiVersions")
+    reader = FrameReader(frame)
     reader.take(_HEADER_PREFIX_SIZE)
     # Even header v2 keeps client_id a non-compact string, for older brokers' sake.
     client_id = reader.nullable_string()
@@ -58,7 +58,7 @@ def decode_api_versions_request(
     name = reader.compact_nullable_string()
     software_version = reader.compact_nullable_string()
     if name is None or software_version is None:
-        raise MalformedProduceRequest("a null client software name or version")
+        raise MalformedRequest("a null client software name or version")
     cluster_id = reader.compact_nullable_string()
     node_id = reader.int32()
     reader.skip_tagged_fields()

@@ -85,6 +85,94 @@ class MalformedRequest(ValueError):
     closed, as Kafka closes one whose request it cannot parse."""
 
 
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+
+
+class FrameReader:
+    """A cursor over a frame read by hand (Produce, Fetch, ApiVersions v5, the versions kio lacks);
+    every read checks that the frame holds the bytes it takes, raising :class:`MalformedRequest`."""
+
+    __slots__ = ("end", "position", "view")
+
+    def __init__(self, frame: bytes | bytearray | memoryview) -> None:
+        self.view = memoryview(frame).cast("B")
+        self.position = 0
+        self.end = len(self.view)
+
+    def take(self, size: int) -> int:
+        start = self.position
+        if size < 0 or start + size > self.end:
+            raise MalformedRequest(
+                f"a field of {size} bytes at byte {start} runs past the frame's {self.end}"
+            )
+        self.position = start + size
+        return start
+
+    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
+        return layout.unpack_from(self.view, self.take(layout.size))
+
+    def int16(self) -> int:
+        return int(_INT16.unpack_from(self.view, self.take(2))[0])
+
+    def int32(self) -> int:
+        return int(_INT32.unpack_from(self.view, self.take(4))[0])
+
+    def uvarint(self) -> int:
+        value = 0
+        shift = 0
+        while True:
+            byte = self.view[self.take(1)]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise MalformedRequest("unsigned varint longer than 5 bytes")
+
+    def text(self, size: int) -> str:
+        start = self.take(size)
+        try:
+            return str(self.view[start : start + size], "utf-8")
+        except UnicodeDecodeError as e:
+            raise MalformedRequest(f"string is not UTF-8: {e}") from e
+
+    def nullable_string(self) -> str | None:
+        size = self.int16()
+        return None if size == -1 else self.text(size)
+
+    def compact_nullable_string(self) -> str | None:
+        size = self.uvarint() - 1
+        return None if size == -1 else self.text(size)
+
+    def slice(self, size: int) -> memoryview:
+        start = self.take(size)
+        return self.view[start : start + size]
+
+    def skip_tagged_fields(self) -> None:
+        # Unknown tagged fields are skipped, as Kafka's generated readers skip them.
+        count = self.uvarint()
+        if count * 2 > self.end - self.position:  # each takes a tag and a size at the least
+            raise MalformedRequest(
+                f"{count} tagged fields claimed with {self.end - self.position} bytes left"
+            )
+        for _ in range(count):
+            self.uvarint()
+            self.take(self.uvarint())
+
+    def array_length(self, flexible: bool, element_size: int = 1) -> int:
+        """An array's element count, checked against the bytes left (each element takes
+        ``element_size`` bytes at the least) before anyone loops over it, as Kafka checks it."""
+        count = self.uvarint() - 1 if flexible else self.int32()
+        if count < 0:
+            raise MalformedRequest(f"array length {count} where no null is allowed")
+        if count * element_size > self.end - self.position:
+            raise MalformedRequest(
+                f"array of {count} elements claimed with {self.end - self.position} bytes left"
+            )
+        return count
+
+
 def _uvarint(b: Buffer, p: int) -> tuple[int, int]:
     """An unsigned varint of at most 5 bytes at ``p`` (kio's limit), and the position after it."""
     value = 0

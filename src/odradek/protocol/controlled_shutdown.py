@@ -22,12 +22,11 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from odradek.protocol.bounds import MalformedRequest
+from odradek.protocol.bounds import FrameReader, MalformedRequest
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_response import uvarint
 from odradek.protocol.framing import framed
 from odradek.protocol.messages import RequestHeader, peek_header
-from odradek.protocol.produce_request import MalformedProduceRequest, _Reader
 
 API_KEY = 7
 MIN_VERSION = 0
@@ -100,7 +99,7 @@ def decode_request_body(
 ) -> ControlledShutdownRequest:
     _check_version(version)
     with _malformed():
-        return _read_request(_Reader(data), version)
+        return _read_request(FrameReader(data), version)
 
 
 def encode_response_body(version: int, response: ControlledShutdownResponse) -> bytes:
@@ -126,7 +125,7 @@ def decode_response_body(
 ) -> ControlledShutdownResponse:
     _check_version(version)
     with _malformed():
-        return _read_response(_Reader(data), version)
+        return _read_response(FrameReader(data), version)
 
 
 # -- whole frames ----------------------------------------------------------------------------------
@@ -153,7 +152,7 @@ def decode_request(
 ) -> tuple[RequestHeader, ControlledShutdownRequest]:
     """Parse a whole request frame (without its length prefix); v0's header has no client id."""
     with _malformed():
-        reader = _Reader(frame)
+        reader = FrameReader(frame)
         reader.take(_HEADER_PREFIX.size)
         api_key, version, correlation_id = peek_header(reader.view)
         if api_key != API_KEY:
@@ -182,7 +181,7 @@ def decode_response(
     """Correlation id and body of a response frame (without its length prefix)."""
     _check_version(version)
     with _malformed():
-        reader = _Reader(frame)
+        reader = FrameReader(frame)
         correlation_id = reader.int32()
         if response_header_version(version) >= 1:
             reader.skip_tagged_fields()
@@ -192,7 +191,7 @@ def decode_response(
 # -- reading -----------------------------------------------------------------------------------
 
 
-def _read_request(reader: _Reader, version: int) -> ControlledShutdownRequest:
+def _read_request(reader: FrameReader, version: int) -> ControlledShutdownRequest:
     broker_id = reader.int32()
     broker_epoch = UNKNOWN_BROKER_EPOCH
     if version >= FIRST_BROKER_EPOCH_VERSION:
@@ -202,7 +201,7 @@ def _read_request(reader: _Reader, version: int) -> ControlledShutdownRequest:
     return ControlledShutdownRequest(broker_id, int(broker_epoch))
 
 
-def _read_response(reader: _Reader, version: int) -> ControlledShutdownResponse:
+def _read_response(reader: FrameReader, version: int) -> ControlledShutdownResponse:
     flexible = version >= FIRST_FLEXIBLE_VERSION
     code = reader.int16()
     try:
@@ -227,5 +226,5 @@ def _malformed() -> Iterator[None]:
     """The shared frame reader's errors, as this API's."""
     try:
         yield
-    except MalformedProduceRequest as e:
+    except MalformedRequest as e:
         raise MalformedControlledShutdown(str(e)) from e

@@ -17,9 +17,9 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.protocol.bounds import FrameReader, MalformedRequest
 from odradek.protocol.fetch_response import uvarint
 from odradek.protocol.messages import RequestHeader, decode_request, peek_header
-from odradek.protocol.produce_request import MalformedProduceRequest, _Reader
 
 API_KEY = 1
 FIRST_KIO_VERSION = 4
@@ -125,8 +125,8 @@ def decode_fetch_request(frame: memoryview) -> tuple[RequestHeader, Any]:
     if version >= FIRST_KIO_VERSION:
         return decode_request(frame.toreadonly())
     if api_key != API_KEY or version < 0:
-        raise MalformedProduceRequest(f"API key {api_key} version {version} is not read here")
-    reader = _Reader(frame)
+        raise MalformedRequest(f"API key {api_key} version {version} is not read here")
+    reader = FrameReader(frame)
     reader.take(_HEADER_PREFIX_SIZE)
     client_id = reader.nullable_string()
     replica_id, max_wait_ms, min_bytes = reader.unpack(_REQUEST)
@@ -135,7 +135,7 @@ def decode_fetch_request(frame: memoryview) -> tuple[RequestHeader, Any]:
     for _ in range(reader.array_length(False, _TOPIC_MIN_SIZE)):
         name = reader.nullable_string()
         if name is None:
-            raise MalformedProduceRequest("null topic name")
+            raise MalformedRequest("null topic name")
         partitions = tuple(
             FetchPartition(*map(int, reader.unpack(_PARTITION)))
             for _ in range(reader.array_length(False, _PARTITION.size))

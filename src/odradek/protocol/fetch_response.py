@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from odradek.protocol.bounds import FrameReader, MalformedRequest
 from odradek.protocol.framing import size_prefix
-from odradek.protocol.produce_request import MalformedProduceRequest, _Reader
 
 S = TypeVar("S")
 
@@ -176,7 +176,7 @@ def decode_fetch_v12(frame: bytes | bytearray | memoryview) -> FetchedResponse:
     before it is used; :class:`~odradek.protocol.bounds.MalformedRequest` for a frame that does
     not hold what it claims. Tagged fields (diverging epoch, current leader, snapshot id) are
     skipped: a follower finds its divergence with OffsetForLeaderEpoch."""
-    reader = _Reader(frame)
+    reader = FrameReader(frame)
     correlation_id = reader.int32()
     reader.skip_tagged_fields()
     reader.int32()  # throttle time
@@ -186,7 +186,7 @@ def decode_fetch_v12(frame: bytes | bytearray | memoryview) -> FetchedResponse:
     for _ in range(reader.array_length(True, 3)):
         name = reader.compact_nullable_string()
         if name is None:
-            raise MalformedProduceRequest("a null topic name in a Fetch response")
+            raise MalformedRequest("a null topic name in a Fetch response")
         partitions: list[FetchedPartition] = []
         for _ in range(reader.array_length(True, _FETCHED_MIN_SIZE)):
             index, error, high_watermark, stable, log_start = reader.unpack(_FETCHED_HEAD)
@@ -194,7 +194,7 @@ def decode_fetch_v12(frame: bytes | bytearray | memoryview) -> FetchedResponse:
             count = reader.uvarint() - 1  # nullable: -1 is null
             if count > 0:
                 if count * _ABORTED_V12_SIZE > reader.end - reader.position:
-                    raise MalformedProduceRequest(
+                    raise MalformedRequest(
                         f"{count} aborted transactions claimed with "
                         f"{reader.end - reader.position} bytes left"
                     )
@@ -215,7 +215,7 @@ def decode_fetch_v12(frame: bytes | bytearray | memoryview) -> FetchedResponse:
         topics.append(FetchedTopic(name, partitions))
     reader.skip_tagged_fields()
     if reader.position != reader.end:
-        raise MalformedProduceRequest(
+        raise MalformedRequest(
             f"{reader.end - reader.position} bytes after the end of a Fetch response"
         )
     return FetchedResponse(correlation_id, error_code, topics)

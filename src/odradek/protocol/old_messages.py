@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from odradek.protocol.bounds import FrameReader, MalformedRequest
 from odradek.protocol.framing import fill_size_prefix
 from odradek.protocol.messages import RequestHeader, decode_request, peek_header
-from odradek.protocol.produce_request import MalformedProduceRequest, _Reader
 
 FieldType = Any  # str | list[Field] | tuple[str, FieldType]
 Field = tuple[str, FieldType] | tuple[str, FieldType, Callable[[Mapping[str, Any]], Any]]
@@ -408,8 +408,8 @@ def decode_old_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     api_key, version, correlation_id = peek_header(frame)
     fields = REQUESTS.get((api_key, version))
     if fields is None:
-        raise MalformedProduceRequest(f"API key {api_key} version {version} is not read here")
-    reader = _Reader(frame)
+        raise MalformedRequest(f"API key {api_key} version {version} is not read here")
+    reader = FrameReader(frame)
     reader.take(_HEADER_PREFIX_SIZE)
     client_id = reader.nullable_string()
     body = _read_struct(reader, fields)
@@ -419,11 +419,11 @@ def decode_old_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     return RequestHeader(api_key, version, correlation_id, client_id), body
 
 
-def _read_struct(reader: _Reader, fields: Sequence[Field]) -> SimpleNamespace:
+def _read_struct(reader: FrameReader, fields: Sequence[Field]) -> SimpleNamespace:
     return SimpleNamespace(**{field[0]: _read(reader, field[1]) for field in fields})
 
 
-def _read(reader: _Reader, kind: FieldType) -> Any:
+def _read(reader: FrameReader, kind: FieldType) -> Any:
     if isinstance(kind, list):
         return tuple(_read_struct(reader, kind) for _ in range(reader.array_length(False)))
     if isinstance(kind, tuple):
@@ -434,9 +434,9 @@ def _read(reader: _Reader, kind: FieldType) -> Any:
         if count == -1 and container == "nullable_array":
             return None
         if count < 0:
-            raise MalformedProduceRequest(f"array length {count} where no null is allowed")
+            raise MalformedRequest(f"array length {count} where no null is allowed")
         if count > reader.end - reader.position:  # every element takes a byte at the least
-            raise MalformedProduceRequest(
+            raise MalformedRequest(
                 f"array of {count} elements claimed with {reader.end - reader.position} bytes left"
             )
         if isinstance(item, list):
@@ -453,7 +453,7 @@ def _read(reader: _Reader, kind: FieldType) -> Any:
     if kind == "string":
         value = reader.nullable_string()
         if value is None:
-            raise MalformedProduceRequest("null where a string is required")
+            raise MalformedRequest("null where a string is required")
         return value
     raise ValueError(f"unknown field type {kind!r}")
 
