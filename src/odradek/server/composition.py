@@ -40,6 +40,7 @@ from odradek.cluster.replication.replica_manager import (
 from odradek.cluster.share.manager import SharePartitionManager
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
+from odradek.coordinator.common.runtime import CoordinatorContext
 from odradek.coordinator.group.runtime import GroupCoordinatorRuntime, share_settings
 from odradek.coordinator.share.persister import DefaultStatePersister
 from odradek.coordinator.share.runtime import ShareCoordinatorRuntime
@@ -87,7 +88,9 @@ def open_parts(
         config, store, logs, clock, live_brokers, leads_alone=live_brokers is None
     )
     topics.open()
-    groups = GroupCoordinatorRuntime(config, topics, clock, purgatory.replicated)
+    groups = GroupCoordinatorRuntime(
+        CoordinatorContext(config, topics, clock, purgatory.replicated)
+    )
     topics.deletion_listeners.append(groups.on_topic_deleted)
     return Foundation(config, clock, store, logs, purgatory, producer_ids, topics, groups)
 
@@ -113,9 +116,8 @@ def build_services(
     """The rest, on ``cluster``: the transaction and share coordinators (not loaded), and, unless a
     cluster's ``replicas`` are given, the replica manager of a broker that leads alone."""
     config, clock, topics = parts.config, parts.clock, parts.topics
-    transactions = TransactionCoordinatorRuntime(
-        config, topics, clock, parts.producer_ids, parts.purgatory.replicated, cluster
-    )
+    context = CoordinatorContext(config, topics, clock, parts.purgatory.replicated)
+    transactions = TransactionCoordinatorRuntime(context, parts.producer_ids, cluster)
     topics.deletion_listeners.append(transactions.on_topic_deleted)
     if replicas is None:
         replicas = single_broker_replica_manager(
@@ -126,7 +128,7 @@ def build_services(
             clock,
             parts.purgatory,
         )
-    share_states = ShareCoordinatorRuntime(config, topics, clock, parts.purgatory.replicated)
+    share_states = ShareCoordinatorRuntime(context)
     topics.deletion_listeners.append(share_states.on_topic_deleted)
     # A lone broker is its own share coordinator: no channel to others.
     persister = DefaultStatePersister(share_states, config, None if topics.leads_alone else cluster)

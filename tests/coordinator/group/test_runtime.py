@@ -15,6 +15,7 @@ from odradek.cluster.metadata.store import LocalMetadataStore
 from odradek.cluster.replication.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
+from odradek.coordinator.common.runtime import CoordinatorContext
 from odradek.coordinator.group import records as rec
 from odradek.coordinator.group.messages import (
     CommitRequest,
@@ -52,7 +53,9 @@ def runtime(tmp_path: Path) -> Iterator[GroupCoordinatorRuntime]:
     store = LocalMetadataStore(config.log_dirs[0], node_id=LOCAL)
     topics = TopicManager(config, store, logs, clock, leads_alone=False)
     topics.open()
-    runtime = GroupCoordinatorRuntime(config, topics, clock, Purgatory().replicated)
+    runtime = GroupCoordinatorRuntime(
+        CoordinatorContext(config, topics, clock, Purgatory().replicated)
+    )
     asyncio.run(runtime.offsets_topic.ensure())
     yield runtime
     runtime.shard.shutdown()
@@ -167,7 +170,9 @@ def test_a_lone_broker_serves_every_group_without_waiting(tmp_path: Path) -> Non
     store = LocalMetadataStore(config.log_dirs[0], node_id=LOCAL)
     topics = TopicManager(config, store, logs, clock)
     topics.open()
-    runtime = GroupCoordinatorRuntime(config, topics, clock, Purgatory().replicated)
+    runtime = GroupCoordinatorRuntime(
+        CoordinatorContext(config, topics, clock, Purgatory().replicated)
+    )
     runtime.load()
     try:
         # The topic does not exist yet: the first write creates it.

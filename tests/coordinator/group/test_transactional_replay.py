@@ -13,6 +13,7 @@ from odradek.clock import ManualClock
 from odradek.cluster.metadata.store import LocalMetadataStore
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
+from odradek.coordinator.common.runtime import CoordinatorContext
 from odradek.coordinator.group.messages import CommitRequest, OffsetCommit, TxnCommitRequest
 from odradek.coordinator.group.runtime import GroupCoordinatorRuntime
 from odradek.protocol.errors import ErrorCode
@@ -37,7 +38,9 @@ def broker(path: Path) -> Iterator[GroupCoordinatorRuntime]:
     store = LocalMetadataStore(config.log_dirs[0], node_id=1)
     topics = TopicManager(config, store, logs, clock)
     topics.open()
-    runtime = GroupCoordinatorRuntime(config, topics, clock, Purgatory().replicated)
+    runtime = GroupCoordinatorRuntime(
+        CoordinatorContext(config, topics, clock, Purgatory().replicated)
+    )
     runtime.load()
     try:
         yield runtime

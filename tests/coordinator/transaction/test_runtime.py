@@ -15,6 +15,7 @@ from odradek.cluster.metadata.view import BrokerEndpoint, LocalClusterView
 from odradek.cluster.replication.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
+from odradek.coordinator.common.runtime import CoordinatorContext
 from odradek.coordinator.transaction.records import TxnState
 from odradek.coordinator.transaction.runtime import TransactionCoordinatorRuntime
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -38,7 +39,9 @@ def test_a_failed_complete_write_is_retried(tmp_path: Path) -> None:
         BrokerEndpoint(1, "broker.example", 9092), store.cluster_id, topics, lambda g: 0
     )
     runtime = TransactionCoordinatorRuntime(
-        config, topics, clock, ProducerIdManager(store), Purgatory().replicated, cluster
+        CoordinatorContext(config, topics, clock, Purgatory().replicated),
+        ProducerIdManager(store),
+        cluster,
     )
     append = runtime.state_topic.append
 

@@ -47,7 +47,10 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from odradek.clock import Clock
 from odradek.cluster.replication.partition import Partition
+from odradek.cluster.topics import TopicManager
+from odradek.config import BrokerConfig
 from odradek.coordinator.common.internal_topic import (
     NO_PRODUCER_ID,
     CommitPoint,
@@ -69,6 +72,18 @@ T = TypeVar("T")
 
 def _ignore(_: object) -> None:
     """What a write does when nothing follows from it."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorContext:
+    """What the broker builds every coordinator runtime from: its settings, the topics among which
+    the runtime's internal topic lives, the clock, and the wait for a write's replication (the
+    purgatory's)."""
+
+    config: BrokerConfig
+    topics: TopicManager
+    clock: Clock
+    wait_replicated: WaitReplicated
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,9 +32,9 @@ from odradek.cluster.replication.partition import Partition
 from odradek.cluster.share.manager import GroupShareConfig, ShareSettings
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig, ConfigError
-from odradek.coordinator.common.internal_topic import InternalTopic, WaitReplicated
+from odradek.coordinator.common.internal_topic import InternalTopic
 from odradek.coordinator.common.log_reader import read_batches
-from odradek.coordinator.common.runtime import CoordinatorRuntime
+from odradek.coordinator.common.runtime import CoordinatorContext, CoordinatorRuntime
 from odradek.coordinator.group.assignors import ASSIGNORS, TopicInfo, assignor_names
 from odradek.coordinator.group.consumer_group import ConsumerGroupSettings
 from odradek.coordinator.group.coordinator import GroupConfig, GroupCoordinator
@@ -209,13 +209,8 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
     """The broker's group coordinator: the classic and KIP-848 groups of
     ``__consumer_offsets`` as a shard of the coordinator runtime."""
 
-    def __init__(
-        self,
-        config: BrokerConfig,
-        topics: TopicManager,
-        clock: Clock,
-        wait_replicated: WaitReplicated,
-    ) -> None:
+    def __init__(self, context: CoordinatorContext) -> None:
+        config, topics, clock = context.config, context.topics, context.clock
         self.offsets_topic = OffsetsTopic(topics, config, clock)
         coordinator = GroupCoordinator(group_config(config, self.offsets_topic.partitions), clock)
         coordinator.consumer.topics = TopicsCatalog(topics)
@@ -230,7 +225,7 @@ class GroupCoordinatorRuntime(CoordinatorRuntime[GroupCoordinator]):
             self.offsets_topic,
             coordinator,
             _GroupLoading(self),
-            wait_replicated,
+            context.wait_replicated,
             # offsets.commit.timeout.ms: how long an answer waits for its records' replication.
             config.get_int("offsets.commit.timeout.ms"),
             "groups",

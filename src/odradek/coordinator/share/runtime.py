@@ -22,9 +22,13 @@ from odradek.cluster.replication.partition import Partition
 from odradek.cluster.share.persister import StateBatch
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.common.internal_topic import InternalTopic, WaitReplicated
+from odradek.coordinator.common.internal_topic import InternalTopic
 from odradek.coordinator.common.log_reader import replay_data_records
-from odradek.coordinator.common.runtime import CoordinatorError, CoordinatorRuntime
+from odradek.coordinator.common.runtime import (
+    CoordinatorContext,
+    CoordinatorError,
+    CoordinatorRuntime,
+)
 from odradek.coordinator.group.records import RecordFormatError
 from odradek.coordinator.share.coordinator import ShareCoordinatorShard, StateAnswer
 from odradek.coordinator.share.records import StateKey
@@ -53,13 +57,8 @@ class ShareStateTopic(InternalTopic):
 class ShareCoordinatorRuntime(CoordinatorRuntime[ShareCoordinatorShard]):
     """The broker's share coordinator (see the module doc)."""
 
-    def __init__(
-        self,
-        config: BrokerConfig,
-        topics: TopicManager,
-        clock: Clock,
-        wait_replicated: WaitReplicated,
-    ) -> None:
+    def __init__(self, context: CoordinatorContext) -> None:
+        config, topics, clock = context.config, context.topics, context.clock
         self.state_topic = ShareStateTopic(topics, config, clock)
         shard = ShareCoordinatorShard(
             self.state_topic.partitions,
@@ -70,7 +69,7 @@ class ShareCoordinatorRuntime(CoordinatorRuntime[ShareCoordinatorShard]):
             self.state_topic,
             shard,
             _ShareLoading(self),
-            wait_replicated,
+            context.wait_replicated,
             _COMMIT_TIMEOUT_MS,
             "share-states",
         )

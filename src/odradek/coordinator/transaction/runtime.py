@@ -31,9 +31,10 @@ from odradek.cluster.metadata.view import ClusterView, leader_endpoint
 from odradek.cluster.replication.partition import Partition
 from odradek.cluster.topics import TopicManager
 from odradek.config import BrokerConfig
-from odradek.coordinator.common.internal_topic import InternalTopic, WaitReplicated
+from odradek.coordinator.common.internal_topic import InternalTopic
 from odradek.coordinator.common.log_reader import replay_data_records
 from odradek.coordinator.common.runtime import (
+    CoordinatorContext,
     CoordinatorError,
     CoordinatorRuntime,
     CoordinatorWrite,
@@ -130,13 +131,11 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionShard]):
 
     def __init__(
         self,
-        config: BrokerConfig,
-        topics: TopicManager,
-        clock: Clock,
+        context: CoordinatorContext,
         producer_ids: ProducerIdManager,
-        wait_replicated: WaitReplicated,
         cluster: ClusterView | None,
     ) -> None:
+        config, topics, clock = context.config, context.topics, context.clock
         self.state_topic = TransactionStateTopic(topics, config, clock)
         coordinator = TransactionCoordinator(
             TxnConfig(
@@ -150,7 +149,7 @@ class TransactionCoordinatorRuntime(CoordinatorRuntime[TransactionShard]):
             self.state_topic,
             TransactionShard(coordinator, self._send_markers),
             _TransactionLoading(self),
-            wait_replicated,
+            context.wait_replicated,
             _COMMIT_TIMEOUT_MS,
             "transactions",
         )
