@@ -214,6 +214,31 @@ def test_references() -> None:
     assert code_of(lambda: r.state.plan_register("user2", SchemaRequest(user.schema))) == 42201
 
 
+def test_a_type_two_references_share_is_resolved_once() -> None:
+    """A diamond: both of the schema's references take ``x.City`` from one subject; Avro
+    refuses a name defined twice, so it is parsed once (as Confluent resolves references)."""
+    r = Registry()
+
+    def record(name: str, *fields: tuple[str, str]) -> str:
+        return json.dumps(
+            {
+                "type": "record",
+                "name": name,
+                "namespace": "x",
+                "fields": [{"name": f, "type": t} for f, t in fields],
+            }
+        )
+
+    r.register("city", SchemaRequest(record("City", ("name", "string"))))
+    city = (SchemaReference("x.City", "city", 1),)
+    r.register("home", SchemaRequest(record("Home", ("city", "x.City")), references=city))
+    r.register("work", SchemaRequest(record("Work", ("city", "x.City")), references=city))
+    both = (SchemaReference("x.Home", "home", 1), SchemaReference("x.Work", "work", 1))
+    user = SchemaRequest(record("User", ("home", "x.Home"), ("work", "x.Work")), references=both)
+    assert r.register("user", user) == 4
+    assert [name for name, _ in r.state.referenced(both)] == ["x.City", "x.Home", "x.Work"]
+
+
 def test_modes() -> None:
     r = Registry()
     r.register("s", avro_record(ID))

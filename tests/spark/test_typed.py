@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
@@ -503,3 +503,73 @@ def test_protobuf_with_a_referenced_file_is_read_and_written(
     context = SerializationContext(out, MessageField.VALUE)
     got = sorted((deserializer(v, context) for v in consume(broker, out, 20)), key=str)
     assert got == sorted(sent, key=str)
+
+
+def test_avro_with_references_to_other_subjects_is_read_and_written(
+    spark: Any, broker: RunningBroker, topic: str
+) -> None:
+    """Named types from two other subjects (one referencing the other): the source's type and
+    values, and the sink's records, as confluent-kafka's serializers read and write them."""
+    create_topic(broker.bootstrap, topic, 1)
+    registry = SchemaRegistryClient({"url": registry_url(broker)})
+    kind = {"type": "enum", "name": "Kind", "namespace": "shop.ref", "symbols": ["HOME", "WORK"]}
+    address = {
+        "type": "record",
+        "name": "Address",
+        "namespace": "shop.ref",
+        "fields": [{"name": "street", "type": "string"}, {"name": "kind", "type": "Kind"}],
+    }
+    customer = {
+        "type": "record",
+        "name": "Customer",
+        "namespace": "shop.ref",
+        "fields": [
+            {"name": "name", "type": "string"},
+            {"name": "home", "type": "shop.ref.Address"},
+            {"name": "others", "type": {"type": "array", "items": "Address"}},
+            {"name": "work", "type": ["null", "Address"], "default": None},
+        ],
+    }
+    kind_subject, address_subject = f"{topic}-kind", f"{topic}-address"
+    registry.register_schema(kind_subject, Schema(json.dumps(kind), "AVRO"))
+    registry.register_schema(
+        address_subject,
+        Schema(json.dumps(address), "AVRO", [SchemaReference("shop.ref.Kind", kind_subject, 1)]),
+    )
+    schema = Schema(
+        json.dumps(customer),
+        "AVRO",
+        [SchemaReference("shop.ref.Address", address_subject, 1)],
+    )
+    registry.register_schema(f"{topic}-value", schema)
+    serializer = AvroSerializer(
+        registry, schema, conf={"auto.register.schemas": False, "use.latest.version": True}
+    )
+    sent = [
+        {
+            "name": f"customer {i}",
+            "home": {"street": f"{i} High St", "kind": "HOME"},
+            "others": [{"street": f"{j} Low St", "kind": "WORK"} for j in range(i % 3)],
+            "work": None if i % 2 else {"street": f"{i} Mill Rd", "kind": "WORK"},
+        }
+        for i in range(30)
+    ]
+    produce(broker, topic, serializer, sent)
+
+    df = typed_read(spark, broker, topic, valueFormat="avro")
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<name:string,home:struct<street:string,kind:string>,"
+        "others:array<struct<street:string,kind:string>>,work:struct<street:string,kind:string>>"
+    )
+    assert rows(df) == sent
+
+    out = f"{topic}-out"
+    create_topic(broker.bootstrap, out, 1)
+    _write(df.select("value"), broker, out, valueFormat="avro", valueSubject=f"{topic}-value")
+    written = consume(broker, out, len(sent))
+    schema_id = registry.get_latest_version(f"{topic}-value").schema_id
+    assert schema_id is not None
+    assert {v[1:5] for v in written} == {schema_id.to_bytes(4, "big")}
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry_url(broker)}))
+    context = SerializationContext(out, MessageField.VALUE)
+    assert [deserializer(v, context) for v in written] == sent

@@ -13,7 +13,7 @@ qualified.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -72,6 +72,50 @@ class SchemaContent:
     references: tuple[SchemaReference, ...] = ()
 
 
+class Reference(Protocol):
+    """A reference as any client of the registry holds one."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def subject(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+
+# How deep references may nest (a schema, its references, theirs, ...).
+MAX_REFERENCE_DEPTH = 32
+
+
+def resolve_references(
+    references: Sequence[Reference],
+    find: Callable[[str, int], tuple[str, Sequence[Reference]]],
+) -> list[tuple[str, str]]:
+    """The (name, text) of each of ``references``, each one's own references before it, every
+    name once (the first found), as Confluent's registry resolves them: what a parser needs
+    before the schema itself. ``find(subject, version)`` (version -1: the latest) gives a
+    version's text and references, and raises when there is none; 42201 past
+    :data:`MAX_REFERENCE_DEPTH`."""
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def walk(refs: Sequence[Reference], depth: int) -> None:
+        if depth > MAX_REFERENCE_DEPTH:
+            raise invalid_schema("references nest too deeply")
+        for ref in refs:
+            if ref.name in seen:
+                continue
+            seen.add(ref.name)
+            text, inner = find(ref.subject, ref.version)
+            walk(inner, depth + 1)
+            found.append((ref.name, text))
+
+    walk(references, 0)
+    return found
+
+
 class ParsedSchema(Protocol):
     """A schema its library has parsed."""
 
@@ -110,6 +154,13 @@ class AvroSchema:
     @property
     def canonical(self) -> str:
         return json.dumps(self._data, separators=(",", ":"), ensure_ascii=False)
+
+    def expanded(self) -> str:
+        """The schema with its references' named types written out where first used: one
+        schema that needs no registry to read (fastavro's, a container file's)."""
+        if not self._has_references:
+            return self.canonical
+        return json.dumps(self.parsed.to_json(), separators=(",", ":"), ensure_ascii=False)
 
     def normalized(self) -> str:
         # With references the library would print the referenced types inline: keep the text.

@@ -20,7 +20,6 @@ Not thread-safe: one thread owns it (the store's).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from odradek.registry import errors
@@ -51,6 +50,7 @@ from odradek.registry.schemas import (
     check_level,
     compatibility_errors,
     parse_schema,
+    resolve_references,
 )
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,6 @@ READONLY_OVERRIDE = "READONLY_OVERRIDE"
 IMPORT = "IMPORT"
 MODES = (READWRITE, READONLY, READONLY_OVERRIDE, IMPORT)
 DEFAULT_COMPATIBILITY = BACKWARD
-_MAX_REFERENCE_DEPTH = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,24 +277,20 @@ class RegistryState:
         texts = [text for _, text in self.referenced(content.references)]
         return parse_schema(content.schema_type, content.schema, texts)
 
-    def referenced(
-        self, references: tuple[SchemaReference, ...], depth: int = 0
-    ) -> Iterator[tuple[str, str]]:
+    def referenced(self, references: tuple[SchemaReference, ...]) -> list[tuple[str, str]]:
         """The (name, text) of each of ``references``, each one's own references first
         (42201 when one is not there)."""
-        if depth > _MAX_REFERENCE_DEPTH:
-            raise errors.invalid_schema("references nest too deeply")
-        for ref in references:
-            found = self.subjects.get(ref.subject, {}).get(ref.version)
-            if ref.version == -1:
-                live = [v for v in self.subjects.get(ref.subject, {}).values() if not v.deleted]
+
+        def find(subject: str, version: int) -> tuple[str, tuple[SchemaReference, ...]]:
+            found = self.subjects.get(subject, {}).get(version)
+            if version == -1:
+                live = [v for v in self.subjects.get(subject, {}).values() if not v.deleted]
                 found = max(live, key=lambda v: v.version) if live else None
             if found is None:
-                raise errors.invalid_schema(
-                    f"reference {ref.name!r} to {ref.subject!r} version {ref.version} not found"
-                )
-            yield from self.referenced(found.content.references, depth + 1)
-            yield ref.name, found.content.schema
+                raise errors.invalid_schema(f"reference to {subject!r} version {version} not found")
+            return found.content.schema, found.content.references
+
+        return resolve_references(references, find)
 
     def _normalized(
         self, request: SchemaRequest, normalize: bool

@@ -15,7 +15,11 @@ reader lacks are dropped, fields the value lacks are null).
 What each format covers:
 
 - **avro**: see :mod:`odradek.spark.avro` (records, nested records, arrays, maps, enums, fixed,
-  nullable unions, the date/timestamp/decimal/uuid logical types). Source and sink.
+  nullable unions, the date/timestamp/decimal/uuid logical types). Source and sink. A schema
+  whose references take named types from other subjects is read with them: the referenced
+  schemas (theirs too) are looked up by subject and version, parsed before it as the
+  registry's own compatibility check parses them, and written out where first used, one
+  self-contained schema for decoding and encoding.
 - **json** (JSON Schema): objects with ``properties`` (nested objects too), ``string``,
   ``integer`` (long), ``number`` (double), ``boolean``, ``array`` with ``items``, objects with
   only ``additionalProperties`` (maps), ``["T", "null"]`` and local ``$ref``\\s. Every field is
@@ -43,7 +47,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -169,7 +173,7 @@ class ColumnFormat:
     registry: RegistryAccess
     schema: RegisteredSchema
     message: str | None = None
-    # protobuf: the files the schema imports, as (name, text)
+    # the schemas it references (protobuf: the files it imports), as (name, text)
     references: tuple[tuple[str, str], ...] = ()
 
     def spark_type(self) -> DataType:
@@ -194,7 +198,7 @@ def resolve(
                 f"subject {schema.subject} holds a {schema.schema_type} schema, not "
                 f"{request.format}"
             )
-        references = tuple(_referenced(client, schema, 0)) if request.format == "protobuf" else ()
+        references = _referenced(client, schema) if request.format != "json" else ()
         found = ColumnFormat(
             request.column, request.format, registry, schema, request.message, references
         )
@@ -213,7 +217,7 @@ def spark_type_of(
         from odradek.spark.avro import AvroTypeError, spark_type
 
         try:
-            return spark_type(json.loads(schema.text))[0]
+            return spark_type(json.loads(avro_text(schema.text, references)))[0]
         except AvroTypeError as e:
             raise FormatError(str(e)) from e
     if format == "json":
@@ -250,7 +254,10 @@ def _make_decoder(column: ColumnFormat) -> Decoder:
         from odradek.spark.avro import AvroDecoder
 
         return AvroDecoder(
-            column.schema.id, column.schema.text, arrow_type, lambda i: client.by_id(i).text
+            column.schema.id,
+            avro_text(column.schema.text, column.references),
+            arrow_type,
+            lambda i: _avro_text_by_id(client, i),
         )
     if column.format == "json":
         return JsonDecoder(arrow_type)
@@ -259,7 +266,7 @@ def _make_decoder(column: ColumnFormat) -> Decoder:
     return ProtobufDecoder(
         arrow_type,
         lambda i: client.by_id(i).text,
-        lambda i: tuple(_referenced(client, client.by_id(i), 0)),
+        lambda i: _referenced(client, client.by_id(i)),
     )
 
 
@@ -409,15 +416,11 @@ def auto_register(options: Mapping[str, str]) -> bool:
     return raw == "true"
 
 
-# How deep a Protobuf schema's references may nest.
-_MAX_REFERENCE_DEPTH = 16
-
-
 @dataclass(frozen=True, slots=True)
 class SinkFormat:
     """How the sink serialises a typed key or value column: in ``format`` with schema
-    ``schema_id`` (for Protobuf, the message ``message`` names, and the texts of the files the
-    schema imports, as (name, text))."""
+    ``schema_id`` (for Protobuf, the message ``message`` names), and the schemas it
+    references (Protobuf: the files it imports), as (name, text)."""
 
     column: str
     schema_id: int
@@ -456,9 +459,13 @@ def sink_format(
     expected = _SCHEMA_TYPES[request.format]
     if schema.schema_type != expected:
         raise FormatError(f"subject {subject} holds a {schema.schema_type} schema, not {expected}")
-    if request.format != "protobuf":
+    if request.format == "json":
         return SinkFormat(request.column, schema.id, schema.text, request.format)
-    references = tuple(_referenced(client, schema, 0))
+    references = _referenced(client, schema)
+    if request.format == "avro":
+        found = SinkFormat(request.column, schema.id, schema.text, "avro", None, references)
+        spark_type_of("avro", schema, None, references)  # refuses it here, on the driver
+        return found
     found = SinkFormat(
         request.column, schema.id, schema.text, "protobuf", request.message, references
     )
@@ -482,14 +489,40 @@ def _schema_of_type(format: str, data_type: DataType) -> object:
         raise FormatError(str(e)) from e
 
 
-def _referenced(client: Any, schema: RegisteredSchema, depth: int) -> Iterator[tuple[str, str]]:
-    """The (name, text) of the files ``schema`` references, each one's own references first."""
-    if depth > _MAX_REFERENCE_DEPTH:
-        raise FormatError("the schema's references nest too deeply")
-    for reference in schema.references:
-        found = client.version(reference.subject, reference.version)
-        yield from _referenced(client, found, depth + 1)
-        yield reference.name, found.text
+def _referenced(client: Any, schema: RegisteredSchema) -> tuple[tuple[str, str], ...]:
+    """The (name, text) of the schemas ``schema`` references, each one's own references first
+    (resolved as the registry resolves them)."""
+    from odradek.registry.errors import RegistryError
+    from odradek.registry.schemas import resolve_references
+
+    def find(subject: str, version: int) -> tuple[str, tuple[Any, ...]]:
+        found = client.version(subject, None if version == -1 else version)
+        return found.text, found.references
+
+    try:
+        return tuple(resolve_references(schema.references, find))
+    except RegistryError as e:
+        raise FormatError(f"the references of {schema.subject or schema.id}: {e.message}") from e
+
+
+def avro_text(text: str, references: Sequence[tuple[str, str]]) -> str:
+    """An Avro schema with the named types of ``references`` written out where first used (the
+    schema itself when it has none): what fastavro reads without a registry."""
+    if not references:
+        return text
+    from odradek.registry.errors import RegistryError
+    from odradek.registry.schemas import AvroSchema
+
+    try:
+        return AvroSchema(text, [referenced for _, referenced in references]).expanded()
+    except RegistryError as e:
+        raise FormatError(f"the Avro schema and its references do not parse: {e.message}") from e
+
+
+def _avro_text_by_id(client: Any, schema_id: int) -> str:
+    """The self-contained text of the Avro schema ``schema_id`` names (a writer's)."""
+    found = client.by_id(schema_id)
+    return avro_text(found.text, _referenced(client, found) if found.references else ())
 
 
 def json_schema(data_type: DataType) -> dict[str, Any]:
@@ -558,7 +591,7 @@ def encode(column: SinkFormat, values: pa.Array) -> pa.Array:
         else:
             from odradek.spark.avro import AvroEncoder
 
-            found = AvroEncoder(column.schema_id, column.text)
+            found = AvroEncoder(column.schema_id, avro_text(column.text, column.references))
         _ENCODERS[column] = found
     result: pa.Array = found.encode(values)
     return result
