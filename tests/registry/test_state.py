@@ -316,3 +316,23 @@ def test_deeply_nested_schemas_are_refused_not_crashed() -> None:
     assert code_of(lambda: state.plan_register("s", SchemaRequest(deep))) == 42201
     deep_json = '{"items": ' * 5000 + "{}" + "}" * 5000
     assert code_of(lambda: state.plan_register("s", SchemaRequest(deep_json, "JSON"))) == 42201
+
+
+def test_schema_ids_give_each_ids_subjects_and_record_names() -> None:
+    r = Registry()
+    reading = SchemaRequest(
+        json.dumps({"type": "record", "name": "Reading", "namespace": "iot", "fields": [ID]})
+    )
+    schema_id = r.register("a-value", reading)
+    before = r.state.ids_generation
+    uses = r.state.schema_ids()
+    assert uses[schema_id].subjects == {"a-value"}
+    assert uses[schema_id].record_names == ("iot.Reading",)
+    # The same schema under one more subject: the same id, and its subjects change with it.
+    assert r.register("iot.Reading", reading) == schema_id
+    assert r.state.ids_generation != before
+    assert r.state.schema_ids()[schema_id].subjects == {"a-value", "iot.Reading"}
+    r.write(r.state.plan_delete_subject("a-value").records)
+    assert r.state.schema_ids()[schema_id].subjects == {"a-value", "iot.Reading"}  # soft
+    r.write(r.state.plan_delete_subject("a-value", permanent=True).records)
+    assert r.state.schema_ids()[schema_id].subjects == {"iot.Reading"}

@@ -18,7 +18,7 @@ import functools
 import json
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -30,7 +30,7 @@ from odradek.registry.errors import RegistryError
 from odradek.registry.metrics import RegistryMetrics
 from odradek.registry.records import content_answer, parse_references
 from odradek.registry.schemas import AVRO, SCHEMA_TYPES
-from odradek.registry.state import RegistryState, SchemaRequest
+from odradek.registry.state import RegistryState, SchemaIdUse, SchemaRequest
 from odradek.registry.store import SchemaStore
 from odradek.security.acl import parse_super_users
 from odradek.security.sasl import parse_jaas
@@ -162,8 +162,9 @@ class RegistryServer:
     # -- what the broker asks (schema id validation) -----------------------------------------
 
     @property
-    def known_schema_ids(self) -> frozenset[int]:
-        """The ids of the store's replay as last published (any thread may read it)."""
+    def known_schema_ids(self) -> Mapping[int, SchemaIdUse]:
+        """The ids of the store's replay and their subjects as last published (any thread may
+        read it)."""
         return self._store.known_ids
 
     def refresh_ids(self) -> concurrent.futures.Future[None]:

@@ -25,7 +25,7 @@ import jsonschema.validators
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 
 from odradek.registry import json_compat
-from odradek.registry.errors import invalid_compatibility_level, invalid_schema
+from odradek.registry.errors import RegistryError, invalid_compatibility_level, invalid_schema
 from odradek.registry.protobuf import ProtobufSchema
 
 AVRO = "AVRO"
@@ -218,6 +218,34 @@ def parse_schema(schema_type: str, text: str, references: Sequence[str] = ()) ->
     if schema_type == PROTOBUF:
         return ProtobufSchema(text, references)
     raise invalid_schema(f"unknown schema type {schema_type!r}")
+
+
+def record_names(schema_type: str, text: str) -> tuple[str, ...]:
+    """The names Confluent's record name strategies give a schema's records (none when it has
+    no such name): an Avro schema's full name (a primitive's type name, as Avro's own
+    ``getFullName``), a JSON Schema's ``title``, the full name of each message of a Protobuf
+    file (a serializer names the message it writes, which may be any of them). Read from the
+    text alone: no references are needed for names."""
+    try:
+        if schema_type == PROTOBUF:
+            return ProtobufSchema(text).message_names()
+        data = json.loads(text)
+    except (ValueError, RecursionError, RegistryError):
+        return ()
+    if schema_type == JSON:
+        title = data.get("title") if isinstance(data, dict) else None
+        return (title,) if isinstance(title, str) else ()
+    if isinstance(data, str):
+        return (data,)
+    if not isinstance(data, dict):
+        return ()  # a union has no one name
+    kind, name = data.get("type"), data.get("name")
+    if kind in ("record", "enum", "fixed") and isinstance(name, str):
+        namespace = data.get("namespace")
+        if "." in name or not isinstance(namespace, str) or not namespace:
+            return (name,)
+        return (f"{namespace}.{name}",)
+    return (kind,) if isinstance(kind, str) else ()
 
 
 def compatibility_errors(

@@ -20,7 +20,9 @@ Not thread-safe: one thread owns it (the store's).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from odradek.registry import errors
 from odradek.registry.errors import RegistryError
@@ -50,6 +52,7 @@ from odradek.registry.schemas import (
     check_level,
     compatibility_errors,
     parse_schema,
+    record_names,
     resolve_references,
 )
 
@@ -61,6 +64,28 @@ READONLY_OVERRIDE = "READONLY_OVERRIDE"
 IMPORT = "IMPORT"
 MODES = (READWRITE, READONLY, READONLY_OVERRIDE, IMPORT)
 DEFAULT_COMPATIBILITY = BACKWARD
+
+
+class SchemaIdUse:
+    """What schema id validation needs of one id: the subjects it is registered under (in
+    versions soft-deleted or not), and the names the record name strategies give its schema
+    (:func:`record_names`, read from the schema the first time they are asked for: only topics
+    under those strategies ask). Immutable once made, but for that cache: any thread may read
+    it."""
+
+    __slots__ = ("_content", "_names", "subjects")
+
+    def __init__(self, subjects: frozenset[str], content: SchemaContent) -> None:
+        self.subjects = subjects
+        self._content = content
+        self._names: tuple[str, ...] | None = None
+
+    @property
+    def record_names(self) -> tuple[str, ...]:
+        names = self._names
+        if names is None:
+            names = self._names = record_names(self._content.schema_type, self._content.schema)
+        return names
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +126,10 @@ class RegistryState:
         self._id_users: dict[int, set[tuple[str, int]]] = {}
         self._id_content: dict[int, SchemaContent] = {}
         self.max_id = 0
-        # Moves whenever an id comes or goes, so that a reader of schema_ids() knows when to
-        # read it again.
+        # Moves whenever an id comes or goes or a subject takes or leaves one, so that a reader
+        # of schema_ids() knows when to read it again.
         self.ids_generation = 0
+        self._uses: dict[int, SchemaIdUse] = {}
 
     # -- replay ------------------------------------------------------------------------------
 
@@ -165,8 +191,9 @@ class RegistryState:
 
     def _put(self, v: SchemaVersion) -> None:
         self.subjects.setdefault(v.subject, {})[v.version] = v
-        self._id_users.setdefault(v.id, set()).add((v.subject, v.version))
-        if v.id not in self._id_content:
+        users = self._id_users.setdefault(v.id, set())
+        if (v.subject, v.version) not in users:
+            users.add((v.subject, v.version))
             self.ids_generation += 1
         self._id_content[v.id] = v.content
         self.max_id = max(self.max_id, v.id)
@@ -180,10 +207,10 @@ class RegistryState:
             del self.subjects[subject]
         users = self._id_users.get(v.id, set())
         users.discard((subject, version))
+        self.ids_generation += 1
         if not users:
             self._id_users.pop(v.id, None)
             self._id_content.pop(v.id, None)
-            self.ids_generation += 1
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -225,10 +252,22 @@ class RegistryState:
             sum(len(versions) for versions in self.subjects.values()),
         )
 
-    def schema_ids(self) -> frozenset[int]:
-        """Every id that names a schema (in a version soft-deleted or not): those that
-        ``/schemas/ids/{id}`` answers."""
-        return frozenset(self._id_content)
+    def schema_ids(self) -> Mapping[int, SchemaIdUse]:
+        """Every id that names a schema (in a version soft-deleted or not: those that
+        ``/schemas/ids/{id}`` answers), with the subjects that hold it: a new mapping, for a
+        reader on another thread (an id's use is kept from the last call while its subjects
+        are the same, and with it the record names read of its schema)."""
+        uses: dict[int, SchemaIdUse] = {}
+        for schema_id, content in self._id_content.items():
+            subjects = frozenset(s for s, _ in self._id_users.get(schema_id, ()))
+            old = self._uses.get(schema_id)
+            uses[schema_id] = (
+                old
+                if old is not None and old.subjects == subjects
+                else SchemaIdUse(subjects, content)
+            )
+        self._uses = uses
+        return MappingProxyType(dict(uses))
 
     def schema_by_id(self, schema_id: int) -> SchemaContent:
         content = self._id_content.get(schema_id)
