@@ -11,7 +11,7 @@ import pytest
 from odradek.registry.errors import RegistryError
 from odradek.registry.records import Record, schema_key
 from odradek.registry.schemas import SchemaReference
-from odradek.registry.state import IMPORT, READONLY, RegistryState, SchemaRequest
+from odradek.registry.state import IMPORT, READONLY, RegistryState, SchemaRequest, context_of
 
 
 def avro_record(*fields: Mapping[str, object], name: str = "User") -> SchemaRequest:
@@ -271,7 +271,7 @@ def test_replay_rebuilds_the_state_compacted_or_not() -> None:
     for replayed in (r.replayed(), r.replayed(compacted=True)):
         assert replayed.subjects == r.state.subjects
         assert replayed.configs == r.state.configs
-        assert replayed.max_id == r.state.max_id
+        assert replayed.max_id() == r.state.max_id()
 
 
 def test_concurrent_writers_first_one_wins() -> None:
@@ -336,3 +336,21 @@ def test_schema_ids_give_each_ids_subjects_and_record_names() -> None:
     assert r.state.schema_ids()[schema_id].subjects == {"a-value", "iot.Reading"}  # soft
     r.write(r.state.plan_delete_subject("a-value", permanent=True).records)
     assert r.state.schema_ids()[schema_id].subjects == {"iot.Reading"}
+
+
+def test_each_context_numbers_its_own_ids() -> None:
+    r = Registry()
+    assert r.register("a", avro_record(ID)) == 1
+    assert r.register(":.team:a", avro_record(NAME)) == 1
+    assert r.register(":.team:b", avro_record(ID)) == 2  # the default context's 1 is not seen
+    for state in (r.state, r.replayed(), r.replayed(compacted=True)):
+        assert json.loads(state.schema_by_id(1).schema) == json.loads(avro_record(ID).schema)
+        team = json.loads(state.schema_by_id(1, ".team").schema)
+        assert team == json.loads(avro_record(NAME).schema)
+        assert state.id_usages(2, ".team") == [(":.team:b", 1)]
+        assert code_of(lambda s=state: s.schema_by_id(2)) == 40403
+        assert state.contexts() == [".", ".team"]
+        assert set(state.schema_ids()) == {1}  # validation: the default context only
+    assert context_of(":.team:a") == (".team", "a")
+    assert context_of(":.:a") == (".", "a")
+    assert context_of("a:b") == (".", "a:b")

@@ -10,6 +10,11 @@ broker that has read the same prefix holds the same state, and a compaction does
 - a SCHEMA record whose id already stands for another schema (in a version not deleted
   permanently) is ignored, so one id never names two schemas.
 
+Schema contexts (Confluent's): a subject qualified as ``:.name:subject`` lives in the context
+``.name``, one unqualified (or qualified ``:.:``) in the default context ``.``. Each context
+numbers its ids on its own, so an id names a schema within one context; the records are
+Confluent's, the subject carrying its context.
+
 Changes are planned here and written by the store: a ``plan_*`` method checks the request
 against the state (mode, compatibility, references) and returns the records to write and the
 answer to give once they are committed and read back.
@@ -63,6 +68,27 @@ READONLY = "READONLY"
 READONLY_OVERRIDE = "READONLY_OVERRIDE"
 IMPORT = "IMPORT"
 MODES = (READWRITE, READONLY, READONLY_OVERRIDE, IMPORT)
+DEFAULT_CONTEXT = "."
+
+
+def context_of(subject: str) -> tuple[str, str]:
+    """A subject's context and its name within it: ``:.ctx:name`` is (``.ctx``, ``name``),
+    anything else is in the default context ``.``."""
+    if subject.startswith(":."):
+        end = subject.find(":", 1)
+        if end > 0:
+            return subject[1:end], subject[end + 1 :]
+    return DEFAULT_CONTEXT, subject
+
+
+def unqualified_default(subject: str) -> str:
+    """``:.:name`` (the default context, said) as ``name``: one spelling of each subject."""
+    return subject[3:] if subject.startswith(":.:") else subject
+
+
+# An id within its context.
+ContextId = tuple[str, int]
+
 DEFAULT_COMPATIBILITY = BACKWARD
 
 
@@ -123,9 +149,9 @@ class RegistryState:
         self.subjects: dict[str, dict[int, SchemaVersion]] = {}
         self.configs: dict[str | None, str] = {}
         self.modes: dict[str | None, str] = {}
-        self._id_users: dict[int, set[tuple[str, int]]] = {}
-        self._id_content: dict[int, SchemaContent] = {}
-        self.max_id = 0
+        self._id_users: dict[ContextId, set[tuple[str, int]]] = {}
+        self._id_content: dict[ContextId, SchemaContent] = {}
+        self._max_ids: dict[str, int] = {}
         # Moves whenever an id comes or goes or a subject takes or leaves one, so that a reader
         # of schema_ids() knows when to read it again.
         self.ids_generation = 0
@@ -183,7 +209,7 @@ class RegistryState:
                 "schema registry: %s version %d is taken, a later write ignored", subject, version
             )
             return
-        taken = self._id_content.get(new.id)
+        taken = self._id_content.get((context_of(subject)[0], new.id))
         if taken is not None and taken != new.content:
             log.info("schema registry: id %d is taken, a later write ignored", new.id)
             return
@@ -191,12 +217,13 @@ class RegistryState:
 
     def _put(self, v: SchemaVersion) -> None:
         self.subjects.setdefault(v.subject, {})[v.version] = v
-        users = self._id_users.setdefault(v.id, set())
+        context = context_of(v.subject)[0]
+        users = self._id_users.setdefault((context, v.id), set())
         if (v.subject, v.version) not in users:
             users.add((v.subject, v.version))
             self.ids_generation += 1
-        self._id_content[v.id] = v.content
-        self.max_id = max(self.max_id, v.id)
+        self._id_content[(context, v.id)] = v.content
+        self._max_ids[context] = max(self._max_ids.get(context, 0), v.id)
 
     def _remove(self, subject: str, version: int) -> None:
         versions = self.subjects.get(subject)
@@ -205,12 +232,13 @@ class RegistryState:
         v = versions.pop(version)
         if not versions:
             del self.subjects[subject]
-        users = self._id_users.get(v.id, set())
+        key = (context_of(subject)[0], v.id)
+        users = self._id_users.get(key, set())
         users.discard((subject, version))
         self.ids_generation += 1
         if not users:
-            self._id_users.pop(v.id, None)
-            self._id_content.pop(v.id, None)
+            self._id_users.pop(key, None)
+            self._id_content.pop(key, None)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -252,14 +280,26 @@ class RegistryState:
             sum(len(versions) for versions in self.subjects.values()),
         )
 
+    def max_id(self, context: str = DEFAULT_CONTEXT) -> int:
+        """The greatest id a context has given (0: none)."""
+        return self._max_ids.get(context, 0)
+
+    def contexts(self) -> list[str]:
+        """The contexts that hold a subject, and the default context (always)."""
+        named = {context_of(subject)[0] for subject in self.subjects}
+        return sorted(named | {DEFAULT_CONTEXT})
+
     def schema_ids(self) -> Mapping[int, SchemaIdUse]:
-        """Every id that names a schema (in a version soft-deleted or not: those that
-        ``/schemas/ids/{id}`` answers), with the subjects that hold it: a new mapping, for a
-        reader on another thread (an id's use is kept from the last call while its subjects
-        are the same, and with it the record names read of its schema)."""
+        """Every id of the default context that names a schema (in a version soft-deleted or
+        not: those that ``/schemas/ids/{id}`` answers), with the subjects that hold it: a new
+        mapping, for a reader on another thread (an id's use is kept from the last call while
+        its subjects are the same, and with it the record names read of its schema). Schema
+        id validation reads it: as Confluent's, it covers the default context only."""
         uses: dict[int, SchemaIdUse] = {}
-        for schema_id, content in self._id_content.items():
-            subjects = frozenset(s for s, _ in self._id_users.get(schema_id, ()))
+        for (context, schema_id), content in self._id_content.items():
+            if context != DEFAULT_CONTEXT:
+                continue
+            subjects = frozenset(s for s, _ in self._id_users.get((context, schema_id), ()))
             old = self._uses.get(schema_id)
             uses[schema_id] = (
                 old
@@ -269,17 +309,20 @@ class RegistryState:
         self._uses = uses
         return MappingProxyType(dict(uses))
 
-    def schema_by_id(self, schema_id: int) -> SchemaContent:
-        content = self._id_content.get(schema_id)
+    def schema_by_id(self, schema_id: int, context: str = DEFAULT_CONTEXT) -> SchemaContent:
+        """The schema ``schema_id`` names in ``context``."""
+        content = self._id_content.get((context, schema_id))
         if content is None:
             raise errors.schema_not_found(f"Schema {schema_id} not found")
         return content
 
-    def id_usages(self, schema_id: int, *, deleted: bool = False) -> list[tuple[str, int]]:
-        self.schema_by_id(schema_id)
+    def id_usages(
+        self, schema_id: int, context: str = DEFAULT_CONTEXT, *, deleted: bool = False
+    ) -> list[tuple[str, int]]:
+        self.schema_by_id(schema_id, context)
         return sorted(
             (s, n)
-            for s, n in self._id_users.get(schema_id, set())
+            for s, n in self._id_users.get((context, schema_id), set())
             if deleted or not self.subjects[s][n].deleted
         )
 
@@ -441,8 +484,8 @@ class RegistryState:
             if messages:
                 raise errors.incompatible(messages)
             version = next_version
-            schema_id = self._id_for(content)
-        taken = self._id_content.get(schema_id)
+            schema_id = self._id_for(content, context_of(subject)[0])
+        taken = self._id_content.get((context_of(subject)[0], schema_id))
         if taken is not None and taken != content:
             raise errors.operation_not_permitted(
                 f"Overwrite new schema with id {schema_id} is not permitted"
@@ -450,11 +493,11 @@ class RegistryState:
         new = SchemaVersion(subject, version, schema_id, content)
         return Registration((schema_record(new),), new)
 
-    def _id_for(self, content: SchemaContent) -> int:
-        for schema_id, existing in self._id_content.items():
-            if existing == content:
+    def _id_for(self, content: SchemaContent, context: str) -> int:
+        for (within, schema_id), existing in self._id_content.items():
+            if within == context and existing == content:
                 return schema_id
-        return self.max_id + 1
+        return self.max_id(context) + 1
 
     def plan_delete_subject(self, subject: str, *, permanent: bool = False) -> Change:
         """Soft: every version is marked deleted; permanent (after a soft delete): gone."""
