@@ -20,10 +20,12 @@ What each format covers:
   schemas (theirs too) are looked up by subject and version, parsed before it as the
   registry's own compatibility check parses them, and written out where first used, one
   self-contained schema for decoding and encoding.
-- **json** (JSON Schema): objects with ``properties`` (nested objects too), ``string``,
-  ``integer`` (long), ``number`` (double), ``boolean``, ``array`` with ``items``, objects with
-  only ``additionalProperties`` (maps), ``["T", "null"]`` and local ``$ref``\\s. Every field is
-  nullable. Decoded by Arrow's JSON reader, no Python per row. The sink writes rows as JSON
+- **json** (JSON Schema): the types of :mod:`odradek.spark.json_schema` (which the Iceberg
+  tables share): objects with ``properties`` (nested objects too), ``string``, ``integer``
+  (long), ``number`` (double), ``boolean``, ``array`` with ``items``, objects with only
+  ``additionalProperties`` (maps), ``["T", "null"]`` and ``anyOf``/``oneOf`` of null and one
+  type, ``enum``\\s (strings) and local ``$ref``\\s. Every field is nullable. Decoded by
+  Arrow's JSON reader, no Python per row. The sink writes rows as JSON
   text (binary as base64, dates and timestamps as ISO 8601 strings, decimals as numbers) with
   a registered schema, or with ``autoRegister=true`` the JSON Schema of the column's Spark type
   (:func:`json_schema`).
@@ -70,7 +72,6 @@ from pyspark.sql.types import (
     MapType,
     ShortType,
     StringType,
-    StructField,
     StructType,
     TimestampNTZType,
     TimestampType,
@@ -221,7 +222,12 @@ def spark_type_of(
         except AvroTypeError as e:
             raise FormatError(str(e)) from e
     if format == "json":
-        return _json_spark_type(json.loads(schema.text))
+        from odradek.spark.json_schema import NoColumnType, json_schema_spark_type
+
+        try:
+            return json_schema_spark_type(json.loads(schema.text))
+        except NoColumnType as e:
+            raise FormatError(f"the JSON schema has no Spark column type here: {e}") from e
     from odradek.spark.protobuf import ProtobufSchemaError, message_spark_type
 
     try:
@@ -271,50 +277,6 @@ def _make_decoder(column: ColumnFormat) -> Decoder:
 
 
 # -- JSON Schema ---------------------------------------------------------------------------------
-
-
-def _json_spark_type(schema: Any, root: Any = None) -> DataType:
-    root = schema if root is None else root
-    if not isinstance(schema, dict):
-        raise FormatError(f"the JSON schema {json.dumps(schema)} has no Spark column type here")
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        if not ref.startswith("#/"):
-            raise FormatError(f"only local $refs are followed, not {ref!r}")
-        target = root
-        for part in ref[2:].split("/"):
-            target = target[part]
-        return _json_spark_type(target, root)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kinds = [k for k in kind if k != "null"]
-        if len(kinds) != 1:
-            raise FormatError(f"the JSON schema type {kind} has no single Spark column type")
-        kind = kinds[0]
-    if kind is None and "properties" in schema:
-        kind = "object"
-    if kind == "object":
-        properties = schema.get("properties")
-        extra = schema.get("additionalProperties")
-        if not properties and isinstance(extra, dict):
-            return MapType(StringType(), _json_spark_type(extra, root), True)
-        return StructType(
-            [
-                StructField(str(name), _json_spark_type(sub, root), True)
-                for name, sub in (properties or {}).items()
-            ]
-        )
-    if kind == "array":
-        return ArrayType(_json_spark_type(schema.get("items", {}), root), True)
-    scalars: dict[str, DataType] = {
-        "string": StringType(),
-        "integer": LongType(),
-        "number": DoubleType(),
-        "boolean": BooleanType(),
-    }
-    if isinstance(kind, str) and kind in scalars:
-        return scalars[kind]
-    raise FormatError(f"the JSON schema {json.dumps(schema)} has no Spark column type here")
 
 
 class JsonDecoder:
