@@ -354,3 +354,34 @@ def test_each_context_numbers_its_own_ids() -> None:
     assert context_of(":.team:a") == (".team", "a")
     assert context_of(":.:a") == (".", "a")
     assert context_of("a:b") == (".", "a:b")
+
+
+def test_a_reference_without_a_context_is_in_its_schemas_context() -> None:
+    """As Confluent's: a schema in .team referencing "address" takes :.team:address, and so
+    do that one's own unqualified references."""
+    r = Registry()
+
+    def record(name: str, *fields: tuple[str, str]) -> str:
+        return json.dumps(
+            {
+                "type": "record",
+                "name": name,
+                "namespace": "x",
+                "fields": [{"name": f, "type": t} for f, t in fields],
+            }
+        )
+
+    r.register("city", SchemaRequest(record("Town", ("name", "string"))))  # default: not used
+    r.register(":.team:city", SchemaRequest(record("City", ("name", "string"))))
+    city = (SchemaReference("x.City", "city", 1),)
+    r.register(
+        ":.team:address", SchemaRequest(record("Address", ("city", "x.City")), references=city)
+    )
+    user = SchemaRequest(
+        record("User", ("home", "x.Address")),
+        references=(SchemaReference("x.Address", "address", 1),),
+    )
+    assert r.register(":.team:user", user) == 3
+    assert r.state.referenced_by(":.team:address", 1) == [3]
+    assert r.state.referenced_by("address", 1) == []
+    assert code_of(lambda: r.state.plan_register("user", user)) == 42201  # no default address

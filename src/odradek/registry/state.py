@@ -86,6 +86,14 @@ def unqualified_default(subject: str) -> str:
     return subject[3:] if subject.startswith(":.:") else subject
 
 
+def qualified(subject: str, context: str) -> str:
+    """A reference's subject as a schema in ``context`` means it: an unqualified one is in
+    that context (Confluent's rule)."""
+    if context == DEFAULT_CONTEXT or subject.startswith(":."):
+        return subject
+    return f":{context}:{subject}"
+
+
 # An id within its context.
 ContextId = tuple[str, int]
 
@@ -334,7 +342,11 @@ class RegistryState:
                 for versions in self.subjects.values()
                 for v in versions.values()
                 if not v.deleted
-                and any(r.subject == subject and r.version == version for r in v.content.references)
+                and any(
+                    qualified(r.subject, context_of(v.subject)[0]) == subject
+                    and r.version == version
+                    for r in v.content.references
+                )
             }
         )
 
@@ -354,33 +366,39 @@ class RegistryState:
             raise errors.mode_not_configured(subject)
         return self.modes.get(None, READWRITE)
 
-    def parse(self, content: SchemaContent) -> ParsedSchema:
-        """``content`` parsed with its references (42201 when a reference is not there)."""
-        texts = [text for _, text in self.referenced(content.references)]
+    def parse(self, content: SchemaContent, context: str = DEFAULT_CONTEXT) -> ParsedSchema:
+        """``content`` (of a subject in ``context``) parsed with its references (42201 when a
+        reference is not there)."""
+        texts = [text for _, text in self.referenced(content.references, context)]
         return parse_schema(content.schema_type, content.schema, texts)
 
-    def referenced(self, references: tuple[SchemaReference, ...]) -> list[tuple[str, str]]:
-        """The (name, text) of each of ``references``, each one's own references first
-        (42201 when one is not there)."""
+    def referenced(
+        self, references: tuple[SchemaReference, ...], context: str = DEFAULT_CONTEXT
+    ) -> list[tuple[str, str]]:
+        """The (name, text) of each of ``references`` (of a schema in ``context``), each one's
+        own references first (42201 when one is not there)."""
 
-        def find(subject: str, version: int) -> tuple[str, tuple[SchemaReference, ...]]:
+        def within(refs: tuple[SchemaReference, ...], context: str) -> list[SchemaReference]:
+            return [replace(r, subject=qualified(r.subject, context)) for r in refs]
+
+        def find(subject: str, version: int) -> tuple[str, list[SchemaReference]]:
             found = self.subjects.get(subject, {}).get(version)
             if version == -1:
                 live = [v for v in self.subjects.get(subject, {}).values() if not v.deleted]
                 found = max(live, key=lambda v: v.version) if live else None
             if found is None:
                 raise errors.invalid_schema(f"reference to {subject!r} version {version} not found")
-            return found.content.schema, found.content.references
+            return found.content.schema, within(found.content.references, context_of(subject)[0])
 
-        return resolve_references(references, find)
+        return resolve_references(within(references, context), find)
 
     def _normalized(
-        self, request: SchemaRequest, normalize: bool
+        self, request: SchemaRequest, normalize: bool, subject: str
     ) -> tuple[SchemaContent, ParsedSchema]:
         if request.schema_type not in SCHEMA_TYPES:
             raise errors.invalid_schema(f"unknown schema type {request.schema_type!r}")
         raw = SchemaContent(request.schema_type, request.schema, request.references)
-        parsed = self.parse(raw)
+        parsed = self.parse(raw, context_of(subject)[0])
         text = parsed.normalized() if normalize else parsed.canonical
         return replace(raw, schema=text), parsed
 
@@ -395,19 +413,22 @@ class RegistryState:
         """The version of ``subject`` holding this schema (POST /subjects/{s})."""
         if subject not in self.subjects:
             raise errors.subject_not_found(subject)
-        content, _ = self._normalized(request, normalize)
+        content, _ = self._normalized(request, normalize, subject)
         for v in sorted(self.subjects[subject].values(), key=lambda v: v.version):
-            if (deleted or not v.deleted) and self._same(v.content, content, normalize):
+            if (deleted or not v.deleted) and self._same(v.content, content, normalize, subject):
                 return v
         raise errors.schema_not_found()
 
-    def _same(self, stored: SchemaContent, asked: SchemaContent, normalize: bool) -> bool:
+    def _same(
+        self, stored: SchemaContent, asked: SchemaContent, normalize: bool, subject: str
+    ) -> bool:
         if stored == asked:
             return True
         if not normalize or stored.schema_type != asked.schema_type:
             return False
         try:
-            return replace(stored, schema=self.parse(stored).normalized()) == asked
+            parsed = self.parse(stored, context_of(subject)[0])
+            return replace(stored, schema=parsed.normalized()) == asked
         except RegistryError:
             return False
 
@@ -423,16 +444,17 @@ class RegistryState:
     ) -> list[str]:
         """Why the schema may not follow ``version`` of ``subject`` (all versions the level
         covers when None); [] when it may (POST /compatibility/...)."""
-        _, parsed = self._normalized(request, normalize)
+        _, parsed = self._normalized(request, normalize, subject)
         level = self.compatibility(subject)
+        context = context_of(subject)[0]
         if version is None:
             if subject not in self.subjects:
                 return []
-            previous = [self.parse(v.content) for v in self._live(subject)]
+            previous = [self.parse(v.content, context) for v in self._live(subject)]
             return compatibility_errors(level, parsed, previous)
         old = self.version(subject, version)
         base = level.removesuffix("_TRANSITIVE")
-        return compatibility_errors(base, parsed, [self.parse(old.content)])
+        return compatibility_errors(base, parsed, [self.parse(old.content, context)])
 
     def _live(self, subject: str) -> list[SchemaVersion]:
         return [v for _, v in sorted(self.subjects.get(subject, {}).items()) if not v.deleted]
@@ -451,10 +473,11 @@ class RegistryState:
         """The records that register the schema under ``subject``, or none when a version not
         deleted already holds it."""
         mode = self._check_writable(subject)
-        content, parsed = self._normalized(request, normalize)
+        content, parsed = self._normalized(request, normalize, subject)
         live = self._live(subject)
         for v in live:
-            if self._same(v.content, content, normalize) and request.id in (None, -1, v.id):
+            same = self._same(v.content, content, normalize, subject)
+            if same and request.id in (None, -1, v.id):
                 return Registration((), v)
         all_versions = self.subjects.get(subject, {})
         next_version = max(all_versions, default=0) + 1
@@ -479,7 +502,9 @@ class RegistryState:
                     f"version {request.version} is not the next version ({next_version})"
                 )
             messages = compatibility_errors(
-                self.compatibility(subject), parsed, [self.parse(v.content) for v in live]
+                self.compatibility(subject),
+                parsed,
+                [self.parse(v.content, context_of(subject)[0]) for v in live],
             )
             if messages:
                 raise errors.incompatible(messages)
