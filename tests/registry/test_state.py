@@ -8,10 +8,11 @@ from collections.abc import Mapping
 
 import pytest
 
+from odradek.registry.contexts import context_of
 from odradek.registry.errors import RegistryError
 from odradek.registry.records import Record, schema_key
 from odradek.registry.schemas import SchemaReference
-from odradek.registry.state import IMPORT, READONLY, RegistryState, SchemaRequest, context_of
+from odradek.registry.state import IMPORT, READONLY, RegistryState, SchemaRequest
 
 
 def avro_record(*fields: Mapping[str, object], name: str = "User") -> SchemaRequest:

@@ -573,3 +573,37 @@ def test_avro_with_references_to_other_subjects_is_read_and_written(
     deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry_url(broker)}))
     context = SerializationContext(out, MessageField.VALUE)
     assert [deserializer(v, context) for v in written] == sent
+
+
+def test_a_subject_in_a_schema_context_is_read_with_that_contexts_ids(
+    spark: Any, broker: RunningBroker, topic: str
+) -> None:
+    """The values' ids are the context's own (id 1 of .typed is not the default context's
+    id 1): the source reads each id in its reader subject's context."""
+    create_topic(broker.bootstrap, topic, 1)
+    registry = SchemaRegistryClient({"url": registry_url(broker)})
+    registry.register_schema(f"{topic}-plain", Schema('"string"', "AVRO"))  # a default id
+    context = ":.typed" + topic.replace("-", "").replace(".", "")[-20:]
+    subject = f"{context}:{topic}-value"
+
+    def in_context(ctx: SerializationContext | None, record_name: str | None) -> str:
+        return subject
+
+    v1 = {"type": "record", "name": "Ctx", "fields": [{"name": "n", "type": "long"}]}
+    v2 = {
+        "type": "record",
+        "name": "Ctx",
+        "fields": [
+            {"name": "n", "type": "long"},
+            {"name": "s", "type": "string", "default": "none"},
+        ],
+    }
+    for schema, values in ((v1, [{"n": 1}, {"n": 2}]), (v2, [{"n": 3, "s": "three"}])):
+        serializer = AvroSerializer(
+            registry, json.dumps(schema), conf={"subject.name.strategy": in_context}
+        )
+        produce(broker, topic, serializer, values)
+    assert registry.get_latest_version(subject).schema_id == 2
+    # Read by v2: the values of id 1 are resolved from the context's id 1, the writer's.
+    df = typed_read(spark, broker, topic, valueFormat="avro", valueSubject=subject)
+    assert rows(df) == [{"n": 1, "s": "none"}, {"n": 2, "s": "none"}, {"n": 3, "s": "three"}]

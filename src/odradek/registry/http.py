@@ -26,17 +26,12 @@ from aiohttp import web
 from odradek.config import BrokerConfig
 from odradek.registry import errors
 from odradek.registry.auth import BASIC, NONE, BasicAuthenticator, UserConfigs
+from odradek.registry.contexts import context_of, unqualified_default
 from odradek.registry.errors import RegistryError
 from odradek.registry.metrics import RegistryMetrics
 from odradek.registry.records import content_answer, parse_references
 from odradek.registry.schemas import AVRO, SCHEMA_TYPES
-from odradek.registry.state import (
-    RegistryState,
-    SchemaIdUse,
-    SchemaRequest,
-    context_of,
-    unqualified_default,
-)
+from odradek.registry.state import RegistryState, SchemaIdUse, SchemaRequest
 from odradek.registry.store import SchemaStore
 from odradek.security.acl import parse_super_users
 from odradek.security.sasl import parse_jaas

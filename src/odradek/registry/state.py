@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from odradek.registry import errors
+from odradek.registry.contexts import DEFAULT_CONTEXT, context_of, qualified
 from odradek.registry.errors import RegistryError
 from odradek.registry.records import (
     CLEAR_SUBJECT,
@@ -68,32 +69,6 @@ READONLY = "READONLY"
 READONLY_OVERRIDE = "READONLY_OVERRIDE"
 IMPORT = "IMPORT"
 MODES = (READWRITE, READONLY, READONLY_OVERRIDE, IMPORT)
-DEFAULT_CONTEXT = "."
-
-
-def context_of(subject: str) -> tuple[str, str]:
-    """A subject's context and its name within it: ``:.ctx:name`` is (``.ctx``, ``name``),
-    anything else is in the default context ``.``."""
-    if subject.startswith(":."):
-        end = subject.find(":", 1)
-        if end > 0:
-            return subject[1:end], subject[end + 1 :]
-    return DEFAULT_CONTEXT, subject
-
-
-def unqualified_default(subject: str) -> str:
-    """``:.:name`` (the default context, said) as ``name``: one spelling of each subject."""
-    return subject[3:] if subject.startswith(":.:") else subject
-
-
-def qualified(subject: str, context: str) -> str:
-    """A reference's subject as a schema in ``context`` means it: an unqualified one is in
-    that context (Confluent's rule)."""
-    if context == DEFAULT_CONTEXT or subject.startswith(":."):
-        return subject
-    return f":{context}:{subject}"
-
-
 # An id within its context.
 ContextId = tuple[str, int]
 

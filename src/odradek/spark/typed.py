@@ -77,7 +77,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from odradek.spark.schema_registry import MAGIC_BYTE, RegisteredSchema, registry_client
+from odradek.spark.schema_registry import MAGIC_BYTE, Reference, RegisteredSchema, registry_client
 
 FORMATS = ("avro", "protobuf", "json")
 _SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
@@ -263,7 +263,7 @@ def _make_decoder(column: ColumnFormat) -> Decoder:
             column.schema.id,
             avro_text(column.schema.text, column.references),
             arrow_type,
-            lambda i: _avro_text_by_id(client, i),
+            lambda i: _avro_text_by_id(client, i, column.schema.subject),
         )
     if column.format == "json":
         return JsonDecoder(arrow_type)
@@ -271,8 +271,10 @@ def _make_decoder(column: ColumnFormat) -> Decoder:
 
     return ProtobufDecoder(
         arrow_type,
-        lambda i: client.by_id(i).text,
-        lambda i: _referenced(client, client.by_id(i)),
+        lambda i: client.by_id(i, column.schema.subject).text,
+        lambda i: _referenced(
+            client, client.by_id(i, column.schema.subject), column.schema.subject
+        ),
     )
 
 
@@ -451,18 +453,27 @@ def _schema_of_type(format: str, data_type: DataType) -> object:
         raise FormatError(str(e)) from e
 
 
-def _referenced(client: Any, schema: RegisteredSchema) -> tuple[tuple[str, str], ...]:
-    """The (name, text) of the schemas ``schema`` references, each one's own references first
-    (resolved as the registry resolves them)."""
+def _referenced(
+    client: Any, schema: RegisteredSchema, subject: str | None = None
+) -> tuple[tuple[str, str], ...]:
+    """The (name, text) of the schemas ``schema`` references, each one's own references first,
+    resolved as the registry resolves them (a reference without a context is in the context of
+    its schema's ``subject``, by default the one ``schema`` came from)."""
+    from odradek.registry.contexts import context_of, qualified
     from odradek.registry.errors import RegistryError
     from odradek.registry.schemas import resolve_references
 
-    def find(subject: str, version: int) -> tuple[str, tuple[Any, ...]]:
+    def within(refs: Sequence[Reference], subject: str) -> list[Reference]:
+        context = context_of(subject)[0]
+        return [Reference(r.name, qualified(r.subject, context), r.version) for r in refs]
+
+    def find(subject: str, version: int) -> tuple[str, list[Reference]]:
         found = client.version(subject, None if version == -1 else version)
-        return found.text, found.references
+        return found.text, within(found.references, subject)
 
     try:
-        return tuple(resolve_references(schema.references, find))
+        top = within(schema.references, schema.subject if subject is None else subject)
+        return tuple(resolve_references(top, find))
     except RegistryError as e:
         raise FormatError(f"the references of {schema.subject or schema.id}: {e.message}") from e
 
@@ -481,10 +492,11 @@ def avro_text(text: str, references: Sequence[tuple[str, str]]) -> str:
         raise FormatError(f"the Avro schema and its references do not parse: {e.message}") from e
 
 
-def _avro_text_by_id(client: Any, schema_id: int) -> str:
-    """The self-contained text of the Avro schema ``schema_id`` names (a writer's)."""
-    found = client.by_id(schema_id)
-    return avro_text(found.text, _referenced(client, found) if found.references else ())
+def _avro_text_by_id(client: Any, schema_id: int, subject: str) -> str:
+    """The self-contained text of the Avro schema ``schema_id`` names (a writer's) in the
+    context of ``subject``."""
+    found = client.by_id(schema_id, subject)
+    return avro_text(found.text, _referenced(client, found, subject) if found.references else ())
 
 
 def json_schema(data_type: DataType) -> dict[str, Any]:
