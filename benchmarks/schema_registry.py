@@ -54,6 +54,8 @@ from odradek.bench.scenarios import cpu_seconds
 from odradek.bench.wire import raw_load
 from odradek.protocol import compression
 from odradek.protocol.records import NewRecord, encode_batch
+from odradek.registry.schemas import SchemaContent
+from odradek.registry.state import SchemaIdUse
 from odradek.storage.log import LogConfig
 from odradek.storage.validator import validate_for_leader
 from odradek.testing import BrokerProcess, RunningCluster, wait_until
@@ -299,7 +301,8 @@ def produce(args: argparse.Namespace) -> None:
 def micro(args: argparse.Namespace) -> None:
     n = args.batch_records
     now = int(time.time() * 1000)
-    known = frozenset({1})
+    # Id 1 registered under the subject the topic's TopicNameStrategy gives (bench-value).
+    known = {1: SchemaIdUse(frozenset({"bench-value"}), SchemaContent("AVRO", '"double"'))}
     plain, checked = LogConfig(), LogConfig(value_schema_validation=True)
     print(f"{n} records of {args.record_size} B a batch; ns per record (best of {args.repeats})")
     print(f"{'codec':>7} {'unvalidated':>12} {'validated':>10} {'extra':>8}")

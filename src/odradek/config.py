@@ -96,6 +96,14 @@ def _one_of(*allowed: str) -> Callable[[object], str | None]:
     return check
 
 
+# Confluent's subject name strategies (storage.log has them too: config imports no layer).
+_STRATEGIES = ("TopicNameStrategy", "RecordNameStrategy", "TopicRecordNameStrategy")
+_TOPIC_NAME_STRATEGY = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+_SUBJECT_NAME_STRATEGY = _one_of(
+    *(f"io.confluent.kafka.serializers.subject.{name}" for name in _STRATEGIES), *_STRATEGIES
+)
+
+
 def _ratio(value: object) -> str | None:
     return None if isinstance(value, float) and 0.0 <= value <= 1.0 else "must be in [0, 1]"
 
@@ -458,6 +466,32 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
                 "refuse a batch unless every record's value is null (a tombstone) or starts "
                 "with the schema registry's wire format (magic byte 0, then a 4-byte schema id "
                 "the registry knows); INVALID_RECORD, nothing appended",
+            ),
+            None,
+        ),
+        (
+            ConfigDef(
+                "confluent.key.subject.name.strategy",
+                ConfigType.STRING,
+                _TOPIC_NAME_STRATEGY,
+                "the subject a record key's schema id must be registered under when "
+                "confluent.key.schema.validation is on, by Confluent's strategy class: "
+                "TopicNameStrategy (<topic>-key), RecordNameStrategy (the schema's record "
+                "name), TopicRecordNameStrategy (<topic>-<record name>)",
+                _SUBJECT_NAME_STRATEGY,
+            ),
+            None,
+        ),
+        (
+            ConfigDef(
+                "confluent.value.subject.name.strategy",
+                ConfigType.STRING,
+                _TOPIC_NAME_STRATEGY,
+                "the subject a record value's schema id must be registered under when "
+                "confluent.value.schema.validation is on, by Confluent's strategy class: "
+                "TopicNameStrategy (<topic>-value), RecordNameStrategy (the schema's record "
+                "name), TopicRecordNameStrategy (<topic>-<record name>)",
+                _SUBJECT_NAME_STRATEGY,
             ),
             None,
         ),

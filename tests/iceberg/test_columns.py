@@ -193,6 +193,16 @@ def test_json_values_by_the_latest_schema_need_no_prefix() -> None:
     assert decoded.dead is not None and decoded.dead.num_rows == 1
 
 
+def test_a_json_object_of_additional_properties_alone_is_a_map_column() -> None:
+    counts = {"type": "object", "additionalProperties": {"type": "integer"}}
+    document = {"type": "object", "properties": {"id": {"type": "integer"}, "counts": counts}}
+    latest = ValueSchema.of(4, json.dumps(document), "JSON")
+    assert [str(f.type) for f in latest.columns] == ["int64", "map<string, int64>"]
+    batch = decode_records(_batch([b'{"id": 1, "counts": {"a": 2, "b": 3}}']), 0, 0, 1)
+    (table,) = decode_values(batch, lambda schema_id: latest, latest).tables
+    assert table.to_pylist()[0]["counts"] == [("a", 2), ("b", 3)]
+
+
 PROTO = """
 syntax = "proto3";
 package shop;

@@ -318,3 +318,47 @@ def test_schemas_survive_a_restart(registry_broker: RunningBroker) -> None:
     # Ids go on from those replayed.
     second = again.register_schema("other-value", Schema('"string"', "AVRO"))
     assert second == first + 1
+
+
+def test_schema_contexts(registry_broker: RunningBroker) -> None:
+    """Subjects qualified with a context (``:.team:...``) number their ids apart from the
+    default context's; an id is looked up in the context of the subject asked about, as
+    confluent-kafka's deserializer asks; ``/contexts`` lists the contexts."""
+    url = registry_url(registry_broker)
+    client = SchemaRegistryClient({"url": url})
+    assert client.get_contexts() == ["."]
+    plain = client.register_schema("orders-value", Schema('"string"', "AVRO"))
+    team_subject = ":.team:orders-value"
+    teamed = client.register_schema(team_subject, Schema(user_schema(), "AVRO"))
+    assert plain == teamed == 1  # one id each, in two contexts
+    assert client.get_contexts() == [".", ".team"]
+    assert json.loads(client.get_schema(1, subject_name=team_subject).schema_str) == json.loads(
+        user_schema()
+    )
+    assert SchemaRegistryClient({"url": url}).get_schema(1).schema_str == '"string"'
+    assert client.get_latest_version(team_subject).schema_id == 1
+    assert set(client.get_subjects()) == {"orders-value", team_subject}
+    # The default context said plainly or qualified is one subject.
+    assert client.get_latest_version(":.:orders-value").schema_id == 1
+    # Ids only within their context: the team's second schema is its id 2.
+    second = client.register_schema(":.team:other-value", Schema('"long"', "AVRO"))
+    assert second == 2
+    with pytest.raises(SchemaRegistryError) as caught:
+        SchemaRegistryClient({"url": url}).get_schema(2)
+    assert caught.value.http_status_code == 404
+    answer = requests.get(f"{url}/schemas/ids/2/versions?subject=:.team:", timeout=TIMEOUT_S)
+    assert answer.json() == [{"subject": ":.team:other-value", "version": 1}]
+
+    def in_team(ctx: SerializationContext | None, record_name: str | None) -> str:
+        assert ctx is not None
+        return f":.team:{ctx.topic}-value"
+
+    serializer = AvroSerializer(client, user_schema(), conf={"subject.name.strategy": in_team})
+    deserializer = AvroDeserializer(
+        SchemaRegistryClient({"url": url}), conf={"subject.name.strategy": in_team}
+    )
+    context = SerializationContext("orders", MessageField.VALUE)
+    value = {"id": 7, "name": "seven"}
+    framed = serializer(value, context)
+    assert framed is not None and framed[1:5] == (1).to_bytes(4, "big")
+    assert deserializer(framed, context) == value

@@ -7,13 +7,15 @@ import asyncio
 import concurrent.futures
 
 from odradek.registry.ids import KnownSchemaIds
+from odradek.registry.schemas import SchemaContent
+from odradek.registry.state import SchemaIdUse
 
 
 class Replays:
     """A registry store thread's replays, each ended by the test (:meth:`finish`)."""
 
     def __init__(self) -> None:
-        self.ids: frozenset[int] = frozenset()
+        self.ids: dict[int, SchemaIdUse] = {}
         self.started: list[concurrent.futures.Future[None]] = []
 
     def start(self) -> concurrent.futures.Future[None]:
@@ -22,11 +24,15 @@ class Replays:
         return future
 
     def finish(self, ids: set[int], error: Exception | None = None) -> None:
-        self.ids = frozenset(ids)
+        self.ids = {i: use(i) for i in ids}
         if error is not None:
             self.started[-1].set_exception(error)
         else:
             self.started[-1].set_result(None)
+
+
+def use(schema_id: int) -> SchemaIdUse:
+    return SchemaIdUse(frozenset({"s"}), SchemaContent("AVRO", f'"{schema_id}"'))
 
 
 async def settle() -> None:
@@ -38,8 +44,10 @@ async def test_ids_are_read_from_the_replay_as_it_is_now() -> None:
     replays = Replays()
     known = KnownSchemaIds(lambda: replays.ids, replays.start)
     assert 1 not in known
-    replays.ids = frozenset({1})
+    replays.ids = {1: use(1)}
     assert 1 in known
+    found = known.get(1)
+    assert found is not None and found.subjects == {"s"}
 
 
 async def test_askers_during_a_replay_share_the_next_one() -> None:

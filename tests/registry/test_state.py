@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import pytest
 
+from odradek.registry.contexts import context_of
 from odradek.registry.errors import RegistryError
 from odradek.registry.records import Record, schema_key
 from odradek.registry.schemas import SchemaReference
@@ -214,6 +215,31 @@ def test_references() -> None:
     assert code_of(lambda: r.state.plan_register("user2", SchemaRequest(user.schema))) == 42201
 
 
+def test_a_type_two_references_share_is_resolved_once() -> None:
+    """A diamond: both of the schema's references take ``x.City`` from one subject; Avro
+    refuses a name defined twice, so it is parsed once (as Confluent resolves references)."""
+    r = Registry()
+
+    def record(name: str, *fields: tuple[str, str]) -> str:
+        return json.dumps(
+            {
+                "type": "record",
+                "name": name,
+                "namespace": "x",
+                "fields": [{"name": f, "type": t} for f, t in fields],
+            }
+        )
+
+    r.register("city", SchemaRequest(record("City", ("name", "string"))))
+    city = (SchemaReference("x.City", "city", 1),)
+    r.register("home", SchemaRequest(record("Home", ("city", "x.City")), references=city))
+    r.register("work", SchemaRequest(record("Work", ("city", "x.City")), references=city))
+    both = (SchemaReference("x.Home", "home", 1), SchemaReference("x.Work", "work", 1))
+    user = SchemaRequest(record("User", ("home", "x.Home"), ("work", "x.Work")), references=both)
+    assert r.register("user", user) == 4
+    assert [name for name, _ in r.state.referenced(both)] == ["x.City", "x.Home", "x.Work"]
+
+
 def test_modes() -> None:
     r = Registry()
     r.register("s", avro_record(ID))
@@ -246,7 +272,7 @@ def test_replay_rebuilds_the_state_compacted_or_not() -> None:
     for replayed in (r.replayed(), r.replayed(compacted=True)):
         assert replayed.subjects == r.state.subjects
         assert replayed.configs == r.state.configs
-        assert replayed.max_id == r.state.max_id
+        assert replayed.max_id() == r.state.max_id()
 
 
 def test_concurrent_writers_first_one_wins() -> None:
@@ -291,3 +317,72 @@ def test_deeply_nested_schemas_are_refused_not_crashed() -> None:
     assert code_of(lambda: state.plan_register("s", SchemaRequest(deep))) == 42201
     deep_json = '{"items": ' * 5000 + "{}" + "}" * 5000
     assert code_of(lambda: state.plan_register("s", SchemaRequest(deep_json, "JSON"))) == 42201
+
+
+def test_schema_ids_give_each_ids_subjects_and_record_names() -> None:
+    r = Registry()
+    reading = SchemaRequest(
+        json.dumps({"type": "record", "name": "Reading", "namespace": "iot", "fields": [ID]})
+    )
+    schema_id = r.register("a-value", reading)
+    before = r.state.ids_generation
+    uses = r.state.schema_ids()
+    assert uses[schema_id].subjects == {"a-value"}
+    assert uses[schema_id].record_names == ("iot.Reading",)
+    # The same schema under one more subject: the same id, and its subjects change with it.
+    assert r.register("iot.Reading", reading) == schema_id
+    assert r.state.ids_generation != before
+    assert r.state.schema_ids()[schema_id].subjects == {"a-value", "iot.Reading"}
+    r.write(r.state.plan_delete_subject("a-value").records)
+    assert r.state.schema_ids()[schema_id].subjects == {"a-value", "iot.Reading"}  # soft
+    r.write(r.state.plan_delete_subject("a-value", permanent=True).records)
+    assert r.state.schema_ids()[schema_id].subjects == {"iot.Reading"}
+
+
+def test_each_context_numbers_its_own_ids() -> None:
+    r = Registry()
+    assert r.register("a", avro_record(ID)) == 1
+    assert r.register(":.team:a", avro_record(NAME)) == 1
+    assert r.register(":.team:b", avro_record(ID)) == 2  # the default context's 1 is not seen
+    for state in (r.state, r.replayed(), r.replayed(compacted=True)):
+        assert json.loads(state.schema_by_id(1).schema) == json.loads(avro_record(ID).schema)
+        team = json.loads(state.schema_by_id(1, ".team").schema)
+        assert team == json.loads(avro_record(NAME).schema)
+        assert state.id_usages(2, ".team") == [(":.team:b", 1)]
+        assert code_of(lambda s=state: s.schema_by_id(2)) == 40403
+        assert state.contexts() == [".", ".team"]
+        assert set(state.schema_ids()) == {1}  # validation: the default context only
+    assert context_of(":.team:a") == (".team", "a")
+    assert context_of(":.:a") == (".", "a")
+    assert context_of("a:b") == (".", "a:b")
+
+
+def test_a_reference_without_a_context_is_in_its_schemas_context() -> None:
+    """As Confluent's: a schema in .team referencing "address" takes :.team:address, and so
+    do that one's own unqualified references."""
+    r = Registry()
+
+    def record(name: str, *fields: tuple[str, str]) -> str:
+        return json.dumps(
+            {
+                "type": "record",
+                "name": name,
+                "namespace": "x",
+                "fields": [{"name": f, "type": t} for f, t in fields],
+            }
+        )
+
+    r.register("city", SchemaRequest(record("Town", ("name", "string"))))  # default: not used
+    r.register(":.team:city", SchemaRequest(record("City", ("name", "string"))))
+    city = (SchemaReference("x.City", "city", 1),)
+    r.register(
+        ":.team:address", SchemaRequest(record("Address", ("city", "x.City")), references=city)
+    )
+    user = SchemaRequest(
+        record("User", ("home", "x.Address")),
+        references=(SchemaReference("x.Address", "address", 1),),
+    )
+    assert r.register(":.team:user", user) == 3
+    assert r.state.referenced_by(":.team:address", 1) == [3]
+    assert r.state.referenced_by("address", 1) == []
+    assert code_of(lambda: r.state.plan_register("user", user)) == 42201  # no default address

@@ -7,7 +7,14 @@ import json
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -16,8 +23,13 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewTopic,
 )
-from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry import (
+    SchemaRegistryClient,
+    record_subject_name_strategy,
+    topic_record_subject_name_strategy,
+)
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from odradek.testing import RunningBroker
@@ -80,14 +92,19 @@ def read_all(broker: RunningBroker, topic: str) -> list[bytes | None]:
         consumer.close()
 
 
+Serialize = Callable[..., bytes]
+
+
 @pytest.fixture
-def avro(registry_broker: RunningBroker) -> Callable[[str, float], bytes]:
+def avro(registry_broker: RunningBroker) -> Serialize:
+    """``avro(topic, celsius, field=MessageField.VALUE)``: a reading as confluent-kafka's
+    serializer writes it, its schema registered under ``<topic>-value`` (``-key``)."""
     serializer = AvroSerializer(
         SchemaRegistryClient({"url": registry_url(registry_broker)}), SCHEMA
     )
 
-    def serialize(topic: str, celsius: float) -> bytes:
-        value = serializer({"celsius": celsius}, SerializationContext(topic, MessageField.VALUE))
+    def serialize(topic: str, celsius: float, field: str = MessageField.VALUE) -> bytes:
+        value = serializer({"celsius": celsius}, SerializationContext(topic, field))
         assert value is not None
         return value
 
@@ -100,7 +117,7 @@ def unknown_id(value: bytes) -> bytes:
 
 
 def test_records_with_a_registered_id_are_kept_and_others_refused(
-    registry_broker: RunningBroker, avro: Callable[[str, float], bytes]
+    registry_broker: RunningBroker, avro: Serialize
 ) -> None:
     create(registry_broker, "readings", **{"confluent.value.schema.validation": "true"})
     good = avro("readings", 21.5)
@@ -117,11 +134,9 @@ def test_records_with_a_registered_id_are_kept_and_others_refused(
     assert read_all(registry_broker, "readings") == [good, None, avro("readings", -4.0)]
 
 
-def test_keys_are_validated_when_asked(
-    registry_broker: RunningBroker, avro: Callable[[str, float], bytes]
-) -> None:
+def test_keys_are_validated_when_asked(registry_broker: RunningBroker, avro: Serialize) -> None:
     create(registry_broker, "keyed", **{"confluent.key.schema.validation": "true"})
-    key = avro("keyed", 1.0)
+    key = avro("keyed", 1.0, MessageField.KEY)
     deliveries = send(registry_broker, "keyed", (key, b"raw value"), (b"raw key", b"raw value"))
     assert deliveries.errors == [KafkaError.INVALID_RECORD]
     assert read_all(registry_broker, "keyed") == [b"raw value"]
@@ -135,7 +150,7 @@ def test_a_topic_without_validation_takes_anything(registry_broker: RunningBroke
 
 
 def test_altering_the_config_turns_validation_on_and_off(
-    registry_broker: RunningBroker, avro: Callable[[str, float], bytes]
+    registry_broker: RunningBroker, avro: Serialize
 ) -> None:
     create(registry_broker, "toggled")
     admin = AdminClient({"bootstrap.servers": registry_broker.bootstrap})
@@ -162,3 +177,116 @@ def test_altering_the_config_turns_validation_on_and_off(
     alter("false")
     assert send(registry_broker, "toggled", (None, b"raw 3")).errors == []
     assert read_all(registry_broker, "toggled") == [b"raw 1", good, b"raw 3"]
+
+
+def test_an_id_registered_for_another_topic_is_refused(
+    registry_broker: RunningBroker, avro: Serialize
+) -> None:
+    """Confluent Server's subject check: the id is registered, but under other-value, not
+    under the subject the topic's TopicNameStrategy gives."""
+    create(registry_broker, "strict", **{"confluent.value.schema.validation": "true"})
+    mine, theirs = avro("strict", 1.0), avro("other", 2.0)
+    assert mine[1:5] == theirs[1:5]  # one schema, one id, under both subjects
+    # Registered under strict-value too: the same bytes pass.
+    assert send(registry_broker, "strict", (None, mine), (None, theirs)).errors == []
+    reading = json.dumps(
+        {"type": "record", "name": "Other", "fields": [{"name": "kelvin", "type": "double"}]}
+    )
+    client = SchemaRegistryClient({"url": registry_url(registry_broker)})
+    other = AvroSerializer(client, reading)(
+        {"kelvin": 3.0}, SerializationContext("elsewhere", MessageField.VALUE)
+    )
+    assert other is not None
+    assert send(registry_broker, "strict", (None, other)).errors == [KafkaError.INVALID_RECORD]
+    assert read_all(registry_broker, "strict") == [mine, theirs]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "client_strategy"),
+    [
+        ("io.confluent.kafka.serializers.subject.RecordNameStrategy", record_subject_name_strategy),
+        ("TopicRecordNameStrategy", topic_record_subject_name_strategy),
+    ],
+)
+def test_a_record_name_strategy_topic_takes_what_that_strategys_serializer_writes(
+    registry_broker: RunningBroker,
+    strategy: str,
+    client_strategy: Callable[[SerializationContext, str], str],
+) -> None:
+    topic = f"by-{client_strategy.__name__.replace('_', '-')}"
+    client = SchemaRegistryClient({"url": registry_url(registry_broker)})
+    schema = json.dumps(
+        {
+            "type": "record",
+            "name": "Reading",
+            "namespace": "sensors",
+            "fields": [{"name": "lux", "type": "double"}],
+        }
+    )
+    by_record = AvroSerializer(client, schema, conf={"subject.name.strategy": client_strategy})
+    value = by_record({"lux": 9.5}, SerializationContext(topic, MessageField.VALUE))
+    assert value is not None
+    create(
+        registry_broker,
+        topic,
+        **{
+            "confluent.value.schema.validation": "true",
+            "confluent.value.subject.name.strategy": strategy,
+        },
+    )
+    create(registry_broker, f"{topic}-default", **{"confluent.value.schema.validation": "true"})
+    assert send(registry_broker, topic, (None, value)).errors == []
+    # The default strategy wants <topic>-value, which this serializer never registered.
+    refused = send(registry_broker, f"{topic}-default", (None, value))
+    assert refused.errors == [KafkaError.INVALID_RECORD]
+    assert read_all(registry_broker, topic) == [value]
+
+
+def test_an_unknown_subject_name_strategy_is_refused(registry_broker: RunningBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": registry_broker.bootstrap})
+    configs = {"confluent.value.subject.name.strategy": "com.example.MyStrategy"}
+    (future,) = admin.create_topics([NewTopic("odd-strategy", 1, 1, config=configs)]).values()
+    with pytest.raises(KafkaException) as caught:
+        future.result(TIMEOUT_S)
+    assert caught.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+
+def test_protobufs_record_name_is_the_message_the_serializer_writes(
+    registry_broker: RunningBroker,
+) -> None:
+    """A file of two messages, the second one written: confluent-kafka's serializer registers
+    the file under that message's full name, which the topic's RecordNameStrategy accepts."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field_type = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(
+        name="validation/lights.proto", package="iot.lights", syntax="proto3"
+    )
+    file.message_type.add(name="Switch").field.add(
+        name="on", number=1, type=field_type.TYPE_BOOL, label=1
+    )
+    file.message_type.add(name="Dimmer").field.add(
+        name="level", number=1, type=field_type.TYPE_INT32, label=1
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    dimmer = message_factory.GetMessageClass(pool.FindMessageTypeByName("iot.lights.Dimmer"))
+    client = SchemaRegistryClient({"url": registry_url(registry_broker)})
+    serializer = ProtobufSerializer(
+        dimmer,
+        client,
+        {"use.deprecated.format": False, "subject.name.strategy": record_subject_name_strategy},
+    )
+    value = serializer(dimmer(level=40), SerializationContext("lights", MessageField.VALUE))
+    assert value is not None
+    assert client.get_latest_version("iot.lights.Dimmer").schema_id == int.from_bytes(value[1:5])
+    create(
+        registry_broker,
+        "lights",
+        **{
+            "confluent.value.schema.validation": "true",
+            "confluent.value.subject.name.strategy": "RecordNameStrategy",
+        },
+    )
+    assert send(registry_broker, "lights", (None, value)).errors == []
+    assert read_all(registry_broker, "lights") == [value]

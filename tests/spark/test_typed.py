@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
@@ -503,3 +503,107 @@ def test_protobuf_with_a_referenced_file_is_read_and_written(
     context = SerializationContext(out, MessageField.VALUE)
     got = sorted((deserializer(v, context) for v in consume(broker, out, 20)), key=str)
     assert got == sorted(sent, key=str)
+
+
+def test_avro_with_references_to_other_subjects_is_read_and_written(
+    spark: Any, broker: RunningBroker, topic: str
+) -> None:
+    """Named types from two other subjects (one referencing the other): the source's type and
+    values, and the sink's records, as confluent-kafka's serializers read and write them."""
+    create_topic(broker.bootstrap, topic, 1)
+    registry = SchemaRegistryClient({"url": registry_url(broker)})
+    kind = {"type": "enum", "name": "Kind", "namespace": "shop.ref", "symbols": ["HOME", "WORK"]}
+    address = {
+        "type": "record",
+        "name": "Address",
+        "namespace": "shop.ref",
+        "fields": [{"name": "street", "type": "string"}, {"name": "kind", "type": "Kind"}],
+    }
+    customer = {
+        "type": "record",
+        "name": "Customer",
+        "namespace": "shop.ref",
+        "fields": [
+            {"name": "name", "type": "string"},
+            {"name": "home", "type": "shop.ref.Address"},
+            {"name": "others", "type": {"type": "array", "items": "Address"}},
+            {"name": "work", "type": ["null", "Address"], "default": None},
+        ],
+    }
+    kind_subject, address_subject = f"{topic}-kind", f"{topic}-address"
+    registry.register_schema(kind_subject, Schema(json.dumps(kind), "AVRO"))
+    registry.register_schema(
+        address_subject,
+        Schema(json.dumps(address), "AVRO", [SchemaReference("shop.ref.Kind", kind_subject, 1)]),
+    )
+    schema = Schema(
+        json.dumps(customer),
+        "AVRO",
+        [SchemaReference("shop.ref.Address", address_subject, 1)],
+    )
+    registry.register_schema(f"{topic}-value", schema)
+    serializer = AvroSerializer(
+        registry, schema, conf={"auto.register.schemas": False, "use.latest.version": True}
+    )
+    sent = [
+        {
+            "name": f"customer {i}",
+            "home": {"street": f"{i} High St", "kind": "HOME"},
+            "others": [{"street": f"{j} Low St", "kind": "WORK"} for j in range(i % 3)],
+            "work": None if i % 2 else {"street": f"{i} Mill Rd", "kind": "WORK"},
+        }
+        for i in range(30)
+    ]
+    produce(broker, topic, serializer, sent)
+
+    df = typed_read(spark, broker, topic, valueFormat="avro")
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<name:string,home:struct<street:string,kind:string>,"
+        "others:array<struct<street:string,kind:string>>,work:struct<street:string,kind:string>>"
+    )
+    assert rows(df) == sent
+
+    out = f"{topic}-out"
+    create_topic(broker.bootstrap, out, 1)
+    _write(df.select("value"), broker, out, valueFormat="avro", valueSubject=f"{topic}-value")
+    written = consume(broker, out, len(sent))
+    schema_id = registry.get_latest_version(f"{topic}-value").schema_id
+    assert schema_id is not None
+    assert {v[1:5] for v in written} == {schema_id.to_bytes(4, "big")}
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry_url(broker)}))
+    context = SerializationContext(out, MessageField.VALUE)
+    assert [deserializer(v, context) for v in written] == sent
+
+
+def test_a_subject_in_a_schema_context_is_read_with_that_contexts_ids(
+    spark: Any, broker: RunningBroker, topic: str
+) -> None:
+    """The values' ids are the context's own (id 1 of .typed is not the default context's
+    id 1): the source reads each id in its reader subject's context."""
+    create_topic(broker.bootstrap, topic, 1)
+    registry = SchemaRegistryClient({"url": registry_url(broker)})
+    registry.register_schema(f"{topic}-plain", Schema('"string"', "AVRO"))  # a default id
+    context = ":.typed" + topic.replace("-", "").replace(".", "")[-20:]
+    subject = f"{context}:{topic}-value"
+
+    def in_context(ctx: SerializationContext | None, record_name: str | None) -> str:
+        return subject
+
+    v1 = {"type": "record", "name": "Ctx", "fields": [{"name": "n", "type": "long"}]}
+    v2 = {
+        "type": "record",
+        "name": "Ctx",
+        "fields": [
+            {"name": "n", "type": "long"},
+            {"name": "s", "type": "string", "default": "none"},
+        ],
+    }
+    for schema, values in ((v1, [{"n": 1}, {"n": 2}]), (v2, [{"n": 3, "s": "three"}])):
+        serializer = AvroSerializer(
+            registry, json.dumps(schema), conf={"subject.name.strategy": in_context}
+        )
+        produce(broker, topic, serializer, values)
+    assert registry.get_latest_version(subject).schema_id == 2
+    # Read by v2: the values of id 1 are resolved from the context's id 1, the writer's.
+    df = typed_read(spark, broker, topic, valueFormat="avro", valueSubject=subject)
+    assert rows(df) == [{"n": 1, "s": "none"}, {"n": 2, "s": "none"}, {"n": 3, "s": "three"}]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +19,7 @@ from odradek.protocol.record_batch import (
 )
 from odradek.protocol.records import Header, NewRecord, batch_around, decode_batch, encode_batch
 from odradek.storage import LogConfig, validator
+from odradek.storage.log import RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY
 from odradek.storage.validator import validate_for_leader
 
 NOW = 1_700_000_000_000
@@ -374,8 +378,24 @@ VALUES = LogConfig(value_schema_validation=True)
 KEYS = LogConfig(key_schema_validation=True)
 
 
+@dataclass(frozen=True)
+class Use:
+    """What the registry holds of an id (see validator.SchemaIdUse)."""
+
+    subjects: frozenset[str]
+    record_names: tuple[str, ...] = ()
+
+
+def registered(
+    *ids: int, subjects: tuple[str, ...] = ("t-key", "t-value"), names: tuple[str, ...] = ()
+) -> dict[int, Use]:
+    """Ids the registry holds, under ``subjects`` (by default topic t's TopicNameStrategy
+    subjects), their schemas named ``names``."""
+    return {i: Use(frozenset(subjects), names) for i in ids}
+
+
 def schema_refused(
-    records: bytes, config: LogConfig, known: frozenset[int] | None
+    records: bytes, config: LogConfig, known: Mapping[int, Use] | None
 ) -> validator.SchemaIdsRefused:
     with pytest.raises(validator.SchemaIdsRefused) as caught:
         validate_for_leader(records, config, NOW, "t-0", known)
@@ -385,7 +405,7 @@ def schema_refused(
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_values_with_a_known_id_are_kept_in_every_codec(codec: str) -> None:
     data = kv_batch((None, wire(1)), (b"k", wire(2, b"")), codec=compression.codec_id(codec))
-    valid = validate_for_leader(data, VALUES, NOW, "t-0", frozenset({1, 2}))
+    valid = validate_for_leader(data, VALUES, NOW, "t-0", registered(1, 2))
     assert bytes(valid.buffer) == data
 
 
@@ -399,7 +419,7 @@ def test_a_value_without_the_prefix_or_with_an_unknown_id_refuses_the_batch(code
         (None, b"\x01" + wire(1)[1:]),  # another magic byte
         codec=compression.codec_id(codec),
     )
-    error = schema_refused(data, VALUES, frozenset({1}))
+    error = schema_refused(data, VALUES, registered(1))
     assert error.code == ErrorCode.invalid_record
     assert [i for i, _ in error.record_errors] == [1, 2, 3, 4]
     assert error.unknown == frozenset({7})
@@ -408,21 +428,58 @@ def test_a_value_without_the_prefix_or_with_an_unknown_id_refuses_the_batch(code
 
 
 def test_only_an_unknown_id_can_be_learnt_by_asking_the_registry_again() -> None:
-    assert schema_refused(kv_batch((None, b"raw")), VALUES, frozenset()).unknown == frozenset()
+    assert schema_refused(kv_batch((None, b"raw")), VALUES, registered()).unknown == frozenset()
 
 
 def test_null_values_and_keys_pass_as_confluent_lets_tombstones_through() -> None:
     data = kv_batch((None, None), (None, wire(3)))
-    assert validate_for_leader(data, VALUES, NOW, "t-0", frozenset({3})).headers
-    assert validate_for_leader(data, KEYS, NOW, "t-0", frozenset()).headers
+    assert validate_for_leader(data, VALUES, NOW, "t-0", registered(3)).headers
+    assert validate_for_leader(data, KEYS, NOW, "t-0", registered()).headers
 
 
 def test_keys_and_values_are_validated_each_by_its_own_config() -> None:
     data = kv_batch((b"raw key", wire(3)))
-    assert validate_for_leader(data, VALUES, NOW, "t-0", frozenset({3})).headers
-    assert [i for i, _ in schema_refused(data, KEYS, frozenset({3})).record_errors] == [0]
+    assert validate_for_leader(data, VALUES, NOW, "t-0", registered(3)).headers
+    assert [i for i, _ in schema_refused(data, KEYS, registered(3)).record_errors] == [0]
     both = LogConfig(key_schema_validation=True, value_schema_validation=True)
-    assert validate_for_leader(kv_batch((wire(4), wire(3))), both, NOW, "t-0", frozenset({3, 4}))
+    assert validate_for_leader(kv_batch((wire(4), wire(3))), both, NOW, "t-0", registered(3, 4))
+
+
+def test_an_id_under_another_subject_is_refused_and_may_be_learnt() -> None:
+    """Confluent Server's subject check: the id must be registered under the subject the
+    topic's strategy gives (TopicNameStrategy: t-value), not merely registered."""
+    elsewhere = registered(3, subjects=("other-value",))
+    error = schema_refused(kv_batch((None, wire(3))), VALUES, elsewhere)
+    assert [i for i, _ in error.record_errors] == [0]
+    assert "'t-value'" in error.record_errors[0][1]
+    assert error.unknown == frozenset({3})  # a replay may find it registered under t-value
+    both = LogConfig(key_schema_validation=True, value_schema_validation=True)
+    key_only = registered(4, subjects=("t-key",))
+    # Keys answer to t-key, values to t-value, even where they share a batch.
+    assert validate_for_leader(kv_batch((wire(4), None)), both, NOW, "t-0", key_only).headers
+    refused = schema_refused(kv_batch((None, wire(4)), (wire(4), None)), both, key_only)
+    assert [i for i, _ in refused.record_errors] == [0]
+
+
+def test_record_name_strategies_take_the_subject_from_the_schemas_name() -> None:
+    by_record = LogConfig(
+        value_schema_validation=True, value_subject_name_strategy=RECORD_NAME_STRATEGY
+    )
+    by_topic_record = LogConfig(
+        value_schema_validation=True, value_subject_name_strategy=TOPIC_RECORD_NAME_STRATEGY
+    )
+    data = kv_batch((None, wire(5)))
+    named = registered(5, subjects=("shop.Order",), names=("shop.Order",))
+    assert validate_for_leader(data, by_record, NOW, "t-0", named).headers
+    schema_refused(data, by_topic_record, named)
+    schema_refused(data, VALUES, named)  # TopicNameStrategy wants t-value
+    topic_named = registered(5, subjects=("t-shop.Order",), names=("shop.Order",))
+    assert validate_for_leader(data, by_topic_record, NOW, "t-0", topic_named).headers
+    # A Protobuf file names several messages: the record may be any of them.
+    messages = registered(5, subjects=("shop.Line",), names=("shop.Order", "shop.Line"))
+    assert validate_for_leader(data, by_record, NOW, "t-0", messages).headers
+    nameless = registered(5, subjects=("t-value",))
+    assert "no record name" in schema_refused(data, by_record, nameless).record_errors[0][1]
 
 
 def test_a_topic_without_validation_takes_anything_and_needs_no_registry() -> None:
@@ -438,7 +495,7 @@ def test_validation_without_a_registry_refuses_with_invalid_record() -> None:
 
 
 def rejected_with(
-    records: bytes, config: LogConfig, known: frozenset[int] | None
+    records: bytes, config: LogConfig, known: Mapping[int, Use] | None
 ) -> RecordsRejected:
     with pytest.raises(RecordsRejected) as caught:
         validate_for_leader(records, config, NOW, "t-0", known)

@@ -46,6 +46,7 @@ from odradek.config import (
 from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.storage import KafkaStorageError, LogConfig, LogManager, PartitionLog
+from odradek.storage.log import TOPIC_NAME_STRATEGY, subject_name_strategy
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,14 @@ def log_config_of(topic: TopicConfig) -> LogConfig:
         timestamp_before_max_ms=topic.get_int("message.timestamp.before.max.ms"),
         key_schema_validation=topic.get("confluent.key.schema.validation") is True,
         value_schema_validation=topic.get("confluent.value.schema.validation") is True,
+        key_subject_name_strategy=_strategy(topic.get("confluent.key.subject.name.strategy")),
+        value_subject_name_strategy=_strategy(topic.get("confluent.value.subject.name.strategy")),
     )
+
+
+def _strategy(value: object) -> str:
+    """A subject name strategy's class name (the config checked it is one of Confluent's)."""
+    return subject_name_strategy(str(value)) or TOPIC_NAME_STRATEGY
 
 
 @contextlib.contextmanager

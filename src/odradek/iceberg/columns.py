@@ -28,6 +28,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from odradek.registry.protobuf_messages import TIMESTAMP
 from odradek.spark.arrow import HEADERS_TYPE, TIMESTAMP_TYPE, records_to_arrow
+from odradek.spark.json_schema import NoColumnType, json_schema_to_arrow
 
 KAFKA_TYPE = pa.struct(
     [
@@ -147,81 +148,6 @@ def _field(field: Mapping[str, Any]) -> pa.Field:
     return pa.field(str(field["name"]), avro_to_arrow(field["type"]), nullable=True)
 
 
-# -- JSON Schema -----------------------------------------------------------------------------
-
-_JSON_PRIMITIVES: dict[str, pa.DataType] = {
-    "string": pa.string(),
-    "integer": pa.int64(),
-    "number": pa.float64(),
-    "boolean": pa.bool_(),
-}
-# How deep "$ref"s may lead: a schema that refers to itself has no finite columns.
-_MAX_JSON_DEPTH = 32
-
-
-def json_schema_to_arrow(schema: object, document: object, depth: int = 0) -> pa.DataType:
-    """The Arrow type of a JSON Schema (parsed JSON) inside ``document`` (where its local
-    ``$ref``s point). An object with properties is a struct, an array a list; a type or an
-    ``anyOf``/``oneOf`` with ``null`` besides one other is that other; strings with a format
-    (date-time, uuid, ...) stay strings, as JSON carries them."""
-    if depth > _MAX_JSON_DEPTH:
-        raise SchemaUnsupported("the schema refers to itself: no finite columns")
-    if not isinstance(schema, dict):
-        raise SchemaUnsupported(f"{schema!r} is not a JSON Schema with a column type")
-    reference = schema.get("$ref")
-    if isinstance(reference, str):
-        return json_schema_to_arrow(_resolve(reference, document), document, depth + 1)
-    for combinator in ("anyOf", "oneOf"):
-        branches = schema.get(combinator)
-        if isinstance(branches, list):
-            kept = [b for b in branches if not (isinstance(b, dict) and b.get("type") == "null")]
-            if len(kept) != 1:
-                raise SchemaUnsupported(f"{combinator} of {len(kept)} types has no column type")
-            return json_schema_to_arrow(kept[0], document, depth + 1)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kinds = [k for k in kind if k != "null"]
-        if len(kinds) != 1:
-            raise SchemaUnsupported(f"a value of {len(kinds)} types has no column type")
-        kind = kinds[0]
-    if kind is None and "properties" in schema:
-        kind = "object"
-    if kind is None and "enum" in schema:
-        kind = "string"
-    if kind == "object":
-        properties = schema.get("properties")
-        if not isinstance(properties, dict) or not properties:
-            raise SchemaUnsupported("an object without properties has no columns")
-        return pa.struct(_json_fields(properties, document, depth + 1))
-    if kind == "array":
-        return pa.list_(json_schema_to_arrow(schema.get("items", {}), document, depth + 1))
-    primitive = _JSON_PRIMITIVES.get(str(kind))
-    if primitive is None:
-        raise SchemaUnsupported(f"type {kind!r} has no column type")
-    return primitive
-
-
-def _resolve(reference: str, document: object) -> object:
-    """A local ``$ref`` (``#/$defs/Name``, JSON Pointer escapes included) in ``document``."""
-    if not reference.startswith("#"):
-        raise SchemaUnsupported(f"$ref {reference!r} is not in the schema itself")
-    found = document
-    for part in filter(None, reference[1:].split("/")):
-        key = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(found, dict) or key not in found:
-            raise SchemaUnsupported(f"$ref {reference!r} points nowhere")
-        found = found[key]
-    return found
-
-
-def _json_fields(properties: Mapping[str, Any], document: object, depth: int) -> list[pa.Field]:
-    # Nullable, as Avro's: an absent property is a null, and a later schema may drop it.
-    return [
-        pa.field(str(name), json_schema_to_arrow(property_schema, document, depth), nullable=True)
-        for name, property_schema in properties.items()
-    ]
-
-
 # -- Protobuf --------------------------------------------------------------------------------
 
 # Unsigned 32-bit values do not fit Iceberg's int, and unsigned 64-bit ones not its long: the
@@ -314,7 +240,10 @@ class ValueSchema:
             raise SchemaUnsupported(f"schema {schema_id} is {schema_type}: no column form")
         document = json.loads(text)
         if kind == "JSON":
-            column = json_schema_to_arrow(document, document)
+            try:
+                column = json_schema_to_arrow(document)
+            except NoColumnType as e:
+                raise SchemaUnsupported(str(e)) from e
             if not pa.types.is_struct(column):
                 raise SchemaUnsupported("only an object's schema has columns")
             columns = pa.schema(list(column))

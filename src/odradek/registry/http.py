@@ -18,7 +18,7 @@ import functools
 import json
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -26,11 +26,12 @@ from aiohttp import web
 from odradek.config import BrokerConfig
 from odradek.registry import errors
 from odradek.registry.auth import BASIC, NONE, BasicAuthenticator, UserConfigs
+from odradek.registry.contexts import context_of, unqualified_default
 from odradek.registry.errors import RegistryError
 from odradek.registry.metrics import RegistryMetrics
 from odradek.registry.records import content_answer, parse_references
 from odradek.registry.schemas import AVRO, SCHEMA_TYPES
-from odradek.registry.state import RegistryState, SchemaRequest
+from odradek.registry.state import RegistryState, SchemaIdUse, SchemaRequest
 from odradek.registry.store import SchemaStore
 from odradek.security.acl import parse_super_users
 from odradek.security.sasl import parse_jaas
@@ -89,6 +90,17 @@ def _schema_id(request: web.Request) -> int:
         return int(request.match_info["id"])
     except ValueError:
         raise errors.schema_not_found(f"Schema {request.match_info['id']} not found") from None
+
+
+def _subject(request: web.Request) -> str:
+    """The path's subject, a default context said (``:.:name``) spelt plainly."""
+    return unqualified_default(request.match_info["subject"])
+
+
+def _id_context(request: web.Request) -> str:
+    """The context an id is looked up in: the one of the ``subject`` asked about (Confluent's
+    ``?subject=:.ctx:name``, or the context alone, ``:.ctx:``), else the default context."""
+    return context_of(request.query.get("subject", ""))[0]
 
 
 class RegistryServer:
@@ -162,8 +174,9 @@ class RegistryServer:
     # -- what the broker asks (schema id validation) -----------------------------------------
 
     @property
-    def known_schema_ids(self) -> frozenset[int]:
-        """The ids of the store's replay as last published (any thread may read it)."""
+    def known_schema_ids(self) -> Mapping[int, SchemaIdUse]:
+        """The ids of the store's replay and their subjects as last published (any thread may
+        read it)."""
         return self._store.known_ids
 
     def refresh_ids(self) -> concurrent.futures.Future[None]:
@@ -285,7 +298,7 @@ class RegistryServer:
         return _answer({})
 
     async def _contexts(self, request: web.Request) -> web.Response:
-        return _answer(["."])
+        return _answer(await self._read(lambda s: s.contexts()))
 
     async def _types(self, request: web.Request) -> web.Response:
         return _answer(list(SCHEMA_TYPES))
@@ -308,23 +321,25 @@ class RegistryServer:
         return _answer(await self._read(query))
 
     async def _schema_by_id(self, request: web.Request) -> web.Response:
-        schema_id = _schema_id(request)
-        content = await self._read(lambda s: s.schema_by_id(schema_id))
+        schema_id, context = _schema_id(request), _id_context(request)
+        content = await self._read(lambda s: s.schema_by_id(schema_id, context))
         return _answer(content_answer(content))
 
     async def _raw_schema_by_id(self, request: web.Request) -> web.Response:
-        schema_id = _schema_id(request)
-        content = await self._read(lambda s: s.schema_by_id(schema_id))
+        schema_id, context = _schema_id(request), _id_context(request)
+        content = await self._read(lambda s: s.schema_by_id(schema_id, context))
         return web.Response(text=content.schema, content_type=MEDIA_TYPE)
 
     async def _id_subjects(self, request: web.Request) -> web.Response:
         schema_id, deleted = _schema_id(request), _flag(request, "deleted")
-        usages = await self._read(lambda s: s.id_usages(schema_id, deleted=deleted))
+        context = _id_context(request)
+        usages = await self._read(lambda s: s.id_usages(schema_id, context, deleted=deleted))
         return _answer(sorted({subject for subject, _ in usages}))
 
     async def _id_versions(self, request: web.Request) -> web.Response:
         schema_id, deleted = _schema_id(request), _flag(request, "deleted")
-        usages = await self._read(lambda s: s.id_usages(schema_id, deleted=deleted))
+        context = _id_context(request)
+        usages = await self._read(lambda s: s.id_usages(schema_id, context, deleted=deleted))
         return _answer([{"subject": subject, "version": version} for subject, version in usages])
 
     # -- subjects ----------------------------------------------------------------------------
@@ -334,23 +349,23 @@ class RegistryServer:
         return _answer(await self._read(lambda s: s.subject_names(deleted=deleted, prefix=prefix)))
 
     async def _versions(self, request: web.Request) -> web.Response:
-        subject, deleted = request.match_info["subject"], _flag(request, "deleted")
+        subject, deleted = _subject(request), _flag(request, "deleted")
         return _answer(await self._read(lambda s: s.versions(subject, deleted=deleted)))
 
     async def _version(self, request: web.Request) -> web.Response:
-        subject, spec = request.match_info["subject"], request.match_info["version"]
+        subject, spec = _subject(request), request.match_info["version"]
         deleted = _flag(request, "deleted")
         found = await self._read(lambda s: s.version(subject, spec, deleted=deleted))
         return _answer(found.answer())
 
     async def _raw_version(self, request: web.Request) -> web.Response:
-        subject, spec = request.match_info["subject"], request.match_info["version"]
+        subject, spec = _subject(request), request.match_info["version"]
         deleted = _flag(request, "deleted")
         found = await self._read(lambda s: s.version(subject, spec, deleted=deleted))
         return web.Response(text=found.content.schema, content_type=MEDIA_TYPE)
 
     async def _referenced_by(self, request: web.Request) -> web.Response:
-        subject, spec = request.match_info["subject"], request.match_info["version"]
+        subject, spec = _subject(request), request.match_info["version"]
 
         def query(state: RegistryState) -> list[int]:
             found = state.version(subject, spec, deleted=True)
@@ -359,7 +374,7 @@ class RegistryServer:
         return _answer(await self._read(query))
 
     async def _register(self, request: web.Request) -> web.Response:
-        subject, normalize = request.match_info["subject"], _flag(request, "normalize")
+        subject, normalize = _subject(request), _flag(request, "normalize")
         asked = _schema_request(await self._body(request))
         registered = await self._on_store(
             lambda: self._store.register(subject, asked, normalize=normalize)
@@ -367,7 +382,7 @@ class RegistryServer:
         return _answer({"id": registered.id})
 
     async def _lookup(self, request: web.Request) -> web.Response:
-        subject = request.match_info["subject"]
+        subject = _subject(request)
         normalize, deleted = _flag(request, "normalize"), _flag(request, "deleted")
         asked = _schema_request(await self._body(request))
         found = await self._read(
@@ -376,7 +391,7 @@ class RegistryServer:
         return _answer(found.answer())
 
     async def _delete_subject(self, request: web.Request) -> web.Response:
-        subject, permanent = request.match_info["subject"], _flag(request, "permanent")
+        subject, permanent = _subject(request), _flag(request, "permanent")
         answer = await self._on_store(
             lambda: self._store.change(
                 lambda s: s.plan_delete_subject(subject, permanent=permanent)
@@ -385,7 +400,7 @@ class RegistryServer:
         return _answer(answer)
 
     async def _delete_version(self, request: web.Request) -> web.Response:
-        subject, spec = request.match_info["subject"], request.match_info["version"]
+        subject, spec = _subject(request), request.match_info["version"]
         permanent = _flag(request, "permanent")
         answer = await self._on_store(
             lambda: self._store.change(
@@ -403,7 +418,7 @@ class RegistryServer:
         return await self._compatibility(request, request.match_info["version"])
 
     async def _compatibility(self, request: web.Request, version: str | None) -> web.Response:
-        subject, normalize = request.match_info["subject"], _flag(request, "normalize")
+        subject, normalize = _subject(request), _flag(request, "normalize")
         asked = _schema_request(await self._body(request))
         messages = await self._read(
             lambda s: s.compatibility_messages(subject, asked, version=version, normalize=normalize)
@@ -459,7 +474,7 @@ class RegistryServer:
         return _answer(answer)
 
     async def _delete_mode(self, request: web.Request) -> web.Response:
-        subject = request.match_info["subject"]
+        subject = _subject(request)
         answer = await self._on_store(
             lambda: self._store.change(lambda s: s.plan_delete_mode(subject))
         )

@@ -17,19 +17,21 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+
+from odradek.registry.state import SchemaIdUse
 
 log = logging.getLogger(__name__)
 
 
 class KnownSchemaIds:
-    """``schema_id in known``: among the ids ``ids()`` gives (the registry's replay, read
-    afresh each time); replays of it on demand by ``refresh`` (which runs one on the
-    registry's thread)."""
+    """``known.get(schema_id)``: the id's use (its subjects) among those ``ids()`` gives (the
+    registry's replay, read afresh each time); replays of it on demand by ``refresh`` (which
+    runs one on the registry's thread)."""
 
     def __init__(
         self,
-        ids: Callable[[], frozenset[int]],
+        ids: Callable[[], Mapping[int, SchemaIdUse]],
         refresh: Callable[[], concurrent.futures.Future[None]],
     ) -> None:
         self._ids = ids
@@ -39,6 +41,9 @@ class KnownSchemaIds:
 
     def __contains__(self, schema_id: object) -> bool:
         return schema_id in self._ids()
+
+    def get(self, schema_id: int) -> SchemaIdUse | None:
+        return self._ids().get(schema_id)
 
     def refreshed(self) -> asyncio.Future[None]:
         """Done once a replay begun after this call has ended (well or not: the ids are then

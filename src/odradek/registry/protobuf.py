@@ -78,6 +78,7 @@ class ProtobufSchema:
                 descriptor.SerializeToString(deterministic=True)
             ).decode()
             self.shape = _descriptor_shape(descriptor)
+            self.package = descriptor.package
             return
         try:
             parsed = Parser(setup_lexer=_quiet, setup_parser=_quiet).parse(stripped)
@@ -87,6 +88,14 @@ class ProtobufSchema:
             raise invalid_schema("a Protobuf schema defines at least one message or enum")
         self._canonical = Generator().generate(parsed)
         self.shape = _file_shape(parsed)
+        self.package = next(
+            (e.name for e in parsed.file_elements if isinstance(e, ast.Package)), ""
+        )
+
+    def message_names(self) -> tuple[str, ...]:
+        """The full names of the file's messages, nested ones too (``package.Outer.Inner``)."""
+        prefix = f"{self.package}." if self.package else ""
+        return tuple(prefix + name for name in self.shape)
 
     @property
     def canonical(self) -> str:

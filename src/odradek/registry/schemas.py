@@ -13,7 +13,7 @@ qualified.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,7 +25,7 @@ import jsonschema.validators
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 
 from odradek.registry import json_compat
-from odradek.registry.errors import invalid_compatibility_level, invalid_schema
+from odradek.registry.errors import RegistryError, invalid_compatibility_level, invalid_schema
 from odradek.registry.protobuf import ProtobufSchema
 
 AVRO = "AVRO"
@@ -72,6 +72,50 @@ class SchemaContent:
     references: tuple[SchemaReference, ...] = ()
 
 
+class Reference(Protocol):
+    """A reference as any client of the registry holds one."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def subject(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+
+# How deep references may nest (a schema, its references, theirs, ...).
+MAX_REFERENCE_DEPTH = 32
+
+
+def resolve_references(
+    references: Sequence[Reference],
+    find: Callable[[str, int], tuple[str, Sequence[Reference]]],
+) -> list[tuple[str, str]]:
+    """The (name, text) of each of ``references``, each one's own references before it, every
+    name once (the first found), as Confluent's registry resolves them: what a parser needs
+    before the schema itself. ``find(subject, version)`` (version -1: the latest) gives a
+    version's text and references, and raises when there is none; 42201 past
+    :data:`MAX_REFERENCE_DEPTH`."""
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def walk(refs: Sequence[Reference], depth: int) -> None:
+        if depth > MAX_REFERENCE_DEPTH:
+            raise invalid_schema("references nest too deeply")
+        for ref in refs:
+            if ref.name in seen:
+                continue
+            seen.add(ref.name)
+            text, inner = find(ref.subject, ref.version)
+            walk(inner, depth + 1)
+            found.append((ref.name, text))
+
+    walk(references, 0)
+    return found
+
+
 class ParsedSchema(Protocol):
     """A schema its library has parsed."""
 
@@ -110,6 +154,13 @@ class AvroSchema:
     @property
     def canonical(self) -> str:
         return json.dumps(self._data, separators=(",", ":"), ensure_ascii=False)
+
+    def expanded(self) -> str:
+        """The schema with its references' named types written out where first used: one
+        schema that needs no registry to read (fastavro's, a container file's)."""
+        if not self._has_references:
+            return self.canonical
+        return json.dumps(self.parsed.to_json(), separators=(",", ":"), ensure_ascii=False)
 
     def normalized(self) -> str:
         # With references the library would print the referenced types inline: keep the text.
@@ -167,6 +218,34 @@ def parse_schema(schema_type: str, text: str, references: Sequence[str] = ()) ->
     if schema_type == PROTOBUF:
         return ProtobufSchema(text, references)
     raise invalid_schema(f"unknown schema type {schema_type!r}")
+
+
+def record_names(schema_type: str, text: str) -> tuple[str, ...]:
+    """The names Confluent's record name strategies give a schema's records (none when it has
+    no such name): an Avro schema's full name (a primitive's type name, as Avro's own
+    ``getFullName``), a JSON Schema's ``title``, the full name of each message of a Protobuf
+    file (a serializer names the message it writes, which may be any of them). Read from the
+    text alone: no references are needed for names."""
+    try:
+        if schema_type == PROTOBUF:
+            return ProtobufSchema(text).message_names()
+        data = json.loads(text)
+    except (ValueError, RecursionError, RegistryError):
+        return ()
+    if schema_type == JSON:
+        title = data.get("title") if isinstance(data, dict) else None
+        return (title,) if isinstance(title, str) else ()
+    if isinstance(data, str):
+        return (data,)
+    if not isinstance(data, dict):
+        return ()  # a union has no one name
+    kind, name = data.get("type"), data.get("name")
+    if kind in ("record", "enum", "fixed") and isinstance(name, str):
+        namespace = data.get("namespace")
+        if "." in name or not isinstance(namespace, str) or not namespace:
+            return (name,)
+        return (f"{namespace}.{name}",)
+    return (kind,) if isinstance(kind, str) else ()
 
 
 def compatibility_errors(

@@ -10,6 +10,11 @@ broker that has read the same prefix holds the same state, and a compaction does
 - a SCHEMA record whose id already stands for another schema (in a version not deleted
   permanently) is ignored, so one id never names two schemas.
 
+Schema contexts (Confluent's): a subject qualified as ``:.name:subject`` lives in the context
+``.name``, one unqualified (or qualified ``:.:``) in the default context ``.``. Each context
+numbers its ids on its own, so an id names a schema within one context; the records are
+Confluent's, the subject carrying its context.
+
 Changes are planned here and written by the store: a ``plan_*`` method checks the request
 against the state (mode, compatibility, references) and returns the records to write and the
 answer to give once they are committed and read back.
@@ -20,10 +25,12 @@ Not thread-safe: one thread owns it (the store's).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from odradek.registry import errors
+from odradek.registry.contexts import DEFAULT_CONTEXT, context_of, qualified
 from odradek.registry.errors import RegistryError
 from odradek.registry.records import (
     CLEAR_SUBJECT,
@@ -51,6 +58,8 @@ from odradek.registry.schemas import (
     check_level,
     compatibility_errors,
     parse_schema,
+    record_names,
+    resolve_references,
 )
 
 log = logging.getLogger(__name__)
@@ -60,8 +69,32 @@ READONLY = "READONLY"
 READONLY_OVERRIDE = "READONLY_OVERRIDE"
 IMPORT = "IMPORT"
 MODES = (READWRITE, READONLY, READONLY_OVERRIDE, IMPORT)
+# An id within its context.
+ContextId = tuple[str, int]
+
 DEFAULT_COMPATIBILITY = BACKWARD
-_MAX_REFERENCE_DEPTH = 32
+
+
+class SchemaIdUse:
+    """What schema id validation needs of one id: the subjects it is registered under (in
+    versions soft-deleted or not), and the names the record name strategies give its schema
+    (:func:`record_names`, read from the schema the first time they are asked for: only topics
+    under those strategies ask). Immutable once made, but for that cache: any thread may read
+    it."""
+
+    __slots__ = ("_content", "_names", "subjects")
+
+    def __init__(self, subjects: frozenset[str], content: SchemaContent) -> None:
+        self.subjects = subjects
+        self._content = content
+        self._names: tuple[str, ...] | None = None
+
+    @property
+    def record_names(self) -> tuple[str, ...]:
+        names = self._names
+        if names is None:
+            names = self._names = record_names(self._content.schema_type, self._content.schema)
+        return names
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +132,13 @@ class RegistryState:
         self.subjects: dict[str, dict[int, SchemaVersion]] = {}
         self.configs: dict[str | None, str] = {}
         self.modes: dict[str | None, str] = {}
-        self._id_users: dict[int, set[tuple[str, int]]] = {}
-        self._id_content: dict[int, SchemaContent] = {}
-        self.max_id = 0
-        # Moves whenever an id comes or goes, so that a reader of schema_ids() knows when to
-        # read it again.
+        self._id_users: dict[ContextId, set[tuple[str, int]]] = {}
+        self._id_content: dict[ContextId, SchemaContent] = {}
+        self._max_ids: dict[str, int] = {}
+        # Moves whenever an id comes or goes or a subject takes or leaves one, so that a reader
+        # of schema_ids() knows when to read it again.
         self.ids_generation = 0
+        self._uses: dict[int, SchemaIdUse] = {}
 
     # -- replay ------------------------------------------------------------------------------
 
@@ -158,7 +192,7 @@ class RegistryState:
                 "schema registry: %s version %d is taken, a later write ignored", subject, version
             )
             return
-        taken = self._id_content.get(new.id)
+        taken = self._id_content.get((context_of(subject)[0], new.id))
         if taken is not None and taken != new.content:
             log.info("schema registry: id %d is taken, a later write ignored", new.id)
             return
@@ -166,11 +200,13 @@ class RegistryState:
 
     def _put(self, v: SchemaVersion) -> None:
         self.subjects.setdefault(v.subject, {})[v.version] = v
-        self._id_users.setdefault(v.id, set()).add((v.subject, v.version))
-        if v.id not in self._id_content:
+        context = context_of(v.subject)[0]
+        users = self._id_users.setdefault((context, v.id), set())
+        if (v.subject, v.version) not in users:
+            users.add((v.subject, v.version))
             self.ids_generation += 1
-        self._id_content[v.id] = v.content
-        self.max_id = max(self.max_id, v.id)
+        self._id_content[(context, v.id)] = v.content
+        self._max_ids[context] = max(self._max_ids.get(context, 0), v.id)
 
     def _remove(self, subject: str, version: int) -> None:
         versions = self.subjects.get(subject)
@@ -179,12 +215,13 @@ class RegistryState:
         v = versions.pop(version)
         if not versions:
             del self.subjects[subject]
-        users = self._id_users.get(v.id, set())
+        key = (context_of(subject)[0], v.id)
+        users = self._id_users.get(key, set())
         users.discard((subject, version))
+        self.ids_generation += 1
         if not users:
-            self._id_users.pop(v.id, None)
-            self._id_content.pop(v.id, None)
-            self.ids_generation += 1
+            self._id_users.pop(key, None)
+            self._id_content.pop(key, None)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -226,22 +263,49 @@ class RegistryState:
             sum(len(versions) for versions in self.subjects.values()),
         )
 
-    def schema_ids(self) -> frozenset[int]:
-        """Every id that names a schema (in a version soft-deleted or not): those that
-        ``/schemas/ids/{id}`` answers."""
-        return frozenset(self._id_content)
+    def max_id(self, context: str = DEFAULT_CONTEXT) -> int:
+        """The greatest id a context has given (0: none)."""
+        return self._max_ids.get(context, 0)
 
-    def schema_by_id(self, schema_id: int) -> SchemaContent:
-        content = self._id_content.get(schema_id)
+    def contexts(self) -> list[str]:
+        """The contexts that hold a subject, and the default context (always)."""
+        named = {context_of(subject)[0] for subject in self.subjects}
+        return sorted(named | {DEFAULT_CONTEXT})
+
+    def schema_ids(self) -> Mapping[int, SchemaIdUse]:
+        """Every id of the default context that names a schema (in a version soft-deleted or
+        not: those that ``/schemas/ids/{id}`` answers), with the subjects that hold it: a new
+        mapping, for a reader on another thread (an id's use is kept from the last call while
+        its subjects are the same, and with it the record names read of its schema). Schema
+        id validation reads it: as Confluent's, it covers the default context only."""
+        uses: dict[int, SchemaIdUse] = {}
+        for (context, schema_id), content in self._id_content.items():
+            if context != DEFAULT_CONTEXT:
+                continue
+            subjects = frozenset(s for s, _ in self._id_users.get((context, schema_id), ()))
+            old = self._uses.get(schema_id)
+            uses[schema_id] = (
+                old
+                if old is not None and old.subjects == subjects
+                else SchemaIdUse(subjects, content)
+            )
+        self._uses = uses
+        return MappingProxyType(dict(uses))
+
+    def schema_by_id(self, schema_id: int, context: str = DEFAULT_CONTEXT) -> SchemaContent:
+        """The schema ``schema_id`` names in ``context``."""
+        content = self._id_content.get((context, schema_id))
         if content is None:
             raise errors.schema_not_found(f"Schema {schema_id} not found")
         return content
 
-    def id_usages(self, schema_id: int, *, deleted: bool = False) -> list[tuple[str, int]]:
-        self.schema_by_id(schema_id)
+    def id_usages(
+        self, schema_id: int, context: str = DEFAULT_CONTEXT, *, deleted: bool = False
+    ) -> list[tuple[str, int]]:
+        self.schema_by_id(schema_id, context)
         return sorted(
             (s, n)
-            for s, n in self._id_users.get(schema_id, set())
+            for s, n in self._id_users.get((context, schema_id), set())
             if deleted or not self.subjects[s][n].deleted
         )
 
@@ -253,7 +317,11 @@ class RegistryState:
                 for versions in self.subjects.values()
                 for v in versions.values()
                 if not v.deleted
-                and any(r.subject == subject and r.version == version for r in v.content.references)
+                and any(
+                    qualified(r.subject, context_of(v.subject)[0]) == subject
+                    and r.version == version
+                    for r in v.content.references
+                )
             }
         )
 
@@ -273,37 +341,39 @@ class RegistryState:
             raise errors.mode_not_configured(subject)
         return self.modes.get(None, READWRITE)
 
-    def parse(self, content: SchemaContent) -> ParsedSchema:
-        """``content`` parsed with its references (42201 when a reference is not there)."""
-        texts = [text for _, text in self.referenced(content.references)]
+    def parse(self, content: SchemaContent, context: str = DEFAULT_CONTEXT) -> ParsedSchema:
+        """``content`` (of a subject in ``context``) parsed with its references (42201 when a
+        reference is not there)."""
+        texts = [text for _, text in self.referenced(content.references, context)]
         return parse_schema(content.schema_type, content.schema, texts)
 
     def referenced(
-        self, references: tuple[SchemaReference, ...], depth: int = 0
-    ) -> Iterator[tuple[str, str]]:
-        """The (name, text) of each of ``references``, each one's own references first
-        (42201 when one is not there)."""
-        if depth > _MAX_REFERENCE_DEPTH:
-            raise errors.invalid_schema("references nest too deeply")
-        for ref in references:
-            found = self.subjects.get(ref.subject, {}).get(ref.version)
-            if ref.version == -1:
-                live = [v for v in self.subjects.get(ref.subject, {}).values() if not v.deleted]
+        self, references: tuple[SchemaReference, ...], context: str = DEFAULT_CONTEXT
+    ) -> list[tuple[str, str]]:
+        """The (name, text) of each of ``references`` (of a schema in ``context``), each one's
+        own references first (42201 when one is not there)."""
+
+        def within(refs: tuple[SchemaReference, ...], context: str) -> list[SchemaReference]:
+            return [replace(r, subject=qualified(r.subject, context)) for r in refs]
+
+        def find(subject: str, version: int) -> tuple[str, list[SchemaReference]]:
+            found = self.subjects.get(subject, {}).get(version)
+            if version == -1:
+                live = [v for v in self.subjects.get(subject, {}).values() if not v.deleted]
                 found = max(live, key=lambda v: v.version) if live else None
             if found is None:
-                raise errors.invalid_schema(
-                    f"reference {ref.name!r} to {ref.subject!r} version {ref.version} not found"
-                )
-            yield from self.referenced(found.content.references, depth + 1)
-            yield ref.name, found.content.schema
+                raise errors.invalid_schema(f"reference to {subject!r} version {version} not found")
+            return found.content.schema, within(found.content.references, context_of(subject)[0])
+
+        return resolve_references(within(references, context), find)
 
     def _normalized(
-        self, request: SchemaRequest, normalize: bool
+        self, request: SchemaRequest, normalize: bool, subject: str
     ) -> tuple[SchemaContent, ParsedSchema]:
         if request.schema_type not in SCHEMA_TYPES:
             raise errors.invalid_schema(f"unknown schema type {request.schema_type!r}")
         raw = SchemaContent(request.schema_type, request.schema, request.references)
-        parsed = self.parse(raw)
+        parsed = self.parse(raw, context_of(subject)[0])
         text = parsed.normalized() if normalize else parsed.canonical
         return replace(raw, schema=text), parsed
 
@@ -318,19 +388,22 @@ class RegistryState:
         """The version of ``subject`` holding this schema (POST /subjects/{s})."""
         if subject not in self.subjects:
             raise errors.subject_not_found(subject)
-        content, _ = self._normalized(request, normalize)
+        content, _ = self._normalized(request, normalize, subject)
         for v in sorted(self.subjects[subject].values(), key=lambda v: v.version):
-            if (deleted or not v.deleted) and self._same(v.content, content, normalize):
+            if (deleted or not v.deleted) and self._same(v.content, content, normalize, subject):
                 return v
         raise errors.schema_not_found()
 
-    def _same(self, stored: SchemaContent, asked: SchemaContent, normalize: bool) -> bool:
+    def _same(
+        self, stored: SchemaContent, asked: SchemaContent, normalize: bool, subject: str
+    ) -> bool:
         if stored == asked:
             return True
         if not normalize or stored.schema_type != asked.schema_type:
             return False
         try:
-            return replace(stored, schema=self.parse(stored).normalized()) == asked
+            parsed = self.parse(stored, context_of(subject)[0])
+            return replace(stored, schema=parsed.normalized()) == asked
         except RegistryError:
             return False
 
@@ -346,16 +419,17 @@ class RegistryState:
     ) -> list[str]:
         """Why the schema may not follow ``version`` of ``subject`` (all versions the level
         covers when None); [] when it may (POST /compatibility/...)."""
-        _, parsed = self._normalized(request, normalize)
+        _, parsed = self._normalized(request, normalize, subject)
         level = self.compatibility(subject)
+        context = context_of(subject)[0]
         if version is None:
             if subject not in self.subjects:
                 return []
-            previous = [self.parse(v.content) for v in self._live(subject)]
+            previous = [self.parse(v.content, context) for v in self._live(subject)]
             return compatibility_errors(level, parsed, previous)
         old = self.version(subject, version)
         base = level.removesuffix("_TRANSITIVE")
-        return compatibility_errors(base, parsed, [self.parse(old.content)])
+        return compatibility_errors(base, parsed, [self.parse(old.content, context)])
 
     def _live(self, subject: str) -> list[SchemaVersion]:
         return [v for _, v in sorted(self.subjects.get(subject, {}).items()) if not v.deleted]
@@ -374,10 +448,11 @@ class RegistryState:
         """The records that register the schema under ``subject``, or none when a version not
         deleted already holds it."""
         mode = self._check_writable(subject)
-        content, parsed = self._normalized(request, normalize)
+        content, parsed = self._normalized(request, normalize, subject)
         live = self._live(subject)
         for v in live:
-            if self._same(v.content, content, normalize) and request.id in (None, -1, v.id):
+            same = self._same(v.content, content, normalize, subject)
+            if same and request.id in (None, -1, v.id):
                 return Registration((), v)
         all_versions = self.subjects.get(subject, {})
         next_version = max(all_versions, default=0) + 1
@@ -402,13 +477,15 @@ class RegistryState:
                     f"version {request.version} is not the next version ({next_version})"
                 )
             messages = compatibility_errors(
-                self.compatibility(subject), parsed, [self.parse(v.content) for v in live]
+                self.compatibility(subject),
+                parsed,
+                [self.parse(v.content, context_of(subject)[0]) for v in live],
             )
             if messages:
                 raise errors.incompatible(messages)
             version = next_version
-            schema_id = self._id_for(content)
-        taken = self._id_content.get(schema_id)
+            schema_id = self._id_for(content, context_of(subject)[0])
+        taken = self._id_content.get((context_of(subject)[0], schema_id))
         if taken is not None and taken != content:
             raise errors.operation_not_permitted(
                 f"Overwrite new schema with id {schema_id} is not permitted"
@@ -416,11 +493,11 @@ class RegistryState:
         new = SchemaVersion(subject, version, schema_id, content)
         return Registration((schema_record(new),), new)
 
-    def _id_for(self, content: SchemaContent) -> int:
-        for schema_id, existing in self._id_content.items():
-            if existing == content:
+    def _id_for(self, content: SchemaContent, context: str) -> int:
+        for (within, schema_id), existing in self._id_content.items():
+            if within == context and existing == content:
                 return schema_id
-        return self.max_id + 1
+        return self.max_id(context) + 1
 
     def plan_delete_subject(self, subject: str, *, permanent: bool = False) -> Change:
         """Soft: every version is marked deleted; permanent (after a soft delete): gone."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from odradek.client.core import ClientError, ConnectionFailed, RequestTimeout
@@ -33,7 +33,7 @@ from odradek.registry import errors
 from odradek.registry.errors import RegistryError
 from odradek.registry.metrics import RegistryMetrics
 from odradek.registry.records import Record, SchemaVersion, schema_key, schema_record
-from odradek.registry.state import Change, RegistryState, SchemaRequest
+from odradek.registry.state import Change, RegistryState, SchemaIdUse, SchemaRequest
 from odradek.security.client_settings import ClientSecurity
 from odradek.topic_partition import TopicPartition
 
@@ -93,9 +93,10 @@ class SchemaStore:
         self._clock = clock or SystemClock()
         self._next_offset: int | None = None
         self._caught_up_ms: int | None = None
-        # The ids of the replay, republished (a new frozenset, one reference assignment) as
-        # they change: the broker's event loop reads it to validate records' schema ids.
-        self.known_ids: frozenset[int] = frozenset()
+        # The ids of the replay and their subjects, republished (a new mapping, one reference
+        # assignment) as they change: the broker's event loop reads it to validate records'
+        # schema ids.
+        self.known_ids: Mapping[int, SchemaIdUse] = {}
         self._ids_generation = 0
 
     def close(self) -> None:

@@ -20,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.registry.contexts import DEFAULT_CONTEXT, context_of
+
 #: Confluent's wire format: this byte, then the schema id as a 4-byte big-endian integer.
 MAGIC_BYTE = 0
 FRAMING_BYTES = 5
@@ -80,7 +82,8 @@ class SchemaRegistryClient:
         self._auth = (
             "Basic " + base64.standard_b64encode(user_info.encode()).decode() if user_info else None
         )
-        self._by_id: dict[int, RegisteredSchema] = {}
+        # By (context, id): each schema context numbers its ids on its own.
+        self._by_id: dict[tuple[str, int], RegisteredSchema] = {}
         self._lock = threading.Lock()
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -108,13 +111,19 @@ class SchemaRegistryClient:
         except (urllib.error.URLError, OSError) as e:
             raise SchemaRegistryError(f"schema registry {self.url} is unreachable: {e}") from None
 
-    def by_id(self, schema_id: int) -> RegisteredSchema:
+    def by_id(self, schema_id: int, subject: str = "") -> RegisteredSchema:
+        """The schema ``schema_id`` names in the context of ``subject`` (a subject qualified
+        ``:.name:...`` is in context ``.name``; others, and none, in the default context)."""
+        context = context_of(subject)[0]
         with self._lock:
-            found = self._by_id.get(schema_id)
+            found = self._by_id.get((context, schema_id))
         if found is None:
-            found = _schema_of(self._call("GET", f"/schemas/ids/{schema_id}"), schema_id)
+            path = f"/schemas/ids/{schema_id}"
+            if context != DEFAULT_CONTEXT:
+                path += "?subject=" + urllib.parse.quote(f":{context}:", safe="")
+            found = _schema_of(self._call("GET", path), schema_id)
             with self._lock:
-                self._by_id[schema_id] = found
+                self._by_id[(context, schema_id)] = found
         return found
 
     def version(self, subject: str, version: int | None = None) -> RegisteredSchema:
@@ -123,7 +132,7 @@ class SchemaRegistryClient:
         quoted = urllib.parse.quote(subject, safe="")
         found = _schema_of(self._call("GET", f"/subjects/{quoted}/versions/{which}"))
         with self._lock:
-            self._by_id.setdefault(found.id, found)
+            self._by_id.setdefault((context_of(subject)[0], found.id), found)
         return found
 
     def register(self, subject: str, text: str, schema_type: str = "AVRO") -> int:

@@ -15,11 +15,17 @@ reader lacks are dropped, fields the value lacks are null).
 What each format covers:
 
 - **avro**: see :mod:`odradek.spark.avro` (records, nested records, arrays, maps, enums, fixed,
-  nullable unions, the date/timestamp/decimal/uuid logical types). Source and sink.
-- **json** (JSON Schema): objects with ``properties`` (nested objects too), ``string``,
-  ``integer`` (long), ``number`` (double), ``boolean``, ``array`` with ``items``, objects with
-  only ``additionalProperties`` (maps), ``["T", "null"]`` and local ``$ref``\\s. Every field is
-  nullable. Decoded by Arrow's JSON reader, no Python per row. The sink writes rows as JSON
+  nullable unions, the date/timestamp/decimal/uuid logical types). Source and sink. A schema
+  whose references take named types from other subjects is read with them: the referenced
+  schemas (theirs too) are looked up by subject and version, parsed before it as the
+  registry's own compatibility check parses them, and written out where first used, one
+  self-contained schema for decoding and encoding.
+- **json** (JSON Schema): the types of :mod:`odradek.spark.json_schema` (which the Iceberg
+  tables share): objects with ``properties`` (nested objects too), ``string``, ``integer``
+  (long), ``number`` (double), ``boolean``, ``array`` with ``items``, objects with only
+  ``additionalProperties`` (maps), ``["T", "null"]`` and ``anyOf``/``oneOf`` of null and one
+  type, ``enum``\\s (strings) and local ``$ref``\\s. Every field is nullable. Decoded by
+  Arrow's JSON reader, no Python per row. The sink writes rows as JSON
   text (binary as base64, dates and timestamps as ISO 8601 strings, decimals as numbers) with
   a registered schema, or with ``autoRegister=true`` the JSON Schema of the column's Spark type
   (:func:`json_schema`).
@@ -43,7 +49,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -66,13 +72,12 @@ from pyspark.sql.types import (
     MapType,
     ShortType,
     StringType,
-    StructField,
     StructType,
     TimestampNTZType,
     TimestampType,
 )
 
-from odradek.spark.schema_registry import MAGIC_BYTE, RegisteredSchema, registry_client
+from odradek.spark.schema_registry import MAGIC_BYTE, Reference, RegisteredSchema, registry_client
 
 FORMATS = ("avro", "protobuf", "json")
 _SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
@@ -169,7 +174,7 @@ class ColumnFormat:
     registry: RegistryAccess
     schema: RegisteredSchema
     message: str | None = None
-    # protobuf: the files the schema imports, as (name, text)
+    # the schemas it references (protobuf: the files it imports), as (name, text)
     references: tuple[tuple[str, str], ...] = ()
 
     def spark_type(self) -> DataType:
@@ -194,7 +199,7 @@ def resolve(
                 f"subject {schema.subject} holds a {schema.schema_type} schema, not "
                 f"{request.format}"
             )
-        references = tuple(_referenced(client, schema, 0)) if request.format == "protobuf" else ()
+        references = _referenced(client, schema) if request.format != "json" else ()
         found = ColumnFormat(
             request.column, request.format, registry, schema, request.message, references
         )
@@ -213,11 +218,16 @@ def spark_type_of(
         from odradek.spark.avro import AvroTypeError, spark_type
 
         try:
-            return spark_type(json.loads(schema.text))[0]
+            return spark_type(json.loads(avro_text(schema.text, references)))[0]
         except AvroTypeError as e:
             raise FormatError(str(e)) from e
     if format == "json":
-        return _json_spark_type(json.loads(schema.text))
+        from odradek.spark.json_schema import NoColumnType, json_schema_spark_type
+
+        try:
+            return json_schema_spark_type(json.loads(schema.text))
+        except NoColumnType as e:
+            raise FormatError(f"the JSON schema has no Spark column type here: {e}") from e
     from odradek.spark.protobuf import ProtobufSchemaError, message_spark_type
 
     try:
@@ -250,7 +260,10 @@ def _make_decoder(column: ColumnFormat) -> Decoder:
         from odradek.spark.avro import AvroDecoder
 
         return AvroDecoder(
-            column.schema.id, column.schema.text, arrow_type, lambda i: client.by_id(i).text
+            column.schema.id,
+            avro_text(column.schema.text, column.references),
+            arrow_type,
+            lambda i: _avro_text_by_id(client, i, column.schema.subject),
         )
     if column.format == "json":
         return JsonDecoder(arrow_type)
@@ -258,56 +271,14 @@ def _make_decoder(column: ColumnFormat) -> Decoder:
 
     return ProtobufDecoder(
         arrow_type,
-        lambda i: client.by_id(i).text,
-        lambda i: tuple(_referenced(client, client.by_id(i), 0)),
+        lambda i: client.by_id(i, column.schema.subject).text,
+        lambda i: _referenced(
+            client, client.by_id(i, column.schema.subject), column.schema.subject
+        ),
     )
 
 
 # -- JSON Schema ---------------------------------------------------------------------------------
-
-
-def _json_spark_type(schema: Any, root: Any = None) -> DataType:
-    root = schema if root is None else root
-    if not isinstance(schema, dict):
-        raise FormatError(f"the JSON schema {json.dumps(schema)} has no Spark column type here")
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        if not ref.startswith("#/"):
-            raise FormatError(f"only local $refs are followed, not {ref!r}")
-        target = root
-        for part in ref[2:].split("/"):
-            target = target[part]
-        return _json_spark_type(target, root)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kinds = [k for k in kind if k != "null"]
-        if len(kinds) != 1:
-            raise FormatError(f"the JSON schema type {kind} has no single Spark column type")
-        kind = kinds[0]
-    if kind is None and "properties" in schema:
-        kind = "object"
-    if kind == "object":
-        properties = schema.get("properties")
-        extra = schema.get("additionalProperties")
-        if not properties and isinstance(extra, dict):
-            return MapType(StringType(), _json_spark_type(extra, root), True)
-        return StructType(
-            [
-                StructField(str(name), _json_spark_type(sub, root), True)
-                for name, sub in (properties or {}).items()
-            ]
-        )
-    if kind == "array":
-        return ArrayType(_json_spark_type(schema.get("items", {}), root), True)
-    scalars: dict[str, DataType] = {
-        "string": StringType(),
-        "integer": LongType(),
-        "number": DoubleType(),
-        "boolean": BooleanType(),
-    }
-    if isinstance(kind, str) and kind in scalars:
-        return scalars[kind]
-    raise FormatError(f"the JSON schema {json.dumps(schema)} has no Spark column type here")
 
 
 class JsonDecoder:
@@ -409,15 +380,11 @@ def auto_register(options: Mapping[str, str]) -> bool:
     return raw == "true"
 
 
-# How deep a Protobuf schema's references may nest.
-_MAX_REFERENCE_DEPTH = 16
-
-
 @dataclass(frozen=True, slots=True)
 class SinkFormat:
     """How the sink serialises a typed key or value column: in ``format`` with schema
-    ``schema_id`` (for Protobuf, the message ``message`` names, and the texts of the files the
-    schema imports, as (name, text))."""
+    ``schema_id`` (for Protobuf, the message ``message`` names), and the schemas it
+    references (Protobuf: the files it imports), as (name, text)."""
 
     column: str
     schema_id: int
@@ -456,9 +423,13 @@ def sink_format(
     expected = _SCHEMA_TYPES[request.format]
     if schema.schema_type != expected:
         raise FormatError(f"subject {subject} holds a {schema.schema_type} schema, not {expected}")
-    if request.format != "protobuf":
+    if request.format == "json":
         return SinkFormat(request.column, schema.id, schema.text, request.format)
-    references = tuple(_referenced(client, schema, 0))
+    references = _referenced(client, schema)
+    if request.format == "avro":
+        found = SinkFormat(request.column, schema.id, schema.text, "avro", None, references)
+        spark_type_of("avro", schema, None, references)  # refuses it here, on the driver
+        return found
     found = SinkFormat(
         request.column, schema.id, schema.text, "protobuf", request.message, references
     )
@@ -482,14 +453,50 @@ def _schema_of_type(format: str, data_type: DataType) -> object:
         raise FormatError(str(e)) from e
 
 
-def _referenced(client: Any, schema: RegisteredSchema, depth: int) -> Iterator[tuple[str, str]]:
-    """The (name, text) of the files ``schema`` references, each one's own references first."""
-    if depth > _MAX_REFERENCE_DEPTH:
-        raise FormatError("the schema's references nest too deeply")
-    for reference in schema.references:
-        found = client.version(reference.subject, reference.version)
-        yield from _referenced(client, found, depth + 1)
-        yield reference.name, found.text
+def _referenced(
+    client: Any, schema: RegisteredSchema, subject: str | None = None
+) -> tuple[tuple[str, str], ...]:
+    """The (name, text) of the schemas ``schema`` references, each one's own references first,
+    resolved as the registry resolves them (a reference without a context is in the context of
+    its schema's ``subject``, by default the one ``schema`` came from)."""
+    from odradek.registry.contexts import context_of, qualified
+    from odradek.registry.errors import RegistryError
+    from odradek.registry.schemas import resolve_references
+
+    def within(refs: Sequence[Reference], subject: str) -> list[Reference]:
+        context = context_of(subject)[0]
+        return [Reference(r.name, qualified(r.subject, context), r.version) for r in refs]
+
+    def find(subject: str, version: int) -> tuple[str, list[Reference]]:
+        found = client.version(subject, None if version == -1 else version)
+        return found.text, within(found.references, subject)
+
+    try:
+        top = within(schema.references, schema.subject if subject is None else subject)
+        return tuple(resolve_references(top, find))
+    except RegistryError as e:
+        raise FormatError(f"the references of {schema.subject or schema.id}: {e.message}") from e
+
+
+def avro_text(text: str, references: Sequence[tuple[str, str]]) -> str:
+    """An Avro schema with the named types of ``references`` written out where first used (the
+    schema itself when it has none): what fastavro reads without a registry."""
+    if not references:
+        return text
+    from odradek.registry.errors import RegistryError
+    from odradek.registry.schemas import AvroSchema
+
+    try:
+        return AvroSchema(text, [referenced for _, referenced in references]).expanded()
+    except RegistryError as e:
+        raise FormatError(f"the Avro schema and its references do not parse: {e.message}") from e
+
+
+def _avro_text_by_id(client: Any, schema_id: int, subject: str) -> str:
+    """The self-contained text of the Avro schema ``schema_id`` names (a writer's) in the
+    context of ``subject``."""
+    found = client.by_id(schema_id, subject)
+    return avro_text(found.text, _referenced(client, found, subject) if found.references else ())
 
 
 def json_schema(data_type: DataType) -> dict[str, Any]:
@@ -558,7 +565,7 @@ def encode(column: SinkFormat, values: pa.Array) -> pa.Array:
         else:
             from odradek.spark.avro import AvroEncoder
 
-            found = AvroEncoder(column.schema_id, column.text)
+            found = AvroEncoder(column.schema_id, avro_text(column.text, column.references))
         _ENCODERS[column] = found
     result: pa.Array = found.encode(values)
     return result

@@ -91,6 +91,22 @@ def _log_dir_io(
     return guarded
 
 
+# Confluent's subject name strategies, by their class names (the values of the topic configs
+# confluent.key/value.subject.name.strategy).
+SUBJECT_STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+TOPIC_NAME_STRATEGY = SUBJECT_STRATEGY_PACKAGE + "TopicNameStrategy"
+RECORD_NAME_STRATEGY = SUBJECT_STRATEGY_PACKAGE + "RecordNameStrategy"
+TOPIC_RECORD_NAME_STRATEGY = SUBJECT_STRATEGY_PACKAGE + "TopicRecordNameStrategy"
+SUBJECT_NAME_STRATEGIES = (TOPIC_NAME_STRATEGY, RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY)
+
+
+def subject_name_strategy(name: str) -> str | None:
+    """A strategy's class name from a config value: the class name, or its last part alone
+    (None: no such strategy)."""
+    full = name.strip() if "." in name else SUBJECT_STRATEGY_PACKAGE + name.strip()
+    return full if full in SUBJECT_NAME_STRATEGIES else None
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
     """Storage's own knobs; the server maps Kafka's topic configs onto them.
@@ -124,9 +140,12 @@ class LogConfig:
     timestamp_after_max_ms: int = 2**63 - 1
     timestamp_before_max_ms: int = 2**63 - 1
     # Broker-side schema id validation (confluent.key/value.schema.validation): the records'
-    # keys / values must carry a schema registry id (storage.validator).
+    # keys / values must carry a schema registry id, registered under the subject that
+    # confluent.key/value.subject.name.strategy gives (storage.validator).
     key_schema_validation: bool = False
     value_schema_validation: bool = False
+    key_subject_name_strategy: str = TOPIC_NAME_STRATEGY
+    value_subject_name_strategy: str = TOPIC_NAME_STRATEGY
     # How long the fd of a deleted segment stays open, so that a read handed out just before
     # the delete (a Fetch response still being sent with sendfile) can finish.
     file_delete_delay_ms: int = 60_000

@@ -22,9 +22,11 @@ builds nothing per record. What the client gets, as Kafka answers:
 - INVALID_RECORD, on a topic with ``confluent.key.schema.validation`` or
   ``confluent.value.schema.validation`` (Confluent Server's schema id validation): a key or value
   that is not null and does not start with the schema registry's wire format (magic byte 0, a
-  4-byte big-endian schema id) naming an id the registry knows, by record index
-  (:class:`SchemaIdsRefused`). Null keys and values pass, as Confluent's do (tombstones of
-  compacted topics). Only these topics have their keys and values read.
+  4-byte big-endian schema id) naming an id the registry holds under the subject the topic's
+  subject name strategy gives (``confluent.key/value.subject.name.strategy``: see
+  :func:`subjects_for`), by record index (:class:`SchemaIdsRefused`). Null keys and values pass,
+  as Confluent's do (tombstones of compacted topics). Only these topics have their keys and
+  values read, and each distinct id of a batch is checked once.
 
 As Kafka does, the header's maxTimestamp is set from the records' timestamps when it disagrees
 (sarama before 1.23 leaves it -1; time lookups, time indexes and retention read the header), and a
@@ -39,8 +41,9 @@ A follower's appends do not come here; they hold the leader's batches as the lea
 from __future__ import annotations
 
 import struct
-from collections.abc import Container
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode, RecordsRejected
@@ -66,7 +69,12 @@ from odradek.protocol.records import (
     key_value_prefixes,
     wire_schema_ids,
 )
-from odradek.storage.log import LogConfig
+from odradek.storage.log import (
+    RECORD_NAME_STRATEGY,
+    TOPIC_NAME_STRATEGY,
+    TOPIC_RECORD_NAME_STRATEGY,
+    LogConfig,
+)
 
 NO_PRODUCER_ID = -1
 # How far a batch's records may inflate, as a multiple of max.message.bytes (at least 1 MiB).
@@ -96,10 +104,41 @@ class ValidatedRecords:
     log_append_time: int | None = None
 
 
+class SchemaIdUse(Protocol):
+    """What the schema registry holds of one id: the subjects it is registered under, and the
+    names Confluent's record name strategies give its schema (any of them may be the record's:
+    a Protobuf file has several messages)."""
+
+    @property
+    def subjects(self) -> Set[str]: ...
+
+    @property
+    def record_names(self) -> Sequence[str]: ...
+
+
+class SchemaIds(Protocol):
+    """The schema registry's ids, as a topic that validates them asks."""
+
+    def get(self, schema_id: int, /) -> SchemaIdUse | None: ...
+
+
+def subjects_for(strategy: str, topic: str, what: str, use: SchemaIdUse) -> list[str]:
+    """The subjects a key's or value's (``what``) schema is registered under by Confluent's
+    ``strategy``: ``<topic>-key`` / ``<topic>-value`` (TopicNameStrategy), the record's name
+    (RecordNameStrategy), ``<topic>-<record name>`` (TopicRecordNameStrategy)."""
+    if strategy == TOPIC_NAME_STRATEGY:
+        return [f"{topic}-{what}"]
+    if strategy == RECORD_NAME_STRATEGY:
+        return list(use.record_names)
+    assert strategy == TOPIC_RECORD_NAME_STRATEGY, strategy
+    return [f"{topic}-{name}" for name in use.record_names]
+
+
 class SchemaIdsRefused(RecordsRejected):
-    """INVALID_RECORD: records without a schema id the registry knows, on a topic that
-    validates them. ``unknown``: the ids that were well-formed but not known, which a replay of
-    the registry fresher than the one asked may know (an id registered a moment ago)."""
+    """INVALID_RECORD: records without a schema id the registry holds under the topic's
+    subject, on a topic that validates them. ``unknown``: the ids that were well-formed but not
+    known, or not under the subject, which a replay of the registry fresher than the one asked
+    may know (an id registered, or registered under one more subject, a moment ago)."""
 
     def __init__(
         self, message: str, record_errors: list[tuple[int, str]], unknown: frozenset[int]
@@ -113,16 +152,25 @@ class _SchemaIdCheck:
     """The keys' and values' wire-format prefixes of a topic that validates them, batch by
     batch; what was refused, gathered over every batch of the set."""
 
-    keys: bool
-    values: bool
-    known: Container[int]
+    config: LogConfig
+    known: SchemaIds
+    topic: str
     name: str
     record_errors: list[tuple[int, str]] = field(default_factory=list)
     unknown: set[int] = field(default_factory=set)
+    # Each (id, key or value) judged once per record set: None, or why it is refused.
+    _verdicts: dict[tuple[int, str], str | None] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> bool:
+        return self.config.key_schema_validation
+
+    @property
+    def values(self) -> bool:
+        return self.config.value_schema_validation
 
     def batch(self, section: bytes, count: int) -> None:
-        ids, missing = wire_schema_ids(section, count, self.keys, self.values)
-        if not missing and all(schema_id in self.known for schema_id in ids):
+        if self._all_valid(section, count):
             return
         # Refused: which records, and why, from their prefixes (rare, so in Python).
         prefixes = key_value_prefixes(section, count, _WIRE_PREFIX.size)
@@ -141,16 +189,54 @@ class _SchemaIdCheck:
             if complaint is not None:
                 self.record_errors.append((index, f"the {complaint} (record {index})"))
 
+    def _all_valid(self, section: bytes, count: int) -> bool:
+        """Whether every key and value the topic validates has a good id (the usual answer,
+        told without looking at records one by one)."""
+        if self.keys and self.values:
+            # Keys' and values' ids answer to different subjects: one scan each.
+            sides = [("key", *wire_schema_ids(section, count, True, False))]
+            sides.append(("value", *wire_schema_ids(section, count, False, True)))
+        else:
+            what = "key" if self.keys else "value"
+            sides = [(what, *wire_schema_ids(section, count, self.keys, self.values))]
+        return all(
+            not missing and all(self._verdict(what, i) is None for i in ids)
+            for what, ids, missing in sides
+        )
+
+    def _verdict(self, what: str, schema_id: int) -> str | None:
+        """Why ``schema_id`` may not be a ``what``'s id on this topic (None: it may)."""
+        key = (schema_id, what)
+        if key in self._verdicts:
+            return self._verdicts[key]
+        use = self.known.get(schema_id)
+        verdict = None
+        if use is None:
+            verdict = f"{what}'s schema id {schema_id} is not in the schema registry"
+        else:
+            strategy = (
+                self.config.key_subject_name_strategy
+                if what == "key"
+                else self.config.value_subject_name_strategy
+            )
+            wanted = subjects_for(strategy, self.topic, what, use)
+            if not any(subject in use.subjects for subject in wanted):
+                named = " or ".join(repr(s) for s in wanted) or "(its schema has no record name)"
+                verdict = (
+                    f"{what}'s schema id {schema_id} is not registered under the subject "
+                    f"{named} that {strategy} gives"
+                )
+        if verdict is not None:
+            self.unknown.add(schema_id)
+        self._verdicts[key] = verdict
+        return verdict
+
     def _complaint(self, what: str, prefix: bytes | None) -> str | None:
         if prefix is None:
             return None
         if len(prefix) < _WIRE_PREFIX.size or prefix[0] != WIRE_FORMAT_MAGIC:
             return f"{what} has no schema id: it does not start with magic byte 0 and an id"
-        schema_id = _WIRE_PREFIX.unpack(prefix)[1]
-        if schema_id in self.known:
-            return None
-        self.unknown.add(schema_id)
-        return f"{what}'s schema id {schema_id} is not in the schema registry"
+        return self._verdict(what, _WIRE_PREFIX.unpack(prefix)[1])
 
     def refuse(self) -> None:
         if self.record_errors:
@@ -168,12 +254,14 @@ def validate_for_leader(
     config: LogConfig,
     now_ms: int,
     name: str,
-    schema_ids: Container[int] | None = None,
+    schema_ids: SchemaIds | None = None,
+    topic: str | None = None,
 ) -> ValidatedRecords:
     """Check a produced record set for the log ``name`` (``topic-partition``, for messages)
-    against the topic's policy; raises :class:`RecordsRejected`. ``schema_ids``: the ids the
-    schema registry knows, for a topic that validates them (None: this broker has no registry
-    to ask, and such a topic's records are refused).
+    of ``topic`` (by default ``name`` less its partition) against the topic's policy; raises
+    :class:`RecordsRejected`. ``schema_ids``: the ids the schema registry holds, for a topic
+    that validates them (None: this broker has no registry to ask, and such a topic's records
+    are refused).
 
     Offsets are later assigned by rewriting the batches in place, so a writable view (the
     request's bytes in the connection's receive buffer) is used as it is and anything else copied.
@@ -205,9 +293,7 @@ def validate_for_leader(
                 f"{name} validates schema ids, but this broker serves no schema registry to "
                 f"check them against (schema.registry.listener)",
             )
-        schema = _SchemaIdCheck(
-            config.key_schema_validation, config.value_schema_validation, schema_ids, name
-        )
+        schema = _SchemaIdCheck(config, schema_ids, topic or name.rsplit("-", 1)[0], name)
     limit = decompressed_limit(config)
     checks = [_check(buffer, header, limit, name, schema) for header in headers]
     if schema is not None:

@@ -5,6 +5,7 @@ replay learns only when asked again."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode
@@ -25,6 +26,14 @@ def batch(*values: bytes | None) -> bytes:
     return encode_batch([NewRecord(None, v) for v in values], now_ms=now_ms())
 
 
+@dataclass(frozen=True)
+class Use:
+    """An id registered under the subject of the values of topic ``users``."""
+
+    subjects: frozenset[str] = frozenset({"users-value"})
+    record_names: tuple[str, ...] = ()
+
+
 class Ids:
     """A registry's ids as the broker sees them: ``registered`` ids are known only after a
     replay (:meth:`refreshed`), as an id registered through another broker is."""
@@ -34,8 +43,8 @@ class Ids:
         self.registered = registered or set()
         self.replays = 0
 
-    def __contains__(self, schema_id: object) -> bool:
-        return schema_id in self.known
+    def get(self, schema_id: int, /) -> Use | None:
+        return Use() if schema_id in self.known else None
 
     async def refreshed(self) -> None:
         self.replays += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Callable, Collection, Container, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -21,7 +21,7 @@ from odradek.protocol.record_batch import (
 )
 from odradek.storage import AppendInfo, OffsetOutOfRange, PartitionLog, ReadSlice
 from odradek.storage.producer_state import NO_PRODUCER_ID, AppendedSequence
-from odradek.storage.validator import validate_for_leader
+from odradek.storage.validator import SchemaIds, validate_for_leader
 
 # What a read of the partition hands out: record batches as a slice of a segment file (sent with
 # sendfile) or as bytes. Named here so that the layers above reach the log only through the
@@ -293,13 +293,15 @@ class Partition:
         records: bytes | memoryview | None,
         required_acks: int,
         now_ms: int,
-        schema_ids: Container[int] | None = None,
+        schema_ids: SchemaIds | None = None,
     ) -> AppendInfo:
         """Validate and append a producer's record set; raises :class:`KafkaError` (or its
         subclass :class:`~odradek.protocol.errors.RecordsRejected`) when it is refused.
-        ``schema_ids``: the ids the schema registry knows, for a topic that validates them."""
+        ``schema_ids``: the ids the schema registry holds, for a topic that validates them."""
         tracker = self._acks_all_tracker() if required_acks == -1 else self._leader_tracker()
-        valid = validate_for_leader(records, self.log.config, now_ms, self.name, schema_ids)
+        valid = validate_for_leader(
+            records, self.log.config, now_ms, self.name, schema_ids, self.topic
+        )
         return self._append(tracker, valid.buffer, valid.headers, valid.log_append_time)
 
     def write_txn_marker(

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Container, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -61,7 +61,7 @@ from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.quota import ReplicationQuotas
 from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
 from odradek.storage import AppendInfo
-from odradek.storage.validator import SchemaIdsRefused
+from odradek.storage.validator import SchemaIds, SchemaIdsRefused
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +70,9 @@ log = logging.getLogger(__name__)
 _SCHEMA_IDS_WAIT_MS = 10_000
 
 
-class SchemaIdSource(Container[int], Protocol):
-    """The schema ids this broker's schema registry knows (``id in source``; see
-    odradek.registry.ids), for topics that validate their records' ids."""
+class SchemaIdSource(SchemaIds, Protocol):
+    """The schema ids this broker's schema registry holds (``source.get(id)``: its subjects;
+    see odradek.registry.ids), for topics that validate their records' ids."""
 
     def refreshed(self) -> Awaitable[None]:
         """Done once a replay of the registry begun after the call has ended."""
