@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
-.venv/bin/python -m pytest -q "$@"
+# The slowest tests are printed so that a run shows where the suite's time goes.
+.venv/bin/python -m pytest -q --durations=40 "$@"
 .venv/bin/python -m mypy
 .venv/bin/python -m ruff check .
