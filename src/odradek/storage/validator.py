@@ -354,9 +354,9 @@ def _outcome(checked: RecordsChecked, index: int) -> RecordsCheck:
 
 def stepped(records: bytes | bytearray | memoryview | None) -> bool:
     """Whether the check of a record set is worth making in steps (:func:`checking_in_steps`):
-    many records, or a big compressed batch. Reads batch headers only; small sets cost a length
-    comparison."""
-    if records is None or len(records) < STEPPED_COMPRESSED_BYTES // 4:
+    many records, or a big compressed batch (by their headers: a few kilobytes of zstd can hold
+    a hundred thousand records)."""
+    if records is None:
         return False
     count = 0
     for header in iter_headers(records):
