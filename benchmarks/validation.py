@@ -18,34 +18,54 @@ Python, where it is compiled). Each run reports records/s and records per second
 CPU (user + system time of the broker process), the second less sensitive to other processes
 taking the cores; then the median per codec and configuration.
 
+``stall``: how long the broker's other clients wait while it validates a big compressed
+produce. Per codec, a batch of ``--stall-records`` records without key or value (the most
+records its bytes can hold: 1 M of them take 0.8 MB in zstd, 9 MB decompressed) is produced
+``--rounds`` times to a topic whose ``max.message.bytes`` takes it,  to a broker on a thread of the
+benchmark's process, whose event loop runs a task that sleeps 1 ms again and again: how late it
+wakes at worst during each produce is the loop's stall, what every other connection waits. Each
+configuration ("before", "after", as for ``ceiling``) runs in a process of its own.
+
     python benchmarks/validation.py micro
     python benchmarks/validation.py ceiling --before-commit b8fc6f2 --rounds 3 --duration 5
+    python benchmarks/validation.py stall --before-src /tmp/before/src --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import random
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.bench.scenarios import cpu_seconds
 from odradek.bench.wire import raw_load
+from odradek.client.blocking import BlockingConnection
 from odradek.protocol import compression
 from odradek.protocol.record_batch import HEADER_SIZE, read_header, validate_batches
-from odradek.protocol.records import SCANNER_COMPILED, NewRecord, check_records, encode_batch
+from odradek.protocol.records import (
+    SCANNER_COMPILED,
+    NewRecord,
+    batch_around,
+    check_records,
+    encode_batch,
+    zigzag_varint,
+)
 from odradek.storage.log import LogConfig
 from odradek.storage.validator import decompressed_limit, validate_for_leader
-from odradek.testing import BrokerProcess
+from odradek.testing import BrokerProcess, running_broker
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
@@ -256,11 +276,140 @@ def ceiling(args: argparse.Namespace) -> None:
             )
 
 
+# -- stall -------------------------------------------------------------------------------------
+
+_API_VERSIONS = {"client_software_name": "bench", "client_software_version": "1"}
+
+
+def empty_records_batch(codec: str, count: int) -> bytes:
+    """One batch of ``count`` records without key, value or headers, packed with ``codec``."""
+    section = b"".join(
+        zigzag_varint(5 + len(delta)) + b"\x00\x00" + delta + b"\x01\x00\x00"
+        for delta in map(zigzag_varint, range(count))
+    )
+    now = int(time.time() * 1000)
+    return batch_around(section, count, now, now, compression=compression.codec_id(codec))
+
+
+@dataclass
+class LoopLag:
+    """The broker loop's lateness, as a task that sleeps 1 ms again and again sees it: each
+    sleep's start and wake-up, in wall time and in the loop thread's CPU time (the work the loop
+    did meanwhile without giving way, which the machine's load does not lengthen)."""
+
+    stopped: bool = False
+    ticks: list[tuple[float, float, float]] = field(default_factory=list)
+
+    async def watch(self) -> None:
+        while not self.stopped:
+            started, cpu = time.perf_counter(), time.thread_time()
+            await asyncio.sleep(0.001)
+            self.ticks.append((started, time.perf_counter(), time.thread_time() - cpu))
+
+    async def start(self) -> asyncio.Task[None]:
+        return asyncio.get_running_loop().create_task(self.watch())
+
+    def worst(self, since: float, until: float) -> tuple[float, float]:
+        """The worst wall lateness and loop CPU time (ms) of the sleeps that overlapped
+        ``since`` to ``until``, once one that began after ``until`` has woken (the one that
+        waited is among them)."""
+        while not self.ticks or self.ticks[-1][0] <= until:
+            time.sleep(0.001)
+        overlapping = [t for t in self.ticks if t[1] > since and t[0] < until]
+        wall = max(end - start - 0.001 for start, end, _ in overlapping)
+        return wall * 1000, max(cpu for *_, cpu in overlapping) * 1000
+
+
+def stall_one(args: argparse.Namespace) -> None:
+    """In a process of its own (so that "before" and "after" each import their own code): a
+    broker on a thread, the produces from this one; prints the loop's worst lag (ms) during each
+    produce, as JSON."""
+    batch = empty_records_batch(args.codec, args.stall_records)
+    with running_broker() as broker:
+        topic = "stall"
+        with BlockingConnection.open(broker.bootstrap, negotiate=False, timeout_s=120) as producer:
+            create = {
+                "timeout_ms": 30_000,
+                "validate_only": False,
+                "topics": [
+                    {
+                        "name": topic,
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [{"name": "max.message.bytes", "value": str(64 << 20)}],
+                    }
+                ],
+            }
+            producer.receive(producer.send(19, create, version=5, raw=True))
+            lag = LoopLag()
+            broker.call(lag.start())
+            # The floor: the worst lag of an idle second (the machine's own hiccups).
+            since = time.perf_counter()
+            time.sleep(1)
+            idle = lag.worst(since, time.perf_counter())
+            fields = {
+                "acks": 1,
+                "timeout": 60_000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+            }
+            stalls = []
+            for _ in range(args.rounds):
+                time.sleep(0.3)  # the appends of the produce before are behind
+                sent = time.perf_counter()
+                producer.receive(producer.send(0, fields, version=9, raw=True))
+                stalls.append(lag.worst(sent, time.perf_counter()))
+            lag.stopped = True
+    print(json.dumps([idle, *stalls]))
+
+
+def stall(args: argparse.Namespace) -> None:
+    before, made = before_src(args)
+    configs = {"before": before, "after": SRC}
+    print(
+        f"a batch of {args.stall_records:,} empty records a produce, {args.rounds} produces; "
+        "the broker loop's worst lag during each (ms): wall (the machine's load adds to it; "
+        "idle: the worst in an idle second) and the loop thread's CPU time without giving way"
+    )
+    print(
+        f"{'codec':>7} {'bytes':>9} {'config':>7} {'idle':>6} {'wall':>7} {'max':>7} "
+        f"{'cpu':>7} {'max':>7}  each (wall/cpu)"
+    )
+    try:
+        for codec in args.codecs.split(","):
+            size = len(empty_records_batch(codec, args.stall_records))
+            for name, src in configs.items():
+                command = [sys.executable, __file__, "stall-one", "--codec", codec]
+                command += ["--rounds", str(args.rounds)]
+                command += ["--stall-records", str(args.stall_records)]
+                out = subprocess.run(
+                    command,
+                    env={**os.environ, "PYTHONPATH": str(src)},
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+                (idle, _), *stalls = json.loads(out.strip().splitlines()[-1])
+                walls = [wall for wall, _ in stalls]
+                cpus = [cpu for _, cpu in stalls]
+                print(
+                    f"{codec:>7} {size:>9,} {name:>7} {idle:>6.1f} "
+                    f"{statistics.median(walls):>7.1f} {max(walls):>7.1f} "
+                    f"{statistics.median(cpus):>7.1f} {max(cpus):>7.1f}  "
+                    + " ".join(f"{wall:.0f}/{cpu:.0f}" for wall, cpu in stalls),
+                    flush=True,
+                )
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("what", choices=["micro", "ceiling"])
+    parser.add_argument("what", choices=["micro", "ceiling", "stall", "stall-one"])
+    parser.add_argument("--codec", default="zstd", help="stall-one: the big batch's codec")
     parser.add_argument("--record-size", type=int, default=100)
     parser.add_argument("--batch-records", type=int, default=1000)
     parser.add_argument(
@@ -270,6 +419,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="ceiling: before/after pairs")
     parser.add_argument("--duration", type=float, default=5.0, help="ceiling: seconds a run")
     parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument(
+        "--stall-records", type=int, default=1_000_000, help="stall: records of the big batch"
+    )
     parser.add_argument("--window", type=int, default=16)
     parser.add_argument("--before-src", type=Path, help="ceiling: src without record validation")
     parser.add_argument("--before-commit", help="ceiling: a commit whose src is 'before'")
@@ -282,6 +434,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.what == "micro":
         micro(args)
+    elif args.what == "stall":
+        stall(args)
+    elif args.what == "stall-one":
+        stall_one(args)
     else:
         ceiling(args)
 

@@ -68,3 +68,41 @@ def test_what_a_client_writes_is_read_whole() -> None:
     buf = encode_batch(items, now_ms=0)
     assert outcome(LOADED, buf, 300) == (0, 1495, 0, True)
     assert outcome(SOURCE, buf, 300) == (0, 1495, 0, True)
+
+
+def outcome_in_parts(module: ModuleType, buf: bytes, count: int, records: int) -> object:
+    """The scan made ``records`` records at a time, as a long one is."""
+    try:
+        state = module.ScanState(HEADER_SIZE, len(buf), count)
+        parts = 0
+        while not module.scan_some(buf, state, records):
+            parts += 1
+            assert parts <= count, "a scan in parts that does not move"
+        return state.result()
+    except module.FramingError as e:
+        return ("refused", str(e))
+
+
+@settings(max_examples=150)
+@given(section_records, st.data())
+def test_a_scan_in_parts_of_any_size_says_what_one_whole_scan_says(
+    items: list[NewRecord], data: st.DataObject
+) -> None:
+    buf = bytearray(encode_batch(items, now_ms=0))
+    for _ in range(data.draw(st.integers(0, 3))):
+        buf[data.draw(st.integers(HEADER_SIZE, len(buf) - 1))] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, 2))
+    count = len(items) + data.draw(st.integers(-1, 1))
+    sample = bytes(buf[: len(buf) - cut])
+    records = data.draw(st.integers(1, len(items) + 1))
+    for module in (LOADED, SOURCE):
+        assert outcome_in_parts(module, sample, count, records) == outcome(module, sample, count)
+
+
+def test_a_part_of_no_records_moves_nothing() -> None:
+    buf = encode_batch([NewRecord(None, b"v")] * 3, now_ms=0)
+    for module in (LOADED, SOURCE):
+        state = module.ScanState(HEADER_SIZE, len(buf), 3)
+        assert not module.scan_some(buf, state, 0)
+        assert module.scan_some(buf, state, 3)
+        assert state.result() == outcome(module, buf, 3)

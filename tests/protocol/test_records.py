@@ -26,9 +26,12 @@ from odradek.protocol.record_batch import (
 )
 from odradek.protocol.records import (
     Header,
+    InvalidRecords,
     NewRecord,
     Record,
     RecordDecodeError,
+    RecordsScan,
+    check_records,
     decode_batch,
     encode_batch,
     iter_records,
@@ -437,3 +440,16 @@ def test_undecompressible_body() -> None:
 
 def test_errors_are_value_errors() -> None:
     assert issubclass(RecordDecodeError, ValueError)
+
+
+def test_records_scan_in_parts_learns_and_refuses_what_check_records_does() -> None:
+    section = encode_batch([NewRecord(None, b"v", timestamp=i) for i in range(10)], now_ms=0)[61:]
+    scan = RecordsScan(section, 0, len(section), 10)
+    assert [scan.advance(4) for _ in range(2)] == [None, None]
+    assert scan.advance(4) == check_records(section, 0, len(section), 10)
+    with pytest.raises(InvalidRecords, match="record count 99 does not fit"):
+        RecordsScan(section, 0, len(section), 99)
+    short = RecordsScan(section, 0, len(section), 11)
+    assert short.advance(10) is None
+    with pytest.raises(InvalidRecords, match="end inside a record"):
+        short.advance(10)

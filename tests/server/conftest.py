@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,6 +46,26 @@ def batch_of(*values: bytes, key: bytes | None = None) -> bytes:
 
 def unique_topic(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def unread_bytes(port: int, peers: set[int]) -> int:
+    """Bytes that the clients at ``peers`` sent to the broker's ``port`` and the broker has not
+    read yet: those waiting in the broker's ends of the connections, and those the clients'
+    ends have not sent yet."""
+    total = 0
+    seen = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local_port = int(fields[1].split(":")[1], 16)
+        remote_port = int(fields[2].split(":")[1], 16)
+        unsent, unread = (int(queue, 16) for queue in fields[4].split(":"))
+        if local_port == port and remote_port in peers:
+            total += unread
+            seen.add(remote_port)
+        elif remote_port == port and local_port in peers:
+            total += unsent
+    assert seen == peers, f"connections missing from /proc/net/tcp: {peers - seen}"
+    return total
 
 
 class KafkaConnection:

@@ -16,7 +16,14 @@ import pytest
 from odradek.protocol.errors import ErrorCode
 from odradek.testing import BrokerProcess, wait_until
 
-from .conftest import API_VERSIONS, KafkaConnection, batch_of, unique_topic, values_of
+from .conftest import (
+    API_VERSIONS,
+    KafkaConnection,
+    batch_of,
+    unique_topic,
+    unread_bytes,
+    values_of,
+)
 
 MB = 1024 * 1024
 ANNOUNCED = 100 * MB  # socket.request.max.bytes by default: the largest a client may announce
@@ -29,22 +36,6 @@ def resident_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise AssertionError(f"no VmRSS for process {pid}")
-
-
-def unread_bytes(port: int, peers: set[int]) -> int:
-    """Bytes that the clients at ``peers`` sent to ``port`` and the broker has not read yet
-    (the receive queues of the broker's ends of those connections)."""
-    total = 0
-    seen = set()
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        local_port = int(fields[1].split(":")[1], 16)
-        remote_port = int(fields[2].split(":")[1], 16)
-        if local_port == port and remote_port in peers:
-            total += int(fields[4].split(":")[1], 16)
-            seen.add(remote_port)
-    assert seen == peers, f"connections missing from /proc/net/tcp: {peers - seen}"
-    return total
 
 
 @pytest.fixture(scope="module")

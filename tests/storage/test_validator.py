@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -359,6 +360,112 @@ def test_a_mutated_batch_is_refused_with_kafkas_codes_or_reads_back(data: st.Dat
         assert e.code in (ErrorCode.invalid_record, ErrorCode.corrupt_message)
         return
     decode_batch(bytes(valid.buffer))
+
+
+# -- big record sets, checked ahead in steps ---------------------------------------------------
+
+
+def verdict(records: bytes, config: LogConfig, checked: validator.RecordsChecked | None) -> object:
+    """What validate_for_leader answers (the bytes it keeps, or the refusal), given ``checked``."""
+    try:
+        valid = validate_for_leader(records, config, NOW, "t-0", checked=checked)
+    except RecordsRejected as e:
+        return ("refused", e.code, e.message, e.record_errors)
+    return bytes(valid.buffer), valid.headers, valid.log_append_time
+
+
+def steps_of(records: bytes, config: LogConfig, step_records: int) -> list[str]:
+    """The kinds of steps checking_in_steps takes, run here."""
+    kinds = []
+    steps = validator.checking_in_steps(records, config, "t-0", step_records)
+    sent: bytes | RecordsRejected | None = None
+    try:
+        while True:
+            step = steps.send(sent)
+            kinds.append("scan" if step is None else "inflate")
+            sent = None if step is None else step.run()
+    except StopIteration:
+        return kinds
+
+
+@settings(max_examples=150)
+@given(st.data())
+def test_checks_made_in_steps_of_any_size_give_the_same_answer(data: st.DataObject) -> None:
+    """Whatever the batches (valid, mutated under a valid CRC, cut short, miscounted) and
+    wherever the scan is cut, validation with the checks made ahead in steps answers as
+    validation that makes them itself: same bytes kept, or same code, message and record
+    errors."""
+    batches = []
+    for _ in range(data.draw(st.integers(1, 3))):
+        codec = data.draw(st.sampled_from(CODECS))
+        count = data.draw(st.integers(1, 30))
+        section = bytearray(
+            b"".join(
+                record(i, b"x" * (i * 7 % 50), timestamp_delta=data.draw(st.integers(-5, 5)))
+                for i in range(count)
+            )
+        )
+        for _ in range(data.draw(st.integers(0, 2))):
+            section[data.draw(st.integers(0, len(section) - 1))] = data.draw(st.integers(0, 255))
+        cut = data.draw(st.integers(0, 2))
+        claimed = count + data.draw(st.sampled_from([0, 0, 0, -1, 1]))
+        batches.append(framed(bytes(section[: len(section) - cut]), claimed, codec))
+    records_ = b"".join(batches)
+    config = data.draw(
+        st.sampled_from(
+            [LogConfig(), LogConfig(compact=True), LogConfig(timestamp_before_max_ms=2)]
+        )
+    )
+    step_records = data.draw(st.integers(1, 31))
+    checked = validator.check_in_steps(records_, config, "t-0", step_records)
+    expected = verdict(records_, config, None)
+    if checked is None:  # batches refused before their records are read (no records claimed)
+        assert isinstance(expected, tuple) and expected[0] == "refused"
+    else:
+        assert verdict(records_, config, checked) == expected
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_a_garbage_payload_checked_in_steps_is_corrupt_message(codec: str) -> None:
+    data = framed(b"garbage, not compressed at all", 1, codec, compress=False)
+    checked = validator.check_in_steps(data, LogConfig(), "t-0")
+    assert checked is not None
+    assert verdict(data, LogConfig(), checked) == verdict(data, LogConfig(), None)
+    assert rejected(data, LogConfig()).code == ErrorCode.corrupt_message
+
+
+def test_the_scan_gives_way_after_each_part_and_a_compressed_batch_is_inflated_first() -> None:
+    data = framed(records(10), 10, "zstd") + framed(records(5), 5)
+    assert steps_of(data, LogConfig(), 4) == ["inflate", "scan", "scan", "scan"]
+    assert steps_of(data, LogConfig(), 100) == ["inflate"]
+
+
+def test_checks_made_ahead_are_not_used_where_they_no_longer_apply() -> None:
+    data = framed(records(3), 4, "gzip")  # one record fewer than claimed
+    checked = validator.check_in_steps(data, LogConfig(), "t-0")
+    assert checked is not None
+    # made for another decompression limit (max.message.bytes changed meanwhile): made again
+    other = validator.RecordsChecked(checked.limit + 1, (validator.RecordsCheck(0, 0, 0, True),))
+    assert verdict(data, LogConfig(), other) == verdict(data, LogConfig(), None)
+    # a topic validating schema ids reads its records itself
+    schema = LogConfig(value_schema_validation=True)
+    assert validator.check_in_steps(data, schema, "t-0") is None
+    # batches refused before their records are read
+    assert validator.check_in_steps(data[:-1], LogConfig(), "t-0") is None
+
+
+def test_only_big_record_sets_are_checked_in_steps() -> None:
+    assert not validator.stepped(None)
+    assert not validator.stepped(framed(records(1000), 1000))
+    assert not validator.stepped(framed(records(1000), 1000, "zstd"))
+    many = validator.STEPPED_RECORDS + 1
+    assert validator.stepped(framed(records(many), many, "zstd"))
+    assert validator.stepped(framed(records(many), many))
+    # few records, but a big compressed batch
+    big = record(0, value=random.Random(7).randbytes(validator.STEPPED_COMPRESSED_BYTES))
+    packed = framed(big, 1, "lz4")
+    assert len(packed) > validator.STEPPED_COMPRESSED_BYTES
+    assert validator.stepped(packed)
 
 
 # -- schema id validation (confluent.key/value.schema.validation) ------------------------------

@@ -49,6 +49,11 @@ class BlockingConnection(CoreShell):
         self._answered: dict[Request, Response] = {}
         self.closed = False
 
+    @property
+    def local_port(self) -> int:
+        """The port of this end of the connection (to tell it in the kernel's socket tables)."""
+        return int(self._sock.getsockname()[1])
+
     @classmethod
     def open(
         cls,

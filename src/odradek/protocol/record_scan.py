@@ -54,6 +54,32 @@ def _varint(buf: bytes, position: int, max_bytes: int) -> tuple[int, int]:
     raise FramingError(f"varint longer than {max_bytes} bytes")
 
 
+class ScanState:
+    """Where a check of ``count`` records in ``buf[start:end]`` has got to, so that it can go on
+    in parts (:func:`scan_some`): the next record's position and index, and what the records
+    checked so far said. A ``count`` the bytes cannot hold is refused here, before any record is
+    read."""
+
+    def __init__(self, start: int, end: int, count: int) -> None:
+        if count < 0 or count > (end - start) // MIN_RECORD_SIZE:
+            raise FramingError(
+                f"record count {count} does not fit the {end - start} bytes of the batch's records"
+            )
+        self.position = start
+        self.end = end
+        self.count = count
+        self.checked = 0
+        self.min_delta = _MAX_LONG
+        self.max_delta = -_MAX_LONG
+        self.null_keys = 0
+        self.in_order = True
+
+    def result(self) -> tuple[int, int, int, bool]:
+        """The least and greatest timestamp delta, how many records have a null key, and
+        whether the offset deltas run 0, 1, 2, ... (of the records checked so far)."""
+        return self.min_delta, self.max_delta, self.null_keys, self.in_order
+
+
 def scan(buf: bytes, start: int, end: int, count: int) -> tuple[int, int, int, bool]:
     """Check that ``buf[start:end]`` is exactly ``count`` well-framed records, as Kafka's
     ``DefaultRecord.readFrom`` reads them; raise :class:`FramingError` otherwise.
@@ -68,22 +94,32 @@ def scan(buf: bytes, start: int, end: int, count: int) -> tuple[int, int, int, b
     whether the offset deltas run 0, 1, 2, .... Nothing is allocated per record, and a ``count``
     the bytes cannot hold is refused before any is read.
     """
-    if count < 0 or count > (end - start) // MIN_RECORD_SIZE:
-        raise FramingError(
-            f"record count {count} does not fit the {end - start} bytes of the batch's records"
-        )
+    state = ScanState(start, end, count)
+    scan_some(buf, state, count)
+    return state.result()
+
+
+def scan_some(buf: bytes, state: ScanState, records: int) -> bool:
+    """Check the next ``records`` records (fewer where fewer are left) of the scan ``state``
+    (see :func:`scan`), and move it past them; True once all of its records are checked and
+    found to end where the bytes do. A scan in parts says what one whole :func:`scan` says,
+    wherever it is cut: a long one can give way to other work between its parts."""
+    end = state.end
+    count = state.count
+    first = state.checked
+    last = min(count, first + max(records, 0))
     zigzag = _ZIGZAG
     skip = _SKIP
     low = _LOW_SEVEN
     varint = _varint
-    position = start
-    min_delta = _MAX_LONG
-    max_delta = -_MAX_LONG
-    null_keys = 0
-    in_order = True
+    position = state.position
+    min_delta = state.min_delta
+    max_delta = state.max_delta
+    null_keys = state.null_keys
+    in_order = state.in_order
     try:
         # ``expected``: the zigzag form of the offset delta the record should carry.
-        for expected in range(0, 2 * count, 2):
+        for expected in range(2 * first, 2 * last, 2):
             b = buf[position]
             if b < 0x80:
                 length = zigzag[b]
@@ -197,6 +233,14 @@ def scan(buf: bytes, start: int, end: int, count: int) -> tuple[int, int, int, b
         raise FramingError(
             f"the batch's records end inside a record (record count {count})"
         ) from None
+    state.position = position
+    state.checked = last
+    state.min_delta = min_delta
+    state.max_delta = max_delta
+    state.null_keys = null_keys
+    state.in_order = in_order
+    if last < count:
+        return False
     if position != end:
         raise FramingError(f"{end - position} bytes follow the {count} records of the batch")
-    return min_delta, max_delta, null_keys, in_order
+    return True

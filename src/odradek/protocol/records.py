@@ -189,6 +189,8 @@ def _scanner() -> ModuleType:
 _scan_module = _scanner()
 SCANNER_COMPILED = not (_scan_module.__file__ or "").endswith(".py")
 _scan = _scan_module.scan
+_scan_some = _scan_module.scan_some
+_ScanState = _scan_module.ScanState
 _FramingError: type[ValueError] = _scan_module.FramingError
 
 
@@ -225,6 +227,34 @@ def check_records(buf: bytes, start: int, end: int, count: int) -> RecordsCheck:
         return RecordsCheck(*_scan(buf, start, end, count))
     except _FramingError as e:
         raise InvalidRecords(str(e)) from None
+
+
+class RecordsScan:
+    """The check of :func:`check_records`, made in parts: :meth:`advance` checks the next few
+    records, so that a records section of a million records can give way to other work between
+    parts. Whatever the parts, it refuses what :func:`check_records` refuses, with the same
+    message, and learns the same :class:`RecordsCheck`."""
+
+    __slots__ = ("_buf", "_state")
+
+    def __init__(self, buf: bytes, start: int, end: int, count: int) -> None:
+        """``buf`` must be ``bytes`` (as for :func:`check_records`); :class:`InvalidRecords` for a
+        ``count`` that the bytes cannot hold."""
+        self._buf = buf
+        try:
+            self._state = _ScanState(start, end, count)
+        except _FramingError as e:
+            raise InvalidRecords(str(e)) from None
+
+    def advance(self, records: int) -> RecordsCheck | None:
+        """Check up to ``records`` more records: the :class:`RecordsCheck` once every record is
+        checked, None while some are left; :class:`InvalidRecords` where the framing is refused."""
+        try:
+            if not _scan_some(self._buf, self._state, records):
+                return None
+        except _FramingError as e:
+            raise InvalidRecords(str(e)) from None
+        return RecordsCheck(*self._state.result())
 
 
 # -- decoding ----------------------------------------------------------------------------------

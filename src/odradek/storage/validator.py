@@ -34,6 +34,12 @@ compressed batch whose offset deltas do not run 0, 1, 2, ... is rebuilt with one
 topic with its own ``compression.type`` has its batches rewritten in that codec, and
 ``message.timestamp.type=LogAppendTime`` stamps the broker's time later, in the append.
 
+A big record set (many records, or a big compressed batch: :func:`stepped`) takes tens to
+hundreds of milliseconds to check, so its framing checks can be made ahead, in steps
+(:func:`checking_in_steps`: the decompression as one step that can run on another thread, the
+scan in parts of a few thousand records), and handed to :func:`validate_for_leader`, which
+answers with them exactly as it answers when it makes them itself.
+
 Pure functions on bytes and a :class:`~odradek.storage.log.LogConfig`: no I/O, any thread.
 A follower's appends do not come here; they hold the leader's batches as the leader stored them.
 """
@@ -41,15 +47,17 @@ A follower's appends do not come here; they hold the leader's batches as the lea
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence, Set
+from collections.abc import Generator, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode, RecordsRejected
 from odradek.protocol.record_batch import (
+    COMPRESSION_MASK,
     CONTROL_BIT,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     NO_TIMESTAMP,
     BatchHeader,
     InvalidBatch,
@@ -63,6 +71,7 @@ from odradek.protocol.records import (
     NewRecord,
     RecordDecodeError,
     RecordsCheck,
+    RecordsScan,
     check_records,
     decode_batch,
     encode_batch,
@@ -82,6 +91,19 @@ NO_PRODUCER_ID = -1
 # decompressed whole before they are read, so the limit bounds the memory one batch can take
 # while leaving room for the ratios real data reaches (JSON, logs: 5-20x; zeros: far more).
 DECOMPRESSION_FACTOR = 64
+
+# A record set is checked in steps (see checking_in_steps) when its batches hold more records than
+# this, or when one of them is a compressed batch of more bytes than that (64x of it inflates to
+# 4 MiB, some 15 ms of decompressing): below both, the check takes a few milliseconds at most.
+STEPPED_RECORDS = 16_384
+STEPPED_COMPRESSED_BYTES = 64 * 1024
+# The records a step of the framing scan checks: a few milliseconds of work.
+STEP_RECORDS = 4_096
+# Where a batch header keeps its length, the low byte of its attributes and its record count.
+_INT32 = struct.Struct(">i")
+_LENGTH_AT = 8
+_ATTRIBUTES_LOW_BYTE = 22
+_RECORD_COUNT_AT = 57
 
 # The schema registry's wire format: magic byte 0, then the schema id (a big-endian int32).
 WIRE_FORMAT_MAGIC = 0
@@ -132,6 +154,41 @@ def subjects_for(strategy: str, topic: str, what: str, use: SchemaIdUse) -> list
         return list(use.record_names)
     assert strategy == TOPIC_RECORD_NAME_STRATEGY, strategy
     return [f"{topic}-{name}" for name in use.record_names]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordsChecked:
+    """The framing checks of a record set's batches, made ahead of :func:`validate_for_leader`
+    by :func:`checking_in_steps`, in batch order: each batch's :class:`RecordsCheck`, up to the
+    first batch whose records are refused, there the refusal. ``limit``: the decompression limit
+    they were made with (a topic's ``max.message.bytes`` may change meanwhile)."""
+
+    limit: int
+    outcomes: tuple[RecordsCheck | RecordsRejected, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Inflate:
+    """A step of :func:`checking_in_steps`: decompress a batch's records. Its work (cramjam's)
+    releases the GIL, so a driver may run :meth:`run` on another thread, and sends its result
+    back to the steps."""
+
+    codec: int
+    payload: memoryview
+    limit: int
+    name: str
+
+    def run(self) -> bytes | RecordsRejected:
+        """The batch's records, or the refusal of a payload that does not decompress."""
+        try:
+            return _decompressed(self.codec, self.payload, self.limit, self.name)
+        except RecordsRejected as e:
+            return e
+
+
+# One step of checking_in_steps: None after each part of a scan (the driver may run other work
+# before the next), an Inflate to run.
+Step = Inflate | None
 
 
 class SchemaIdsRefused(RecordsRejected):
@@ -256,12 +313,15 @@ def validate_for_leader(
     name: str,
     schema_ids: SchemaIds | None = None,
     topic: str | None = None,
+    checked: RecordsChecked | None = None,
 ) -> ValidatedRecords:
     """Check a produced record set for the log ``name`` (``topic-partition``, for messages)
     of ``topic`` (by default ``name`` less its partition) against the topic's policy; raises
     :class:`RecordsRejected`. ``schema_ids``: the ids the schema registry holds, for a topic
     that validates them (None: this broker has no registry to ask, and such a topic's records
-    are refused).
+    are refused). ``checked``: the framing checks of these very bytes made ahead by
+    :func:`checking_in_steps`, used in place of making them here (where they still apply: same
+    decompression limit, no schema ids to read).
 
     Offsets are later assigned by rewriting the batches in place, so a writable view (the
     request's bytes in the connection's receive buffer) is used as it is and anything else copied.
@@ -295,7 +355,10 @@ def validate_for_leader(
             )
         schema = _SchemaIdCheck(config, schema_ids, topic or name.rsplit("-", 1)[0], name)
     limit = decompressed_limit(config)
-    checks = [_check(buffer, header, limit, name, schema) for header in headers]
+    if checked is not None and checked.limit == limit and schema is None:
+        checks = [_outcome(checked, index) for index in range(len(headers))]
+    else:
+        checks = [_check(buffer, header, limit, name, schema) for header in headers]
     if schema is not None:
         schema.refuse()
     if config.compact and any(check.null_keys for check in checks):
@@ -334,20 +397,31 @@ def _check(
 ) -> RecordsCheck:
     """Read every record of the batch at ``header`` (decompressed, if it is) for its framing,
     and for their schema ids where the topic validates them."""
-    start = header.position + HEADER_SIZE
-    payload = memoryview(buffer)[start : header.position + header.size]
+    section = _records_of(buffer, header, limit, name)
     try:
-        if header.compression == compression.NONE:
-            section = bytes(payload)
-        else:
-            records, size = compression.decompress_bounded(header.compression, payload, limit)
-            section = bytes(memoryview(records)[:size])
-        # A copy to read from: the scan reads bytes (compiled, it takes nothing else), and reads
-        # them faster than a view, by more than the copy costs.
         check = _in_range(check_records(section, 0, len(section), header.record_count), header)
         if schema is not None:
             schema.batch(section, header.record_count)
         return check
+    except RecordDecodeError as e:  # InvalidRecords, mostly
+        raise _invalid(e, name) from e
+
+
+def _records_of(
+    buffer: bytearray | memoryview, header: BatchHeader, limit: int, name: str
+) -> bytes:
+    """The records section of the batch at ``header``, decompressed, as ``bytes``: a copy to read
+    from, since the scan reads bytes (compiled, it takes nothing else), and reads them faster
+    than a view, by more than the copy costs."""
+    payload = memoryview(buffer)[header.position + HEADER_SIZE : header.position + header.size]
+    if header.compression == compression.NONE:
+        return bytes(payload)
+    return _decompressed(header.compression, payload, limit, name)
+
+
+def _decompressed(codec: int, payload: memoryview, limit: int, name: str) -> bytes:
+    try:
+        records, size = compression.decompress_bounded(codec, payload, limit)
     except compression.DecompressedTooLarge as e:
         raise RecordsRejected(
             ErrorCode.message_too_large,
@@ -357,10 +431,108 @@ def _check(
         raise RecordsRejected(
             ErrorCode.corrupt_message, f"cannot decompress a record batch to {name}: {e}"
         ) from e
-    except RecordDecodeError as e:  # InvalidRecords, mostly
-        raise RecordsRejected(
-            ErrorCode.invalid_record, f"invalid record in a batch to {name}: {e}"
-        ) from e
+    return bytes(memoryview(records)[:size])
+
+
+def _invalid(e: RecordDecodeError, name: str) -> RecordsRejected:
+    return RecordsRejected(ErrorCode.invalid_record, f"invalid record in a batch to {name}: {e}")
+
+
+def _outcome(checked: RecordsChecked, index: int) -> RecordsCheck:
+    outcome = checked.outcomes[index]
+    if isinstance(outcome, RecordsRejected):
+        raise outcome
+    return outcome
+
+
+def stepped(records: bytes | bytearray | memoryview | None) -> bool:
+    """Whether the check of a record set is worth making in steps (:func:`checking_in_steps`):
+    many records, or a big compressed batch (by their headers: a few kilobytes of zstd can hold
+    a hundred thousand records)."""
+    if records is None:
+        return False
+    # Read in place rather than by iter_headers: this runs for every produced set.
+    position, end, count = 0, len(records), 0
+    while position + HEADER_SIZE <= end:
+        (length,) = _INT32.unpack_from(records, position + _LENGTH_AT)
+        size = LOG_OVERHEAD + length
+        if records[position + _ATTRIBUTES_LOW_BYTE] & COMPRESSION_MASK and (
+            size > STEPPED_COMPRESSED_BYTES
+        ):
+            return True
+        (records_count,) = _INT32.unpack_from(records, position + _RECORD_COUNT_AT)
+        count += records_count
+        if length <= 0:
+            break
+        position += size
+    return count > STEPPED_RECORDS
+
+
+def checking_in_steps(
+    records: bytes | bytearray | memoryview,
+    config: LogConfig,
+    name: str,
+    step_records: int = STEP_RECORDS,
+) -> Generator[Step, bytes | RecordsRejected | None, RecordsChecked | None]:
+    """The framing checks :func:`validate_for_leader` makes of every batch's records (the
+    costly part of validating a big compressed batch: decompressing it, reading a million
+    records), made in steps, so that the caller can run other work between them: a step that
+    decompresses (an :class:`Inflate`, whose result the caller sends back), then the scan, in
+    parts of ``step_records`` records, each followed by a None step. Returns them as
+    :func:`validate_for_leader`'s ``checked``, or None where it would not use them: batches it
+    refuses before reading records, a topic that validates schema ids.
+
+    Pure: no I/O, any thread; the records must not change until they are validated.
+    """
+    if config.key_schema_validation or config.value_schema_validation:
+        return None
+    buffer = memoryview(records)
+    try:
+        headers = validate_batches(buffer, config.max_message_bytes)
+    except InvalidBatch:
+        return None
+    limit = decompressed_limit(config)
+    outcomes: list[RecordsCheck | RecordsRejected] = []
+    for header in headers:
+        start = header.position + HEADER_SIZE
+        payload = buffer[start : header.position + header.size]
+        if header.compression == compression.NONE:
+            section = bytes(payload)
+        else:
+            inflated = yield Inflate(header.compression, payload, limit, name)
+            if inflated is None:
+                raise TypeError("an Inflate step's result must be sent back to the steps")
+            if isinstance(inflated, RecordsRejected):
+                outcomes.append(inflated)
+                break
+            section = inflated
+        try:
+            scan = RecordsScan(section, 0, len(section), header.record_count)
+            while (check := scan.advance(step_records)) is None:
+                yield None
+            outcomes.append(_in_range(check, header))
+        except RecordDecodeError as e:
+            outcomes.append(_invalid(e, name))
+            break
+    return RecordsChecked(limit, tuple(outcomes))
+
+
+def check_in_steps(
+    records: bytes | bytearray | memoryview,
+    config: LogConfig,
+    name: str,
+    step_records: int = STEP_RECORDS,
+) -> RecordsChecked | None:
+    """:func:`checking_in_steps` run to its end in this thread."""
+    steps = checking_in_steps(records, config, name, step_records)
+    sent: bytes | RecordsRejected | None = None
+    try:
+        while True:
+            step = steps.send(sent)
+            sent = None if step is None else step.run()
+    except StopIteration as done:
+        result: RecordsChecked | None = done.value
+        return result
 
 
 def _in_range(check: RecordsCheck, header: BatchHeader) -> RecordsCheck:

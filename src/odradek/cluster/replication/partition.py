@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Generator, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
 from odradek.clock import Clock
 from odradek.cluster.replication.isr import IsrProposal, IsrTracker
 from odradek.protocol.control import encode_end_txn_marker
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
 from odradek.protocol.record_batch import (
     BatchHeader,
     InvalidBatch,
@@ -21,7 +21,14 @@ from odradek.protocol.record_batch import (
 )
 from odradek.storage import AppendInfo, OffsetOutOfRange, PartitionLog, ReadSlice
 from odradek.storage.producer_state import NO_PRODUCER_ID, AppendedSequence
-from odradek.storage.validator import SchemaIds, validate_for_leader
+from odradek.storage.validator import (
+    RecordsChecked,
+    SchemaIds,
+    Step,
+    checking_in_steps,
+    stepped,
+    validate_for_leader,
+)
 
 # What a read of the partition hands out: record batches as a slice of a segment file (sent with
 # sendfile) or as bytes. Named here so that the layers above reach the log only through the
@@ -294,15 +301,27 @@ class Partition:
         required_acks: int,
         now_ms: int,
         schema_ids: SchemaIds | None = None,
+        checked: RecordsChecked | None = None,
     ) -> AppendInfo:
         """Validate and append a producer's record set; raises :class:`KafkaError` (or its
         subclass :class:`~odradek.protocol.errors.RecordsRejected`) when it is refused.
-        ``schema_ids``: the ids the schema registry holds, for a topic that validates them."""
+        ``schema_ids``: the ids the schema registry holds, for a topic that validates them;
+        ``checked``: what :meth:`checking_records` learnt of these records."""
         tracker = self._acks_all_tracker() if required_acks == -1 else self._leader_tracker()
         valid = validate_for_leader(
-            records, self.log.config, now_ms, self.name, schema_ids, self.topic
+            records, self.log.config, now_ms, self.name, schema_ids, self.topic, checked
         )
         return self._append(tracker, valid.buffer, valid.headers, valid.log_append_time)
+
+    def checking_records(
+        self, records: bytes | memoryview | None
+    ) -> Generator[Step, bytes | RecordsRejected | None, RecordsChecked | None] | None:
+        """For a big record set to this leader (many records, or a big compressed batch), the
+        costly part of its validation in steps, to be made before :meth:`append_as_leader` (see
+        :func:`~odradek.storage.validator.checking_in_steps`); None for any other."""
+        if records is None or self._tracker is None or not stepped(records):
+            return None
+        return checking_in_steps(records, self.log.config, self.name)
 
     def write_txn_marker(
         self,

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -61,7 +61,7 @@ from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.quota import ReplicationQuotas
 from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
 from odradek.storage import AppendInfo
-from odradek.storage.validator import SchemaIds, SchemaIdsRefused
+from odradek.storage.validator import RecordsChecked, SchemaIds, SchemaIdsRefused, Step
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +148,8 @@ class ReplicaManager:
         # Each partition's ISR change in flight (at most one: the tracker proposes no other).
         self._isr_writes: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._brokers_changing = asyncio.Lock()
+        # Held while a big record set is checked in steps (see _check_in_steps).
+        self._checking_in_steps = asyncio.Lock()
         # Called with a partition and whether it leads, after each state applied to it (so
         # also again for the same role: listeners must be idempotent).
         self.leadership_listeners: list[Callable[[Partition, bool], None]] = []
@@ -205,11 +207,21 @@ class ReplicaManager:
             result = AppendResult()
             results.append(result)
             partition = self._hosted(entry.topic, entry.index)
+            checked = None
+            if partition is not None and acks in (-1, 0, 1):
+                steps = partition.checking_records(entry.records)
+                if steps is not None:
+                    checked = await self._check_in_steps(steps)
+                    # Other requests ran meanwhile: the partition may have gone.
+                    partition = self._hosted(entry.topic, entry.index)
+                    now_ms = self.clock.time_ms()
             if partition is None:
                 result.fail(ErrorCode.unknown_topic_or_partition)
             elif acks not in (-1, 0, 1):
                 result.fail(ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
-            elif self._append_one(partition, entry, acks, now_ms, origin, result, first=True):
+            elif self._append_one(
+                partition, entry, acks, now_ms, origin, result, first=True, checked=checked
+            ):
                 unknown_ids.append((partition, entry, result))
             elif acks == -1 and result.appended is not None:
                 waits.append((result, partition, result.appended.last_offset + 1))
@@ -236,6 +248,28 @@ class ReplicaManager:
                     result.fail(outcome)
         return results
 
+    async def _check_in_steps(
+        self, steps: Generator[Step, bytes | RecordsRejected | None, RecordsChecked | None]
+    ) -> RecordsChecked | None:
+        """Run the steps of a big record set's check (see
+        :func:`~odradek.storage.validator.checking_in_steps`) so that the loop serves others
+        meanwhile: the decompression on a worker thread (cramjam releases the GIL), the scan on
+        the loop, giving way after each part. One record set at a time, so the decompressed
+        copies take no more memory than when the loop checked one set after the other."""
+        async with self._checking_in_steps:
+            sent: bytes | RecordsRejected | None = None
+            try:
+                while True:
+                    step = steps.send(sent)
+                    if step is None:
+                        sent = None
+                        await asyncio.sleep(0)
+                    else:
+                        sent = await asyncio.to_thread(step.run)
+            except StopIteration as done:
+                checked: RecordsChecked | None = done.value
+                return checked
+
     async def _schema_ids_refreshed(self, timeout_ms: int) -> None:
         source = self.schema_ids
         if source is not None:
@@ -252,12 +286,16 @@ class ReplicaManager:
         result: AppendResult,
         *,
         first: bool,
+        checked: RecordsChecked | None = None,
     ) -> bool:
         """Append the entry, or fill ``result`` with why not; True (nothing filled yet) when
-        this is the ``first`` try and it named schema ids the registry's replay may learn."""
+        this is the ``first`` try and it named schema ids the registry's replay may learn.
+        ``checked``: its records' framing checks, made ahead in steps."""
         source = self.schema_ids
         try:
-            result.appended = partition.append_as_leader(entry.records, acks, now_ms, source)
+            result.appended = partition.append_as_leader(
+                entry.records, acks, now_ms, source, checked
+            )
         except SchemaIdsRefused as e:
             if first and e.unknown and source is not None:
                 return True
