@@ -1,3 +1,3 @@
-from odradek.cli.main import main
+from odradek.cli.entry import main
 
 raise SystemExit(main())
