@@ -1716,6 +1716,10 @@ class BrokerConfig:
 
     def __init__(self, props: Mapping[str, str] | None = None) -> None:
         self.props: dict[str, str] = {}
+        # Parsed values by name: settings are read on every partition hosted and on request
+        # paths, and a config never changes (a dynamic change makes a new one). Lists are parsed
+        # afresh each time, since a caller may change the one it gets.
+        self._parsed: dict[str, object] = {}
         for name, raw in (props or {}).items():
             definition = BROKER_CONFIGS.get(name)
             if definition is not None:
@@ -1741,8 +1745,13 @@ class BrokerConfig:
         return definition.default if definition else None
 
     def get(self, name: str) -> object:
+        if name in self._parsed:
+            return self._parsed[name]
         raw = self.raw(name)
-        return None if raw is None else BROKER_CONFIGS[name].parse(raw)
+        value = None if raw is None else BROKER_CONFIGS[name].parse(raw)
+        if not isinstance(value, list):
+            self._parsed[name] = value
+        return value
 
     def get_int(self, name: str) -> int:
         value = self.get(name)
