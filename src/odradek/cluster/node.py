@@ -11,7 +11,10 @@ the fetchers, ISR writes) and :class:`~odradek.cluster.controller.runtime.Contro
 routes the watches' notifications, which arrive on the broker's event loop, to each of them.
 
 Start-up order matters: the store is opened before the logs (the broker opens the partitions it
-is assigned), the registration is made only once the listener is bound (it names the advertised
+is assigned), and the node listens to it from the moment it opens: the first listener starts
+the watches, whose first reports (every partition's state) come once, and other parts of the
+broker add theirs before the node joins; what is reported before :meth:`ClusterNode.join` is
+kept for it. The registration is made only once the listener is bound (it names the advertised
 port), and roles are applied before the listener serves. A duplicate ``broker.id`` or an
 unreachable ZooKeeper stops the start with the store's error. Stopping: the controlled shutdown
 (the controller moves this broker's leaderships away, the broker answers NOT_LEADER_OR_FOLLOWER
