@@ -11,7 +11,10 @@ the fetchers, ISR writes) and :class:`~odradek.cluster.controller.runtime.Contro
 routes the watches' notifications, which arrive on the broker's event loop, to each of them.
 
 Start-up order matters: the store is opened before the logs (the broker opens the partitions it
-is assigned), the registration is made only once the listener is bound (it names the advertised
+is assigned), and the node listens to it from the moment it opens: the first listener starts
+the watches, whose first reports (every partition's state) come once, and other parts of the
+broker add theirs before the node joins; what is reported before :meth:`ClusterNode.join` is
+kept for it. The registration is made only once the listener is bound (it names the advertised
 port), and roles are applied before the listener serves. A duplicate ``broker.id`` or an
 unreachable ZooKeeper stops the start with the store's error. Stopping: the controlled shutdown
 (the controller moves this broker's leaderships away, the broker answers NOT_LEADER_OR_FOLLOWER
@@ -39,7 +42,7 @@ from odradek.client.core import ClientError
 from odradek.clock import Clock
 from odradek.cluster.controller.assignment import BrokerMetadata
 from odradek.cluster.controller.runtime import ControllerRuntime
-from odradek.cluster.metadata.store import MetadataChange
+from odradek.cluster.metadata.store import MetadataChange, PartitionState
 from odradek.cluster.metadata.zk_view import ZooKeeperClusterView
 from odradek.cluster.metadata.zookeeper.membership import (
     BrokerMembership,
@@ -88,6 +91,10 @@ class ClusterNode:
         self._controller: ControllerRuntime | None = None
         self._topics: TopicManager | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # What the store's watches reported before join (see open_store): each partition's
+        # latest state, and whether a topic changed.
+        self._early_states: dict[tuple[str, int], PartitionState | None] = {}
+        self._early_topics_change = False
         self._membership_turn = asyncio.Lock()
         self._rates_turn = asyncio.Lock()
 
@@ -125,8 +132,14 @@ class ClusterNode:
             self.session.start()
             return ZooKeeperMetadataStore(self.session, self.node_id, self.config.raw("cluster.id"))
 
-        self._store = await asyncio.to_thread(open_blocking)
-        return self._store
+        store = await asyncio.to_thread(open_blocking)
+        self._store = store
+        # This broker's listener before any other (the group coordinator, the credentials and
+        # others add theirs before join): the first listener starts the store's watches, and
+        # their first reports, every partition's state, come once, to the listeners there are
+        # then. Until join they are kept.
+        store.add_listener(asyncio.get_running_loop(), self._metadata_changed)
+        return store
 
     async def join(
         self,
@@ -183,9 +196,15 @@ class ClusterNode:
             purgatory=self.purgatory,
         )
         self._controller = ControllerRuntime(store, membership, config, self.clock)
-        # This broker's listener first: the first listener starts the store's watches, whose
-        # first reports (every partition's state) it must not miss.
-        store.add_listener(loop, self._metadata_changed)
+        # The states reported before now (this broker's listener has been on the store since
+        # open_store), and the topics that changed meanwhile: from here on, changes come in.
+        for (topic, index), state in self._early_states.items():
+            view.partition_state_changed(topic, index, state)
+        self._early_states.clear()
+        if self._early_topics_change:
+            # The partitions it opens are put in their roles with the others, below.
+            self._early_topics_change = False
+            topics.sync()
         self._controller.start()
         # Registration and the first election: ZooKeeper calls, off the loop.
         await asyncio.to_thread(membership.start, loop, self._membership_changed)
@@ -229,6 +248,12 @@ class ClusterNode:
     def _metadata_changed(self, change: MetadataChange) -> None:
         topics = self._topics
         if topics is None or self._replicas is None:
+            # Before join: kept for it (a state's first report is not repeated).
+            if change.kind == "partition_state" and change.topic is not None:
+                assert change.partition is not None
+                self._early_states[(change.topic, change.partition)] = change.state
+            elif change.kind == "topics":
+                self._early_topics_change = True
             return
         self._quotas_changed(change)
         if change.kind == "topics":
