@@ -14,7 +14,7 @@ import pytest
 
 from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import batch_around
+from odradek.protocol.records import batch_around, zigzag_varint
 from odradek.testing import BrokerProcess, wait_until
 
 from .conftest import (
@@ -30,22 +30,12 @@ from .conftest import (
 RECORDS = 1_000_000  # of each batch: some 0.8 MB of zstd, 9 MB of records
 
 
-def varint(n: int) -> bytes:
-    raw = n << 1
-    out = bytearray()
-    while raw >= 0x80:
-        out.append(raw & 0x7F | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
-
-
 def empty_records(count: int, first: int = 0) -> bytes:
     """Records ``first`` to ``count`` - 1 of a batch, without key, value or headers: the most
     records a batch's bytes can hold, so the costliest to read."""
     return b"".join(
-        varint(5 + len(delta)) + b"\x00\x00" + delta + b"\x01\x00\x00"
-        for delta in map(varint, range(first, count))
+        zigzag_varint(5 + len(delta)) + b"\x00\x00" + delta + b"\x01\x00\x00"
+        for delta in map(zigzag_varint, range(first, count))
     )
 
 

@@ -23,6 +23,8 @@ from odradek.storage import LogConfig, validator
 from odradek.storage.log import RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY
 from odradek.storage.validator import validate_for_leader
 
+from .conftest import varint
+
 NOW = 1_700_000_000_000
 
 
@@ -128,16 +130,6 @@ def test_a_batch_without_any_timestamp_is_left_as_it_came() -> None:
 # -- every record read before the append (Kafka's LogValidator) ---------------------------------
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-
-
-def varint(n: int) -> bytes:
-    raw = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append(raw & 0x7F | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
 
 
 def record(
