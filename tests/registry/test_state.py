@@ -53,6 +53,18 @@ class Registry:
         return state
 
 
+def x_record(name: str, *fields: tuple[str, str]) -> str:
+    """An Avro record of namespace ``x`` whose fields are (name, type) pairs, as JSON."""
+    return json.dumps(
+        {
+            "type": "record",
+            "name": name,
+            "namespace": "x",
+            "fields": [{"name": f, "type": t} for f, t in fields],
+        }
+    )
+
+
 def code_of(call: object) -> int:
     assert callable(call)
     with pytest.raises(RegistryError) as caught:
@@ -220,22 +232,12 @@ def test_a_type_two_references_share_is_resolved_once() -> None:
     refuses a name defined twice, so it is parsed once (as Confluent resolves references)."""
     r = Registry()
 
-    def record(name: str, *fields: tuple[str, str]) -> str:
-        return json.dumps(
-            {
-                "type": "record",
-                "name": name,
-                "namespace": "x",
-                "fields": [{"name": f, "type": t} for f, t in fields],
-            }
-        )
-
-    r.register("city", SchemaRequest(record("City", ("name", "string"))))
+    r.register("city", SchemaRequest(x_record("City", ("name", "string"))))
     city = (SchemaReference("x.City", "city", 1),)
-    r.register("home", SchemaRequest(record("Home", ("city", "x.City")), references=city))
-    r.register("work", SchemaRequest(record("Work", ("city", "x.City")), references=city))
+    r.register("home", SchemaRequest(x_record("Home", ("city", "x.City")), references=city))
+    r.register("work", SchemaRequest(x_record("Work", ("city", "x.City")), references=city))
     both = (SchemaReference("x.Home", "home", 1), SchemaReference("x.Work", "work", 1))
-    user = SchemaRequest(record("User", ("home", "x.Home"), ("work", "x.Work")), references=both)
+    user = SchemaRequest(x_record("User", ("home", "x.Home"), ("work", "x.Work")), references=both)
     assert r.register("user", user) == 4
     assert [name for name, _ in r.state.referenced(both)] == ["x.City", "x.Home", "x.Work"]
 
@@ -362,24 +364,14 @@ def test_a_reference_without_a_context_is_in_its_schemas_context() -> None:
     do that one's own unqualified references."""
     r = Registry()
 
-    def record(name: str, *fields: tuple[str, str]) -> str:
-        return json.dumps(
-            {
-                "type": "record",
-                "name": name,
-                "namespace": "x",
-                "fields": [{"name": f, "type": t} for f, t in fields],
-            }
-        )
-
-    r.register("city", SchemaRequest(record("Town", ("name", "string"))))  # default: not used
-    r.register(":.team:city", SchemaRequest(record("City", ("name", "string"))))
+    r.register("city", SchemaRequest(x_record("Town", ("name", "string"))))  # default: not used
+    r.register(":.team:city", SchemaRequest(x_record("City", ("name", "string"))))
     city = (SchemaReference("x.City", "city", 1),)
     r.register(
-        ":.team:address", SchemaRequest(record("Address", ("city", "x.City")), references=city)
+        ":.team:address", SchemaRequest(x_record("Address", ("city", "x.City")), references=city)
     )
     user = SchemaRequest(
-        record("User", ("home", "x.Address")),
+        x_record("User", ("home", "x.Address")),
         references=(SchemaReference("x.Address", "address", 1),),
     )
     assert r.register(":.team:user", user) == 3
