@@ -119,3 +119,25 @@ def test_a_big_batch_that_is_one_record_short_is_still_refused(
     refused, taken = response.responses[0].partition_responses
     assert refused.error_code == ErrorCode.invalid_record, refused
     assert (taken.error_code, taken.base_offset) == (ErrorCode.none, 0)
+
+
+def one_record(value_size: int) -> bytes:
+    """A record without key or headers whose value is ``value_size`` zero bytes."""
+    body = b"\x00\x00\x00\x01" + zigzag_varint(value_size) + bytes(value_size) + b"\x00"
+    return zigzag_varint(len(body)) + body
+
+
+def test_small_batches_that_inflate_hugely_are_read_while_others_are_answered(
+    broker: BrokerProcess,
+) -> None:
+    """Batches whose headers look harmless (a few kilobytes of zstd, one record each) but whose
+    record inflates to 60 MiB, inside the decompression limit: read off the loop as big ones
+    are, so a round trip sent meanwhile is answered first, and each is appended whole."""
+    inflating = zstd_batch(one_record(60 << 20), 1)
+    assert len(inflating) < 64 * 1024
+    producer, sent, first = answered_while_the_produce_is_read(broker, [inflating] * 4)
+    with producer:
+        response = producer.receive(PRODUCE, PRODUCE_VERSION, sent)
+    assert first, "the bystander's round trip waited for the inflating batches"
+    answers = response.responses[0].partition_responses
+    assert [(p.error_code, p.base_offset) for p in answers] == [(ErrorCode.none, 0)] * 4

@@ -460,6 +460,28 @@ def test_only_big_record_sets_are_checked_in_steps() -> None:
     assert validator.stepped(packed)
 
 
+# Snappy inflates at most some 21 times: a batch of it small enough to be checked inline cannot
+# reach the inline bound.
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd"])
+def test_a_small_batch_that_inflates_past_what_is_checked_inline_is_checked_in_steps(
+    codec: str,
+) -> None:
+    """A few kilobytes of zeros whose headers do not say they inflate to megabytes: validated
+    inline, the set is handed back (InflatesPastInline, nothing kept); checked in steps first,
+    it is validated as any other, and a set just under the bound is validated inline. Past the
+    decompression limit itself it stays MESSAGE_TOO_LARGE (the test above)."""
+    over = framed(record(0, value=bytes(validator.INLINE_DECOMPRESSED_BYTES)), 1, codec)
+    assert not validator.stepped(over)
+    with pytest.raises(validator.InflatesPastInline):
+        validate_for_leader(over, LogConfig(), NOW, "t-0")
+    checked = validator.check_in_steps(over, LogConfig(), "t-0")
+    assert checked is not None
+    valid = validate_for_leader(over, LogConfig(), NOW, "t-0", checked=checked)
+    assert bytes(valid.buffer) == over
+    under = framed(record(0, value=bytes(validator.INLINE_DECOMPRESSED_BYTES - 100)), 1, codec)
+    assert bytes(validate_for_leader(under, LogConfig(), NOW, "t-0").buffer) == under
+
+
 # -- schema id validation (confluent.key/value.schema.validation) ------------------------------
 
 

@@ -901,20 +901,27 @@ class PartitionLog:
         if offset >= limit:
             return None
         for segment in self._segments[self._segment_index(offset) :]:
-            first = segment.find_batch(offset)
-            if first is None:
-                continue  # the offset is at this segment's end (or in a gap after it)
-            if first.base_offset >= limit:
-                return None
-            if first.size > max_bytes:
-                size = first.size if min_one_batch else max(0, max_bytes)
-                return self._slice(segment, first.position, size)
-            size = first.size
-            for header in segment.iter_headers(first.position + first.size):
-                if header.base_offset >= limit or size + header.size > max_bytes:
+            # One walk of the headers finds the batch holding the offset and the batches after
+            # it that fit (a walk per step cost as much as the rest of a fetch).
+            position = -1
+            size = 0
+            for header in segment.iter_headers(segment.offset_index.lookup(offset)):
+                if position < 0:
+                    if header.last_offset < offset:
+                        continue
+                    if header.base_offset >= limit:
+                        return None
+                    if header.size > max_bytes:
+                        size = header.size if min_one_batch else max(0, max_bytes)
+                        return self._slice(segment, header.position, size)
+                    position, size = header.position, header.size
+                elif header.base_offset >= limit or size + header.size > max_bytes:
                     break
-                size += header.size
-            return self._slice(segment, first.position, size)
+                else:
+                    size += header.size
+            if position >= 0:
+                return self._slice(segment, position, size)
+            # else the offset is at this segment's end (or in a gap after it): the next one
         return None
 
     def _slice(self, segment: LogSegment, position: int, size: int) -> ReadSlice:

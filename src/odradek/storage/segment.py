@@ -184,26 +184,30 @@ class LogSegment:
         small to be one."""
         end = self.size if end is None else end
         position = start
+        if position + HEADER_SIZE > end:
+            return
         chunk = b""
         chunk_start = start
         read_size = _SCAN_CHUNK
-        while position + HEADER_SIZE <= end:
-            offset_in_chunk = position - chunk_start
-            if offset_in_chunk < 0 or offset_in_chunk + HEADER_SIZE > len(chunk):
-                # The fd is held only for the read: the caller may stop iterating at any time.
-                with self._file.use() as fd:
+        # One descriptor for the whole walk (a fetch reads a header per large batch, and taking
+        # the set's lock for each read cost more than the read).  A walk the caller leaves
+        # early lets it go when the generator is closed, which CPython does once it is dropped.
+        with self._file.use() as fd:
+            while position + HEADER_SIZE <= end:
+                offset_in_chunk = position - chunk_start
+                if offset_in_chunk < 0 or offset_in_chunk + HEADER_SIZE > len(chunk):
                     chunk = os.pread(fd, min(read_size, end - position), position)
-                chunk_start, offset_in_chunk = position, 0
-                if len(chunk) < HEADER_SIZE:
+                    chunk_start, offset_in_chunk = position, 0
+                    if len(chunk) < HEADER_SIZE:
+                        return
+                # built with its file position, not replaced after: the fetch path reads a few
+                # headers per request, and dataclasses.replace cost more than the parse
+                header = read_header(chunk, offset_in_chunk, at=position)
+                if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
                     return
-            # built with its file position, not replaced after: the fetch path reads a few
-            # headers per request, and dataclasses.replace cost more than the parse
-            header = read_header(chunk, offset_in_chunk, at=position)
-            if header.batch_length < _MIN_BATCH_LENGTH or position + header.size > end:
-                return
-            yield header
-            position += header.size
-            read_size = HEADER_SIZE if header.size > _BIG_BATCH else _SCAN_CHUNK
+                yield header
+                position += header.size
+                read_size = HEADER_SIZE if header.size > _BIG_BATCH else _SCAN_CHUNK
 
     def find_batch(self, offset: int) -> BatchHeader | None:
         """The first batch holding an offset >= ``offset``, if the segment has one."""

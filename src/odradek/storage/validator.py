@@ -97,6 +97,11 @@ DECOMPRESSION_FACTOR = 64
 # 4 MiB, some 15 ms of decompressing): below both, the check takes a few milliseconds at most.
 STEPPED_RECORDS = 16_384
 STEPPED_COMPRESSED_BYTES = 64 * 1024
+# What a batch below those bounds may inflate to while checked where it arrived (the event
+# loop): a few kilobytes of zeros can hold the whole decompression limit, which their headers
+# do not tell. Past this, validate_for_leader raises InflatesPastInline, and the set is checked
+# in steps like a big one.
+INLINE_DECOMPRESSED_BYTES = 4 * 1024 * 1024
 # The records a step of the framing scan checks: a few milliseconds of work.
 STEP_RECORDS = 4_096
 # Where a batch header keeps its length, the low byte of its attributes and its record count.
@@ -154,6 +159,12 @@ def subjects_for(strategy: str, topic: str, what: str, use: SchemaIdUse) -> list
         return list(use.record_names)
     assert strategy == TOPIC_RECORD_NAME_STRATEGY, strategy
     return [f"{topic}-{name}" for name in use.record_names]
+
+
+class InflatesPastInline(Exception):
+    """A batch of a record set :func:`validate_for_leader` checked inline decompresses to more
+    than :data:`INLINE_DECOMPRESSED_BYTES`: check the set with :func:`checking_in_steps` and
+    validate it again with those checks. Raised before anything is changed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,7 +369,9 @@ def validate_for_leader(
     if checked is not None and checked.limit == limit and schema is None:
         checks = [_outcome(checked, index) for index in range(len(headers))]
     else:
-        checks = [_check(buffer, header, limit, name, schema) for header in headers]
+        # Topics that read schema ids are never checked in steps: theirs inflate here in full.
+        inline = limit if schema is not None else min(limit, INLINE_DECOMPRESSED_BYTES)
+        checks = [_check(buffer, header, limit, name, schema, inline) for header in headers]
     if schema is not None:
         schema.refuse()
     if config.compact and any(check.null_keys for check in checks):
@@ -394,10 +407,12 @@ def _check(
     limit: int,
     name: str,
     schema: _SchemaIdCheck | None = None,
+    inline: int | None = None,
 ) -> RecordsCheck:
     """Read every record of the batch at ``header`` (decompressed, if it is) for its framing,
-    and for their schema ids where the topic validates them."""
-    section = _records_of(buffer, header, limit, name)
+    and for their schema ids where the topic validates them. ``inline``: the most bytes it may
+    inflate to here (:class:`InflatesPastInline` past it), if less than ``limit``."""
+    section = _records_of(buffer, header, limit, name, inline)
     try:
         check = _in_range(check_records(section, 0, len(section), header.record_count), header)
         if schema is not None:
@@ -408,7 +423,11 @@ def _check(
 
 
 def _records_of(
-    buffer: bytearray | memoryview, header: BatchHeader, limit: int, name: str
+    buffer: bytearray | memoryview,
+    header: BatchHeader,
+    limit: int,
+    name: str,
+    inline: int | None = None,
 ) -> bytes:
     """The records section of the batch at ``header``, decompressed, as ``bytes``: a copy to read
     from, since the scan reads bytes (compiled, it takes nothing else), and reads them faster
@@ -416,13 +435,18 @@ def _records_of(
     payload = memoryview(buffer)[header.position + HEADER_SIZE : header.position + header.size]
     if header.compression == compression.NONE:
         return bytes(payload)
-    return _decompressed(header.compression, payload, limit, name)
+    return _decompressed(header.compression, payload, limit, name, inline)
 
 
-def _decompressed(codec: int, payload: memoryview, limit: int, name: str) -> bytes:
+def _decompressed(
+    codec: int, payload: memoryview, limit: int, name: str, inline: int | None = None
+) -> bytes:
+    bound = limit if inline is None else min(inline, limit)
     try:
-        records, size = compression.decompress_bounded(codec, payload, limit)
+        records, size = compression.decompress_bounded(codec, payload, bound)
     except compression.DecompressedTooLarge as e:
+        if bound < limit:
+            raise InflatesPastInline(name) from e
         raise RecordsRejected(
             ErrorCode.message_too_large,
             f"the records of a batch to {name} take more than {limit} bytes decompressed: {e}",

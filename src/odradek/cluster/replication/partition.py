@@ -304,9 +304,11 @@ class Partition:
         checked: RecordsChecked | None = None,
     ) -> AppendInfo:
         """Validate and append a producer's record set; raises :class:`KafkaError` (or its
-        subclass :class:`~odradek.protocol.errors.RecordsRejected`) when it is refused.
-        ``schema_ids``: the ids the schema registry holds, for a topic that validates them;
-        ``checked``: what :meth:`checking_records` learnt of these records."""
+        subclass :class:`~odradek.protocol.errors.RecordsRejected`) when it is refused, and
+        :class:`~odradek.storage.validator.InflatesPastInline` for records to be checked in steps
+        first (see :meth:`checking_records`). ``schema_ids``: the ids the schema registry
+        holds, for a topic that validates them; ``checked``: what :meth:`checking_records` learnt
+        of these records."""
         tracker = self._acks_all_tracker() if required_acks == -1 else self._leader_tracker()
         valid = validate_for_leader(
             records, self.log.config, now_ms, self.name, schema_ids, self.topic, checked
@@ -314,12 +316,14 @@ class Partition:
         return self._append(tracker, valid.buffer, valid.headers, valid.log_append_time)
 
     def checking_records(
-        self, records: bytes | memoryview | None
+        self, records: bytes | memoryview | None, *, inflating: bool = False
     ) -> Generator[Step, bytes | RecordsRejected | None, RecordsChecked | None] | None:
-        """For a big record set to this leader (many records, or a big compressed batch), the
-        costly part of its validation in steps, to be made before :meth:`append_as_leader` (see
+        """For a big record set to this leader (many records, or a big compressed batch, or
+        ``inflating``: one :meth:`append_as_leader` refused with
+        :class:`~odradek.storage.validator.InflatesPastInline`), the costly part of its
+        validation in steps, to be made before :meth:`append_as_leader` (see
         :func:`~odradek.storage.validator.checking_in_steps`); None for any other."""
-        if records is None or self._tracker is None or not stepped(records):
+        if records is None or self._tracker is None or not (inflating or stepped(records)):
             return None
         return checking_in_steps(records, self.log.config, self.name)
 

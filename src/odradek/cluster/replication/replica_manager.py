@@ -61,7 +61,13 @@ from odradek.cluster.replication.purgatory import Purgatory
 from odradek.cluster.replication.quota import ReplicationQuotas
 from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
 from odradek.storage import AppendInfo
-from odradek.storage.validator import RecordsChecked, SchemaIds, SchemaIdsRefused, Step
+from odradek.storage.validator import (
+    InflatesPastInline,
+    RecordsChecked,
+    SchemaIds,
+    SchemaIdsRefused,
+    Step,
+)
 
 log = logging.getLogger(__name__)
 
@@ -202,26 +208,16 @@ class ReplicaManager:
         results: list[AppendResult] = []
         waits: list[tuple[AppendResult, Partition, int]] = []
         unknown_ids: list[tuple[Partition, ProduceEntry, AppendResult]] = []
-        now_ms = self.clock.time_ms()
         for entry in entries:
             result = AppendResult()
             results.append(result)
-            partition = self._hosted(entry.topic, entry.index)
-            checked = None
-            if partition is not None and acks in (-1, 0, 1):
-                steps = partition.checking_records(entry.records)
-                if steps is not None:
-                    checked = await self._check_in_steps(steps)
-                    # Other requests ran meanwhile: the partition may have gone.
-                    partition = self._hosted(entry.topic, entry.index)
-                    now_ms = self.clock.time_ms()
+            if acks not in (-1, 0, 1):
+                result.fail(ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
+                continue
+            partition, unknown = await self._append_entry(entry, acks, origin, result)
             if partition is None:
                 result.fail(ErrorCode.unknown_topic_or_partition)
-            elif acks not in (-1, 0, 1):
-                result.fail(ErrorCode.invalid_required_acks, f"acks={acks} is not -1, 0 or 1")
-            elif self._append_one(
-                partition, entry, acks, now_ms, origin, result, first=True, checked=checked
-            ):
+            elif unknown:
                 unknown_ids.append((partition, entry, result))
             elif acks == -1 and result.appended is not None:
                 waits.append((result, partition, result.appended.last_offset + 1))
@@ -247,6 +243,40 @@ class ReplicaManager:
                 if outcome != ErrorCode.none:
                     result.fail(outcome)
         return results
+
+    async def _append_entry(
+        self, entry: ProduceEntry, acks: int, origin: str, result: AppendResult
+    ) -> tuple[Partition | None, bool]:
+        """Append one partition's records (see :meth:`_append_one`), checking a big record set
+        in steps first: one its headers show to be big, or one found to inflate past what the
+        loop decompresses inline. The partition (None if not hosted here) and whether the
+        records named schema ids to look for again."""
+        partition = self._hosted(entry.topic, entry.index)
+        if partition is None:
+            return None, False
+        now_ms = self.clock.time_ms()
+        checked = None
+        inflating = False
+        while True:
+            steps = partition.checking_records(entry.records, inflating=inflating)
+            if steps is not None:
+                checked = await self._check_in_steps(steps)
+                # Other requests ran meanwhile: the partition may have gone.
+                partition = self._hosted(entry.topic, entry.index)
+                if partition is None:
+                    return None, False
+                now_ms = self.clock.time_ms()
+            try:
+                unknown = self._append_one(
+                    partition, entry, acks, now_ms, origin, result, first=True, checked=checked
+                )
+            except InflatesPastInline:
+                # Again after steps only when the topic's limit changed meanwhile.
+                if inflating and steps is None:
+                    raise
+                inflating = True
+                continue
+            return partition, unknown
 
     async def _check_in_steps(
         self, steps: Generator[Step, bytes | RecordsRejected | None, RecordsChecked | None]
