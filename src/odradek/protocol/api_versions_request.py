@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from odradek.protocol.bounds import FrameReader, MalformedRequest
+from odradek.protocol.bounds import BoundedReader, MalformedRequest
 from odradek.protocol.messages import RequestHeader, decode_request, peek_header
 
 API_KEY = 18
@@ -50,7 +50,7 @@ def decode_api_versions_request(
         )
     if api_key != API_KEY:
         raise MalformedRequest(f"API key {api_key} is not ApiVersions")
-    reader = FrameReader(frame)
+    reader = BoundedReader(frame)
     reader.take(_HEADER_PREFIX_SIZE)
     # Even header v2 keeps client_id a non-compact string, for older brokers' sake.
     client_id = reader.nullable_string()

@@ -85,15 +85,19 @@ class MalformedRequest(ValueError):
     closed, as Kafka closes one whose request it cannot parse."""
 
 
+_INT8 = struct.Struct(">b")
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
 
 
-class FrameReader:
-    """A cursor over a frame read by hand (Produce, Fetch, ApiVersions v5, the versions kio lacks);
-    every read checks that the frame holds the bytes it takes, raising :class:`MalformedRequest`."""
+class BoundedReader:
+    """A cursor over bytes read by hand (Produce, Fetch, ApiVersions v5, the versions kio lacks;
+    the coordinators' records); every read checks that the bytes hold what it takes, raising
+    :attr:`error` (:class:`MalformedRequest` for a request)."""
 
     __slots__ = ("end", "position", "view")
+    error: typing.ClassVar[type[ValueError]] = MalformedRequest
 
     def __init__(self, frame: bytes | bytearray | memoryview) -> None:
         self.view = memoryview(frame).cast("B")
@@ -103,7 +107,7 @@ class FrameReader:
     def take(self, size: int) -> int:
         start = self.position
         if size < 0 or start + size > self.end:
-            raise MalformedRequest(
+            raise self.error(
                 f"a field of {size} bytes at byte {start} runs past the frame's {self.end}"
             )
         self.position = start + size
@@ -112,11 +116,17 @@ class FrameReader:
     def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
         return layout.unpack_from(self.view, self.take(layout.size))
 
+    def int8(self) -> int:
+        return int(_INT8.unpack_from(self.view, self.take(1))[0])
+
     def int16(self) -> int:
         return int(_INT16.unpack_from(self.view, self.take(2))[0])
 
     def int32(self) -> int:
         return int(_INT32.unpack_from(self.view, self.take(4))[0])
+
+    def int64(self) -> int:
+        return int(_INT64.unpack_from(self.view, self.take(8))[0])
 
     def uvarint(self) -> int:
         value = 0
@@ -128,18 +138,18 @@ class FrameReader:
                 return value
             shift += 7
             if shift > 28:
-                raise MalformedRequest("unsigned varint longer than 5 bytes")
+                raise self.error("unsigned varint longer than 5 bytes")
 
     def text(self, size: int) -> str:
         start = self.take(size)
         try:
             return str(self.view[start : start + size], "utf-8")
         except UnicodeDecodeError as e:
-            raise MalformedRequest(f"string is not UTF-8: {e}") from e
+            raise self.error(f"string is not UTF-8: {e}") from e
 
     def nullable_string(self) -> str | None:
         size = self.int16()
-        return None if size == -1 else self.text(size)
+        return None if size < 0 else self.text(size)
 
     def compact_nullable_string(self) -> str | None:
         size = self.uvarint() - 1
@@ -149,14 +159,17 @@ class FrameReader:
         start = self.take(size)
         return self.view[start : start + size]
 
+    def bounded(self, count: int, element_size: int = 1) -> int:
+        """``count`` elements to read, each taking ``element_size`` bytes at the least: refused
+        when the bytes left cannot hold them, before anyone loops over them."""
+        if count * element_size > self.end - self.position:
+            raise self.error(f"{count} elements claimed with {self.end - self.position} bytes left")
+        return count
+
     def skip_tagged_fields(self) -> None:
-        # Unknown tagged fields are skipped, as Kafka's generated readers skip them.
-        count = self.uvarint()
-        if count * 2 > self.end - self.position:  # each takes a tag and a size at the least
-            raise MalformedRequest(
-                f"{count} tagged fields claimed with {self.end - self.position} bytes left"
-            )
-        for _ in range(count):
+        # Unknown tagged fields are skipped, as Kafka's generated readers skip them; each takes
+        # a tag and a size at the least.
+        for _ in range(self.bounded(self.uvarint(), 2)):
             self.uvarint()
             self.take(self.uvarint())
 
@@ -165,12 +178,8 @@ class FrameReader:
         ``element_size`` bytes at the least) before anyone loops over it, as Kafka checks it."""
         count = self.uvarint() - 1 if flexible else self.int32()
         if count < 0:
-            raise MalformedRequest(f"array length {count} where no null is allowed")
-        if count * element_size > self.end - self.position:
-            raise MalformedRequest(
-                f"array of {count} elements claimed with {self.end - self.position} bytes left"
-            )
-        return count
+            raise self.error(f"array length {count} where no null is allowed")
+        return self.bounded(count, element_size)
 
 
 def _uvarint(b: Buffer, p: int) -> tuple[int, int]:

@@ -22,7 +22,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from odradek.protocol.bounds import FrameReader, MalformedRequest
+from odradek.protocol.bounds import BoundedReader, MalformedRequest
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_response import uvarint
 from odradek.protocol.framing import framed
@@ -99,7 +99,7 @@ def decode_request_body(
 ) -> ControlledShutdownRequest:
     _check_version(version)
     with _malformed():
-        return _read_request(FrameReader(data), version)
+        return _read_request(BoundedReader(data), version)
 
 
 def encode_response_body(version: int, response: ControlledShutdownResponse) -> bytes:
@@ -125,7 +125,7 @@ def decode_response_body(
 ) -> ControlledShutdownResponse:
     _check_version(version)
     with _malformed():
-        return _read_response(FrameReader(data), version)
+        return _read_response(BoundedReader(data), version)
 
 
 # -- whole frames ----------------------------------------------------------------------------------
@@ -152,7 +152,7 @@ def decode_request(
 ) -> tuple[RequestHeader, ControlledShutdownRequest]:
     """Parse a whole request frame (without its length prefix); v0's header has no client id."""
     with _malformed():
-        reader = FrameReader(frame)
+        reader = BoundedReader(frame)
         reader.take(_HEADER_PREFIX.size)
         api_key, version, correlation_id = peek_header(reader.view)
         if api_key != API_KEY:
@@ -181,7 +181,7 @@ def decode_response(
     """Correlation id and body of a response frame (without its length prefix)."""
     _check_version(version)
     with _malformed():
-        reader = FrameReader(frame)
+        reader = BoundedReader(frame)
         correlation_id = reader.int32()
         if response_header_version(version) >= 1:
             reader.skip_tagged_fields()
@@ -191,7 +191,7 @@ def decode_response(
 # -- reading -----------------------------------------------------------------------------------
 
 
-def _read_request(reader: FrameReader, version: int) -> ControlledShutdownRequest:
+def _read_request(reader: BoundedReader, version: int) -> ControlledShutdownRequest:
     broker_id = reader.int32()
     broker_epoch = UNKNOWN_BROKER_EPOCH
     if version >= FIRST_BROKER_EPOCH_VERSION:
@@ -201,7 +201,7 @@ def _read_request(reader: FrameReader, version: int) -> ControlledShutdownReques
     return ControlledShutdownRequest(broker_id, int(broker_epoch))
 
 
-def _read_response(reader: FrameReader, version: int) -> ControlledShutdownResponse:
+def _read_response(reader: BoundedReader, version: int) -> ControlledShutdownResponse:
     flexible = version >= FIRST_FLEXIBLE_VERSION
     code = reader.int16()
     try:

@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.protocol.bounds import FrameReader, MalformedRequest
+from odradek.protocol.bounds import BoundedReader, MalformedRequest
 from odradek.protocol.fetch_response import uvarint
 from odradek.protocol.messages import RequestHeader, decode_request, peek_header
 
@@ -126,7 +126,7 @@ def decode_fetch_request(frame: memoryview) -> tuple[RequestHeader, Any]:
         return decode_request(frame.toreadonly())
     if api_key != API_KEY or version < 0:
         raise MalformedRequest(f"API key {api_key} version {version} is not read here")
-    reader = FrameReader(frame)
+    reader = BoundedReader(frame)
     reader.take(_HEADER_PREFIX_SIZE)
     client_id = reader.nullable_string()
     replica_id, max_wait_ms, min_bytes = reader.unpack(_REQUEST)

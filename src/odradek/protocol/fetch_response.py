@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from odradek.protocol.bounds import FrameReader, MalformedRequest
+from odradek.protocol.bounds import BoundedReader, MalformedRequest
 from odradek.protocol.framing import size_prefix
 
 S = TypeVar("S")
@@ -176,7 +176,7 @@ def decode_fetch_v12(frame: bytes | bytearray | memoryview) -> FetchedResponse:
     before it is used; :class:`~odradek.protocol.bounds.MalformedRequest` for a frame that does
     not hold what it claims. Tagged fields (diverging epoch, current leader, snapshot id) are
     skipped: a follower finds its divergence with OffsetForLeaderEpoch."""
-    reader = FrameReader(frame)
+    reader = BoundedReader(frame)
     correlation_id = reader.int32()
     reader.skip_tagged_fields()
     reader.int32()  # throttle time

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from odradek.protocol.bounds import FrameReader, MalformedRequest
+from odradek.protocol.bounds import BoundedReader, MalformedRequest
 from odradek.protocol.framing import fill_size_prefix
 from odradek.protocol.messages import RequestHeader, decode_request, peek_header
 
@@ -409,7 +409,7 @@ def decode_old_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     fields = REQUESTS.get((api_key, version))
     if fields is None:
         raise MalformedRequest(f"API key {api_key} version {version} is not read here")
-    reader = FrameReader(frame)
+    reader = BoundedReader(frame)
     reader.take(_HEADER_PREFIX_SIZE)
     client_id = reader.nullable_string()
     body = _read_struct(reader, fields)
@@ -419,11 +419,11 @@ def decode_old_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     return RequestHeader(api_key, version, correlation_id, client_id), body
 
 
-def _read_struct(reader: FrameReader, fields: Sequence[Field]) -> SimpleNamespace:
+def _read_struct(reader: BoundedReader, fields: Sequence[Field]) -> SimpleNamespace:
     return SimpleNamespace(**{field[0]: _read(reader, field[1]) for field in fields})
 
 
-def _read(reader: FrameReader, kind: FieldType) -> Any:
+def _read(reader: BoundedReader, kind: FieldType) -> Any:
     if isinstance(kind, list):
         return tuple(_read_struct(reader, kind) for _ in range(reader.array_length(False)))
     if isinstance(kind, tuple):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from odradek.protocol.bounds import FrameReader, MalformedRequest
+from odradek.protocol.bounds import BoundedReader, MalformedRequest
 from odradek.protocol.messages import RequestHeader, peek_header
 
 API_KEY = 0
@@ -54,7 +54,7 @@ class ProduceRequest:
 
 
 def _read_up_to_topics(
-    reader: FrameReader,
+    reader: BoundedReader,
 ) -> tuple[tuple[int, int, int, str | None], str | None, int, int]:
     """The header (key, version, correlation id, client id), transactional id, acks and
     timeout of a Produce request frame."""
@@ -80,7 +80,7 @@ def peek_acks(frame: bytes | bytearray | memoryview) -> int | None:
     None when the frame is no Produce request read here or ends before its acks (the decoder
     then says why)."""
     try:
-        return int(_read_up_to_topics(FrameReader(frame))[2])
+        return int(_read_up_to_topics(BoundedReader(frame))[2])
     except (MalformedRequest, struct.error, ValueError, IndexError):
         return None
 
@@ -93,7 +93,7 @@ def decode_produce_request(
     Raises :class:`MalformedRequest` when the frame is not a Produce request of a version
     read here, or its fields do not fit the frame.
     """
-    reader = FrameReader(frame)
+    reader = BoundedReader(frame)
     header, transactional_id, acks, timeout_ms = _read_up_to_topics(reader)
     api_key, version, correlation_id, client_id = header
     flexible = version >= FIRST_FLEXIBLE_VERSION

@@ -246,7 +246,7 @@ class _Reader(rec.RecordReader):
     """The non-flexible reader of the classic records, plus the flexible encodings."""
 
     def topic_id(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self._raw(16))
+        return uuid.UUID(bytes=bytes(self.slice(16)))
 
     def assignment(self) -> dict[uuid.UUID, frozenset[int]]:
         result: dict[uuid.UUID, frozenset[int]] = {}

@@ -55,6 +55,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from odradek.protocol.bounds import BoundedReader
+
 OFFSET_COMMIT_KEY_V0 = 0
 OFFSET_COMMIT_KEY = 1
 GROUP_METADATA_KEY = 2
@@ -200,48 +202,12 @@ def encode_value(value: Value) -> bytes:
 # -- reading -----------------------------------------------------------------------------------
 
 
-class RecordReader:
+class RecordReader(BoundedReader):
     """Reads the big-endian fields of a record's key or value, raising RecordFormatError at a
     short or malformed field."""
 
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.position = 0
-
-    def _take(self, s: struct.Struct) -> int:
-        if self.position + s.size > len(self.data):
-            raise RecordFormatError("record ends inside a field")
-        (value,) = s.unpack_from(self.data, self.position)
-        self.position += s.size
-        return int(value)
-
-    def int16(self) -> int:
-        return self._take(_INT16)
-
-    def int32(self) -> int:
-        return self._take(_INT32)
-
-    def int64(self) -> int:
-        return self._take(_INT64)
-
-    def _raw(self, length: int) -> bytes:
-        if length < 0:
-            raise RecordFormatError("negative length")
-        end = self.position + length
-        if end > len(self.data):
-            raise RecordFormatError("record ends inside a field")
-        raw = self.data[self.position : end]
-        self.position = end
-        return raw
-
-    def nullable_string(self) -> str | None:
-        length = self.int16()
-        if length < 0:
-            return None
-        try:
-            return self._raw(length).decode()
-        except UnicodeDecodeError as e:
-            raise RecordFormatError(f"string is not UTF-8: {e}") from None
+    __slots__ = ()
+    error = RecordFormatError
 
     def string(self) -> str:
         value = self.nullable_string()
@@ -251,29 +217,12 @@ class RecordReader:
 
     def bytes_(self) -> bytes:
         length = self.int32()
-        if length < 0:
-            return b""
-        return self._raw(length)
+        return b"" if length < 0 else bytes(self.slice(length))
 
     # -- the flexible (compact) encodings of newer record versions --
 
-    def int8(self) -> int:
-        return int(struct.unpack(">b", self._raw(1))[0])
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            (byte,) = self._raw(1)
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise RecordFormatError("varint is too long")
-
     def compact_string(self) -> str | None:
-        length = self.uvarint()
-        return None if length == 0 else self._decode(self._raw(length - 1))
+        return self.compact_nullable_string()
 
     def required_compact_string(self) -> str:
         value = self.compact_string()
@@ -281,30 +230,12 @@ class RecordReader:
             raise RecordFormatError("null where a string is required")
         return value
 
-    def bounded(self, count: int) -> int:
-        """``count`` elements to read, each taking a byte at the least: refused when the bytes
-        left cannot hold them, before anything loops over them."""
-        if count > len(self.data) - self.position:
-            raise RecordFormatError(
-                f"{count} elements claimed with {len(self.data) - self.position} bytes left"
-            )
-        return count
-
     def count(self) -> int:
         """A compact array's length (a null array reads as empty)."""
         return self.bounded(max(self.uvarint() - 1, 0))
 
     def skip_tags(self) -> None:
-        for _ in range(self.bounded(self.uvarint())):
-            self.uvarint()
-            self._raw(self.uvarint())
-
-    @staticmethod
-    def _decode(raw: bytes) -> str:
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as e:
-            raise RecordFormatError(f"string is not UTF-8: {e}") from None
+        self.skip_tagged_fields()
 
 
 def decode_key(data: bytes) -> Key:

@@ -713,7 +713,7 @@ def _topic_info(w: srec.Writer, t: TopicSpec) -> None:
 
 
 def _read_topic_info(r: srec.Reader) -> TopicSpec:
-    spec = TopicSpec(r.text(), r.int32(), r.int16(), r.pairs())
+    spec = TopicSpec(r.required_text(), r.int32(), r.int16(), r.pairs())
     r.skip_tags()
     return spec
 
@@ -757,7 +757,7 @@ def decode_topology(data: bytes) -> Topology:
     epoch = r.int32()
     subtopologies = []
     for _ in range(r.count()):
-        subtopology_id = r.text()
+        subtopology_id = r.required_text()
         sources = r.strings()
         regex = r.strings()
         changelogs = tuple(_read_topic_info(r) for _ in range(r.count()))
@@ -803,12 +803,12 @@ def decode_member(member_id: str, data: bytes, into: StreamsMember | None) -> St
     r = srec.Reader(data)
     instance_id = r.compact_string()
     rack_id = r.compact_string()
-    client_id, client_host = r.text(), r.text()
+    client_id, client_host = r.required_text(), r.required_text()
     rebalance_timeout_ms, topology_epoch = r.int32(), r.int32()
-    process_id = r.text()
+    process_id = r.required_text()
     endpoint = None
     if r.int8() >= 0:
-        endpoint = (r.text(), r.uint16())
+        endpoint = (r.required_text(), r.uint16())
         r.skip_tags()
     tags = r.pairs()
     base = into or StreamsMember(member_id, client_id, client_host, process_id)

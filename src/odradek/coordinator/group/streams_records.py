@@ -139,23 +139,23 @@ class Reader(_Reader):
         if version < 0:
             raise RecordFormatError(f"value version {version}")
 
-    def text(self) -> str:
+    def required_text(self) -> str:
         return self.required_compact_string()
 
     def strings(self) -> tuple[str, ...]:
-        return tuple(self.text() for _ in range(self.count()))
+        return tuple(self.required_text() for _ in range(self.count()))
 
     def pairs(self) -> tuple[tuple[str, str], ...]:
         result = []
         for _ in range(self.count()):
-            result.append((self.text(), self.text()))
+            result.append((self.required_text(), self.required_text()))
             self.skip_tags()
         return tuple(result)
 
     def tasks(self) -> TaskList:
         result = []
         for _ in range(self.count()):
-            subtopology = self.text()
+            subtopology = self.required_text()
             partitions = tuple(self.int32() for _ in range(self.count()))
             self.skip_tags()
             result.append((subtopology, partitions))

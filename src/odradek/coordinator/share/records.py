@@ -144,51 +144,38 @@ def encode_update(value: ShareUpdate) -> bytes:
 # -- decoding ------------------------------------------------------------------------------------
 
 
-class _Reader(RecordReader):
-    def take(self, n: int) -> bytes:
-        return self._raw(n)
-
-    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
-        return layout.unpack(self._raw(layout.size))
-
-
 def decode_key(data: bytes) -> tuple[int, StateKey]:
-    reader = _Reader(data)
+    reader = RecordReader(data)
     (kind,) = reader.unpack(_INT16)
     if kind not in (SNAPSHOT_KEY, UPDATE_KEY):
         raise RecordFormatError(f"unknown share state key type {kind}")
     (length,) = reader.unpack(_INT16)
-    try:
-        group = reader.take(length).decode()
-    except UnicodeDecodeError as e:
-        raise RecordFormatError("group id is not UTF-8") from e
-    topic_id = uuid.UUID(bytes=reader.take(16))
+    group = reader.text(length)
+    topic_id = uuid.UUID(bytes=bytes(reader.slice(16)))
     (partition,) = reader.unpack(_INT32)
     return kind, StateKey(group, topic_id, partition)
 
 
-def _decode_batches(reader: _Reader) -> tuple[StateBatch, ...]:
+def _decode_batches(reader: RecordReader) -> tuple[StateBatch, ...]:
     count = reader.uvarint() - 1
     if count < 0:
         return ()
-    if count * (_BATCH.size + 1) > len(reader.data) - reader.position:
-        raise RecordFormatError("more state batches than bytes")
     batches = []
-    for _ in range(count):
+    for _ in range(reader.bounded(count, _BATCH.size + 1)):
         first, last, state, delivered = reader.unpack(_BATCH)
         reader.skip_tags()
         batches.append(StateBatch(first, last, state, delivered))
     return tuple(batches)
 
 
-def _version(reader: _Reader) -> None:
+def _version(reader: RecordReader) -> None:
     (version,) = reader.unpack(_INT16)
     if version != VALUE_VERSION:
         raise RecordFormatError(f"unknown share state value version {version}")
 
 
 def decode_snapshot(data: bytes) -> ShareSnapshot:
-    reader = _Reader(data)
+    reader = RecordReader(data)
     _version(reader)
     snapshot_epoch, state_epoch, leader_epoch, start, created, written = reader.unpack(
         _SNAPSHOT_HEAD
@@ -201,7 +188,7 @@ def decode_snapshot(data: bytes) -> ShareSnapshot:
 
 
 def decode_update(data: bytes) -> ShareUpdate:
-    reader = _Reader(data)
+    reader = RecordReader(data)
     _version(reader)
     snapshot_epoch, leader_epoch, start = reader.unpack(_UPDATE_HEAD)
     batches = _decode_batches(reader)

@@ -162,15 +162,13 @@ class _Reader(RecordReader):
         found = -1
         if not self.flexible:
             return found
-        for _ in range(self.bounded(self.uvarint())):
+        for _ in range(self.bounded(self.uvarint(), 2)):
             tag = self.uvarint()
             size = self.uvarint()
-            end = self.position + size
             if tag == _NEXT_PRODUCER_ID_TAG and size == 8:
                 found = self.int64()
-            if end > len(self.data):
-                raise RecordFormatError("record ends inside a tagged field")
-            self.position = end
+            else:
+                self.take(size)
         return found
 
 
