@@ -259,10 +259,11 @@ def cluster_produce(ctx: BenchContext) -> ScenarioResult:
         "Produce round trip"
     )
     result.notes.append(
-        "a broker handles one request of a connection at a time (as Kafka mutes the channel), "
-        "so with acks=all a connection carries one request per replication round trip (the "
-        "followers fetch, append, and fetch again before the high watermark passes it): the "
-        "raw load's acks=all rate is about connections x records per request / its p50"
+        "a connection's responses leave in request order; an acks=all request's wait for the "
+        "followers (fetch, append, fetch again before the high watermark passes it) overlaps "
+        "the connection's next requests, at most 8 taken and unanswered (Kafka mutes the "
+        "channel for the whole wait): the raw load's acks=all rate is at most connections x "
+        "min(window, 8) x records per request / its p50"
     )
     result.notes.append(_CPU_NOTE)
     return result
