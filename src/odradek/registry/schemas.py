@@ -3,9 +3,9 @@ the field's libraries (Apache Avro's ``avro`` for Avro, ``jsonschema`` for JSON 
 ``proto-schema-parser`` and ``protobuf`` for Protobuf: :mod:`.protobuf`), and the compatibility
 rules between versions under each of Confluent's seven levels.
 
-Those libraries are imported when a schema of their type is first parsed, not with this module:
-every broker imports it (the registry's topic is replayed by the lone broker's registry) and
-most never parse a schema, while the three cost most of a second of a broker's start.
+Those libraries are imported when a schema of their type is first parsed (on the registry's
+threads), not with this module: every broker imports it, most never parse a schema, and the
+three are a large part of a broker's start.
 
 An Avro or JSON schema's *canonical* text is its JSON with insignificant whitespace removed (the
 key order is kept: Avro gives it meaning for fields), so that a lookup of the same schema written

@@ -24,14 +24,15 @@ The keys are fetched on a daemon thread (never on the event loop); validation it
 and takes its time from the injected clock. A token's expiry bounds the session
 (``connections.max.reauth.ms``, KIP-368).
 
-``joserfc`` (and the ``cryptography`` it imports) is imported when signed tokens are first
-checked, not with this module: every broker imports it, few check signatures, and the two cost
-a tenth of a second of a broker's start.
+``joserfc`` (and the ``cryptography`` it imports) is imported where signed tokens are to be
+checked (a JWKS URL is set), not with this module: every broker imports it, few check
+signatures, and the two cost a tenth of a second of a broker's start.
 """
 
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import logging
 import threading
@@ -101,6 +102,9 @@ class JwksSource:
         self._stopped = threading.Event()
         self._last_load = 0.0
         self._thread: threading.Thread | None = None
+        # Signed tokens will be checked: their library is loaded now, at the broker's start,
+        # not at the first login, on the event loop.
+        importlib.import_module("joserfc.jwt")
         if parsed.scheme == "file":
             self._load()  # a local file: known before the first login
 
