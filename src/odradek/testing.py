@@ -152,7 +152,8 @@ def running_broker(
 
 
 class BrokerProcess:
-    """``odradek serve`` as a child process on a free port, for crash and CLI tests."""
+    """``odradek serve`` as a child process on a free port, for crash and CLI tests (with no
+    schema registry unless ``-o schema.registry.listener=...`` asks for one)."""
 
     def __init__(
         self,
@@ -185,6 +186,11 @@ class BrokerProcess:
         return f"{self.host}:{self.port}"
 
     def start(self) -> BrokerProcess:
+        # A lone ``odradek serve`` serves the schema registry on port 8081 unless told
+        # otherwise: not here, unless asked (-o schema.registry.listener=HOST:PORT). A fixed
+        # port is no place for a test's broker, and the registry's web server is a part of
+        # every start.
+        asked = any(arg.startswith("schema.registry.listener=") for arg in self.extra_args)
         command = [
             *self.wrapper,
             sys.executable,
@@ -195,6 +201,7 @@ class BrokerProcess:
             str(self.data_dir),
             "--listen",
             f"{self.host}:{self.port}",
+            *(() if asked else ("-o", "schema.registry.listener=")),
             *self.extra_args,
         ]
         self.process = subprocess.Popen(

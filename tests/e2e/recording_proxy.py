@@ -68,6 +68,10 @@ class RecordingProxy:
             self.frames.clear()
 
     def close(self) -> None:
+        # Closing a socket does not wake a thread blocked in its accept(); shutting it down
+        # does (Linux), so the accepting thread ends now rather than at the join's timeout.
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         with self._lock:
             sockets = list(self._sockets)

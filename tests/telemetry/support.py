@@ -9,7 +9,7 @@ from odradek.telemetry import otlp
 
 def otlp_metrics(points: Sequence[tuple[str, str, float, dict[str, str]]]) -> bytes:
     """OTLP ``MetricsData`` of (name, ``gauge`` or ``sum``, value, attributes) points."""
-    data = otlp._METRICS_DATA()
+    data = otlp.metrics_data_class()()
     resource = data.resource_metrics.add()
     resource.resource.attributes.add(key="client_rack").value.string_value = "r1"
     scope = resource.scope_metrics.add()

@@ -1,8 +1,9 @@
-"""Short fault campaigns against a real three-broker cluster (ZooKeeper and ``odradek serve``
-processes, each broker in a network namespace of its own), with fixed seeds whose plans hold
+"""A short fault campaign against a real three-broker cluster (ZooKeeper and ``odradek serve``
+processes, each broker in a network namespace of its own), with a fixed seed whose plan holds
 every kind of fault: the checker must find no violation, and faults must really have been
 injected and records acknowledged and read. Needs root, ``ip``, ``iptables-legacy`` and Debian's
-ZooKeeper (``scripts/setup.sh --test``).
+ZooKeeper (``scripts/setup.sh --test``). ``ODRADEK_TORTURE_SECONDS`` makes the campaign longer
+(the same first faults, then more); ``odradek torture`` runs campaigns of any seed and length.
 
 Also: a broker that dies unbidden is noted and started again, and what a campaign makes is
 removed when it is interrupted."""
@@ -24,8 +25,11 @@ from odradek.torture.runner import Campaign, Options, run_campaign
 
 pytestmark = pytest.mark.slow
 
-DURATION_S = 75
-SEEDS = (12, 20)  # between them, their plans hold every kind of fault
+# A plan deals every kind of fault once before any twice, so one campaign long enough for the
+# first round holds them all: this seed's first round is among the shortest (87 s, where two
+# campaigns of 75 s were needed before), and a longer campaign of it deals the same first.
+DURATION_S = float(os.environ.get("ODRADEK_TORTURE_SECONDS", "87"))
+SEEDS = (3283,)
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ import json
 import logging
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 
@@ -28,7 +28,6 @@ from odradek.registry import errors
 from odradek.registry.auth import BASIC, NONE, BasicAuthenticator, UserConfigs
 from odradek.registry.contexts import context_of, unqualified_default
 from odradek.registry.errors import RegistryError
-from odradek.registry.metrics import RegistryMetrics
 from odradek.registry.records import content_answer, parse_references
 from odradek.registry.schemas import AVRO, SCHEMA_TYPES
 from odradek.registry.state import RegistryState, SchemaIdUse, SchemaRequest
@@ -37,6 +36,9 @@ from odradek.security.acl import parse_super_users
 from odradek.security.sasl import parse_jaas
 from odradek.security.tls import server_context
 from odradek.web_server import WebServer
+
+if TYPE_CHECKING:
+    from odradek.registry.metrics import RegistryMetrics
 
 log = logging.getLogger(__name__)
 

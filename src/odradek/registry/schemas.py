@@ -3,6 +3,10 @@ the field's libraries (Apache Avro's ``avro`` for Avro, ``jsonschema`` for JSON 
 ``proto-schema-parser`` and ``protobuf`` for Protobuf: :mod:`.protobuf`), and the compatibility
 rules between versions under each of Confluent's seven levels.
 
+Those libraries are imported when a schema of their type is first parsed (on the registry's
+threads), not with this module: every broker imports it, most never parse a schema, and the
+three are a large part of a broker's start.
+
 An Avro or JSON schema's *canonical* text is its JSON with insignificant whitespace removed (the
 key order is kept: Avro gives it meaning for fields), so that a lookup of the same schema written
 with other spacing finds it. With ``normalize`` (Confluent's ``?normalize=true``) an Avro schema
@@ -15,18 +19,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import avro.errors
-import avro.name
-import avro.schema
-import jsonschema.exceptions
-import jsonschema.validators
-from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.registry import json_compat
 from odradek.registry.errors import RegistryError, invalid_compatibility_level, invalid_schema
-from odradek.registry.protobuf import ProtobufSchema
+
+if TYPE_CHECKING:
+    import avro.schema
 
 AVRO = "AVRO"
 JSON = "JSON"
@@ -133,12 +132,16 @@ class AvroSchema:
     """An Avro schema parsed by Apache Avro's library, its references' named types first."""
 
     def __init__(self, text: str, references: Sequence[str] = ()) -> None:
+        import avro.errors
+        import avro.name
+        import avro.schema
+
         names = avro.name.Names(validate_names=True)
         try:
             for referenced in references:
                 avro.schema.make_avsc_object(json.loads(referenced), names)
             data = json.loads(text)
-            self.parsed = avro.schema.make_avsc_object(data, names)
+            self.parsed: avro.schema.Schema = avro.schema.make_avsc_object(data, names)
         except (
             ValueError,
             TypeError,
@@ -171,6 +174,8 @@ class AvroSchema:
     def read_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, AvroSchema):
             return ["the schemas are of different types"]
+        from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+
         checker = ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]
         result = checker.get_compatibility(self.parsed, writer.parsed)
         if result.compatibility is SchemaCompatibilityType.compatible:
@@ -186,6 +191,9 @@ class JsonSchema:
     by :mod:`.json_compat`."""
 
     def __init__(self, text: str, references: Sequence[str] = ()) -> None:
+        import jsonschema.exceptions
+        import jsonschema.validators
+
         try:
             data = json.loads(text)
             if not isinstance(data, (dict, bool)):
@@ -216,6 +224,8 @@ def parse_schema(schema_type: str, text: str, references: Sequence[str] = ()) ->
     if schema_type == JSON:
         return JsonSchema(text, references)
     if schema_type == PROTOBUF:
+        from odradek.registry.protobuf import ProtobufSchema
+
         return ProtobufSchema(text, references)
     raise invalid_schema(f"unknown schema type {schema_type!r}")
 
@@ -228,6 +238,8 @@ def record_names(schema_type: str, text: str) -> tuple[str, ...]:
     text alone: no references are needed for names."""
     try:
         if schema_type == PROTOBUF:
+            from odradek.registry.protobuf import ProtobufSchema
+
             return ProtobufSchema(text).message_names()
         data = json.loads(text)
     except (ValueError, RecursionError, RegistryError):

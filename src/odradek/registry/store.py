@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from odradek.client.core import ClientError, ConnectionFailed, RequestTimeout
 from odradek.client.data import EARLIEST, DataClient, KafkaClientError, data_batches
@@ -31,11 +31,13 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import NewRecord, RecordDecodeError, decode_batch, encode_batch
 from odradek.registry import errors
 from odradek.registry.errors import RegistryError
-from odradek.registry.metrics import RegistryMetrics
 from odradek.registry.records import Record, SchemaVersion, schema_key, schema_record
 from odradek.registry.state import Change, RegistryState, SchemaIdUse, SchemaRequest
 from odradek.security.client_settings import ClientSecurity
 from odradek.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from odradek.registry.metrics import RegistryMetrics
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,16 @@ Two ways of checking a token, as Kafka's two validator callback handlers:
 The keys are fetched on a daemon thread (never on the event loop); validation itself is pure
 and takes its time from the injected clock. A token's expiry bounds the session
 (``connections.max.reauth.ms``, KIP-368).
+
+``joserfc`` (and the ``cryptography`` it imports) is imported where signed tokens are to be
+checked (a JWKS URL is set), not with this module: every broker imports it, few check
+signatures, and the two cost a tenth of a second of a broker's start.
 """
 
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import logging
 import threading
@@ -37,13 +42,12 @@ import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from joserfc import jwt
-from joserfc.errors import InvalidKeyIdError, JoseError
-from joserfc.jwk import KeySet
+from typing import TYPE_CHECKING, Any
 
 from odradek.clock import Clock
+
+if TYPE_CHECKING:
+    from joserfc.jwk import KeySet
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +102,9 @@ class JwksSource:
         self._stopped = threading.Event()
         self._last_load = 0.0
         self._thread: threading.Thread | None = None
+        # Signed tokens will be checked: their library is loaded now, at the broker's start,
+        # not at the first login, on the event loop.
+        importlib.import_module("joserfc.jwt")
         if parsed.scheme == "file":
             self._load()  # a local file: known before the first login
 
@@ -138,6 +145,8 @@ class JwksSource:
             else:
                 with urllib.request.urlopen(self.url, timeout=_FETCH_TIMEOUT_S) as answer:
                     text = answer.read().decode()
+            from joserfc.jwk import KeySet
+
             self._keys = KeySet.import_key_set(json.loads(text))
         except Exception as e:  # the keys known before stay in use
             log.warning("cannot load the JWKS from %s: %s", self.url, e)
@@ -192,6 +201,9 @@ class OAuthBearerValidator:
         keys = self.jwks.keys()
         if keys is None:
             raise InvalidToken(f"the keys of {self.jwks.url} are not loaded")
+        from joserfc import jwt
+        from joserfc.errors import InvalidKeyIdError, JoseError
+
         try:
             decoded = jwt.decode(token, keys, algorithms=list(_SIGNING_ALGORITHMS))
         except InvalidKeyIdError as e:

@@ -29,7 +29,6 @@ from odradek.counters import BrokerCounters
 from odradek.following import StoreFollower
 from odradek.quotas.manager import ClientQuotas
 from odradek.registry.ids import KnownSchemaIds
-from odradek.registry.metrics import RegistryMetrics
 from odradek.security.delegation_tokens import TokenSettings
 from odradek.security.listeners import Listener
 from odradek.security.scram import CredentialLookup, ScramCredential
@@ -38,10 +37,10 @@ from odradek.server.authorizer import Authorizer
 from odradek.server.composition import build_services, lone_cluster_view, open_parts
 from odradek.server.connection import Connection
 from odradek.server.connection_quotas import BrokerLimits, ConnectionQuotas
+from odradek.server.console_client import console_client
 from odradek.server.credentials import CredentialCache
 from odradek.server.delegation_tokens import DelegationTokens
 from odradek.server.memory_pool import MemoryPool
-from odradek.server.metrics import MetricsServer, console_client
 from odradek.server.registry import load_handlers
 from odradek.server.services import BrokerServices, Session
 from odradek.stopping import stop_step
@@ -53,6 +52,8 @@ from odradek.storage.segment import LogSegment
 if TYPE_CHECKING:
     from odradek.iceberg.translator import TableTranslation
     from odradek.registry.http import RegistryServer
+    from odradek.registry.metrics import RegistryMetrics
+    from odradek.server.metrics import MetricsServer
 
 log = logging.getLogger("odradek.broker")
 
@@ -429,6 +430,11 @@ class Broker:
         listener = self.config.metrics_listener
         if listener is None or self.counters is None:
             return
+        # Here, not at the top: Prometheus's client costs a broker that serves no metrics a
+        # part of its start.
+        from odradek.registry.metrics import RegistryMetrics
+        from odradek.server.metrics import MetricsServer
+
         self.registry_metrics = RegistryMetrics()
         self.services.replicas.schema_refusal_listeners.append(
             self.registry_metrics.validation_refused

@@ -96,7 +96,6 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.index import api_key_map, schema_name_map
@@ -110,13 +109,13 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from odradek.cluster.metadata.view import NO_NODE
-from odradek.config import BrokerConfig, ConfigError, parse_properties
+from odradek.config import BrokerConfig
 from odradek.console.api import ConsoleApi
 from odradek.coordinator.group.group import GroupState
 from odradek.counters import BrokerCounters, Histogram, RequestTimes, TopicCounters
 from odradek.protocol.errors import ErrorCode
-from odradek.security.client_settings import ClientSecurity, ClientSettingsError
 from odradek.security.tls import server_context
+from odradek.server.console_client import console_client
 
 if TYPE_CHECKING:
     from odradek.clock import Clock
@@ -852,22 +851,3 @@ class MetricsServer:
         console, self.console = self.console, None
         if console is not None:
             await asyncio.to_thread(console.close)
-
-
-def console_client(config: BrokerConfig, bound: tuple[str, int]) -> tuple[str, ClientSecurity]:
-    """Where the broker's console connects, and how (``console.*`` settings)."""
-    bootstrap = config.raw("console.bootstrap.servers")
-    if not bootstrap:
-        host, port = bound
-        bootstrap = f"{'127.0.0.1' if host in ('0.0.0.0', '', '::') else host}:{port}"
-    settings: dict[str, str] = {}
-    path = config.raw("console.client.config")
-    if path:
-        try:
-            settings = parse_properties(Path(path).read_text())
-        except OSError as e:
-            raise ConfigError(f"console.client.config: {e}") from e
-    try:
-        return bootstrap, ClientSecurity.from_config(settings)
-    except ClientSettingsError as e:
-        raise ConfigError(f"console.client.config: {e}") from e

@@ -5,92 +5,96 @@ Only what a broker reports is described: metric names, gauges' and sums' number 
 histograms' counts and sums, with their attributes and the resource's attributes. Protobuf skips
 the fields a descriptor lacks, so a client's full OTLP message decodes with the field numbers
 of ``opentelemetry/proto/metrics/v1/metrics.proto`` (OTLP 1.x) kept here.
+
+The protobuf library is imported, and the descriptor built, when a client first pushes metrics:
+every broker imports this module, few are pushed to, and protobuf is a part of a broker's start.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.message import DecodeError
+if TYPE_CHECKING:
+    from google.protobuf import descriptor_pb2
 
-_F = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "odradek.otlp"
 
-# (message, [(field, number, type, label, message type of the field)]), OTLP's field numbers.
-_SCHEMA: Sequence[tuple[str, Sequence[tuple[str, int, int, int, str]]]] = (
+# (message, [(field, number, type, label, message type of the field)]), OTLP's field numbers;
+# type and label as named in protobuf's FieldDescriptorProto.
+_SCHEMA: Sequence[tuple[str, Sequence[tuple[str, int, str, str, str]]]] = (
     (
         "MetricsData",
-        (("resource_metrics", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "ResourceMetrics"),),
+        (("resource_metrics", 1, "TYPE_MESSAGE", "LABEL_REPEATED", "ResourceMetrics"),),
     ),
     (
         "ResourceMetrics",
         (
-            ("resource", 1, _F.TYPE_MESSAGE, _F.LABEL_OPTIONAL, "Resource"),
-            ("scope_metrics", 2, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "ScopeMetrics"),
+            ("resource", 1, "TYPE_MESSAGE", "LABEL_OPTIONAL", "Resource"),
+            ("scope_metrics", 2, "TYPE_MESSAGE", "LABEL_REPEATED", "ScopeMetrics"),
         ),
     ),
-    ("Resource", (("attributes", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "KeyValue"),)),
-    ("ScopeMetrics", (("metrics", 2, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "Metric"),)),
+    ("Resource", (("attributes", 1, "TYPE_MESSAGE", "LABEL_REPEATED", "KeyValue"),)),
+    ("ScopeMetrics", (("metrics", 2, "TYPE_MESSAGE", "LABEL_REPEATED", "Metric"),)),
     (
         "Metric",
         (
-            ("name", 1, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
-            ("gauge", 5, _F.TYPE_MESSAGE, _F.LABEL_OPTIONAL, "Gauge"),
-            ("sum", 7, _F.TYPE_MESSAGE, _F.LABEL_OPTIONAL, "Sum"),
-            ("histogram", 9, _F.TYPE_MESSAGE, _F.LABEL_OPTIONAL, "Histogram"),
+            ("name", 1, "TYPE_STRING", "LABEL_OPTIONAL", ""),
+            ("gauge", 5, "TYPE_MESSAGE", "LABEL_OPTIONAL", "Gauge"),
+            ("sum", 7, "TYPE_MESSAGE", "LABEL_OPTIONAL", "Sum"),
+            ("histogram", 9, "TYPE_MESSAGE", "LABEL_OPTIONAL", "Histogram"),
         ),
     ),
-    ("Gauge", (("data_points", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "NumberDataPoint"),)),
+    ("Gauge", (("data_points", 1, "TYPE_MESSAGE", "LABEL_REPEATED", "NumberDataPoint"),)),
     (
         "Sum",
         (
-            ("data_points", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "NumberDataPoint"),
-            ("aggregation_temporality", 2, _F.TYPE_INT32, _F.LABEL_OPTIONAL, ""),
-            ("is_monotonic", 3, _F.TYPE_BOOL, _F.LABEL_OPTIONAL, ""),
+            ("data_points", 1, "TYPE_MESSAGE", "LABEL_REPEATED", "NumberDataPoint"),
+            ("aggregation_temporality", 2, "TYPE_INT32", "LABEL_OPTIONAL", ""),
+            ("is_monotonic", 3, "TYPE_BOOL", "LABEL_OPTIONAL", ""),
         ),
     ),
     (
         "Histogram",
         (
-            ("data_points", 1, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "HistogramDataPoint"),
-            ("aggregation_temporality", 2, _F.TYPE_INT32, _F.LABEL_OPTIONAL, ""),
+            ("data_points", 1, "TYPE_MESSAGE", "LABEL_REPEATED", "HistogramDataPoint"),
+            ("aggregation_temporality", 2, "TYPE_INT32", "LABEL_OPTIONAL", ""),
         ),
     ),
     (
         "NumberDataPoint",
         (
-            ("time_unix_nano", 3, _F.TYPE_FIXED64, _F.LABEL_OPTIONAL, ""),
-            ("as_double", 4, _F.TYPE_DOUBLE, _F.LABEL_OPTIONAL, ""),
-            ("as_int", 6, _F.TYPE_SFIXED64, _F.LABEL_OPTIONAL, ""),
-            ("attributes", 7, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "KeyValue"),
+            ("time_unix_nano", 3, "TYPE_FIXED64", "LABEL_OPTIONAL", ""),
+            ("as_double", 4, "TYPE_DOUBLE", "LABEL_OPTIONAL", ""),
+            ("as_int", 6, "TYPE_SFIXED64", "LABEL_OPTIONAL", ""),
+            ("attributes", 7, "TYPE_MESSAGE", "LABEL_REPEATED", "KeyValue"),
         ),
     ),
     (
         "HistogramDataPoint",
         (
-            ("time_unix_nano", 3, _F.TYPE_FIXED64, _F.LABEL_OPTIONAL, ""),
-            ("count", 4, _F.TYPE_FIXED64, _F.LABEL_OPTIONAL, ""),
-            ("sum", 5, _F.TYPE_DOUBLE, _F.LABEL_OPTIONAL, ""),
-            ("attributes", 9, _F.TYPE_MESSAGE, _F.LABEL_REPEATED, "KeyValue"),
+            ("time_unix_nano", 3, "TYPE_FIXED64", "LABEL_OPTIONAL", ""),
+            ("count", 4, "TYPE_FIXED64", "LABEL_OPTIONAL", ""),
+            ("sum", 5, "TYPE_DOUBLE", "LABEL_OPTIONAL", ""),
+            ("attributes", 9, "TYPE_MESSAGE", "LABEL_REPEATED", "KeyValue"),
         ),
     ),
     (
         "KeyValue",
         (
-            ("key", 1, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
-            ("value", 2, _F.TYPE_MESSAGE, _F.LABEL_OPTIONAL, "AnyValue"),
+            ("key", 1, "TYPE_STRING", "LABEL_OPTIONAL", ""),
+            ("value", 2, "TYPE_MESSAGE", "LABEL_OPTIONAL", "AnyValue"),
         ),
     ),
     (
         "AnyValue",
         (
-            ("string_value", 1, _F.TYPE_STRING, _F.LABEL_OPTIONAL, ""),
-            ("bool_value", 2, _F.TYPE_BOOL, _F.LABEL_OPTIONAL, ""),
-            ("int_value", 3, _F.TYPE_INT64, _F.LABEL_OPTIONAL, ""),
-            ("double_value", 4, _F.TYPE_DOUBLE, _F.LABEL_OPTIONAL, ""),
+            ("string_value", 1, "TYPE_STRING", "LABEL_OPTIONAL", ""),
+            ("bool_value", 2, "TYPE_BOOL", "LABEL_OPTIONAL", ""),
+            ("int_value", 3, "TYPE_INT64", "LABEL_OPTIONAL", ""),
+            ("double_value", 4, "TYPE_DOUBLE", "LABEL_OPTIONAL", ""),
         ),
     ),
 )
@@ -103,6 +107,9 @@ _ONEOFS = {
 
 
 def _file() -> descriptor_pb2.FileDescriptorProto:
+    from google.protobuf import descriptor_pb2
+
+    kinds = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(
         name="odradek_otlp_metrics.proto", package=_PACKAGE, syntax="proto3"
     )
@@ -112,7 +119,9 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
         if oneof is not None:
             message.oneof_decl.add(name=oneof[0])
         for field, number, kind, label, type_name in fields:
-            entry = message.field.add(name=field, number=number, type=kind, label=label)
+            entry = message.field.add(
+                name=field, number=number, type=getattr(kinds, kind), label=getattr(kinds, label)
+            )
             if type_name:
                 entry.type_name = f".{_PACKAGE}.{type_name}"
             if oneof is not None and field in oneof[1]:
@@ -120,11 +129,14 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
     return file
 
 
-_POOL = descriptor_pool.DescriptorPool()
-_POOL.Add(_file())
-_METRICS_DATA: Any = message_factory.GetMessageClass(
-    _POOL.FindMessageTypeByName(f"{_PACKAGE}.MetricsData")
-)
+@functools.cache
+def metrics_data_class() -> Any:
+    """The message class of OTLP's ``MetricsData`` (as far as described here)."""
+    from google.protobuf import descriptor_pool, message_factory
+
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(_file())
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.MetricsData"))
 
 
 class InvalidMetrics(Exception):
@@ -158,7 +170,9 @@ def _labels(*attribute_lists: Any) -> tuple[tuple[str, str], ...]:
 
 def decode(payload: bytes) -> list[Point]:
     """Every point of the pushed ``payload`` (uncompressed)."""
-    data = _METRICS_DATA()
+    from google.protobuf.message import DecodeError
+
+    data = metrics_data_class()()
     try:
         data.ParseFromString(payload)
     except (DecodeError, RuntimeError, ValueError) as e:
