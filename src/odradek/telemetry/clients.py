@@ -20,6 +20,7 @@ the broker's event loop only.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -30,7 +31,7 @@ from odradek.clock import Clock
 from odradek.following import ChangeSource, StoreFollower
 from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode
-from odradek.telemetry.otlp import InvalidMetrics, Point, decode
+from odradek.telemetry.otlp import InvalidMetrics, Point, decode, metrics_data_class
 from odradek.telemetry.subscriptions import Assigned, Subscription, assign, wanted
 
 # The store's change kinds after which the subscriptions are read again: its own, and any
@@ -82,6 +83,7 @@ class ClientTelemetry:
         self._points_kept = 0  # over every instance
         self._subscriptions: list[Subscription] = []
         self._instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
+        self._decoder_loading = False
 
     def update(self, subscriptions: Mapping[str, Mapping[str, str]]) -> None:
         """Every CLIENT_METRICS resource's configs, as the metadata store now holds them."""
@@ -89,6 +91,12 @@ class ClientTelemetry:
             Subscription.from_configs(name, configs)
             for name, configs in sorted(subscriptions.items())
         ]
+        if self._subscriptions and not self._decoder_loading:
+            # Pushes come once something is subscribed; the first decodes with protobuf, whose
+            # import and descriptor (a tenth of a second) are made here on a thread of their
+            # own rather than in that push, on the event loop.
+            self._decoder_loading = True
+            threading.Thread(target=metrics_data_class, name="otlp-decoder", daemon=True).start()
 
     async def follow(self, store: SubscriptionStore) -> None:
         """Read the subscriptions now, and again after each change (the event loop's task)."""

@@ -6,8 +6,9 @@ histograms' counts and sums, with their attributes and the resource's attributes
 the fields a descriptor lacks, so a client's full OTLP message decodes with the field numbers
 of ``opentelemetry/proto/metrics/v1/metrics.proto`` (OTLP 1.x) kept here.
 
-The protobuf library is imported, and the descriptor built, when a client first pushes metrics:
-every broker imports this module, few are pushed to, and protobuf is a part of a broker's start.
+The protobuf library is imported, and the descriptor built, only once something is subscribed
+(:class:`~odradek.telemetry.clients.ClientTelemetry` does it on a thread of its own then): every
+broker imports this module, few are pushed to, and protobuf is a part of a broker's start.
 """
 
 from __future__ import annotations
