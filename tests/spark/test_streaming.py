@@ -229,6 +229,36 @@ def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(
     assert TopicPartition(topic, 0).topic == topic
 
 
+def test_the_initial_offset_is_the_first_answer(broker: RunningBroker, topic: str) -> None:
+    """Spark asks a new query's source for its initial offset more than once; a "latest" start
+    is where the query began, not where the topic ended at the last call (Spark's Kafka source
+    likewise fixes it once)."""
+    from odradek.spark.options import ReadOptions
+    from odradek.spark.source import OdradekStreamReader
+
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, 0, values(topic, 0, 0, 3))
+    options = ReadOptions.parse(
+        {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic}, streaming=True
+    )
+    reader = OdradekStreamReader(options)
+    try:
+        first = reader.initialOffset()
+        assert first == {topic: {"0": 3}}
+        produce(broker.bootstrap, topic, 0, values(topic, 0, 3, 2))
+        assert reader.initialOffset() == first
+        # the records that came after the start are the first micro-batch's
+        assert reader.latestOffset(first, reader.getDefaultReadLimit()) == {topic: {"0": 5}}
+    finally:
+        reader.stop()
+    # a reader of its own (another query) starts at the end it finds
+    fresh = OdradekStreamReader(options)
+    try:
+        assert fresh.initialOffset() == {topic: {"0": 5}}
+    finally:
+        fresh.stop()
+
+
 def test_a_running_query_sees_records_as_they_arrive(
     spark: Any, broker: RunningBroker, topic: str, tmp_path: Path
 ) -> None:
