@@ -94,6 +94,22 @@ def test_available_now_honours_max_offsets_per_trigger(
     assert json.loads(last.read_text().splitlines()[-1]) == {topic: {"0": 30, "1": 30}}
 
 
+def test_available_now_without_a_limit_reads_everything_in_one_micro_batch(
+    spark: Any, broker: RunningBroker, topic: str, tmp_path: Path
+) -> None:
+    """A micro-batch's fixed cost (offset and commit logs, planning) is paid once: with no
+    maxOffsetsPerTrigger, AvailableNow takes all it found in one batch and adds no empty one."""
+    create_topic(broker.bootstrap, topic, 2)
+    for p in range(2):
+        produce(broker.bootstrap, topic, p, values(topic, p, 0, 30), per_batch=9)
+    recorder = Recorder()
+    df = stream(spark, broker.bootstrap, subscribe=topic, startingOffsets="earliest")
+    query = run_available_now(df, tmp_path / "checkpoint", recorder)
+    assert query.exception() is None
+    assert [(batch, len(rows)) for batch, rows in recorder.attempts] == [(0, 60)]
+    assert [int(p["numInputRows"]) for p in query.recentProgress] == [60]
+
+
 def test_replayed_and_restarted_queries_read_no_gap_and_no_duplicate(
     spark: Any, broker: RunningBroker, topic: str, tmp_path: Path
 ) -> None:
