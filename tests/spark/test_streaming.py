@@ -94,6 +94,22 @@ def test_available_now_honours_max_offsets_per_trigger(
     assert json.loads(last.read_text().splitlines()[-1]) == {topic: {"0": 30, "1": 30}}
 
 
+def test_available_now_without_a_limit_reads_everything_in_one_micro_batch(
+    spark: Any, broker: RunningBroker, topic: str, tmp_path: Path
+) -> None:
+    """A micro-batch's fixed cost (offset and commit logs, planning) is paid once: with no
+    maxOffsetsPerTrigger, AvailableNow takes all it found in one batch and adds no empty one."""
+    create_topic(broker.bootstrap, topic, 2)
+    for p in range(2):
+        produce(broker.bootstrap, topic, p, values(topic, p, 0, 30), per_batch=9)
+    recorder = Recorder()
+    df = stream(spark, broker.bootstrap, subscribe=topic, startingOffsets="earliest")
+    query = run_available_now(df, tmp_path / "checkpoint", recorder)
+    assert query.exception() is None
+    assert [(batch, len(rows)) for batch, rows in recorder.attempts] == [(0, 60)]
+    assert [int(p["numInputRows"]) for p in query.recentProgress] == [60]
+
+
 def test_replayed_and_restarted_queries_read_no_gap_and_no_duplicate(
     spark: Any, broker: RunningBroker, topic: str, tmp_path: Path
 ) -> None:
@@ -227,6 +243,36 @@ def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(
     finally:
         reader.stop()
     assert TopicPartition(topic, 0).topic == topic
+
+
+def test_the_initial_offset_is_the_first_answer(broker: RunningBroker, topic: str) -> None:
+    """Spark asks a new query's source for its initial offset more than once; a "latest" start
+    is where the query began, not where the topic ended at the last call (Spark's Kafka source
+    likewise fixes it once)."""
+    from odradek.spark.options import ReadOptions
+    from odradek.spark.source import OdradekStreamReader
+
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, 0, values(topic, 0, 0, 3))
+    options = ReadOptions.parse(
+        {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic}, streaming=True
+    )
+    reader = OdradekStreamReader(options)
+    try:
+        first = reader.initialOffset()
+        assert first == {topic: {"0": 3}}
+        produce(broker.bootstrap, topic, 0, values(topic, 0, 3, 2))
+        assert reader.initialOffset() == first
+        # the records that came after the start are the first micro-batch's
+        assert reader.latestOffset(first, reader.getDefaultReadLimit()) == {topic: {"0": 5}}
+    finally:
+        reader.stop()
+    # a reader of its own (another query) starts at the end it finds
+    fresh = OdradekStreamReader(options)
+    try:
+        assert fresh.initialOffset() == {topic: {"0": 5}}
+    finally:
+        fresh.stop()
 
 
 def test_a_running_query_sees_records_as_they_arrive(

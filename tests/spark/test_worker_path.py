@@ -70,11 +70,62 @@ def test_a_worker_started_as_spark_starts_it_imports_the_installed_pyspark(tmp_p
 
 def imported_pyspark(first_on_path: Path) -> str:
     """Where a fresh interpreter with ``first_on_path`` first on PYTHONPATH imports pyspark."""
-    pythonpath = f"{first_on_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
-    return subprocess.run(
-        [sys.executable, "-c", "import pyspark; print(pyspark.__file__)"],
-        env={**os.environ, "PYTHONPATH": pythonpath},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    return _run_with_first_on_path(first_on_path, "import pyspark; print(pyspark.__file__)")
+
+
+def _run_with_first_on_path(first_on_path: Path | None, code: str) -> str:
+    """The last line ``code`` prints in a fresh interpreter (``first_on_path`` first on
+    PYTHONPATH, as Spark starts its workers)."""
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    if first_on_path is not None:
+        pythonpath = f"{first_on_path}{os.pathsep}{pythonpath}"
+    return (
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONPATH": pythonpath},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+
+
+_KIO_PROBE = """
+import kio.static._phantom as phantom
+import hypothesis.strategies
+print("kio sees hypothesis:", phantom.hypothesis is not None, "imports it:", hypothesis.__name__)
+"""
+
+
+def test_a_worker_started_as_spark_starts_it_keeps_kio_from_hypothesis() -> None:
+    """kio registers no Hypothesis strategies in a Spark worker, and the worker's own code can
+    still import Hypothesis."""
+    pyspark = pytest.importorskip("pyspark")
+    pytest.importorskip("hypothesis")
+    zipped = Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip"
+    if not zipped.is_file():
+        pytest.skip("this PySpark has no python/lib/pyspark.zip")
+    assert (
+        _run_with_first_on_path(zipped, _KIO_PROBE)
+        == "kio sees hypothesis: False imports it: hypothesis"
+    )
+    # any other process (this suite's, a driver's) keeps kio's strategies
+    assert (
+        _run_with_first_on_path(None, _KIO_PROBE)
+        == "kio sees hypothesis: True imports it: hypothesis"
+    )
+
+
+def test_hiding_hypothesis_leaves_a_process_that_imported_it_alone() -> None:
+    pytest.importorskip("hypothesis")
+    code = (
+        "import hypothesis\n"
+        "from odradek.spark.worker_path import kio_without_hypothesis_strategies\n"
+        "kio_without_hypothesis_strategies()\n"
+        "import kio.static._phantom as phantom\n"
+        "print(phantom.hypothesis is not None)"
+    )
+    assert _run_with_first_on_path(None, code) == "True"

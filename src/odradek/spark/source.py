@@ -460,6 +460,10 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None  # Trigger.AvailableNow: never read past these
         self._last_trigger_ms: float | None = None
         self._latest: Offsets | None = None
+        # Spark asks for the initial offset more than once while it starts a query without a
+        # checkpoint; the first answer is the query's (as in Spark's Kafka source), so a
+        # "latest" start does not move between the calls, nor cost the broker a second lookup.
+        self._initial: OffsetJson | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -473,9 +477,11 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._planner
 
     def initialOffset(self) -> OffsetJson:
-        planner = self.planner
-        tps = planner.partitions()
-        return to_json(planner.resolve(self.options.starting, tps, start=True))
+        if self._initial is None:
+            planner = self.planner
+            tps = planner.partitions()
+            self._initial = to_json(planner.resolve(self.options.starting, tps, start=True))
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger is not None:

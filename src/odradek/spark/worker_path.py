@@ -8,6 +8,13 @@ cache for modules imported from a zip, so each fresh worker compiles PySpark fro
 forked from one daemon, but a streaming query of a Python data source starts a fresh source
 runner for every query, so that compile was most of a streaming read's fixed cost.
 
+The same worker then imports kio (through odradek's client), which registers Hypothesis
+strategies for its types when Hypothesis is importable: 0.3 to 0.5 CPU-seconds per process
+where Hypothesis is installed (a test environment), paid again by every streaming query's
+source runner. :func:`prefer_installed_pyspark` therefore imports kio's phantom types with
+Hypothesis hidden, and gives Hypothesis back at once, so code the worker runs later can still
+import it (as ``odradek.cli.entry`` does for the command, but only for that one module).
+
 ``odradek-pyspark.pth``, installed beside the package in site-packages, calls
 :func:`prefer_installed_pyspark` when an interpreter starts with a ``pyspark.zip`` on its path.
 Only a zip inside a ``pyspark`` package whose parent directory is itself on the path is dropped,
@@ -43,5 +50,24 @@ def without_installed_zip(path: Sequence[str]) -> list[str]:
     return [entry for entry in path if not from_installed_package(entry)]
 
 
+def kio_without_hypothesis_strategies() -> None:
+    """Import kio's phantom types, where Hypothesis would be found, as if it were not there.
+
+    Nothing if kio is not installed or already imported, or Hypothesis already imported (some
+    code of the process wants it). Afterwards ``import hypothesis`` works as before."""
+    if "kio.static._phantom" in sys.modules or "hypothesis" in sys.modules:
+        return
+    # None in sys.modules makes ``import hypothesis`` raise ImportError, kio's "not installed".
+    sys.modules["hypothesis"] = None  # type: ignore[assignment]
+    try:
+        import kio.static._phantom  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        del sys.modules["hypothesis"]
+
+
 def prefer_installed_pyspark() -> None:
+    """What a Python worker Spark started does first (``odradek-pyspark.pth``)."""
     sys.path[:] = without_installed_zip(sys.path)
+    kio_without_hypothesis_strategies()
