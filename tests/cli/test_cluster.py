@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.testing import RunningCluster, wait_until
@@ -70,7 +70,15 @@ def partitions(
     retriable error: Kafka's brokers, too, learn a new topic a moment after its creation)."""
     metadata = admin(cluster).list_topics(topic, timeout=TIMEOUT_S)
     described = metadata.topics[topic]
-    if not known and described.error is not None and described.error.retriable():
+    # librdkafka does not mark a topic-level error of a Metadata answer retriable: LEADER_NOT_
+    # AVAILABLE is what a broker that has not learnt of a topic made elsewhere answers (as Kafka's
+    # do when auto-creation finds it exists).
+    on_its_way = (KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART)
+    if (
+        not known
+        and described.error is not None
+        and (described.error.retriable() or described.error.code() in on_its_way)
+    ):
         return {}
     assert described.error is None, described.error
     return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in described.partitions.values()}
