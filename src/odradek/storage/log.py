@@ -1209,30 +1209,45 @@ class PartitionLog:
         waited for: what they would fsync is still marked dirty, so it is fsynced here too."""
         self._flush()
 
-    def _flush(self, *, snapshot: bool = False) -> None:
+    def _flush(self, *, snapshot: bool = False, sync: bool = True) -> None:
         self._collect_flushes()
         self._close_retired()
-        for segment in self._segments:
-            if segment.dirty:
-                segment.flush()
-        # The directory is fsynced once, after every file renamed into it.
-        directory_dirty = self._directory_changes != self._directory_synced
-        directory_dirty |= self._epochs.write_if_dirty(sync_directory=False)
-        if snapshot:
-            try:
-                self.producers.write_snapshot(self.log_end_offset, sync=True, sync_directory=False)
+        if not sync:
+            # Written to the page cache only: the caller syncs the whole file system after.
+            for segment in self._segments:
+                if segment.dirty:
+                    segment.write_indexes()
+            self._epochs.write_if_dirty(sync=False)
+            if snapshot:
+                self._write_snapshot(sync=False)
+        else:
+            for segment in self._segments:
+                if segment.dirty:
+                    segment.flush()
+            # The directory is fsynced once, after every file renamed into it.
+            directory_dirty = self._directory_changes != self._directory_synced
+            directory_dirty |= self._epochs.write_if_dirty(sync_directory=False)
+            if snapshot and self._write_snapshot(sync=True):
                 directory_dirty = True
-            except OSError:
-                log.exception("%s: cannot write the producer state snapshot", self.directory)
-        if directory_dirty:
-            fsync_directory(self.directory)
-            self._directory_synced = self._directory_changes
-        if self._parent_unsynced:
-            fsync_directory(self.log_dir)
-            self._parent_unsynced = False
+            if directory_dirty:
+                fsync_directory(self.directory)
+                self._directory_synced = self._directory_changes
+            if self._parent_unsynced:
+                fsync_directory(self.log_dir)
+                self._parent_unsynced = False
         self._recovery_point = self.log_end_offset
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock.monotonic_ms()
+
+    def _write_snapshot(self, *, sync: bool) -> bool:
+        """The producer state snapshot at the log end (Kafka's on a clean stop, so that the next
+        open replays nothing); False if it could not be written (the next open replays more)."""
+        try:
+            self.producers.write_snapshot(self.log_end_offset, sync=sync, sync_directory=False)
+        except OSError:
+            log.exception("%s: cannot write the producer state snapshot", self.directory)
+            return False
+        return True
 
     def flush_in_background(self) -> bool:
         """Hand the fsync of everything up to the log end offset to the flusher (the manager's
@@ -1331,13 +1346,16 @@ class PartitionLog:
             pending.job.cancel()
         self._pending_flushes.clear()
 
-    def close(self, *, flush: bool = False) -> None:
+    def close(self, *, flush: bool = False, sync: bool = True) -> None:
         """Close every file.  Background flushes not yet started are cancelled.
 
         With ``flush`` (the log manager's clean shutdown), first fsync everything, as
         :meth:`flush`, with the producer state snapshot and the active segment's last time
         index entry, and the directory once after them all; without, nothing is fsynced but
-        the snapshot."""
+        the snapshot.  ``flush`` without ``sync`` writes all of that to the page cache and
+        fsyncs nothing: the caller makes it durable at once with a sync of the whole file
+        system (:func:`~odradek.storage.fileio.sync_file_system`), and must not count the
+        recovery point (now the log end) as durable before that has succeeded."""
         if self._closed:
             return
         if self.offline:
@@ -1348,7 +1366,7 @@ class PartitionLog:
             entries = len(active.time_index)
             active.seal()
             active.dirty = active.dirty or len(active.time_index) != entries
-            self._flush(snapshot=True)
+            self._flush(snapshot=True, sync=sync)
         self._closed = True
         self._discard_pending_flushes()
         if not flush and self._segments and self.directory.exists():
