@@ -305,6 +305,9 @@ class PartitionLog:
         self._directory_changes = 0
         self._directory_synced = 0
         self._retired: list[tuple[int, LogSegment]] = []  # (close after, segment)
+        # The log manager's set of the logs holding retired segments, which it asks for them
+        # twice a second (see LogManager.take_retired); None for a log opened on its own.
+        self.retiring: set[PartitionLog] | None = None
         self._closed = False
         self._flusher: LogFlusher | None = None
         # Where I/O errors in the log dir are reported (see _log_dir_io); None: raised as they are.
@@ -1027,6 +1030,8 @@ class PartitionLog:
         due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
         self._retired.append((due, segment))
         self._retired.sort(key=lambda entry: entry[0])
+        if self.retiring is not None:
+            self.retiring.add(self)
 
     @property
     def has_retired(self) -> bool:

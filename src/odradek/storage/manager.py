@@ -145,6 +145,9 @@ class LogManager:
         self._unlisted: list[Path] = []
         self._clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        # The logs that may hold retired segments (each adds itself as it retires one), so that
+        # take_retired, asked twice a second, does not visit every log.
+        self._retiring: set[PartitionLog] = set()
         self._next_dir = 0
         self.flusher = LogFlusher()
         self.open_files = open_files or OpenFiles(clock=clock)
@@ -171,7 +174,8 @@ class LogManager:
                     partition_log.close()
                 self._note_stranded(log_dir)
                 continue
-            self._logs.update(opened)
+            for partition_log in opened.values():
+                self._hold(partition_log)
         if not self.online_dirs():
             raise KafkaStorageError(self.log_dirs[0], "every log dir is offline")
         if rewrite_checkpoints:
@@ -300,8 +304,13 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
-        partition_log = self.prepare(topic, [partition], config)[0]
-        self._logs[(topic, partition)] = partition_log
+        return self._hold(self.prepare(topic, [partition], config)[0])
+
+    def _hold(self, partition_log: PartitionLog) -> PartitionLog:
+        self._logs[(partition_log.topic, partition_log.partition)] = partition_log
+        partition_log.retiring = self._retiring
+        if partition_log.has_retired:
+            self._retiring.add(partition_log)
         return partition_log
 
     def prepare(
@@ -369,8 +378,7 @@ class LogManager:
         if existing is not None and existing is not partition_log:
             partition_log.close(flush=False)
             return existing
-        self._logs[key] = partition_log
-        return partition_log
+        return self._hold(partition_log)
 
     def delete(self, topic: str, partition: int) -> None:
         partition_log = self._logs.pop((topic, partition), None)
@@ -447,13 +455,13 @@ class LogManager:
 
     def take_retired(self) -> list[LogSegment]:
         """Segments removed from their logs whose fds are now due to close."""
-        # Asked twice a second of every log, of which few ever hold any: no call for the rest.
-        return [
-            s
-            for partition_log in self._logs.values()
-            if partition_log.has_retired
-            for s in partition_log.take_retired()
-        ]
+        # Asked twice a second; only the logs that retired segments are visited.
+        due: list[LogSegment] = []
+        for partition_log in list(self._retiring):
+            due += partition_log.take_retired()
+            if not partition_log.has_retired:
+                self._retiring.discard(partition_log)
+        return due
 
     def checkpoint(self) -> None:
         """Write the recovery points and log start offsets of every log dir, now, on the
@@ -573,6 +581,7 @@ class LogManager:
         # Only now: the recovery points the closed logs report (their log ends) are durable.
         self.checkpoint()
         self._logs.clear()
+        self._retiring.clear()
         for log_dir in self.online_dirs():
             try:
                 fd = os.open(log_dir / CLEAN_SHUTDOWN_MARKER, os.O_WRONLY | os.O_CREAT, 0o644)

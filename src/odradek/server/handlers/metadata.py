@@ -29,10 +29,11 @@ def describe_topic(
     ctx: RequestContext, topic: TopicMetadata, live: frozenset[int]
 ) -> dict[str, Any]:
     """The topic's partitions as the cluster view has them; ``live`` holds the live brokers."""
-    cluster = ctx.services.cluster
+    partition_info = ctx.services.cluster.partition_info
+    name = topic.name
     partitions = []
     for index in range(topic.partitions):
-        state = cluster.partition_info(topic.name, index)
+        state = partition_info(name, index)
         if state is None:
             partitions.append(
                 {
