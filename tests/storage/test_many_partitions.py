@@ -161,3 +161,32 @@ def test_the_manager_hands_out_the_retired_segments_of_every_log_that_has_them(
         assert [(s.directory.name, s.base_offset) for s in manager.take_retired()] == [("t-5", 0)]
     finally:
         manager.close()
+
+
+def test_a_clean_stop_writes_no_snapshot_again_for_a_log_unchanged_since_it_opened(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    manager = opened([tmp_path], clock)
+    idle, busy = (manager.create("t", p, CONFIG) for p in range(2))
+    append(idle, make_batch())
+    append(busy, make_batch())
+    manager.close()
+    snapshots = {p: tmp_path / f"t-{p}" / f"{1:020d}.snapshot" for p in range(2)}
+    first = {p: path.stat().st_ino for p, path in snapshots.items()}
+
+    manager = opened([tmp_path], clock)
+    busy = manager.get("t", 1)
+    assert busy is not None
+    append(busy, make_batch())
+    manager.close()
+    # The idle log's snapshot at its log end is the one the first stop wrote; the busy log's
+    # log end moved, and its new snapshot is there.
+    assert snapshots[0].stat().st_ino == first[0]
+    assert (tmp_path / "t-1" / f"{2:020d}.snapshot").exists()
+
+    # Killed after opening: the next clean stop writes the snapshot again (what a recovered
+    # log opened from may not be durable).
+    manager = opened([tmp_path], clock)
+    manager = opened([tmp_path], clock)
+    manager.close()
+    assert snapshots[0].stat().st_ino != first[0]

@@ -315,6 +315,10 @@ class PartitionLog:
         self._pending_flushes: deque[_PendingFlush] = deque()
         self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
         self.producers = ProducerStateManager(directory)
+        # The offset of a durable producer state snapshot that describes the state as it is
+        # (opened clean from a snapshot at the log end, nothing changed since): a clean stop
+        # need not write it again (Kafka's rule: a snapshot only for offsets past the last).
+        self._snapshot_at: int | None = None
         self.open_files = OpenFiles.unbounded()
         # Kafka's needsFlushParentDir: a new log's directory entry is made durable by the log's
         # first flush (or the manager's next checkpoint), not one fsync per partition created.
@@ -384,7 +388,10 @@ class PartitionLog:
         # After a crash, a snapshot past the first segment recovery reread may describe batches
         # the crash lost, or lack .txnindex entries it wrote: replay that segment on.
         trusted = reread_from if needs_recovery and reread_from is not None else None
-        self._load_producer_state(trusted, snapshots=snapshots)
+        loaded = self._load_producer_state(trusted, snapshots=snapshots)
+        if not needs_recovery and loaded == self.log_end_offset:
+            # Durable: the clean stop that left it synced it.
+            self._snapshot_at = loaded
         self.update_high_watermark(high_watermark)
         return self
 
@@ -404,13 +411,14 @@ class PartitionLog:
 
     def _load_producer_state(
         self, at_most: int | None = None, *, snapshots: list[int] | None = None
-    ) -> None:
+    ) -> int | None:
         """Load the newest producer state snapshot at or below ``at_most`` (default: the log
         end) and replay the batch headers after it, rebuilding the ``.txnindex`` entries of the
         segments replayed.  Without any snapshot (a log from before snapshots, or whose
         snapshots are gone) only the last two segments are replayed, Kafka's rule, so that
         opening such a log does not read all of it.  ``snapshots``: the snapshots' offsets, if
-        the caller listed the directory."""
+        the caller listed the directory.  Returns the offset of the snapshot loaded, if any."""
+        self._snapshot_at = None
         log_end = self.log_end_offset
         limit = log_end if at_most is None else min(at_most, log_end)
         offsets = snapshot_offsets(self.directory) if snapshots is None else snapshots
@@ -430,6 +438,7 @@ class PartitionLog:
                     self._note_producer_batch(
                         segment, batch, dataclasses.replace(header, position=0), header.base_offset
                     )
+        return loaded
 
     def _note_producer_batch(
         self,
@@ -1000,6 +1009,7 @@ class PartitionLog:
 
     def _log_start_moved(self) -> None:
         self.producers.forget_before(self._log_start_offset)
+        self._snapshot_at = None
         self._prune_snapshots()
 
     def _prune_snapshots(self) -> None:
@@ -1204,6 +1214,7 @@ class PartitionLog:
         self._epochs.clear()
         self.producers.delete_snapshots()
         self.producers.reset()
+        self._snapshot_at = None
 
     # -- durability and lifetime ---------------------------------------------------------------
 
@@ -1246,7 +1257,10 @@ class PartitionLog:
 
     def _write_snapshot(self, *, sync: bool) -> bool:
         """The producer state snapshot at the log end (Kafka's on a clean stop, so that the next
-        open replays nothing); False if it could not be written (the next open replays more)."""
+        open replays nothing); False if it could not be written (the next open replays more)
+        or need not be: a durable one describes the state as it is."""
+        if self._snapshot_at == self.log_end_offset:
+            return False
         try:
             self.producers.write_snapshot(self.log_end_offset, sync=sync, sync_directory=False)
         except OSError:
