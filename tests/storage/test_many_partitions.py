@@ -163,7 +163,7 @@ def test_the_manager_hands_out_the_retired_segments_of_every_log_that_has_them(
         manager.close()
 
 
-def test_a_clean_stop_writes_no_snapshot_again_for_a_log_unchanged_since_it_opened(
+def test_a_clean_stop_rewrites_nothing_of_a_log_unchanged_since_it_opened(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     manager = opened([tmp_path], clock)
@@ -173,6 +173,8 @@ def test_a_clean_stop_writes_no_snapshot_again_for_a_log_unchanged_since_it_open
     manager.close()
     snapshots = {p: tmp_path / f"t-{p}" / f"{1:020d}.snapshot" for p in range(2)}
     first = {p: path.stat().st_ino for p, path in snapshots.items()}
+    epochs = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    epochs_inode = epochs.stat().st_ino
 
     manager = opened([tmp_path], clock)
     busy = manager.get("t", 1)
@@ -183,6 +185,8 @@ def test_a_clean_stop_writes_no_snapshot_again_for_a_log_unchanged_since_it_open
     # log end moved, and its new snapshot is there.
     assert snapshots[0].stat().st_ino == first[0]
     assert (tmp_path / "t-1" / f"{2:020d}.snapshot").exists()
+    # Nor its leader epochs, which the open left as they were.
+    assert epochs.stat().st_ino == epochs_inode
 
     # Killed after opening: the next clean stop writes the snapshot again (what a recovered
     # log opened from may not be durable).

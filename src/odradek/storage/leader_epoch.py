@@ -188,8 +188,8 @@ class LeaderEpochCache:
         :meth:`write_if_dirty` (the log's flush), not at once: an older file only has entries
         before the log start, which opening the log drops again."""
         keep = bisect_right(self._starts, start_offset)
-        if keep == 0:
-            return
+        if keep == 0 or (keep == 1 and self._starts[0] == start_offset):
+            return  # nothing before it (every open asks: the file is not written again)
         epoch = self._epochs[keep - 1]
         del self._epochs[:keep]
         del self._starts[:keep]
