@@ -88,3 +88,27 @@ def test_a_name_unknown_by_id_is_null_from_v12() -> None:
 def test_versions_not_served_are_refused() -> None:
     with pytest.raises(ValueError):
         metadata_response.encode(13, 1, brokers=[], cluster_id=None, controller_id=1, topics=[])
+
+
+@pytest.mark.parametrize("version", range(metadata_response.MAX_VERSION + 1))
+def test_topics_written_beforehand_make_the_same_bytes(version: int) -> None:
+    fields: dict[str, Any] = {"brokers": BROKERS, "cluster_id": "c", "controller_id": 2}
+    written = [metadata_response.encode_topic(version, t) for t in TOPICS]
+    assert metadata_response.encode(version, 5, topics=written, **fields) == (
+        metadata_response.encode(version, 5, topics=TOPICS, **fields)
+    )
+
+
+def test_a_topic_written_is_kept_for_its_state_only() -> None:
+    topics = metadata_response.EncodedTopics(capacity=2)
+    topic_id = uuid.uuid4()
+    topics.put(12, "a", topic_id, ("state", 1), b"a-1")
+    assert topics.get(12, "a", topic_id, ("state", 1)) == b"a-1"
+    assert topics.get(12, "a", topic_id, ("state", 2)) is None  # changed since
+    assert topics.get(11, "a", topic_id, ("state", 1)) is None  # another version
+    assert topics.get(12, "a", uuid.uuid4(), ("state", 1)) is None  # a topic made again
+    topics.put(12, "b", None, 1, b"b")
+    topics.put(12, "c", None, 1, b"c")  # over capacity: the oldest goes
+    assert topics.get(12, "a", topic_id, ("state", 1)) is None
+    assert topics.get(12, "b", None, 1) == b"b"
+    assert topics.get(12, "c", None, 1) == b"c"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import threading
@@ -12,7 +13,7 @@ import pytest
 
 from odradek.clock import ManualClock
 from odradek.protocol.errors import ErrorCode
-from odradek.storage import LogConfig, LogManager, PartitionLog
+from odradek.storage import LogConfig, LogManager, PartitionLog, fileio
 from odradek.storage import manager as manager_module
 from odradek.storage import segment as segment_module
 from odradek.storage.formats import CLEAN_SHUTDOWN_MARKER
@@ -279,22 +280,37 @@ def test_deleting_a_partition_of_an_offline_dir_leaves_its_files_for_after_the_r
     manager.close()
 
 
+@pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "fsync-each-file"])
 def test_an_fsync_failing_at_a_clean_stop_leaves_that_dir_to_recovery(
-    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, syncfs: bool
 ) -> None:
+    if syncfs and fileio._SYNCFS is None:
+        pytest.skip("no syncfs here")
     full, healthy = two_dirs(tmp_path)
     manager, a, b = open_two(tmp_path, clock)
     append(a, make_batch(2))
     append(b, make_batch(2))
     real_fsync = os.fsync
+    real_syncfs = fileio._SYNCFS
+
+    def in_full(fd: int) -> bool:
+        return os.readlink(f"/proc/self/fd/{fd}").startswith(str(full))
 
     def fsync(fd: int) -> None:
-        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(full)):
+        if in_full(fd):
             raise OSError(errno.EIO, "Input/output error")
         real_fsync(fd)
 
+    def failing_syncfs(fd: int) -> int:
+        assert real_syncfs is not None
+        if in_full(fd):
+            ctypes.set_errno(errno.EIO)
+            return -1
+        return real_syncfs(fd)
+
     with monkeypatch.context() as failing:
         failing.setattr(os, "fsync", fsync)
+        failing.setattr(fileio, "_SYNCFS", failing_syncfs if syncfs else None)
         manager.close()
     assert manager.online_dirs() == [healthy]
     assert not (full / CLEAN_SHUTDOWN_MARKER).exists()

@@ -3,7 +3,10 @@ so that a write the broker has acknowledged is in the page cache, not in a proce
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -68,3 +71,41 @@ def write_file_atomically(
     os.replace(temp, path)
     if sync and sync_directory:
         fsync_directory(path.parent)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int]
+    function.restype = ctypes.c_int
+    call: Callable[[int], int] = function
+    return call
+
+
+# syncfs(2): one call commits every dirty page and inode of a file system, where a clean stop
+# of a broker with tens of thousands of partitions would otherwise make several fsyncs per
+# partition.  Linux only; since Linux 5.8 it reports a writeback error of the file system that
+# happened after the descriptor it is given was opened.
+_SYNCFS = _load_syncfs()
+
+
+def open_file_system(path: Path) -> int | None:
+    """A descriptor on directory ``path`` for :func:`sync_file_system`, opened before the writes
+    it is to make durable (so that it sees their writeback errors); None where the system has no
+    syncfs (then the caller fsyncs file by file)."""
+    if _SYNCFS is None:
+        return None
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def sync_file_system(fd: int) -> None:
+    """Make everything written to the file system holding ``fd`` durable (syncfs(2)), as an
+    fsync of every file and directory in it would; raises OSError as fsync would."""
+    assert _SYNCFS is not None
+    if _SYNCFS(fd) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error))

@@ -188,8 +188,8 @@ class LeaderEpochCache:
         :meth:`write_if_dirty` (the log's flush), not at once: an older file only has entries
         before the log start, which opening the log drops again."""
         keep = bisect_right(self._starts, start_offset)
-        if keep == 0:
-            return
+        if keep == 0 or (keep == 1 and self._starts[0] == start_offset):
+            return  # nothing before it (every open asks: the file is not written again)
         epoch = self._epochs[keep - 1]
         del self._epochs[:keep]
         del self._starts[:keep]
@@ -214,13 +214,14 @@ class LeaderEpochCache:
         self._dirty = False
         self.unsynced = not sync
 
-    def write_if_dirty(self, *, sync_directory: bool = True) -> bool:
+    def write_if_dirty(self, *, sync: bool = True, sync_directory: bool = True) -> bool:
         """Write pending truncations, or fsync an entry written without it (a flush).  With
-        ``sync_directory=False`` the caller fsyncs the directory after, if this returns True."""
+        ``sync_directory=False`` the caller fsyncs the directory after, if this returns True;
+        with ``sync=False`` nothing is fsynced (the caller syncs the whole file system)."""
         if self._dirty:
-            self.write(sync_directory=sync_directory)
+            self.write(sync=sync, sync_directory=sync_directory)
             return True
-        if self.unsynced:
+        if self.unsynced and sync:
             fd = os.open(self.path, os.O_RDONLY)
             try:
                 os.fsync(fd)

@@ -305,6 +305,9 @@ class PartitionLog:
         self._directory_changes = 0
         self._directory_synced = 0
         self._retired: list[tuple[int, LogSegment]] = []  # (close after, segment)
+        # The log manager's set of the logs holding retired segments, which it asks for them
+        # twice a second (see LogManager.take_retired); None for a log opened on its own.
+        self.retiring: set[PartitionLog] | None = None
         self._closed = False
         self._flusher: LogFlusher | None = None
         # Where I/O errors in the log dir are reported (see _log_dir_io); None: raised as they are.
@@ -312,6 +315,10 @@ class PartitionLog:
         self._pending_flushes: deque[_PendingFlush] = deque()
         self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
         self.producers = ProducerStateManager(directory)
+        # The offset of a durable producer state snapshot that describes the state as it is
+        # (opened clean from a snapshot at the log end, nothing changed since): a clean stop
+        # need not write it again (Kafka's rule: a snapshot only for offsets past the last).
+        self._snapshot_at: int | None = None
         self.open_files = OpenFiles.unbounded()
         # Kafka's needsFlushParentDir: a new log's directory entry is made durable by the log's
         # first flush (or the manager's next checkpoint), not one fsync per partition created.
@@ -381,7 +388,10 @@ class PartitionLog:
         # After a crash, a snapshot past the first segment recovery reread may describe batches
         # the crash lost, or lack .txnindex entries it wrote: replay that segment on.
         trusted = reread_from if needs_recovery and reread_from is not None else None
-        self._load_producer_state(trusted, snapshots=snapshots)
+        loaded = self._load_producer_state(trusted, snapshots=snapshots)
+        if not needs_recovery and loaded == self.log_end_offset:
+            # Durable: the clean stop that left it synced it.
+            self._snapshot_at = loaded
         self.update_high_watermark(high_watermark)
         return self
 
@@ -401,13 +411,14 @@ class PartitionLog:
 
     def _load_producer_state(
         self, at_most: int | None = None, *, snapshots: list[int] | None = None
-    ) -> None:
+    ) -> int | None:
         """Load the newest producer state snapshot at or below ``at_most`` (default: the log
         end) and replay the batch headers after it, rebuilding the ``.txnindex`` entries of the
         segments replayed.  Without any snapshot (a log from before snapshots, or whose
         snapshots are gone) only the last two segments are replayed, Kafka's rule, so that
         opening such a log does not read all of it.  ``snapshots``: the snapshots' offsets, if
-        the caller listed the directory."""
+        the caller listed the directory.  Returns the offset of the snapshot loaded, if any."""
+        self._snapshot_at = None
         log_end = self.log_end_offset
         limit = log_end if at_most is None else min(at_most, log_end)
         offsets = snapshot_offsets(self.directory) if snapshots is None else snapshots
@@ -427,6 +438,7 @@ class PartitionLog:
                     self._note_producer_batch(
                         segment, batch, dataclasses.replace(header, position=0), header.base_offset
                     )
+        return loaded
 
     def _note_producer_batch(
         self,
@@ -1004,6 +1016,7 @@ class PartitionLog:
 
     def _log_start_moved(self) -> None:
         self.producers.forget_before(self._log_start_offset)
+        self._snapshot_at = None
         self._prune_snapshots()
 
     def _prune_snapshots(self) -> None:
@@ -1034,6 +1047,8 @@ class PartitionLog:
         due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
         self._retired.append((due, segment))
         self._retired.sort(key=lambda entry: entry[0])
+        if self.retiring is not None:
+            self.retiring.add(self)
 
     @property
     def has_retired(self) -> bool:
@@ -1206,6 +1221,7 @@ class PartitionLog:
         self._epochs.clear()
         self.producers.delete_snapshots()
         self.producers.reset()
+        self._snapshot_at = None
 
     # -- durability and lifetime ---------------------------------------------------------------
 
@@ -1216,30 +1232,48 @@ class PartitionLog:
         waited for: what they would fsync is still marked dirty, so it is fsynced here too."""
         self._flush()
 
-    def _flush(self, *, snapshot: bool = False) -> None:
+    def _flush(self, *, snapshot: bool = False, sync: bool = True) -> None:
         self._collect_flushes()
         self._close_retired()
-        for segment in self._segments:
-            if segment.dirty:
-                segment.flush()
-        # The directory is fsynced once, after every file renamed into it.
-        directory_dirty = self._directory_changes != self._directory_synced
-        directory_dirty |= self._epochs.write_if_dirty(sync_directory=False)
-        if snapshot:
-            try:
-                self.producers.write_snapshot(self.log_end_offset, sync=True, sync_directory=False)
+        if not sync:
+            # Written to the page cache only: the caller syncs the whole file system after.
+            for segment in self._segments:
+                if segment.dirty:
+                    segment.write_indexes()
+            self._epochs.write_if_dirty(sync=False)
+            if snapshot:
+                self._write_snapshot(sync=False)
+        else:
+            for segment in self._segments:
+                if segment.dirty:
+                    segment.flush()
+            # The directory is fsynced once, after every file renamed into it.
+            directory_dirty = self._directory_changes != self._directory_synced
+            directory_dirty |= self._epochs.write_if_dirty(sync_directory=False)
+            if snapshot and self._write_snapshot(sync=True):
                 directory_dirty = True
-            except OSError:
-                log.exception("%s: cannot write the producer state snapshot", self.directory)
-        if directory_dirty:
-            fsync_directory(self.directory)
-            self._directory_synced = self._directory_changes
-        if self._parent_unsynced:
-            fsync_directory(self.log_dir)
-            self._parent_unsynced = False
+            if directory_dirty:
+                fsync_directory(self.directory)
+                self._directory_synced = self._directory_changes
+            if self._parent_unsynced:
+                fsync_directory(self.log_dir)
+                self._parent_unsynced = False
         self._recovery_point = self.log_end_offset
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock.monotonic_ms()
+
+    def _write_snapshot(self, *, sync: bool) -> bool:
+        """The producer state snapshot at the log end (Kafka's on a clean stop, so that the next
+        open replays nothing); False if it could not be written (the next open replays more)
+        or need not be: a durable one describes the state as it is."""
+        if self._snapshot_at == self.log_end_offset:
+            return False
+        try:
+            self.producers.write_snapshot(self.log_end_offset, sync=sync, sync_directory=False)
+        except OSError:
+            log.exception("%s: cannot write the producer state snapshot", self.directory)
+            return False
+        return True
 
     def flush_in_background(self) -> bool:
         """Hand the fsync of everything up to the log end offset to the flusher (the manager's
@@ -1338,13 +1372,16 @@ class PartitionLog:
             pending.job.cancel()
         self._pending_flushes.clear()
 
-    def close(self, *, flush: bool = False) -> None:
+    def close(self, *, flush: bool = False, sync: bool = True) -> None:
         """Close every file.  Background flushes not yet started are cancelled.
 
         With ``flush`` (the log manager's clean shutdown), first fsync everything, as
         :meth:`flush`, with the producer state snapshot and the active segment's last time
         index entry, and the directory once after them all; without, nothing is fsynced but
-        the snapshot."""
+        the snapshot.  ``flush`` without ``sync`` writes all of that to the page cache and
+        fsyncs nothing: the caller makes it durable at once with a sync of the whole file
+        system (:func:`~odradek.storage.fileio.sync_file_system`), and must not count the
+        recovery point (now the log end) as durable before that has succeeded."""
         if self._closed:
             return
         if self.offline:
@@ -1355,7 +1392,7 @@ class PartitionLog:
             entries = len(active.time_index)
             active.seal()
             active.dirty = active.dirty or len(active.time_index) != entries
-            self._flush(snapshot=True)
+            self._flush(snapshot=True, sync=sync)
         self._closed = True
         self._discard_pending_flushes()
         if not flush and self._segments and self.directory.exists():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from odradek.clock import Clock
 from odradek.storage.checkpoint import read_checkpoint, write_checkpoint
-from odradek.storage.fileio import fsync_directory
+from odradek.storage.fileio import fsync_directory, open_file_system, sync_file_system
 from odradek.storage.flusher import BackgroundJob, LogFlusher
 from odradek.storage.formats import (
     CLEAN_SHUTDOWN_MARKER,
@@ -92,7 +92,11 @@ class LogManager:
     than the disk holds.  A partition directory renamed for deletion (``*-delete``) but not yet
     removed is removed at open.  After an unclean open, or one that removed such a directory,
     the checkpoints are rewritten at once: recovery trusts what lies below a checkpointed point,
-    so no stale entry may outlive the open.
+    so no stale entry may outlive the open.  A clean :meth:`close` on Linux writes what each log
+    has left without fsyncs and then syncs each log dir's file system once (syncfs(2)), rather
+    than fsyncing every file and directory of every log; the checkpoints and the
+    clean-shutdown marker are written only after that sync has succeeded, so a crash before
+    it, or a sync that fails, leaves the dir to be recovered at the next open, as before.
 
     The manager owns the log flusher (:mod:`odradek.storage.flusher`), one thread that fsyncs
     the segments a roll seals (Kafka's flush on roll), the logs :meth:`flush_due` finds due, and
@@ -141,6 +145,9 @@ class LogManager:
         self._unlisted: list[Path] = []
         self._clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        # The logs that may hold retired segments (each adds itself as it retires one), so that
+        # take_retired, asked twice a second, does not visit every log.
+        self._retiring: set[PartitionLog] = set()
         self._next_dir = 0
         self.flusher = LogFlusher()
         self.open_files = open_files or OpenFiles(clock=clock)
@@ -167,7 +174,8 @@ class LogManager:
                     partition_log.close()
                 self._note_stranded(log_dir)
                 continue
-            self._logs.update(opened)
+            for partition_log in opened.values():
+                self._hold(partition_log)
         if not self.online_dirs():
             raise KafkaStorageError(self.log_dirs[0], "every log dir is offline")
         if rewrite_checkpoints:
@@ -296,8 +304,13 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
-        partition_log = self.prepare(topic, [partition], config)[0]
-        self._logs[(topic, partition)] = partition_log
+        return self._hold(self.prepare(topic, [partition], config)[0])
+
+    def _hold(self, partition_log: PartitionLog) -> PartitionLog:
+        self._logs[(partition_log.topic, partition_log.partition)] = partition_log
+        partition_log.retiring = self._retiring
+        if partition_log.has_retired:
+            self._retiring.add(partition_log)
         return partition_log
 
     def prepare(
@@ -365,8 +378,7 @@ class LogManager:
         if existing is not None and existing is not partition_log:
             partition_log.close(flush=False)
             return existing
-        self._logs[key] = partition_log
-        return partition_log
+        return self._hold(partition_log)
 
     def delete(self, topic: str, partition: int) -> None:
         partition_log = self._logs.pop((topic, partition), None)
@@ -443,13 +455,13 @@ class LogManager:
 
     def take_retired(self) -> list[LogSegment]:
         """Segments removed from their logs whose fds are now due to close."""
-        # Asked twice a second of every log, of which few ever hold any: no call for the rest.
-        return [
-            s
-            for partition_log in self._logs.values()
-            if partition_log.has_retired
-            for s in partition_log.take_retired()
-        ]
+        # Asked twice a second; only the logs that retired segments are visited.
+        due: list[LogSegment] = []
+        for partition_log in list(self._retiring):
+            due += partition_log.take_retired()
+            if not partition_log.has_retired:
+                self._retiring.discard(partition_log)
+        return due
 
     def checkpoint(self) -> None:
         """Write the recovery points and log start offsets of every log dir, now, on the
@@ -506,6 +518,21 @@ class LogManager:
                     self.failures.mark_offline(log_dir, e)
             self._checkpoint_written = snapshot.seq
 
+    def _open_file_systems(self) -> dict[Path, int]:
+        """A descriptor for :func:`~odradek.storage.fileio.sync_file_system` on each online log
+        dir; none where the system lacks syncfs, or for a dir that cannot be opened (its logs
+        then fsync their own files, and fail as that dir fails)."""
+        opened: dict[Path, int] = {}
+        for log_dir in self.online_dirs():
+            try:
+                fd = open_file_system(log_dir)
+            except OSError:
+                continue
+            if fd is None:
+                break
+            opened[log_dir] = fd
+        return opened
+
     def close(self) -> None:
         """Flush and close every log, checkpoint, and mark each log dir cleanly shut down.
 
@@ -514,22 +541,47 @@ class LogManager:
         final one (it would be skipped, but not its fsyncs)."""
         self.flusher.wait_idle()
         logs = list(self._logs.values())
-        # Each log fsyncs its files and its directory once; on many threads, the file system
-        # commits many fsyncs together instead of one after the other.  (A log in an offline
-        # dir only closes its fds.)
-        errors = _on_threads(lambda pl: pl.close(flush=True), logs)
-        failures: list[BaseException] = []
-        for partition_log, error in zip(logs, errors, strict=True):
-            if isinstance(error, OSError) and is_log_dir_failure(error):
-                # That dir gets no clean-shutdown marker: the next open recovers it.
-                self.failures.mark_offline(partition_log.log_dir, error)
-            elif error is not None:
-                failures.append(error)
-        if failures:
-            # No clean-shutdown marker: the next open recovers.
-            raise failures[0]
+        # Opened before the logs write their last bytes, so that the sync reports the errors
+        # of their writeback.
+        file_systems = self._open_file_systems()
+        try:
+            # Each log writes what it has left (indexes, epochs, producer state snapshot) on
+            # many threads, since each file costs a few system calls; where the system has
+            # syncfs, one sync per log dir then makes all of it durable, where every log would
+            # otherwise fsync each of its files and its directory.  Without syncfs, each log
+            # fsyncs its own, and on many threads the file system commits many fsyncs
+            # together.  (A log in an offline dir only closes its fds.)
+            errors = _on_threads(
+                lambda pl: pl.close(flush=True, sync=pl.log_dir not in file_systems), logs
+            )
+            failures: list[BaseException] = []
+            for partition_log, error in zip(logs, errors, strict=True):
+                if isinstance(error, OSError) and is_log_dir_failure(error):
+                    # That dir gets no clean-shutdown marker: the next open recovers it.
+                    self.failures.mark_offline(partition_log.log_dir, error)
+                elif error is not None:
+                    failures.append(error)
+            if failures:
+                # No clean-shutdown marker: the next open recovers.
+                raise failures[0]
+            for log_dir, fd in file_systems.items():
+                if self.failures.is_offline(log_dir):
+                    continue
+                try:
+                    sync_file_system(fd)
+                except OSError as e:
+                    if not is_log_dir_failure(e):
+                        raise
+                    # Neither its checkpoints nor its marker are written: the next open
+                    # recovers its logs from the recovery points it had.
+                    self.failures.mark_offline(log_dir, e)
+        finally:
+            for fd in file_systems.values():
+                os.close(fd)
+        # Only now: the recovery points the closed logs report (their log ends) are durable.
         self.checkpoint()
         self._logs.clear()
+        self._retiring.clear()
         for log_dir in self.online_dirs():
             try:
                 fd = os.open(log_dir / CLEAN_SHUTDOWN_MARKER, os.O_WRONLY | os.O_CREAT, 0o644)

@@ -84,3 +84,58 @@ def test_leaders_and_replicas_come_from_the_view(
     assert list(first.offline_replicas) == [3]
     assert (second.error_code, second.leader_id) == (ErrorCode.leader_not_available, -1)
     assert list(second.replica_nodes) == [3, 1]
+
+
+def test_answers_follow_every_change_of_a_topic_asked_again_and_again(
+    handlers: HandlerCaller, services: BrokerServices
+) -> None:
+    asyncio.run(services.topics.create_topic("again", 2))
+    view = StaticClusterView(
+        node_id=NODE_ID,
+        cluster_id="a-cluster",
+        brokers=[ENDPOINT, BrokerEndpoint(2, "b2.example", 9093)],
+        controller=NODE_ID,
+        states={
+            ("again", 0): PartitionInfo(NODE_ID, 3, (NODE_ID, 2), (NODE_ID, 2)),
+            ("again", 1): PartitionInfo(2, 5, (2, NODE_ID), (2,)),
+        },
+    )
+    caller = handlers.with_cluster(view)
+
+    def answered() -> list[tuple[int, int, int, list[int]]]:
+        (topic,) = _metadata(caller, "again").topics
+        return [
+            (p.error_code, p.leader_id, p.leader_epoch, list(p.isr_nodes)) for p in topic.partitions
+        ]
+
+    assert (
+        answered()
+        == answered()
+        == [
+            (ErrorCode.none, NODE_ID, 3, [NODE_ID, 2]),
+            (ErrorCode.none, 2, 5, [2]),
+        ]
+    )
+    # A new leader, epoch and ISR: the next answer has them.
+    view.states[("again", 1)] = PartitionInfo(NODE_ID, 6, (2, NODE_ID), (NODE_ID,))
+    assert answered()[1] == (ErrorCode.none, NODE_ID, 6, [NODE_ID])
+    # The leader's broker is no longer live: no leader.
+    view.brokers = [ENDPOINT]
+    view.states[("again", 1)] = PartitionInfo(2, 7, (2, NODE_ID), (2,))
+    assert answered()[1] == (ErrorCode.leader_not_available, -1, 7, [2])
+
+
+def test_a_topic_grown_or_made_again_is_answered_as_it_is_now(
+    handlers: HandlerCaller, services: BrokerServices
+) -> None:
+    asyncio.run(services.topics.create_topic("grows", 2))
+    (before,) = _metadata(handlers, "grows").topics
+    assert len(before.partitions) == 2
+    asyncio.run(services.topics.create_partitions("grows", 5))
+    (after,) = _metadata(handlers, "grows").topics
+    assert [p.partition_index for p in after.partitions] == [0, 1, 2, 3, 4]
+    asyncio.run(services.topics.delete_topic("grows"))
+    asyncio.run(services.topics.create_topic("grows", 1))
+    (made_again,) = _metadata(handlers, "grows").topics
+    assert made_again.topic_id != before.topic_id
+    assert len(made_again.partitions) == 1

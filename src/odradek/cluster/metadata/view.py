@@ -152,16 +152,15 @@ class LocalClusterView:
 
     def partition_info(self, topic: str, index: int) -> PartitionInfo | None:
         partition = self._topics.partition(topic, index)
-        if partition is not None and partition.log.offline:
-            # Its only replica's log dir failed (KIP-112): no leader until a restart, as a
-            # ZooKeeper-era Kafka controller leaves a partition whose last replica is offline.
-            return PartitionInfo(
-                NO_NODE, partition.leader_epoch, partition.replicas, partition.isr, self._alone
-            )
         if partition is not None:
-            return PartitionInfo(
-                partition.leader_id, partition.leader_epoch, partition.replicas, partition.isr
-            )
+            if partition.log.offline:
+                # Its only replica's log dir failed (KIP-112): no leader until a restart, as a
+                # ZooKeeper-era Kafka controller leaves a partition whose last replica is
+                # offline.
+                return PartitionInfo(
+                    NO_NODE, partition.leader_epoch, partition.replicas, partition.isr, self._alone
+                )
+            return partition.info()
         # In the metadata but not (or no longer) open here: still this broker's to lead.
         metadata = self._topics.topic(topic)
         if metadata is None or not 0 <= index < metadata.partitions:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from odradek.clock import Clock
+from odradek.cluster.metadata.view import PartitionInfo
 from odradek.cluster.replication.isr import IsrProposal, IsrTracker
 from odradek.protocol.control import encode_end_txn_marker
 from odradek.protocol.errors import ErrorCode, KafkaError, RecordsRejected
@@ -111,10 +112,28 @@ class Partition:
         self._append_ends: dict[int, int] = {}
         self._append_order: deque[int] = deque()
         self._appended_bytes = 0
+        self._info: PartitionInfo | None = None
 
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.index}"
+
+    def info(self) -> PartitionInfo:
+        """Leader, epoch, replicas and ISR as Metadata tells them: the same object for as long
+        as they stay the same (Metadata asks it of every partition of every topic it names,
+        many times a second while clients start on many partitions)."""
+        info = self._info
+        if (
+            info is None
+            or info.leader != self.leader_id
+            or info.leader_epoch != self.leader_epoch
+            or info.replicas is not self.replicas
+            or info.isr is not self.isr
+        ):
+            info = self._info = PartitionInfo(
+                self.leader_id, self.leader_epoch, self.replicas, self.isr
+            )
+        return info
 
     @property
     def high_watermark(self) -> int:
