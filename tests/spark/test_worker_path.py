@@ -123,8 +123,8 @@ def test_hiding_hypothesis_leaves_a_process_that_imported_it_alone() -> None:
     pytest.importorskip("hypothesis")
     code = (
         "import hypothesis\n"
-        "from odradek.spark.worker_path import kio_without_hypothesis_strategies\n"
-        "kio_without_hypothesis_strategies()\n"
+        "from odradek.kio_import import import_kio_without_strategies\n"
+        "import_kio_without_strategies()\n"
         "import kio.static._phantom as phantom\n"
         "print(phantom.hypothesis is not None)"
     )

@@ -11,9 +11,8 @@ runner for every query, so that compile was most of a streaming read's fixed cos
 The same worker then imports kio (through odradek's client), which registers Hypothesis
 strategies for its types when Hypothesis is importable: 0.3 to 0.5 CPU-seconds per process
 where Hypothesis is installed (a test environment), paid again by every streaming query's
-source runner. :func:`prefer_installed_pyspark` therefore imports kio's phantom types with
-Hypothesis hidden, and gives Hypothesis back at once, so code the worker runs later can still
-import it (as ``odradek.cli.entry`` does for the command, but only for that one module).
+source runner. :func:`prefer_installed_pyspark` therefore imports kio without them
+(:mod:`odradek.kio_import`, as the ``odradek`` command does).
 
 ``odradek-pyspark.pth``, installed beside the package in site-packages, calls
 :func:`prefer_installed_pyspark` when an interpreter starts with a ``pyspark.zip`` on its path.
@@ -27,6 +26,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+
+from odradek.kio_import import import_kio_without_strategies
 
 _ZIP = "pyspark.zip"
 
@@ -50,24 +51,7 @@ def without_installed_zip(path: Sequence[str]) -> list[str]:
     return [entry for entry in path if not from_installed_package(entry)]
 
 
-def kio_without_hypothesis_strategies() -> None:
-    """Import kio's phantom types, where Hypothesis would be found, as if it were not there.
-
-    Nothing if kio is not installed or already imported, or Hypothesis already imported (some
-    code of the process wants it). Afterwards ``import hypothesis`` works as before."""
-    if "kio.static._phantom" in sys.modules or "hypothesis" in sys.modules:
-        return
-    # None in sys.modules makes ``import hypothesis`` raise ImportError, kio's "not installed".
-    sys.modules["hypothesis"] = None  # type: ignore[assignment]
-    try:
-        import kio.static._phantom  # noqa: F401
-    except ImportError:
-        pass
-    finally:
-        del sys.modules["hypothesis"]
-
-
 def prefer_installed_pyspark() -> None:
     """What a Python worker Spark started does first (``odradek-pyspark.pth``)."""
     sys.path[:] = without_installed_zip(sys.path)
-    kio_without_hypothesis_strategies()
+    import_kio_without_strategies()
