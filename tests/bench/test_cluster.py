@@ -143,6 +143,9 @@ def test_cluster_scenarios_at_a_tiny_size(report: dict[str, Any]) -> None:
         assert row["records"] >= RECORDS and row["records_per_s"] > 0
         assert_cpu_of_three_brokers(row)
     assert produce[0]["ratio"] == 1.0 and produce[1]["ratio"] > 0
+    # after each RF=3 run the harness waited for every follower to be in sync again
+    assert [r["settle_s"] is None for r in produce] == [True, False, True, False]
+    assert all(r["settle_s"] >= 0 for r in produce if r["replication_factor"] == 3)
 
     latency = rows(report, "cluster-latency")
     assert [r["acks"] for r in latency] == [1, -1]
