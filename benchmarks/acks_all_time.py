@@ -11,7 +11,7 @@ send, total) summed over the brokers gives the mean of each part per request:
 - **Produce**: queue (waiting behind the earlier requests of its connection), local (decode,
   validate, append), remote (the wait for the followers: acks=all), send (handing the response
   to the socket);
-- **Fetch**: the followers' fetches only (no consumer runs): remote is the long-poll wait for an
+- **Fetch**: the followers' fetches (``FetchFollower``): remote is the long-poll wait for an
   append, local the read, send the handing over of the records.
 
 With it, the run's records/s, records per Produce request, follower fetches per second and the
@@ -51,7 +51,7 @@ _FAMILY = {
     "send": "responsesendtime",
     "total": "totaltime",
 }
-REQUESTS = ("Produce", "Fetch")
+REQUESTS = ("Produce", "FetchFollower")
 PREFIX = "kafka_network_requestmetrics_"
 
 
@@ -186,7 +186,7 @@ def run_one(
     cpu = sum(cpu_seconds(pid) or 0.0 for pid in pids) - cpu_before
     after = scrape_all(addresses)
     produce = after["Produce"].minus(before["Produce"])
-    fetch = after["Fetch"].minus(before["Fetch"])
+    fetch = after["FetchFollower"].minus(before["FetchFollower"])
     seconds = result.seconds
     config = f"RF={replicas} acks={'all' if acks == -1 else 1}"
     print(

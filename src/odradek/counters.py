@@ -38,6 +38,11 @@ FLUSH_BUCKETS_S = (
 )  # fmt: skip
 # API keys below this have a slot in RequestCounters (Kafka's keys go to 90 or so).
 _API_KEY_SLOTS = 128
+# Two more slots: Kafka counts each Fetch under "Fetch" and again under the side it came from.
+FETCH_CONSUMER_SLOT = _API_KEY_SLOTS
+FETCH_FOLLOWER_SLOT = _API_KEY_SLOTS + 1
+SERIES_NAMES = {FETCH_CONSUMER_SLOT: "FetchConsumer", FETCH_FOLLOWER_SLOT: "FetchFollower"}
+_SLOTS = _API_KEY_SLOTS + len(SERIES_NAMES)
 
 
 class Histogram:
@@ -100,12 +105,15 @@ class RequestTiming:
     connection's task sets it; tasks a handler spawns copy the context, so they find the same
     object). Only the event loop touches it."""
 
-    __slots__ = ("_parked", "_since_ns", "remote_ns")
+    __slots__ = ("_parked", "_since_ns", "also", "remote_ns")
 
     def __init__(self) -> None:
         self._parked = 0
         self._since_ns = 0
         self.remote_ns = 0
+        # A second series the request counts in (a Fetch: FETCH_FOLLOWER_SLOT or
+        # FETCH_CONSUMER_SLOT, set by its handler once it knows who asks); None: only its API's.
+        self.also: int | None = None
 
     def reset(self) -> None:
         self._parked = 0
@@ -177,14 +185,23 @@ class RequestCounters:
     __slots__ = ("errors", "requests", "times")
 
     def __init__(self) -> None:
-        self.requests = [0] * _API_KEY_SLOTS
-        self.times: list[RequestTimes | None] = [None] * _API_KEY_SLOTS
+        self.requests = [0] * _SLOTS
+        self.times: list[RequestTimes | None] = [None] * _SLOTS
         self.errors: dict[tuple[int, int], int] = {}  # (api key, error code) → partitions
 
     def handled(
-        self, api_key: int, queue_ns: int, local_ns: int, remote_ns: int = 0, send_ns: int = 0
+        self,
+        api_key: int,
+        queue_ns: int,
+        local_ns: int,
+        remote_ns: int = 0,
+        send_ns: int = 0,
+        also: int | None = None,
     ) -> None:
-        """One request done, with the parts of its time."""
+        """One request done, with the parts of its time; counted in the slot ``also`` too
+        (a Fetch's side, :data:`SERIES_NAMES`)."""
+        if also is not None:
+            self.handled(also, queue_ns, local_ns, remote_ns, send_ns)
         times = self.times[api_key]
         if times is None:
             times = self.times[api_key] = RequestTimes()

@@ -114,7 +114,16 @@ def test_counters_move_by_the_records_produced_and_fetched(broker: RunningBroker
         fetched.value("kafka_server_brokertopicmetrics_failedfetchrequests_total", topic="load")
         == 0
     )
-    assert fetched.value("kafka_network_requestmetrics_requests_total", request="Fetch") > 0
+    consumer_fetches = fetched.value("kafka_network_requestmetrics_requests_total", request="Fetch")
+    assert consumer_fetches > 0
+    # Kafka counts a consumer's fetch under "Fetch" and again under "FetchConsumer".
+    assert (
+        fetched.value("kafka_network_requestmetrics_requests_total", request="FetchConsumer")
+        == consumer_fetches
+    )
+    assert (
+        fetched.value("kafka_network_requestmetrics_requests_total", request="FetchFollower") == 0
+    )
 
 
 def test_errors_are_counted_by_code(broker: RunningBroker) -> None:

@@ -11,7 +11,14 @@ from typing import cast
 
 from prometheus_client.core import Metric
 
-from odradek.counters import FLUSH_BUCKETS_S, Histogram, RequestCounters, TopicCounters
+from odradek.counters import (
+    FETCH_CONSUMER_SLOT,
+    FETCH_FOLLOWER_SLOT,
+    FLUSH_BUCKETS_S,
+    Histogram,
+    RequestCounters,
+    TopicCounters,
+)
 from odradek.server.metrics import (
     CleanerFigures,
     GroupFigures,
@@ -125,6 +132,21 @@ def test_request_time_is_split_as_kafkas_request_metrics_split_it() -> None:
     }
     assert samples[(prefix + "remotetime_seconds_bucket", (("le", "0.25"), *fetch))] == 0
     assert samples[(prefix + "remotetime_seconds_bucket", (("le", "0.5"), *fetch))] == 1
+
+
+def test_a_fetch_counts_again_under_the_side_it_came_from() -> None:
+    requests = RequestCounters()
+    requests.handled(1, queue_ns=0, local_ns=1_000, also=FETCH_FOLLOWER_SLOT)
+    requests.handled(1, queue_ns=0, local_ns=2_000, also=FETCH_FOLLOWER_SLOT)
+    requests.handled(1, queue_ns=0, local_ns=4_000, also=FETCH_CONSUMER_SLOT)
+    samples = _samples(_snapshot(requests=requests.requests, times=requests.times))
+    name = "kafka_network_requestmetrics_requests_total"
+    assert samples[(name, (("request", "Fetch"),))] == 3
+    assert samples[(name, (("request", "FetchFollower"),))] == 2
+    assert samples[(name, (("request", "FetchConsumer"),))] == 1
+    local = "kafka_network_requestmetrics_localtime_seconds_sum"
+    assert samples[(local, (("request", "FetchFollower"),))] == 3e-6
+    assert samples[(local, (("request", "FetchConsumer"),))] == 4e-6
 
 
 def test_cleaner_figures_are_reported_only_while_a_cleaner_runs() -> None:

@@ -455,6 +455,7 @@ class Connection(asyncio.BufferedProtocol):
                 local_ns=handled - started - remote,
                 remote_ns=remote,
                 send_ns=answered - handled,
+                also=timing.also,
             )
 
     @staticmethod

@@ -18,6 +18,8 @@ prefix of the line above::
       …_failedfetchrequests_total{topic}                     ← FailedFetchRequestsPerSec
       …_replicationbytesout_total                            ← ReplicationBytesOutPerSec
     kafka_network_requestmetrics_requests_total{request}     ← network:RequestMetrics,RequestsPerSec
+                           (a Fetch counts under request="Fetch" and again under "FetchConsumer"
+                            or "FetchFollower", here and in the times below, as in Kafka)
       …_errors_total{request,error}                          ← ErrorsPerSec
       …_totaltime_seconds{request} (histogram)               ← TotalTimeMs
       …_requestqueuetime_seconds{request} (histogram)        ← RequestQueueTimeMs
@@ -112,7 +114,13 @@ from odradek.cluster.metadata.view import NO_NODE
 from odradek.config import BrokerConfig
 from odradek.console.api import ConsoleApi
 from odradek.coordinator.group.group import GroupState
-from odradek.counters import BrokerCounters, Histogram, RequestTimes, TopicCounters
+from odradek.counters import (
+    SERIES_NAMES,
+    BrokerCounters,
+    Histogram,
+    RequestTimes,
+    TopicCounters,
+)
 from odradek.protocol.errors import ErrorCode
 from odradek.security.tls import server_context
 from odradek.server.console_client import console_client
@@ -360,7 +368,10 @@ def _copy_topic(counters: TopicCounters) -> TopicCounters:
 
 @functools.cache
 def api_name(api_key: int) -> str:
-    """Kafka's name of an API (``Produce``, ``Fetch``, …), as RequestMetrics labels it."""
+    """Kafka's name of an API (``Produce``, ``Fetch``, …), as RequestMetrics labels it, or of
+    one of the series Kafka counts beside them (``FetchConsumer``, ``FetchFollower``)."""
+    if api_key in SERIES_NAMES:
+        return SERIES_NAMES[api_key]
     try:
         versions = schema_name_map[api_key_map[api_key]]
         path = next(iter(versions.values()))[EntityType.request]

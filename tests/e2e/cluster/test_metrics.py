@@ -43,6 +43,18 @@ def test_a_killed_follower_shows_as_under_replicated_and_an_isr_shrink(tmp_path:
         )
         assert before.value("kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) == 10
         shrinks = before.value("kafka_server_replicamanager_isrshrinks_total")
+        # Kafka counts a follower's fetch under "Fetch" and again under "FetchFollower".
+        requests = "kafka_network_requestmetrics_requests_total"
+        follower_fetches = before.value(requests, request="FetchFollower")
+        assert follower_fetches > 0
+        assert before.value(requests, request="FetchConsumer") == 0
+        assert before.value(requests, request="Fetch") == follower_fetches
+        assert (
+            before.value(
+                "kafka_network_requestmetrics_totaltime_seconds_count", request="FetchFollower"
+            )
+            == follower_fetches
+        )
         controllers = sum(
             scrape(a).value("kafka_controller_kafkacontroller_activecontrollercount")
             for a in addresses.values()

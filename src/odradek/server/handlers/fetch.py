@@ -11,7 +11,12 @@ from typing import Any
 
 from odradek.cluster.replication.delayed import FetchParams
 from odradek.cluster.replication.partition import FetchIsolation, RecordSlice
-from odradek.counters import BrokerCounters
+from odradek.counters import (
+    FETCH_CONSUMER_SLOT,
+    FETCH_FOLLOWER_SLOT,
+    BrokerCounters,
+    current_request,
+)
 from odradek.protocol import compression, fetch_request, fetch_response, legacy
 from odradek.protocol.errors import ErrorCode
 from odradek.server.authorize import fetch_denials
@@ -96,6 +101,9 @@ def _forgotten(request: Any) -> list[TopicPartitionKey]:
 async def handle_fetch(ctx: RequestContext, request: Any) -> Response:
     replica_id = int(request.replica_id)
     replica = replica_id >= 0
+    timing = current_request.get()
+    if timing is not None:
+        timing.also = FETCH_FOLLOWER_SLOT if replica else FETCH_CONSUMER_SLOT
     wanted = _wanted(request)
     session: SessionContext | None = None
     sessions = ctx.services.fetch_sessions
