@@ -266,6 +266,10 @@ def cluster_produce(ctx: BenchContext) -> ScenarioResult:
         "channel for the whole wait): the raw load's acks=all rate is at most connections x "
         "min(window, 8) x records per request / its p50"
     )
+    result.notes.append(
+        "in sync after s: after an RF=3 run, how long until every follower was in the ISR "
+        "again (not timed in the run; a follower that fell behind catches up before the next)"
+    )
     result.notes.append(_CPU_NOTE)
     return result
 
