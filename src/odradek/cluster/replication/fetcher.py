@@ -16,6 +16,12 @@ end of that epoch as the leader has it, again while the answer names an epoch th
 batches as they are, and takes the leader's high watermark. The leader learns the follower's log
 end offset from the next fetch.
 
+Far behind (two partitions or more whose logs end below the leader's high watermark), a second
+fetch is out beside the first, for the other partitions and without a wait at the leader: the
+leader serves one while the follower appends the other's answer, and the connection, answering
+in order, is never held by a long poll. A partition is in one request at a time, so each fetch
+still reports log ends the follower has written.
+
 Errors: a partition whose leader answers NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
 UNKNOWN_LEADER_EPOCH or UNKNOWN_TOPIC_OR_PARTITION waits ``replica.fetch.backoff.ms`` (the
 partition's state in the metadata store, not the fetcher, decides who leads); OFFSET_OUT_OF_RANGE
