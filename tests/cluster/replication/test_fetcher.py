@@ -539,3 +539,27 @@ def test_partitions_of_a_request_given_up_are_asked_about_again(
     assert core.poll(clock.monotonic_ms()) == Wait(None)  # each partition is out already
     core.abandoned(first)
     assert asked_indexes(request_of(core, clock)) == [0, 1]
+
+
+def test_a_partition_answered_without_records_waits_at_the_leader_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # A leader whose replication quota is exceeded answers a throttled partition with no
+    # records at once: fetches without a wait would ask again at once, round after round.
+    ps = followers(tmp_path, clock, 2)
+    core = core_of(ps)
+    now = clock.monotonic_ms()
+    first = request_of(core, clock)
+    core.received(first, answer_for(first, 2, high_watermark=100), now)
+    one = request_of(core, clock)
+    core.sent(one)
+    two = core.poll_beside(now)
+    assert two is not None
+    core.sent(two)
+    core.received(one, answer_for(one, 0, high_watermark=100), now)
+    core.received(two, answer_for(two, 0, high_watermark=100), now)
+    fetch = request_of(core, clock)
+    assert asked_indexes(fetch) == [0, 1]
+    assert max_wait_ms(fetch) == FetcherConfig(local_id=LOCAL).max_wait_ms
+    core.sent(fetch)
+    assert core.poll_beside(now) is None

@@ -163,8 +163,8 @@ class FetcherCore:
         self._added: dict[TopicPartition, int] = {}
         # Partitions a request sent (see sent) is out for: none is asked about twice at once.
         self._in_flight: set[TopicPartition] = set()
-        # Partitions whose log ended below the leader's high watermark after their last
-        # answer: far enough behind that a second fetch may be out beside the first.
+        # Partitions whose last answer brought records and left their log below the leader's
+        # high watermark: far enough behind that a second fetch may be out beside the first.
         self._behind: set[TopicPartition] = set()
 
     @property
@@ -439,7 +439,7 @@ class FetcherCore:
         if records and self._quotas is not None and self._quotas.follower_throttled(*tp):
             self._quotas.follower.record(len(records))
         try:
-            partition.append_as_follower(records or b"")
+            appended = partition.append_as_follower(records or b"")
         except UnexpectedAppendOffset as e:
             # The leader's log has a gap here (compaction) or the follower's is stale: find
             # the divergence point again.
@@ -451,7 +451,9 @@ class FetcherCore:
             self._back_off(tp, e.message, now_ms)
             return
         partition.follow_high_watermark(high_watermark)
-        if partition.log.log_end_offset < high_watermark:
+        # Behind only while answers bring records: a leader holding a throttled partition back
+        # answers it with none at once, and fetches without a wait would ask again at once.
+        if appended is not None and partition.log.log_end_offset < high_watermark:
             self._behind.add(tp)
         else:
             self._behind.discard(tp)
