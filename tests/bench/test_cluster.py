@@ -171,4 +171,6 @@ def test_cluster_scenarios_at_a_tiny_size(report: dict[str, Any]) -> None:
     assert catchup["out_of_isr_s"] > 0
     assert catchup["caught_up_s"] > 0 and catchup["back_in_isr_s"] > 0
     assert catchup["mb_per_s"] > 0
+    assert 0 < catchup["copying_s"] <= catchup["caught_up_s"]
+    assert catchup["copy_mb_per_s"] >= catchup["mb_per_s"]
     assert_cpu_of_three_brokers(catchup)

@@ -170,6 +170,29 @@ def test_a_kept_large_buffer_is_not_overwritten_while_a_frame_views_it() -> None
     assert bytes(held) == b"a" * (2 * MB)
 
 
+def test_a_trusted_peers_large_frames_alive_in_turn_take_turns_in_two_buffers() -> None:
+    # A follower with two fetches out: each answer arrives while the one before is still used.
+    reader = FrameReader(64 * MB, min_buffer=64 * 1024, max_buffer=256 * 1024, trusted=8 * MB)
+    reader.feed(framed(b"a" * (2 * MB)))
+    first = reader.next_frame()
+    reader.feed(framed(b"b" * (2 * MB)))
+    second = reader.next_frame()
+    assert isinstance(first, memoryview) and isinstance(second, memoryview)
+    buffers = (first.obj, second.obj)
+    assert buffers[0] is not buffers[1]
+    held = [(first, b"a"), (second, b"b")]
+    for i in range(4):
+        held.pop(0)[0].release()
+        reader.feed(framed(bytes([i]) * (2 * MB)))
+        frame = reader.next_frame()
+        assert isinstance(frame, memoryview)
+        assert frame.obj is buffers[i % 2]
+        assert frame == bytes([i]) * (2 * MB)
+        kept, byte = held[0]
+        assert kept == byte * (2 * MB)  # the frame still alive was not written over
+        held.append((frame, bytes([i])))
+
+
 def test_small_frames_after_large_ones_give_the_large_buffer_back_once_it_is_full() -> None:
     reader = FrameReader(64 * MB, min_buffer=64 * 1024, max_buffer=256 * 1024, trusted=8 * MB)
     assert feed(reader, framed(b"x" * (3 * MB)), piece=256 * 1024) == [b"x" * (3 * MB)]

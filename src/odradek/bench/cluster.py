@@ -805,8 +805,10 @@ def cluster_catchup(ctx: BenchContext) -> ScenarioResult:
         Column("out_of_isr_s", "pause → out of ISR s", "{:.2f}"),
         Column("copied_mb", "to copy MB", "{:,.1f}"),
         Column("produce_mb_per_s", "produce MB/s", "{:.1f}"),
+        Column("copying_s", "resume → copying s", "{:.2f}"),
         Column("caught_up_s", "resume → logs equal s", "{:.2f}"),
         Column("mb_per_s", "catch-up MB/s", "{:.1f}"),
+        Column("copy_mb_per_s", "copying MB/s", "{:.1f}"),
         Column("back_in_isr_s", "resume → in every ISR s", "{:.2f}"),
         *_CPU_COLUMNS,
     ]
@@ -855,6 +857,7 @@ def cluster_catchup(ctx: BenchContext) -> ScenarioResult:
         finally:
             resumed = time.monotonic()
             cluster.resume(follower)
+        copying: float | None = None
         caught_up: float | None = None
         back_in_isr: float | None = None
         last_sizes: dict[int, int] = {}
@@ -870,6 +873,9 @@ def cluster_catchup(ctx: BenchContext) -> ScenarioResult:
                 if caught_up is None:
                     with contextlib.suppress(ClientError, OSError):
                         last_sizes = log_sizes(follower_address, topic, timeout=5)
+                    if copying is None and any(last_sizes.values()):
+                        # The topic was empty when the follower was paused.
+                        copying = time.monotonic()
                     if all(last_sizes.get(p, 0) >= n for p, n in leader_sizes.items()):
                         caught_up = time.monotonic()
                 if back_in_isr is None:
@@ -885,8 +891,10 @@ def cluster_catchup(ctx: BenchContext) -> ScenarioResult:
         "records": loaded.records,
         "copied_mb": copied / MB,
         "produce_mb_per_s": _rate(loaded.payload_bytes, loaded.seconds) / MB,
+        "copying_s": (copying or caught_up) - resumed,
         "caught_up_s": caught_up - resumed,
         "mb_per_s": _rate(copied, caught_up - resumed) / MB,
+        "copy_mb_per_s": _rate(copied, caught_up - (copying or resumed)) / MB,
         "back_in_isr_s": back_in_isr - resumed,
         **_cpu_fields(cpus, resumed, ended, loaded.records),
     }
@@ -895,7 +903,7 @@ def cluster_catchup(ctx: BenchContext) -> ScenarioResult:
         TargetCheck(
             "follower catch-up after SIGCONT",
             row["mb_per_s"],
-            200,
+            500,
             "MB/s",
             note=f"{copied / MB:,.0f} MB of log to copy",
         )
@@ -908,7 +916,10 @@ def cluster_catchup(ctx: BenchContext) -> ScenarioResult:
     result.notes.append(
         "to copy: the leaders' log bytes (DescribeLogDirs) once the load ended; logs equal: the "
         "follower's DescribeLogDirs sizes reach them; MB/s = to copy / that time (log bytes, "
-        "record overhead included); in every ISR: Metadata from the controller"
+        "record overhead included); copying: the follower's first bytes of the topic seen "
+        "(polled every 20 ms; before them, its ZooKeeper session, registration and truncation); "
+        "copying MB/s = to copy / (logs equal - copying); in every ISR: Metadata from the "
+        "controller"
     )
     result.notes.append(_CPU_NOTE + "; here over resume → both done, per million records copied")
     return result

@@ -84,7 +84,9 @@ class FrameReader:
     reused only when no frame cut from it is still alive; otherwise a new one is taken and the old
     one lives as long as its frames do. From a trusted peer, a buffer larger than ``max_buffer``
     is kept for the next frame while the frames keep coming that large (a follower's fetches of
-    megabytes, one after another): a fresh one would cost its page faults every time.
+    megabytes, one after another): a fresh one would cost its page faults every time. So is the
+    one before it, for when the next frame arrives while the last is still alive (a follower
+    with two fetches out): the two take turns.
     """
 
     def __init__(
@@ -111,6 +113,8 @@ class FrameReader:
         self._buffer_size = min_buffer
         self._buffer = bytearray()
         self._view: memoryview | None = None
+        # The buffer before this one, kept from a trusted peer sending large frames (see above).
+        self._spare: bytearray | None = None
         self._start = 0
         self._end = 0
         self._frame_end = PREFIX_BYTES
@@ -175,18 +179,26 @@ class FrameReader:
         if old_view is not None:
             old_view.release()
         largest = max(size, self.max_buffer)
-        if self.trusted and self._last_size > self.max_buffer:
+        keep = bool(self.trusted) and self._last_size > self.max_buffer
+        if keep:
             largest = max(largest, len(old))
+        spare = self._spare
         if size <= len(old) <= largest and _unexported(old):
             buffer = old
             view = memoryview(buffer)
             view[:partial] = view[self._start : self._end]
         else:
-            buffer = bytearray(size)
+            if spare is not None and keep and size <= len(spare) and _unexported(spare):
+                buffer, spare = spare, None
+            else:
+                buffer = bytearray(size)
             view = memoryview(buffer)
             if partial:
                 with memoryview(old) as source:
                     view[:partial] = source[self._start : self._end]
+            if keep and len(old) > self.max_buffer:
+                spare = old
+        self._spare = spare if keep else None
         self._buffer, self._view = buffer, view
         self._frame_end -= self._start
         self._start, self._end = 0, partial
@@ -231,6 +243,7 @@ class FrameReader:
             if self._view is not None:
                 self._view.release()
             self._buffer, self._view = bytearray(), None
+            self._spare = None
             self._start = self._end = 0
             self._frame_end = PREFIX_BYTES
 

@@ -396,3 +396,170 @@ def test_a_stale_answer_does_not_append_to_a_partition_added_again(
     assert p.log.log_end_offset == 2
     assert core.truncating(("t", 0))
     assert request_of(core, clock).api_key == OFFSET_FOR_LEADER_EPOCH
+
+
+# -- a second fetch out while far behind ---------------------------------------------------------
+
+
+def followers(tmp_path: Path, clock: ManualClock, count: int) -> list[Partition]:
+    """``count`` partitions of topic t with empty logs, following LEADER."""
+    found = []
+    for index in range(count):
+        log = PartitionLog.open(tmp_path / f"t-{index}", LogConfig(), clock)
+        p = Partition("t", index, log, local_id=LOCAL, clock=clock)
+        p.make_follower(LEADER, 9, (LOCAL, LEADER), (LOCAL, LEADER))
+        found.append(p)
+    return found
+
+
+def core_of(partitions: list[Partition]) -> FetcherCore:
+    core = FetcherCore(LEADER, FetcherConfig(local_id=LOCAL, backoff_ms=BACKOFF_MS), Checkpoints())
+    for p in partitions:
+        core.add(p)
+    return core
+
+
+def answer_for(
+    request: LeaderRequest, count: int, high_watermark: int, **by_index: tuple[int, int]
+) -> Any:
+    """``count`` records from each asked partition's fetch offset, and the leader's high
+    watermark; ``p<index>=(count, high watermark)`` for a partition answered otherwise."""
+    partitions = []
+    for (_, index), (_, offset) in request.asked.items():
+        records, hw = by_index.get(f"p{index}", (count, high_watermark))
+        partitions.append(
+            {
+                "partition_index": index,
+                "error_code": ErrorCode.none,
+                "high_watermark": hw,
+                "last_stable_offset": hw,
+                "log_start_offset": 0,
+                "records": batch(offset, records, 9) if records else None,
+            }
+        )
+    return build(
+        response_schema(FETCH, 12),
+        error_code=ErrorCode.none,
+        responses=[{"topic": "t", "partitions": partitions}],
+    )
+
+
+def asked_indexes(request: LeaderRequest) -> list[int]:
+    return sorted(index for _, index in request.asked)
+
+
+def fetch_offsets(request: LeaderRequest) -> dict[int, int]:
+    (topic,) = request.fields["topics"]
+    return {p["partition"]: p["fetch_offset"] for p in topic["partitions"]}
+
+
+def max_wait_ms(request: LeaderRequest) -> float:
+    return float(request.fields["max_wait"].total_seconds() * 1000)
+
+
+def test_partitions_far_behind_are_fetched_in_two_requests_out_at_once(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    ps = followers(tmp_path, clock, 3)
+    core = core_of(ps)
+    now = clock.monotonic_ms()
+    first = request_of(core, clock)
+    assert asked_indexes(first) == [0, 1, 2]
+    assert max_wait_ms(first) == FetcherConfig(local_id=LOCAL).max_wait_ms
+    core.sent(first)
+    assert core.poll_beside(now) is None  # nothing is known to be behind yet
+    core.received(first, answer_for(first, 2, high_watermark=100), now)
+    assert [p.log.log_end_offset for p in ps] == [2, 2, 2]
+
+    # Behind: half of the partitions in one fetch, the rest in a second beside it, neither
+    # waiting at the leader (the connection answers in order).
+    one = request_of(core, clock)
+    core.sent(one)
+    two = core.poll_beside(now)
+    assert two is not None
+    core.sent(two)
+    assert asked_indexes(one) == [0]
+    assert asked_indexes(two) == [1, 2]
+    assert max_wait_ms(one) == max_wait_ms(two) == 0
+    # Each fetch reports the log ends as written, and no partition is asked about twice.
+    assert fetch_offsets(one) == {0: 2}
+    assert fetch_offsets(two) == {1: 2, 2: 2}
+    assert core.poll_beside(now) is None
+
+    core.received(one, answer_for(one, 3, high_watermark=100), now)
+    again = core.poll_beside(now)
+    assert again is not None
+    assert fetch_offsets(again) == {0: 5}
+
+
+def test_caught_up_partitions_go_back_to_one_long_poll(tmp_path: Path, clock: ManualClock) -> None:
+    ps = followers(tmp_path, clock, 2)
+    core = core_of(ps)
+    now = clock.monotonic_ms()
+    first = request_of(core, clock)
+    core.received(first, answer_for(first, 2, high_watermark=100), now)
+    one = request_of(core, clock)
+    core.sent(one)
+    two = core.poll_beside(now)
+    assert two is not None
+    core.sent(two)
+    core.received(one, answer_for(one, 2, high_watermark=4), now)
+    core.received(two, answer_for(two, 2, high_watermark=4), now)
+    assert [p.log.log_end_offset for p in ps] == [4, 4]
+    assert [p.high_watermark for p in ps] == [4, 4]
+
+    last = request_of(core, clock)
+    assert asked_indexes(last) == [0, 1]
+    assert max_wait_ms(last) == FetcherConfig(local_id=LOCAL).max_wait_ms
+    core.sent(last)
+    assert core.poll_beside(now) is None
+
+
+def test_one_partition_behind_has_one_fetch_out(tmp_path: Path, clock: ManualClock) -> None:
+    ps = followers(tmp_path, clock, 2)
+    core = core_of(ps)
+    now = clock.monotonic_ms()
+    first = request_of(core, clock)
+    core.received(first, answer_for(first, 2, high_watermark=100, p1=(2, 2)), now)
+    assert [p.log.log_end_offset for p in ps] == [2, 2]
+    fetch = request_of(core, clock)
+    assert asked_indexes(fetch) == [0, 1]
+    assert max_wait_ms(fetch) == FetcherConfig(local_id=LOCAL).max_wait_ms
+    core.sent(fetch)
+    assert core.poll_beside(now) is None
+
+
+def test_partitions_of_a_request_given_up_are_asked_about_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    ps = followers(tmp_path, clock, 2)
+    core = core_of(ps)
+    first = request_of(core, clock)
+    core.sent(first)
+    assert core.poll(clock.monotonic_ms()) == Wait(None)  # each partition is out already
+    core.abandoned(first)
+    assert asked_indexes(request_of(core, clock)) == [0, 1]
+
+
+def test_a_partition_answered_without_records_waits_at_the_leader_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # A leader whose replication quota is exceeded answers a throttled partition with no
+    # records at once: fetches without a wait would ask again at once, round after round.
+    ps = followers(tmp_path, clock, 2)
+    core = core_of(ps)
+    now = clock.monotonic_ms()
+    first = request_of(core, clock)
+    core.received(first, answer_for(first, 2, high_watermark=100), now)
+    one = request_of(core, clock)
+    core.sent(one)
+    two = core.poll_beside(now)
+    assert two is not None
+    core.sent(two)
+    core.received(one, answer_for(one, 0, high_watermark=100), now)
+    core.received(two, answer_for(two, 0, high_watermark=100), now)
+    fetch = request_of(core, clock)
+    assert asked_indexes(fetch) == [0, 1]
+    assert max_wait_ms(fetch) == FetcherConfig(local_id=LOCAL).max_wait_ms
+    core.sent(fetch)
+    assert core.poll_beside(now) is None

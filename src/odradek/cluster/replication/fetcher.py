@@ -16,6 +16,12 @@ end of that epoch as the leader has it, again while the answer names an epoch th
 batches as they are, and takes the leader's high watermark. The leader learns the follower's log
 end offset from the next fetch.
 
+Far behind (two partitions or more whose logs end below the leader's high watermark), a second
+fetch is out beside the first, for the other partitions and without a wait at the leader: the
+leader serves one while the follower appends the other's answer, and the connection, answering
+in order, is never held by a long poll. A partition is in one request at a time, so each fetch
+still reports log ends the follower has written.
+
 Errors: a partition whose leader answers NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
 UNKNOWN_LEADER_EPOCH or UNKNOWN_TOPIC_OR_PARTITION waits ``replica.fetch.backoff.ms`` (the
 partition's state in the metadata store, not the fetcher, decides who leads); OFFSET_OUT_OF_RANGE
@@ -39,6 +45,7 @@ Runs on the broker's event loop; partitions are added and removed by the replica
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime
 import logging
@@ -73,6 +80,8 @@ _OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 _LIST_OFFSETS_VERSION = 7
 # How long a fetcher whose every partition is held back by its quota waits before looking again.
 _THROTTLED_PAUSE_MS = 100
+# Fetches out to one leader at once: while one answer is appended, the next is on its way.
+_MOST_OUT = 2
 
 TopicPartition = tuple[str, int]
 
@@ -152,6 +161,11 @@ class FetcherCore:
         # stale for that partition, whatever it says (see _current).
         self._adds = 0
         self._added: dict[TopicPartition, int] = {}
+        # Partitions a request sent (see sent) is out for: none is asked about twice at once.
+        self._in_flight: set[TopicPartition] = set()
+        # Partitions whose last answer brought records and left their log below the leader's
+        # high watermark: far enough behind that a second fetch may be out beside the first.
+        self._behind: set[TopicPartition] = set()
 
     @property
     def partitions(self) -> frozenset[TopicPartition]:
@@ -174,6 +188,7 @@ class FetcherCore:
         self._truncating.add(tp)
         self._out_of_range.discard(tp)
         self._delayed.pop(tp, None)
+        self._behind.discard(tp)
 
     def remove(self, topic: str, index: int) -> None:
         tp = (topic, index)
@@ -182,10 +197,27 @@ class FetcherCore:
         self._truncating.discard(tp)
         self._out_of_range.discard(tp)
         self._delayed.pop(tp, None)
+        self._behind.discard(tp)
+
+    def sent(self, request: LeaderRequest) -> None:
+        """``request`` is out: its partitions are left out of the next ones until it is
+        answered (:meth:`received`) or given up (:meth:`abandoned`)."""
+        self._in_flight.update(request.asked)
+
+    def abandoned(self, request: LeaderRequest) -> None:
+        """``request`` will not be answered (its connection is gone)."""
+        self._in_flight.difference_update(request.asked)
 
     def poll(self, now_ms: int) -> LeaderRequest | Wait:
-        """The next request, or how long there is nothing to ask."""
-        ready = [tp for tp in self._partitions if self._delayed.get(tp, 0) <= now_ms]
+        """The next request, or how long there is nothing to ask (with nothing out).
+
+        Far behind (two partitions or more below the leader's high watermark), the fetch
+        asks for half of them (see :meth:`poll_beside`)."""
+        ready = [
+            tp
+            for tp in self._partitions
+            if self._delayed.get(tp, 0) <= now_ms and tp not in self._in_flight
+        ]
         if not ready:
             return Wait(min(self._delayed.values(), default=None))
         out_of_range = [tp for tp in ready if tp in self._out_of_range]
@@ -199,10 +231,36 @@ class FetcherCore:
         fetchable = [tp for tp in ready if tp not in self._truncating and not self._held_back(tp)]
         if not fetchable:
             return Wait(now_ms + _THROTTLED_PAUSE_MS)
+        behind = [tp for tp in fetchable if tp in self._behind]
+        if len(behind) >= 2:
+            # The other half goes in a second fetch (poll_beside) while this answer is read
+            # and written: the leader serves one while the follower appends the other.
+            later = set(behind[len(behind) // 2 :])
+            return self._fetch([tp for tp in fetchable if tp not in later], max_wait_ms=0)
         return self._fetch(fetchable)
+
+    def poll_beside(self, now_ms: int) -> LeaderRequest | None:
+        """A Fetch to send while others are out, or None: only for partitions not asked
+        about, one of them at least behind, and with no wait at the leader (the connection
+        answers in order: a long poll would hold back the answers behind it). Each partition
+        is in one request at a time, and each fetch still reports its partitions' log ends
+        as written: the leader learns nothing before the follower has it."""
+        fetchable = [
+            tp
+            for tp in self._partitions
+            if tp not in self._in_flight
+            and self._delayed.get(tp, 0) <= now_ms
+            and tp not in self._truncating
+            and tp not in self._out_of_range
+            and not self._held_back(tp)
+        ]
+        if not any(tp in self._behind for tp in fetchable):
+            return None
+        return self._fetch(fetchable, max_wait_ms=0)
 
     def received(self, request: LeaderRequest, response: Any, now_ms: int) -> None:
         """Apply the leader's answer to ``request``."""
+        self._in_flight.difference_update(request.asked)
         if request.api_key == FETCH:
             self._fetched(request, response, now_ms)
         elif request.api_key == OFFSET_FOR_LEADER_EPOCH:
@@ -305,8 +363,10 @@ class FetcherCore:
         in_sync = self.config.local_id in self._partitions[tp].isr
         return quotas.follower_holds_back(*tp, in_sync)
 
-    def _fetch(self, tps: list[TopicPartition]) -> LeaderRequest:
+    def _fetch(self, tps: list[TopicPartition], max_wait_ms: int | None = None) -> LeaderRequest:
         config = self.config
+        if max_wait_ms is None:
+            max_wait_ms = config.max_wait_ms
         asked: dict[TopicPartition, tuple[Partition, int]] = {}
         topics: dict[str, list[dict[str, int]]] = {}
         for tp in tps:
@@ -326,7 +386,7 @@ class FetcherCore:
             FETCH,
             {
                 "replica_id": config.local_id,
-                "max_wait": datetime.timedelta(milliseconds=config.max_wait_ms),
+                "max_wait": datetime.timedelta(milliseconds=max_wait_ms),
                 "min_bytes": config.min_bytes,
                 "max_bytes": config.max_bytes,
                 "isolation_level": 0,
@@ -338,7 +398,7 @@ class FetcherCore:
             },
             _FETCH_VERSION,
             asked,
-            timeout_s=(config.socket_timeout_ms + config.max_wait_ms) / 1000,
+            timeout_s=(config.socket_timeout_ms + max_wait_ms) / 1000,
             adds=self._adds,
         )
 
@@ -379,7 +439,7 @@ class FetcherCore:
         if records and self._quotas is not None and self._quotas.follower_throttled(*tp):
             self._quotas.follower.record(len(records))
         try:
-            partition.append_as_follower(records or b"")
+            appended = partition.append_as_follower(records or b"")
         except UnexpectedAppendOffset as e:
             # The leader's log has a gap here (compaction) or the follower's is stale: find
             # the divergence point again.
@@ -391,6 +451,12 @@ class FetcherCore:
             self._back_off(tp, e.message, now_ms)
             return
         partition.follow_high_watermark(high_watermark)
+        # Behind only while answers bring records: a leader holding a throttled partition back
+        # answers it with none at once, and fetches without a wait would ask again at once.
+        if appended is not None and partition.log.log_end_offset < high_watermark:
+            self._behind.add(tp)
+        else:
+            self._behind.discard(tp)
 
     def _catch_up_log_start(self, partition: Partition, leader_log_start: int) -> None:
         """Retention and DeleteRecords at the leader move the follower's log start too."""
@@ -563,8 +629,25 @@ class LeaderFetcher:
 
     async def _run(self) -> None:
         backoff_s = self.config.backoff_ms / 1000
+        # Requests out, oldest first (the connection answers in order).
+        out: collections.deque[tuple[LeaderRequest, asyncio.Task[Any]]] = collections.deque()
         while not self._stopping:
             try:
+                if out:
+                    beside = None
+                    if len(out) < _MOST_OUT:
+                        beside = self.core.poll_beside(self._clock.monotonic_ms())
+                    if beside is not None:
+                        out.append(self._send(await self._connected(), beside))
+                        continue
+                    request, task = out[0]
+                    response = await task
+                    out.popleft()
+                    self.core.received(request, response, self._clock.monotonic_ms())
+                    # Its records are views of the connection's receive buffer: let go of them
+                    # so that the next answer reuses the buffer rather than faulting in a new one.
+                    del response, task
+                    continue
                 step = self.core.poll(self._clock.monotonic_ms())
                 if isinstance(step, Wait):
                     if not self.core.partitions:
@@ -573,24 +656,12 @@ class LeaderFetcher:
                         await self._disconnect()
                     await self._idle(step.until_ms)
                     continue
-                connection = await self._connected()
-                if step.api_key == FETCH:
-                    response = await connection.request_encoded(
-                        _fetch_frame(step.fields, self._client_id),
-                        decode_fetch_v12,
-                        timeout_s=step.timeout_s,
-                    )
-                else:
-                    response = await connection.request(
-                        step.api_key, step.fields, highest=step.highest, timeout_s=step.timeout_s
-                    )
-                self.core.received(step, response, self._clock.monotonic_ms())
-                # Its records are views of the connection's receive buffer: let go of them so
-                # that the next answer reuses the buffer rather than faulting in a new one.
-                del response
+                out.append(self._send(await self._connected(), step))
             except asyncio.CancelledError:
+                self._give_up(out)
                 raise
             except (ClientError, OSError) as e:
+                self._give_up(out)
                 log.info(
                     "broker %d cannot fetch from leader %d at %s: %s",
                     self.config.local_id,
@@ -601,8 +672,36 @@ class LeaderFetcher:
                 await self._disconnect()
                 await asyncio.sleep(backoff_s)
             except Exception:
+                self._give_up(out)
                 log.exception("replica fetcher from leader %d failed", self.leader_id)
+                await self._disconnect()
                 await asyncio.sleep(backoff_s)
+
+    def _send(
+        self, connection: AsyncConnection, step: LeaderRequest
+    ) -> tuple[LeaderRequest, asyncio.Task[Any]]:
+        """Write ``step`` now (its frame goes out before any later one's) and return the task
+        that waits for its answer."""
+        if step.api_key == FETCH:
+            waiting = connection.request_encoded(
+                _fetch_frame(step.fields, self._client_id),
+                decode_fetch_v12,
+                timeout_s=step.timeout_s,
+            )
+        else:
+            waiting = connection.request(
+                step.api_key, step.fields, highest=step.highest, timeout_s=step.timeout_s
+            )
+        task = asyncio.ensure_future(waiting)
+        self.core.sent(step)
+        return step, task
+
+    def _give_up(self, out: collections.deque[tuple[LeaderRequest, asyncio.Task[Any]]]) -> None:
+        """The requests out will not be answered: their partitions may be asked about again."""
+        while out:
+            request, task = out.popleft()
+            task.cancel()
+            self.core.abandoned(request)
 
     async def _connected(self) -> AsyncConnection:
         if self._connection is None or self._connection.closed:
