@@ -155,15 +155,29 @@ def test_epoch_for_offset(tmp_path: Path) -> None:
 # -- assign and truncate -------------------------------------------------------------------------
 
 
-def test_assign_records_new_epochs_and_writes_them(tmp_path: Path) -> None:
+def test_assign_records_new_epochs_and_the_next_flush_writes_them(tmp_path: Path) -> None:
     cache = cache_of(tmp_path)
     assert cache.assign(0, 0)
+    assert not cache.path.exists()  # kept in memory: no write on the appending thread
+    assert cache.dirty
+    assert cache.write_if_dirty(sync=False)
     assert cache.path.read_bytes() == b"0\n1\n0 0\n"
     assert not cache.assign(0, 5)  # the same epoch, later: every append of an epoch
+    assert not cache.dirty
     assert cache.assign(2, 7)
     assert cache.entries == entries((0, 0), (2, 7))
+    assert cache.path.read_bytes() == b"0\n1\n0 0\n"  # a prefix of the entries
+    cache.write_if_dirty()
     assert cache.path.read_bytes() == b"0\n2\n0 0\n2 7\n"
     assert cache.latest_epoch == 2
+
+
+def test_an_entry_that_overrules_others_is_written_at_once(tmp_path: Path) -> None:
+    cache = cache_of(tmp_path, (1, 0), (3, 10), (5, 20))
+    cache.write()
+    assert cache.assign(2, 5)  # a follower taking an older leader's history
+    assert cache.path.read_bytes() == b"0\n2\n1 0\n2 5\n"
+    assert not cache.dirty
 
 
 def test_assign_overrules_entries_it_contradicts(tmp_path: Path) -> None:
@@ -217,6 +231,8 @@ def test_appends_record_each_new_epoch_in_the_partition_directory(
     assert not epoch_file(tmp_path).exists()  # an empty new log writes nothing
     append_in_epochs(log, 0, 0, 2, 2, 2, 5)
     assert log.leader_epochs == entries((0, 0), (2, 2), (5, 5))
+    assert not epoch_file(tmp_path).exists()  # written by the flush, not by the appends
+    log.flush()
     assert epoch_file(tmp_path).read_bytes() == b"0\n3\n0 0\n2 2\n5 5\n"
     assert log.end_offset_for_epoch(2) == (2, 5)
     assert log.end_offset_for_epoch(5) == (5, 6)
@@ -252,6 +268,7 @@ def test_a_torn_tail_takes_the_epochs_it_started_with_it(open_log: Opener, tmp_p
     assert log.leader_epochs == entries((1, 0), (2, 4))
     assert log.end_offset_for_epoch(2) == (2, 5)
     append_in_epochs(log, 4)
+    log.flush()
     assert epoch_file(tmp_path).read_bytes() == b"0\n3\n1 0\n2 4\n4 5\n"
 
 
@@ -320,6 +337,7 @@ def test_retention_moves_the_first_epoch_start(open_log: Opener, tmp_path: Path)
     config = LogConfig(segment_bytes=2 * BATCH_SIZE, retention_bytes=2 * BATCH_SIZE)
     log = open_log(config)
     append_in_epochs(log, 1, 1, 1, 2, 2, 3, 3)  # segments 0, 2, 4, 6
+    log.flush()
     assert log.apply_retention() == 2
     assert log.log_start_offset == 4
     assert log.leader_epochs == entries((2, 4), (3, 5))

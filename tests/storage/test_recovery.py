@@ -166,7 +166,7 @@ def test_a_zero_length_log_file_alone(open_log: Opener, tmp_path: Path) -> None:
     log = open_log(CONFIG, needs_recovery=True)
     assert (log.log_start_offset, log.log_end_offset) == (42, 42)
     log.flush()
-    assert segment_file(tmp_path, 42, ".index").exists()
+    assert not segment_file(tmp_path, 42, ".index").exists()  # no entries, no file
     assert append(log, make_batch()).first_offset == 42
 
 

@@ -478,13 +478,19 @@ class PartitionLog:
             existed = path.exists()
             self._epochs = LeaderEpochCache(path)
             self._record_epochs_from(self._segments[0].base_offset)
-            if existed and self._epochs.latest_epoch is None:
+            if self._epochs.dirty:
+                # At once, off the event loop: the next open would otherwise rescan the log.
+                self._epochs.write(sync=False)
+            elif existed:
                 self._epochs.write()  # replaces the unreadable file, which would cost a rescan
         else:
             self._epochs = loaded
             if reread_from is not None:
                 self._record_epochs_from(reread_from)
-        self._epochs.truncate_from_end(self.log_end_offset)
+        # An entry at the log end itself (a leader elected there, nothing appended in its
+        # epoch yet: every empty log of a partition ever led) describes no batch that could be
+        # gone, and is kept: the leader assigns it again as it starts, and would write it again.
+        self._epochs.truncate_from_end(self.log_end_offset + 1)
 
     def _record_epochs_from(self, base_offset: int) -> None:
         """Assign, from the headers of the segments from ``base_offset`` on, each epoch above
@@ -1297,10 +1303,10 @@ class PartitionLog:
             if segment.dirty and segment.base_offset < upto
         )
         directory_changes = self._directory_changes
-        epochs = self._epochs.unsynced
         if (
             not segments
-            and not epochs
+            and not self._epochs.dirty
+            and not self._epochs.unsynced
             and directory_changes == self._directory_synced
             and not self._parent_unsynced
             and upto <= self._recovery_point
@@ -1308,6 +1314,8 @@ class PartitionLog:
             return False
         files: list[Path | SegmentFile] = []
         try:
+            # Before the recovery point can move over batches of the epochs it lacks.
+            self._epochs.write_if_dirty(sync=False)
             for segment, _ in segments:
                 # Opened by the flusher when the job's turn comes, not now: a burst of rolls
                 # over many partitions must not hold descriptors while it waits.
@@ -1322,6 +1330,7 @@ class PartitionLog:
             # dirty, and the next flush (background or not) covers them.
             log.exception("%s: cannot hand a flush to the flusher", self.directory)
             return False
+        epochs = self._epochs.unsynced
         if epochs:
             files.append(self._epochs.path)
         if epochs or directory_changes != self._directory_synced:
@@ -1398,6 +1407,9 @@ class PartitionLog:
         if not flush and self._segments and self.directory.exists():
             # Kafka's snapshot on close: the next open replays nothing.
             try:
+                # The epochs kept in memory too: a log closed and opened again (not the
+                # manager's clean stop, which flushes) knows them without a reread.
+                self._epochs.write_if_dirty(sync=False)
                 self.producers.write_snapshot(self.log_end_offset, sync=True)
             except OSError:
                 log.exception("%s: cannot write the producer state snapshot", self.directory)

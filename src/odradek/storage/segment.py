@@ -119,6 +119,8 @@ class LogSegment:
         self.active = True
         self._bytes_since_index_entry = 0
         self._first_batch_timestamp: int | None = None
+        # Where the last batch _scan_tail read starts.
+        self._last_position = 0
 
     @classmethod
     def create(
@@ -248,6 +250,17 @@ class LogSegment:
         problem = self.offset_index.problem(self.size)
         if problem is None and not self._scan_tail():
             problem = "the log file does not end with a whole batch after the last index entry"
+        if (
+            problem is None
+            and self.offset_index.missing
+            and self._last_position >= index_interval_bytes
+        ):
+            # An index without entries has no file; this one would have had entries.
+            problem = "index file is missing"
+        if problem is None and self.time_index.missing and len(self.offset_index):
+            # The time index's entries cover the batches before the last offset entry, which
+            # the scan above skipped: without them the segment's largest timestamp is unknown.
+            problem = "time index file is missing"
         if problem is None:
             problem = self.time_index.problem(self.next_offset)
         if problem is None:
@@ -263,6 +276,7 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = last if last else (NO_TIMESTAMP, -1)
         self.next_offset = self.base_offset
         position = start
+        self._last_position = start
         for header in self.iter_headers(start):
             if not self._plausible(header, self.next_offset):
                 return False
@@ -274,6 +288,7 @@ class LogSegment:
                 return False
             self._note_batch(header.last_offset, header.max_timestamp)
             self.next_offset = header.next_offset
+            self._last_position = header.position
             position = header.position + header.size
         return position == self.size
 
