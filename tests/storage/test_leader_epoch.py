@@ -23,6 +23,7 @@ from odradek.storage import (
     PartitionLog,
     UnexpectedAppendOffset,
 )
+from odradek.storage.flusher import LogFlusher
 from odradek.storage.leader_epoch import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
@@ -30,7 +31,15 @@ from odradek.storage.leader_epoch import (
     LeaderEpochCache,
 )
 
-from .conftest import BATCH_SIZE, FLUSHER_WAIT_S, append, make_batch, read_all
+from .conftest import (
+    BATCH_SIZE,
+    FLUSHER_WAIT_S,
+    append,
+    held,
+    make_batch,
+    open_manager,
+    read_all,
+)
 
 Opener = Callable[..., PartitionLog]
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
@@ -505,3 +514,104 @@ def test_epochs_survive_a_killed_broker(tmp_path: Path, clock: ManualClock) -> N
     assert reopened.end_offset_for_epoch(1) == (1, 5)
     manager.close()
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_bytes() == b"0\n2\n1 3\n3 5\n"
+
+
+# -- when the file is written ---------------------------------------------------------------------
+
+
+def test_a_new_epoch_lost_by_a_kill_after_a_flush_is_recovered(
+    open_log: Opener, tmp_path: Path
+) -> None:
+    log = open_log(CONFIG)
+    append_in_epochs(log, 1, 1)
+    log.flush()
+    log.assign_epoch_start_offset(3, log.log_end_offset)  # a new leader, in memory only
+    append_in_epochs(log, 3, 3)
+    assert epoch_file(tmp_path).read_bytes() == b"0\n1\n1 0\n"
+    recovery_point = log.recovery_point
+    kill(log)
+    log = open_log(CONFIG, needs_recovery=True, recovery_point=recovery_point)
+    assert log.leader_epochs == entries((1, 0), (3, 2))
+    assert log.end_offset_for_epoch(1) == (1, 2)
+
+
+def test_a_new_leaders_entry_lost_by_a_kill_is_assigned_again(
+    open_log: Opener,
+) -> None:
+    log = open_log(CONFIG)
+    append_in_epochs(log, 1, 1)
+    log.flush()
+    log.assign_epoch_start_offset(3, 2)
+    before = log.end_offset_for_epoch(1), log.end_offset_for_epoch(2)
+    kill(log)
+    log = open_log(CONFIG, needs_recovery=True, recovery_point=2)
+    assert log.leader_epochs == entries((1, 0))
+    # A leader assigns its epoch as it starts, before it answers OffsetForLeaderEpoch.
+    log.assign_epoch_start_offset(3, log.log_end_offset)
+    assert (log.end_offset_for_epoch(1), log.end_offset_for_epoch(2)) == before
+
+
+def test_a_background_flush_writes_new_epochs_before_the_recovery_point_moves(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    flusher = LogFlusher()
+    log = PartitionLog.open(tmp_path / "topic-0", CONFIG, clock, flusher=flusher)
+    append_in_epochs(log, 2, 2, 5)
+    assert not epoch_file(tmp_path).exists()
+    with held(flusher):
+        assert log.flush_in_background()
+        # Written as the flush is handed out, before the flusher can fsync it.
+        assert epoch_file(tmp_path).read_bytes() == b"0\n2\n2 0\n5 2\n"
+        assert log.recovery_point == 0
+    assert flusher.wait_idle(FLUSHER_WAIT_S)
+    assert log.recovery_point == 3
+    log.close()
+
+
+def test_an_empty_leaders_log_writes_nothing_as_it_starts_again(
+    open_log: Opener, tmp_path: Path
+) -> None:
+    log = open_log(CONFIG)
+    log.assign_epoch_start_offset(0, 0)  # a new partition's first leader
+    assert not epoch_file(tmp_path).exists()
+    log.flush()
+    log.close()
+    written = epoch_file(tmp_path).stat()
+    log = open_log(CONFIG)
+    assert log.leader_epochs == entries((0, 0))  # kept at the log end, not dropped
+    log.assign_epoch_start_offset(0, log.log_end_offset)  # make_leader as the broker starts
+    log.flush()
+    log.close()
+    again = epoch_file(tmp_path).stat()
+    assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+
+
+def test_a_log_closed_without_a_flush_keeps_its_epochs(open_log: Opener) -> None:
+    log = open_log(CONFIG)
+    append_in_epochs(log, 4)
+    log.close()
+    log = open_log(CONFIG)
+    assert log.leader_epochs == entries((4, 0))
+
+
+def test_new_logs_write_no_epoch_file_until_the_manager_stops(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    manager = open_manager(tmp_path, clock, CONFIG)
+    made = manager.prepare("t", [0, 1], CONFIG, leader_epoch=0)
+    for partition_log in made:
+        manager.add(partition_log)
+        assert partition_log.leader_epochs == entries((0, 0))
+    assert not (tmp_path / "t-0" / "leader-epoch-checkpoint").exists()
+    append_in_epochs(made[0], 0)
+    # kill -9: the next open recovers the logs without the file.
+    crashed = LogManager([tmp_path], clock)
+    crashed.open(lambda topic: CONFIG)
+    recovered = crashed.get("t", 0)
+    assert recovered is not None and recovered.leader_epochs == entries((0, 0))
+    empty = crashed.get("t", 1)
+    assert empty is not None and empty.leader_epochs == ()  # its leader assigns it again
+    crashed.close()
+    for partition_log in made:
+        kill(partition_log)
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_bytes() == b"0\n1\n0 0\n"

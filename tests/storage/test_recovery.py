@@ -188,3 +188,39 @@ def test_a_log_start_past_what_survived_starts_the_log_afresh(
     log = open_log(CONFIG, needs_recovery=True, log_start_offset=9)
     assert (log.log_start_offset, log.log_end_offset, log.segment_count()) == (9, 9, 1)
     assert append(log, make_batch()).first_offset == 9
+
+
+def test_an_index_without_entries_has_no_file(
+    open_log: Opener, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = LogConfig(index_interval_bytes=4 * BATCH_SIZE)
+    log = open_log(config)
+    for i in range(3):  # below the index interval: no entry
+        append(log, make_batch(timestamp=1000 + i))
+    log.flush()
+    log.close()
+    assert not segment_file(tmp_path, 0, ".index").exists()
+    assert not segment_file(tmp_path, 0, ".timeindex").exists()
+    log = open_log(config)  # clean: the missing files read as empty, nothing rebuilt
+    assert "rebuilding" not in caplog.text
+    assert log.log_end_offset == 3
+    assert log.max_timestamp_offset() == (2, 1002)
+    log.close()
+    # kill -9 style: reopened without a clean stop, recovery rebuilds the same (no files)
+    log = open_log(config, needs_recovery=True, recovery_point=0)
+    assert [h.base_offset for h in read_all(log)] == [0, 1, 2]
+    log.flush()
+    assert not segment_file(tmp_path, 0, ".index").exists()
+
+
+def test_a_missing_time_index_beside_offset_entries_is_rebuilt(
+    open_log: Opener, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    filled_log(open_log, 10)
+    timeindex = segment_file(tmp_path, 0, ".timeindex")
+    expected = timeindex.read_bytes()
+    timeindex.unlink()
+    log = open_log(CONFIG)
+    assert "time index file is missing" in caplog.text
+    assert timeindex.read_bytes() == expected
+    assert log.max_timestamp_offset() == (9, 1009)

@@ -16,9 +16,9 @@ here neither happens on the event loop).  After a crash, whether the process was
 machine lost power, the file may then lack only entries newer than all it holds, whose batches
 all lie past the recovery point: recovery rereads those batches, and records each epoch above
 the file's latest at its first batch (Kafka's rule when it recovers a segment).  A new leader's
-entry at the log end with no batch of its epoch yet may be lost so: it changes no answer to
-OffsetForLeaderEpoch (the epoch before it then ends at the log end, as it did), and the
-partition's leader assigns it again.  An entry that overrules others (a follower's log taking
+entry at the log end with no batch of its epoch yet may be lost so: the partition's leader
+assigns it again as it starts (its epoch, or a later one), before it answers
+OffsetForLeaderEpoch, and a follower's entries are replaced by its leader's history.  An entry that overrules others (a follower's log taking
 an older leader's history) and truncations at the end are written at once: there the file
 would otherwise keep an entry that recovery's reread cannot correct.  Truncations at the
 start are not (see :meth:`LeaderEpochCache.truncate_from_start`): the file may keep entries

@@ -410,8 +410,12 @@ class LogSegment:
             raise RuntimeError(f"{self.log_path} is inconsistent after truncation")
 
     def seal(self) -> None:
-        """The segment stops being active: record its largest timestamp, write the indexes."""
-        if self.max_timestamp != NO_TIMESTAMP:
+        """The segment stops being active: record its largest timestamp, write the indexes.
+
+        Without offset index entries, no time index entry either: opening reads every batch
+        header of such a segment (they all start within the index interval), which gives its
+        largest timestamp, and the segment then needs no index file at all."""
+        if self.max_timestamp != NO_TIMESTAMP and len(self.offset_index):
             self.time_index.maybe_append(
                 self.max_timestamp, self.offset_of_max_timestamp, force=True
             )
