@@ -18,9 +18,10 @@ all lie past the recovery point: recovery rereads those batches, and records eac
 the file's latest at its first batch (Kafka's rule when it recovers a segment).  A new leader's
 entry at the log end with no batch of its epoch yet may be lost so: the partition's leader
 assigns it again as it starts (its epoch, or a later one), before it answers
-OffsetForLeaderEpoch, and a follower's entries are replaced by its leader's history.  An entry that overrules others (a follower's log taking
-an older leader's history) and truncations at the end are written at once: there the file
-would otherwise keep an entry that recovery's reread cannot correct.  Truncations at the
+OffsetForLeaderEpoch, and a follower's entries are replaced by its leader's history.  An
+entry that overrules others (a follower's log taking an older leader's history) and
+truncations at the end are written at once: there the file would otherwise keep an entry that
+recovery's reread cannot correct.  Truncations at the
 start are not (see :meth:`LeaderEpochCache.truncate_from_start`): the file may keep entries
 before the log's start, and the log removes those when it opens, by truncating the cache to the
 offsets it recovered.  A file that cannot be parsed (torn by something that is not our rename,
