@@ -59,6 +59,9 @@ log = logging.getLogger(__name__)
 # PartitionLog._slice).  Not above the server's SENDFILE_MIN_BYTES, which sends only slices at
 # least that large from the fd.
 COPIED_READ_BYTES = 64 * 1024
+# A log of one segment no bigger than this, with no producer and no snapshot, gets no snapshot at
+# a clean stop: replaying its batch headers at the next open costs less than making the file.
+SNAPSHOTLESS_LOG_BYTES = 1 << 20
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -319,6 +322,8 @@ class PartitionLog:
         # (opened clean from a snapshot at the log end, nothing changed since): a clean stop
         # need not write it again (Kafka's rule: a snapshot only for offsets past the last).
         self._snapshot_at: int | None = None
+        # Whether the directory may hold producer state snapshots (found at open, or written).
+        self._has_snapshots = False
         self.open_files = OpenFiles.unbounded()
         # Kafka's needsFlushParentDir: a new log's directory entry is made durable by the log's
         # first flush (or the manager's next checkpoint), not one fsync per partition created.
@@ -422,6 +427,7 @@ class PartitionLog:
         log_end = self.log_end_offset
         limit = log_end if at_most is None else min(at_most, log_end)
         offsets = snapshot_offsets(self.directory) if snapshots is None else snapshots
+        self._has_snapshots = self._has_snapshots or bool(offsets)
         self.producers.delete_snapshots(above=log_end, offsets=offsets)
         loaded = self.producers.load_latest_snapshot(
             limit, offsets=[o for o in offsets if o <= log_end]
@@ -846,6 +852,7 @@ class PartitionLog:
         # gap in replicated offsets, the same as at the old log end).  Not fsynced here: see
         # odradek.storage.producer_state.
         self.producers.write_snapshot(base_offset, sync=False)
+        self._has_snapshots = True
         self._prune_snapshots()
         # Kafka's flush on roll (UnifiedLog.roll schedules flushUptoOffsetExclusive): the
         # segments now sealed will not change, so fsync them in the background and let the
@@ -1274,11 +1281,22 @@ class PartitionLog:
         or need not be: a durable one describes the state as it is."""
         if self._snapshot_at == self.log_end_offset:
             return False
+        if (
+            not self._has_snapshots
+            and self.producers.is_empty
+            and len(self._segments) == 1
+            and self._segments[0].size <= SNAPSHOTLESS_LOG_BYTES
+        ):
+            # Opening it replays the whole log (one small segment) for less than the file
+            # costs to make, a file per partition at every stop of a broker with many; and
+            # with no snapshot at all, the state is rebuilt from every batch it holds.
+            return False
         try:
             self.producers.write_snapshot(self.log_end_offset, sync=sync, sync_directory=False)
         except OSError:
             log.exception("%s: cannot write the producer state snapshot", self.directory)
             return False
+        self._has_snapshots = True
         return True
 
     def flush_in_background(self) -> bool:
@@ -1411,6 +1429,7 @@ class PartitionLog:
                 # manager's clean stop, which flushes) knows them without a reread.
                 self._epochs.write_if_dirty(sync=False)
                 self.producers.write_snapshot(self.log_end_offset, sync=True)
+                self._has_snapshots = True
             except OSError:
                 log.exception("%s: cannot write the producer state snapshot", self.directory)
         if self._segments:
