@@ -224,3 +224,24 @@ def test_a_missing_time_index_beside_offset_entries_is_rebuilt(
     assert "time index file is missing" in caplog.text
     assert timeindex.read_bytes() == expected
     assert log.max_timestamp_offset() == (9, 1009)
+
+
+def test_opening_looks_only_for_the_index_files_the_directory_lists(
+    open_log: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log(LogConfig(index_interval_bytes=4 * BATCH_SIZE))
+    append(log, make_batch(timestamp=1000))
+    log.flush()
+    log.close()
+    opened: list[str] = []
+    real_open = os.open
+
+    def recording_open(path: str | os.PathLike[str], *args: int, **kwargs: int) -> int:
+        opened.append(os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    log = open_log(LogConfig(index_interval_bytes=4 * BATCH_SIZE))
+    assert not [p for p in opened if p.endswith(("index", ".timeindex", ".txnindex"))]
+    assert log.max_timestamp_offset() == (0, 1000)
+    assert log.aborted_transactions(0, 1) == []

@@ -49,7 +49,10 @@ class _IndexFile:
     def _pack_from(self, start: int) -> bytes:
         raise NotImplementedError
 
-    def _load(self) -> list[tuple[int, int]]:
+    def _load(self, exists: bool) -> list[tuple[int, int]]:
+        if not exists:  # the caller listed the directory: no system call to learn it again
+            self._missing = True
+            return []
         try:
             data = read_file(self.path)
         except FileNotFoundError:
@@ -137,9 +140,12 @@ class OffsetIndex(_IndexFile):
         self._positions = array("i")
 
     @classmethod
-    def open(cls, path: Path, base_offset: int, max_bytes: int) -> OffsetIndex:
+    def open(
+        cls, path: Path, base_offset: int, max_bytes: int, *, exists: bool = True
+    ) -> OffsetIndex:
+        """The index in ``path``; ``exists=False``: the caller knows there is no file."""
         index = cls(path, base_offset, max_bytes)
-        for relative_offset, position in index._load():
+        for relative_offset, position in index._load(exists):
             index._offsets.append(relative_offset)
             index._positions.append(position)
         return index
@@ -222,9 +228,12 @@ class TimeIndex(_IndexFile):
         self._offsets = array("i")
 
     @classmethod
-    def open(cls, path: Path, base_offset: int, max_bytes: int) -> TimeIndex:
+    def open(
+        cls, path: Path, base_offset: int, max_bytes: int, *, exists: bool = True
+    ) -> TimeIndex:
+        """The index in ``path``; ``exists=False``: the caller knows there is no file."""
         index = cls(path, base_offset, max_bytes)
-        for timestamp, relative_offset in index._load():
+        for timestamp, relative_offset in index._load(exists):
             index._timestamps.append(timestamp)
             index._offsets.append(relative_offset)
         return index

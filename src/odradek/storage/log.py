@@ -540,9 +540,16 @@ class PartitionLog:
                     log.warning("removing %s, an index without its log file", path)
                     path.unlink()
         config, now = self.config, self._clock.time_ms()
+        # Index files not in the listing are not looked for (three failed opens per segment).
+        present = set(names)
         segments = [
             LogSegment.open(
-                self.directory, base, config.segment_index_bytes, now, files=self.open_files
+                self.directory,
+                base,
+                config.segment_index_bytes,
+                now,
+                files=self.open_files,
+                names=present,
             )
             for base in sorted(logs)
         ]

@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from pathlib import Path
 
 from odradek.protocol.record_batch import (
@@ -90,22 +90,30 @@ class LogSegment:
         file: SegmentFile,
         size: int,
         suffix: str = "",
+        names: Container[str] | None = None,
     ) -> None:
+        """``names``: the directory's file names, if the caller listed it (files not among
+        them are not looked for)."""
         self.base_offset = base_offset
         self.directory = directory
         self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
+        index_name = segment_file_name(base_offset, INDEX_SUFFIX) + suffix
         self.offset_index = OffsetIndex.open(
-            directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
+            directory / index_name,
             base_offset,
             index_max_bytes,
+            exists=names is None or index_name in names,
         )
+        time_index_name = segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix
         self.time_index = TimeIndex.open(
-            directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
+            directory / time_index_name,
             base_offset,
             index_max_bytes,
+            exists=names is None or time_index_name in names,
         )
+        txn_index_name = segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix
         self.txn_index = TransactionIndex(
-            directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix)
+            directory / txn_index_name, exists=names is None or txn_index_name in names
         )
         self._file = file
         self.size = size
@@ -154,12 +162,14 @@ class LogSegment:
         now_ms: int,
         *,
         files: OpenFiles | None = None,
+        names: Container[str] | None = None,
     ) -> LogSegment:
-        """An existing segment, not yet loaded: call :meth:`load` or :meth:`recover` next."""
+        """An existing segment, not yet loaded: call :meth:`load` or :meth:`recover` next.
+        ``names``: the directory's file names, if the caller listed it."""
         path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         size = os.stat(path).st_size
         file = (files or OpenFiles.unbounded()).file(path)
-        return cls(directory, base_offset, index_max_bytes, now_ms, file, size)
+        return cls(directory, base_offset, index_max_bytes, now_ms, file, size, names=names)
 
     # -- the file's descriptor -------------------------------------------------------------------
 
