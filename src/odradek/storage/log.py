@@ -655,8 +655,10 @@ class PartitionLog:
     def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` before any batch of it is written:
         a new leader does so at its log end, so that followers holding batches of an older
-        epoch past that offset learn where to truncate (Kafka's makeLeader).  A log whose dir is
-        offline writes nothing."""
+        epoch past that offset learn where to truncate (Kafka's makeLeader).  Kept in memory,
+        and written by the log's next flush or close: no file is written on the caller's
+        thread (see :mod:`odradek.storage.leader_epoch`).  A log whose dir is offline records
+        nothing."""
         if self.offline:
             return
         self._epochs.assign(epoch, start_offset)

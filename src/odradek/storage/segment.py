@@ -52,8 +52,9 @@ class AppendedBatch:
 
 
 class LogSegment:
-    """A contiguous run of offsets of one partition: ``<base>.log``, ``.index``, ``.timeindex``,
-    and ``.txnindex`` once it holds an ABORT marker.
+    """A contiguous run of offsets of one partition: ``<base>.log``, ``.index`` and
+    ``.timeindex`` once they have entries (a missing one reads as empty, see
+    :mod:`odradek.storage.index`), and ``.txnindex`` once it holds an ABORT marker.
 
     Format: see :mod:`odradek.storage.formats`.  The log file is written only at its end, with
     ``os.pwrite`` on a raw fd, and read with ``os.pread``.  Its fd comes from the broker's
