@@ -245,3 +245,30 @@ def test_opening_looks_only_for_the_index_files_the_directory_lists(
     assert not [p for p in opened if p.endswith(("index", ".timeindex", ".txnindex"))]
     assert log.max_timestamp_offset() == (0, 1000)
     assert log.aborted_transactions(0, 1) == []
+
+
+def test_a_new_log_makes_its_directory_and_log_file_and_reads_nothing(
+    open_log: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []
+    listed: list[str] = []
+    real_open, real_listdir = os.open, os.listdir
+
+    def recording_open(path: str | os.PathLike[str], *args: int, **kwargs: int) -> int:
+        opened.append(os.path.basename(os.fspath(path)))
+        return real_open(path, *args, **kwargs)
+
+    def recording_listdir(path: str | os.PathLike[str]) -> list[str]:
+        listed.append(os.fspath(path))
+        return real_listdir(path)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    monkeypatch.setattr(os, "listdir", recording_listdir)
+    log = open_log(CONFIG)
+    assert opened == [f"{0:020d}.log"]
+    assert listed == []
+    monkeypatch.undo()
+    append(log, make_batch(timestamp=1000))
+    log.close(flush=True)
+    log = open_log(CONFIG)
+    assert [h.base_offset for h in read_all(log)] == [0]

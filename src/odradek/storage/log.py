@@ -358,10 +358,17 @@ class PartitionLog:
         self._failures = failures
         if open_files is not None:
             self.open_files = open_files
-        if not directory.exists():
+        # A directory made here holds nothing: nothing in it is looked for (a new partition
+        # of a broker making thousands costs its directory and its log file).
+        fresh = not directory.exists()
+        reread_from: int | None
+        snapshots: list[int]
+        if fresh:
             directory.mkdir(parents=True)
             self._parent_unsynced = True
-        reread_from, snapshots = self._load_segments(recovery_point, needs_recovery)
+            reread_from, snapshots = None, []
+        else:
+            reread_from, snapshots = self._load_segments(recovery_point, needs_recovery)
         if not self._segments:
             self._add_segment(
                 LogSegment.create(
@@ -370,9 +377,11 @@ class PartitionLog:
                     config.segment_index_bytes,
                     clock.time_ms(),
                     files=self.open_files,
+                    names=() if fresh else None,
                 )
             )
-        self._load_epochs(reread_from)
+        if not fresh:
+            self._load_epochs(reread_from)
         self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         if self._log_start_offset > self.log_end_offset:
             # The checkpointed start is past what survived (a lost unflushed tail): Kafka then

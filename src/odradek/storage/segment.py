@@ -141,14 +141,17 @@ class LogSegment:
         suffix: str = "",
         *,
         files: OpenFiles | None = None,
+        names: Container[str] | None = None,
     ) -> LogSegment:
         """A new, empty segment; stale files of the same name (which can hold no offsets the log
         still has, since segments are created only at the log end) are emptied.  A ``suffix``
-        (the cleaner's ``.cleaned``) is added to each file name until :meth:`rename`."""
+        (the cleaner's ``.cleaned``) is added to each file name until :meth:`rename`.
+        ``names``: the directory's file names, if the caller knows them (``()`` for a
+        directory it has just made); stale index files must be known to be emptied."""
         path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         file = (files or OpenFiles.unbounded()).file(path, fd)
-        segment = cls(directory, base_offset, index_max_bytes, now_ms, file, 0, suffix)
+        segment = cls(directory, base_offset, index_max_bytes, now_ms, file, 0, suffix, names=names)
         segment.offset_index.reset()
         segment.time_index.reset()
         segment.dirty = True
