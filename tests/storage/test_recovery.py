@@ -272,3 +272,11 @@ def test_a_new_log_makes_its_directory_and_log_file_and_reads_nothing(
     log.close(flush=True)
     log = open_log(CONFIG)
     assert [h.base_offset for h in read_all(log)] == [0]
+
+
+def test_a_log_expected_new_but_there_is_opened_as_it_is(open_log: Opener) -> None:
+    log = open_log(CONFIG)
+    append(log, make_batch(timestamp=1000))
+    log.close(flush=True)
+    log = open_log(CONFIG, new=True)
+    assert [h.base_offset for h in read_all(log)] == [0]

@@ -345,8 +345,10 @@ class PartitionLog:
         flusher: LogFlusher | None = None,
         open_files: OpenFiles | None = None,
         failures: LogDirFailureChannel | None = None,
+        new: bool = False,
     ) -> PartitionLog:
         """Open (creating if missing) the log in ``directory``, recovering it if told to.
+        ``new``: the caller expects the directory not to exist (a partition being created).
 
         With a ``flusher``, rolled segments are fsynced in its thread (see the class doc);
         without one, only :meth:`flush` fsyncs.  ``open_files`` bounds the segment files open
@@ -360,11 +362,21 @@ class PartitionLog:
             self.open_files = open_files
         # A directory made here holds nothing: nothing in it is looked for (a new partition
         # of a broker making thousands costs its directory and its log file).
-        fresh = not directory.exists()
         reread_from: int | None
         snapshots: list[int]
+        if new:
+            # No lookup first: every lookup in the log dir waits for the mkdirs of the other
+            # threads making logs there.
+            try:
+                directory.mkdir(parents=True)
+                fresh = True
+            except FileExistsError:
+                fresh = False
+        else:
+            fresh = not directory.exists()
+            if fresh:
+                directory.mkdir(parents=True)
         if fresh:
-            directory.mkdir(parents=True)
             self._parent_unsynced = True
             reread_from, snapshots = None, []
         else:
