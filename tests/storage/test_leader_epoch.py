@@ -23,6 +23,7 @@ from odradek.storage import (
     PartitionLog,
     UnexpectedAppendOffset,
 )
+from odradek.storage.flusher import LogFlusher
 from odradek.storage.leader_epoch import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
@@ -30,7 +31,15 @@ from odradek.storage.leader_epoch import (
     LeaderEpochCache,
 )
 
-from .conftest import BATCH_SIZE, FLUSHER_WAIT_S, append, make_batch, read_all
+from .conftest import (
+    BATCH_SIZE,
+    FLUSHER_WAIT_S,
+    append,
+    held,
+    make_batch,
+    open_manager,
+    read_all,
+)
 
 Opener = Callable[..., PartitionLog]
 UNDEFINED = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
@@ -155,15 +164,29 @@ def test_epoch_for_offset(tmp_path: Path) -> None:
 # -- assign and truncate -------------------------------------------------------------------------
 
 
-def test_assign_records_new_epochs_and_writes_them(tmp_path: Path) -> None:
+def test_assign_records_new_epochs_and_the_next_flush_writes_them(tmp_path: Path) -> None:
     cache = cache_of(tmp_path)
     assert cache.assign(0, 0)
+    assert not cache.path.exists()  # kept in memory: no write on the appending thread
+    assert cache.dirty
+    assert cache.write_if_dirty(sync=False)
     assert cache.path.read_bytes() == b"0\n1\n0 0\n"
     assert not cache.assign(0, 5)  # the same epoch, later: every append of an epoch
+    assert not cache.dirty
     assert cache.assign(2, 7)
     assert cache.entries == entries((0, 0), (2, 7))
+    assert cache.path.read_bytes() == b"0\n1\n0 0\n"  # a prefix of the entries
+    cache.write_if_dirty()
     assert cache.path.read_bytes() == b"0\n2\n0 0\n2 7\n"
     assert cache.latest_epoch == 2
+
+
+def test_an_entry_that_overrules_others_is_written_at_once(tmp_path: Path) -> None:
+    cache = cache_of(tmp_path, (1, 0), (3, 10), (5, 20))
+    cache.write()
+    assert cache.assign(2, 5)  # a follower taking an older leader's history
+    assert cache.path.read_bytes() == b"0\n2\n1 0\n2 5\n"
+    assert not cache.dirty
 
 
 def test_assign_overrules_entries_it_contradicts(tmp_path: Path) -> None:
@@ -217,6 +240,8 @@ def test_appends_record_each_new_epoch_in_the_partition_directory(
     assert not epoch_file(tmp_path).exists()  # an empty new log writes nothing
     append_in_epochs(log, 0, 0, 2, 2, 2, 5)
     assert log.leader_epochs == entries((0, 0), (2, 2), (5, 5))
+    assert not epoch_file(tmp_path).exists()  # written by the flush, not by the appends
+    log.flush()
     assert epoch_file(tmp_path).read_bytes() == b"0\n3\n0 0\n2 2\n5 5\n"
     assert log.end_offset_for_epoch(2) == (2, 5)
     assert log.end_offset_for_epoch(5) == (5, 6)
@@ -252,6 +277,7 @@ def test_a_torn_tail_takes_the_epochs_it_started_with_it(open_log: Opener, tmp_p
     assert log.leader_epochs == entries((1, 0), (2, 4))
     assert log.end_offset_for_epoch(2) == (2, 5)
     append_in_epochs(log, 4)
+    log.flush()
     assert epoch_file(tmp_path).read_bytes() == b"0\n3\n1 0\n2 4\n4 5\n"
 
 
@@ -320,6 +346,7 @@ def test_retention_moves_the_first_epoch_start(open_log: Opener, tmp_path: Path)
     config = LogConfig(segment_bytes=2 * BATCH_SIZE, retention_bytes=2 * BATCH_SIZE)
     log = open_log(config)
     append_in_epochs(log, 1, 1, 1, 2, 2, 3, 3)  # segments 0, 2, 4, 6
+    log.flush()
     assert log.apply_retention() == 2
     assert log.log_start_offset == 4
     assert log.leader_epochs == entries((2, 4), (3, 5))
@@ -487,3 +514,104 @@ def test_epochs_survive_a_killed_broker(tmp_path: Path, clock: ManualClock) -> N
     assert reopened.end_offset_for_epoch(1) == (1, 5)
     manager.close()
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_bytes() == b"0\n2\n1 3\n3 5\n"
+
+
+# -- when the file is written ---------------------------------------------------------------------
+
+
+def test_a_new_epoch_lost_by_a_kill_after_a_flush_is_recovered(
+    open_log: Opener, tmp_path: Path
+) -> None:
+    log = open_log(CONFIG)
+    append_in_epochs(log, 1, 1)
+    log.flush()
+    log.assign_epoch_start_offset(3, log.log_end_offset)  # a new leader, in memory only
+    append_in_epochs(log, 3, 3)
+    assert epoch_file(tmp_path).read_bytes() == b"0\n1\n1 0\n"
+    recovery_point = log.recovery_point
+    kill(log)
+    log = open_log(CONFIG, needs_recovery=True, recovery_point=recovery_point)
+    assert log.leader_epochs == entries((1, 0), (3, 2))
+    assert log.end_offset_for_epoch(1) == (1, 2)
+
+
+def test_a_new_leaders_entry_lost_by_a_kill_is_assigned_again(
+    open_log: Opener,
+) -> None:
+    log = open_log(CONFIG)
+    append_in_epochs(log, 1, 1)
+    log.flush()
+    log.assign_epoch_start_offset(3, 2)
+    before = log.end_offset_for_epoch(1), log.end_offset_for_epoch(2)
+    kill(log)
+    log = open_log(CONFIG, needs_recovery=True, recovery_point=2)
+    assert log.leader_epochs == entries((1, 0))
+    # A leader assigns its epoch as it starts, before it answers OffsetForLeaderEpoch.
+    log.assign_epoch_start_offset(3, log.log_end_offset)
+    assert (log.end_offset_for_epoch(1), log.end_offset_for_epoch(2)) == before
+
+
+def test_a_background_flush_writes_new_epochs_before_the_recovery_point_moves(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    flusher = LogFlusher()
+    log = PartitionLog.open(tmp_path / "topic-0", CONFIG, clock, flusher=flusher)
+    append_in_epochs(log, 2, 2, 5)
+    assert not epoch_file(tmp_path).exists()
+    with held(flusher):
+        assert log.flush_in_background()
+        # Written as the flush is handed out, before the flusher can fsync it.
+        assert epoch_file(tmp_path).read_bytes() == b"0\n2\n2 0\n5 2\n"
+        assert log.recovery_point == 0
+    assert flusher.wait_idle(FLUSHER_WAIT_S)
+    assert log.recovery_point == 3
+    log.close()
+
+
+def test_an_empty_leaders_log_writes_nothing_as_it_starts_again(
+    open_log: Opener, tmp_path: Path
+) -> None:
+    log = open_log(CONFIG)
+    log.assign_epoch_start_offset(0, 0)  # a new partition's first leader
+    assert not epoch_file(tmp_path).exists()
+    log.flush()
+    log.close()
+    written = epoch_file(tmp_path).stat()
+    log = open_log(CONFIG)
+    assert log.leader_epochs == entries((0, 0))  # kept at the log end, not dropped
+    log.assign_epoch_start_offset(0, log.log_end_offset)  # make_leader as the broker starts
+    log.flush()
+    log.close()
+    again = epoch_file(tmp_path).stat()
+    assert (again.st_ino, again.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
+
+
+def test_a_log_closed_without_a_flush_keeps_its_epochs(open_log: Opener) -> None:
+    log = open_log(CONFIG)
+    append_in_epochs(log, 4)
+    log.close()
+    log = open_log(CONFIG)
+    assert log.leader_epochs == entries((4, 0))
+
+
+def test_new_logs_write_no_epoch_file_until_the_manager_stops(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    manager = open_manager(tmp_path, clock, CONFIG)
+    made = manager.prepare("t", [0, 1], CONFIG, leader_epoch=0)
+    for partition_log in made:
+        manager.add(partition_log)
+        assert partition_log.leader_epochs == entries((0, 0))
+    assert not (tmp_path / "t-0" / "leader-epoch-checkpoint").exists()
+    append_in_epochs(made[0], 0)
+    # kill -9: the next open recovers the logs without the file.
+    crashed = LogManager([tmp_path], clock)
+    crashed.open(lambda topic: CONFIG)
+    recovered = crashed.get("t", 0)
+    assert recovered is not None and recovered.leader_epochs == entries((0, 0))
+    empty = crashed.get("t", 1)
+    assert empty is not None and empty.leader_epochs == ()  # its leader assigns it again
+    crashed.close()
+    for partition_log in made:
+        kill(partition_log)
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_bytes() == b"0\n1\n0 0\n"

@@ -11,6 +11,7 @@ import pytest
 
 from odradek.clock import ManualClock
 from odradek.storage import LogConfig, LogManager, fileio
+from odradek.storage import log as log_module
 from odradek.storage.formats import CLEAN_SHUTDOWN_MARKER, RECOVERY_POINT_CHECKPOINT
 
 from .conftest import BATCH_SIZE, append, make_batch, read_all
@@ -164,8 +165,9 @@ def test_the_manager_hands_out_the_retired_segments_of_every_log_that_has_them(
 
 
 def test_a_clean_stop_rewrites_nothing_of_a_log_unchanged_since_it_opened(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(log_module, "SNAPSHOTLESS_LOG_BYTES", -1)  # every log gets snapshots
     manager = opened([tmp_path], clock)
     idle, busy = (manager.create("t", p, CONFIG) for p in range(2))
     append(idle, make_batch())
@@ -194,3 +196,43 @@ def test_a_clean_stop_rewrites_nothing_of_a_log_unchanged_since_it_opened(
     manager = opened([tmp_path], clock)
     manager.close()
     assert snapshots[0].stat().st_ino != first[0]
+
+
+def test_small_logs_without_producers_stop_and_start_with_few_files(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A clean stop of a small log no producer wrote to makes no snapshot, no empty index file
+    and writes its epochs once; opening it again writes nothing, and every record is there,
+    after a clean stop and after a kill."""
+    manager = opened([tmp_path], clock)
+    made = manager.prepare("t", [0, 1], CONFIG, leader_epoch=0)
+    for partition_log in made:
+        manager.add(partition_log)
+    append(made[0], make_batch())
+    manager.close()
+    assert sorted(p.name for p in (tmp_path / "t-0").iterdir()) == [
+        f"{0:020d}.log",
+        "leader-epoch-checkpoint",
+    ]
+    assert sorted(p.name for p in (tmp_path / "t-1").iterdir()) == [
+        f"{0:020d}.log",
+        "leader-epoch-checkpoint",
+    ]
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.glob("t-*/*")}
+    manager = opened([tmp_path], clock)
+    for partition_log in manager.all_logs():
+        partition_log.assign_epoch_start_offset(0, partition_log.log_end_offset)  # make_leader
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.glob("t-*/*")} == before
+    first = manager.get("t", 0)
+    assert first is not None
+    assert [h.base_offset for h in read_all(first)] == [0]
+    assert first.producers.is_empty
+    append(first, make_batch())
+    manager.checkpoint()
+    # kill -9: reopened without a clean stop, the logs recover from their recovery points.
+    manager = opened([tmp_path], clock)
+    first = manager.get("t", 0)
+    assert first is not None
+    assert [h.base_offset for h in read_all(first)] == [0, 1]
+    assert first.leader_epochs[0].epoch == 0
+    manager.close()

@@ -166,7 +166,7 @@ def test_a_zero_length_log_file_alone(open_log: Opener, tmp_path: Path) -> None:
     log = open_log(CONFIG, needs_recovery=True)
     assert (log.log_start_offset, log.log_end_offset) == (42, 42)
     log.flush()
-    assert segment_file(tmp_path, 42, ".index").exists()
+    assert not segment_file(tmp_path, 42, ".index").exists()  # no entries, no file
     assert append(log, make_batch()).first_offset == 42
 
 
@@ -188,3 +188,95 @@ def test_a_log_start_past_what_survived_starts_the_log_afresh(
     log = open_log(CONFIG, needs_recovery=True, log_start_offset=9)
     assert (log.log_start_offset, log.log_end_offset, log.segment_count()) == (9, 9, 1)
     assert append(log, make_batch()).first_offset == 9
+
+
+def test_an_index_without_entries_has_no_file(
+    open_log: Opener, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = LogConfig(index_interval_bytes=4 * BATCH_SIZE)
+    log = open_log(config)
+    for i in range(3):  # below the index interval: no entry
+        append(log, make_batch(timestamp=1000 + i))
+    log.flush()
+    log.close()
+    assert not segment_file(tmp_path, 0, ".index").exists()
+    assert not segment_file(tmp_path, 0, ".timeindex").exists()
+    log = open_log(config)  # clean: the missing files read as empty, nothing rebuilt
+    assert "rebuilding" not in caplog.text
+    assert log.log_end_offset == 3
+    assert log.max_timestamp_offset() == (2, 1002)
+    log.close()
+    # kill -9 style: reopened without a clean stop, recovery rebuilds the same (no files)
+    log = open_log(config, needs_recovery=True, recovery_point=0)
+    assert [h.base_offset for h in read_all(log)] == [0, 1, 2]
+    log.flush()
+    assert not segment_file(tmp_path, 0, ".index").exists()
+
+
+def test_a_missing_time_index_beside_offset_entries_is_rebuilt(
+    open_log: Opener, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    filled_log(open_log, 10)
+    timeindex = segment_file(tmp_path, 0, ".timeindex")
+    expected = timeindex.read_bytes()
+    timeindex.unlink()
+    log = open_log(CONFIG)
+    assert "time index file is missing" in caplog.text
+    assert timeindex.read_bytes() == expected
+    assert log.max_timestamp_offset() == (9, 1009)
+
+
+def test_opening_looks_only_for_the_index_files_the_directory_lists(
+    open_log: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log(LogConfig(index_interval_bytes=4 * BATCH_SIZE))
+    append(log, make_batch(timestamp=1000))
+    log.flush()
+    log.close()
+    opened: list[str] = []
+    real_open = os.open
+
+    def recording_open(path: str | os.PathLike[str], *args: int, **kwargs: int) -> int:
+        opened.append(os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    log = open_log(LogConfig(index_interval_bytes=4 * BATCH_SIZE))
+    assert not [p for p in opened if p.endswith(("index", ".timeindex", ".txnindex"))]
+    assert log.max_timestamp_offset() == (0, 1000)
+    assert log.aborted_transactions(0, 1) == []
+
+
+def test_a_new_log_makes_its_directory_and_log_file_and_reads_nothing(
+    open_log: Opener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []
+    listed: list[str] = []
+    real_open, real_listdir = os.open, os.listdir
+
+    def recording_open(path: str | os.PathLike[str], *args: int, **kwargs: int) -> int:
+        opened.append(os.path.basename(os.fspath(path)))
+        return real_open(path, *args, **kwargs)
+
+    def recording_listdir(path: str | os.PathLike[str]) -> list[str]:
+        listed.append(os.fspath(path))
+        return real_listdir(path)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    monkeypatch.setattr(os, "listdir", recording_listdir)
+    log = open_log(CONFIG)
+    assert opened == [f"{0:020d}.log"]
+    assert listed == []
+    monkeypatch.undo()
+    append(log, make_batch(timestamp=1000))
+    log.close(flush=True)
+    log = open_log(CONFIG)
+    assert [h.base_offset for h in read_all(log)] == [0]
+
+
+def test_a_log_expected_new_but_there_is_opened_as_it_is(open_log: Opener) -> None:
+    log = open_log(CONFIG)
+    append(log, make_batch(timestamp=1000))
+    log.close(flush=True)
+    log = open_log(CONFIG, new=True)
+    assert [h.base_offset for h in read_all(log)] == [0]

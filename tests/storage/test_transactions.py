@@ -284,3 +284,21 @@ def test_a_follower_keeps_producer_state(open_log: Callable[..., PartitionLog]) 
     follower.append_as_follower(raw, list(iter_headers(raw)))
     assert follower.aborted_transactions(0, 2) == [(7, 0)]
     follower.close()
+
+
+def test_a_small_log_without_producers_gets_no_snapshot_and_reopens_the_same(
+    open_log: Callable[..., PartitionLog], tmp_path: Path
+) -> None:
+    log = open_log()
+    append(log, encode_batch([(None, b"v", (), NOW)], now_ms=NOW))  # no producer id
+    log.close(flush=True)
+    directory = tmp_path / "topic-0"
+    assert snapshot_offsets(directory) == []
+    reopened = open_log()
+    assert reopened.producers.is_empty
+    append(reopened, idempotent_batch(5, 0))
+    reopened.close(flush=True)
+    assert snapshot_offsets(directory) == [2]  # a producer: the snapshot is written
+    again = open_log()
+    assert [v.producer_id for v in again.producers.producers()] == [5]
+    again.close(flush=True)

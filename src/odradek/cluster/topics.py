@@ -286,8 +286,9 @@ class TopicManager:
 
     async def _open_new_partitions(self, topic: TopicMetadata, indexes: Iterable[int]) -> None:
         """Open the partitions of a topic just created or grown, their logs made on threads in
-        batches (the directories, segment files and, on a single broker, the leader-epoch
-        checkpoint of epoch 0), each batch hosted on the loop as it is ready."""
+        batches (the directories and segment files; on a single broker, epoch 0 is assigned
+        there too, and written by each log's first flush), each batch hosted on the loop as it
+        is ready."""
         node = self.config.node_id
         name = topic.name
         wanted = [
@@ -305,8 +306,8 @@ class TopicManager:
         try:
             for first in range(0, len(wanted), _CREATE_BATCH):
                 batch = wanted[first : first + _CREATE_BATCH]
-                # What make_leader(0) writes first (a single broker), written there too: on
-                # the loop, make_leader then finds it done.
+                # What make_leader(0) assigns first (a single broker), assigned there too:
+                # on the loop, make_leader then finds it done.
                 epoch = 0 if self.leads_alone else None
                 made = await asyncio.to_thread(
                     self.logs.prepare, name, batch, config, leader_epoch=epoch

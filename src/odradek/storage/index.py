@@ -21,7 +21,10 @@ class _IndexFile:
     written) a longer, stale version of it, until the next write.  Both are safe: a prefix only
     makes :meth:`LogSegment.load` scan more batch headers after the last entry, and a segment
     whose index file may be stale is never trusted after a crash (it lies past the recovery
-    point, which only a flush moves, and a flush writes the index first).
+    point, which only a flush moves, and a flush writes the index first).  An index without
+    entries has no file: none is created for it (a broker with many small partitions would
+    otherwise make two empty files per partition), and a missing file reads as the empty
+    prefix.
     """
 
     entry: struct.Struct
@@ -46,7 +49,10 @@ class _IndexFile:
     def _pack_from(self, start: int) -> bytes:
         raise NotImplementedError
 
-    def _load(self) -> list[tuple[int, int]]:
+    def _load(self, exists: bool) -> list[tuple[int, int]]:
+        if not exists:  # the caller listed the directory: no system call to learn it again
+            self._missing = True
+            return []
         try:
             data = read_file(self.path)
         except FileNotFoundError:
@@ -70,12 +76,19 @@ class _IndexFile:
     @property
     def pending(self) -> bool:
         """Whether the file lags behind the index in memory."""
-        return not self._deleted and (self._written != len(self) or self._stale or not self._exists)
+        return not self._deleted and (
+            self._written != len(self) or self._stale or (not self._exists and len(self) > 0)
+        )
+
+    @property
+    def missing(self) -> bool:
+        """Whether opening found no file (read as empty)."""
+        return self._missing
 
     def write_pending(self, *, sync: bool = False) -> None:
         """Bring the file up to the index in memory (creating it if missing), with one open,
         one write and one close; ``sync`` fsyncs it too."""
-        if self._deleted or not (self.pending or sync):
+        if self._deleted or not (self.pending or (sync and self._exists)):
             return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -127,9 +140,12 @@ class OffsetIndex(_IndexFile):
         self._positions = array("i")
 
     @classmethod
-    def open(cls, path: Path, base_offset: int, max_bytes: int) -> OffsetIndex:
+    def open(
+        cls, path: Path, base_offset: int, max_bytes: int, *, exists: bool = True
+    ) -> OffsetIndex:
+        """The index in ``path``; ``exists=False``: the caller knows there is no file."""
         index = cls(path, base_offset, max_bytes)
-        for relative_offset, position in index._load():
+        for relative_offset, position in index._load(exists):
             index._offsets.append(relative_offset)
             index._positions.append(position)
         return index
@@ -157,8 +173,6 @@ class OffsetIndex(_IndexFile):
 
     def problem(self, log_size: int) -> str | None:
         """Why this index cannot be trusted for a log file of ``log_size`` bytes, if it cannot."""
-        if self._missing:
-            return "index file is missing"
         if self._torn:
             return "index file size is not a multiple of the entry size"
         previous_offset = previous_position = -1
@@ -214,9 +228,12 @@ class TimeIndex(_IndexFile):
         self._offsets = array("i")
 
     @classmethod
-    def open(cls, path: Path, base_offset: int, max_bytes: int) -> TimeIndex:
+    def open(
+        cls, path: Path, base_offset: int, max_bytes: int, *, exists: bool = True
+    ) -> TimeIndex:
+        """The index in ``path``; ``exists=False``: the caller knows there is no file."""
         index = cls(path, base_offset, max_bytes)
-        for timestamp, relative_offset in index._load():
+        for timestamp, relative_offset in index._load(exists):
             index._timestamps.append(timestamp)
             index._offsets.append(relative_offset)
         return index
@@ -243,8 +260,6 @@ class TimeIndex(_IndexFile):
 
     def problem(self, next_offset: int) -> str | None:
         """Why this index cannot be trusted for a segment ending before ``next_offset``."""
-        if self._missing:
-            return "time index file is missing"
         if self._torn:
             return "time index file size is not a multiple of the entry size"
         previous_timestamp = previous_offset = -1

@@ -8,16 +8,24 @@ Format: ``leader-epoch-checkpoint`` in the partition directory, Kafka's text for
 :mod:`odradek.storage.formats`).
 
 Crash: the file is replaced whole by :func:`~odradek.storage.fileio.write_file_atomically`, so
-it is the old or the new list.  A new entry is written before the batches starting its epoch are
-appended, so the file never lacks an epoch the log holds; it is fsynced by the log's next flush
-(``unsynced``), before the recovery point moves over those batches, not on the appending thread
-(as Kafka since KAFKA-15046): after a power loss the file may miss an entry only for batches
-recovery rereads, which records their epochs again.  Truncations are not
-always written at once (see :meth:`LeaderEpochCache.truncate_from_start`): the file may keep
-entries past the log's end or before its start, and the log removes those when it opens, by
-truncating the cache to the offsets it recovered.  A file that cannot be parsed (torn by
-something that is not our rename, or damaged) reads as None, and the log rebuilds the cache from
-its batch headers.
+it is the old or the new list.  The file is always the memory's list, or (after a new latest
+entry not yet written) a prefix of it: a new latest entry is kept in memory and written by the
+log's next flush, or its close, before the recovery point moves over any batch of its epoch;
+never on the appending thread (Kafka, since KAFKA-15046, writes it at once but fsyncs it later:
+here neither happens on the event loop).  After a crash, whether the process was killed or the
+machine lost power, the file may then lack only entries newer than all it holds, whose batches
+all lie past the recovery point: recovery rereads those batches, and records each epoch above
+the file's latest at its first batch (Kafka's rule when it recovers a segment).  A new leader's
+entry at the log end with no batch of its epoch yet may be lost so: the partition's leader
+assigns it again as it starts (its epoch, or a later one), before it answers
+OffsetForLeaderEpoch, and a follower's entries are replaced by its leader's history.  An
+entry that overrules others (a follower's log taking an older leader's history) and
+truncations at the end are written at once: there the file would otherwise keep an entry that
+recovery's reread cannot correct.  Truncations at the
+start are not (see :meth:`LeaderEpochCache.truncate_from_start`): the file may keep entries
+before the log's start, and the log removes those when it opens, by truncating the cache to the
+offsets it recovered.  A file that cannot be parsed (torn by something that is not our rename,
+or damaged) reads as None, and the log rebuilds the cache from its batch headers.
 
 Caller: :class:`~odradek.storage.log.PartitionLog`, on the event-loop thread.
 """
@@ -90,6 +98,11 @@ class LeaderEpochCache:
         return EpochEntry(self._epochs[-1], self._starts[-1]) if self._epochs else None
 
     @property
+    def dirty(self) -> bool:
+        """Whether the file lags behind the entries in memory (see :meth:`write_if_dirty`)."""
+        return self._dirty
+
+    @property
     def latest_epoch(self) -> int | None:
         return self._epochs[-1] if self._epochs else None
 
@@ -127,33 +140,37 @@ class LeaderEpochCache:
     # -- changing --------------------------------------------------------------------------------
 
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` starts at ``start_offset``, written to the file at once (fsynced
-        by the log's next flush); returns
-        whether anything changed.
+        """Record that ``epoch`` starts at ``start_offset``; returns whether anything changed.
 
         As in Kafka 3.x, the latest epoch seen again at or after its start changes nothing (the
         common case: every append); anything else is a new latest entry, and entries it
         contradicts (an epoch not below it, or a start offset not below its own) are dropped
-        first, so the entries keep growing strictly.
+        first, so the entries keep growing strictly.  A new latest entry is written by the next
+        :meth:`write_if_dirty` (the log's flush or close); one that dropped entries is written
+        at once (see the module doc).
         """
-        if self._assign(epoch, start_offset):
-            self.write(sync=False)
-            return True
-        return False
+        return self.assign_all((EpochEntry(epoch, start_offset),))
 
-    def assign_all(self, entries: Iterable[EpochEntry]) -> None:
-        """:meth:`assign` each entry in turn, writing the file once at the end if needed."""
-        changed = False
+    def assign_all(self, entries: Iterable[EpochEntry]) -> bool:
+        """:meth:`assign` each entry in turn, writing the file once at the end if an entry
+        dropped others; returns whether anything changed."""
+        changed = overruled = False
         for entry in entries:
-            changed = self._assign(entry.epoch, entry.start_offset) or changed
-        if changed:
+            result = self._assign(entry.epoch, entry.start_offset)
+            changed = changed or result is not None
+            overruled = overruled or bool(result)
+        if overruled:
             self.write(sync=False)
+        elif changed:
+            self._dirty = True
+        return changed
 
-    def _assign(self, epoch: int, start_offset: int) -> bool:
+    def _assign(self, epoch: int, start_offset: int) -> bool | None:
+        """None if nothing changed, else whether entries were dropped."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
         if self._epochs and self._epochs[-1] == epoch and start_offset >= self._starts[-1]:
-            return False
+            return None
         removed: list[EpochEntry] = []
         while self._epochs and (self._epochs[-1] >= epoch or self._starts[-1] >= start_offset):
             removed.append(EpochEntry(self._epochs.pop(), self._starts.pop()))
@@ -169,7 +186,7 @@ class LeaderEpochCache:
             )
         self._epochs.append(epoch)
         self._starts.append(start_offset)
-        return True
+        return bool(removed)
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop the entries starting at or after ``end_offset`` (the log was truncated there),

@@ -59,6 +59,9 @@ log = logging.getLogger(__name__)
 # PartitionLog._slice).  Not above the server's SENDFILE_MIN_BYTES, which sends only slices at
 # least that large from the fd.
 COPIED_READ_BYTES = 64 * 1024
+# A log of one segment no bigger than this, with no producer and no snapshot, gets no snapshot at
+# a clean stop: replaying its batch headers at the next open costs less than making the file.
+SNAPSHOTLESS_LOG_BYTES = 1 << 20
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -319,6 +322,8 @@ class PartitionLog:
         # (opened clean from a snapshot at the log end, nothing changed since): a clean stop
         # need not write it again (Kafka's rule: a snapshot only for offsets past the last).
         self._snapshot_at: int | None = None
+        # Whether the directory may hold producer state snapshots (found at open, or written).
+        self._has_snapshots = False
         self.open_files = OpenFiles.unbounded()
         # Kafka's needsFlushParentDir: a new log's directory entry is made durable by the log's
         # first flush (or the manager's next checkpoint), not one fsync per partition created.
@@ -340,8 +345,10 @@ class PartitionLog:
         flusher: LogFlusher | None = None,
         open_files: OpenFiles | None = None,
         failures: LogDirFailureChannel | None = None,
+        new: bool = False,
     ) -> PartitionLog:
         """Open (creating if missing) the log in ``directory``, recovering it if told to.
+        ``new``: the caller expects the directory not to exist (a partition being created).
 
         With a ``flusher``, rolled segments are fsynced in its thread (see the class doc);
         without one, only :meth:`flush` fsyncs.  ``open_files`` bounds the segment files open
@@ -353,10 +360,27 @@ class PartitionLog:
         self._failures = failures
         if open_files is not None:
             self.open_files = open_files
-        if not directory.exists():
-            directory.mkdir(parents=True)
+        # A directory made here holds nothing: nothing in it is looked for (a new partition
+        # of a broker making thousands costs its directory and its log file).
+        reread_from: int | None
+        snapshots: list[int]
+        if new:
+            # No lookup first: every lookup in the log dir waits for the mkdirs of the other
+            # threads making logs there.
+            try:
+                directory.mkdir(parents=True)
+                fresh = True
+            except FileExistsError:
+                fresh = False
+        else:
+            fresh = not directory.exists()
+            if fresh:
+                directory.mkdir(parents=True)
+        if fresh:
             self._parent_unsynced = True
-        reread_from, snapshots = self._load_segments(recovery_point, needs_recovery)
+            reread_from, snapshots = None, []
+        else:
+            reread_from, snapshots = self._load_segments(recovery_point, needs_recovery)
         if not self._segments:
             self._add_segment(
                 LogSegment.create(
@@ -365,9 +389,11 @@ class PartitionLog:
                     config.segment_index_bytes,
                     clock.time_ms(),
                     files=self.open_files,
+                    names=() if fresh else None,
                 )
             )
-        self._load_epochs(reread_from)
+        if not fresh:
+            self._load_epochs(reread_from)
         self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         if self._log_start_offset > self.log_end_offset:
             # The checkpointed start is past what survived (a lost unflushed tail): Kafka then
@@ -422,6 +448,7 @@ class PartitionLog:
         log_end = self.log_end_offset
         limit = log_end if at_most is None else min(at_most, log_end)
         offsets = snapshot_offsets(self.directory) if snapshots is None else snapshots
+        self._has_snapshots = self._has_snapshots or bool(offsets)
         self.producers.delete_snapshots(above=log_end, offsets=offsets)
         loaded = self.producers.load_latest_snapshot(
             limit, offsets=[o for o in offsets if o <= log_end]
@@ -478,13 +505,19 @@ class PartitionLog:
             existed = path.exists()
             self._epochs = LeaderEpochCache(path)
             self._record_epochs_from(self._segments[0].base_offset)
-            if existed and self._epochs.latest_epoch is None:
+            if self._epochs.dirty:
+                # At once, off the event loop: the next open would otherwise rescan the log.
+                self._epochs.write(sync=False)
+            elif existed:
                 self._epochs.write()  # replaces the unreadable file, which would cost a rescan
         else:
             self._epochs = loaded
             if reread_from is not None:
                 self._record_epochs_from(reread_from)
-        self._epochs.truncate_from_end(self.log_end_offset)
+        # An entry at the log end itself (a leader elected there, nothing appended in its
+        # epoch yet: every empty log of a partition ever led) describes no batch that could be
+        # gone, and is kept: the leader assigns it again as it starts, and would write it again.
+        self._epochs.truncate_from_end(self.log_end_offset + 1)
 
     def _record_epochs_from(self, base_offset: int) -> None:
         """Assign, from the headers of the segments from ``base_offset`` on, each epoch above
@@ -528,9 +561,16 @@ class PartitionLog:
                     log.warning("removing %s, an index without its log file", path)
                     path.unlink()
         config, now = self.config, self._clock.time_ms()
+        # Index files not in the listing are not looked for (three failed opens per segment).
+        present = set(names)
         segments = [
             LogSegment.open(
-                self.directory, base, config.segment_index_bytes, now, files=self.open_files
+                self.directory,
+                base,
+                config.segment_index_bytes,
+                now,
+                files=self.open_files,
+                names=present,
             )
             for base in sorted(logs)
         ]
@@ -636,8 +676,10 @@ class PartitionLog:
     def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` before any batch of it is written:
         a new leader does so at its log end, so that followers holding batches of an older
-        epoch past that offset learn where to truncate (Kafka's makeLeader).  A log whose dir is
-        offline writes nothing."""
+        epoch past that offset learn where to truncate (Kafka's makeLeader).  Kept in memory,
+        and written by the log's next flush or close: no file is written on the caller's
+        thread (see :mod:`odradek.storage.leader_epoch`).  A log whose dir is offline records
+        nothing."""
         if self.offline:
             return
         self._epochs.assign(epoch, start_offset)
@@ -840,6 +882,7 @@ class PartitionLog:
         # gap in replicated offsets, the same as at the old log end).  Not fsynced here: see
         # odradek.storage.producer_state.
         self.producers.write_snapshot(base_offset, sync=False)
+        self._has_snapshots = True
         self._prune_snapshots()
         # Kafka's flush on roll (UnifiedLog.roll schedules flushUptoOffsetExclusive): the
         # segments now sealed will not change, so fsync them in the background and let the
@@ -1268,11 +1311,22 @@ class PartitionLog:
         or need not be: a durable one describes the state as it is."""
         if self._snapshot_at == self.log_end_offset:
             return False
+        if (
+            not self._has_snapshots
+            and self.producers.is_empty
+            and len(self._segments) == 1
+            and self._segments[0].size <= SNAPSHOTLESS_LOG_BYTES
+        ):
+            # Opening it replays the whole log (one small segment) for less than the file
+            # costs to make, a file per partition at every stop of a broker with many; and
+            # with no snapshot at all, the state is rebuilt from every batch it holds.
+            return False
         try:
             self.producers.write_snapshot(self.log_end_offset, sync=sync, sync_directory=False)
         except OSError:
             log.exception("%s: cannot write the producer state snapshot", self.directory)
             return False
+        self._has_snapshots = True
         return True
 
     def flush_in_background(self) -> bool:
@@ -1297,10 +1351,10 @@ class PartitionLog:
             if segment.dirty and segment.base_offset < upto
         )
         directory_changes = self._directory_changes
-        epochs = self._epochs.unsynced
         if (
             not segments
-            and not epochs
+            and not self._epochs.dirty
+            and not self._epochs.unsynced
             and directory_changes == self._directory_synced
             and not self._parent_unsynced
             and upto <= self._recovery_point
@@ -1308,6 +1362,8 @@ class PartitionLog:
             return False
         files: list[Path | SegmentFile] = []
         try:
+            # Before the recovery point can move over batches of the epochs it lacks.
+            self._epochs.write_if_dirty(sync=False)
             for segment, _ in segments:
                 # Opened by the flusher when the job's turn comes, not now: a burst of rolls
                 # over many partitions must not hold descriptors while it waits.
@@ -1322,6 +1378,7 @@ class PartitionLog:
             # dirty, and the next flush (background or not) covers them.
             log.exception("%s: cannot hand a flush to the flusher", self.directory)
             return False
+        epochs = self._epochs.unsynced
         if epochs:
             files.append(self._epochs.path)
         if epochs or directory_changes != self._directory_synced:
@@ -1398,7 +1455,11 @@ class PartitionLog:
         if not flush and self._segments and self.directory.exists():
             # Kafka's snapshot on close: the next open replays nothing.
             try:
+                # The epochs kept in memory too: a log closed and opened again (not the
+                # manager's clean stop, which flushes) knows them without a reread.
+                self._epochs.write_if_dirty(sync=False)
                 self.producers.write_snapshot(self.log_end_offset, sync=True)
+                self._has_snapshots = True
             except OSError:
                 log.exception("%s: cannot write the producer state snapshot", self.directory)
         if self._segments:

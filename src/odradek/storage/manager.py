@@ -355,6 +355,7 @@ class LogManager:
                     flusher=self.flusher,
                     open_files=self.open_files,
                     failures=self.failures,
+                    new=True,
                 )
                 if leader_epoch is not None:
                     partition_log.assign_epoch_start_offset(leader_epoch, 0)

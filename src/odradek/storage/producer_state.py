@@ -138,6 +138,11 @@ class ProducerStateManager:
         # marker offset → the transaction it ended, until the high watermark passes the marker
         self._unreplicated: dict[int, CompletedTxn] = {}
 
+    @property
+    def is_empty(self) -> bool:
+        """No producer known, so no transaction ongoing."""
+        return not self._producers and not self._ongoing
+
     def reset(self) -> None:
         self._producers.clear()
         self._ongoing.clear()

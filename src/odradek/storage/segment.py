@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from pathlib import Path
 
 from odradek.protocol.record_batch import (
@@ -52,8 +52,9 @@ class AppendedBatch:
 
 
 class LogSegment:
-    """A contiguous run of offsets of one partition: ``<base>.log``, ``.index``, ``.timeindex``,
-    and ``.txnindex`` once it holds an ABORT marker.
+    """A contiguous run of offsets of one partition: ``<base>.log``, ``.index`` and
+    ``.timeindex`` once they have entries (a missing one reads as empty, see
+    :mod:`odradek.storage.index`), and ``.txnindex`` once it holds an ABORT marker.
 
     Format: see :mod:`odradek.storage.formats`.  The log file is written only at its end, with
     ``os.pwrite`` on a raw fd, and read with ``os.pread``.  Its fd comes from the broker's
@@ -90,22 +91,30 @@ class LogSegment:
         file: SegmentFile,
         size: int,
         suffix: str = "",
+        names: Container[str] | None = None,
     ) -> None:
+        """``names``: the directory's file names, if the caller listed it (files not among
+        them are not looked for)."""
         self.base_offset = base_offset
         self.directory = directory
         self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
+        index_name = segment_file_name(base_offset, INDEX_SUFFIX) + suffix
         self.offset_index = OffsetIndex.open(
-            directory / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix),
+            directory / index_name,
             base_offset,
             index_max_bytes,
+            exists=names is None or index_name in names,
         )
+        time_index_name = segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix
         self.time_index = TimeIndex.open(
-            directory / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
+            directory / time_index_name,
             base_offset,
             index_max_bytes,
+            exists=names is None or time_index_name in names,
         )
+        txn_index_name = segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix
         self.txn_index = TransactionIndex(
-            directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix)
+            directory / txn_index_name, exists=names is None or txn_index_name in names
         )
         self._file = file
         self.size = size
@@ -119,6 +128,8 @@ class LogSegment:
         self.active = True
         self._bytes_since_index_entry = 0
         self._first_batch_timestamp: int | None = None
+        # Where the last batch _scan_tail read starts.
+        self._last_position = 0
 
     @classmethod
     def create(
@@ -130,14 +141,17 @@ class LogSegment:
         suffix: str = "",
         *,
         files: OpenFiles | None = None,
+        names: Container[str] | None = None,
     ) -> LogSegment:
         """A new, empty segment; stale files of the same name (which can hold no offsets the log
         still has, since segments are created only at the log end) are emptied.  A ``suffix``
-        (the cleaner's ``.cleaned``) is added to each file name until :meth:`rename`."""
+        (the cleaner's ``.cleaned``) is added to each file name until :meth:`rename`.
+        ``names``: the directory's file names, if the caller knows them (``()`` for a
+        directory it has just made); stale index files must be known to be emptied."""
         path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         file = (files or OpenFiles.unbounded()).file(path, fd)
-        segment = cls(directory, base_offset, index_max_bytes, now_ms, file, 0, suffix)
+        segment = cls(directory, base_offset, index_max_bytes, now_ms, file, 0, suffix, names=names)
         segment.offset_index.reset()
         segment.time_index.reset()
         segment.dirty = True
@@ -152,12 +166,14 @@ class LogSegment:
         now_ms: int,
         *,
         files: OpenFiles | None = None,
+        names: Container[str] | None = None,
     ) -> LogSegment:
-        """An existing segment, not yet loaded: call :meth:`load` or :meth:`recover` next."""
+        """An existing segment, not yet loaded: call :meth:`load` or :meth:`recover` next.
+        ``names``: the directory's file names, if the caller listed it."""
         path = directory / segment_file_name(base_offset, LOG_SUFFIX)
         size = os.stat(path).st_size
         file = (files or OpenFiles.unbounded()).file(path)
-        return cls(directory, base_offset, index_max_bytes, now_ms, file, size)
+        return cls(directory, base_offset, index_max_bytes, now_ms, file, size, names=names)
 
     # -- the file's descriptor -------------------------------------------------------------------
 
@@ -248,6 +264,17 @@ class LogSegment:
         problem = self.offset_index.problem(self.size)
         if problem is None and not self._scan_tail():
             problem = "the log file does not end with a whole batch after the last index entry"
+        if (
+            problem is None
+            and self.offset_index.missing
+            and self._last_position >= index_interval_bytes
+        ):
+            # An index without entries has no file; this one would have had entries.
+            problem = "index file is missing"
+        if problem is None and self.time_index.missing and len(self.offset_index):
+            # The time index's entries cover the batches before the last offset entry, which
+            # the scan above skipped: without them the segment's largest timestamp is unknown.
+            problem = "time index file is missing"
         if problem is None:
             problem = self.time_index.problem(self.next_offset)
         if problem is None:
@@ -263,6 +290,7 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = last if last else (NO_TIMESTAMP, -1)
         self.next_offset = self.base_offset
         position = start
+        self._last_position = start
         for header in self.iter_headers(start):
             if not self._plausible(header, self.next_offset):
                 return False
@@ -274,6 +302,7 @@ class LogSegment:
                 return False
             self._note_batch(header.last_offset, header.max_timestamp)
             self.next_offset = header.next_offset
+            self._last_position = header.position
             position = header.position + header.size
         return position == self.size
 
@@ -395,8 +424,12 @@ class LogSegment:
             raise RuntimeError(f"{self.log_path} is inconsistent after truncation")
 
     def seal(self) -> None:
-        """The segment stops being active: record its largest timestamp, write the indexes."""
-        if self.max_timestamp != NO_TIMESTAMP:
+        """The segment stops being active: record its largest timestamp, write the indexes.
+
+        Without offset index entries, no time index entry either: opening reads every batch
+        header of such a segment (they all start within the index interval), which gives its
+        largest timestamp, and the segment then needs no index file at all."""
+        if self.max_timestamp != NO_TIMESTAMP and len(self.offset_index):
             self.time_index.maybe_append(
                 self.max_timestamp, self.offset_of_max_timestamp, force=True
             )

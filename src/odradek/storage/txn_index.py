@@ -40,9 +40,11 @@ class TransactionIndex:
     cleaner reads and writes the index of a segment it builds in its own thread.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, exists: bool = True) -> None:
+        """``exists=False``: the caller listed the directory and the file is not there."""
         self.path = path
-        self._entries: list[AbortedTxn] | None = None  # loaded on first need
+        # Loaded on first need; a file known to be missing is not looked for.
+        self._entries: list[AbortedTxn] | None = None if exists else []
         self.dirty = False
 
     @property

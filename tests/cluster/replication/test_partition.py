@@ -213,3 +213,17 @@ def test_a_follower_copies_a_batch_compaction_emptied_and_leaves_a_cut_one(
     struct.pack_into(">q", second, 0, 3)
     follower.append_as_follower(bytes(emptied) + bytes(second) + bytes(second[:30]))
     assert follower.log.log_end_offset == 5
+
+
+def test_becoming_leader_writes_no_file_and_the_next_flush_writes_the_epoch(
+    tmp_path: Path,
+) -> None:
+    leader = partition(tmp_path)
+    epochs = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    assert not epochs.exists()  # make_leader, on the event loop, wrote nothing
+    leader.append_as_leader(records(2), 1, NOW)
+    assert leader.make_leader(3, (1,), (1,), 1)  # re-elected in a later epoch
+    assert not epochs.exists()
+    assert leader.log.end_offset_for_epoch(0) == (0, 2)
+    leader.log.flush()
+    assert epochs.read_bytes() == b"0\n2\n0 0\n3 2\n"
