@@ -10,9 +10,11 @@ Format: ``leader-epoch-checkpoint`` in the partition directory, Kafka's text for
 Crash: the file is replaced whole by :func:`~odradek.storage.fileio.write_file_atomically`, so
 it is the old or the new list.  The file is always the memory's list, or (after a new latest
 entry not yet written) a prefix of it: a new latest entry is kept in memory and written by the
-log's next flush, or its close, before the recovery point moves over any batch of its epoch;
-never on the appending thread (Kafka, since KAFKA-15046, writes it at once but fsyncs it later:
-here neither happens on the event loop).  After a crash, whether the process was killed or the
+log's next flush, or its close, before the recovery point moves over any batch of its epoch.
+Not at each new epoch: a broker taking thousands of leaderships writes no file for them then
+(Kafka, since KAFKA-15046, writes it at once and fsyncs it later).  A flush handed to the
+flusher at a roll writes it on the event loop, without an fsync, once per roll at most; the
+flusher fsyncs it.  After a crash, whether the process was killed or the
 machine lost power, the file may then lack only entries newer than all it holds, whose batches
 all lie past the recovery point: recovery rereads those batches, and records each epoch above
 the file's latest at its first batch (Kafka's rule when it recovers a segment).  A new leader's
