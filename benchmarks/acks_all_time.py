@@ -20,6 +20,7 @@ never asserted; metrics on costs a few percent of the produce ceiling
 (``benchmarks/metrics_cost.py``).
 
     python benchmarks/acks_all_time.py [--sizes 100,1024] [--duration 10] [--partitions 6]
+        [--rf1 | --no-rf1] [-o KEY=VALUE ...]   (broker settings, e.g. replica.fetch.max.bytes)
 """
 
 from __future__ import annotations
@@ -110,9 +111,9 @@ def metrics_address(output: list[str]) -> str:
 
 
 @contextlib.contextmanager
-def cluster() -> Iterator[tuple[RunningCluster, list[str]]]:
+def cluster(settings: dict[str, str]) -> Iterator[tuple[RunningCluster, list[str]]]:
     directory = Path(tempfile.mkdtemp(prefix="acks-all-time-"))
-    running = RunningCluster(directory, 3, settings={"metrics.listener": "127.0.0.1:0"})
+    running = RunningCluster(directory, 3, settings={**settings, "metrics.listener": "127.0.0.1:0"})
     try:
         running.start()
         addresses = [
@@ -132,7 +133,8 @@ def _maybe_address(output: list[str]) -> str | None:
 
 
 def new_topic(running: RunningCluster, name: str, partitions: int, replicas: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
 
     admin = AdminClient({"bootstrap.servers": running.bootstrap})
     topic = NewTopic(name, partitions, replicas, config=topic_config(replicas))
@@ -209,10 +211,17 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per run")
     parser.add_argument("--records", type=int, default=3_000_000, help="at most, per run")
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument(
+        "--rf1", action=argparse.BooleanOptionalAction, default=True, help="the RF=1 runs too"
+    )
+    parser.add_argument(
+        "-o", dest="settings", action="append", default=[], help="a broker setting KEY=VALUE"
+    )
     args = parser.parse_args()
-    with cluster() as (running, addresses):
+    settings = dict(o.split("=", 1) for o in args.settings)
+    with cluster(settings) as (running, addresses):
         for size in (int(s) for s in args.sizes.split(",")):
-            for replicas in (1, 3):
+            for replicas in (1, 3) if args.rf1 else (3,):
                 run_one(running, addresses, size, replicas, args)
 
 
