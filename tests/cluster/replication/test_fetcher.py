@@ -457,6 +457,16 @@ def max_wait_ms(request: LeaderRequest) -> float:
     return float(request.fields["max_wait"].total_seconds() * 1000)
 
 
+def both_out(core: FetcherCore, clock: ManualClock) -> tuple[LeaderRequest, LeaderRequest]:
+    """The next fetch and the one beside it, both sent (partitions known to be behind)."""
+    one = request_of(core, clock)
+    core.sent(one)
+    two = core.poll_beside(clock.monotonic_ms())
+    assert two is not None
+    core.sent(two)
+    return one, two
+
+
 def test_partitions_far_behind_are_fetched_in_two_requests_out_at_once(
     tmp_path: Path, clock: ManualClock
 ) -> None:
@@ -473,11 +483,7 @@ def test_partitions_far_behind_are_fetched_in_two_requests_out_at_once(
 
     # Behind: half of the partitions in one fetch, the rest in a second beside it, neither
     # waiting at the leader (the connection answers in order).
-    one = request_of(core, clock)
-    core.sent(one)
-    two = core.poll_beside(now)
-    assert two is not None
-    core.sent(two)
+    one, two = both_out(core, clock)
     assert asked_indexes(one) == [0]
     assert asked_indexes(two) == [1, 2]
     assert max_wait_ms(one) == max_wait_ms(two) == 0
@@ -498,11 +504,7 @@ def test_caught_up_partitions_go_back_to_one_long_poll(tmp_path: Path, clock: Ma
     now = clock.monotonic_ms()
     first = request_of(core, clock)
     core.received(first, answer_for(first, 2, high_watermark=100), now)
-    one = request_of(core, clock)
-    core.sent(one)
-    two = core.poll_beside(now)
-    assert two is not None
-    core.sent(two)
+    one, two = both_out(core, clock)
     core.received(one, answer_for(one, 2, high_watermark=4), now)
     core.received(two, answer_for(two, 2, high_watermark=4), now)
     assert [p.log.log_end_offset for p in ps] == [4, 4]
@@ -551,11 +553,7 @@ def test_a_partition_answered_without_records_waits_at_the_leader_again(
     now = clock.monotonic_ms()
     first = request_of(core, clock)
     core.received(first, answer_for(first, 2, high_watermark=100), now)
-    one = request_of(core, clock)
-    core.sent(one)
-    two = core.poll_beside(now)
-    assert two is not None
-    core.sent(two)
+    one, two = both_out(core, clock)
     core.received(one, answer_for(one, 0, high_watermark=100), now)
     core.received(two, answer_for(two, 0, high_watermark=100), now)
     fetch = request_of(core, clock)
