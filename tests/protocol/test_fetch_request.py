@@ -24,6 +24,10 @@ _PARTITIONS = st.lists(
     st.builds(ReplicaFetchPartition, _INT32, _INT32, _INT64, _INT64, _INT32), max_size=4
 )
 _TOPICS = st.lists(st.tuples(st.text(min_size=1, max_size=200), _PARTITIONS), max_size=4)
+_FORGOTTEN = st.lists(
+    st.tuples(st.text(min_size=1, max_size=200), st.lists(_INT32, max_size=4)), max_size=4
+)
+Forgotten = list[tuple[str, list[int]]]
 
 
 def _kio_frame(
@@ -32,6 +36,8 @@ def _kio_frame(
     replica_id: int,
     max_wait_ms: int,
     topics: list[tuple[str, list[ReplicaFetchPartition]]],
+    session: tuple[int, int],
+    forgotten: Forgotten,
 ) -> bytes:
     fields: dict[str, Any] = {
         "replica_id": replica_id,
@@ -39,8 +45,8 @@ def _kio_frame(
         "min_bytes": 1,
         "max_bytes": 10 * 1024 * 1024,
         "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
+        "session_id": session[0],
+        "session_epoch": session[1],
         "topics": [
             {
                 "topic": name,
@@ -57,7 +63,9 @@ def _kio_frame(
             }
             for name, partitions in topics
         ],
-        "forgotten_topics_data": [],
+        "forgotten_topics_data": [
+            {"topic": name, "partitions": indexes} for name, indexes in forgotten
+        ],
         "rack_id": "",
     }
     return request_frame(
@@ -71,6 +79,8 @@ def _kio_frame(
     replica_id=st.integers(0, 2**31 - 1),
     max_wait_ms=st.integers(0, 2**31 - 1),
     topics=_TOPICS,
+    session=st.tuples(_INT32, _INT32),
+    forgotten=_FORGOTTEN,
 )
 def test_a_replica_fetch_is_what_kio_writes(
     correlation_id: int,
@@ -78,11 +88,31 @@ def test_a_replica_fetch_is_what_kio_writes(
     replica_id: int,
     max_wait_ms: int,
     topics: list[tuple[str, list[ReplicaFetchPartition]]],
+    session: tuple[int, int],
+    forgotten: Forgotten,
 ) -> None:
     ours = encode_replica_fetch(
-        correlation_id, client_id, replica_id, max_wait_ms, 1, 10 * 1024 * 1024, topics
+        correlation_id,
+        client_id,
+        replica_id,
+        max_wait_ms,
+        1,
+        10 * 1024 * 1024,
+        topics,
+        session_id=session[0],
+        session_epoch=session[1],
+        forgotten=forgotten,
     )
-    assert ours == _kio_frame(correlation_id, client_id, replica_id, max_wait_ms, topics)
+    theirs = _kio_frame(
+        correlation_id, client_id, replica_id, max_wait_ms, topics, session, forgotten
+    )
+    assert ours == theirs
+
+
+def test_a_replica_fetch_goes_without_a_session_unless_told() -> None:
+    frame = encode_replica_fetch(1, "c", 2, 500, 1, 1024, [])
+    _, request = decode_fetch_request(memoryview(frame)[4:])
+    assert (request.session_id, request.session_epoch, request.forgotten_topics_data) == (0, -1, ())
 
 
 def test_a_replica_fetch_reads_back() -> None:
@@ -94,10 +124,18 @@ def test_a_replica_fetch_reads_back() -> None:
         1,
         1024,
         [("t", [ReplicaFetchPartition(3, 4, 5, 6, 7)])],
+        session_id=123456,
+        session_epoch=9,
+        forgotten=[("gone", [0, 2]), ("t", [1])],
     )
     header, request = decode_fetch_request(memoryview(frame)[4:])
     assert (header.api_version, header.correlation_id) == (REPLICA_FETCH_VERSION, 7)
     assert (request.replica_id, request.max_bytes) == (2, 1024)
+    assert (request.session_id, request.session_epoch) == (123456, 9)
+    assert [(f.topic, list(f.partitions)) for f in request.forgotten_topics_data] == [
+        ("gone", [0, 2]),
+        ("t", [1]),
+    ]
     ((topic, (partition,)),) = [(t.topic, t.partitions) for t in request.topics]
     assert topic == "t"
     assert (

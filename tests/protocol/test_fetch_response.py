@@ -243,7 +243,11 @@ def kio_frame_with_everything() -> bytes:
 def test_a_v12_answer_reads_as_kio_writes_it() -> None:
     frame = kio_frame_with_everything()
     answer = fetch_response.decode_fetch_v12(frame)
-    assert (answer.correlation_id, answer.error_code) == (31, ErrorCode.none)
+    assert (answer.correlation_id, answer.error_code, answer.session_id) == (
+        31,
+        ErrorCode.none,
+        77,
+    )
     orders, other = answer.responses
     assert (orders.topic, other.topic, other.partitions) == ("orders", "ünïcode-topic", [])
     first, second = orders.partitions

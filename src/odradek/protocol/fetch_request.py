@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,14 +60,21 @@ def encode_replica_fetch(
     min_bytes: int,
     max_bytes: int,
     topics: list[tuple[str, list[ReplicaFetchPartition]]],
+    *,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: Sequence[tuple[str, Sequence[int]]] = (),
 ) -> bytes:
-    """A follower's Fetch v12 frame (size prefix included): no session, read_uncommitted (a
-    follower reads to the log end whatever it asks), no rack."""
+    """A follower's Fetch v12 frame (size prefix included): read_uncommitted (a follower reads
+    to the log end whatever it asks), no rack; without a fetch session unless told, else with
+    the partitions ``forgotten`` (topic, indexes) leaving it."""
     client = client_id.encode()
     out = bytearray(_FRAME_HEAD.size)
     out += client
     out += b"\0"  # the header's tagged fields
-    out += _REPLICA_REQUEST.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, 0, -1)
+    out += _REPLICA_REQUEST.pack(
+        replica_id, max_wait_ms, min_bytes, max_bytes, 0, session_id, session_epoch
+    )
     out += uvarint(len(topics) + 1)
     pack = _REPLICA_PARTITION.pack
     for name, partitions in topics:
@@ -85,7 +93,14 @@ def encode_replica_fetch(
                 0,
             )
         out += b"\0"  # the topic's tagged fields
-    out += b"\1"  # no forgotten topics
+    out += uvarint(len(forgotten) + 1)
+    for name, indexes in forgotten:
+        encoded = name.encode()
+        out += uvarint(len(encoded) + 1)
+        out += encoded
+        out += uvarint(len(indexes) + 1)
+        out += struct.pack(f">{len(indexes)}i", *indexes)
+        out += b"\0"  # the forgotten topic's tagged fields
     out += b"\1"  # rack id: empty
     out += b"\0"  # the body's tagged fields
     _FRAME_HEAD.pack_into(

@@ -167,6 +167,7 @@ class FetchedResponse:
 
     correlation_id: int
     error_code: int
+    session_id: int
     responses: list[FetchedTopic]
 
 
@@ -181,7 +182,7 @@ def decode_fetch_v12(frame: bytes | bytearray | memoryview) -> FetchedResponse:
     reader.skip_tagged_fields()
     reader.int32()  # throttle time
     error_code = reader.int16()
-    reader.int32()  # session id
+    session_id = reader.int32()
     topics: list[FetchedTopic] = []
     for _ in range(reader.array_length(True, 3)):
         name = reader.compact_nullable_string()
@@ -218,4 +219,4 @@ def decode_fetch_v12(frame: bytes | bytearray | memoryview) -> FetchedResponse:
         raise MalformedRequest(
             f"{reader.end - reader.position} bytes after the end of a Fetch response"
         )
-    return FetchedResponse(correlation_id, error_code, topics)
+    return FetchedResponse(correlation_id, error_code, session_id, topics)

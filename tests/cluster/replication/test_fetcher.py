@@ -561,3 +561,234 @@ def test_a_partition_answered_without_records_waits_at_the_leader_again(
     assert max_wait_ms(fetch) == FetcherConfig(local_id=LOCAL).max_wait_ms
     core.sent(fetch)
     assert core.poll_beside(now) is None
+
+
+# -- the fetch session (KIP-227) -----------------------------------------------------------------
+
+SESSION = 77
+MAX_WAIT_MS = FetcherConfig(local_id=LOCAL).max_wait_ms
+
+
+def session_answer(
+    request: LeaderRequest,
+    session_id: int,
+    answers: dict[int, tuple[int, int] | ErrorCode],
+    error: ErrorCode = ErrorCode.none,
+) -> Any:
+    """The leader's answer with ``session_id``: for each index in ``answers``, (records from
+    its fetch offset, high watermark) or an error; the other partitions left out."""
+    partitions = []
+    for (_, index), (_, offset) in request.asked.items():
+        answer = answers.get(index)
+        if answer is None:
+            continue
+        code, (records, hw) = (answer, (0, -1)) if isinstance(answer, ErrorCode) else (0, answer)
+        partitions.append(
+            {
+                "partition_index": index,
+                "error_code": code,
+                "high_watermark": hw,
+                "last_stable_offset": hw,
+                "log_start_offset": 0,
+                "records": batch(offset, records, 9) if records else None,
+            }
+        )
+    return build(
+        response_schema(FETCH, 12),
+        error_code=error,
+        session_id=session_id,
+        responses=[{"topic": "t", "partitions": partitions}] if partitions else [],
+    )
+
+
+def session_of(request: LeaderRequest) -> tuple[int, int]:
+    return request.fields["session_id"], request.fields["session_epoch"]
+
+
+def listed(request: LeaderRequest) -> dict[int, int]:
+    """The partitions the request lists, with their fetch offsets."""
+    return {
+        p["partition"]: p["fetch_offset"] for t in request.fields["topics"] for p in t["partitions"]
+    }
+
+
+def forgotten(request: LeaderRequest) -> list[int]:
+    return [i for t in request.fields["forgotten_topics_data"] for i in t["partitions"]]
+
+
+def send(core: FetcherCore, clock: ManualClock) -> LeaderRequest:
+    request = request_of(core, clock)
+    core.sent(request)
+    return request
+
+
+def in_session(tmp_path: Path, clock: ManualClock, count: int) -> FetcherCore:
+    """A core with ``count`` caught-up partitions whose first, full fetch opened SESSION."""
+    ps = followers(tmp_path, clock, count)
+    core = core_of(ps)
+    full = send(core, clock)
+    answer = session_answer(full, SESSION, dict.fromkeys(range(count), (0, 0)))
+    core.received(full, answer, clock.monotonic_ms())
+    return core
+
+
+def test_fetches_after_the_first_list_only_what_moved(tmp_path: Path, clock: ManualClock) -> None:
+    ps = followers(tmp_path, clock, 3)
+    core = core_of(ps)
+    now = clock.monotonic_ms()
+    full = send(core, clock)
+    assert session_of(full) == (0, 0)  # asks for a session
+    assert listed(full) == {0: 0, 1: 0, 2: 0}
+    assert core.poll_beside(now) is None  # the fetch in the session has every partition
+    core.received(full, session_answer(full, SESSION, {0: (2, 2), 1: (0, 0), 2: (0, 0)}), now)
+
+    second = send(core, clock)
+    assert session_of(second) == (SESSION, 1)
+    assert listed(second) == {0: 2}
+    assert forgotten(second) == []
+    # The leader reads every partition of the session: all are asked about, and in flight.
+    assert {tp[1]: offset for tp, (_, offset) in second.asked.items()} == {0: 2, 1: 0, 2: 0}
+    assert max_wait_ms(second) == MAX_WAIT_MS
+    assert core.poll(now) == Wait(None)
+    core.received(second, session_answer(second, SESSION, {1: (1, 1)}), now)
+    assert [p.log.log_end_offset for p in ps] == [2, 1, 0]
+
+    third = send(core, clock)
+    assert session_of(third) == (SESSION, 2)
+    assert listed(third) == {1: 1}
+    core.received(third, session_answer(third, SESSION, {}), now)
+    assert (session_of(request_of(core, clock)), listed(request_of(core, clock))) == (
+        (SESSION, 3),
+        {},
+    )
+
+
+def test_a_partition_backing_off_or_removed_is_forgotten(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    core = in_session(tmp_path, clock, 3)
+    now = clock.monotonic_ms()
+    second = send(core, clock)
+    core.received(
+        second, session_answer(second, SESSION, {2: ErrorCode.not_leader_or_follower}), now
+    )
+    core.remove("t", 1)
+    third = send(core, clock)
+    assert session_of(third) == (SESSION, 2)
+    assert asked_indexes(third) == [0]
+    assert (listed(third), forgotten(third)) == ({}, [1, 2])
+    core.received(third, session_answer(third, SESSION, {}), now)
+    clock.advance(BACKOFF_MS)
+    fourth = request_of(core, clock)
+    assert (listed(fourth), forgotten(fourth)) == ({2: 0}, [])  # new to the session again
+    assert asked_indexes(fourth) == [0, 2]
+
+
+@pytest.mark.parametrize(
+    ("error", "session_id"),
+    [
+        (ErrorCode.fetch_session_id_not_found, 0),
+        # The old id goes with the full fetch, so that the leader frees its slot.
+        (ErrorCode.invalid_fetch_session_epoch, SESSION),
+    ],
+)
+def test_a_session_the_leader_refuses_is_started_again_at_once(
+    tmp_path: Path, clock: ManualClock, error: ErrorCode, session_id: int
+) -> None:
+    core = in_session(tmp_path, clock, 2)
+    second = send(core, clock)
+    core.received(second, session_answer(second, 0, {}, error=error), clock.monotonic_ms())
+    assert core.delayed_until(("t", 0)) is None and core.delayed_until(("t", 1)) is None
+    full = request_of(core, clock)
+    assert session_of(full) == (session_id, 0)
+    assert listed(full) == {0: 0, 1: 0}
+
+
+def test_another_error_restarts_the_session_after_the_backoff(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    core = in_session(tmp_path, clock, 1)
+    second = send(core, clock)
+    answer = session_answer(second, 0, {}, error=ErrorCode.unknown_server_error)
+    core.received(second, answer, clock.monotonic_ms())
+    assert core.poll(clock.monotonic_ms()) == Wait(clock.monotonic_ms() + BACKOFF_MS)
+    clock.advance(BACKOFF_MS)
+    assert session_of(request_of(core, clock)) == (SESSION, 0)
+
+
+def test_a_lost_connection_restarts_the_session(tmp_path: Path, clock: ManualClock) -> None:
+    core = in_session(tmp_path, clock, 2)
+    core.abandoned(send(core, clock))
+    full = request_of(core, clock)
+    assert session_of(full) == (SESSION, 0)
+    assert listed(full) == {0: 0, 1: 0}
+
+
+def test_a_leader_without_room_for_a_session_gets_full_fetches(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    ps = followers(tmp_path, clock, 2)
+    core = core_of(ps)
+    for _ in range(2):
+        full = send(core, clock)
+        assert session_of(full) == (0, 0)
+        assert listed(full) == {0: 0, 1: 0}
+        core.received(full, session_answer(full, 0, {0: (0, 0), 1: (0, 0)}), clock.monotonic_ms())
+
+
+def test_a_partition_left_out_is_not_behind(tmp_path: Path, clock: ManualClock) -> None:
+    # A leader holding a throttled partition back has nothing new for it: left out, it counts
+    # as answered without records, and one partition behind gets no second fetch.
+    ps = followers(tmp_path, clock, 3)
+    core = core_of(ps)
+    now = clock.monotonic_ms()
+    full = send(core, clock)
+    core.received(full, session_answer(full, SESSION, {0: (2, 100), 1: (0, 0), 2: (0, 0)}), now)
+    second = send(core, clock)
+    core.received(second, session_answer(second, SESSION, {1: (2, 100)}), now)
+    third = request_of(core, clock)
+    assert session_of(third) == (SESSION, 2)
+    assert asked_indexes(third) == [0, 1, 2]
+    assert max_wait_ms(third) == MAX_WAIT_MS
+
+
+def test_two_fetches_out_while_behind_go_without_the_session(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    ps = followers(tmp_path, clock, 2)
+    core = core_of(ps)
+    now = clock.monotonic_ms()
+    full = send(core, clock)
+    core.received(full, session_answer(full, SESSION, {0: (2, 100), 1: (2, 100)}), now)
+    one, two = both_out(core, clock)
+    assert session_of(one) == session_of(two) == (0, -1)
+    assert (listed(one), listed(two)) == ({0: 2}, {1: 2})
+    assert forgotten(one) == forgotten(two) == []
+    core.received(one, answer_for(one, 2, high_watermark=4), now)
+    core.received(two, answer_for(two, 2, high_watermark=4), now)
+    # Caught up: back in the session, which has not moved meanwhile; both offsets did.
+    back = request_of(core, clock)
+    assert session_of(back) == (SESSION, 1)
+    assert listed(back) == {0: 4, 1: 4}
+
+
+def test_nothing_goes_beside_a_fetch_in_the_session(tmp_path: Path, clock: ManualClock) -> None:
+    # Partition 1 backs off while behind; ready again while the session's long poll is out,
+    # it waits for that answer rather than going in a fetch of its own.
+    ps = followers(tmp_path, clock, 2)
+    core = core_of(ps)
+    now = clock.monotonic_ms()
+    full = send(core, clock)
+    core.received(full, session_answer(full, SESSION, {0: (2, 100), 1: (2, 100)}), now)
+    one, two = both_out(core, clock)
+    core.received(one, answer_for(one, 2, high_watermark=100), now)
+    core.received(two, session_answer(two, 0, {1: ErrorCode.not_leader_or_follower}), now)
+    long_poll = send(core, clock)
+    assert session_of(long_poll) == (SESSION, 1)
+    assert (listed(long_poll), forgotten(long_poll)) == ({0: 4}, [1])
+    clock.advance(BACKOFF_MS)
+    assert core.poll_beside(clock.monotonic_ms()) is None
+    core.received(long_poll, session_answer(long_poll, SESSION, {0: (0, 100)}), now)
+    after = request_of(core, clock)
+    assert session_of(after) == (SESSION, 2)
+    assert (listed(after), forgotten(after)) == ({1: 2}, [])

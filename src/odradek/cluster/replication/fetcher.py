@@ -16,11 +16,20 @@ end of that epoch as the leader has it, again while the answer names an epoch th
 batches as they are, and takes the leader's high watermark. The leader learns the follower's log
 end offset from the next fetch.
 
+The fetches go in an incremental fetch session (KIP-227, :mod:`~odradek.cluster.replication.
+fetch_session`): the first lists every partition, later ones only those whose fetch offset (or
+log start, leader epoch) moved, and forget those not fetched now (backing off, truncating,
+throttled, removed); the leader answers only the partitions with something new. The leader
+refusing the session (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) makes the next
+fetch a full one, sent at once; any other error or a lost connection does too, after the backoff.
+
 Far behind (two partitions or more whose logs end below the leader's high watermark), a second
 fetch is out beside the first, for the other partitions and without a wait at the leader: the
 leader serves one while the follower appends the other's answer, and the connection, answering
 in order, is never held by a long poll. A partition is in one request at a time, so each fetch
-still reports log ends the follower has written.
+still reports log ends the follower has written. These two go without the session (its fetches
+follow each other by epoch, and the leader reads all of its partitions for each); caught up, the
+one long poll in the session lists the partitions they moved.
 
 Errors: a partition whose leader answers NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
 UNKNOWN_LEADER_EPOCH or UNKNOWN_TOPIC_OR_PARTITION waits ``replica.fetch.backoff.ms`` (the
@@ -57,6 +66,13 @@ from typing import Any
 from odradek.client.aio import AsyncConnection
 from odradek.client.core import ClientError
 from odradek.clock import Clock, SystemClock
+from odradek.cluster.replication.fetch_session import (
+    NO_SESSION,
+    SESSIONLESS_EPOCH,
+    Asked,
+    FollowerSession,
+    SessionFetch,
+)
 from odradek.cluster.replication.partition import Partition
 from odradek.cluster.replication.quota import ReplicationQuotas
 from odradek.protocol.errors import ErrorCode, KafkaError
@@ -84,6 +100,11 @@ _THROTTLED_PAUSE_MS = 100
 _MOST_OUT = 2
 
 TopicPartition = tuple[str, int]
+
+# The leader does not have the session, or at that epoch: a full fetch starts a new one.
+_SESSION_ERRORS = frozenset(
+    {ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch}
+)
 
 _WAIT_FOR_METADATA = frozenset(
     {
@@ -126,6 +147,7 @@ class LeaderRequest:
     asked: Mapping[TopicPartition, tuple[Partition, int]]
     timeout_s: float | None = None
     adds: int = 0
+    session: SessionFetch | None = None  # a Fetch in the fetch session (None: without one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +188,7 @@ class FetcherCore:
         # Partitions whose last answer brought records and left their log below the leader's
         # high watermark: far enough behind that a second fetch may be out beside the first.
         self._behind: set[TopicPartition] = set()
+        self._session = FollowerSession()
 
     @property
     def partitions(self) -> frozenset[TopicPartition]:
@@ -203,10 +226,13 @@ class FetcherCore:
         """``request`` is out: its partitions are left out of the next ones until it is
         answered (:meth:`received`) or given up (:meth:`abandoned`)."""
         self._in_flight.update(request.asked)
+        if request.session is not None:
+            self._session.sent(request.session)
 
     def abandoned(self, request: LeaderRequest) -> None:
         """``request`` will not be answered (its connection is gone)."""
         self._in_flight.difference_update(request.asked)
+        self._session.lost()
 
     def poll(self, now_ms: int) -> LeaderRequest | Wait:
         """The next request, or how long there is nothing to ask (with nothing out).
@@ -235,16 +261,22 @@ class FetcherCore:
         if len(behind) >= 2:
             # The other half goes in a second fetch (poll_beside) while this answer is read
             # and written: the leader serves one while the follower appends the other.
+            # Both go without the session: its fetches follow each other, each reading all
+            # of its partitions at the leader.
             later = set(behind[len(behind) // 2 :])
             return self._fetch([tp for tp in fetchable if tp not in later], max_wait_ms=0)
-        return self._fetch(fetchable)
+        return self._fetch(fetchable, in_session=not self._session.out)
 
     def poll_beside(self, now_ms: int) -> LeaderRequest | None:
         """A Fetch to send while others are out, or None: only for partitions not asked
         about, one of them at least behind, and with no wait at the leader (the connection
         answers in order: a long poll would hold back the answers behind it). Each partition
         is in one request at a time, and each fetch still reports its partitions' log ends
-        as written: the leader learns nothing before the follower has it."""
+        as written: the leader learns nothing before the follower has it. Never beside a
+        fetch in the session: that one asked for every partition then fetchable, and an
+        answer beside its long poll would wait behind it."""
+        if self._session.out:
+            return None
         fetchable = [
             tp
             for tp in self._partitions
@@ -363,23 +395,42 @@ class FetcherCore:
         in_sync = self.config.local_id in self._partitions[tp].isr
         return quotas.follower_holds_back(*tp, in_sync)
 
-    def _fetch(self, tps: list[TopicPartition], max_wait_ms: int | None = None) -> LeaderRequest:
+    def _fetch(
+        self, tps: list[TopicPartition], max_wait_ms: int | None = None, in_session: bool = False
+    ) -> LeaderRequest:
+        """A Fetch of ``tps``: in the session (listing only what it does not know, forgetting
+        what it holds beyond ``tps``), or without one (listing them all)."""
         config = self.config
         if max_wait_ms is None:
             max_wait_ms = config.max_wait_ms
+        max_bytes = config.partition_max_bytes
         asked: dict[TopicPartition, tuple[Partition, int]] = {}
-        topics: dict[str, list[dict[str, int]]] = {}
+        wanted: dict[TopicPartition, Asked] = {}
         for tp in tps:
             partition = self._partitions[tp]
-            offset = partition.log.log_end_offset
+            log_ = partition.log
+            offset = log_.log_end_offset
             asked[tp] = (partition, offset)
+            wanted[tp] = (offset, log_.log_start_offset, partition.leader_epoch, max_bytes)
+        session: SessionFetch | None = None
+        listed: list[TopicPartition] | dict[TopicPartition, Asked] = wanted
+        forgotten: dict[str, list[int]] = {}
+        session_id, epoch = NO_SESSION, SESSIONLESS_EPOCH
+        if in_session:
+            session = self._session.next_fetch(wanted)
+            listed, session_id, epoch = session.listed, session.session_id, session.epoch
+            for topic, index in session.forgotten:
+                forgotten.setdefault(topic, []).append(index)
+        topics: dict[str, list[dict[str, int]]] = {}
+        for tp in listed:
+            offset, log_start, leader_epoch, _ = wanted[tp]
             topics.setdefault(tp[0], []).append(
                 {
                     "partition": tp[1],
-                    "current_leader_epoch": partition.leader_epoch,
+                    "current_leader_epoch": leader_epoch,
                     "fetch_offset": offset,
-                    "log_start_offset": partition.log.log_start_offset,
-                    "partition_max_bytes": config.partition_max_bytes,
+                    "log_start_offset": log_start,
+                    "partition_max_bytes": max_bytes,
                 }
             )
         return LeaderRequest(
@@ -390,27 +441,41 @@ class FetcherCore:
                 "min_bytes": config.min_bytes,
                 "max_bytes": config.max_bytes,
                 "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
+                "session_id": session_id,
+                "session_epoch": epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [],
+                "forgotten_topics_data": [
+                    {"topic": t, "partitions": ps} for t, ps in forgotten.items()
+                ],
                 "rack_id": "",
             },
             _FETCH_VERSION,
             asked,
             timeout_s=(config.socket_timeout_ms + max_wait_ms) / 1000,
             adds=self._adds,
+            session=session,
         )
 
     def _fetched(self, request: LeaderRequest, response: Any, now_ms: int) -> None:
+        session = request.session
+        if session is not None:
+            self._session.answered(session, response.error_code, response.session_id)
+            if response.error_code in _SESSION_ERRORS and session.session_id != NO_SESSION:
+                return  # the next fetch is a full one, at once
         if response.error_code != ErrorCode.none:
             for tp in request.asked:
                 if self._current(request, tp) is not None:
                     self._back_off(tp, f"Fetch: {ErrorCode(response.error_code).name}", now_ms)
             return
+        # An incremental answer leaves out the partitions with nothing new.
+        answered: set[TopicPartition] | None = None
+        if session is not None and not session.full:
+            answered = set()
         for topic in response.responses:
             for data in topic.partitions:
                 tp = (topic.topic, int(data.partition_index))
+                if answered is not None:
+                    answered.add(tp)
                 entry = self._current(request, tp)
                 if entry is None:
                     continue
@@ -427,6 +492,9 @@ class FetcherCore:
                     if code not in _WAIT_FOR_METADATA:
                         log.warning("%s-%d: leader %d answered %s", *tp, self.leader_id, code.name)
                     self._back_off(tp, f"Fetch: {code.name}", now_ms)
+        if answered is not None and len(answered) < len(request.asked):
+            # As for an answer without records: no second fetch for them.
+            self._behind.difference_update(request.asked.keys() - answered)
 
     def _take(
         self,
@@ -566,6 +634,9 @@ def _fetch_frame(fields: Mapping[str, Any], client_id: str) -> bytes:
         fields["min_bytes"],
         fields["max_bytes"],
         topics,
+        session_id=fields["session_id"],
+        session_epoch=fields["session_epoch"],
+        forgotten=[(t["topic"], t["partitions"]) for t in fields["forgotten_topics_data"]],
     )
 
 
