@@ -23,6 +23,7 @@ def test_a_full_request_opens_a_session_and_increments_follow_it() -> None:
     step = cache.resolve(full.session_id, 1, [(B, part(7)), (C, part(0))], [A])
     assert step.incremental and step.error == ErrorCode.none
     assert [(k, p.fetch_offset) for k, p in step.partitions] == [(B, 7), (C, 0)]
+    assert cache.partitions_cached() == 2
     # The epoch must be the next one; a stale or repeated one is refused, as is an unknown id.
     assert cache.resolve(full.session_id, 1, [], []).error == ErrorCode.invalid_fetch_session_epoch
     assert cache.resolve(12345, 1, [], []).error == ErrorCode.fetch_session_id_not_found

@@ -230,6 +230,16 @@ def test_replica_counts_are_of_led_partitions() -> None:
     assert size == 1000
 
 
+def test_fetch_sessions_are_counted_as_kafkas_fetch_session_cache_counts_them() -> None:
+    samples = _samples(
+        _snapshot(fetch_sessions=2, fetch_session_partitions=7, fetch_session_evictions=1)
+    )
+    prefix = "kafka_server_fetchsessioncache_"
+    assert samples[(prefix + "numincrementalfetchsessions", ())] == 2
+    assert samples[(prefix + "numincrementalfetchpartitionscached", ())] == 7
+    assert samples[(prefix + "incrementalfetchsessionevictions_total", ())] == 1
+
+
 def test_group_lag_is_the_high_watermark_minus_the_commit_where_it_is_known() -> None:
     group = GroupFigures(
         "readers", "Stable", 2, (("a", 0, 40, 100), ("a", 1, 7, None), ("a", 2, 9, 5))

@@ -90,6 +90,10 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def partitions_cached(self) -> int:
+        """The partitions of all sessions (Kafka's NumIncrementalFetchPartitionsCached)."""
+        return sum(len(s.partitions) for s in self._sessions.values())
+
     def _new_id(self) -> int:
         for _ in itertools.count():
             candidate = self._random.randint(1, 2**31 - 1)

@@ -31,6 +31,9 @@ prefix of the line above::
       …_underminisrpartitioncount, …_atminisrpartitioncount  ← UnderMinIsr/AtMinIsrPartitionCount
       …_partitioncount, …_leadercount                        ← PartitionCount, LeaderCount
       …_isrshrinks_total, …_isrexpands_total                 ← IsrShrinksPerSec, IsrExpandsPerSec
+    kafka_server_fetchsessioncache_numincrementalfetchsessions ← server:FetchSessionCache,…
+      …_numincrementalfetchpartitionscached                  ← NumIncrementalFetchPartitionsCached
+      …_incrementalfetchsessionevictions_total               ← IncrementalFetchSessionEvictions…
     kafka_cluster_partition_underreplicated{topic,partition} ← cluster:Partition,UnderReplicated
     kafka_controller_kafkacontroller_offlinepartitionscount  ← controller:KafkaController,…
       …_activecontrollercount                                ← ActiveControllerCount
@@ -247,6 +250,10 @@ class Snapshot:
     client_metrics: tuple[tuple[str, tuple[tuple[str, str], ...], float], ...] = ()
     # The partitions this broker translates into Iceberg tables (iceberg.mode).
     tables: tuple[TranslatorFigures, ...] = ()
+    # Incremental fetch sessions (KIP-227): held, their partitions, evicted so far.
+    fetch_sessions: int = 0
+    fetch_session_partitions: int = 0
+    fetch_session_evictions: int = 0
 
 
 def take_snapshot(broker: Measured, counters: BrokerCounters) -> Snapshot:
@@ -294,6 +301,7 @@ def take_snapshot(broker: Measured, counters: BrokerCounters) -> Snapshot:
     connections = dict.fromkeys(broker.bound_listeners, 0)
     for session in broker.sessions():
         connections[session.listener] = connections.get(session.listener, 0) + 1
+    fetch_sessions = broker.services.fetch_sessions
     return Snapshot(
         topics={name: _copy_topic(c) for name, c in counters.topics.items()},
         requests=list(requests.requests),
@@ -315,6 +323,11 @@ def take_snapshot(broker: Measured, counters: BrokerCounters) -> Snapshot:
         log_dirs=tuple((str(d), broker.logs.failures.is_offline(d)) for d in broker.logs.log_dirs),
         client_metrics=client_metric_samples(broker.services.telemetry),
         tables=tuple(broker.tables.figures()) if broker.tables is not None else (),
+        fetch_sessions=len(fetch_sessions) if fetch_sessions is not None else 0,
+        fetch_session_partitions=(
+            fetch_sessions.partitions_cached() if fetch_sessions is not None else 0
+        ),
+        fetch_session_evictions=fetch_sessions.evictions if fetch_sessions is not None else 0,
     )
 
 
@@ -607,6 +620,22 @@ def _replica_families(snapshot: Snapshot) -> Iterator[Metric]:
     )
     yield CounterMetricFamily(
         prefix + "isrexpands", "ISR expansions written by this leader", value=snapshot.isr_expands
+    )
+    prefix = "kafka_server_fetchsessioncache_"
+    yield GaugeMetricFamily(
+        prefix + "numincrementalfetchsessions",
+        "Incremental fetch sessions held",
+        value=snapshot.fetch_sessions,
+    )
+    yield GaugeMetricFamily(
+        prefix + "numincrementalfetchpartitionscached",
+        "Partitions of the incremental fetch sessions held",
+        value=snapshot.fetch_session_partitions,
+    )
+    yield CounterMetricFamily(
+        prefix + "incrementalfetchsessionevictions",
+        "Incremental fetch sessions evicted for new ones",
+        value=snapshot.fetch_session_evictions,
     )
     prefix = "kafka_controller_kafkacontroller_"
     yield GaugeMetricFamily(

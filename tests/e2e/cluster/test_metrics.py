@@ -60,6 +60,12 @@ def test_a_killed_follower_shows_as_under_replicated_and_an_isr_shrink(tmp_path:
             for a in addresses.values()
         )
         assert controllers == 1
+        # Each follower fetches in a session of its own with the leader (KIP-227).
+        sessions = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
+        assert before.value(sessions) >= 2
+        assert before.value(
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"
+        ) >= before.value(sessions)
 
         follower = next(b for b in view.replicas if b != view.leader)
         cluster.kill(follower)
@@ -83,6 +89,9 @@ def test_a_killed_follower_shows_as_under_replicated_and_an_isr_shrink(tmp_path:
         )
         assert after.value("kafka_server_replicamanager_underminisrpartitioncount") == 0
         assert after.value("kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+        # The follower left kept fetching in its session: no new one (the killed follower's
+        # stays until evicted).
+        assert after.value(sessions) == before.value(sessions)
 
         # Its registration must be gone before it registers again.
         wait_until(
