@@ -91,6 +91,31 @@ def test_a_caught_up_follower_outside_the_isr_holds_the_watermark(clock: ManualC
     assert isr.high_watermark == 15
 
 
+def test_a_fetch_at_an_unchanged_log_end_moves_nothing_yet_the_clock_still_counts(
+    clock: ManualClock,
+) -> None:
+    # All in the ISR, a follower polling at the same log end changes nothing (the fast path).
+    isr = tracker(clock)
+    isr.leader_appended(10)
+    isr.follower_fetched(F1, 10, 10)
+    assert isr.follower_fetched(F2, 10, 10)
+    assert not isr.follower_fetched(F1, 10, 10)
+    assert isr.high_watermark == 10
+    # A follower outside the ISR, caught up a while ago and silent since, holds the watermark
+    # only for the lag time: the next fetch of the other, though at its same log end, moves it.
+    isr = tracker(clock, isr=(LEADER, F1))
+    isr.leader_appended(10)
+    isr.follower_fetched(F2, 10, 10)
+    isr.follower_fetched(F1, 10, 10)
+    assert isr.high_watermark == 10
+    isr.leader_appended(20)
+    isr.follower_fetched(F1, 20, 20)
+    assert isr.high_watermark == 10  # F2 caught up a moment ago: it counts
+    clock.advance(LAG_MS + 1)
+    assert isr.follower_fetched(F1, 20, 20)
+    assert isr.high_watermark == 20
+
+
 def test_a_shrunk_isr_lets_the_watermark_move(clock: ManualClock) -> None:
     isr = tracker(clock, isr=(LEADER, F1))
     isr.leader_appended(10)

@@ -56,10 +56,11 @@ from odradek.protocol.errors import ErrorCode
 UNKNOWN_OFFSET = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FollowerState:
     """What the leader knows of one follower; times by the clock's ``monotonic_ms``, None for
-    never."""
+    never. Updated in place by each of its fetches (one per partition per fetch: a new object
+    each time cost a leader serving many partitions more than the rest of the update)."""
 
     log_end_offset: int = UNKNOWN_OFFSET
     # The leader's log end offset when the last fetch arrived, and when that was: the previous
@@ -209,15 +210,23 @@ class IsrTracker:
             and fetch_offset >= self._high_watermark
         ):
             caught_up = max(caught_up, state.last_caught_up_ms)
-        self._followers[replica_id] = FollowerState(
-            log_end_offset=fetch_offset,
-            last_fetch_leader_log_end_offset=max(
-                leader_log_end_offset, state.last_fetch_leader_log_end_offset
-            ),
-            last_fetch_ms=now,
-            last_caught_up_ms=caught_up,
+        unmoved = (
+            fetch_offset == state.log_end_offset
+            and leader_log_end_offset <= self._leader_log_end_offset
         )
-        self._leader_log_end_offset = max(self._leader_log_end_offset, leader_log_end_offset)
+        state.log_end_offset = fetch_offset
+        if leader_log_end_offset > state.last_fetch_leader_log_end_offset:
+            state.last_fetch_leader_log_end_offset = leader_log_end_offset
+        state.last_fetch_ms = now
+        state.last_caught_up_ms = caught_up
+        if leader_log_end_offset > self._leader_log_end_offset:
+            self._leader_log_end_offset = leader_log_end_offset
+        if unmoved and self._isr.issuperset(self._followers):
+            # Nothing the high watermark depends on moved: every log end counts (all in the
+            # ISR, so none by the clock) and none changed (the leader's own appends advanced
+            # it already). A follower polling an idle partition, the common case of a fetch
+            # over many partitions, costs no more (Kafka also looks only on a moved log end).
+            return False
         return self._advance_high_watermark()
 
     def has_lost_committed(self, replica_id: int, fetch_offset: int) -> bool:
