@@ -5,6 +5,7 @@ up to their first Metadata answer — not a timed run: nothing here compares spe
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
@@ -30,6 +31,7 @@ from odradek.bench.peer import (
     figures_of,
     format_comparison,
     kafka_jars,
+    new_cluster_id,
     wait_serving,
 )
 from odradek.bench.scenarios import ScenarioResult
@@ -320,3 +322,12 @@ def test_kafka_serves_metadata_from_formatted_storage(tmp_path: Path) -> None:
         assert live_brokers(broker.bootstrap) == 1
     finally:
         broker.stop()
+
+
+def test_a_new_cluster_id_is_a_uuid_the_storage_tool_takes() -> None:
+    # One random id in 64 starts with "-", which kafka-storage reads as an option; Kafka's
+    # Uuid.randomUuid draws again, and so must the harness (2,000 draws meet one for sure).
+    ids = [new_cluster_id() for _ in range(2000)]
+    assert not any(found.startswith("-") for found in ids)
+    assert all(len(base64.urlsafe_b64decode(found + "==")) == 16 for found in ids)
+    assert len(set(ids)) == len(ids)

@@ -113,8 +113,13 @@ class ServedBroker(ChildBroker):
 
 def new_cluster_id() -> str:
     """A random KRaft cluster id (a UUID in Kafka's URL-safe base64), as ``kafka-storage
-    random-uuid`` prints."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    random-uuid`` prints: never one that starts with ``-``, which Kafka's ``Uuid.randomUuid``
+    also draws again (the storage tool would read it as an option and refuse to format: one
+    start in 64)."""
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not found.startswith("-"):
+            return found
 
 
 COMBINED = "broker,controller"  # process.roles of the one-JVM peer
