@@ -6,8 +6,9 @@ once for each of up to ``backlog`` attempts per wakeup, and each retry wakes the
 again: the retries and their reports multiply every second (a broker out of descriptors wrote
 hundreds of megabytes of log in minutes and stopped answering).  An :class:`Acceptor` stops
 listening on the first such failure, reports it once to ``on_error``, and listens again a second
-later; connections waiting meanwhile stay in the kernel's backlog.  Accepted sockets become
-transports through ``loop.connect_accepted_socket``, as asyncio's servers make them.
+later; connections waiting meanwhile stay in the kernel's backlog.  Accepted sockets get
+TCP_NODELAY and become transports through ``loop.connect_accepted_socket``, as asyncio's servers
+make them.
 
 With :class:`~odradek.server.connection_quotas.ConnectionQuotas`, the acceptor asks before each
 accept whether its listener may take one more connection (stopping listening until a connection
@@ -146,6 +147,10 @@ class Acceptor:
                     conn.close()
                     continue
             conn.setblocking(False)
+            # As Kafka's acceptor does. asyncio sets it only on sockets made with
+            # IPPROTO_TCP, and ``socket.create_server``'s are not: left to Nagle, the last
+            # partial segment of a big answer waited for the client's delayed ACK (40 ms).
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = self._loop.create_task(self._connect(conn, ip))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
