@@ -146,11 +146,18 @@ class Acceptor:
                 if not self._quotas.opened(self._listener, ip):
                     conn.close()
                     continue
-            conn.setblocking(False)
-            # As Kafka's acceptor does. asyncio sets it only on sockets made with
-            # IPPROTO_TCP, and ``socket.create_server``'s are not: left to Nagle, the last
-            # partial segment of a big answer waited for the client's delayed ACK (40 ms).
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                conn.setblocking(False)
+                # As Kafka's acceptor does. asyncio sets it only on sockets made with
+                # IPPROTO_TCP, and ``socket.create_server``'s are not: left to Nagle, the last
+                # partial segment of a big answer waited for the client's delayed ACK (40 ms).
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError as e:  # reset already: not worth a connection (nor its quota)
+                log.info("dropping a connection from %s: %s", ip, e)
+                conn.close()
+                if self._quotas is not None:
+                    self._quotas.closed(self._listener, ip)
+                continue
             task = self._loop.create_task(self._connect(conn, ip))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
