@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from odradek.protocol.control import EndTxnMarker, encode_end_txn_marker
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.record_batch import read_header
 from odradek.protocol.records import encode_batch
@@ -102,3 +103,31 @@ def test_batches_of_one_request_follow_each_other() -> None:
     with pytest.raises(KafkaError) as raised:
         table.check_request([header(7, 0, 3, count=3), header(7, 0, 7)])
     assert raised.value.code == ErrorCode.out_of_order_sequence_number
+
+
+def marker_header(producer_id: int, epoch: int):  # type: ignore[no-untyped-def]
+    return read_header(encode_end_txn_marker(producer_id, epoch, 0, commit=True, now_ms=1))
+
+
+def test_an_epoch_a_marker_bumped_starts_at_sequence_zero() -> None:
+    """Transaction version 2: the commit marker carries the producer's next epoch. The next
+    transaction's second batch, arriving before its first (refused for the moment), must not
+    be taken, or the first would be out of order for good."""
+    table = ProducerStateManager(Path("unused-no-snapshots"))
+    first = header(7, 0, 0, count=30)
+    table.update(first, 0)
+    marker = marker_header(7, 1)
+    table.update(marker, 30, EndTxnMarker(commit=True, coordinator_epoch=0))
+    with pytest.raises(KafkaError) as raised:
+        table.check(header(7, 1, 10, count=20))
+    assert raised.value.code == ErrorCode.out_of_order_sequence_number
+    assert table.check(header(7, 1, 0, count=10)) is None
+
+
+def test_a_producer_a_marker_introduced_starts_at_sequence_zero() -> None:
+    table = ProducerStateManager(Path("unused-no-snapshots"))
+    table.update(marker_header(7, 3), 0, EndTxnMarker(commit=False, coordinator_epoch=0))
+    with pytest.raises(KafkaError) as raised:
+        table.check(header(7, 3, 5))
+    assert raised.value.code == ErrorCode.out_of_order_sequence_number
+    assert table.check(header(7, 3, 0)) is None

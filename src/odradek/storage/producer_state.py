@@ -187,8 +187,11 @@ class ProducerStateManager:
                 last_sequence,
             ):
                 return earlier
+        # A known epoch without batches (a marker started or bumped it: KIP-890's markers carry
+        # the producer's next epoch) starts at 0, as Kafka's NO_SEQUENCE + 1: a later batch of
+        # that epoch taken first would leave its earlier batches out of order for good.
         expected = _next_sequence(producer.batches[-1].last_sequence) if producer.batches else 0
-        if producer.batches and header.base_sequence != expected:
+        if header.base_sequence != expected:
             raise KafkaError(
                 ErrorCode.out_of_order_sequence_number,
                 f"producer {header.producer_id} sent sequence {header.base_sequence}, "
