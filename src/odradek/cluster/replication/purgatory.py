@@ -54,8 +54,7 @@ class Purgatory:
     async def _wait(watched: list[Watchable], ready: Callable[[], bool], deadline: float) -> bool:
         loop = asyncio.get_running_loop()
         while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
+            if deadline - loop.time() <= 0:
                 return ready()
             future: asyncio.Future[None] = loop.create_future()
 
@@ -63,13 +62,16 @@ class Purgatory:
                 if not future.done():
                     future.set_result(None)
 
+            # The deadline resolves the same future a change does (not asyncio.wait_for, whose
+            # wrapper takes one more turn of the loop to pass a wake-up on: a long poll's answer
+            # then leaves after the appending request's own).
+            timer = loop.call_at(deadline, wake)
             for item in watched:
                 item.add_waiter(wake)
             try:
-                await asyncio.wait_for(future, remaining)
-            except TimeoutError:
-                pass
+                await future
             finally:
+                timer.cancel()
                 for item in watched:
                     item.remove_waiter(wake)
             if ready():
