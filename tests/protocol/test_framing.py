@@ -206,3 +206,52 @@ def test_an_untrusted_peers_large_buffer_is_not_kept() -> None:
     assert feed(reader, framed(b"x" * (3 * MB)), piece=256 * 1024) == [b"x" * (3 * MB)]
     assert feed(reader, framed(b"y" * 100), piece=256 * 1024) == [b"y" * 100]
     assert reader.capacity <= 256 * 1024
+
+
+def test_buffers_given_up_while_frames_view_them_are_taken_again_once_they_are_gone() -> None:
+    # A producer whose acks=all requests wait for the followers: the last few frames are alive
+    # while the next ones arrive, so the buffer they view cannot be read into again yet.
+    reader = FrameReader(MB, min_buffer=64 * 1024, max_buffer=64 * 1024, min_read=1024)
+    buffers: list[object] = []
+    alive: list[memoryview] = []
+    for i in range(300):
+        body = bytes([i % 256]) * (20 * 1024)
+        reader.feed(framed(body))
+        frame = reader.next_frame()
+        assert isinstance(frame, memoryview) and frame == body
+        if not any(frame.obj is seen for seen in buffers):
+            buffers.append(frame.obj)
+        alive.append(frame)
+        if len(alive) > 3:
+            alive.pop(0).release()
+        for j, kept in enumerate(alive):  # none written over while alive
+            assert kept == bytes([(i - len(alive) + 1 + j) % 256]) * (20 * 1024)
+    assert len(buffers) <= 4  # the one read into and at most two retired, in turn
+
+
+def test_shed_lets_the_retired_buffers_go() -> None:
+    reader = FrameReader(MB, min_buffer=64 * 1024, max_buffer=64 * 1024, min_read=1024)
+    alive = []
+    for i in range(10):
+        reader.feed(framed(bytes([i]) * (20 * 1024)))
+        alive.append(reader.next_frame())
+    assert reader._retired
+    alive.clear()
+    reader.shed()
+    assert reader._retired == []
+    assert feed(reader, framed(b"after"), piece=100) == [b"after"]
+
+
+def test_a_trusted_peers_large_buffer_outlives_a_few_small_frames_between_large_ones() -> None:
+    # A follower's fetch answers: megabytes, then a nearly empty one, then megabytes again.
+    reader = FrameReader(64 * MB, min_buffer=64 * 1024, max_buffer=256 * 1024, trusted=8 * MB)
+    holders = set()
+    for i, size in enumerate((2 * MB, 1900 * 1024, 1500 * 1024, 1800 * 1024, MB, 1200 * 1024)):
+        large = bytes([i]) * size
+        reader.feed(framed(large))
+        frame = reader.next_frame()
+        assert isinstance(frame, memoryview) and frame == large
+        holders.add(id(frame.obj))
+        frame.release()
+        assert feed(reader, framed(b"small") * 3, piece=64 * 1024) == [b"small"] * 3
+    assert len(holders) == 1

@@ -20,6 +20,10 @@ from collections import deque
 
 SIZE = struct.Struct(">i")
 PREFIX_BYTES = SIZE.size
+# Buffers a reader keeps for reuse once their frames are gone (besides the one it reads into).
+_RETIRED = 4
+# Reads cutting only ordinary frames after which a trusted peer's outsized buffers go.
+_LARGE_FOR = 8
 
 # A TLS record's first bytes (handshake content type 22, major version 3), read as a size.
 _TLS_HELLO_PREFIX = b"\x16\x03"
@@ -81,12 +85,15 @@ class FrameReader:
     whole frames (a busy peer reads in bigger gulps); a frame larger than that gets a buffer that
     grows with its bytes, or, up to ``trusted`` bytes (a peer trusted not to lie about sizes, as
     a client trusts its broker), its whole size at once, which saves the copies. A buffer is
-    reused only when no frame cut from it is still alive; otherwise a new one is taken and the old
-    one lives as long as its frames do. From a trusted peer, a buffer larger than ``max_buffer``
-    is kept for the next frame while the frames keep coming that large (a follower's fetches of
-    megabytes, one after another): a fresh one would cost its page faults every time. So is the
-    one before it, for when the next frame arrives while the last is still alive (a follower
-    with two fetches out): the two take turns.
+    reused only when no frame cut from it is still alive; otherwise another is taken, and the
+    old one, while its frames live, is kept among the reader's ``_RETIRED`` last ones, to be
+    taken again once they are gone rather than a fresh buffer whose pages the kernel must find
+    and zero (a producer whose acks=all requests wait for the followers keeps a few buffers
+    busy, taking turns). :meth:`shed`, once every frame is answered, lets the retired ones go.
+    From a trusted peer, a buffer larger than ``max_buffer`` is kept for the next frame while
+    the frames keep coming that large (a follower's fetches of megabytes, one after another),
+    and so are the retired ones that large (a follower with two fetches out: the two take
+    turns); once the frames are ordinary again, those go.
     """
 
     def __init__(
@@ -104,6 +111,7 @@ class FrameReader:
         self.trusted = trusted
         self.min_size = min_size
         self.copy_below = copy_below
+        self.min_buffer = min_buffer
         self.max_buffer = max_buffer
         self.min_read = min_read
         # Complete frames not yet taken, oldest first (take them with ``popleft``).
@@ -113,12 +121,15 @@ class FrameReader:
         self._buffer_size = min_buffer
         self._buffer = bytearray()
         self._view: memoryview | None = None
-        # The buffer before this one, kept from a trusted peer sending large frames (see above).
-        self._spare: bytearray | None = None
+        # Buffers given up while frames still viewed them, newest last, to be taken again once
+        # those are gone (see above); at most _RETIRED.
+        self._retired: list[bytearray] = []
         self._start = 0
         self._end = 0
         self._frame_end = PREFIX_BYTES
-        self._last_size = 0  # of the last frame cut
+        # Reads that may still cut only ordinary frames before a trusted peer's buffers for
+        # outsized ones go: a follower's fetches alternate between megabytes and a little.
+        self._large_left = 0
 
     @property
     def partial(self) -> int:
@@ -178,30 +189,54 @@ class FrameReader:
             size = max(self._buffer_size, min(needed, 2 * partial + self.min_read))
         if old_view is not None:
             old_view.release()
+        # A trusted peer's outsized frames keep their buffers while they keep coming.
+        keep = bool(self.trusted) and self._large_left > 0
         largest = max(size, self.max_buffer)
-        keep = bool(self.trusted) and self._last_size > self.max_buffer
         if keep:
             largest = max(largest, len(old))
-        spare = self._spare
+        retired = self._retired
+        if retired and not keep:
+            retired[:] = [b for b in retired if len(b) <= self.max_buffer]
         if size <= len(old) <= largest and _unexported(old):
             buffer = old
             view = memoryview(buffer)
             view[:partial] = view[self._start : self._end]
         else:
-            if spare is not None and keep and size <= len(spare) and _unexported(spare):
-                buffer, spare = spare, None
-            else:
-                buffer = bytearray(size)
+            buffer = self._reusable(size, None if keep else largest) or bytearray(size)
             view = memoryview(buffer)
             if partial:
                 with memoryview(old) as source:
                     view[:partial] = source[self._start : self._end]
-            if keep and len(old) > self.max_buffer:
-                spare = old
-        self._spare = spare if keep else None
+            if self.min_buffer <= len(old) and not _unexported(old):
+                # Its frames are still in use (a produce waiting for its followers, a fetch
+                # being applied): it is taken again once they are done, rather than a fresh
+                # buffer whose pages the kernel must find and zero again. Of outsized ones,
+                # only the last is kept.
+                if len(old) > self.max_buffer:
+                    if keep:
+                        retired[:] = [b for b in retired if len(b) <= self.max_buffer]
+                        retired.append(old)
+                else:
+                    retired.append(old)
+                if len(retired) > _RETIRED:
+                    del retired[0]
         self._buffer, self._view = buffer, view
         self._frame_end -= self._start
         self._start, self._end = 0, partial
+
+    def _reusable(self, size: int, largest: int | None) -> bytearray | None:
+        """A retired buffer of at least ``size`` bytes (at most ``largest``) whose frames are all
+        gone, taken out of the retired ones."""
+        retired = self._retired
+        for i, candidate in enumerate(retired):
+            if (
+                size <= len(candidate)
+                and (largest is None or len(candidate) <= max(largest, 2 * size))
+                and _unexported(candidate)
+            ):
+                del retired[i]
+                return candidate
+        return None
 
     def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` were received at the start of the last :meth:`get_buffer`. Cuts the
@@ -231,19 +266,24 @@ class FrameReader:
                 last = size
                 start = frame_end
         finally:
-            if cut:
-                self._last_size = last
+            if last > self.max_buffer:
+                self._large_left = _LARGE_FOR
+            elif cut and self._large_left:
+                self._large_left -= 1
             self.cut_bytes += cut
             self._start = start
             self._frame_end = start + PREFIX_BYTES + size if end - start >= 4 else start + 4
 
     def shed(self) -> None:
-        """Between frames, let go of a buffer that only one outsized frame needed."""
-        if len(self._buffer) > self.max_buffer and self._start == self._end and not self.frames:
+        """Between frames (every frame answered), let go of a buffer that only one outsized
+        frame needed, and of the retired ones a busy stream reuses."""
+        if self._start != self._end or self.frames:
+            return
+        self._retired.clear()
+        if len(self._buffer) > self.max_buffer:
             if self._view is not None:
                 self._view.release()
             self._buffer, self._view = bytearray(), None
-            self._spare = None
             self._start = self._end = 0
             self._frame_end = PREFIX_BYTES
 
