@@ -190,7 +190,7 @@ class FrameReader:
         if old_view is not None:
             old_view.release()
         # A trusted peer's outsized frames keep their buffers while they keep coming.
-        keep = bool(self.trusted) and self._large_left > 0
+        keep = bool(self.trusted) and (self._large_left > 0 or needed > self.max_buffer)
         largest = max(size, self.max_buffer)
         if keep:
             largest = max(largest, len(old))
@@ -249,7 +249,7 @@ class FrameReader:
         frames = self.frames
         copy_below = self.copy_below
         low, high = self.min_size, self.max_size
-        size = cut = last = 0
+        size = cut = largest = 0
         try:
             while end - start >= 4:
                 (size,) = SIZE.unpack_from(view, start)
@@ -263,10 +263,11 @@ class FrameReader:
                 else:
                     frames.append(view[start + 4 : frame_end])
                 cut += size
-                last = size
+                if size > largest:
+                    largest = size
                 start = frame_end
         finally:
-            if last > self.max_buffer:
+            if largest > self.max_buffer:
                 self._large_left = _LARGE_FOR
             elif cut and self._large_left:
                 self._large_left -= 1
