@@ -74,6 +74,24 @@ def test_waiting_fetch_returns_when_another_connection_produces(
     assert values_of(partition.records) == [b"wake up"]
 
 
+@pytest.mark.parametrize("acks", [1, -1])
+def test_a_woken_long_poll_is_answered_before_the_produce_that_woke_it(
+    client: KafkaConnection, producer: KafkaConnection, topic: str, acks: int
+) -> None:
+    """As Kafka completes delayed fetches in the thread that appended: the consumer's answer
+    is on its socket by the time the producer reads its own (loopback delivers a send to the
+    peer's socket at once)."""
+    fields = client.fetch_request_fields([(topic, 0, 0)], max_wait_ms=5000, min_bytes=1)
+    correlation_id = client.send(FETCH, FETCH_VERSION, **fields)
+    assert not client.has_data(0.2), "the fetch returned without waiting for data"
+    answer = producer.produce(topic, 0, batch_of(b"first to the consumer"), acks=acks)
+    assert answer.error_code == ErrorCode.none
+    assert client.has_data(0), "the producer was answered before the waiting consumer"
+    response = client.receive(FETCH, FETCH_VERSION, correlation_id)
+    (partition,) = response.responses[0].partitions
+    assert values_of(partition.records) == [b"first to the consumer"]
+
+
 def test_produce_to_another_partition_does_not_end_the_wait_early(
     client: KafkaConnection, producer: KafkaConnection, topic: str
 ) -> None:

@@ -569,6 +569,11 @@ class Partition:
         self._append_ends.clear()
         self._append_order.clear()
 
+    @property
+    def has_waiters(self) -> bool:
+        """Whether requests are parked on this partition (which its next append wakes)."""
+        return bool(self._waiters)
+
     def add_waiter(self, callback: Callable[[], None]) -> None:
         self._waiters.append(callback)
 

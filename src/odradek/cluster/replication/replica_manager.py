@@ -107,6 +107,8 @@ class AppendResult:
     message: str | None = None
     appended: AppendInfo | None = None
     record_errors: list[tuple[int, str]] = field(default_factory=list)
+    # The append woke requests parked on the partition (long polls waiting for records).
+    woke: bool = False
 
     def fail(self, error: ErrorCode, message: str | None = None) -> None:
         self.error, self.message = error, message
@@ -231,17 +233,24 @@ class ReplicaManager:
                 self._append_one(partition, entry, acks, now_ms, origin, result, first=False)
                 if acks == -1 and result.appended is not None:
                     waits.append((result, partition, result.appended.last_offset + 1))
+        parked = False
         if waits:
             delayed = DelayedProduce([(partition, offset) for _, partition, offset in waits])
             if not delayed.try_complete():
                 if waiting is not None:
                     waiting()
+                parked = True
                 await self.purgatory.park(
                     delayed.watched(), delayed.try_complete, timeout_ms / 1000, api_key
                 )
             for (result, _, _), outcome in zip(waits, delayed.outcomes(), strict=True):
                 if outcome != ErrorCode.none:
                     result.fail(outcome)
+        if not parked and any(result.woke for result in results):
+            # The long polls the appends woke answer first, as Kafka completes its delayed
+            # fetches in the thread that appended: a consumer waiting for these records gets
+            # them before the producer hears they are in.
+            await asyncio.sleep(0)
         return results
 
     async def _append_entry(
@@ -322,10 +331,12 @@ class ReplicaManager:
         this is the ``first`` try and it named schema ids the registry's replay may learn.
         ``checked``: its records' framing checks, made ahead in steps."""
         source = self.schema_ids
+        waiters = partition.has_waiters
         try:
             result.appended = partition.append_as_leader(
                 entry.records, acks, now_ms, source, checked
             )
+            result.woke = waiters
         except SchemaIdsRefused as e:
             if first and e.unknown and source is not None:
                 return True
