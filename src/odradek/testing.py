@@ -465,19 +465,25 @@ class RunningCluster:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
     def start(self) -> RunningCluster:
-        if self._own_zookeeper:
-            self.zookeeper.start()
-        for broker_id in range(1, self.size + 1):
-            self.start_broker(broker_id)
-        # Started when every broker knows every other: a broker learns of the others from
-        # ZooKeeper's watches, a moment after they listen (a topic created before that would be
-        # refused a replication factor of the whole cluster).
-        wait_until(
-            lambda: all(self._sees_everyone(b) for b in self.brokers),
-            _START_TIMEOUT_S,
-            0.05,
-            "every broker seeing every other",
-        )
+        """Start ZooKeeper (if this cluster owns it) and every broker; a start that fails stops
+        what it started (``with`` runs no ``__exit__`` when ``__enter__`` raises)."""
+        try:
+            if self._own_zookeeper:
+                self.zookeeper.start()
+            for broker_id in range(1, self.size + 1):
+                self.start_broker(broker_id)
+            # Started when every broker knows every other: a broker learns of the others from
+            # ZooKeeper's watches, a moment after they listen (a topic created before that
+            # would be refused a replication factor of the whole cluster).
+            wait_until(
+                lambda: all(self._sees_everyone(b) for b in self.brokers),
+                _START_TIMEOUT_S,
+                0.05,
+                "every broker seeing every other",
+            )
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def _sees_everyone(self, broker_id: int) -> bool:
