@@ -12,8 +12,7 @@ from odradek.testing import RunningCluster, zookeeper_four_letter_word
 def test_a_cluster_whose_brokers_cannot_start_stops_its_zookeeper(tmp_path: Path) -> None:
     cluster = RunningCluster(tmp_path, 1, settings={"log.segment.bytes": "lots"})
     with pytest.raises(RuntimeError, match="broker exited before listening"):
-        with cluster:
-            pass
+        cluster.start()
     zookeeper = cluster.zookeeper
     assert zookeeper.process is None
     assert zookeeper_four_letter_word(zookeeper.host, zookeeper.port, "ruok") == ""
