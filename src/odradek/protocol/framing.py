@@ -196,7 +196,7 @@ class FrameReader:
             largest = max(largest, len(old))
         retired = self._retired
         if retired and not keep:
-            retired[:] = [b for b in retired if len(b) <= self.max_buffer]
+            self._drop_outsized()
         if size <= len(old) <= largest and _unexported(old):
             buffer = old
             view = memoryview(buffer)
@@ -214,7 +214,7 @@ class FrameReader:
                 # only the last is kept.
                 if len(old) > self.max_buffer:
                     if keep:
-                        retired[:] = [b for b in retired if len(b) <= self.max_buffer]
+                        self._drop_outsized()
                         retired.append(old)
                 else:
                     retired.append(old)
@@ -223,6 +223,9 @@ class FrameReader:
         self._buffer, self._view = buffer, view
         self._frame_end -= self._start
         self._start, self._end = 0, partial
+
+    def _drop_outsized(self) -> None:
+        self._retired[:] = [b for b in self._retired if len(b) <= self.max_buffer]
 
     def _reusable(self, size: int, largest: int | None) -> bytearray | None:
         """A retired buffer of at least ``size`` bytes (at most ``largest``) whose frames are all
