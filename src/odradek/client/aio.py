@@ -268,16 +268,28 @@ class AsyncConnection(CoreShell, asyncio.BufferedProtocol):
         timeout_s: float | None,
     ) -> Response | None:
         timeout = self.timeout_s if timeout_s is None else timeout_s
+        # The timer fails the very future the answer resolves (not asyncio.wait_for around it,
+        # whose wrapper takes one more turn of the loop to hand the answer on).
+        timer = self._loop.call_later(timeout, self._time_out, request, future, timeout)
         try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            raise RequestTimeout(
+            return await future
+        finally:
+            timer.cancel()
+            if future.cancelled():
+                self.abandon(request)
+
+    def _time_out(
+        self, request: Request, future: asyncio.Future[Response | None], timeout: float
+    ) -> None:
+        if future.done():
+            return
+        future.set_exception(
+            RequestTimeout(
                 f"no answer from {self.address} to API key {request.api_key} "
                 f"v{request.version} within {timeout:g} s"
-            ) from None
-        finally:
-            if not future.done() or future.cancelled():
-                self.abandon(request)
+            )
+        )
+        self.abandon(request)  # an answer that comes after all is dropped
 
     def abandon(self, request: Request) -> None:
         """Give up on ``request``: its future is cancelled and its answer dropped."""
