@@ -17,7 +17,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from odradek.client.blocking import BlockingConnection
+from odradek.testing import wait_until
+
 from .support import TIMEOUT_S, create_topic, java_command, run_java
+
+SHARE_GROUP_DESCRIBE = 77
 
 SHARE_GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 
@@ -36,14 +41,25 @@ def value_of(i: int) -> str:
     return ("release", "reject", "renew", "accept")[i % 4] + str(i)
 
 
+def assigned(bootstrap: str, group: str) -> list[int]:
+    """How many partitions each member of share group ``group`` is assigned (ShareGroupDescribe)."""
+    connection = BlockingConnection.open(bootstrap, timeout_s=5)
+    try:
+        answer = connection.request(
+            SHARE_GROUP_DESCRIBE, {"group_ids": [group], "include_authorized_operations": False}
+        )
+    finally:
+        connection.close()
+    (described,) = answer.groups
+    return [
+        sum(len(t.partitions) for t in m.assignment.topic_partitions) for m in described.members
+    ]
+
+
 def test_two_java_share_consumers_release_and_reject(bootstrap: str) -> None:
     topic, group = "java-share", "java-share-group"
     create_topic(bootstrap, topic, partitions=4)
     earliest(bootstrap, group)
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for i in range(40):
-        producer.produce(topic, value_of(i).encode(), partition=i % 4)
-    assert producer.flush(TIMEOUT_S) == 0
     # Between them they accept 30 records (the released ones on their second delivery, the
     # renewed ones when the consumer hands them out again).
     consumers = [
@@ -55,6 +71,18 @@ def test_two_java_share_consumers_release_and_reject(bootstrap: str) -> None:
         )
         for _ in range(2)
     ]
+    # The records come once both members hold their partitions: a partition that moves to the
+    # member joining second takes the records the first still holds there with it (released,
+    # delivered again with a higher count), a renewed one included.
+    wait_until(
+        lambda: sorted(assigned(bootstrap, group)) == [2, 2],
+        TIMEOUT_S,
+        what="both share consumers assigned two partitions each",
+    )
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(40):
+        producer.produce(topic, value_of(i).encode(), partition=i % 4)
+    assert producer.flush(TIMEOUT_S) == 0
     deliveries: dict[str, list[int]] = defaultdict(list)
     for consumer in consumers:
         out, err = consumer.communicate(timeout=TIMEOUT_S * 2)
