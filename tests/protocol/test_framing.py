@@ -255,3 +255,17 @@ def test_a_trusted_peers_large_buffer_outlives_a_few_small_frames_between_large_
         frame.release()
         assert feed(reader, framed(b"small") * 3, piece=64 * 1024) == [b"small"] * 3
     assert len(holders) == 1
+
+
+def test_an_untrusted_peers_outsized_buffer_is_not_retired_while_its_frame_lives() -> None:
+    # A client's 3 MB request still being handled while its small ones keep coming: the buffer
+    # the large one needed lives as long as that request, and not a moment longer here.
+    reader = FrameReader(64 * MB, min_buffer=64 * 1024, max_buffer=256 * 1024, min_read=1024)
+    reader.feed(framed(b"x" * (3 * MB)))
+    held = reader.next_frame()
+    assert isinstance(held, memoryview)
+    small = [bytes([i % 256]) * 1000 for i in range(600)]
+    assert feed(reader, b"".join(framed(f) for f in small), piece=64 * 1024) == small
+    assert all(len(kept) <= 256 * 1024 for kept in reader._retired)
+    assert reader.capacity <= 256 * 1024
+    assert bytes(held) == b"x" * (3 * MB)

@@ -207,17 +207,15 @@ class FrameReader:
             if partial:
                 with memoryview(old) as source:
                     view[:partial] = source[self._start : self._end]
-            if self.min_buffer <= len(old) and not _unexported(old):
+            outsized = len(old) > self.max_buffer
+            if self.min_buffer <= len(old) and (keep or not outsized) and not _unexported(old):
                 # Its frames are still in use (a produce waiting for its followers, a fetch
                 # being applied): it is taken again once they are done, rather than a fresh
-                # buffer whose pages the kernel must find and zero again. Of outsized ones,
-                # only the last is kept.
-                if len(old) > self.max_buffer:
-                    if keep:
-                        self._drop_outsized()
-                        retired.append(old)
-                else:
-                    retired.append(old)
+                # buffer whose pages the kernel must find and zero again. Of outsized ones
+                # (a trusted peer's only), only the last is kept.
+                if outsized:
+                    self._drop_outsized()
+                retired.append(old)
                 if len(retired) > _RETIRED:
                     del retired[0]
         self._buffer, self._view = buffer, view
