@@ -5,6 +5,7 @@ delivery; the tool describes the group and resets its offsets."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from collections import defaultdict
 
@@ -17,12 +18,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.client.blocking import BlockingConnection
+from odradek.client.admin import GroupAdmin
 from odradek.testing import wait_until
 
 from .support import TIMEOUT_S, create_topic, java_command, run_java
-
-SHARE_GROUP_DESCRIBE = 77
 
 SHARE_GROUPS_TOOL = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 
@@ -42,18 +41,14 @@ def value_of(i: int) -> str:
 
 
 def assigned(bootstrap: str, group: str) -> list[int]:
-    """How many partitions each member of share group ``group`` is assigned (ShareGroupDescribe)."""
-    connection = BlockingConnection.open(bootstrap, timeout_s=5)
-    try:
-        answer = connection.request(
-            SHARE_GROUP_DESCRIBE, {"group_ids": [group], "include_authorized_operations": False}
-        )
-    finally:
-        connection.close()
-    (described,) = answer.groups
-    return [
-        sum(len(t.partitions) for t in m.assignment.topic_partitions) for m in described.members
-    ]
+    """How many partitions each member of share group ``group`` is assigned."""
+
+    async def describe() -> list[int]:
+        async with await GroupAdmin.connect(bootstrap, timeout_s=TIMEOUT_S) as admin:
+            group_info = await admin.describe_group(group)
+        return [len(member.assignment) for member in group_info.members]
+
+    return asyncio.run(describe())
 
 
 def test_two_java_share_consumers_release_and_reject(bootstrap: str) -> None:
