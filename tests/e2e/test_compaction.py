@@ -241,9 +241,15 @@ def test_readers_see_a_consistent_log_while_the_cleaner_works(
     passes = cleaner.passes
     thread = threading.Thread(target=reader)
     thread.start()
+    # Writes go on until the reader has read the whole log several times while the cleaner
+    # rewrote it: how many reads fit in a fixed number of rounds depends on the machine's load.
+    deadline = time.monotonic() + 4 * TIMEOUT_S
+    r = 5
     try:
-        for r in range(5, 60, 5):
+        while (len(reads) <= 3 or cleaner.passes <= passes + 2) and not failures:
+            assert time.monotonic() < deadline, (len(reads), cleaner.passes - passes)
             produce_rounds(bootstrap, topic_name, acks, rounds=5, keys=20, start=r)
+            r += 5
     finally:
         stop.set()
         thread.join(TIMEOUT_S)
