@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from odradek.clock import ManualClock
-from odradek.protocol.record_batch import crc_of, validate_batches
+from odradek.protocol.record_batch import crc_of, set_base_offset, validate_batches
 from odradek.server.connection import SENDFILE_MIN_BYTES
 from odradek.storage import LogConfig, OffsetOutOfRange, PartitionLog
 from odradek.storage.log import COPIED_READ_BYTES
@@ -330,3 +330,54 @@ def test_reads_over_big_and_small_batches(open_log: Opener) -> None:
     assert (piece.position, piece.size) == (sizes[0], sum(sizes[1:4]))
     piece = log.read(9, 10)
     assert piece is not None and piece.size == sizes[4]
+
+
+def every_read(log: PartitionLog) -> dict[tuple[int, int, int], tuple[int, bytes] | None]:
+    """Every read the log can be asked for: from each offset to the end and to each offset
+    before it, under a few byte limits; (position, bytes) of each."""
+    found: dict[tuple[int, int, int], tuple[int, bytes] | None] = {}
+    end = log.log_end_offset
+    for offset in range(log.log_start_offset, end + 1):
+        for limit in range(offset, end + 1):
+            for max_bytes in (1, 2 * BATCH_SIZE, 1 << 20):
+                piece = log.read(offset, max_bytes, max_offset=limit)
+                found[offset, limit, max_bytes] = (
+                    None if piece is None else (piece.position, piece.read_bytes())
+                )
+    return found
+
+
+def test_reads_at_the_tail_answer_as_the_index_and_headers_of_a_reopened_log(
+    open_log: Opener,
+) -> None:
+    """The log remembers where its latest batches start (reads at the tail skip the index
+    and the walk of headers); a reopened log knows none of it, so it reads the other way."""
+    config = LogConfig(segment_bytes=5 * BATCH_SIZE)
+    log = open_log(config)
+    for count in (1, 3, 2, 1, 4, 1, 2):
+        append(log, make_batch(count))
+    assert len(log.segments) > 1
+    log.truncate_to(9)  # inside the batch of offsets 7-10: the log ends at 7
+    for count in (2, 1):
+        append(log, make_batch(count))
+    before = every_read(log)
+    assert before[7, 10, 1 << 20] is not None
+    log.close()
+    assert every_read(open_log(config)) == before
+
+
+def test_a_followers_reads_at_the_tail_past_gaps_in_its_offsets(open_log: Opener) -> None:
+    def copied(base_offset: int, count: int) -> bytearray:
+        batch = bytearray(make_batch(count))
+        set_base_offset(batch, 0, base_offset)
+        return batch
+
+    log = open_log()
+    for batches in ([copied(0, 2), copied(5, 1)], [copied(8, 2)], [copied(12, 1), copied(13, 3)]):
+        records = bytearray(b"".join(batches))
+        log.append_as_follower(records, validate_batches(records, 1 << 30))
+    before = every_read(log)
+    piece = before[2, 8, 1 << 20]  # from inside the gap: the batch after it
+    assert piece is not None and [h.base_offset for h in headers_of(piece[1])] == [5]
+    log.close()
+    assert every_read(open_log()) == before

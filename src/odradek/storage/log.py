@@ -62,6 +62,9 @@ COPIED_READ_BYTES = 64 * 1024
 # A log of one segment no bigger than this, with no producer and no snapshot, gets no snapshot at
 # a clean stop: replaying its batch headers at the next open costs less than making the file.
 SNAPSHOTLESS_LOG_BYTES = 1 << 20
+# Batch boundaries of the latest appends remembered for reads at the tail (see _note_tail):
+# enough for followers and consumers a few appends behind at thousands of appends a second.
+TAIL_BOUNDARIES_KEPT = 256
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -300,6 +303,13 @@ class PartitionLog:
         # Kafka keeps the high watermark with the log: the partition moves it, the log manager
         # checkpoints it (replication-offset-checkpoint), truncation lowers it.
         self._high_watermark = 0
+        # Where the latest batches of the active segment start (offset -> file position), the
+        # log end included: a read from one boundary to another (a follower's or a caught-up
+        # consumer's, to the log end or the high watermark) needs neither the offset index nor
+        # a walk of the headers. Only for _tail_segment; emptied when that segment is cut.
+        self._tail: dict[int, int] = {}
+        self._tail_order: deque[int] = deque()
+        self._tail_segment: LogSegment | None = None
         self._unflushed_messages = 0
         self._last_flush_ms = clock.monotonic_ms()
         # Segment files created, removed or renamed, and how many of those changes an fsync of
@@ -781,7 +791,7 @@ class PartitionLog:
         # The epoch's entry is on disk before its first batch: the file never lacks an epoch
         # the log holds (one it holds too many, past a crash, opening drops).
         self._epochs.assign(leader_epoch, first_offset)
-        self._write_batches(records, batches, headers)
+        self._write_batches(records, batches, headers, first_offset)
         if producer_batches is not None:
             for header, offset in producer_batches:
                 self._note_producer_batch(self._segments[-1], records, header, offset)
@@ -819,7 +829,7 @@ class PartitionLog:
         batches = [
             AppendedBatch(h.position, h.size, h.last_offset, h.max_timestamp) for h in headers
         ]
-        self._write_batches(records, batches, headers)
+        self._write_batches(records, batches, headers, first_offset)
         for h in headers:
             if h.producer_id != NO_PRODUCER_ID:
                 self._note_producer_batch(self._segments[-1], records, h, h.base_offset)
@@ -830,12 +840,39 @@ class PartitionLog:
         records: bytes | bytearray | memoryview,
         batches: list[AppendedBatch],
         headers: list[BatchHeader],
+        first_offset: int,
     ) -> None:
-        self._segments[-1].append(records, batches, self.config.index_interval_bytes)
+        active = self._segments[-1]
+        start = active.size
+        active.append(records, batches, self.config.index_interval_bytes)
+        self._note_tail(active, start, first_offset, batches)
         self._unflushed_messages += sum(h.record_count for h in headers)
         flush_messages = self.config.flush_messages
         if flush_messages is not None and self._unflushed_messages >= flush_messages:
             self.flush()
+
+    def _note_tail(
+        self, active: LogSegment, start: int, first_offset: int, batches: list[AppendedBatch]
+    ) -> None:
+        """Remember where the batches just written at ``start`` of ``active`` begin and end."""
+        tail, order = self._tail, self._tail_order
+        if active is not self._tail_segment:
+            self._forget_tail()
+            self._tail_segment = active
+        if first_offset not in tail:
+            tail[first_offset] = start + batches[0].position
+            order.append(first_offset)
+        for batch in batches:
+            end = batch.last_offset + 1
+            tail[end] = start + batch.position + batch.size
+            order.append(end)
+        while len(order) > TAIL_BOUNDARIES_KEPT:
+            tail.pop(order.popleft(), None)
+
+    def _forget_tail(self) -> None:
+        self._tail.clear()
+        self._tail_order.clear()
+        self._tail_segment = None
 
     def _maybe_roll(
         self, size: int, first_offset: int, last_offset: int, max_timestamp: int
@@ -955,6 +992,16 @@ class PartitionLog:
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if offset >= limit:
             return None
+        tail, active = self._tail, self._segments[-1]
+        start, end = tail.get(offset), tail.get(limit)
+        if (
+            start is not None
+            and end is not None
+            and end - start <= max_bytes
+            and active is self._tail_segment
+        ):
+            # Equal: a follower's log past a gap in the leader's offsets, no batch in between.
+            return self._slice(active, start, end - start) if end > start else None
         for segment in self._segments[self._segment_index(offset) :]:
             # One walk of the headers finds the batch holding the offset and the batches after
             # it that fit (a walk per step cost as much as the rest of a fetch).
@@ -1224,6 +1271,7 @@ class PartitionLog:
             return
         self._close_retired()
         self._discard_pending_flushes()
+        self._forget_tail()
         if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
             self._truncate_fully(max(offset, 0))
         else:
@@ -1247,6 +1295,7 @@ class PartitionLog:
 
     def _truncate_fully(self, offset: int) -> None:
         self._discard_pending_flushes()
+        self._forget_tail()
         while self._segments:
             self._drop_segment(len(self._segments) - 1, retire=True)
         self._add_segment(
