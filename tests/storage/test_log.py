@@ -381,3 +381,21 @@ def test_a_followers_reads_at_the_tail_past_gaps_in_its_offsets(open_log: Opener
     assert piece is not None and [h.base_offset for h in headers_of(piece[1])] == [5]
     log.close()
     assert every_read(open_log()) == before
+
+
+def test_bytes_between_recent_batches_are_known_across_segments_until_truncation(
+    open_log: Opener,
+) -> None:
+    three, two = make_batch(3), make_batch(2)
+    log = open_log(LogConfig(segment_bytes=len(three)))
+    assert log.bytes_between(0, 0) == 0
+    append(log, three)
+    append(log, two)
+    assert len(log.segments) == 2
+    assert log.bytes_between(0, 5) == len(three) + len(two)
+    assert log.bytes_between(3, 5) == len(two)
+    assert log.bytes_between(1, 5) is None  # inside a batch
+    log.truncate_to(3)
+    assert log.bytes_between(0, 3) is None and log.bytes_between(3, 5) is None
+    append(log, two)
+    assert log.bytes_between(3, 5) == len(two)

@@ -62,9 +62,9 @@ COPIED_READ_BYTES = 64 * 1024
 # A log of one segment no bigger than this, with no producer and no snapshot, gets no snapshot at
 # a clean stop: replaying its batch headers at the next open costs less than making the file.
 SNAPSHOTLESS_LOG_BYTES = 1 << 20
-# Batch boundaries of the latest appends remembered for reads at the tail (see _note_tail):
-# enough for followers and consumers a few appends behind at thousands of appends a second.
-TAIL_BOUNDARIES_KEPT = 256
+# Batch boundaries of the latest appends the log remembers (see _note_tail): a reader further
+# behind is found by the offset index and the headers, a parked Fetch counts by reading.
+TAIL_BOUNDARIES_KEPT = 1024
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -303,13 +303,17 @@ class PartitionLog:
         # Kafka keeps the high watermark with the log: the partition moves it, the log manager
         # checkpoints it (replication-offset-checkpoint), truncation lowers it.
         self._high_watermark = 0
-        # Where the latest batches of the active segment start (offset -> file position), the
-        # log end included: a read from one boundary to another (a follower's or a caught-up
-        # consumer's, to the log end or the high watermark) needs neither the offset index nor
-        # a walk of the headers. Only for _tail_segment; emptied when that segment is cut.
+        # Where the latest batches start, the log end included: offset -> bytes appended by
+        # this process before it (Kafka's offset metadata, a position per offset). A parked
+        # Fetch counts the bytes between two of them without reading (bytes_between), and a
+        # read from one to another in the active segment (a follower's, a caught-up consumer's)
+        # needs neither the offset index nor a walk of the headers: _tail_origin is the count
+        # at position 0 of _tail_segment. Forgotten on truncation.
         self._tail: dict[int, int] = {}
         self._tail_order: deque[int] = deque()
+        self._appended_bytes = 0
         self._tail_segment: LogSegment | None = None
+        self._tail_origin = 0
         self._unflushed_messages = 0
         self._last_flush_ms = clock.monotonic_ms()
         # Segment files created, removed or renamed, and how many of those changes an fsync of
@@ -855,17 +859,19 @@ class PartitionLog:
         self, active: LogSegment, start: int, first_offset: int, batches: list[AppendedBatch]
     ) -> None:
         """Remember where the batches just written at ``start`` of ``active`` begin and end."""
-        tail, order = self._tail, self._tail_order
+        tail, order, appended = self._tail, self._tail_order, self._appended_bytes
         if active is not self._tail_segment:
-            self._forget_tail()
             self._tail_segment = active
+            self._tail_origin = appended - start
         if first_offset not in tail:
-            tail[first_offset] = start + batches[0].position
+            tail[first_offset] = appended + batches[0].position
             order.append(first_offset)
         for batch in batches:
             end = batch.last_offset + 1
-            tail[end] = start + batch.position + batch.size
+            tail[end] = appended + batch.position + batch.size
             order.append(end)
+        last = batches[-1]
+        self._appended_bytes = appended + last.position + last.size
         while len(order) > TAIL_BOUNDARIES_KEPT:
             tail.pop(order.popleft(), None)
 
@@ -873,6 +879,18 @@ class PartitionLog:
         self._tail.clear()
         self._tail_order.clear()
         self._tail_segment = None
+
+    def bytes_between(self, start: int, end: int) -> int | None:
+        """The bytes of the batches from offset ``start`` to ``end``, both where a batch of a
+        recent append began or the log ended; None when either is not (an older offset, or one
+        inside a batch): the caller reads instead. Compaction or retention since may make the
+        true figure smaller, never larger."""
+        if end <= start:
+            return 0
+        before, after = self._tail.get(start), self._tail.get(end)
+        if before is None or after is None:
+            return None
+        return after - before
 
     def _maybe_roll(
         self, size: int, first_offset: int, last_offset: int, max_timestamp: int
@@ -997,11 +1015,14 @@ class PartitionLog:
         if (
             start is not None
             and end is not None
+            and start >= self._tail_origin
             and end - start <= max_bytes
             and active is self._tail_segment
         ):
             # Equal: a follower's log past a gap in the leader's offsets, no batch in between.
-            return self._slice(active, start, end - start) if end > start else None
+            if end == start:
+                return None
+            return self._slice(active, start - self._tail_origin, end - start)
         for segment in self._segments[self._segment_index(offset) :]:
             # One walk of the headers finds the batch holding the offset and the batches after
             # it that fit (a walk per step cost as much as the rest of a fetch).

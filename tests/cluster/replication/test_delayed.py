@@ -226,13 +226,15 @@ def test_leadership_lost_ends_the_wait_with_its_error(hosted: Hosted) -> None:
     assert reads == []
 
 
-def test_records_from_before_the_partition_was_hosted_are_counted_by_reading(
+def test_records_from_before_the_log_was_opened_are_counted_by_reading(
     hosted: Hosted, clock: ManualClock
 ) -> None:
     partition = hosted.add(0)
     partition.append_as_leader(batch(), 1, NOW)
-    # The same log hosted afresh (a broker restart): no append sizes to count from.
-    again = Partition("t", 0, partition.log, local_id=LEADER, clock=clock)
+    # The log opened again (a broker restart): it knows where no batch of it starts.
+    partition.log.close()
+    log = PartitionLog.open(hosted.directory / "t-0", LogConfig(), clock)
+    again = Partition("t", 0, log, local_id=LEADER, clock=clock)
     again.make_leader(1, (LEADER,), (LEADER,), 0)
     hosted.partitions[("t", 0)] = again
     delayed, reads = fetch(hosted, [0], params=params(min_bytes=10_000))

@@ -177,19 +177,6 @@ def test_the_read_bound_follows_the_isolation(tmp_path: Path) -> None:
     assert p.read_bound(FetchIsolation.TXN_COMMITTED) == 2
 
 
-def test_bytes_between_appends_are_known_until_the_log_is_truncated(tmp_path: Path) -> None:
-    p = partition(tmp_path)
-    assert p.bytes_between(0, 0) == 0
-    p.append_as_leader(records(3), 1, NOW)
-    p.append_as_leader(records(2), 1, NOW)
-    assert p.bytes_between(0, 5) == len(records(3)) + len(records(2))
-    assert p.bytes_between(3, 5) == len(records(2))
-    assert p.bytes_between(1, 5) is None  # inside an append
-    p.log.truncate_to(3)
-    p.truncated()
-    assert p.bytes_between(3, 5) is None
-
-
 def test_a_consumer_is_sent_to_an_in_sync_replica_in_its_rack(tmp_path: Path) -> None:
     p = partition(tmp_path)
     p.make_leader(1, (1, 2, 3), (1, 2, 3), 1)

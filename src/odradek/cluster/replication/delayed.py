@@ -11,12 +11,12 @@ read`); if that found fewer than ``min.bytes`` and no partition ends the wait, i
 wake (:meth:`~DelayedFetch.try_complete`) only compares each partition's offsets, role and epoch
 with what they were (a "mark"): a partition whose mark moved is looked at again without reading
 (an error, or a consumer sent to another replica, ends the wait), and the bytes now between its
-fetch offset and its read bound are counted from the partition's record of recent append sizes
-(:meth:`Partition.bytes_between`), read from the log only when that record does not reach back
-far enough. Once the count reaches ``min.bytes`` the segments are read, once, for the answer; a
-slice is never kept across a wake (the cleaner may have replaced its segment meanwhile). A count
-that promised more than the read found (compaction since) lets the Fetch park again for the time
-it has left.
+fetch offset and its read bound are counted from the log's record of where its recent batches
+start (:meth:`PartitionLog.bytes_between`), read from the log only when that record does not
+reach back far enough. Once the count reaches ``min.bytes`` the segments are read, once, for
+the answer; a slice is never kept across a wake (the cleaner may have replaced its segment
+meanwhile). A count that promised more than the read found (compaction since) lets the Fetch
+park again for the time it has left.
 
 Neither touches the network or a clock: the purgatory parks them and times them out. Called on
 the broker's event loop only.
@@ -182,7 +182,7 @@ class DelayedFetch:
     def _available(self, partition: Partition, position: FetchPosition) -> int:
         upper = partition.read_bound(self._isolation)
         max_bytes = max(position.max_bytes, 0)
-        counted = partition.bytes_between(position.fetch_offset, upper)
+        counted = partition.log.bytes_between(position.fetch_offset, upper)
         if counted is not None:
             return min(counted, max_bytes)
         try:  # the record does not reach back this far: count by reading (and let it go)

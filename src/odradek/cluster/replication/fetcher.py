@@ -372,7 +372,6 @@ class FetcherCore:
                 )
                 if partition.log.log_end_offset != before:
                     truncated = True
-                    partition.truncated()
                     log.info(
                         "%s-%d: truncated from %d to %d to follow leader %d (epoch %d)",
                         *tp,
@@ -583,7 +582,6 @@ class FetcherCore:
                         leader_start,
                     )
                     partition.log.truncate_fully_and_start_at(leader_start)
-                    partition.truncated()
                     self._checkpoint()
                 else:
                     self._truncating.add(tp)

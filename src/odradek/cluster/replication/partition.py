@@ -4,7 +4,6 @@ watermark, and the requests parked on it."""
 from __future__ import annotations
 
 import contextlib
-from collections import deque
 from collections.abc import Callable, Collection, Generator, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -37,10 +36,6 @@ from odradek.storage.validator import (
 RecordSlice = ReadSlice
 
 NO_LEADER = -1
-
-# How many recent appends a partition remembers the byte size of (see ``bytes_between``): a
-# parked Fetch far behind them reads the log to count what it would get.
-_APPEND_SIZES_KEPT = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +101,6 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         self._tracker: IsrTracker | None = None
         self._waiters: list[Callable[[], None]] = []
-        # The log end offsets of recent appends, each with the bytes appended in this process
-        # up to it (Kafka's offset metadata: a segment position per offset), so that a parked
-        # Fetch learns how many bytes lie between two offsets without reading the segments.
-        self._append_ends: dict[int, int] = {}
-        self._append_order: deque[int] = deque()
-        self._appended_bytes = 0
         self._info: PartitionInfo | None = None
 
     @property
@@ -172,34 +161,6 @@ class Partition:
         if not candidates or self.local_id in candidates:
             return -1
         return min(candidates)
-
-    def bytes_between(self, start: int, end: int) -> int | None:
-        """The bytes of the batches from offset ``start`` to ``end``, both where an append of
-        this process began or ended; None when either is not (an older offset, or one inside an
-        append): the caller reads the log instead. Compaction or retention since may make the
-        true figure smaller, never larger."""
-        if end <= start:
-            return 0
-        before = self._append_ends.get(start)
-        after = self._append_ends.get(end)
-        if before is None or after is None:
-            return None
-        return after - before
-
-    def _note_appended(self, start: int, size: int) -> None:
-        ends = self._append_ends
-        if self._append_order and self._append_order[-1] != start:
-            ends.clear()  # truncated (or emptied) since: the figures no longer describe the log
-            self._append_order.clear()
-        if not ends:
-            ends[start] = self._appended_bytes
-            self._append_order.append(start)
-        self._appended_bytes += size
-        end = self.log.log_end_offset
-        ends[end] = self._appended_bytes
-        self._append_order.append(end)
-        if len(self._append_order) > _APPEND_SIZES_KEPT:
-            del ends[self._append_order.popleft()]
 
     @property
     def is_leader(self) -> bool:
@@ -445,13 +406,11 @@ class Partition:
         earlier = self._check_producers(headers, from_coordinator, marker)
         if earlier is not None:
             return earlier
-        start = self.log.log_end_offset
         # The log applies each producer's batch to the producer state as it writes it: the
         # check above and that update are the whole of a leader's producer bookkeeping.
         info = self.log.append(
             records, headers, log_append_time=log_append_time, leader_epoch=self.leader_epoch
         )
-        self._note_appended(start, len(records))
         if tracker.leader_appended(self.log.log_end_offset):
             self.log.update_high_watermark(tracker.high_watermark)
         self._wake()
@@ -547,9 +506,7 @@ class Partition:
         size = last.position + last.size
         if size < len(records):
             records = memoryview(records)[:size]
-        start = self.log.log_end_offset
         info = self.log.append_as_follower(records, headers)
-        self._note_appended(start, size)
         self._wake()
         return info
 
@@ -562,12 +519,6 @@ class Partition:
             self._wake()
 
     # -- both ----------------------------------------------------------------------------------
-
-    def truncated(self) -> None:
-        """The log was truncated (a follower diverging from its leader): the sizes of recent
-        appends no longer describe it. The log reloads its producer state itself."""
-        self._append_ends.clear()
-        self._append_order.clear()
 
     @property
     def has_waiters(self) -> bool:
