@@ -73,6 +73,31 @@ def test_an_append_wakes_the_waiters_once(tmp_path: Path) -> None:
     assert woken == [1]
 
 
+def test_acks_all_waits_wake_on_high_watermark_moves_after_the_fetches(tmp_path: Path) -> None:
+    """An append the followers do not have yet changes no acks=all answer: it wakes the
+    parked fetches only. A high watermark move wakes both, fetches first (Kafka completes its
+    delayed fetches before its delayed produces)."""
+    p = partition(tmp_path)
+    p.make_leader(1, (1, 2), (1, 2), 1)
+    woken: list[str] = []
+    p.replication.add_waiter(lambda: woken.append("produce"))
+    p.add_waiter(lambda: woken.append("fetch"))
+    p.append_as_leader(records(2), -1, NOW)
+    assert woken == ["fetch"]
+    p.add_waiter(lambda: woken.append("fetch"))
+    p.follower_fetched(2, 2)
+    assert p.high_watermark == 2
+    assert woken == ["fetch", "fetch", "produce"]
+
+
+def test_alone_in_the_isr_an_append_wakes_the_acks_all_waits_too(tmp_path: Path) -> None:
+    p = partition(tmp_path)
+    woken: list[str] = []
+    p.replication.add_waiter(lambda: woken.append("produce"))
+    p.append_as_leader(records(1), -1, NOW)
+    assert woken == ["produce"]
+
+
 def replicated_pair(tmp_path: Path, **kwargs: int) -> tuple[Partition, Partition, ManualClock]:
     """Broker 1 leading, broker 2 following, in epoch 3, both in the ISR."""
     clock = ManualClock()

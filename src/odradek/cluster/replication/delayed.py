@@ -47,8 +47,12 @@ class Watchable(Protocol):
     def remove_waiter(self, callback: Callable[[], None]) -> None: ...
 
 
-class Replicating(Watchable, Protocol):
-    """A partition an acks=all append waits on (see :meth:`Partition.replicated`)."""
+class Replicating(Protocol):
+    """A partition an acks=all append waits on (see :meth:`Partition.replicated`); its
+    ``replication`` wakes on what may change the answer (not on appends alone)."""
+
+    @property
+    def replication(self) -> Watchable: ...
 
     def replicated(self, required_offset: int) -> ErrorCode | None: ...
 
@@ -375,8 +379,8 @@ class DelayedProduce:
     def __init__(self, waits: Collection[tuple[Replicating, int]]) -> None:
         self._waits = list(waits)
 
-    def watched(self) -> list[Replicating]:
-        return [partition for partition, _ in self._waits]
+    def watched(self) -> list[Watchable]:
+        return [partition.replication for partition, _ in self._waits]
 
     def try_complete(self) -> bool:
         return all(p.replicated(offset) is not None for p, offset in self._waits)

@@ -54,6 +54,30 @@ class FetchIsolation(IntEnum):
     TXN_COMMITTED = 2  # a read_committed consumer: below the last stable offset
 
 
+class Waiters:
+    """Callbacks of parked requests, each called once by the next :meth:`wake`."""
+
+    __slots__ = ("_callbacks",)
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[], None]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._callbacks)
+
+    def add_waiter(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+    def remove_waiter(self, callback: Callable[[], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._callbacks.remove(callback)
+
+    def wake(self) -> None:
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+
 class Partition:
     """A partition hosted by this broker, as its leader or as a follower (Kafka's ``Partition``).
 
@@ -100,7 +124,11 @@ class Partition:
         # The ISR as last written, for Metadata; the leader's tracker has the live one.
         self.isr: tuple[int, ...] = ()
         self._tracker: IsrTracker | None = None
-        self._waiters: list[Callable[[], None]] = []
+        # Parked requests: any change wakes the fetches (and other watchers of the log), only
+        # a high watermark move or a change of role, ISR or log dir the acks=all appends
+        # (``replication``), after the fetches, as Kafka completes its delayed fetches first.
+        self._waiters = Waiters()
+        self.replication = Waiters()
         self._info: PartitionInfo | None = None
 
     @property
@@ -411,9 +439,10 @@ class Partition:
         info = self.log.append(
             records, headers, log_append_time=log_append_time, leader_epoch=self.leader_epoch
         )
-        if tracker.leader_appended(self.log.log_end_offset):
+        moved = tracker.leader_appended(self.log.log_end_offset)
+        if moved:
             self.log.update_high_watermark(tracker.high_watermark)
-        self._wake()
+        self._wake(replication=moved)
         return info
 
     def _check_producers(
@@ -522,20 +551,19 @@ class Partition:
 
     @property
     def has_waiters(self) -> bool:
-        """Whether requests are parked on this partition (which its next append wakes)."""
+        """Whether requests are parked on this partition that its next append wakes."""
         return bool(self._waiters)
 
     def add_waiter(self, callback: Callable[[], None]) -> None:
-        self._waiters.append(callback)
+        self._waiters.add_waiter(callback)
 
     def remove_waiter(self, callback: Callable[[], None]) -> None:
-        with contextlib.suppress(ValueError):
-            self._waiters.remove(callback)
+        self._waiters.remove_waiter(callback)
 
-    def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for callback in waiters:
-            callback()
+    def _wake(self, *, replication: bool = True) -> None:
+        self._waiters.wake()
+        if replication:
+            self.replication.wake()
 
     def wake_all(self) -> None:
         """Release every parked request (the partition is going away)."""
