@@ -4,7 +4,9 @@ Kafka keeps Fetch long-polls (``min.bytes`` not yet there) and acks=all produces
 replicas do not have the records yet) in a purgatory, watched by partition, and re-checks an
 operation when something it watches changes. Here the watched things are partitions (anything
 with ``add_waiter``/``remove_waiter``): an append or a high watermark move wakes the parked
-operations once, each re-checks its condition and parks again if it still does not hold.
+fetches once, a high watermark move (or a change of role or ISR) the acks=all produces, which
+watch the partition's ``replication``; each re-checks its condition and parks again if it still
+does not hold.
 The replica manager decides what waits here (:mod:`~odradek.cluster.replication.delayed`):
 the purgatory only parks, wakes and times out. Runs on the broker's event loop only.
 """
