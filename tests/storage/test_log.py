@@ -356,7 +356,18 @@ def test_reads_at_the_tail_answer_as_the_index_and_headers_of_a_reopened_log(
     log = open_log(config)
     for count in (1, 3, 2, 1, 4, 1, 2):
         append(log, make_batch(count))
-    assert len(log.segments) > 1
+    assert len(log.segments) > 1  # boundaries in sealed segments and in the active one
+    rolled = every_read(log)
+    log.close()
+    log = open_log(config)
+    assert every_read(log) == rolled
+    for counts in ((1,), (3, 2, 1, 4)):  # into the active segment the log opened with, then on
+        for count in counts:
+            append(log, make_batch(count))
+        rolled = every_read(log)
+        log.close()
+        log = open_log(config)
+        assert every_read(log) == rolled
     log.truncate_to(9)  # inside the batch of offsets 7-10: the log ends at 7
     for count in (2, 1):
         append(log, make_batch(count))
