@@ -11,7 +11,7 @@ from odradek.clock import ManualClock
 from odradek.protocol.record_batch import crc_of, set_base_offset, validate_batches
 from odradek.server.connection import SENDFILE_MIN_BYTES
 from odradek.storage import LogConfig, OffsetOutOfRange, PartitionLog
-from odradek.storage.log import COPIED_READ_BYTES
+from odradek.storage.log import COPIED_READ_BYTES, TAIL_BOUNDARIES_KEPT
 
 from .conftest import BATCH_SIZE, append, headers_of, make_batch, read_all
 
@@ -410,3 +410,15 @@ def test_bytes_between_recent_batches_are_known_across_segments_until_truncation
     assert log.bytes_between(0, 3) is None and log.bytes_between(3, 5) is None
     append(log, two)
     assert log.bytes_between(3, 5) == len(two)
+
+
+def test_the_log_remembers_only_its_latest_batch_boundaries(open_log: Opener) -> None:
+    log = open_log()
+    for _ in range(2 * TAIL_BOUNDARIES_KEPT):
+        append(log, make_batch(1))
+    end = log.log_end_offset
+    assert log.bytes_between(0, end) is None  # forgotten: a parked Fetch counts by reading
+    recent = end - TAIL_BOUNDARIES_KEPT + 1
+    assert log.bytes_between(recent, end) == (TAIL_BOUNDARIES_KEPT - 1) * BATCH_SIZE
+    piece = log.read(0, 1 << 20)  # read the other way, all the same
+    assert piece is not None and headers_of(piece.read_bytes())[0].base_offset == 0
