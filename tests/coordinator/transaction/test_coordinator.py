@@ -139,6 +139,54 @@ def test_kip_360_a_producer_bumps_only_its_own_epoch(clock: ManualClock) -> None
     )
 
 
+def test_kip_360_bumps_after_the_coordinator_moved(clock: ManualClock) -> None:
+    """A producer whose transaction failed asks for a bump with its current epoch: the
+    coordinator that replayed the log (a record for each step of one epoch) must bump it, not
+    take the request for a retry of a bump that never was. Answered with the same epoch, the
+    producer kept sequences its partitions had refused and was out of order for good."""
+    c = make(clock)
+    log: list[TxnWrite] = []
+
+    def run(outcome: TxnOutcome) -> TxnAnswer:
+        if isinstance(outcome, TxnWrite):
+            log.append(outcome)
+        return done(c, outcome)
+
+    pid, epoch = run(c.init_producer_id("tx", TIMEOUT_MS)).producer_id, 0
+    run(c.add_partitions("tx", pid, epoch, [T1]))
+    end = c.end_txn("tx", pid, epoch, commit=False)
+    run(end)
+    assert isinstance(end, TxnWrite) and end.markers is not None
+    complete = c.markers_done(end.markers)
+    assert complete is not None
+    run(complete)
+
+    def reload(coordinator_epoch: int) -> TransactionCoordinator:
+        reloaded = make(clock, epoch=coordinator_epoch)
+        index = reloaded.partition_for("tx")
+        reloaded.begin_loading(index, coordinator_epoch)
+        for write in log:
+            if write.partition == index:
+                reloaded.replay(index, write.key, write.value)
+        reloaded.finish_loading(index)
+        return reloaded
+
+    moved = reload(8)
+    bump = moved.init_producer_id("tx", TIMEOUT_MS, pid, epoch)
+    assert isinstance(bump, TxnWrite)
+    assert bump.answer == TxnAnswer(ErrorCode.none, pid, epoch + 1)
+    log.append(bump)
+    moved.written(bump, True)
+    # Its retry (the answer was lost) gets the same epoch, also from a coordinator that moved
+    # again; an epoch older still is fenced.
+    assert moved.init_producer_id("tx", TIMEOUT_MS, pid, epoch) == bump.answer
+    again = reload(9)
+    assert again.init_producer_id("tx", TIMEOUT_MS, pid, epoch) == bump.answer
+    bumped = again.init_producer_id("tx", TIMEOUT_MS, pid, epoch + 1)
+    assert isinstance(bumped, TxnWrite)
+    assert bumped.answer == TxnAnswer(ErrorCode.none, pid, epoch + 2)
+
+
 def test_timeouts_abort_with_a_bumped_epoch(clock: ManualClock) -> None:
     c = make(clock)
     pid, epoch = started(c)

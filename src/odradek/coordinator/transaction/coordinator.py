@@ -194,6 +194,15 @@ class TransactionCoordinator:
             return
         v = decode_txn_value(value)
         previous = target.txns.get(transactional_id)
+        # As ``written`` keeps it: the epoch before the last bump. Records of one epoch follow
+        # each other (ongoing, prepared, complete), and the epoch before is not theirs.
+        last_epoch = NO_EPOCH
+        if previous is not None and previous.producer_id == v.producer_id:
+            last_epoch = (
+                previous.last_producer_epoch
+                if previous.producer_epoch == v.producer_epoch
+                else previous.producer_epoch
+            )
         target.txns[transactional_id] = TxnMetadata(
             transactional_id,
             v.producer_id,
@@ -203,11 +212,7 @@ class TransactionCoordinator:
             v.partitions,
             v.start_ms,
             v.last_update_ms,
-            last_producer_epoch=(
-                previous.producer_epoch
-                if previous is not None and previous.producer_id == v.producer_id
-                else NO_EPOCH
-            ),
+            last_producer_epoch=last_epoch,
             next_producer_id=v.next_producer_id,
         )
 
@@ -348,10 +353,11 @@ class TransactionCoordinator:
             # KIP-360: a producer that knows its id and epoch may only bump its own.
             if producer_id != metadata.producer_id:
                 return TxnAnswer(ErrorCode.producer_fenced)
-            if producer_epoch == metadata.last_producer_epoch and metadata.state in _COMPLETE:
-                # A retry of the bump we already made.
-                return TxnAnswer(ErrorCode.none, metadata.producer_id, metadata.producer_epoch)
+            # Kafka's order: the current epoch is bumped; only another one can be the epoch
+            # before a bump already made, whose answer was lost (a retry of it).
             if producer_epoch != metadata.producer_epoch:
+                if producer_epoch == metadata.last_producer_epoch and metadata.state in _COMPLETE:
+                    return TxnAnswer(ErrorCode.none, metadata.producer_id, metadata.producer_epoch)
                 return TxnAnswer(ErrorCode.producer_fenced)
         if metadata.state == TxnState.ONGOING:
             # A new producer of this transactional id: abort what the old one left open, with
