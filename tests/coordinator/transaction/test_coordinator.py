@@ -4,12 +4,14 @@ each write it asks for is reported written (or failed) by the test, as the runti
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 
 from odradek.clock import ManualClock
 from odradek.coordinator.group.records import RecordFormatError, java_string_hash
 from odradek.coordinator.transaction.coordinator import (
+    MarkerJob,
     TransactionCoordinator,
     TxnAnswer,
     TxnConfig,
@@ -61,6 +63,33 @@ def started(coordinator: TransactionCoordinator, tid: str = "tx") -> tuple[int, 
     answer = done(coordinator, coordinator.init_producer_id(tid, TIMEOUT_MS))
     assert answer.error == ErrorCode.none
     return answer.producer_id, answer.producer_epoch
+
+
+def recording(
+    coordinator: TransactionCoordinator, log: list[TxnWrite]
+) -> Callable[[TxnOutcome], TxnAnswer]:
+    """``done``, keeping each write in ``log``: the records of the coordinator's partitions."""
+
+    def run(outcome: TxnOutcome) -> TxnAnswer:
+        if isinstance(outcome, TxnWrite):
+            log.append(outcome)
+        return done(coordinator, outcome)
+
+    return run
+
+
+def replayed(
+    clock: ManualClock, log: list[TxnWrite], tid: str, coordinator_epoch: int
+) -> tuple[TransactionCoordinator, list[MarkerJob]]:
+    """A coordinator that loaded the records of ``tid``'s partition from ``log`` (it moved),
+    and the marker jobs it resumed."""
+    reloaded = make(clock, epoch=coordinator_epoch)
+    index = reloaded.partition_for(tid)
+    reloaded.begin_loading(index, coordinator_epoch)
+    for write in log:
+        if write.partition == index:
+            reloaded.replay(index, write.key, write.value)
+    return reloaded, reloaded.finish_loading(index)
 
 
 def test_init_gives_an_id_and_each_init_bumps_the_epoch(clock: ManualClock) -> None:
@@ -146,12 +175,7 @@ def test_kip_360_bumps_after_the_coordinator_moved(clock: ManualClock) -> None:
     producer kept sequences its partitions had refused and was out of order for good."""
     c = make(clock)
     log: list[TxnWrite] = []
-
-    def run(outcome: TxnOutcome) -> TxnAnswer:
-        if isinstance(outcome, TxnWrite):
-            log.append(outcome)
-        return done(c, outcome)
-
+    run = recording(c, log)
     pid, epoch = run(c.init_producer_id("tx", TIMEOUT_MS)).producer_id, 0
     run(c.add_partitions("tx", pid, epoch, [T1]))
     end = c.end_txn("tx", pid, epoch, commit=False)
@@ -161,26 +185,16 @@ def test_kip_360_bumps_after_the_coordinator_moved(clock: ManualClock) -> None:
     assert complete is not None
     run(complete)
 
-    def reload(coordinator_epoch: int) -> TransactionCoordinator:
-        reloaded = make(clock, epoch=coordinator_epoch)
-        index = reloaded.partition_for("tx")
-        reloaded.begin_loading(index, coordinator_epoch)
-        for write in log:
-            if write.partition == index:
-                reloaded.replay(index, write.key, write.value)
-        reloaded.finish_loading(index)
-        return reloaded
-
-    moved = reload(8)
+    moved, _ = replayed(clock, log, "tx", 8)
     bump = moved.init_producer_id("tx", TIMEOUT_MS, pid, epoch)
     assert isinstance(bump, TxnWrite)
     assert bump.answer == TxnAnswer(ErrorCode.none, pid, epoch + 1)
     log.append(bump)
     moved.written(bump, True)
     # Its retry (the answer was lost) gets the same epoch, also from a coordinator that moved
-    # again; an epoch older still is fenced.
+    # again, which bumps the new epoch in turn.
     assert moved.init_producer_id("tx", TIMEOUT_MS, pid, epoch) == bump.answer
-    again = reload(9)
+    again, _ = replayed(clock, log, "tx", 9)
     assert again.init_producer_id("tx", TIMEOUT_MS, pid, epoch) == bump.answer
     bumped = again.init_producer_id("tx", TIMEOUT_MS, pid, epoch + 1)
     assert isinstance(bumped, TxnWrite)
@@ -258,24 +272,14 @@ def test_replay_rebuilds_the_state_and_resumes_half_ended_transactions(
 ) -> None:
     c = make(clock)
     log: list[TxnWrite] = []
-
-    def run(outcome: TxnOutcome) -> TxnAnswer:
-        if isinstance(outcome, TxnWrite):
-            log.append(outcome)
-        return done(c, outcome)
-
+    run = recording(c, log)
     pid, epoch = run(c.init_producer_id("tx", TIMEOUT_MS)).producer_id, 0
     run(c.add_partitions("tx", pid, epoch, [T1, T2]))
     run(c.end_txn("tx", pid, epoch, commit=True))  # the broker dies before the markers
     other = run(c.init_producer_id("quiet", TIMEOUT_MS))
 
-    reloaded = make(clock, epoch=8)
+    reloaded, (job,) = replayed(clock, log, "tx", 8)
     index = reloaded.partition_for("tx")
-    reloaded.begin_loading(index, 8)
-    for write in log:
-        if write.partition == index:
-            reloaded.replay(index, write.key, write.value)
-    (job,) = reloaded.finish_loading(index)
     assert (job.transactional_id, job.commit, job.partitions, job.coordinator_epoch) == (
         "tx",
         True,
