@@ -161,6 +161,17 @@ def _fenced_or_unknown(
     return None
 
 
+def _epoch_before(previous: TxnMetadata | None, v: TxnValue) -> int:
+    """The epoch before the last bump once ``v`` follows ``previous`` (written or replayed):
+    records of one epoch follow each other (ongoing, prepared, complete) and keep it; a bump
+    makes it the epoch bumped; a new producer id has none."""
+    if previous is None or previous.producer_id != v.producer_id:
+        return NO_EPOCH
+    if previous.producer_epoch == v.producer_epoch:
+        return previous.last_producer_epoch
+    return previous.producer_epoch
+
+
 class TransactionCoordinator:
     """The transactional ids of the ``__transaction_state`` partitions this broker leads."""
 
@@ -194,15 +205,6 @@ class TransactionCoordinator:
             return
         v = decode_txn_value(value)
         previous = target.txns.get(transactional_id)
-        # As ``written`` keeps it: the epoch before the last bump. Records of one epoch follow
-        # each other (ongoing, prepared, complete), and the epoch before is not theirs.
-        last_epoch = NO_EPOCH
-        if previous is not None and previous.producer_id == v.producer_id:
-            last_epoch = (
-                previous.last_producer_epoch
-                if previous.producer_epoch == v.producer_epoch
-                else previous.producer_epoch
-            )
         target.txns[transactional_id] = TxnMetadata(
             transactional_id,
             v.producer_id,
@@ -212,7 +214,7 @@ class TransactionCoordinator:
             v.partitions,
             v.start_ms,
             v.last_update_ms,
-            last_producer_epoch=last_epoch,
+            last_producer_epoch=_epoch_before(previous, v),
             next_producer_id=v.next_producer_id,
         )
 
@@ -303,10 +305,7 @@ class TransactionCoordinator:
         if not ok:
             return
         v = write.next_value
-        if v.producer_id != metadata.producer_id:
-            metadata.last_producer_epoch = NO_EPOCH
-        elif v.producer_epoch != metadata.producer_epoch:
-            metadata.last_producer_epoch = metadata.producer_epoch
+        metadata.last_producer_epoch = _epoch_before(metadata, v)
         metadata.producer_id = v.producer_id
         metadata.producer_epoch = v.producer_epoch
         metadata.timeout_ms = v.timeout_ms
